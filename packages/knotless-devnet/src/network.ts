@@ -1,0 +1,170 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Secp256k1Keypair } from '@atproto/crypto';
+import { startPds, type Pds, type PdsSecrets } from './pds.ts';
+import { startPlc, type Plc } from './plc.ts';
+import { freePort, portInUse } from './ports.ts';
+
+/** What a network directory remembers between runs: the ports its DIDs name and the PDS's keys. */
+interface NetworkState {
+  version: 1;
+  plcPort: number;
+  pdsPort: number;
+  secrets: PdsSecrets;
+}
+
+/** An account on the local network. */
+export interface Account {
+  did: string;
+  handle: string;
+}
+
+/** A running local atproto network: one PLC directory and one reference PDS. */
+export interface Network {
+  dir: string;
+  plcUrl: string;
+  pdsUrl: string;
+  adminPassword: string;
+  /** Creates an account, or returns the existing one when the handle is taken by it already. */
+  ensureAccount(handle: string, password: string): Promise<Account & { created: boolean }>;
+  close(): Promise<void>;
+}
+
+/** Options for {@link startNetwork}. */
+export interface NetworkOptions {
+  /** Where data lives; reused on the next start. Without it a temporary directory is removed on close. */
+  dir?: string;
+  rateLimits?: boolean;
+  blobUploadLimit?: number;
+}
+
+/** Thrown when the network cannot start for a reason the user can fix. */
+export class NetworkError extends Error {
+  override name = 'NetworkError';
+}
+
+async function newState(): Promise<NetworkState> {
+  const rotation = await Secp256k1Keypair.create({ exportable: true });
+  const recovery = await Secp256k1Keypair.create();
+  return {
+    version: 1,
+    plcPort: await freePort(),
+    pdsPort: await freePort(),
+    secrets: {
+      jwtSecret: crypto.randomBytes(32).toString('hex'),
+      adminPassword: crypto.randomBytes(16).toString('hex'),
+      plcRotationKeyHex: Buffer.from(await rotation.export()).toString('hex'),
+      recoveryDidKey: recovery.did(),
+    },
+  };
+}
+
+function loadOrCreateState(file: string): Promise<NetworkState> | NetworkState {
+  if (!fs.existsSync(file)) return newState();
+  const state = JSON.parse(fs.readFileSync(file, 'utf8')) as NetworkState;
+  if (state.version !== 1) throw new NetworkError(`${file} has an unknown version; remove its directory to start afresh.`);
+  return state;
+}
+
+/** Takes DIR/network.pid, refusing when a live process holds it. */
+function takePidLock(dir: string): () => void {
+  const file = path.join(dir, 'network.pid');
+  try {
+    const pid = Number(fs.readFileSync(file, 'utf8'));
+    if (pid > 0 && pid !== process.pid) {
+      try {
+        process.kill(pid, 0);
+        throw new NetworkError(`A network is already running in ${dir} (process ${pid}); stop it first.`);
+      } catch (err) {
+        if (err instanceof NetworkError) throw err;
+      }
+    }
+  } catch (err) {
+    if (err instanceof NetworkError) throw err;
+  }
+  fs.writeFileSync(file, String(process.pid));
+  return () => fs.rmSync(file, { force: true });
+}
+
+/** Starts a PLC directory and a PDS on loopback; a restart on the same directory keeps ports, DIDs and accounts. */
+export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> {
+  const temporary = opts.dir === undefined;
+  const dir = opts.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-net-'));
+  fs.mkdirSync(dir, { recursive: true });
+  const releaseLock = takePidLock(dir);
+  const stateFile = path.join(dir, 'network.json');
+  const state = await loadOrCreateState(stateFile);
+  for (const port of [state.plcPort, state.pdsPort]) {
+    if (await portInUse(port)) {
+      releaseLock();
+      throw new NetworkError(
+        `Port ${port}, which this network's DIDs name, is in use by another program; free it, or remove ${dir} to start afresh.`,
+      );
+    }
+  }
+  fs.writeFileSync(stateFile, JSON.stringify(state, null, 2), { mode: 0o600 });
+
+  let plc: Plc | undefined;
+  let pds: Pds | undefined;
+  try {
+    plc = await startPlc({ port: state.plcPort, dir });
+    pds = await startPds({
+      port: state.pdsPort,
+      dir,
+      plcUrl: plc.url,
+      secrets: state.secrets,
+      ...(opts.rateLimits === undefined ? {} : { rateLimits: opts.rateLimits }),
+      ...(opts.blobUploadLimit === undefined ? {} : { blobUploadLimit: opts.blobUploadLimit }),
+    });
+  } catch (err) {
+    await pds?.close();
+    await plc?.close();
+    releaseLock();
+    throw err;
+  }
+  const pdsUrl = pds.url;
+  const running = { plc, pds };
+
+  return {
+    dir,
+    plcUrl: plc.url,
+    pdsUrl,
+    adminPassword: state.secrets.adminPassword,
+    ensureAccount: (handle, password) => ensureAccount(pdsUrl, handle, password),
+    close: async () => {
+      await running.pds.close();
+      await running.plc.close();
+      releaseLock();
+      if (temporary) fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function xrpc(pdsUrl: string, nsid: string, init?: { body: unknown }): Promise<Response> {
+  return fetch(`${pdsUrl}/xrpc/${nsid}`, {
+    method: init === undefined ? 'GET' : 'POST',
+    ...(init === undefined
+      ? {}
+      : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(init.body) }),
+  });
+}
+
+async function ensureAccount(
+  pdsUrl: string,
+  handle: string,
+  password: string,
+): Promise<Account & { created: boolean }> {
+  const found = await xrpc(pdsUrl, `com.atproto.identity.resolveHandle?handle=${encodeURIComponent(handle)}`);
+  if (found.ok) {
+    const { did } = (await found.json()) as { did: string };
+    return { did, handle, created: false };
+  }
+  const res = await xrpc(pdsUrl, 'com.atproto.server.createAccount', {
+    body: { handle, password, email: `${handle}@knotless.invalid` },
+  });
+  if (!res.ok) throw new NetworkError(`creating ${handle} failed: ${res.status} ${await res.text()}`);
+  const { did } = (await res.json()) as { did: string };
+  return { did, handle, created: true };
+}

@@ -1,0 +1,70 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { PDS, envToCfg, envToSecrets } from '@atproto/pds';
+import { listenLoopback } from './http.ts';
+
+/** Secrets a dev PDS keeps across restarts, so its DIDs' keys and issued tokens stay valid. */
+export interface PdsSecrets {
+  jwtSecret: string;
+  adminPassword: string;
+  plcRotationKeyHex: string;
+  recoveryDidKey: string;
+}
+
+/** A running reference PDS. */
+export interface Pds {
+  url: string;
+  port: number;
+  adminPassword: string;
+  close(): Promise<void>;
+}
+
+/** Options for {@link startPds}. */
+export interface PdsOptions {
+  port: number;
+  dir: string;
+  plcUrl: string;
+  secrets: PdsSecrets;
+  /** Turns on the PDS's own rate limits, as real deployments run. */
+  rateLimits?: boolean;
+  blobUploadLimit?: number;
+}
+
+/** Starts the reference PDS on 127.0.0.1:port with its data in `dir`. */
+export async function startPds(opts: PdsOptions): Promise<Pds> {
+  const dataDirectory = path.join(opts.dir, 'pds');
+  const blobstoreDiskLocation = path.join(opts.dir, 'blobs');
+  fs.mkdirSync(dataDirectory, { recursive: true });
+  fs.mkdirSync(blobstoreDiskLocation, { recursive: true });
+  const env = {
+    devMode: true,
+    port: opts.port,
+    hostname: 'localhost',
+    dataDirectory,
+    blobstoreDiskLocation,
+    didPlcUrl: opts.plcUrl,
+    recoveryDidKey: opts.secrets.recoveryDidKey,
+    adminPassword: opts.secrets.adminPassword,
+    jwtSecret: opts.secrets.jwtSecret,
+    plcRotationKeyK256PrivateKeyHex: opts.secrets.plcRotationKeyHex,
+    serviceHandleDomains: ['.test'],
+    inviteRequired: false,
+    disableSsrfProtection: true,
+    rateLimitsEnabled: opts.rateLimits ?? false,
+    serviceName: 'knotless dev PDS',
+    ...(opts.blobUploadLimit === undefined ? {} : { blobUploadLimit: opts.blobUploadLimit }),
+  };
+  const pds = await PDS.create(envToCfg(env), envToSecrets(env));
+  // PDS.start() would listen on every interface; do its two steps ourselves, on loopback.
+  await pds.ctx.sequencer.start();
+  const listening = await listenLoopback(pds.app, opts.port);
+  return {
+    url: `http://localhost:${opts.port}`,
+    port: opts.port,
+    adminPassword: opts.secrets.adminPassword,
+    close: async () => {
+      await listening.close();
+      await pds.ctx.destroy();
+    },
+  };
+}

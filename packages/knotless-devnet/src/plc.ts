@@ -1,0 +1,59 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import * as plc from '@did-plc/server';
+import { listenLoopback } from './http.ts';
+
+type Op = Parameters<plc.MockDatabase['validateAndAddOp']>[1];
+
+/**
+ * The PLC directory's in-memory database, with every accepted operation appended to a JSON-lines log
+ * so that a restarted dev network replays them and keeps its DIDs. The upstream server only offers
+ * Postgres or memory; operations are signed, so replaying them through validation is exact.
+ */
+class LoggedPlcDatabase extends plc.MockDatabase {
+  #logFile: string | undefined;
+
+  constructor(logFile: string | undefined) {
+    super();
+    this.#logFile = logFile;
+  }
+
+  /** Replays the operations logged by an earlier run. */
+  async replay(): Promise<number> {
+    if (this.#logFile === undefined || !fs.existsSync(this.#logFile)) return 0;
+    const lines = fs.readFileSync(this.#logFile, 'utf8').split('\n').filter(Boolean);
+    for (const line of lines) {
+      const { did, op } = JSON.parse(line) as { did: string; op: Op };
+      await super.validateAndAddOp(did, op);
+    }
+    return lines.length;
+  }
+
+  override async validateAndAddOp(did: string, proposed: Op): Promise<void> {
+    await super.validateAndAddOp(did, proposed);
+    if (this.#logFile !== undefined) {
+      fs.appendFileSync(this.#logFile, JSON.stringify({ did, op: proposed }) + '\n');
+    }
+  }
+}
+
+/** A running PLC directory. */
+export interface Plc {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Starts a PLC directory on 127.0.0.1:port; with `dir`, its operations survive a restart. */
+export async function startPlc(opts: { port: number; dir?: string }): Promise<Plc> {
+  const logFile = opts.dir === undefined ? undefined : path.join(opts.dir, 'plc-ops.jsonl');
+  const db = new LoggedPlcDatabase(logFile);
+  await db.replay();
+  const server = plc.PlcServer.create({ db, port: opts.port });
+  const listening = await listenLoopback(server.app, opts.port);
+  return {
+    url: `http://localhost:${opts.port}`,
+    port: opts.port,
+    close: () => listening.close(),
+  };
+}
