@@ -64,7 +64,8 @@ async function newState(): Promise<NetworkState> {
 function loadOrCreateState(file: string): Promise<NetworkState> | NetworkState {
   if (!fs.existsSync(file)) return newState();
   const state = JSON.parse(fs.readFileSync(file, 'utf8')) as NetworkState;
-  if (state.version !== 1) throw new NetworkError(`${file} has an unknown version; remove its directory to start afresh.`);
+  if (state.version !== 1)
+    throw new NetworkError(`${file} has an unknown version; remove its directory to start afresh.`);
   return state;
 }
 

@@ -1,0 +1,114 @@
+import lockfile from 'proper-lockfile';
+import { KnotlessError } from '../errors.ts';
+import type { XrpcClient } from '../xrpc/client.ts';
+import { XrpcError, generalFailure, isAuthRejection, type Authorizer } from '../xrpc/client.ts';
+import type { SessionStore, StoredSession } from './store.ts';
+
+/** Seconds before expiry at which an access token is renewed rather than sent. */
+const RENEW_MARGIN_S = 60;
+
+/** The `exp` claim of a JWT, in seconds; undefined when the token cannot be read. */
+function expiry(jwt: string): number | undefined {
+  const payload = jwt.split('.')[1];
+  if (payload === undefined) return undefined;
+  try {
+    const exp = (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { exp?: unknown }).exp;
+    return typeof exp === 'number' ? exp : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function expiresSoon(jwt: string): boolean {
+  const exp = expiry(jwt);
+  return exp === undefined || exp - RENEW_MARGIN_S < Date.now() / 1000;
+}
+
+/**
+ * Authorizes requests with an app-password session, refreshing tokens when they expire. Refresh
+ * tokens are single-use, so the refresh happens under a file lock and re-reads the file first:
+ * when another process refreshed meanwhile, its tokens are adopted instead of spending a second one.
+ */
+export class PasswordSession implements Authorizer {
+  #session: StoredSession;
+  readonly #store: SessionStore;
+  readonly #client: XrpcClient;
+  /** Called when the refresh token itself is dead; may log in again (e.g. from KNOTLESS_PASSWORD). */
+  readonly #relogin: (() => Promise<StoredSession>) | undefined;
+
+  constructor(
+    session: StoredSession,
+    store: SessionStore,
+    client: XrpcClient,
+    relogin?: () => Promise<StoredSession>,
+  ) {
+    this.#session = session;
+    this.#store = store;
+    this.#client = client;
+    this.#relogin = relogin;
+  }
+
+  /** The account this session acts as. */
+  get session(): StoredSession {
+    return this.#session;
+  }
+
+  async headers(): Promise<Record<string, string>> {
+    if (expiresSoon(this.#session.accessJwt)) await this.renew();
+    return { authorization: `Bearer ${this.#session.accessJwt}` };
+  }
+
+  async renew(): Promise<boolean> {
+    const stale = this.#session.accessJwt;
+    const file = this.#store.fileFor(this.#session.did);
+    const release = await lockfile.lock(file, {
+      realpath: false,
+      stale: 15_000,
+      retries: { retries: 100, minTimeout: 20, maxTimeout: 200 },
+    });
+    try {
+      const onDisk = this.#store.get(this.#session.did);
+      if (onDisk !== undefined && onDisk.accessJwt !== stale && !expiresSoon(onDisk.accessJwt)) {
+        this.#session = onDisk;
+        return true;
+      }
+      this.#session = await this.#refresh(onDisk ?? this.#session);
+      this.#store.put(this.#session);
+      return true;
+    } finally {
+      await release();
+    }
+  }
+
+  async #refresh(current: StoredSession): Promise<StoredSession> {
+    try {
+      const res = await this.#client.procedure<{ accessJwt: string; refreshJwt: string; handle: string }>(
+        'com.atproto.server.refreshSession',
+        undefined,
+        { headers: { authorization: `Bearer ${current.refreshJwt}` } },
+      );
+      return { ...current, accessJwt: res.accessJwt, refreshJwt: res.refreshJwt, handle: res.handle };
+    } catch (err) {
+      if (err instanceof XrpcError && isAuthRejection(err)) {
+        if (this.#relogin !== undefined) return this.#relogin();
+        throw new KnotlessError(
+          'session-expired',
+          `Your session for ${current.handle} has expired; run \`knotless login ${current.handle}\` again.`,
+          { cause: err },
+        );
+      }
+      throw generalFailure(err, 'refreshing your session');
+    }
+  }
+
+  /** Ends the session at the PDS (revoking its refresh token); failures are ignored, as logout goes on. */
+  async revoke(): Promise<void> {
+    try {
+      await this.#client.procedure('com.atproto.server.deleteSession', undefined, {
+        headers: { authorization: `Bearer ${this.#session.refreshJwt}` },
+      });
+    } catch {
+      // The local session is removed either way; a dead token needs no revoking.
+    }
+  }
+}

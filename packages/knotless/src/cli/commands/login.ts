@@ -1,0 +1,20 @@
+import { login } from '../../auth/login.ts';
+import { KnotlessError } from '../../errors.ts';
+import { stringOption, type Command } from '../command.ts';
+import { readSecret } from '../prompt.ts';
+
+export const command: Command = {
+  usage: 'login <handle> [--app-password P]',
+  summary: 'log in to your account',
+  options: { 'app-password': { type: 'string' } },
+  positionals: { min: 1, max: 1 },
+  async run({ ctx, io, args }) {
+    const handle = args.positionals[0]!;
+    const password =
+      stringOption(args, 'app-password') ?? (await readSecret(io, `App password for ${handle}: `));
+    if (password === '')
+      throw new KnotlessError('usage', 'No password given; pass --app-password or type it at the prompt.');
+    const session = await login(ctx(), handle, password);
+    io.err(`Logged in as ${session.handle} (${session.did}).`);
+  },
+};

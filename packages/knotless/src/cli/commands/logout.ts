@@ -1,0 +1,25 @@
+import { PasswordSession } from '../../auth/password-session.ts';
+import { KnotlessError } from '../../errors.ts';
+import type { Command } from '../command.ts';
+
+export const command: Command = {
+  usage: 'logout [handle]',
+  summary: 'log out and forget the session',
+  positionals: { min: 0, max: 1 },
+  async run({ ctx, io, args }) {
+    const c = ctx();
+    const who = args.positionals[0];
+    const current = c.sessions.current();
+    const stored =
+      who !== undefined ? c.sessions.find(who) : current === undefined ? undefined : c.sessions.get(current);
+    if (stored === undefined) {
+      throw new KnotlessError(
+        'not-logged-in',
+        who === undefined ? 'You are not logged in.' : `You are not logged in as ${who}.`,
+      );
+    }
+    await new PasswordSession(stored, c.sessions, c.client(stored.pds)).revoke();
+    c.sessions.remove(stored.did);
+    io.err(`Logged out of ${stored.handle}.`);
+  },
+};

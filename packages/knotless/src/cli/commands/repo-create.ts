@@ -1,0 +1,21 @@
+import { activeSession } from '../../auth/login.ts';
+import { checkRepoName } from '../../repo/name.ts';
+import { RepoRecords } from '../../repo/records.ts';
+import { stringOption, type Command } from '../command.ts';
+
+export const command: Command = {
+  usage: 'repo create <name> [--description D]',
+  summary: 'create a repository in your account',
+  options: { description: { type: 'string', short: 'd' } },
+  positionals: { min: 1, max: 1 },
+  async run({ ctx, io, args }) {
+    const name = checkRepoName(args.positionals[0]!);
+    const c = ctx();
+    const auth = await activeSession(c);
+    await new RepoRecords(c).create(auth, name, stringOption(args, 'description'));
+    io.out(`knotless://${auth.session.handle}/${name}`);
+    io.err(
+      `Created ${auth.session.handle}/${name}. Push to it: git remote add origin knotless://${auth.session.handle}/${name}`,
+    );
+  },
+};

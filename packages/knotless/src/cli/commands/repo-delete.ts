@@ -1,0 +1,39 @@
+import { activeSession } from '../../auth/login.ts';
+import { KnotlessError } from '../../errors.ts';
+import { checkRepoName } from '../../repo/name.ts';
+import { RepoRecords } from '../../repo/records.ts';
+import type { Command } from '../command.ts';
+import { confirm } from '../prompt.ts';
+
+export const command: Command = {
+  usage: 'repo delete <name> [--yes]',
+  summary: 'delete a repository and all its refs',
+  options: { yes: { type: 'boolean', short: 'y' } },
+  positionals: { min: 1, max: 1 },
+  async run({ ctx, io, args }) {
+    const name = checkRepoName(args.positionals[0]!);
+    const c = ctx();
+    const auth = await activeSession(c);
+    const owner = { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds };
+    const records = new RepoRecords(c);
+    await records.get(owner, name);
+    if (args.values['yes'] !== true) {
+      if (!io.interactive) {
+        throw new KnotlessError(
+          'usage',
+          `Deleting ${name} cannot be undone; pass --yes to confirm when not at a terminal.`,
+        );
+      }
+      if (
+        !(await confirm(
+          io,
+          `Delete ${owner.handle}/${name} and all its branches and tags? This cannot be undone.`,
+        ))
+      ) {
+        throw new KnotlessError('cancelled', 'Nothing deleted.');
+      }
+    }
+    const refs = await records.delete(auth, owner, name);
+    io.err(`Deleted ${owner.handle}/${name} (${refs} ref${refs === 1 ? '' : 's'}).`);
+  },
+};

@@ -1,0 +1,42 @@
+import { parseRepoSpec } from '../../repo/name.ts';
+import { RepoRecords } from '../../repo/records.ts';
+import type { Command } from '../command.ts';
+import { ownerOf } from './owner.ts';
+
+export const command: Command = {
+  usage: 'repo info <[handle/]name> [--json]',
+  summary: 'show one repository',
+  options: { json: { type: 'boolean' } },
+  positionals: { min: 1, max: 1 },
+  async run({ ctx, io, args }) {
+    const c = ctx();
+    const spec = parseRepoSpec(args.positionals[0]!);
+    const owner = await ownerOf(c, spec.owner);
+    const records = new RepoRecords(c);
+    const [record, refs] = await Promise.all([
+      records.get(owner, spec.name),
+      records.refKeys(owner, spec.name),
+    ]);
+    const label = owner.handle ?? owner.did;
+    const url = `knotless://${label}/${spec.name}`;
+    if (args.values['json'] === true) {
+      io.out(
+        JSON.stringify({
+          owner: owner.did,
+          handle: owner.handle,
+          name: spec.name,
+          ...record,
+          refs: refs.length,
+          url,
+        }),
+      );
+      return;
+    }
+    io.out(`${label}/${spec.name}`);
+    if (record.description) io.out(`  description  ${record.description}`);
+    io.out(`  created      ${record.createdAt}`);
+    io.out(`  owner        ${owner.did}`);
+    io.out(`  refs         ${refs.length}`);
+    io.out(`  clone        git clone ${url}`);
+  },
+};

@@ -1,0 +1,58 @@
+import os from 'node:os';
+import path from 'node:path';
+
+/** Every setting knotless reads from the environment, read in this one place. */
+export interface Config {
+  /** Sessions live here (`KNOTLESS_CONFIG_DIR`, else `$XDG_CONFIG_HOME/knotless`). */
+  configDir: string;
+  /** Identity resolutions and other caches (`KNOTLESS_CACHE_DIR`, else `$XDG_CACHE_HOME/knotless`). */
+  cacheDir: string;
+  /** Long-lived data such as the dev network (`$XDG_DATA_HOME/knotless`). */
+  dataDir: string;
+  /** The PLC directory that resolves did:plc identities. */
+  plcUrl: string;
+  /** Sends every PDS request here instead of the PDS a DID document names (a proxy, a test front). */
+  service: string | undefined;
+  /** A PEM file of extra certificates to trust for https. */
+  caCerts: string | undefined;
+  /** The dev network's PDS: `.test` handles resolve through it. */
+  devPds: string | undefined;
+  /** Non-interactive login for agents and CI. */
+  identifier: string | undefined;
+  password: string | undefined;
+  /** Seconds an identity resolution stays fresh in the cache. */
+  identityTtlSeconds: number;
+  /** Print each request to stderr. */
+  trace: boolean;
+}
+
+/** The public PLC directory, used unless KNOTLESS_PLC_URL says otherwise. */
+export const DEFAULT_PLC_URL = 'https://plc.directory';
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function xdg(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
+  return nonEmpty(env[name]) ?? path.join(os.homedir(), fallback);
+}
+
+/** Reads the configuration from environment variables. */
+export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const ttl = Number(env['KNOTLESS_IDENTITY_TTL'] ?? '');
+  return {
+    configDir:
+      nonEmpty(env['KNOTLESS_CONFIG_DIR']) ?? path.join(xdg(env, 'XDG_CONFIG_HOME', '.config'), 'knotless'),
+    cacheDir:
+      nonEmpty(env['KNOTLESS_CACHE_DIR']) ?? path.join(xdg(env, 'XDG_CACHE_HOME', '.cache'), 'knotless'),
+    dataDir: path.join(xdg(env, 'XDG_DATA_HOME', '.local/share'), 'knotless'),
+    plcUrl: (nonEmpty(env['KNOTLESS_PLC_URL']) ?? DEFAULT_PLC_URL).replace(/\/+$/, ''),
+    service: nonEmpty(env['KNOTLESS_SERVICE'])?.replace(/\/+$/, ''),
+    caCerts: nonEmpty(env['KNOTLESS_CA_CERTS']),
+    devPds: nonEmpty(env['KNOTLESS_DEV_PDS'])?.replace(/\/+$/, ''),
+    identifier: nonEmpty(env['KNOTLESS_IDENTIFIER']),
+    password: nonEmpty(env['KNOTLESS_PASSWORD']),
+    identityTtlSeconds: Number.isFinite(ttl) && ttl > 0 ? ttl : 24 * 3600,
+    trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
+  };
+}

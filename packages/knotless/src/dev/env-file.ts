@@ -1,0 +1,47 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { writeFileAtomic } from '../fsutil.ts';
+
+/** Quotes a value for a POSIX shell. */
+export function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+/** The executables a dev env puts on PATH, by name, with the script each runs. */
+export function binScripts(): Record<string, string> {
+  const bin = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin');
+  return {
+    knotless: path.join(bin, 'knotless.ts'),
+    'git-remote-knotless': path.join(bin, 'git-remote-knotless.ts'),
+  };
+}
+
+/**
+ * Writes DIR/bin wrappers that run each executable on this very Node (the project's Node 22): git
+ * starts the helper outside npm, where `#!/usr/bin/env node` would find whatever node is on PATH.
+ */
+export function writeWrappers(binDir: string, node: string = process.execPath): void {
+  fs.mkdirSync(binDir, { recursive: true });
+  for (const [name, script] of Object.entries(binScripts())) {
+    if (!fs.existsSync(script)) continue;
+    writeFileAtomic(
+      path.join(binDir, name),
+      `#!/bin/sh\nexec ${shellQuote(node)} ${shellQuote(script)} "$@"\n`,
+      0o755,
+    );
+  }
+}
+
+/** Writes a POSIX shell file that, sourced, points knotless and git at a dev network. */
+export function writeEnvFile(file: string, vars: Record<string, string>, binDir: string): void {
+  const lines = [
+    '# Written by `knotless dev`. Source it: . ' + shellQuote(file),
+    '# It makes knotless, and git with knotless:// URLs, act on the dev network as alice.test.',
+    'unset KNOTLESS_SERVICE KNOTLESS_IDENTIFIER KNOTLESS_PASSWORD',
+    ...Object.entries(vars).map(([k, v]) => `export ${k}=${shellQuote(v)}`),
+    `export PATH=${shellQuote(binDir)}:"$PATH"`,
+    '',
+  ];
+  writeFileAtomic(file, lines.join('\n'), 0o600);
+}

@@ -1,0 +1,190 @@
+import type { PasswordSession } from '../auth/password-session.ts';
+import type { Context } from '../context.ts';
+import { KnotlessError } from '../errors.ts';
+import type { Identity } from '../identity/resolver.ts';
+import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
+import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
+
+/** A `dev.knotless.repo` record. */
+export interface RepoRecord {
+  description?: string;
+  createdAt: string;
+}
+
+/** A repository as listed: its name (the record key) and record. */
+export interface RepoEntry {
+  name: string;
+  record: RepoRecord;
+}
+
+interface ListedRecord {
+  uri: string;
+  cid: string;
+  value: unknown;
+}
+
+/** Reads a repo record leniently: unknown fields are ignored, wrong types dropped. */
+export function parseRepoRecord(value: unknown): RepoRecord {
+  const v = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
+  const record: RepoRecord = { createdAt: typeof v['createdAt'] === 'string' ? v['createdAt'] : '' };
+  if (typeof v['description'] === 'string') record.description = v['description'];
+  return record;
+}
+
+function rkeyOf(uri: string): string {
+  return uri.slice(uri.lastIndexOf('/') + 1);
+}
+
+/** Pages through a collection in key order, starting after `after`, while `keep` accepts keys. */
+async function* listRecords(
+  client: XrpcClient,
+  did: string,
+  collection: string,
+  opts: { after?: string; keep?: (rkey: string) => boolean } = {},
+): AsyncGenerator<ListedRecord> {
+  let cursor = opts.after;
+  for (;;) {
+    const page = await client.query<{ records: ListedRecord[]; cursor?: string }>(
+      'com.atproto.repo.listRecords',
+      {
+        repo: did,
+        collection,
+        limit: 100,
+        reverse: true,
+        cursor,
+      },
+    );
+    for (const r of page.records) {
+      if (opts.keep !== undefined && !opts.keep(rkeyOf(r.uri))) return;
+      yield r;
+    }
+    if (page.cursor === undefined || page.records.length === 0) return;
+    cursor = page.cursor;
+  }
+}
+
+function missingRepo(owner: string, name: string, cause?: unknown): KnotlessError {
+  return new KnotlessError(
+    'repo-missing',
+    `${owner} has no repository named ${name}; check the name with \`knotless repo list ${owner}\`.`,
+    { cause },
+  );
+}
+
+/** Repository records: create, read, list and delete, against the owner's PDS. */
+export class RepoRecords {
+  readonly #ctx: Context;
+
+  constructor(ctx: Context) {
+    this.#ctx = ctx;
+  }
+
+  /** Creates a repository in the session's account; fails with `repo-exists` if the name is taken. */
+  async create(auth: PasswordSession, name: string, description?: string): Promise<RepoRecord> {
+    const record: RepoRecord = { createdAt: new Date().toISOString() };
+    if (description !== undefined && description !== '') record.description = description;
+    const client = this.#ctx.client(auth.session.pds, auth);
+    try {
+      // swapRecord: null makes the write conditional on the key being free.
+      await client.procedure('com.atproto.repo.putRecord', {
+        repo: auth.session.did,
+        collection: REPO_COLLECTION,
+        rkey: name,
+        record: { $type: REPO_COLLECTION, ...record },
+        swapRecord: null,
+      });
+    } catch (err) {
+      if (err instanceof XrpcError && err.error === 'InvalidSwap') {
+        throw new KnotlessError(
+          'repo-exists',
+          `You already have a repository named ${name}; pick another name.`,
+          {
+            cause: err,
+          },
+        );
+      }
+      throw generalFailure(err, `creating ${name}`);
+    }
+    return record;
+  }
+
+  /** Reads one repository's record (public: no login needed). */
+  async get(owner: Identity, name: string): Promise<RepoRecord> {
+    const client = this.#ctx.client(owner.pds);
+    const label = owner.handle ?? owner.did;
+    try {
+      const res = await client.query<{ value: unknown }>('com.atproto.repo.getRecord', {
+        repo: owner.did,
+        collection: REPO_COLLECTION,
+        rkey: name,
+      });
+      return parseRepoRecord(res.value);
+    } catch (err) {
+      if (err instanceof XrpcError && err.error === 'RecordNotFound') throw missingRepo(label, name, err);
+      throw generalFailure(err, `reading ${label}/${name}`);
+    }
+  }
+
+  /** Lists an account's repositories in name order (public: no login needed). */
+  async list(owner: Identity): Promise<RepoEntry[]> {
+    const client = this.#ctx.client(owner.pds);
+    const out: RepoEntry[] = [];
+    try {
+      for await (const r of listRecords(client, owner.did, REPO_COLLECTION)) {
+        out.push({ name: rkeyOf(r.uri), record: parseRepoRecord(r.value) });
+      }
+    } catch (err) {
+      throw generalFailure(err, `listing the repositories of ${owner.handle ?? owner.did}`);
+    }
+    return out;
+  }
+
+  /** The keys of every ref record of a repository. */
+  async refKeys(owner: Identity, name: string): Promise<string[]> {
+    const prefix = refKeyPrefix(name);
+    const keys: string[] = [];
+    const client = this.#ctx.client(owner.pds);
+    try {
+      // Ascending listing starts after the cursor; the prefix itself sorts before every key it begins.
+      for await (const r of listRecords(client, owner.did, REF_COLLECTION, {
+        after: prefix,
+        keep: (k) => k.startsWith(prefix),
+      })) {
+        keys.push(rkeyOf(r.uri));
+      }
+    } catch (err) {
+      throw generalFailure(err, `listing the refs of ${name}`);
+    }
+    return keys;
+  }
+
+  /**
+   * Deletes a repository: its ref records first, then the repo record, so an interrupted delete
+   * leaves a repository that still lists and can be deleted again. Returns how many refs went.
+   */
+  async delete(auth: PasswordSession, owner: Identity, name: string): Promise<number> {
+    await this.get(owner, name);
+    const keys = await this.refKeys(owner, name);
+    const client = this.#ctx.client(auth.session.pds, auth);
+    try {
+      for (let i = 0; i < keys.length; i += 100) {
+        await client.procedure('com.atproto.repo.applyWrites', {
+          repo: auth.session.did,
+          writes: keys.slice(i, i + 100).map((rkey) => ({
+            $type: 'com.atproto.repo.applyWrites#delete',
+            collection: REF_COLLECTION,
+            rkey,
+          })),
+        });
+      }
+      await client.procedure('com.atproto.repo.deleteRecord', {
+        repo: auth.session.did,
+        collection: REPO_COLLECTION,
+        rkey: name,
+      });
+    } catch (err) {
+      throw generalFailure(err, `deleting ${name}`);
+    }
+    return keys.length;
+  }
+}

@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-dev-test-'));
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+/** Starts `knotless dev --dir DIR` and waits for its `ready` line. */
+async function startDev(): Promise<{ child: ChildProcess; stdout: string; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [KNOTLESS_BIN, 'dev', '--dir', dir], {
+    env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: dir },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  let stdout = '';
+  let stderr = '';
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+      if (/^ready$/m.test(stdout)) resolve();
+    });
+    void exited.then((code) => reject(new Error(`knotless dev exited ${code}: ${stderr}`)));
+  });
+  return { child, stdout, exited };
+}
+
+/** Runs a shell script the way a user would, after sourcing DIR/env, with only system paths on PATH. */
+function shell(script: string) {
+  return runProcess('/bin/sh', ['-c', `. '${dir}/env' && ${script}`], {
+    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: dir },
+  });
+}
+
+describe('knotless dev', () => {
+  let did = '';
+
+  it('starts a network, writes a working env file and prints ready', async () => {
+    const dev = await startDev();
+    assert.match(dev.stdout, /^ready$/m);
+    assert.match(dev.stdout, new RegExp(`\\. ${dir}/env`));
+    const env = fs.readFileSync(path.join(dir, 'env'), 'utf8');
+    for (const v of ['KNOTLESS_PLC_URL', 'KNOTLESS_DEV_PDS', 'KNOTLESS_DEV_PASSWORD', 'PATH']) {
+      assert.match(env, new RegExp(`^export ${v}=`, 'm'));
+    }
+    const res = await shell('knotless whoami && knotless repo create hello && knotless repo list');
+    assert.equal(res.code, 0, res.stderr);
+    const [who, created, listed] = res.stdout.trim().split('\n');
+    assert.match(who!, /^alice\.test \(did:plc:[a-z2-7]{24}\) on http:\/\/localhost:\d+$/);
+    did = /\((did:plc:[a-z2-7]+)\)/.exec(who!)![1]!;
+    assert.equal(created, 'knotless://alice.test/hello');
+    assert.equal(listed, 'hello');
+    const bob = await shell(
+      'knotless login bob.test --app-password "$KNOTLESS_DEV_PASSWORD" && knotless whoami',
+    );
+    assert.equal(bob.code, 0, bob.stderr);
+    assert.match(bob.stdout, /^bob\.test /);
+    dev.child.kill('SIGINT');
+    assert.equal(await dev.exited, 0);
+  });
+
+  it('keeps accounts, DIDs and repositories across a restart, and stops on SIGTERM', async () => {
+    const dev = await startDev();
+    const res = await shell('knotless whoami && knotless repo list');
+    assert.equal(res.code, 0, res.stderr);
+    const [who, listed] = res.stdout.trim().split('\n');
+    assert.match(who!, new RegExp(`^alice\\.test \\(${did}\\)`));
+    assert.equal(listed, 'hello');
+    dev.child.kill('SIGTERM');
+    assert.equal(await dev.exited, 0);
+  });
+
+  it('refuses to start twice on one directory', async () => {
+    const dev = await startDev();
+    const second = await runProcess(process.execPath, [KNOTLESS_BIN, 'dev', '--dir', dir], {
+      env: { PATH: '/usr/bin:/bin', HOME: dir },
+    });
+    assert.equal(second.code, 11);
+    assert.match(second.stderr, /A network is already running in .+; stop it first\./);
+    dev.child.kill('SIGINT');
+    assert.equal(await dev.exited, 0);
+  });
+});

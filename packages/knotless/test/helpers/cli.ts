@@ -1,0 +1,46 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The CLI's entry script. */
+export const KNOTLESS_BIN = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '..',
+  '..',
+  'src',
+  'bin',
+  'knotless.ts',
+);
+
+/** What a finished process left behind. */
+export interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a program to completion with the given environment and standard input. */
+export function runProcess(
+  cmd: string,
+  args: string[],
+  opts: { env: Record<string, string>; input?: string; cwd?: string },
+): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: opts.env, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(opts.input ?? '');
+  });
+}
+
+/** Runs the real `knotless` CLI as a separate process on this Node. */
+export function knotless(
+  args: string[],
+  opts: { env: Record<string, string>; input?: string },
+): Promise<Run> {
+  return runProcess(process.execPath, [KNOTLESS_BIN, ...args], opts);
+}

@@ -1,0 +1,54 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before } from 'node:test';
+import { startNetwork, type Network } from 'knotless-devnet';
+
+/** A test network and accounts on it, shared by the tests of one file. */
+export interface TestNet {
+  net: Network;
+  password: string;
+  /** DIDs by handle. */
+  dids: Record<string, string>;
+  /** A fresh temporary directory, removed after the file's tests. */
+  tmpdir(): string;
+  /** Environment for a CLI process on this network, with its own config and cache directories. */
+  env(extra?: Record<string, string>): Record<string, string>;
+}
+
+/** Starts one network for the calling test file (before its tests) and stops it after them. */
+export function useNetwork(handles: string[] = ['alice.test', 'bob.test']): TestNet {
+  const dirs: string[] = [];
+  const t: TestNet = {
+    net: undefined as unknown as Network,
+    password: `pw-${crypto.randomBytes(6).toString('hex')}`,
+    dids: {},
+    tmpdir() {
+      const d = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-test-'));
+      dirs.push(d);
+      return d;
+    },
+    env(extra = {}) {
+      const home = t.tmpdir();
+      return {
+        PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+        HOME: home,
+        KNOTLESS_CONFIG_DIR: path.join(home, 'config'),
+        KNOTLESS_CACHE_DIR: path.join(home, 'cache'),
+        KNOTLESS_PLC_URL: t.net.plcUrl,
+        KNOTLESS_DEV_PDS: t.net.pdsUrl,
+        ...extra,
+      };
+    },
+  };
+  before(async () => {
+    t.net = await startNetwork();
+    for (const h of handles) t.dids[h] = (await t.net.ensureAccount(h, t.password)).did;
+  });
+  after(async () => {
+    await t.net.close();
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+  });
+  return t;
+}

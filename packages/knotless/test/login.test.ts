@@ -1,0 +1,94 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { knotless } from './helpers/cli.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork();
+
+function sessionFile(env: Record<string, string>, did: string): string {
+  return path.join(env['KNOTLESS_CONFIG_DIR']!, 'sessions', `${did.replaceAll(':', '_')}.json`);
+}
+
+describe('login, whoami, logout', () => {
+  it('logs in with --app-password, stores a 0600 session and never prints tokens', async () => {
+    const env = t.env();
+    const res = await knotless(['login', 'alice.test', '--app-password', t.password], { env });
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stderr, /Logged in as alice\.test/);
+    const file = sessionFile(env, t.dids['alice.test']!);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    const session = JSON.parse(fs.readFileSync(file, 'utf8')) as { accessJwt: string; refreshJwt: string };
+    for (const out of [res.stdout, res.stderr]) {
+      assert.ok(!out.includes(session.accessJwt) && !out.includes(session.refreshJwt), 'a token was printed');
+    }
+    const who = await knotless(['whoami'], { env });
+    assert.equal(who.code, 0, who.stderr);
+    assert.match(who.stdout, new RegExp(`^alice\\.test \\(${t.dids['alice.test']}\\) on ${t.net.pdsUrl}`));
+  });
+
+  it('reads the password from stdin when not given as a flag', async () => {
+    const env = t.env();
+    const res = await knotless(['login', 'bob.test'], { env, input: `${t.password}\n` });
+    assert.equal(res.code, 0, res.stderr);
+    const who = await knotless(['whoami'], { env });
+    assert.match(who.stdout, /^bob\.test /);
+  });
+
+  it('refuses a wrong password with one clear sentence and exit 4', async () => {
+    const env = t.env();
+    const res = await knotless(['login', 'alice.test', '--app-password', 'not-the-password'], { env });
+    assert.equal(res.code, 4);
+    assert.match(res.stderr, /^knotless: The PDS refused the password for alice\.test; .+\.\n$/);
+    assert.equal(fs.existsSync(sessionFile(env, t.dids['alice.test']!)), false);
+  });
+
+  it('refuses an unknown handle with exit 3', async () => {
+    const res = await knotless(['login', 'nobody.test', '--app-password', 'x'], { env: t.env() });
+    assert.equal(res.code, 3);
+    assert.match(res.stderr, /nobody\.test does not exist on the dev network/);
+  });
+
+  it('says how to log in when not logged in', async () => {
+    const res = await knotless(['whoami'], { env: t.env() });
+    assert.equal(res.code, 4);
+    assert.match(res.stderr, /You are not logged in; run `knotless login <handle>`/);
+  });
+
+  it('logs out, revoking the refresh token at the PDS', async () => {
+    const env = t.env();
+    assert.equal((await knotless(['login', 'alice.test', '--app-password', t.password], { env })).code, 0);
+    const file = sessionFile(env, t.dids['alice.test']!);
+    const { refreshJwt } = JSON.parse(fs.readFileSync(file, 'utf8')) as { refreshJwt: string };
+    const out = await knotless(['logout'], { env });
+    assert.equal(out.code, 0, out.stderr);
+    assert.equal(fs.existsSync(file), false);
+    const refresh = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.refreshSession`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${refreshJwt}` },
+    });
+    assert.equal(refresh.ok, false, 'the refresh token still works after logout');
+    assert.equal((await knotless(['whoami'], { env })).code, 4);
+    assert.equal((await knotless(['logout'], { env })).code, 4);
+  });
+
+  it('logs out of a named account and keeps the other', async () => {
+    const env = t.env();
+    await knotless(['login', 'alice.test', '--app-password', t.password], { env });
+    await knotless(['login', 'bob.test', '--app-password', t.password], { env });
+    assert.equal((await knotless(['logout', 'alice.test'], { env })).code, 0);
+    assert.match((await knotless(['whoami'], { env })).stdout, /^bob\.test /);
+  });
+
+  it('logs in from KNOTLESS_IDENTIFIER and KNOTLESS_PASSWORD without a prompt', async () => {
+    const env = t.env({ KNOTLESS_IDENTIFIER: 'bob.test', KNOTLESS_PASSWORD: t.password });
+    const who = await knotless(['whoami'], { env });
+    assert.equal(who.code, 0, who.stderr);
+    assert.match(who.stdout, /^bob\.test /);
+    const wrong = await knotless(['whoami'], {
+      env: t.env({ KNOTLESS_IDENTIFIER: 'bob.test', KNOTLESS_PASSWORD: 'nope' }),
+    });
+    assert.equal(wrong.code, 4);
+  });
+});

@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { shellQuote } from '../src/dev/env-file.ts';
+import { isKnotlessError } from '../src/errors.ts';
+import { IdentityCache } from '../src/identity/cache.ts';
+import { isValidRepoName, parseRepoSpec } from '../src/repo/name.ts';
+
+describe('repository names', () => {
+  it('parses [handle/]name', () => {
+    assert.deepEqual(parseRepoSpec('hello'), { owner: undefined, name: 'hello' });
+    assert.deepEqual(parseRepoSpec('alice.test/hello'), { owner: 'alice.test', name: 'hello' });
+    assert.deepEqual(parseRepoSpec('did:plc:abc/x.y'), { owner: 'did:plc:abc', name: 'x.y' });
+    assert.throws(
+      () => parseRepoSpec('/x'),
+      (e) => isKnotlessError(e, 'usage'),
+    );
+    assert.throws(
+      () => parseRepoSpec('alice.test/..'),
+      (e) => isKnotlessError(e, 'invalid-name'),
+    );
+  });
+
+  it('accepts exactly the documented characters', () => {
+    for (let c = 0; c < 0x250; c++) {
+      const ch = String.fromCodePoint(c);
+      assert.equal(isValidRepoName(`a${ch}b`), /^[A-Za-z0-9._-]$/.test(ch), `character U+${c.toString(16)}`);
+    }
+    assert.equal(isValidRepoName('a.GIT'), false);
+  });
+});
+
+describe('shellQuote', () => {
+  it('round-trips through a real shell', () => {
+    for (const v of ['plain', "it's", 'a b', '$HOME', '`x`', "'';\\\n", '']) {
+      const out = execFileSync('/bin/sh', ['-c', `printf %s ${shellQuote(v)}`], { encoding: 'utf8' });
+      assert.equal(out, v);
+    }
+  });
+});
+
+describe('identity cache', () => {
+  it('serves entries while fresh and forgets them after the TTL or on request', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-cache-'));
+    const id = { did: 'did:plc:abc', handle: 'Alice.Test', pds: 'https://pds.example' };
+    const cache = new IdentityCache(dir, 3600);
+    cache.put(id);
+    assert.equal(cache.handle('alice.test'), 'did:plc:abc');
+    assert.deepEqual(cache.did('did:plc:abc'), id);
+    assert.equal(fs.statSync(path.join(dir, 'identity.json')).mode & 0o777, 0o600);
+    cache.forget('alice.test');
+    assert.equal(cache.did('did:plc:abc'), undefined);
+
+    const short = new IdentityCache(dir, 0.05);
+    short.put(id);
+    assert.deepEqual(short.did('did:plc:abc'), id);
+    await new Promise((r) => setTimeout(r, 80));
+    assert.equal(short.did('did:plc:abc'), undefined);
+    assert.equal(short.handle('alice.test'), undefined);
+    fs.rmSync(dir, { recursive: true });
+  });
+});
