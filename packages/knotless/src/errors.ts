@@ -19,6 +19,9 @@ export const ErrorCodes = [
   'repo-missing',
   'cancelled',
   'dev-network',
+  'corrupt-remote',
+  'push-rejected',
+  'too-large',
 ] as const;
 
 /** A stable identifier for one kind of failure. */

@@ -19,6 +19,9 @@ export const EXIT_CODES: Record<ErrorCode, number> = {
   'pds-error': 9,
   'rate-limited': 10,
   'dev-network': 11,
+  'corrupt-remote': 12,
+  'push-rejected': 13,
+  'too-large': 14,
   cancelled: 130,
 };
 

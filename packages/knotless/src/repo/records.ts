@@ -2,8 +2,9 @@ import type { PasswordSession } from '../auth/password-session.ts';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
-import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
+import { XrpcError, generalFailure } from '../xrpc/client.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
+import { listRecords, rkeyOf } from './list-records.ts';
 
 /** A `dev.knotless.repo` record. */
 export interface RepoRecord {
@@ -17,50 +18,12 @@ export interface RepoEntry {
   record: RepoRecord;
 }
 
-interface ListedRecord {
-  uri: string;
-  cid: string;
-  value: unknown;
-}
-
 /** Reads a repo record leniently: unknown fields are ignored, wrong types dropped. */
 export function parseRepoRecord(value: unknown): RepoRecord {
   const v = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
   const record: RepoRecord = { createdAt: typeof v['createdAt'] === 'string' ? v['createdAt'] : '' };
   if (typeof v['description'] === 'string') record.description = v['description'];
   return record;
-}
-
-function rkeyOf(uri: string): string {
-  return uri.slice(uri.lastIndexOf('/') + 1);
-}
-
-/** Pages through a collection in key order, starting after `after`, while `keep` accepts keys. */
-async function* listRecords(
-  client: XrpcClient,
-  did: string,
-  collection: string,
-  opts: { after?: string; keep?: (rkey: string) => boolean } = {},
-): AsyncGenerator<ListedRecord> {
-  let cursor = opts.after;
-  for (;;) {
-    const page = await client.query<{ records: ListedRecord[]; cursor?: string }>(
-      'com.atproto.repo.listRecords',
-      {
-        repo: did,
-        collection,
-        limit: 100,
-        reverse: true,
-        cursor,
-      },
-    );
-    for (const r of page.records) {
-      if (opts.keep !== undefined && !opts.keep(rkeyOf(r.uri))) return;
-      yield r;
-    }
-    if (page.cursor === undefined || page.records.length === 0) return;
-    cursor = page.cursor;
-  }
 }
 
 function missingRepo(owner: string, name: string, cause?: unknown): KnotlessError {

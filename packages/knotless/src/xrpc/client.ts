@@ -65,20 +65,30 @@ export class XrpcClient {
     return this.call<T>('POST', nsid, { ...opts, body });
   }
 
+  /** Calls a query whose answer is raw bytes (e.g. com.atproto.sync.getBlob). */
+  async queryBytes(nsid: string, params: CallOptions['params']): Promise<Buffer> {
+    return this.#withRenewal(() => this.#send('GET', nsid, { params: params ?? {} }));
+  }
+
   /** Sends one request, renewing credentials once when the server rejects them. */
   async call<T>(method: 'GET' | 'POST', nsid: string, opts: CallOptions): Promise<T> {
+    const body = await this.#withRenewal(() => this.#send(method, nsid, opts));
+    return parseJson(body.toString('utf8')) as T;
+  }
+
+  async #withRenewal<T>(send: () => Promise<T>): Promise<T> {
     try {
-      return await this.#send<T>(method, nsid, opts);
+      return await send();
     } catch (err) {
       const auth = this.#opts.authorizer;
       if (err instanceof XrpcError && auth !== undefined && isAuthRejection(err) && (await auth.renew(err))) {
-        return this.#send<T>(method, nsid, opts);
+        return send();
       }
       throw err;
     }
   }
 
-  async #send<T>(method: 'GET' | 'POST', nsid: string, opts: CallOptions): Promise<T> {
+  async #send(method: 'GET' | 'POST', nsid: string, opts: CallOptions): Promise<Buffer> {
     const url = new URL(`${this.service}/xrpc/${nsid}`);
     for (const [k, v] of Object.entries(opts.params ?? {}))
       if (v !== undefined) url.searchParams.set(k, String(v));
@@ -99,11 +109,11 @@ export class XrpcClient {
       this.#trace(method, nsid, 'failed', started);
       throw unreachable(url, err);
     }
+    const bytes = Buffer.from(await res.body.arrayBuffer());
     this.#trace(method, nsid, String(res.statusCode), started);
-    const text = await res.body.text();
-    const json = parseJson(text);
-    if (res.statusCode >= 200 && res.statusCode < 300) return json as T;
-    const e = (json ?? {}) as { error?: unknown; message?: unknown };
+    if (res.statusCode >= 200 && res.statusCode < 300) return bytes;
+    const text = bytes.toString('utf8');
+    const e = (parseJson(text) ?? {}) as { error?: unknown; message?: unknown };
     throw new XrpcError(
       res.statusCode,
       typeof e.error === 'string' ? e.error : `HTTP${res.statusCode}`,

@@ -1,0 +1,153 @@
+import http from 'node:http';
+import type net from 'node:net';
+import { pipeline } from 'node:stream';
+
+/** One request the proxy received. */
+export interface RequestLog {
+  method: string;
+  /** Path and query as the client sent them. */
+  path: string;
+  /** The XRPC method for paths under /xrpc/. */
+  nsid: string | undefined;
+  /** The status sent to the client; 0 until answered, and stays 0 when the client left first. */
+  status: number;
+  /** The client TCP connection it came on; ids count up from 1 and are never reused, not even after reset(). */
+  connection: number;
+}
+
+/** What an {@link ProxyOptions.onRequest} hook is told about a request. */
+export interface ProxyRequest {
+  method: string;
+  path: string;
+  nsid: string | undefined;
+}
+
+/** Options for {@link startProxy}. */
+export interface ProxyOptions {
+  /** The origin to forward to, e.g. a PDS's url. */
+  target: string;
+  /**
+   * Awaited before each request is forwarded: the seam for delays and fault injection. The request's body
+   * stays unread while it runs. If it throws, the client gets 500 and nothing is forwarded.
+   */
+  onRequest?: (req: ProxyRequest) => Promise<void> | void;
+}
+
+/** A running reverse proxy that logs what passes through it. */
+export interface Proxy {
+  url: string;
+  requests: RequestLog[];
+  /** How many requests were logged, optionally only those of one XRPC method. */
+  count(nsid?: string): number;
+  /** Client connections accepted since start or the last reset(). */
+  readonly connections: number;
+  /** Empties `requests` in place and zeroes `connections`. */
+  reset(): void;
+  close(): Promise<void>;
+}
+
+// Headers that describe one hop's connection, so each side must set its own.
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'upgrade'];
+
+function endToEnd(headers: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
+  const named = (headers.connection ?? '').split(',').map((h) => h.trim().toLowerCase());
+  const drop = new Set([...HOP_BY_HOP, ...named]);
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !drop.has(name)));
+}
+
+function nsidOf(path: string): string | undefined {
+  return path.startsWith('/xrpc/') ? path.slice('/xrpc/'.length).split('?')[0] : undefined;
+}
+
+function answerError(res: http.ServerResponse, entry: RequestLog, status: number, body: object): void {
+  entry.status = status;
+  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}
+
+/** Starts an HTTP reverse proxy on 127.0.0.1 at a free port, forwarding every request to `opts.target`. */
+export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
+  const target = new URL(opts.target);
+  if (target.protocol !== 'http:') throw new Error(`proxy target must be http: ${opts.target}`);
+  const agent = new http.Agent({ keepAlive: true });
+  const requests: RequestLog[] = [];
+  const connectionIds = new WeakMap<net.Socket, number>();
+  let lastConnectionId = 0;
+  let connections = 0;
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const path = req.url ?? '/';
+    const method = req.method ?? 'GET';
+    const connection = connectionIds.get(req.socket) ?? 0;
+    const entry: RequestLog = { method, path, nsid: nsidOf(path), status: 0, connection };
+    requests.push(entry);
+    try {
+      await opts.onRequest?.({ method, path, nsid: entry.nsid });
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      answerError(res, entry, 500, { error: 'ProxyHookFailed', message });
+      return;
+    }
+    if (res.destroyed) return; // the client left while the hook ran
+
+    const upstream = http.request({
+      hostname: target.hostname,
+      port: target.port,
+      method,
+      path,
+      headers: { ...endToEnd(req.headers), host: target.host },
+      agent,
+    });
+    upstream.on('response', (up) => {
+      entry.status = up.statusCode ?? 502;
+      res.writeHead(entry.status, endToEnd(up.headers));
+      // Either side failing mid-body destroys the other, so the client sees a cut response, not a hang.
+      pipeline(up, res, () => {});
+    });
+    upstream.on('error', (err) => {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      // Drain what the client is still sending, so its keep-alive connection stays usable.
+      req.resume();
+      answerError(res, entry, 502, { error: 'BadGateway', message: `${target.origin}: ${err.message}` });
+    });
+    res.on('close', () => {
+      if (!res.writableFinished) upstream.destroy();
+    });
+    req.pipe(upstream);
+  }
+
+  const server = http.createServer((req, res) => void handle(req, res));
+  // Node's 5 s default would race clients that reuse an idle connection; match the PDS (see http.ts).
+  server.keepAliveTimeout = 90_000;
+  server.on('connection', (socket) => {
+    connectionIds.set(socket, ++lastConnectionId);
+    connections++;
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('proxy has no TCP address');
+
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    requests,
+    count: (nsid) => (nsid === undefined ? requests.length : requests.filter((r) => r.nsid === nsid).length),
+    get connections() {
+      return connections;
+    },
+    reset() {
+      requests.length = 0;
+      connections = 0;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        agent.destroy();
+      }),
+  };
+}

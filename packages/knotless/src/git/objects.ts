@@ -1,0 +1,51 @@
+import { gitText, runGit } from './run.ts';
+
+/** What a local name or id resolves to. */
+export interface LocalObject {
+  oid: string;
+  type: string;
+  /** For an annotated tag, the object it finally points at. */
+  peeled: string;
+}
+
+/** Resolves names or ids in one `git cat-file` run; names that resolve to nothing are left out. */
+export async function resolveObjects(specs: string[]): Promise<Map<string, LocalObject>> {
+  const found = new Map<string, LocalObject>();
+  if (specs.length === 0) return found;
+  const input = specs.map((s) => `${s}\n${s}^{}\n`).join('');
+  const lines = (await gitText(['cat-file', '--batch-check=%(objectname) %(objecttype)'], { input })).split(
+    '\n',
+  );
+  specs.forEach((spec, i) => {
+    const [oid, type] = (lines[2 * i] ?? '').split(' ');
+    const [peeled] = (lines[2 * i + 1] ?? '').split(' ');
+    if (oid === undefined || type === undefined || type === 'missing' || lines[2 * i]!.endsWith(' missing'))
+      return;
+    found.set(spec, {
+      oid,
+      type,
+      peeled: peeled !== undefined && !lines[2 * i + 1]!.endsWith('missing') ? peeled : oid,
+    });
+  });
+  return found;
+}
+
+/** The subset of ids whose objects this repository has. */
+export async function presentObjects(oids: Iterable<string>): Promise<Set<string>> {
+  const list = [...new Set(oids)];
+  if (list.length === 0) return new Set();
+  const out = await gitText(['cat-file', '--batch-check=%(objectname)'], { input: list.join('\n') + '\n' });
+  return new Set(out.split('\n').filter((l) => l !== '' && !l.endsWith(' missing')));
+}
+
+/** True when `ancestor` is reachable from `descendant` (both must exist locally). */
+export async function isAncestor(ancestor: string, descendant: string): Promise<boolean> {
+  if (ancestor === descendant) return true;
+  const { code } = await runGit(['merge-base', '--is-ancestor', ancestor, descendant], { okCodes: [1] });
+  return code === 0;
+}
+
+/** The repository's git directory. */
+export async function gitDir(): Promise<string> {
+  return (await gitText(['rev-parse', '--absolute-git-dir'])).trim();
+}

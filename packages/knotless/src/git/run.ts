@@ -1,0 +1,49 @@
+import { spawn } from 'node:child_process';
+
+/** A git command that failed; its stderr says why. */
+export class GitError extends Error {
+  override name = 'GitError';
+  readonly code: number | null;
+  readonly stderr: string;
+
+  constructor(args: string[], code: number | null, stderr: string) {
+    super(`git ${args[0] ?? ''} failed (${code}): ${stderr.trim().split('\n').slice(-3).join(' / ')}`);
+    this.code = code;
+    this.stderr = stderr;
+  }
+}
+
+/** Options for {@link runGit}. */
+export interface RunGitOptions {
+  input?: Uint8Array | string;
+  /** Let git's stderr through to ours (progress meters), instead of capturing it. */
+  passStderr?: boolean;
+  /** Exit codes that are answers rather than failures (e.g. 1 for merge-base --is-ancestor). */
+  okCodes?: number[];
+}
+
+/** Runs git with the caller's environment (GIT_DIR included) and returns its stdout and exit code. */
+export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdout: Buffer; code: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('git', args, { stdio: ['pipe', 'pipe', opts.passStderr ? 'inherit' : 'pipe'] });
+    const out: Buffer[] = [];
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => out.push(d));
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code === 0 || (code !== null && opts.okCodes?.includes(code)))
+        resolve({ stdout: Buffer.concat(out), code });
+      else reject(new GitError(args, code, err));
+    });
+    child.stdin!.on('error', () => {
+      // git may exit before reading all input (e.g. on a bad argument); its exit code tells.
+    });
+    child.stdin!.end(opts.input ?? '');
+  });
+}
+
+/** Runs git and returns its stdout as text. */
+export async function gitText(args: string[], opts: RunGitOptions = {}): Promise<string> {
+  return (await runGit(args, opts)).stdout.toString('utf8');
+}

@@ -1,0 +1,72 @@
+import fs from 'node:fs';
+import { IndexedPacks } from '../cache/indexed-packs.ts';
+import { gitDir, presentObjects } from '../git/objects.ts';
+import { indexPack } from '../git/pack.ts';
+import { GitError } from '../git/run.ts';
+import { loadPack, mapLimit } from '../remote/packs.ts';
+import type { PackEntry } from '../remote/ref-record.ts';
+import { Meter } from './progress.ts';
+import type { HelperState } from './state.ts';
+
+/** The ordered union of the pack lists of `refs`: each pack once, bases before the packs thin on them. */
+function packsFor(state: HelperState, names: string[]): PackEntry[] {
+  const seen = new Map<string, PackEntry>();
+  for (const name of names) {
+    for (const p of state.refs?.get(name)?.record.packs ?? []) if (!seen.has(p.id)) seen.set(p.id, p);
+  }
+  return [...seen.values()];
+}
+
+/**
+ * Answers a batch of `fetch <oid> <name>`: downloads the packs the wanted refs list that this
+ * repository has not indexed yet (from the cache when it has them), then indexes them in order.
+ * Returns the answer lines (a `lock` line for the last pack's .keep file).
+ */
+export async function fetchBatch(state: HelperState, lines: string[]): Promise<string[]> {
+  const wants = lines.map((l) => l.split(' ')).map(([, oid, name]) => ({ oid: oid!, name: name! }));
+  const have = await presentObjects(wants.map((w) => w.oid));
+  const missing = wants.filter((w) => !have.has(w.oid)).map((w) => w.name.replace(/\^\{\}$/, ''));
+  if (missing.length === 0) return [];
+  const dir = await gitDir();
+  const indexed = new IndexedPacks(dir);
+  const all = packsFor(state, missing);
+  const done = indexed.read();
+  try {
+    return await indexAll(
+      state,
+      dir,
+      all.filter((p) => !done.has(p.id)),
+      indexed,
+    );
+  } catch (err) {
+    // A pack recorded as indexed may have been lost (gc, a copied repository): index the full list.
+    if (!(err instanceof GitError)) throw err;
+    return indexAll(state, dir, all, indexed);
+  }
+}
+
+async function indexAll(
+  state: HelperState,
+  dir: string,
+  packs: PackEntry[],
+  indexed: IndexedPacks,
+): Promise<string[]> {
+  const remote = await state.remote();
+  const blobs = packs.filter((p) => p.inline === undefined);
+  const meter = new Meter(state.options, 'Downloading packs', blobs.length);
+  const bytes = await mapLimit(packs, 4, async (p) => {
+    const b = await loadPack(remote.reader, remote.owner.did, p, state.cache, () => {});
+    if (p.inline === undefined) meter.tick(b.length);
+    return b;
+  });
+  meter.end();
+  const keeps: string[] = [];
+  for (const [i, p] of packs.entries()) {
+    keeps.push(await indexPack(bytes[i]!, dir, state.options.progress && state.options.verbosity > 1));
+    indexed.add(p.id);
+  }
+  // git accepts one lock file per fetch; the others are released now that their packs are in place.
+  const last = keeps.pop();
+  for (const k of keeps) fs.rmSync(k, { force: true });
+  return last === undefined ? [] : [`lock ${last}`];
+}

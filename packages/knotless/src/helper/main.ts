@@ -1,0 +1,99 @@
+import { Context } from '../context.ts';
+import { KnotlessError } from '../errors.ts';
+import { closeDispatcher } from '../xrpc/transport.ts';
+import { fetchBatch } from './fetch.ts';
+import { formatList } from './list.ts';
+import { CommandReader, answer } from './protocol.ts';
+import { pushBatch } from './push.ts';
+import { HelperState } from './state.ts';
+import { parseKnotlessUrl } from './url.ts';
+
+/** Answers one `option <name> <value>` line. */
+function setOption(state: HelperState, name: string, value: string): string {
+  const o = state.options;
+  switch (name) {
+    case 'verbosity':
+      o.verbosity = Number(value) || 0;
+      return 'ok';
+    case 'progress':
+      o.progress = value === 'true';
+      return 'ok';
+    case 'dry-run':
+      o.dryRun = value === 'true';
+      return 'ok';
+    case 'atomic':
+      o.atomic = value === 'true';
+      return 'ok';
+    case 'cas': {
+      const colon = value.lastIndexOf(':');
+      o.cas.set(value.slice(0, colon), value.slice(colon + 1));
+      return 'ok';
+    }
+    case 'followtags':
+    case 'cloning':
+    case 'force-if-includes':
+      // Tags follow through the list's ^{} lines; the rest needs nothing from us.
+      return 'ok';
+    default:
+      return 'unsupported';
+  }
+}
+
+/**
+ * The remote helper: speaks git's remote-helper protocol on stdin/stdout (gitremote-helpers(7)).
+ * Returns the exit status; failures are one sentence on stderr.
+ */
+export async function helperMain(argv: string[]): Promise<number> {
+  try {
+    const url = argv[1] ?? argv[0];
+    if (url === undefined)
+      throw new KnotlessError(
+        'usage',
+        'git-remote-knotless is run by git: use a knotless:// URL as a remote.',
+      );
+    const state = new HelperState(new Context(), parseKnotlessUrl(url));
+    const reader = new CommandReader(process.stdin);
+    for (;;) {
+      const line = await reader.next();
+      if (line === undefined || line === '') return 0;
+      if (line === 'capabilities') answer(['option', 'fetch', 'push', '']);
+      else if (line.startsWith('option ')) {
+        const [, name = '', ...rest] = line.split(' ');
+        answer([setOption(state, name, rest.join(' '))]);
+      } else if (line === 'list' || line === 'list for-push') {
+        answer([...formatList(await state.list(), line === 'list for-push'), '']);
+      } else if (line.startsWith('fetch ')) {
+        answer([...(await fetchBatch(state, await reader.batch(line))), '']);
+      } else if (line.startsWith('push ')) {
+        const batch = await reader.batch(line);
+        for (const l of batch.filter((l) => l.startsWith('option '))) {
+          const [, name = '', ...rest] = l.split(' ');
+          setOption(state, name, rest.join(' '));
+        }
+        answer([
+          ...(await pushBatch(
+            state,
+            batch.filter((l) => l.startsWith('push ')),
+          )),
+          '',
+        ]);
+      } else {
+        throw new KnotlessError(
+          'usage',
+          `git sent an unknown command "${line}"; is this git too new for knotless?`,
+        );
+      }
+    }
+  } catch (err) {
+    if (err instanceof KnotlessError) {
+      process.stderr.write(`knotless: ${err.message}\n`);
+      return 1;
+    }
+    process.stderr.write(
+      `knotless: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    return 70;
+  } finally {
+    await closeDispatcher();
+  }
+}

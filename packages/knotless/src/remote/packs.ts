@@ -1,0 +1,107 @@
+import crypto from 'node:crypto';
+import type { BlobCache } from '../cache/blob-cache.ts';
+import { KnotlessError } from '../errors.ts';
+import { generalFailure, type XrpcClient } from '../xrpc/client.ts';
+import { blobMatchesCid } from './cid.ts';
+import type { BlobRef, PackEntry } from './ref-record.ts';
+
+/** The MIME type packs are uploaded with. */
+const PACK_MIME = 'application/x-git-packed-objects';
+
+/** Runs `fn` over `items` with at most `limit` in flight, keeping the results in order. */
+export async function mapLimit<T, R>(
+  items: T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** Uploads a pack as blobs of at most `partSize` bytes, in parallel; returns the refs in order. */
+export async function uploadPack(
+  writer: XrpcClient,
+  pack: Uint8Array,
+  partSize: number,
+  onPart: (done: number, total: number) => void,
+): Promise<BlobRef[]> {
+  const parts: Uint8Array[] = [];
+  for (let off = 0; off < pack.length; off += partSize) parts.push(pack.subarray(off, off + partSize));
+  let done = 0;
+  return mapLimit(parts, 4, async (part) => {
+    let res: { blob: BlobRef };
+    try {
+      res = await writer.procedure<{ blob: BlobRef }>('com.atproto.repo.uploadBlob', part, {
+        contentType: PACK_MIME,
+      });
+    } catch (err) {
+      throw generalFailure(err, 'uploading a pack');
+    }
+    onPart(++done, parts.length);
+    return res.blob;
+  });
+}
+
+/** Checks a pack's bytes against the checksum that names it, so a damaged pack never reaches git. */
+export function verifyPack(pack: PackEntry, bytes: Uint8Array): void {
+  const body = bytes.subarray(0, bytes.length - 20);
+  const sum = crypto.createHash('sha1').update(body).digest('hex');
+  if (
+    bytes.length !== pack.size ||
+    sum !== pack.id ||
+    Buffer.from(bytes.subarray(bytes.length - 20)).toString('hex') !== sum
+  ) {
+    throw new KnotlessError(
+      'corrupt-remote',
+      `Pack ${pack.id} from the PDS is damaged (checksum mismatch); nothing was written.`,
+    );
+  }
+}
+
+/**
+ * The bytes of a pack: inline, or its blobs from the cache or the PDS. Every downloaded blob is
+ * checked against its CID (sha-256) before it is cached or used.
+ */
+export async function loadPack(
+  reader: XrpcClient,
+  did: string,
+  pack: PackEntry,
+  cache: BlobCache,
+  onBytes: (n: number) => void,
+): Promise<Buffer> {
+  if (pack.inline !== undefined) {
+    verifyPack(pack, pack.inline);
+    return Buffer.from(pack.inline);
+  }
+  const parts = await mapLimit(pack.parts ?? [], 4, async (part) => {
+    const cid = part.ref.$link;
+    const cached = cache.get(cid);
+    if (cached !== undefined) return cached;
+    let bytes: Buffer;
+    try {
+      bytes = await reader.queryBytes('com.atproto.sync.getBlob', { did, cid });
+    } catch (err) {
+      throw generalFailure(err, `downloading pack ${pack.id}`);
+    }
+    if (!blobMatchesCid(bytes, cid)) {
+      throw new KnotlessError(
+        'corrupt-remote',
+        `A blob of pack ${pack.id} does not match its CID ${cid}; nothing was written.`,
+      );
+    }
+    cache.put(cid, bytes);
+    onBytes(bytes.length);
+    return bytes;
+  });
+  const bytes = Buffer.concat(parts);
+  verifyPack(pack, bytes);
+  return bytes;
+}

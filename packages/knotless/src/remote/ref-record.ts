@@ -1,0 +1,135 @@
+import { KnotlessError } from '../errors.ts';
+import { isObjectId, isValidRefName } from '../git/refname.ts';
+import { REF_COLLECTION } from '../repo/collections.ts';
+
+/** A blob reference exactly as uploadBlob returned it; the PDS counts only these as references. */
+export interface BlobRef {
+  $type: 'blob';
+  ref: { $link: string };
+  mimeType: string;
+  size: number;
+}
+
+/** One git pack: inline bytes, or blobs that concatenated in order are the pack file. */
+export interface PackEntry {
+  /** The pack's trailing SHA-1 checksum, hex: its identity. */
+  id: string;
+  size: number;
+  /** Number of objects in the pack. */
+  count: number;
+  inline?: Uint8Array;
+  parts?: BlobRef[];
+}
+
+/** A `dev.knotless.ref` record: one ref (or the symbolic HEAD) of one repository. */
+export interface RefRecord {
+  repo: string;
+  ref: string;
+  target?: string;
+  symref?: string;
+  peeled?: string;
+  /** Packs that together hold every object reachable from `target`, each thin only against earlier ones. */
+  packs: PackEntry[];
+  updatedAt: string;
+}
+
+/** Largest record knotless accepts from a PDS; a bigger one is refused before parsing. */
+export const MAX_RECORD_BYTES = 1_000_000;
+
+function corrupt(what: string): KnotlessError {
+  return new KnotlessError(
+    'corrupt-remote',
+    `The remote holds an invalid ref record (${what}); it was ignored.`,
+  );
+}
+
+function parseBlobRef(v: unknown): BlobRef {
+  const b = v as Partial<BlobRef> | null;
+  if (
+    typeof b !== 'object' ||
+    b === null ||
+    b.$type !== 'blob' ||
+    typeof b.ref?.$link !== 'string' ||
+    typeof b.mimeType !== 'string' ||
+    !Number.isSafeInteger(b.size)
+  ) {
+    throw corrupt('a pack part is not a blob reference');
+  }
+  return { $type: 'blob', ref: { $link: b.ref.$link }, mimeType: b.mimeType, size: b.size! };
+}
+
+function parsePack(v: unknown): PackEntry {
+  const p = (typeof v === 'object' && v !== null ? v : {}) as Record<string, unknown>;
+  const size = p['size'];
+  const count = p['count'];
+  if (!isObjectId(p['id']) || !Number.isSafeInteger(size) || !Number.isSafeInteger(count)) {
+    throw corrupt('a pack lacks its id, size or count');
+  }
+  const pack: PackEntry = { id: p['id'], size: size as number, count: count as number };
+  const inline = p['inline'] as { $bytes?: unknown } | undefined;
+  if (inline !== undefined) {
+    if (typeof inline.$bytes !== 'string') throw corrupt('inline pack bytes are not bytes');
+    pack.inline = Buffer.from(inline.$bytes, 'base64');
+    if (pack.inline.length !== pack.size)
+      throw corrupt(`pack ${pack.id} has ${pack.inline.length} bytes, not ${pack.size}`);
+  } else if (Array.isArray(p['parts']) && p['parts'].length > 0) {
+    pack.parts = p['parts'].map(parseBlobRef);
+    if (pack.parts.reduce((n, b) => n + b.size, 0) !== pack.size)
+      throw corrupt(`pack ${pack.id}'s parts do not add up`);
+  } else {
+    throw corrupt(`pack ${pack.id} has neither inline bytes nor parts`);
+  }
+  return pack;
+}
+
+/** Validates a record read from a PDS; unknown fields are ignored. */
+export function parseRefRecord(value: unknown): RefRecord {
+  const v = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
+  const ref = v['ref'];
+  if (typeof ref !== 'string' || typeof v['repo'] !== 'string') throw corrupt('no ref name');
+  const record: RefRecord = {
+    repo: v['repo'],
+    ref,
+    packs: Array.isArray(v['packs']) ? v['packs'].map(parsePack) : [],
+    updatedAt: typeof v['updatedAt'] === 'string' ? v['updatedAt'] : '',
+  };
+  if (ref === 'HEAD') {
+    if (typeof v['symref'] !== 'string' || !isValidRefName(v['symref']))
+      throw corrupt('HEAD names no valid ref');
+    record.symref = v['symref'];
+    return record;
+  }
+  if (!isValidRefName(ref)) throw corrupt(`"${ref.slice(0, 100)}" is not a valid ref name`);
+  if (!isObjectId(v['target'])) throw corrupt(`${ref} has no valid target`);
+  record.target = v['target'];
+  if (v['peeled'] !== undefined) {
+    if (!isObjectId(v['peeled'])) throw corrupt(`${ref} has an invalid peeled id`);
+    record.peeled = v['peeled'];
+  }
+  return record;
+}
+
+/** The JSON form of a record for putRecord/applyWrites (bytes as `$bytes`). */
+export function writeRefRecord(record: RefRecord): Record<string, unknown> {
+  return {
+    $type: REF_COLLECTION,
+    repo: record.repo,
+    ref: record.ref,
+    ...(record.target === undefined ? {} : { target: record.target }),
+    ...(record.symref === undefined ? {} : { symref: record.symref }),
+    ...(record.peeled === undefined ? {} : { peeled: record.peeled }),
+    packs: record.packs.map((p) => ({
+      id: p.id,
+      size: p.size,
+      count: p.count,
+      ...(p.inline === undefined ? {} : { inline: { $bytes: Buffer.from(p.inline).toString('base64') } }),
+      ...(p.parts === undefined ? {} : { parts: p.parts }),
+    })),
+    updatedAt: record.updatedAt,
+  };
+}
+
+/** Total inline bytes a record carries; bounded so that listings stay small. */
+export function inlineBytes(packs: PackEntry[]): number {
+  return packs.reduce((n, p) => n + (p.inline?.length ?? 0), 0);
+}

@@ -1,0 +1,199 @@
+import type { Context } from '../context.ts';
+import { KnotlessError, isKnotlessError } from '../errors.ts';
+import type { Identity } from '../identity/resolver.ts';
+import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../repo/collections.ts';
+import { listRecords, rkeyOf } from '../repo/list-records.ts';
+import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
+import { parseRefRecord, writeRefRecord, type RefRecord } from './ref-record.ts';
+
+/** A ref record as read: its key, its CID (for compare-and-swap) and its contents. */
+export interface RemoteRef {
+  key: string;
+  cid: string;
+  record: RefRecord;
+}
+
+/** Thrown when a compare-and-swap write found the record changed. */
+export class SwapConflict extends Error {
+  override name = 'SwapConflict';
+}
+
+/** Thrown when the PDS refuses a record key (it filters some words out of keys). */
+export class KeyRefused extends Error {
+  override name = 'KeyRefused';
+}
+
+/** One write of an atomic batch. */
+export type RefWrite =
+  { action: 'create' | 'update'; key: string; record: RefRecord } | { action: 'delete'; key: string };
+
+/**
+ * One repository's records on its owner's PDS: reading refs (public) and writing them (the owner's
+ * session). Every method is one request, so callers can count what an operation costs.
+ */
+export class RemoteRepo {
+  readonly owner: Identity;
+  readonly name: string;
+  readonly #ctx: Context;
+  readonly #read: XrpcClient;
+  /** Reports records that were skipped because they are invalid. */
+  readonly #warn: (message: string) => void;
+
+  constructor(ctx: Context, owner: Identity, name: string, warn: (message: string) => void) {
+    this.#ctx = ctx;
+    this.owner = owner;
+    this.name = name;
+    this.#read = ctx.client(owner.pds);
+    this.#warn = warn;
+  }
+
+  /** A client that writes as `auth`. */
+  writer(auth: Authorizer): XrpcClient {
+    return this.#ctx.client(this.owner.pds, auth);
+  }
+
+  /** The read-only client (public endpoints). */
+  get reader(): XrpcClient {
+    return this.#read;
+  }
+
+  /** Every ref record of the repository: one request per 100 refs. */
+  async listRefs(): Promise<RemoteRef[]> {
+    const prefix = refKeyPrefix(this.name);
+    const out: RemoteRef[] = [];
+    try {
+      for await (const r of listRecords(this.#read, this.owner.did, REF_COLLECTION, {
+        after: prefix,
+        keep: (k) => k.startsWith(prefix),
+      })) {
+        const ref = this.#parse(rkeyOf(r.uri), r.cid, r.value);
+        if (ref !== undefined) out.push(ref);
+      }
+    } catch (err) {
+      throw generalFailure(err, `listing the refs of ${this.label}`);
+    }
+    return out;
+  }
+
+  /** One ref record by key, or undefined when there is none. */
+  async getRef(key: string): Promise<RemoteRef | undefined> {
+    try {
+      const res = await this.#read.query<{ cid: string; value: unknown }>('com.atproto.repo.getRecord', {
+        repo: this.owner.did,
+        collection: REF_COLLECTION,
+        rkey: key,
+      });
+      return this.#parse(key, res.cid, res.value);
+    } catch (err) {
+      if (err instanceof XrpcError && err.error === 'RecordNotFound') return undefined;
+      throw generalFailure(err, `reading a ref of ${this.label}`);
+    }
+  }
+
+  /** True when the repository record exists. */
+  async exists(): Promise<boolean> {
+    try {
+      await this.#read.query('com.atproto.repo.getRecord', {
+        repo: this.owner.did,
+        collection: REPO_COLLECTION,
+        rkey: this.name,
+      });
+      return true;
+    } catch (err) {
+      if (err instanceof XrpcError && err.error === 'RecordNotFound') return false;
+      throw generalFailure(err, `reading ${this.label}`);
+    }
+  }
+
+  /** Writes a ref record if its current CID is `swap` (null: if it does not exist). Returns the new CID. */
+  async putRef(auth: Authorizer, key: string, record: RefRecord, swap: string | null): Promise<string> {
+    try {
+      const res = await this.writer(auth).procedure<{ cid: string }>('com.atproto.repo.putRecord', {
+        repo: this.owner.did,
+        collection: REF_COLLECTION,
+        rkey: key,
+        record: writeRefRecord(record),
+        swapRecord: swap,
+      });
+      return res.cid;
+    } catch (err) {
+      throw writeFailure(err, `updating ${record.ref}`);
+    }
+  }
+
+  /** Deletes a ref record if its current CID is `swap`. */
+  async deleteRef(auth: Authorizer, key: string, swap: string): Promise<void> {
+    try {
+      await this.writer(auth).procedure('com.atproto.repo.deleteRecord', {
+        repo: this.owner.did,
+        collection: REF_COLLECTION,
+        rkey: key,
+        swapRecord: swap,
+      });
+    } catch (err) {
+      throw writeFailure(err, 'deleting a ref');
+    }
+  }
+
+  /** The account's current commit CID, for an atomic batch's swapCommit. */
+  async latestCommit(): Promise<string> {
+    try {
+      const res = await this.#read.query<{ cid: string }>('com.atproto.sync.getLatestCommit', {
+        did: this.owner.did,
+      });
+      return res.cid;
+    } catch (err) {
+      throw generalFailure(err, `reading the latest commit of ${this.owner.handle ?? this.owner.did}`);
+    }
+  }
+
+  /** Applies writes in one commit, only if the account is still at `swapCommit`. */
+  async applyWrites(auth: Authorizer, writes: RefWrite[], swapCommit: string): Promise<void> {
+    try {
+      await this.writer(auth).procedure('com.atproto.repo.applyWrites', {
+        repo: this.owner.did,
+        swapCommit,
+        writes: writes.map((w) =>
+          w.action === 'delete'
+            ? { $type: 'com.atproto.repo.applyWrites#delete', collection: REF_COLLECTION, rkey: w.key }
+            : {
+                $type: `com.atproto.repo.applyWrites#${w.action}`,
+                collection: REF_COLLECTION,
+                rkey: w.key,
+                value: writeRefRecord(w.record),
+              },
+        ),
+      });
+    } catch (err) {
+      throw writeFailure(err, 'the atomic update');
+    }
+  }
+
+  /** `handle/name`, for messages. */
+  get label(): string {
+    return `${this.owner.handle ?? this.owner.did}/${this.name}`;
+  }
+
+  #parse(key: string, cid: string, value: unknown): RemoteRef | undefined {
+    try {
+      return { key, cid, record: parseRefRecord(value) };
+    } catch (err) {
+      if (!isKnotlessError(err)) throw err;
+      this.#warn(`${err.message.replace(/\.$/, '')} (record ${key})`);
+      return undefined;
+    }
+  }
+}
+
+function writeFailure(err: unknown, what: string): unknown {
+  if (err instanceof XrpcError && (err.error === 'InvalidSwap' || /swap/i.test(err.message))) {
+    return new SwapConflict(err.message);
+  }
+  if (err instanceof XrpcError && /slur|record key/i.test(err.message)) return new KeyRefused(err.message);
+  if (err instanceof XrpcError && err.status === 413) {
+    return new KnotlessError('too-large', `The PDS refused ${what} as too large (${err.message}).`, {
+      cause: err,
+    });
+  }
+  return generalFailure(err, what);
+}
