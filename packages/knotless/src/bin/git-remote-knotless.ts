@@ -1,4 +1,5 @@
 #!/usr/bin/env node
 import { helperMain } from '../helper/main.ts';
 
-process.exitCode = await helperMain(process.argv.slice(2));
+// Exit explicitly: git may keep our stdin open after a failure, which would keep the process alive.
+process.exit(await helperMain(process.argv.slice(2)));

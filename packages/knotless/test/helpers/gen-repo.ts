@@ -170,12 +170,17 @@ interface Branch {
 class Sink {
   #out: Writable;
   #exited: Promise<unknown>;
+  #gone = false;
   #chunks: Buffer[] = [];
   #size = 0;
 
   constructor(out: Writable, exited: Promise<unknown>) {
     this.#out = out;
     this.#exited = exited;
+    exited.then(
+      () => (this.#gone = true),
+      () => (this.#gone = true),
+    );
   }
 
   text(s: string): void {
@@ -196,6 +201,7 @@ class Sink {
   }
 
   async flush(force = false): Promise<void> {
+    if (this.#gone) throw new Error('git fast-import quit before the end of the stream');
     if (this.#size === 0 || (!force && this.#size < 1 << 20)) return;
     const buf = Buffer.concat(this.#chunks);
     this.#chunks = [];
@@ -517,7 +523,7 @@ export async function generateRepo(dir: string, opts: GenerateOptions = {}): Pro
   await git(['symbolic-ref', 'HEAD', 'refs/heads/main'], dir);
 
   // Enough active branches that fast-import never unloads a tree it will need again.
-  const args = ['fast-import', '--quiet', '--done', `--active-branches=${Math.max(5, o.branches)}`];
+  const args = ['fast-import', '--quiet', `--active-branches=${Math.max(5, o.branches)}`];
   const child = spawn('git', args, { cwd: dir, env: gitEnv(), stdio: ['pipe', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
@@ -525,14 +531,14 @@ export async function generateRepo(dir: string, opts: GenerateOptions = {}): Pro
     child.on('error', reject);
     child.on('close', resolve);
   });
-  // A fast-import that dies mid-stream breaks the pipe; its exit status and stderr tell why.
+  // A fast-import that dies mid-stream breaks the pipe, which says only that it quit; its stderr
+  // says why, so that is what gets reported.
   child.stdin.on('error', () => {});
   try {
     await new Generator(o, new Sink(child.stdin, exited)).run();
   } catch (err) {
     child.kill();
     await exited.catch(() => {});
-    // A broken pipe says only that fast-import quit; what it printed says why.
     if (stderr !== '') throw new Error(`git fast-import failed: ${stderr}`, { cause: err });
     throw err;
   }

@@ -3,11 +3,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before } from 'node:test';
-import { startNetwork, type Network } from 'knotless-devnet';
+import { startNetwork, type Network, type NetworkOptions } from 'knotless-devnet';
 
 /** A test network and accounts on it, shared by the tests of one file. */
 export interface TestNet {
   net: Network;
+  /** Settles when the network is up and its accounts exist; hooks of other helpers await it. */
+  ready: Promise<void>;
   password: string;
   /** DIDs by handle. */
   dids: Record<string, string>;
@@ -18,10 +20,15 @@ export interface TestNet {
 }
 
 /** Starts one network for the calling test file (before its tests) and stops it after them. */
-export function useNetwork(handles: string[] = ['alice.test', 'bob.test']): TestNet {
+export function useNetwork(
+  handles: string[] = ['alice.test', 'bob.test'],
+  options: NetworkOptions = {},
+): TestNet {
   const dirs: string[] = [];
+  let started!: () => void;
   const t: TestNet = {
     net: undefined as unknown as Network,
+    ready: new Promise<void>((resolve) => (started = resolve)),
     password: `pw-${crypto.randomBytes(6).toString('hex')}`,
     dids: {},
     tmpdir() {
@@ -43,8 +50,9 @@ export function useNetwork(handles: string[] = ['alice.test', 'bob.test']): Test
     },
   };
   before(async () => {
-    t.net = await startNetwork();
+    t.net = await startNetwork(options);
     for (const h of handles) t.dids[h] = (await t.net.ensureAccount(h, t.password)).did;
+    started();
   });
   after(async () => {
     await t.net.close();

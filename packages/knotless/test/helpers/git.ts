@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { before } from 'node:test';
+import { writeWrappers } from '../../src/dev/env-file.ts';
+import { knotless, runProcess, type Run } from './cli.ts';
+import type { TestNet } from './network.ts';
+
+/** A user with git and the helper on PATH, logged in to one account of the test network. */
+export interface GitUser {
+  env: Record<string, string>;
+  /** Runs git in `cwd`; never throws, so tests can assert on failures. */
+  git(cwd: string, ...args: string[]): Promise<Run>;
+  /** Runs git and fails the test unless it succeeds; returns stdout. */
+  ok(cwd: string, ...args: string[]): Promise<string>;
+  /** Runs the knotless CLI as this user. */
+  knotless(...args: string[]): Promise<Run>;
+  /** A new empty working directory. */
+  dir(): string;
+}
+
+/** Makes a git user for `handle`, logged in before the file's tests run. `extra` adds environment. */
+export function useGitUser(
+  t: TestNet,
+  handle: string,
+  extra: () => Record<string, string> = () => ({}),
+): GitUser {
+  const user: GitUser = {
+    env: {},
+    git: (cwd, ...args) => runProcess('git', args, { env: { ...user.env, ...extra() }, cwd }),
+    async ok(cwd, ...args) {
+      const res = await user.git(cwd, ...args);
+      assert.equal(res.code, 0, `git ${args.join(' ')} failed:\n${res.stderr}`);
+      return res.stdout;
+    },
+    knotless: (...args) => knotless(args, { env: { ...user.env, ...extra() } }),
+    dir: () => t.tmpdir(),
+  };
+  before(async () => {
+    // Root-level hooks of one file do not wait for each other: wait for the network explicitly.
+    await t.ready;
+    const home = t.tmpdir();
+    const bin = path.join(home, 'bin');
+    writeWrappers(bin);
+    user.env = t.env({
+      PATH: `${bin}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
+      HOME: home,
+      GIT_CONFIG_NOSYSTEM: '1',
+      GIT_AUTHOR_NAME: handle,
+      GIT_AUTHOR_EMAIL: `${handle}@example.com`,
+      GIT_COMMITTER_NAME: handle,
+      GIT_COMMITTER_EMAIL: `${handle}@example.com`,
+      GIT_CONFIG_COUNT: '2',
+      GIT_CONFIG_KEY_0: 'init.defaultBranch',
+      GIT_CONFIG_VALUE_0: 'main',
+      GIT_CONFIG_KEY_1: 'advice.detachedHead',
+      GIT_CONFIG_VALUE_1: 'false',
+    });
+    const res = await user.knotless('login', handle, '--app-password', t.password);
+    assert.equal(res.code, 0, res.stderr);
+  });
+  return user;
+}
+
+/** Writes files (path → content) into a work tree and commits them; returns the new commit id. */
+export async function commitFiles(
+  user: GitUser,
+  cwd: string,
+  files: Record<string, string | Uint8Array>,
+  message: string,
+): Promise<string> {
+  for (const [name, content] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(cwd, name)), { recursive: true });
+    fs.writeFileSync(path.join(cwd, name), content);
+  }
+  await user.ok(cwd, 'add', '-A');
+  await user.ok(cwd, 'commit', '-q', '-m', message);
+  return (await user.ok(cwd, 'rev-parse', 'HEAD')).trim();
+}
+
+/** A new repository in a fresh directory, with `origin` set to `url`. */
+export async function newRepo(user: GitUser, url: string): Promise<string> {
+  const dir = user.dir();
+  await user.ok(dir, 'init', '-q');
+  await user.ok(dir, 'remote', 'add', 'origin', url);
+  return dir;
+}
+
+/** `git for-each-ref` as "oid ref" lines. */
+export async function refsOf(user: GitUser, cwd: string, pattern = 'refs/'): Promise<string> {
+  return user.ok(cwd, 'for-each-ref', '--format=%(objectname) %(refname)', pattern);
+}
