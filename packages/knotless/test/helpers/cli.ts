@@ -33,6 +33,8 @@ export function runProcess(
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
+    // A child that exits before reading its input says why on stderr; EPIPE would only hide that.
+    child.stdin.on('error', () => {});
     child.stdin.end(opts.input ?? '');
   });
 }

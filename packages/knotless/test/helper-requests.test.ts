@@ -1,0 +1,67 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startProxy, type Proxy } from 'knotless-devnet';
+import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test']);
+let proxy: Proxy | undefined;
+// Until the proxy is up (hooks of one file run concurrently) the user talks to the PDS directly.
+const alice = useGitUser(t, 'alice.test', () => (proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }));
+
+before(async () => {
+  await t.ready;
+  proxy = await startProxy({ target: t.net.pdsUrl });
+});
+after(() => proxy?.close());
+
+/** The requests one git command made at the PDS, as "nsid" strings in order. */
+async function requestsOf(run: () => Promise<unknown>): Promise<string[]> {
+  proxy!.reset();
+  await run();
+  return proxy!.requests.map((r) => r.nsid ?? r.path);
+}
+
+describe('requests per operation (identity cached)', () => {
+  it('costs what docs/reference/performance.md says', async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'counted')).code, 0);
+    const url = 'knotless://alice.test/counted';
+    const dir = await newRepo(alice, url);
+    await commitFiles(alice, dir, { a: '1' }, 'one');
+
+    // First push to an empty repository: list, check the repository exists, write the ref, write HEAD.
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
+      'com.atproto.repo.listRecords',
+      'com.atproto.repo.getRecord',
+      'com.atproto.repo.putRecord',
+      'com.atproto.repo.putRecord',
+    ]);
+
+    // A small push: the listing, then one record write with the pack inline.
+    await commitFiles(alice, dir, { a: '2' }, 'two');
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
+      'com.atproto.repo.listRecords',
+      'com.atproto.repo.putRecord',
+    ]);
+
+    // A new branch from main: the same two.
+    await alice.ok(dir, 'checkout', '-q', '-b', 'topic');
+    await commitFiles(alice, dir, { b: '1' }, 'topic');
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'topic')), [
+      'com.atproto.repo.listRecords',
+      'com.atproto.repo.putRecord',
+    ]);
+
+    // Clone (packs inline) and a fetch with nothing new: the listing alone.
+    const out = alice.dir();
+    assert.deepEqual(await requestsOf(() => alice.ok(out, 'clone', '-q', url, 'c')), ['com.atproto.repo.listRecords']);
+    assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), ['com.atproto.repo.listRecords']);
+
+    // A fetch of a small change: still the listing alone, the pack travels in it.
+    await alice.ok(dir, 'checkout', '-q', 'main');
+    await commitFiles(alice, dir, { a: '3' }, 'three');
+    await alice.ok(dir, 'push', 'origin', 'main');
+    assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), ['com.atproto.repo.listRecords']);
+    assert.ok(proxy!.connections <= 1, `a fetch opened ${proxy!.connections} connections`);
+  });
+});
