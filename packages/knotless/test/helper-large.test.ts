@@ -21,7 +21,8 @@ async function createRepo(): Promise<string> {
   return `knotless://alice.test/${name}`;
 }
 
-const count = (stderr: string, nsid: string) => stderr.split('\n').filter((l) => l.includes(` ${nsid} `)).length;
+const count = (stderr: string, nsid: string) =>
+  stderr.split('\n').filter((l) => l.includes(` ${nsid} `)).length;
 
 describe('binary files, large packs, many branches and the cache', () => {
   it('round-trips binary files, one of them larger than the blob limit', async () => {
@@ -56,7 +57,7 @@ describe('binary files, large packs, many branches and the cache', () => {
     }
     const out = alice.dir();
     await alice.ok(out, 'clone', '-q', url, 'c');
-    assert.equal(await refsOf(alice, `${out}/c`, 'refs/heads/'), (await refsOf(alice, dir, 'refs/heads/')));
+    assert.equal(await refsOf(alice, `${out}/c`, 'refs/heads/'), await refsOf(alice, dir, 'refs/heads/'));
     assert.equal((await alice.ok(`${out}/c`, 'fsck', '--full')).trim(), '');
   });
 
@@ -65,8 +66,15 @@ describe('binary files, large packs, many branches and the cache', () => {
     const dir = await newRepo(alice, url);
     const commits: string[] = [];
     for (let i = 0; i < 20; i++) commits.push(await commitFiles(alice, dir, { 'f.txt': `${i}\n` }, `c${i}`));
-    const lines = Array.from({ length: 999 }, (_, i) => `create refs/heads/agent/${i} ${commits[i % commits.length]}`);
-    const made = await runProcess('git', ['update-ref', '--stdin'], { cwd: dir, env: alice.env, input: lines.join('\n') + '\n' });
+    const lines = Array.from(
+      { length: 999 },
+      (_, i) => `create refs/heads/agent/${i} ${commits[i % commits.length]}`,
+    );
+    const made = await runProcess('git', ['update-ref', '--stdin'], {
+      cwd: dir,
+      env: alice.env,
+      input: lines.join('\n') + '\n',
+    });
     assert.equal(made.code, 0, made.stderr);
     const push = await alice.git(dir, 'push', 'origin', 'refs/heads/*:refs/heads/*');
     assert.equal(push.code, 0, push.stderr);
@@ -98,7 +106,9 @@ describe('binary files, large packs, many branches and the cache', () => {
     await commitFiles(alice, dir, { 'big.bin': crypto.randomBytes(BLOB_LIMIT * 3) }, 'big');
     await alice.ok(dir, 'push', 'origin', 'main');
     fs.rmSync(path.join(alice.env['KNOTLESS_CACHE_DIR']!, 'blobs'), { recursive: true, force: true });
-    const clones = await Promise.all(Array.from({ length: 4 }, (_, i) => alice.git(alice.dir(), 'clone', '-q', url, `c${i}`)));
+    const clones = await Promise.all(
+      Array.from({ length: 4 }, (_, i) => alice.git(alice.dir(), 'clone', '-q', url, `c${i}`)),
+    );
     for (const c of clones) assert.equal(c.code, 0, c.stderr);
     const blobs = fs.readdirSync(path.join(alice.env['KNOTLESS_CACHE_DIR']!, 'blobs'));
     assert.equal(blobs.filter((f) => f.endsWith('.tmp')).length, 0, 'temporary files were left behind');

@@ -38,7 +38,10 @@ describe('tags, mirrors and atomic pushes', () => {
 
     const out = alice.dir();
     await alice.ok(out, 'clone', '-q', url, 'c');
-    assert.equal(await refsOf(alice, `${out}/c`, 'refs/tags/'), await refsOf(alice, dir, 'refs/tags/').then((r) => r.replace(/^.*not-followed\n/m, '')));
+    assert.equal(
+      await refsOf(alice, `${out}/c`, 'refs/tags/'),
+      await refsOf(alice, dir, 'refs/tags/').then((r) => r.replace(/^.*not-followed\n/m, '')),
+    );
     assert.equal((await alice.ok(`${out}/c`, 'cat-file', '-t', 'v2')).trim(), 'tag');
   });
 

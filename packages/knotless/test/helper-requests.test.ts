@@ -54,7 +54,9 @@ describe('requests per operation (identity cached)', () => {
 
     // Clone (packs inline) and a fetch with nothing new: the listing alone.
     const out = alice.dir();
-    assert.deepEqual(await requestsOf(() => alice.ok(out, 'clone', '-q', url, 'c')), ['com.atproto.repo.listRecords']);
+    assert.deepEqual(await requestsOf(() => alice.ok(out, 'clone', '-q', url, 'c')), [
+      'com.atproto.repo.listRecords',
+    ]);
     assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), ['com.atproto.repo.listRecords']);
 
     // A fetch of a small change: still the listing alone, the pack travels in it.
