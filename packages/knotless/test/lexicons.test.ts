@@ -1,0 +1,72 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+import { Lexicons, jsonToLex, type LexiconDoc } from '@atproto/lexicon';
+import { writeRefRecord } from '../src/remote/ref-record.ts';
+
+const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'lexicons');
+
+function loadAll(): Lexicons {
+  const docs: LexiconDoc[] = [];
+  const walk = (dir: string): void => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name.endsWith('.json')) docs.push(JSON.parse(fs.readFileSync(p, 'utf8')) as LexiconDoc);
+    }
+  };
+  walk(root);
+  return new Lexicons(docs);
+}
+
+describe('lexicons', () => {
+  it('are valid lexicon documents', () => {
+    const lex = loadAll();
+    assert.ok(lex.get('dev.knotless.repo'));
+    assert.ok(lex.get('dev.knotless.ref'));
+  });
+
+  it('accept the records knotless writes', () => {
+    const lex = loadAll();
+    lex.assertValidRecord('dev.knotless.repo', {
+      $type: 'dev.knotless.repo',
+      description: 'd',
+      createdAt: new Date().toISOString(),
+    });
+    const oid = 'a'.repeat(40);
+    const written = writeRefRecord({
+      repo: 'hello',
+      ref: 'refs/tags/v1',
+      target: oid,
+      peeled: 'b'.repeat(40),
+      packs: [
+        { id: 'c'.repeat(40), size: 40, count: 1, inline: new Uint8Array(40) },
+        {
+          id: 'd'.repeat(40),
+          size: 100,
+          count: 2,
+          parts: [
+            {
+              $type: 'blob',
+              ref: { $link: 'bafkreibme22gw2h7y2h7tg2fhqotaqjucnbc24deqo72b6mkl2egezxhvy' },
+              mimeType: 'application/x-git-packed-objects',
+              size: 100,
+            },
+          ],
+        },
+      ],
+      updatedAt: new Date().toISOString(),
+    });
+    lex.assertValidRecord('dev.knotless.ref', jsonToLex(JSON.parse(JSON.stringify(written)) as never));
+    const head = writeRefRecord({
+      repo: 'hello',
+      ref: 'HEAD',
+      symref: 'refs/heads/main',
+      packs: [],
+      updatedAt: new Date().toISOString(),
+    });
+    lex.assertValidRecord('dev.knotless.ref', jsonToLex(JSON.parse(JSON.stringify(head)) as never));
+  });
+});
