@@ -1,3 +1,4 @@
 export { startNetwork, NetworkError, type Network, type NetworkOptions, type Account } from './network.ts';
 export { freePort } from './ports.ts';
 export { startProxy, type Proxy, type ProxyOptions, type ProxyRequest, type RequestLog } from './proxy.ts';
+export { makeCertificate, type Certificate } from './tls.ts';

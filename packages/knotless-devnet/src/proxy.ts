@@ -1,4 +1,5 @@
 import http from 'node:http';
+import https from 'node:https';
 import type net from 'node:net';
 import { pipeline } from 'node:stream';
 
@@ -31,6 +32,8 @@ export interface ProxyOptions {
    * stays unread while it runs. If it throws, the client gets 500 and nothing is forwarded.
    */
   onRequest?: (req: ProxyRequest) => Promise<void> | void;
+  /** Serve https with this key and certificate (PEM), e.g. from makeCertificate(). */
+  tls?: { key: string; cert: string };
 }
 
 /** A running reverse proxy that logs what passes through it. */
@@ -118,10 +121,13 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     req.pipe(upstream);
   }
 
-  const server = http.createServer((req, res) => void handle(req, res));
+  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse) => void handle(req, res);
+  const server =
+    opts.tls === undefined ? http.createServer(onRequest) : https.createServer(opts.tls, onRequest);
   // Node's 5 s default would race clients that reuse an idle connection; match the PDS (see http.ts).
   server.keepAliveTimeout = 90_000;
-  server.on('connection', (socket) => {
+  // For TLS the request's socket is the TLS socket, which 'secureConnection' hands out.
+  server.on(opts.tls === undefined ? 'connection' : 'secureConnection', (socket: net.Socket) => {
     connectionIds.set(socket, ++lastConnectionId);
     connections++;
   });
@@ -133,7 +139,7 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
   if (address === null || typeof address === 'string') throw new Error('proxy has no TCP address');
 
   return {
-    url: `http://127.0.0.1:${address.port}`,
+    url: `${opts.tls === undefined ? 'http' : 'https'}://127.0.0.1:${address.port}`,
     requests,
     count: (nsid) => (nsid === undefined ? requests.length : requests.filter((r) => r.nsid === nsid).length),
     get connections() {

@@ -1,7 +1,7 @@
 import { activeSession } from '../auth/login.ts';
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { presentObjects, resolveObjects } from '../git/objects.ts';
-import { gitText } from '../git/run.ts';
+import { GitError, gitText } from '../git/run.ts';
 import { hashedRefKey, refKey } from '../remote/ref-key.ts';
 import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
 import {
@@ -36,6 +36,13 @@ function parsePushLine(line: string): { src: string; dst: string; force: boolean
 export async function pushBatch(state: HelperState, lines: string[]): Promise<string[]> {
   const specs = lines.map(parsePushLine);
   const outcomes = await push(state, specs).catch((err: unknown) => {
+    if (err instanceof GitError) {
+      err = new KnotlessError(
+        'push-rejected',
+        `git failed while preparing the push: ${err.stderr.trim().split('\n').pop() ?? ''}; run \`git fsck\` to check this repository.`,
+        { cause: err },
+      );
+    }
     if (!isKnotlessError(err)) throw err;
     process.stderr.write(`knotless: ${err.message}\n`);
     const short = err.message.split(/[;:]/)[0]!.toLowerCase();

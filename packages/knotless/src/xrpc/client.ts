@@ -144,12 +144,18 @@ export function isAuthRejection(err: XrpcError): boolean {
 }
 
 function unreachable(url: URL, cause: unknown): KnotlessError {
-  const code =
-    (cause as { code?: string; cause?: { code?: string } }).code ??
-    (cause as { cause?: { code?: string } }).cause?.code;
+  const c = cause as { code?: string; cause?: { code?: string } };
+  const code = c.code ?? c.cause?.code ?? String(cause);
+  if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) {
+    return new KnotlessError(
+      'pds-unreachable',
+      `${url.origin} presented a certificate that is not trusted (${code}); if you run that server, name its CA in KNOTLESS_CA_CERTS.`,
+      { cause },
+    );
+  }
   return new KnotlessError(
     'pds-unreachable',
-    `Could not reach ${url.origin} (${code ?? String(cause)}); check your connection or the server's status, then try again.`,
+    `Could not reach ${url.origin} (${code}); check your connection or the server's status, then try again.`,
     { cause },
   );
 }
