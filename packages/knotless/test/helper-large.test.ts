@@ -116,4 +116,37 @@ describe('binary files, large packs, many branches and the cache', () => {
     const again = await alice.git(alice.dir(), 'clone', '-q', url, 'x');
     assert.equal(again.code, 0, again.stderr);
   });
+
+  it('leaves nothing behind: deleting the only ref that lists a blob lets the PDS free it', async () => {
+    const url = await createRepo();
+    const dir = await newRepo(alice, url);
+    await commitFiles(alice, dir, { a: '1' }, 'base');
+    await alice.ok(dir, 'push', 'origin', 'main');
+    await alice.ok(dir, 'checkout', '-q', '-b', 'big');
+    await commitFiles(alice, dir, { 'big.bin': crypto.randomBytes(100 * 1024) }, 'big');
+    trace = true;
+    const push = await alice.git(dir, 'push', 'origin', 'big');
+    trace = false;
+    assert.equal(push.code, 0, push.stderr);
+    const records = await fetch(
+      `${t.net.pdsUrl}/xrpc/com.atproto.repo.listRecords?repo=${t.dids['alice.test']}&collection=dev.knotless.ref&limit=100`,
+    ).then(
+      (r) =>
+        r.json() as Promise<{
+          records: Array<{
+            value: { ref: string; packs: Array<{ parts?: Array<{ ref: { $link: string } }> }> };
+          }>;
+        }>,
+    );
+    const big = records.records.find((r) => r.value.ref === 'refs/heads/big')!;
+    const cids = big.value.packs.flatMap((p) => p.parts ?? []).map((b) => b.ref.$link);
+    assert.ok(cids.length > 0);
+    const getBlob = (cid: string) =>
+      fetch(`${t.net.pdsUrl}/xrpc/com.atproto.sync.getBlob?did=${t.dids['alice.test']}&cid=${cid}`);
+    for (const cid of cids) assert.equal((await getBlob(cid)).status, 200);
+    await alice.ok(dir, 'push', 'origin', '--delete', 'big');
+    for (const cid of cids)
+      assert.notEqual((await getBlob(cid)).status, 200, `blob ${cid} outlived its last reference`);
+    assert.equal((await alice.ok(dir, 'ls-remote', url)).trim().split('\n').length, 2);
+  });
 });
