@@ -4,7 +4,8 @@ import { commitFiles, newRepo, refsOf, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
 const t = useNetwork(['alice.test']);
-const alice = useGitUser(t, 'alice.test');
+let appview: string | undefined;
+const alice = useGitUser(t, 'alice.test', () => (appview === undefined ? {} : { KNOTLESS_APPVIEW: appview }));
 
 let n = 0;
 async function createRepo(): Promise<string> {
@@ -117,5 +118,39 @@ describe('tags, mirrors and atomic pushes', () => {
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stderr, /\[new branch\] +main -> main/);
     assert.equal((await alice.ok(dir, 'ls-remote', url)).trim(), '');
+  });
+
+  it('prints the compare link after pushing a new branch, unless quiet or no appview is set', async () => {
+    const url = await createRepo();
+    const dir = await newRepo(alice, url);
+    await commitFiles(alice, dir, { a: '1' }, 'one');
+    appview = 'https://appview.example/';
+    try {
+      const first = await alice.git(dir, 'push', 'origin', 'main');
+      assert.doesNotMatch(first.stderr, /pull request/, 'the default branch got a link');
+      await alice.ok(dir, 'checkout', '-q', '-b', 'feature/x#1');
+      await commitFiles(alice, dir, { b: '1' }, 'feature');
+      const res = await alice.git(dir, 'push', 'origin', 'feature/x#1');
+      assert.equal(res.code, 0, res.stderr);
+      const name = url.split('/').pop()!;
+      assert.ok(
+        res.stderr.includes(
+          `Create a pull request for 'feature/x#1' by visiting:\nknotless:      https://appview.example/alice.test/${name}/compare/main...feature/x%231\n`,
+        ),
+        res.stderr,
+      );
+      await alice.ok(dir, 'checkout', '-q', '-b', 'quiet');
+      assert.doesNotMatch((await alice.git(dir, 'push', '-q', 'origin', 'quiet')).stderr, /pull request/);
+      await commitFiles(alice, dir, { c: '1' }, 'again');
+      assert.doesNotMatch(
+        (await alice.git(dir, 'push', 'origin', 'quiet')).stderr,
+        /pull request/,
+        'an update got a link',
+      );
+    } finally {
+      appview = undefined;
+    }
+    await alice.ok(dir, 'checkout', '-q', '-b', 'no-appview');
+    assert.doesNotMatch((await alice.git(dir, 'push', 'origin', 'no-appview')).stderr, /pull request/);
   });
 });

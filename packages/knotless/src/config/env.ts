@@ -22,6 +22,8 @@ export interface Config {
   password: string | undefined;
   /** Seconds an identity resolution stays fresh in the cache. */
   identityTtlSeconds: number;
+  /** The appview whose compare link a push of a new branch prints; undefined: print none. */
+  appview: string | undefined;
   /** Print each request to stderr. */
   trace: boolean;
 }
@@ -53,6 +55,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     identifier: nonEmpty(env['KNOTLESS_IDENTIFIER']),
     password: nonEmpty(env['KNOTLESS_PASSWORD']),
     identityTtlSeconds: Number.isFinite(ttl) && ttl > 0 ? ttl : 24 * 3600,
+    appview: nonEmpty(env['KNOTLESS_APPVIEW'])?.replace(/\/+$/, ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
   };
 }

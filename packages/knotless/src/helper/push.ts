@@ -107,7 +107,41 @@ async function push(
     ? await writeAtomic(state, remote, auth, toWrite, packs, present, head)
     : await writeEach(state, remote, auth, toWrite, packs, present, head);
   for (const o of written) outcomes.set(o.dst, o);
+  const created = toWrite.filter(
+    (u) => u.oid !== undefined && !refs.has(u.dst) && outcomes.get(u.dst)?.error === undefined,
+  );
+  printCompareLinks(
+    state,
+    remote,
+    created.map((u) => u.dst),
+    refs.get('HEAD')?.record.symref ?? head,
+  );
   return updates.map((u) => outcomes.get(u.dst)!);
+}
+
+/**
+ * After new branches land, prints where to compare them and open a pull request, as GitHub does.
+ * Computed locally: the appview learns of the push from the network, not from us.
+ */
+function printCompareLinks(
+  state: HelperState,
+  remote: RemoteRepo,
+  created: string[],
+  head: string | undefined,
+): void {
+  const appview = state.ctx.config.appview;
+  if (appview === undefined || state.options.verbosity < 1 || head === undefined) return;
+  const base = head.replace(/^refs\/heads\//, '');
+  for (const ref of created) {
+    if (!ref.startsWith('refs/heads/') || ref === head) continue;
+    const branch = ref.replace(/^refs\/heads\//, '');
+    const owner = encodeURIComponent(remote.owner.handle ?? remote.owner.did);
+    const path = (name: string) => name.split('/').map(encodeURIComponent).join('/');
+    const link = `${appview}/${owner}/${encodeURIComponent(remote.name)}/compare/${path(base)}...${path(branch)}`;
+    process.stderr.write(
+      `knotless:\nknotless: Create a pull request for '${branch}' by visiting:\nknotless:      ${link}\nknotless:\n`,
+    );
+  }
 }
 
 function recordFor(remote: RemoteRepo, u: Update, packs: PackEntry[]): RefRecord {
