@@ -5,7 +5,7 @@ import type { Io } from './io.ts';
 /** Parsed arguments of one command. */
 export interface Args {
   positionals: string[];
-  values: Record<string, string | boolean | undefined>;
+  values: Record<string, string | boolean | string[] | undefined>;
 }
 
 /** One CLI command: its usage and what it does. Exit codes are not its business (see exit-codes.ts). */

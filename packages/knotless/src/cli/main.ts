@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { closeDispatcher } from '../xrpc/transport.ts';
-import type { Command } from './command.ts';
+import type { Args, Command } from './command.ts';
 import { EXIT_CODES, EXIT_INTERNAL } from './exit-codes.ts';
 import { processIo, type Io } from './io.ts';
 import { COMMANDS, SUMMARIES } from './table.ts';

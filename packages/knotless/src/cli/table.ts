@@ -9,6 +9,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo list': () => import('./commands/repo-list.ts'),
   'repo info': () => import('./commands/repo-info.ts'),
   'repo delete': () => import('./commands/repo-delete.ts'),
+  'repo compact': () => import('./commands/repo-compact.ts'),
   dev: () => import('./commands/dev.ts'),
 };
 
@@ -21,5 +22,6 @@ export const SUMMARIES: Array<[string, string]> = [
   ['repo list [handle] [--json]', "list an account's repositories"],
   ['repo info <[handle/]name> [--json]', 'show one repository'],
   ['repo delete <name> [--yes]', 'delete a repository and all its refs'],
+  ['repo compact <[handle/]name> [--ref R]...', 'merge small packs (also runs by itself after pushes)'],
   ['dev [--dir DIR]', 'run a local network (PLC + PDS) to try knotless on'],
 ];

@@ -24,6 +24,8 @@ export interface Config {
   identityTtlSeconds: number;
   /** The appview whose compare link a push of a new branch prints; undefined: print none. */
   appview: string | undefined;
+  /** Compact pack lists in the background after pushes (KNOTLESS_COMPACT=0 turns it off). */
+  autoCompact: boolean;
   /** Print each request to stderr. */
   trace: boolean;
 }
@@ -56,6 +58,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     password: nonEmpty(env['KNOTLESS_PASSWORD']),
     identityTtlSeconds: Number.isFinite(ttl) && ttl > 0 ? ttl : 24 * 3600,
     appview: nonEmpty(env['KNOTLESS_APPVIEW'])?.replace(/\/+$/, ''),
+    autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
   };
 }

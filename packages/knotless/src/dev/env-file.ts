@@ -1,20 +1,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { writeFileAtomic } from '../fsutil.ts';
 
 /** Quotes a value for a POSIX shell. */
 export function shellQuote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`;
-}
-
-/** The executables a dev env puts on PATH, by name, with the script each runs. */
-export function binScripts(): Record<string, string> {
-  const bin = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin');
-  return {
-    knotless: path.join(bin, 'knotless.ts'),
-    'git-remote-knotless': path.join(bin, 'git-remote-knotless.ts'),
-  };
 }
 
 /**
@@ -23,7 +14,7 @@ export function binScripts(): Record<string, string> {
  */
 export function writeWrappers(binDir: string, node: string = process.execPath): void {
   fs.mkdirSync(binDir, { recursive: true });
-  for (const [name, script] of Object.entries(binScripts())) {
+  for (const [name, script] of Object.entries(BIN_SCRIPTS)) {
     if (!fs.existsSync(script)) continue;
     writeFileAtomic(
       path.join(binDir, name),

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { runGit } from './run.ts';
 
@@ -35,14 +36,53 @@ export async function buildPack(opts: {
   return (await runGit(args, { input, passStderr: opts.progress })).stdout;
 }
 
+/** A pack indexed into a repository: its local name and the .keep file that protects it. */
+export interface IndexedPack {
+  hash: string;
+  keepFile: string;
+}
+
 /**
- * Indexes a pack into the repository, completing a thin pack with bases the repository already
- * has. Returns the `.keep` file that protects the new pack until git has updated its refs.
+ * Indexes a pack into the repository (`gitDirPath`), completing a thin pack with bases the
+ * repository already has. The pack is kept (a .keep file) until git has updated its refs.
  */
-export async function indexPack(pack: Uint8Array, gitDirPath: string, progress: boolean): Promise<string> {
-  const args = ['index-pack', '--stdin', '--fix-thin', '--keep=knotless fetch', ...(progress ? ['-v'] : [])];
-  const out = (await runGit(args, { input: pack, passStderr: progress })).stdout.toString('utf8');
+export async function indexPack(
+  pack: Uint8Array,
+  gitDirPath: string,
+  progress: boolean,
+): Promise<IndexedPack> {
+  const args = ['index-pack', '--stdin', '--fix-thin', '--keep=knotless', ...(progress ? ['-v'] : [])];
+  const out = (await runGit(args, { input: pack, passStderr: progress, gitDir: gitDirPath })).stdout.toString(
+    'utf8',
+  );
   const hash = /^(?:keep|pack)\t([0-9a-f]+)/m.exec(out)?.[1];
   if (hash === undefined) throw new Error(`index-pack said: ${out}`);
-  return path.join(gitDirPath, 'objects', 'pack', `pack-${hash}.keep`);
+  return { hash, keepFile: path.join(gitDirPath, 'objects', 'pack', `pack-${hash}.keep`) };
+}
+
+/**
+ * The objects a pack itself carries, in pack order. After `--fix-thin` the local copy also holds
+ * the bases it borrowed, appended after the original objects: taking the first `count` by offset
+ * leaves exactly the pack's own.
+ */
+export async function packObjects(gitDirPath: string, hash: string, count: number): Promise<string[]> {
+  const idx = await fs.promises.readFile(path.join(gitDirPath, 'objects', 'pack', `pack-${hash}.idx`));
+  const lines = (await runGit(['show-index'], { input: idx, gitDir: gitDirPath })).stdout
+    .toString('utf8')
+    .split('\n');
+  return lines
+    .filter(Boolean)
+    .map((l) => l.split(' '))
+    .map(([offset, oid]) => ({ offset: Number(offset), oid: oid! }))
+    .sort((a, b) => a.offset - b.offset)
+    .slice(0, count)
+    .map((o) => o.oid);
+}
+
+/** Packs exactly the given objects (not thin: deltas only among them). */
+export async function packObjectList(gitDirPath: string, oids: string[]): Promise<Buffer> {
+  const input = oids.join('\n') + '\n';
+  return (
+    await runGit(['pack-objects', '--stdout', '--delta-base-offset', '-q'], { input, gitDir: gitDirPath })
+  ).stdout;
 }

@@ -20,12 +20,15 @@ export interface RunGitOptions {
   passStderr?: boolean;
   /** Exit codes that are answers rather than failures (e.g. 1 for merge-base --is-ancestor). */
   okCodes?: number[];
+  /** Run on this repository instead of the one the environment names. */
+  gitDir?: string;
 }
 
 /** Runs git with the caller's environment (GIT_DIR included) and returns its stdout and exit code. */
 export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdout: Buffer; code: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('git', args, { stdio: ['pipe', 'pipe', opts.passStderr ? 'inherit' : 'pipe'] });
+    const env = opts.gitDir === undefined ? process.env : { ...process.env, GIT_DIR: opts.gitDir };
+    const child = spawn('git', args, { env, stdio: ['pipe', 'pipe', opts.passStderr ? 'inherit' : 'pipe'] });
     const out: Buffer[] = [];
     let err = '';
     child.stdout!.on('data', (d: Buffer) => out.push(d));

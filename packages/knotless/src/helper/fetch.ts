@@ -62,7 +62,9 @@ async function indexAll(
   meter.end();
   const keeps: string[] = [];
   for (const [i, p] of packs.entries()) {
-    keeps.push(await indexPack(bytes[i]!, dir, state.options.progress && state.options.verbosity > 1));
+    keeps.push(
+      (await indexPack(bytes[i]!, dir, state.options.progress && state.options.verbosity > 1)).keepFile,
+    );
     indexed.add(p.id);
   }
   // git accepts one lock file per fetch; the others are released now that their packs are in place.

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { closeDispatcher } from '../xrpc/transport.ts';
@@ -7,6 +9,20 @@ import { CommandReader, answer } from './protocol.ts';
 import { pushBatch } from './push.ts';
 import { HelperState } from './state.ts';
 import { parseKnotlessUrl } from './url.ts';
+
+/** Starts a detached `knotless repo compact` for the refs that need it, unless KNOTLESS_COMPACT=0. */
+async function startCompaction(state: HelperState, refs: string[]): Promise<void> {
+  if (!state.ctx.config.autoCompact) return;
+  const remote = await state.remote();
+  const args = [
+    'repo',
+    'compact',
+    `${remote.owner.did}/${remote.name}`,
+    '--quiet',
+    ...refs.flatMap((r) => ['--ref', r]),
+  ];
+  spawn(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], { detached: true, stdio: 'ignore' }).unref();
+}
 
 /** Answers one `option <name> <value>` line. */
 function setOption(state: HelperState, name: string, value: string): string {
@@ -70,13 +86,13 @@ export async function helperMain(argv: string[]): Promise<number> {
           const [, name = '', ...rest] = l.split(' ');
           setOption(state, name, rest.join(' '));
         }
-        answer([
-          ...(await pushBatch(
-            state,
-            batch.filter((l) => l.startsWith('push ')),
-          )),
-          '',
-        ]);
+        const result = await pushBatch(
+          state,
+          batch.filter((l) => l.startsWith('push ')),
+        );
+        answer([...result.lines, '']);
+        // git has its answer; merging packs happens in a process of its own that outlives us.
+        if (result.compact.length > 0) await startCompaction(state, result.compact);
       } else {
         throw new KnotlessError(
           'usage',

@@ -91,7 +91,13 @@ async function hoist(state: HelperState, auth: Authorizer, list: PackEntry[]): P
   const stored = new Map<string, PackEntry>();
   await Promise.all(
     inline.map(async (p) => {
-      const parts = await uploadPack(writer, p.inline!, limit, () => meter.tick(Math.min(limit, p.size)));
+      const parts = await uploadPack(
+        writer,
+        p.inline!,
+        limit,
+        () => meter.tick(Math.min(limit, p.size)),
+        state.cache,
+      );
       stored.set(p.id, { id: p.id, size: p.size, count: p.count, parts });
     }),
   );

@@ -14,7 +14,8 @@ import {
 import { mapLimit } from '../remote/packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { checkUpdate, type Update, type Verdict } from './push-check.ts';
-import { preparePacks } from './push-pack.ts';
+import { preparePacks, unionPacks } from './push-pack.ts';
+import { planMerge } from '../remote/geometric.ts';
 import type { HelperState } from './state.ts';
 
 /** Compare-and-swap retries per ref, and commit-race retries per atomic push. */
@@ -22,7 +23,7 @@ const MAX_ATTEMPTS = 5;
 /** The PDS's limit on writes in one commit. */
 const MAX_WRITES_PER_COMMIT = 200;
 
-type Outcome = { dst: string; error?: string };
+type Outcome = { dst: string; error?: string; compact?: boolean };
 
 function parsePushLine(line: string): { src: string; dst: string; force: boolean } {
   let spec = line.slice('push '.length);
@@ -32,8 +33,14 @@ function parsePushLine(line: string): { src: string; dst: string; force: boolean
   return { src: spec.slice(0, colon), dst: spec.slice(colon + 1), force };
 }
 
+/** A push's answer for git, and the refs whose pack lists now want compacting. */
+export interface PushResult {
+  lines: string[];
+  compact: string[];
+}
+
 /** Answers a batch of `push` lines with one `ok <dst>` or `error <dst> <why>` per ref. */
-export async function pushBatch(state: HelperState, lines: string[]): Promise<string[]> {
+export async function pushBatch(state: HelperState, lines: string[]): Promise<PushResult> {
   const specs = lines.map(parsePushLine);
   const outcomes = await push(state, specs).catch((err: unknown) => {
     if (err instanceof GitError) {
@@ -46,9 +53,12 @@ export async function pushBatch(state: HelperState, lines: string[]): Promise<st
     if (!isKnotlessError(err)) throw err;
     process.stderr.write(`knotless: ${err.message}\n`);
     const short = err.message.split(/[;:]/)[0]!.toLowerCase();
-    return specs.map((s) => ({ dst: s.dst, error: short }));
+    return specs.map((s): Outcome => ({ dst: s.dst, error: short }));
   });
-  return outcomes.map((o) => (o.error === undefined ? `ok ${o.dst}` : `error ${o.dst} ${o.error}`));
+  return {
+    lines: outcomes.map((o) => (o.error === undefined ? `ok ${o.dst}` : `error ${o.dst} ${o.error}`)),
+    compact: outcomes.filter((o) => o.compact === true && o.error === undefined).map((o) => o.dst),
+  };
 }
 
 async function push(
@@ -106,7 +116,12 @@ async function push(
   const written = state.options.atomic
     ? await writeAtomic(state, remote, auth, toWrite, packs, present, head)
     : await writeEach(state, remote, auth, toWrite, packs, present, head);
-  for (const o of written) outcomes.set(o.dst, o);
+  const compact = planMerge(packs) !== undefined;
+  for (const o of written)
+    outcomes.set(o.dst, {
+      ...o,
+      compact: compact && toWrite.some((u) => u.dst === o.dst && u.oid !== undefined),
+    });
   const created = toWrite.filter(
     (u) => u.oid !== undefined && !refs.has(u.dst) && outcomes.get(u.dst)?.error === undefined,
   );
@@ -175,11 +190,12 @@ async function writeEach(
   remote: RemoteRepo,
   auth: Authorizer,
   updates: Update[],
-  packs: PackEntry[],
+  shared: PackEntry[],
   present: (oid: string) => boolean,
   head: string | undefined,
 ): Promise<Outcome[]> {
   const outcomes = await mapLimit(updates, 8, async (u): Promise<Outcome> => {
+    let packs = shared;
     let current = state.refs?.get(u.dst);
     let key = current?.key ?? refKey(remote.name, u.dst);
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
@@ -197,7 +213,13 @@ async function writeEach(
         }
         if (!(err instanceof SwapConflict)) throw err;
       }
+      const before = current;
       current = await remote.getRef(key);
+      // Only the packs changed (a compaction landed): build on its list rather than undo it.
+      if (before !== undefined && current !== undefined && current.record.target === before.record.target) {
+        const old = new Set(before.record.packs.map((p) => p.id));
+        packs = unionPacks([current.record.packs, packs.filter((p) => !old.has(p.id))]);
+      }
       const verdict: Verdict = await checkUpdate(u, current, state.options.cas.get(u.dst), present);
       if (verdict.kind === 'reject') return { dst: u.dst, error: verdict.reason };
       if (verdict.kind === 'up-to-date') return { dst: u.dst };

@@ -32,6 +32,7 @@ export async function uploadPack(
   pack: Uint8Array,
   partSize: number,
   onPart: (done: number, total: number) => void,
+  cache?: BlobCache,
 ): Promise<BlobRef[]> {
   const parts: Uint8Array[] = [];
   for (let off = 0; off < pack.length; off += partSize) parts.push(pack.subarray(off, off + partSize));
@@ -45,6 +46,8 @@ export async function uploadPack(
     } catch (err) {
       throw generalFailure(err, 'uploading a pack');
     }
+    // What we uploaded we have: cache it, so compaction and clones on this machine skip the download.
+    cache?.put(res.blob.ref.$link, part);
     onPart(++done, parts.length);
     return res.blob;
   });

@@ -1,0 +1,50 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { writeFileAtomic } from '../fsutil.ts';
+import { indexPack, packObjects } from '../git/pack.ts';
+import { runGit } from '../git/run.ts';
+import type { PackEntry } from '../remote/ref-record.ts';
+import { IndexedPacks } from './indexed-packs.ts';
+
+/**
+ * A bare repository in the cache holding a remote repository's packs, for work that needs the
+ * objects without a clone: compaction and `repo commit`. It can be deleted at any time; it is
+ * rebuilt from the packs (which the blob cache usually still has).
+ */
+export class Mirror {
+  readonly gitDir: string;
+  readonly #indexed: IndexedPacks;
+
+  constructor(cacheDir: string, did: string, repo: string) {
+    this.gitDir = path.join(cacheDir, 'mirrors', did.replaceAll(':', '_'), `${repo}.git`);
+    this.#indexed = new IndexedPacks(this.gitDir);
+  }
+
+  #listFile(id: string): string {
+    return path.join(this.gitDir, 'knotless', 'objects', id);
+  }
+
+  /** Indexes, in order, the packs of `list` the mirror lacks; `load` supplies their bytes. */
+  async sync(list: PackEntry[], load: (pack: PackEntry) => Promise<Uint8Array>): Promise<void> {
+    if (!fs.existsSync(path.join(this.gitDir, 'HEAD'))) {
+      fs.mkdirSync(path.dirname(this.gitDir), { recursive: true });
+      await runGit(['init', '-q', '--bare', this.gitDir]);
+    }
+    const done = this.#indexed.read();
+    for (const pack of list) {
+      if (done.has(pack.id) && fs.existsSync(this.#listFile(pack.id))) continue;
+      const { hash } = await indexPack(await load(pack), this.gitDir, false);
+      writeFileAtomic(
+        this.#listFile(pack.id),
+        (await packObjects(this.gitDir, hash, pack.count)).join('\n'),
+        0o644,
+      );
+      this.#indexed.add(pack.id);
+    }
+  }
+
+  /** The objects a synced pack carries. */
+  objectsOf(id: string): string[] {
+    return fs.readFileSync(this.#listFile(id), 'utf8').split('\n').filter(Boolean);
+  }
+}

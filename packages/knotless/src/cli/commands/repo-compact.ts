@@ -1,0 +1,44 @@
+import { activeSession } from '../../auth/login.ts';
+import { BlobCache } from '../../cache/blob-cache.ts';
+import { KnotlessError } from '../../errors.ts';
+import { compactRef } from '../../repo/compact.ts';
+import { parseRepoSpec } from '../../repo/name.ts';
+import { RemoteRepo } from '../../remote/remote-repo.ts';
+import type { Command } from '../command.ts';
+
+export const command: Command = {
+  usage: 'repo compact <[handle/]name> [--ref REF]... [--quiet]',
+  summary: "merge a repository's small packs (runs by itself after pushes)",
+  options: { ref: { type: 'string', multiple: true }, quiet: { type: 'boolean', short: 'q' } },
+  positionals: { min: 1, max: 1 },
+  async run({ ctx, io, args }) {
+    const c = ctx();
+    const spec = parseRepoSpec(args.positionals[0]!);
+    const auth = await activeSession(c);
+    const owner =
+      spec.owner === undefined
+        ? { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds }
+        : await c.resolver.resolve(spec.owner);
+    if (owner.did !== auth.session.did) {
+      throw new KnotlessError(
+        'permission-denied',
+        `Only ${owner.handle ?? owner.did} can compact ${spec.name}; you are ${auth.session.handle}.`,
+      );
+    }
+    const remote = new RemoteRepo(c, owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
+    const ref = args.values['ref'];
+    const wanted = Array.isArray(ref) ? ref : undefined;
+    const refs = (await remote.listRefs()).filter(
+      (r) => r.record.target !== undefined && (wanted === undefined || wanted.includes(r.record.ref)),
+    );
+    const env = { auth, cache: new BlobCache(c.config.cacheDir), cacheDir: c.config.cacheDir };
+    let changed = 0;
+    for (const r of refs) {
+      const done = await compactRef(remote, env, r.key);
+      if (done === undefined) continue;
+      changed++;
+      if (args.values['quiet'] !== true) io.err(`${done.ref}: ${done.before} packs → ${done.after}`);
+    }
+    if (args.values['quiet'] !== true && changed === 0) io.err(`Nothing to compact in ${remote.label}.`);
+  },
+};

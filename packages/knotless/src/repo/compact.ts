@@ -1,0 +1,107 @@
+import type { BlobCache } from '../cache/blob-cache.ts';
+import { Mirror } from '../cache/mirror.ts';
+import { KnotlessError } from '../errors.ts';
+import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
+import { planMerge } from '../remote/geometric.ts';
+import { loadPack, uploadPack } from '../remote/packs.ts';
+import type { PackEntry } from '../remote/ref-record.ts';
+import { SwapConflict, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
+import { blobUploadLimit } from '../remote/server-info.ts';
+import type { Authorizer } from '../xrpc/client.ts';
+
+/** Merged packs up to this size stay inline in the record. */
+const INLINE_MERGED_MAX = 16 * 1024;
+const MAX_ATTEMPTS = 5;
+
+/** What compacting one ref did. */
+export interface Compacted {
+  ref: string;
+  before: number;
+  after: number;
+}
+
+/** What compaction needs besides the repository. */
+export interface CompactEnv {
+  auth: Authorizer;
+  cache: BlobCache;
+  cacheDir: string;
+}
+
+/** Builds the pack that replaces `suffix`, and checks it holds every object of the packs it replaces. */
+async function mergePacks(
+  remote: RemoteRepo,
+  env: CompactEnv,
+  list: PackEntry[],
+  cut: number,
+): Promise<PackEntry> {
+  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
+  await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
+  const wanted = [...new Set(list.slice(cut).flatMap((p) => mirror.objectsOf(p.id)))];
+  const merged = await packObjectList(mirror.gitDir, wanted);
+  const info = parsePackInfo(merged);
+  const { hash } = await indexPack(merged, mirror.gitDir, false);
+  const held = new Set(await packObjects(mirror.gitDir, hash, info.count));
+  const lost = wanted.filter((oid) => !held.has(oid));
+  if (lost.length > 0) {
+    throw new KnotlessError(
+      'corrupt-remote',
+      `compaction would drop ${lost.length} objects (e.g. ${lost[0]}); nothing was written.`,
+    );
+  }
+  if (merged.length <= INLINE_MERGED_MAX)
+    return { id: info.id, size: merged.length, count: info.count, inline: merged };
+  const writer = remote.writer(env.auth);
+  const parts = await uploadPack(
+    writer,
+    merged,
+    await blobUploadLimit(writer, env.cacheDir),
+    () => {},
+    env.cache,
+  );
+  return { id: info.id, size: merged.length, count: info.count, parts };
+}
+
+const sameIds = (a: PackEntry[], b: PackEntry[]) =>
+  a.length === b.length && a.every((p, i) => p.id === b[i]?.id);
+
+/**
+ * Compacts one ref's pack list: merges the small recent packs so that the list stays geometric,
+ * then rewrites the record with compare-and-swap. When a push lands meanwhile, its packs are kept
+ * after the merged one (they are thin only against what the merged pack holds). Returns undefined
+ * when there was nothing to do.
+ */
+export async function compactRef(
+  remote: RemoteRepo,
+  env: CompactEnv,
+  key: string,
+): Promise<Compacted | undefined> {
+  let current: RemoteRef | undefined = await remote.getRef(key);
+  for (let attempt = 0; attempt < MAX_ATTEMPTS && current?.record.target !== undefined; attempt++) {
+    const list = current.record.packs;
+    const cut = planMerge(list);
+    if (cut === undefined) return undefined;
+    const merged = await mergePacks(remote, env, list, cut);
+    let base = current;
+    for (;;) {
+      const packs = [...list.slice(0, cut), merged, ...base.record.packs.slice(list.length)];
+      try {
+        await remote.putRef(
+          env.auth,
+          key,
+          { ...base.record, packs, updatedAt: new Date().toISOString() },
+          base.cid,
+        );
+        return { ref: base.record.ref, before: base.record.packs.length, after: packs.length };
+      } catch (err) {
+        if (!(err instanceof SwapConflict)) throw err;
+      }
+      const fresh = await remote.getRef(key);
+      if (fresh === undefined) return undefined;
+      current = fresh;
+      // A push that only appended packs: keep them. Anything else: plan again from what is there.
+      if (!sameIds(fresh.record.packs.slice(0, list.length), list)) break;
+      base = fresh;
+    }
+  }
+  return undefined;
+}

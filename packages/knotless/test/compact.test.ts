@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { planMerge } from '../src/remote/geometric.ts';
+import type { PackEntry } from '../src/remote/ref-record.ts';
+import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test']);
+let autoCompact = false;
+const alice = useGitUser(t, 'alice.test', () => (autoCompact ? {} : { KNOTLESS_COMPACT: '0' }));
+
+const packs = (...sizes: number[]): PackEntry[] =>
+  sizes.map((size, i) => ({ id: String(i).padStart(40, '0'), size, count: 1 }));
+
+/** The pack sizes of a ref record, read straight from the PDS. */
+async function packSizes(repo: string, ref: string): Promise<number[]> {
+  const key = `${repo}~${ref.replaceAll('/', '_')}`;
+  const res = await fetch(
+    `${t.net.pdsUrl}/xrpc/com.atproto.repo.getRecord?repo=${t.dids['alice.test']}&collection=dev.knotless.ref&rkey=${key}`,
+  );
+  const body = (await res.json()) as { value: { packs: Array<{ size: number }> } };
+  return body.value.packs.map((p) => p.size);
+}
+
+async function pushMany(repo: string, n: number): Promise<string> {
+  assert.equal((await alice.knotless('repo', 'create', repo)).code, 0);
+  const dir = await newRepo(alice, `knotless://alice.test/${repo}`);
+  for (let i = 0; i < n; i++) {
+    await commitFiles(alice, dir, { [`f${i % 7}.txt`]: `change ${i}\n`.repeat(1 + (i % 5)) }, `c${i}`);
+    await alice.ok(dir, 'push', '-q', 'origin', 'main');
+  }
+  return dir;
+}
+
+async function cloneAndCheck(repo: string, commits: number): Promise<void> {
+  const out = alice.dir();
+  await alice.ok(out, 'clone', '-q', `knotless://alice.test/${repo}`, 'c');
+  const fsck = await alice.git(`${out}/c`, 'fsck', '--full');
+  assert.equal(fsck.code, 0, fsck.stderr);
+  assert.equal((await alice.ok(`${out}/c`, 'rev-list', '--count', 'HEAD')).trim(), String(commits));
+}
+
+describe('compaction', () => {
+  it('plans geometric merges that keep large shared packs', () => {
+    assert.equal(planMerge(packs(1000, 300, 100)), undefined);
+    assert.equal(planMerge(packs(2000, 300, 300)), 1);
+    assert.equal(planMerge(packs(1000, 400, 150)), 0);
+    assert.equal(planMerge(packs(100, 100, 100, 100)), 0);
+    assert.equal(planMerge(packs(10_000_000, 500, 300, 200)), 1);
+    assert.equal(planMerge(packs(5)), undefined);
+    assert.equal(planMerge([]), undefined);
+  });
+
+  it('after 50 small pushes, `repo compact` leaves at most log2(50)+2 packs and a sound clone', async () => {
+    await pushMany('fifty', 50);
+    assert.equal((await packSizes('fifty', 'refs/heads/main')).length, 50);
+    const res = await alice.knotless('repo', 'compact', 'fifty');
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stderr, /refs\/heads\/main: 50 packs → \d+/);
+    const after = await packSizes('fifty', 'refs/heads/main');
+    assert.ok(after.length <= Math.log2(50) + 2, `still ${after.length} packs`);
+    assert.equal(planMerge(packs(...after)), undefined);
+    await cloneAndCheck('fifty', 50);
+    const again = await alice.knotless('repo', 'compact', 'fifty');
+    assert.match(again.stderr, /Nothing to compact/);
+  });
+
+  it('compacts by itself in the background after pushes, without losing a concurrent push', async () => {
+    autoCompact = true;
+    try {
+      await pushMany('auto', 16);
+      const deadline = Date.now() + 60_000;
+      let sizes = await packSizes('auto', 'refs/heads/main');
+      while (planMerge(packs(...sizes)) !== undefined && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 500));
+        sizes = await packSizes('auto', 'refs/heads/main');
+      }
+      assert.equal(planMerge(packs(...sizes)), undefined, `not compacted: ${sizes.join(', ')}`);
+      assert.ok(sizes.length <= Math.log2(16) + 2);
+    } finally {
+      autoCompact = false;
+    }
+    await cloneAndCheck('auto', 16);
+  });
+
+  it('refuses to compact another account’s repository', async () => {
+    const res = await alice.knotless('repo', 'compact', 'bob.test/x');
+    assert.notEqual(res.code, 0);
+  });
+});
