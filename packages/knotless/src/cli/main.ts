@@ -27,11 +27,7 @@ function lookup(argv: string[]): { name: string; rest: string[] } | undefined {
   return undefined;
 }
 
-function parse(
-  command: Command,
-  name: string,
-  rest: string[],
-): { positionals: string[]; values: Record<string, string | boolean | undefined> } {
+function parse(command: Command, name: string, rest: string[]): Args {
   let parsed;
   try {
     parsed = parseArgs({ args: rest, options: command.options ?? {}, allowPositionals: true, strict: true });
@@ -49,7 +45,7 @@ function parse(
   }
   return {
     positionals: parsed.positionals,
-    values: parsed.values as Record<string, string | boolean | undefined>,
+    values: parsed.values as Args['values'],
   };
 }
 
