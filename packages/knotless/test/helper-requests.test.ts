@@ -7,7 +7,12 @@ import { useNetwork } from './helpers/network.ts';
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
 // Until the proxy is up (hooks of one file run concurrently) the user talks to the PDS directly.
-const alice = useGitUser(t, 'alice.test', () => (proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }));
+let window = '0';
+const alice = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_LIST_WINDOW: window,
+  KNOTLESS_COMPACT: '0',
+  ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
+}));
 
 before(async () => {
   await t.ready;
@@ -37,7 +42,7 @@ describe('requests per operation (identity cached)', () => {
       'com.atproto.repo.putRecord',
     ]);
 
-    // A small push: the listing, then one record write with the pack inline.
+    // A small push with no recent listing: the listing, then one record write with the pack inline.
     await commitFiles(alice, dir, { a: '2' }, 'two');
     assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
       'com.atproto.repo.listRecords',
@@ -58,6 +63,18 @@ describe('requests per operation (identity cached)', () => {
       'com.atproto.repo.listRecords',
     ]);
     assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), ['com.atproto.repo.listRecords']);
+
+    // Pushes right after another, inside the listing window: the one record write alone.
+    window = '60';
+    await commitFiles(alice, dir, { b: '2' }, 'topic 2');
+    await alice.ok(dir, 'push', 'origin', 'topic');
+    for (let i = 0; i < 3; i++) {
+      await commitFiles(alice, dir, { b: `3.${i}` }, `topic 3.${i}`);
+      assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'topic')), [
+        'com.atproto.repo.putRecord',
+      ]);
+    }
+    window = '0';
 
     // A fetch of a small change: still the listing alone, the pack travels in it.
     await alice.ok(dir, 'checkout', '-q', 'main');

@@ -24,6 +24,8 @@ export interface Config {
   identityTtlSeconds: number;
   /** The appview whose compare link a push of a new branch prints; undefined: print none. */
   appview: string | undefined;
+  /** Seconds a listing stays good enough to answer git's `list for-push` without a request (0: always list). */
+  listWindowSeconds: number;
   /** Compact pack lists in the background after pushes (KNOTLESS_COMPACT=0 turns it off). */
   autoCompact: boolean;
   /** Print each request to stderr. */
@@ -35,6 +37,11 @@ export const DEFAULT_PLC_URL = 'https://plc.directory';
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
+}
+
+function nonNegative(value: string | undefined, fallback: number): number {
+  const n = Number(value ?? '');
+  return value !== undefined && value !== '' && Number.isFinite(n) && n >= 0 ? n : fallback;
 }
 
 function xdg(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
@@ -59,6 +66,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     identityTtlSeconds: Number.isFinite(ttl) && ttl > 0 ? ttl : 24 * 3600,
     appview: nonEmpty(env['KNOTLESS_APPVIEW'])?.replace(/\/+$/, ''),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
+    listWindowSeconds: nonNegative(env['KNOTLESS_LIST_WINDOW'], 5),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
   };
 }

@@ -77,7 +77,8 @@ export async function helperMain(argv: string[]): Promise<number> {
         const [, name = '', ...rest] = line.split(' ');
         answer([setOption(state, name, rest.join(' '))]);
       } else if (line === 'list' || line === 'list for-push') {
-        answer([...formatList(await state.list(), line === 'list for-push'), '']);
+        const forPush = line === 'list for-push';
+        answer([...formatList(await state.list(forPush), forPush), '']);
       } else if (line.startsWith('fetch ')) {
         answer([...(await fetchBatch(state, await reader.batch(line))), '']);
       } else if (line.startsWith('push ')) {

@@ -2,26 +2,12 @@ import { activeSession } from '../auth/login.ts';
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { presentObjects, resolveObjects } from '../git/objects.ts';
 import { GitError, gitText } from '../git/run.ts';
-import { hashedRefKey, refKey } from '../remote/ref-key.ts';
-import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
-import {
-  KeyRefused,
-  SwapConflict,
-  type RemoteRef,
-  type RemoteRepo,
-  type RefWrite,
-} from '../remote/remote-repo.ts';
-import { mapLimit } from '../remote/packs.ts';
-import type { Authorizer } from '../xrpc/client.ts';
-import { checkUpdate, type Update, type Verdict } from './push-check.ts';
-import { preparePacks, unionPacks } from './push-pack.ts';
 import { planMerge } from '../remote/geometric.ts';
+import type { RemoteRepo } from '../remote/remote-repo.ts';
+import { checkUpdate, type Update } from './push-check.ts';
+import { preparePacks } from './push-pack.ts';
+import { writeAtomic, writeEach, type WriteJob } from './push-write.ts';
 import type { HelperState } from './state.ts';
-
-/** Compare-and-swap retries per ref, and commit-race retries per atomic push. */
-const MAX_ATTEMPTS = 5;
-/** The PDS's limit on writes in one commit. */
-const MAX_WRITES_PER_COMMIT = 200;
 
 type Outcome = { dst: string; error?: string; compact?: boolean };
 
@@ -74,7 +60,7 @@ async function push(
     );
   }
   // Listing checks that the repository exists (git lists before it pushes).
-  const refs = state.refs ?? (await state.list());
+  const refs = state.refs ?? (await state.list(true));
 
   const local = await resolveObjects(specs.filter((s) => s.src !== '').map((s) => s.src));
   const updates: Update[] = specs.map((s) => {
@@ -113,9 +99,9 @@ async function push(
   }
   const packs = await preparePacks(state, auth, toWrite, present);
   const head = refs.has('HEAD') ? undefined : await defaultBranch(toWrite);
-  const written = state.options.atomic
-    ? await writeAtomic(state, remote, auth, toWrite, packs, present, head)
-    : await writeEach(state, remote, auth, toWrite, packs, present, head);
+  const job: WriteJob = { state, remote, auth, updates: toWrite, packs, present, head };
+  const written = state.options.atomic ? await writeAtomic(job) : await writeEach(job);
+  await state.remember(written);
   const compact = planMerge(packs) !== undefined;
   for (const o of written)
     outcomes.set(o.dst, {
@@ -159,21 +145,6 @@ function printCompareLinks(
   }
 }
 
-function recordFor(remote: RemoteRepo, u: Update, packs: PackEntry[]): RefRecord {
-  return {
-    repo: remote.name,
-    ref: u.dst,
-    target: u.oid!,
-    ...(u.peeled === undefined ? {} : { peeled: u.peeled }),
-    packs,
-    updatedAt: new Date().toISOString(),
-  };
-}
-
-function headRecord(remote: RemoteRepo, branch: string): RefRecord {
-  return { repo: remote.name, ref: 'HEAD', symref: branch, packs: [], updatedAt: new Date().toISOString() };
-}
-
 /** The branch a new repository's HEAD should name: the pusher's current branch, else main, master, the first. */
 async function defaultBranch(updates: Update[]): Promise<string | undefined> {
   const branches = updates
@@ -182,108 +153,4 @@ async function defaultBranch(updates: Update[]): Promise<string | undefined> {
   if (branches.length === 0) return undefined;
   const local = (await gitText(['symbolic-ref', '-q', 'HEAD'], { okCodes: [1] }).catch(() => '')).trim();
   return [local, 'refs/heads/main', 'refs/heads/master'].find((b) => branches.includes(b)) ?? branches[0];
-}
-
-/** Writes each ref on its own, with compare-and-swap; a conflict re-reads the ref and decides again. */
-async function writeEach(
-  state: HelperState,
-  remote: RemoteRepo,
-  auth: Authorizer,
-  updates: Update[],
-  shared: PackEntry[],
-  present: (oid: string) => boolean,
-  head: string | undefined,
-): Promise<Outcome[]> {
-  const outcomes = await mapLimit(updates, 8, async (u): Promise<Outcome> => {
-    let packs = shared;
-    let current = state.refs?.get(u.dst);
-    let key = current?.key ?? refKey(remote.name, u.dst);
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      try {
-        if (u.oid === undefined) {
-          if (current !== undefined) await remote.deleteRef(auth, current.key, current.cid);
-        } else {
-          await remote.putRef(auth, key, recordFor(remote, u, packs), current?.cid ?? null);
-        }
-        return { dst: u.dst };
-      } catch (err) {
-        if (err instanceof KeyRefused && current === undefined) {
-          key = hashedRefKey(remote.name, u.dst);
-          continue;
-        }
-        if (!(err instanceof SwapConflict)) throw err;
-      }
-      const before = current;
-      current = await remote.getRef(key);
-      // Only the packs changed (a compaction landed): build on its list rather than undo it.
-      if (before !== undefined && current !== undefined && current.record.target === before.record.target) {
-        const old = new Set(before.record.packs.map((p) => p.id));
-        packs = unionPacks([current.record.packs, packs.filter((p) => !old.has(p.id))]);
-      }
-      const verdict: Verdict = await checkUpdate(u, current, state.options.cas.get(u.dst), present);
-      if (verdict.kind === 'reject') return { dst: u.dst, error: verdict.reason };
-      if (verdict.kind === 'up-to-date') return { dst: u.dst };
-    }
-    return { dst: u.dst, error: 'the ref kept changing; try again' };
-  });
-  const pushed = head !== undefined && outcomes.some((o) => o.dst === head && o.error === undefined);
-  if (pushed) {
-    await remote
-      .putRef(auth, refKey(remote.name, 'HEAD'), headRecord(remote, head), null)
-      .catch((err: unknown) => {
-        if (!(err instanceof SwapConflict)) throw err;
-      });
-  }
-  return outcomes;
-}
-
-/** Writes every ref in one commit that applies only if nothing in the account changed since it was read. */
-async function writeAtomic(
-  state: HelperState,
-  remote: RemoteRepo,
-  auth: Authorizer,
-  updates: Update[],
-  packs: PackEntry[],
-  present: (oid: string) => boolean,
-  head: string | undefined,
-): Promise<Outcome[]> {
-  const fail = (error: string) => updates.map((u) => ({ dst: u.dst, error }));
-  if (updates.length + (head === undefined ? 0 : 1) > MAX_WRITES_PER_COMMIT) {
-    process.stderr.write(
-      `knotless: an atomic push can update at most ${MAX_WRITES_PER_COMMIT} refs (the PDS's limit per commit); push in smaller groups.\n`,
-    );
-    return fail('atomic push exceeds 200 refs');
-  }
-  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const commit = await remote.latestCommit();
-    const refs: Map<string, RemoteRef> = new Map((await remote.listRefs()).map((r) => [r.record.ref, r]));
-    const writes: RefWrite[] = [];
-    for (const u of updates) {
-      const current = refs.get(u.dst);
-      const verdict = await checkUpdate(u, current, state.options.cas.get(u.dst), present);
-      if (verdict.kind === 'reject')
-        return updates.map((x) => ({ dst: x.dst, error: x === u ? verdict.reason : 'atomic push failed' }));
-      if (verdict.kind === 'up-to-date') continue;
-      if (u.oid === undefined) {
-        if (current !== undefined) writes.push({ action: 'delete', key: current.key });
-      } else {
-        writes.push({
-          action: current === undefined ? 'create' : 'update',
-          key: current?.key ?? refKey(remote.name, u.dst),
-          record: recordFor(remote, u, packs),
-        });
-      }
-    }
-    if (head !== undefined && !refs.has('HEAD')) {
-      writes.push({ action: 'create', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, head) });
-    }
-    if (writes.length === 0) return updates.map((u) => ({ dst: u.dst }));
-    try {
-      await remote.applyWrites(auth, writes, commit);
-      return updates.map((u) => ({ dst: u.dst }));
-    } catch (err) {
-      if (!(err instanceof SwapConflict)) throw err;
-    }
-  }
-  return fail('the account kept changing; try again');
 }

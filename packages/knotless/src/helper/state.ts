@@ -1,4 +1,5 @@
 import { BlobCache } from '../cache/blob-cache.ts';
+import { RefView } from '../cache/ref-view.ts';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { RemoteRepo, type RemoteRef } from '../remote/remote-repo.ts';
@@ -28,6 +29,8 @@ export class HelperState {
   #remote: RemoteRepo | undefined;
   /** The refs as last listed, by name (HEAD included). */
   refs: Map<string, RemoteRef> | undefined;
+  /** When a listing last confirmed `refs`. */
+  #confirmedAt = 0;
 
   constructor(ctx: Context, url: KnotlessUrl) {
     this.ctx = ctx;
@@ -46,9 +49,23 @@ export class HelperState {
     return this.#remote;
   }
 
-  /** Lists the refs (one request per 100); an empty listing also checks that the repository exists. */
-  async list(): Promise<Map<string, RemoteRef>> {
+  /**
+   * The refs, for git's `list` (always asked: a fetch must see what is new) or `list for-push`
+   * (answered from the cached view while a listing confirmed it within KNOTLESS_LIST_WINDOW seconds,
+   * so an agent pushing in a loop spends one request per push; every write is compare-and-swap).
+   * A listing costs one request per 100 refs; an empty one also checks that the repository exists.
+   */
+  async list(forPush: boolean): Promise<Map<string, RemoteRef>> {
     const remote = await this.remote();
+    const view = this.#view(remote);
+    const cached = forPush ? view.read() : undefined;
+    const windowMs = this.ctx.config.listWindowSeconds * 1000;
+    if (cached !== undefined && Date.now() - cached.confirmedAt < windowMs) {
+      this.#confirmedAt = cached.confirmedAt;
+      this.refs = new Map(cached.refs.map((r) => [r.record.ref, r]));
+      return this.refs;
+    }
+    const started = Date.now();
     const refs = await remote.listRefs();
     if (refs.length === 0 && !(await remote.exists())) {
       throw new KnotlessError(
@@ -56,7 +73,29 @@ export class HelperState {
         `${remote.label} does not exist; create it with \`knotless repo create ${remote.name}\` (as its owner) and try again.`,
       );
     }
+    this.#confirmedAt = started;
     this.refs = new Map(refs.map((r) => [r.record.ref, r]));
+    view.write({ confirmedAt: started, refs });
     return this.refs;
+  }
+
+  /**
+   * Folds a push's results into the view: refs written with their new CIDs, deleted refs gone.
+   * A write whose new CID is unknown (an atomic batch) voids the view's confirmation.
+   */
+  async remember(written: Array<{ dst: string; error?: string; record?: RemoteRef | null }>): Promise<void> {
+    if (this.refs === undefined) return;
+    let confirmedAt = this.#confirmedAt;
+    for (const w of written) {
+      if (w.error !== undefined) continue;
+      if (w.record === null) this.refs.delete(w.dst);
+      else if (w.record !== undefined) this.refs.set(w.dst, w.record);
+      else confirmedAt = 0;
+    }
+    this.#view(await this.remote()).write({ confirmedAt, refs: [...this.refs.values()] });
+  }
+
+  #view(remote: RemoteRepo): RefView {
+    return new RefView(this.ctx.config.cacheDir, remote.owner.did, remote.name);
   }
 }

@@ -18,6 +18,9 @@ export interface Compacted {
   ref: string;
   before: number;
   after: number;
+  /** The CID the record had, and the record as now written. */
+  replacedCid: string;
+  written: RemoteRef;
 }
 
 /** What compaction needs besides the repository. */
@@ -85,13 +88,15 @@ export async function compactRef(
     for (;;) {
       const packs = [...list.slice(0, cut), merged, ...base.record.packs.slice(list.length)];
       try {
-        await remote.putRef(
-          env.auth,
-          key,
-          { ...base.record, packs, updatedAt: new Date().toISOString() },
-          base.cid,
-        );
-        return { ref: base.record.ref, before: base.record.packs.length, after: packs.length };
+        const record = { ...base.record, packs, updatedAt: new Date().toISOString() };
+        const cid = await remote.putRef(env.auth, key, record, base.cid);
+        return {
+          ref: base.record.ref,
+          before: base.record.packs.length,
+          after: packs.length,
+          replacedCid: base.cid,
+          written: { key, cid, record },
+        };
       } catch (err) {
         if (!(err instanceof SwapConflict)) throw err;
       }

@@ -1,5 +1,6 @@
 import { activeSession } from '../../auth/login.ts';
 import { BlobCache } from '../../cache/blob-cache.ts';
+import { RefView } from '../../cache/ref-view.ts';
 import { KnotlessError } from '../../errors.ts';
 import { compactRef } from '../../repo/compact.ts';
 import { parseRepoSpec } from '../../repo/name.ts';
@@ -37,6 +38,12 @@ export const command: Command = {
       const done = await compactRef(remote, env, r.key);
       if (done === undefined) continue;
       changed++;
+      // Keep this machine's view current, so the next push's compare-and-swap does not miss.
+      const view = new RefView(c.config.cacheDir, owner.did, spec.name);
+      const seen = view.read();
+      if (seen?.refs.some((x) => x.key === r.key && x.cid === done.replacedCid)) {
+        view.write({ ...seen, refs: seen.refs.map((x) => (x.key === r.key ? done.written : x)) });
+      }
       if (args.values['quiet'] !== true) io.err(`${done.ref}: ${done.before} packs → ${done.after}`);
     }
     if (args.values['quiet'] !== true && changed === 0) io.err(`Nothing to compact in ${remote.label}.`);

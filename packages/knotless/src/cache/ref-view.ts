@@ -1,0 +1,52 @@
+import path from 'node:path';
+import { readJson, writeFileAtomic } from '../fsutil.ts';
+import { parseRefRecord, writeRefRecord } from '../remote/ref-record.ts';
+import type { RemoteRef } from '../remote/remote-repo.ts';
+
+interface ViewFile {
+  confirmedAt: number;
+  refs: Array<{ key: string; cid: string; record: unknown }>;
+}
+
+/** A repository's refs as last seen, and when a listing last confirmed them. */
+export interface View {
+  confirmedAt: number;
+  refs: RemoteRef[];
+}
+
+/**
+ * The last known refs of one remote repository, on disk, so that a push right after another (an
+ * agent in a loop) can answer git's `list for-push` without a request. Only trusted for a few
+ * seconds after a listing confirmed it; every write still carries compare-and-swap.
+ */
+export class RefView {
+  readonly #file: string;
+
+  constructor(cacheDir: string, did: string, repo: string) {
+    this.#file = path.join(cacheDir, 'views', did.replaceAll(':', '_'), `${repo}.json`);
+  }
+
+  /** The view, or undefined when there is none or it cannot be read. */
+  read(): View | undefined {
+    const data = readJson<ViewFile>(this.#file);
+    if (data === undefined || typeof data.confirmedAt !== 'number' || !Array.isArray(data.refs))
+      return undefined;
+    try {
+      return {
+        confirmedAt: data.confirmedAt,
+        refs: data.refs.map((r) => ({ key: r.key, cid: r.cid, record: parseRefRecord(r.record) })),
+      };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Replaces the view. */
+  write(view: View): void {
+    const data: ViewFile = {
+      confirmedAt: view.confirmedAt,
+      refs: view.refs.map((r) => ({ key: r.key, cid: r.cid, record: writeRefRecord(r.record) })),
+    };
+    writeFileAtomic(this.#file, JSON.stringify(data), 0o644);
+  }
+}

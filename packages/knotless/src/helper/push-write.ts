@@ -1,0 +1,162 @@
+import { refKey, hashedRefKey } from '../remote/ref-key.ts';
+import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
+import {
+  KeyRefused,
+  SwapConflict,
+  type RemoteRef,
+  type RemoteRepo,
+  type RefWrite,
+} from '../remote/remote-repo.ts';
+import { mapLimit } from '../remote/packs.ts';
+import type { Authorizer } from '../xrpc/client.ts';
+import { checkUpdate, type Update } from './push-check.ts';
+import { unionPacks } from './push-pack.ts';
+import type { HelperState } from './state.ts';
+
+/** Compare-and-swap retries per ref, and commit-race retries per atomic push. */
+const MAX_ATTEMPTS = 5;
+/** The PDS's limit on writes in one commit. */
+export const MAX_WRITES_PER_COMMIT = 200;
+
+/** How one ref's update ended; `record` is what the remote now holds (null: deleted). */
+export interface Written {
+  dst: string;
+  error?: string;
+  record?: RemoteRef | null;
+}
+
+/** What every writer needs. */
+export interface WriteJob {
+  state: HelperState;
+  remote: RemoteRepo;
+  auth: Authorizer;
+  updates: Update[];
+  packs: PackEntry[];
+  present: (oid: string) => boolean;
+  /** The branch HEAD should name, when the repository has no HEAD yet. */
+  head: string | undefined;
+}
+
+function recordFor(remote: RemoteRepo, u: Update, packs: PackEntry[]): RefRecord {
+  return {
+    repo: remote.name,
+    ref: u.dst,
+    target: u.oid!,
+    ...(u.peeled === undefined ? {} : { peeled: u.peeled }),
+    packs,
+    updatedAt: new Date().toISOString(),
+  };
+}
+
+function headRecord(remote: RemoteRepo, branch: string): RefRecord {
+  return { repo: remote.name, ref: 'HEAD', symref: branch, packs: [], updatedAt: new Date().toISOString() };
+}
+
+/**
+ * Writes one ref with compare-and-swap against the value git was shown. When the record changed
+ * meanwhile: if only its packs changed (a compaction), build on them; a plain update still goes
+ * through when it is a fast-forward of the new value; a forced update, a lease or a delete is
+ * refused ("stale info"), as git's own receive-pack refuses to move a ref from a value it did not see.
+ */
+async function writeOne(job: WriteJob, u: Update): Promise<Written> {
+  const { state, remote, auth } = job;
+  let packs = job.packs;
+  let current = state.refs?.get(u.dst);
+  let key = current?.key ?? refKey(remote.name, u.dst);
+  const lease = state.options.cas.get(u.dst);
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    try {
+      if (u.oid === undefined) {
+        if (current !== undefined) await remote.deleteRef(auth, current.key, current.cid);
+        return { dst: u.dst, record: null };
+      }
+      const record = recordFor(remote, u, packs);
+      const cid = await remote.putRef(auth, key, record, current?.cid ?? null);
+      return { dst: u.dst, record: { key, cid, record } };
+    } catch (err) {
+      if (err instanceof KeyRefused && current === undefined) {
+        key = hashedRefKey(remote.name, u.dst);
+        continue;
+      }
+      if (!(err instanceof SwapConflict)) throw err;
+    }
+    const before = current;
+    current = await remote.getRef(key);
+    if (before !== undefined && current !== undefined && current.record.target === before.record.target) {
+      const old = new Set(before.record.packs.map((p) => p.id));
+      packs = unionPacks([current.record.packs, packs.filter((p) => !old.has(p.id))]);
+      continue;
+    }
+    if (u.force || u.oid === undefined || lease !== undefined) return { dst: u.dst, error: 'stale info' };
+    const verdict = await checkUpdate(u, current, undefined, job.present);
+    if (verdict.kind === 'reject') return { dst: u.dst, error: verdict.reason };
+    if (verdict.kind === 'up-to-date')
+      return { dst: u.dst, ...(current === undefined ? {} : { record: current }) };
+  }
+  return { dst: u.dst, error: 'the ref kept changing; try again' };
+}
+
+/** Writes each ref on its own (8 at a time), then HEAD if the repository had none. */
+export async function writeEach(job: WriteJob): Promise<Written[]> {
+  const outcomes = await mapLimit(job.updates, 8, (u) => writeOne(job, u));
+  const { head, remote, auth } = job;
+  if (head !== undefined && outcomes.some((o) => o.dst === head && o.error === undefined)) {
+    const key = refKey(remote.name, 'HEAD');
+    const record = headRecord(remote, head);
+    try {
+      outcomes.push({
+        dst: 'HEAD',
+        record: { key, cid: await remote.putRef(auth, key, record, null), record },
+      });
+    } catch (err) {
+      if (!(err instanceof SwapConflict)) throw err;
+    }
+  }
+  return outcomes;
+}
+
+/** Writes every ref in one commit that applies only if nothing in the account changed since it was read. */
+export async function writeAtomic(job: WriteJob): Promise<Written[]> {
+  const { state, remote, auth, updates, packs, head } = job;
+  const fail = (error: string) => updates.map((u) => ({ dst: u.dst, error }));
+  if (updates.length + (head === undefined ? 0 : 1) > MAX_WRITES_PER_COMMIT) {
+    process.stderr.write(
+      `knotless: an atomic push can update at most ${MAX_WRITES_PER_COMMIT} refs (the PDS's limit per commit); push in smaller groups.\n`,
+    );
+    return fail('atomic push exceeds 200 refs');
+  }
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const commit = await remote.latestCommit();
+    const refs = new Map((await remote.listRefs()).map((r) => [r.record.ref, r]));
+    const writes: RefWrite[] = [];
+    for (const u of updates) {
+      const current = refs.get(u.dst);
+      const verdict = await checkUpdate(u, current, state.options.cas.get(u.dst), job.present);
+      if (verdict.kind === 'reject') {
+        return updates.map((x) => ({ dst: x.dst, error: x === u ? verdict.reason : 'atomic push failed' }));
+      }
+      if (verdict.kind === 'up-to-date') continue;
+      if (u.oid === undefined) {
+        if (current !== undefined) writes.push({ action: 'delete', key: current.key });
+      } else {
+        writes.push({
+          action: current === undefined ? 'create' : 'update',
+          key: current?.key ?? refKey(remote.name, u.dst),
+          record: recordFor(remote, u, packs),
+        });
+      }
+    }
+    if (head !== undefined && !refs.has('HEAD')) {
+      writes.push({ action: 'create', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, head) });
+    }
+    if (writes.length === 0) return updates.map((u) => ({ dst: u.dst }));
+    try {
+      await remote.applyWrites(auth, writes, commit);
+      // applyWrites does not return the new CIDs: the view forgets these refs and lists next time.
+      return updates.map((u) => ({ dst: u.dst }));
+    } catch (err) {
+      if (!(err instanceof SwapConflict)) throw err;
+    }
+  }
+  return fail('the account kept changing; try again');
+}

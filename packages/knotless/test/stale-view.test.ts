@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+// Two machines of one account, each with its own cache. `a` trusts its cached view of the refs for
+// ten minutes, so every push it makes answers git from a view that `b` has made stale.
+const t = useNetwork(['alice.test']);
+const a = useGitUser(t, 'alice.test', () => ({ KNOTLESS_LIST_WINDOW: '600', KNOTLESS_COMPACT: '0' }));
+const b = useGitUser(t, 'alice.test', () => ({ KNOTLESS_LIST_WINDOW: '0', KNOTLESS_COMPACT: '0' }));
+
+let n = 0;
+/** A repository where `a` pushed main (and `side`) and `b` then moved both; `a`'s view is stale. */
+async function staleSetup(): Promise<{ url: string; ad: string; bd: string; x: string }> {
+  const name = `stale-${++n}`;
+  assert.equal((await a.knotless('repo', 'create', name)).code, 0);
+  const url = `knotless://alice.test/${name}`;
+  const ad = await newRepo(a, url);
+  const x = await commitFiles(a, ad, { f: 'x' }, 'x');
+  await a.ok(ad, 'push', 'origin', 'main', 'main:side');
+  const out = b.dir();
+  await b.ok(out, 'clone', '-q', url, 'c');
+  const bd = `${out}/c`;
+  await commitFiles(b, bd, { f: 'y' }, 'y');
+  await b.ok(bd, 'push', 'origin', 'main', 'main:side');
+  return { url, ad, bd, x };
+}
+
+async function remoteRefs(user: GitUser, dir: string, url: string): Promise<string> {
+  return user.ok(dir, 'ls-remote', url);
+}
+
+describe("git's local decisions against a stale cached view never lose a commit", () => {
+  it('"Everything up-to-date" leaves the newer remote alone', async () => {
+    const { url, ad, bd } = await staleSetup();
+    const before = await remoteRefs(b, bd, url);
+    const res = await a.git(ad, 'push', 'origin', 'main');
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stderr, /Everything up-to-date/);
+    assert.equal(await remoteRefs(b, bd, url), before);
+  });
+
+  it('a fast-forward of the stale value is refused as "fetch first"', async () => {
+    const { url, ad, bd } = await staleSetup();
+    const before = await remoteRefs(b, bd, url);
+    await commitFiles(a, ad, { f: 'z' }, 'z');
+    const res = await a.git(ad, 'push', 'origin', 'main');
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /\(fetch first\)/);
+    assert.equal(await remoteRefs(b, bd, url), before);
+  });
+
+  it('a forced push, a delete and a prune refuse to replace a value git never saw', async () => {
+    const { url, ad, bd } = await staleSetup();
+    const before = await remoteRefs(b, bd, url);
+    await commitFiles(a, ad, { f: 'z' }, 'z');
+    const forced = await a.git(ad, 'push', '--force', 'origin', 'main');
+    assert.notEqual(forced.code, 0);
+    assert.match(forced.stderr, /main -> main \(stale info\)/);
+    const deleted = await a.git(ad, 'push', 'origin', ':side');
+    assert.notEqual(deleted.code, 0);
+    assert.match(deleted.stderr, /side \(stale info\)/);
+    // `a` has no local `side`, so a prune deletes it remotely, from a value `b` has since replaced.
+    const pruned = await a.git(ad, 'push', '--prune', 'origin', 'refs/heads/*:refs/heads/*');
+    assert.notEqual(pruned.code, 0);
+    assert.match(pruned.stderr, /side \(stale info\)/);
+    assert.equal(await remoteRefs(b, bd, url), before);
+  });
+
+  it('a lease that holds against the stale view is still checked against the real value', async () => {
+    const { url, ad, bd, x } = await staleSetup();
+    const before = await remoteRefs(b, bd, url);
+    await commitFiles(a, ad, { f: 'z' }, 'z');
+    const res = await a.git(ad, 'push', `--force-with-lease=main:${x}`, 'origin', 'main');
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /stale info/);
+    assert.equal(await remoteRefs(b, bd, url), before);
+  });
+
+  it('an atomic push re-reads the refs and applies nothing when one update fails', async () => {
+    const { url, ad, bd } = await staleSetup();
+    const before = await remoteRefs(b, bd, url);
+    await commitFiles(a, ad, { f: 'z' }, 'z');
+    const res = await a.git(ad, 'push', '--atomic', 'origin', 'main', 'main:brand-new');
+    assert.notEqual(res.code, 0);
+    assert.equal(await remoteRefs(b, bd, url), before);
+  });
+
+  it('two machines racing on one branch: exactly one wins, the other is told to fetch first', async () => {
+    for (let round = 0; round < 3; round++) {
+      const { url, ad, bd } = await staleSetup();
+      await a.ok(ad, 'fetch', '-q');
+      await a.ok(ad, 'reset', '-q', '--hard', 'origin/main');
+      const mine = await commitFiles(a, ad, { g: `a${round}` }, 'from a');
+      const theirs = await commitFiles(b, bd, { g: `b${round}` }, 'from b');
+      const [ra, rb] = await Promise.all([
+        a.git(ad, 'push', 'origin', 'main'),
+        b.git(bd, 'push', 'origin', 'main'),
+      ]);
+      assert.equal([ra, rb].filter((r) => r.code === 0).length, 1, `${ra.stderr}\n${rb.stderr}`);
+      const loser = ra.code === 0 ? rb : ra;
+      assert.match(loser.stderr, /\((fetch first|non-fast-forward)\)/);
+      const head = (await a.ok(ad, 'ls-remote', url, 'refs/heads/main')).split('\t')[0];
+      assert.equal(head, ra.code === 0 ? mine : theirs);
+    }
+  });
+});
