@@ -10,6 +10,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo info': () => import('./commands/repo-info.ts'),
   'repo delete': () => import('./commands/repo-delete.ts'),
   'repo compact': () => import('./commands/repo-compact.ts'),
+  'repo commit': () => import('./commands/repo-commit.ts'),
   dev: () => import('./commands/dev.ts'),
 };
 
@@ -23,5 +24,9 @@ export const SUMMARIES: Array<[string, string]> = [
   ['repo info <[handle/]name> [--json]', 'show one repository'],
   ['repo delete <name> [--yes]', 'delete a repository and all its refs'],
   ['repo compact <[handle/]name> [--ref R]...', 'merge small packs (also runs by itself after pushes)'],
+  [
+    'repo commit <[handle/]name> -m MSG [--branch B] [--add PATH=FILE]... [--delete PATH]...',
+    'commit files without a clone',
+  ],
   ['dev [--dir DIR]', 'run a local network (PLC + PDS) to try knotless on'],
 ];

@@ -23,6 +23,7 @@ export async function buildPack(opts: {
   tips: string[];
   exclude: string[];
   progress: boolean;
+  gitDir?: string;
 }): Promise<Buffer> {
   const input = [...opts.tips, ...opts.exclude.map((oid) => `^${oid}`)].join('\n') + '\n';
   const args = [
@@ -33,7 +34,13 @@ export async function buildPack(opts: {
     '--delta-base-offset',
     opts.progress ? '--progress' : '-q',
   ];
-  return (await runGit(args, { input, passStderr: opts.progress })).stdout;
+  return (
+    await runGit(args, {
+      input,
+      passStderr: opts.progress,
+      ...(opts.gitDir === undefined ? {} : { gitDir: opts.gitDir }),
+    })
+  ).stdout;
 }
 
 /** A pack indexed into a repository: its local name and the .keep file that protects it. */

@@ -22,12 +22,18 @@ export interface RunGitOptions {
   okCodes?: number[];
   /** Run on this repository instead of the one the environment names. */
   gitDir?: string;
+  /** Extra environment variables. */
+  env?: Record<string, string>;
 }
 
 /** Runs git with the caller's environment (GIT_DIR included) and returns its stdout and exit code. */
 export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdout: Buffer; code: number }> {
   return new Promise((resolve, reject) => {
-    const env = opts.gitDir === undefined ? process.env : { ...process.env, GIT_DIR: opts.gitDir };
+    const env = {
+      ...process.env,
+      ...(opts.gitDir === undefined ? {} : { GIT_DIR: opts.gitDir }),
+      ...opts.env,
+    };
     const child = spawn('git', args, { env, stdio: ['pipe', 'pipe', opts.passStderr ? 'inherit' : 'pipe'] });
     const out: Buffer[] = [];
     let err = '';

@@ -1,19 +1,10 @@
 import { buildPack, parsePackInfo } from '../git/pack.ts';
-import { inlineBytes, type PackEntry } from '../remote/ref-record.ts';
-import { uploadPack } from '../remote/packs.ts';
+import type { PackEntry } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
-import { blobUploadLimit } from '../remote/server-info.ts';
+import { storePacks } from '../remote/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
-import { Meter } from './progress.ts';
 import type { HelperState } from './state.ts';
 import type { Update } from './push-check.ts';
-
-/** A pack travels inline in the ref record when it is at most this big… */
-export const INLINE_PACK_MAX = 16 * 1024;
-/** …and the record's inline packs stay within this; otherwise packs go to blobs. */
-export const RECORD_INLINE_MAX = 32 * 1024;
-/** A push that updates more refs than this stores its pack as a blob, not a copy in every record. */
-export const INLINE_REFS_MAX = 4;
 
 /**
  * The refs whose packs a push builds on: the updated refs' current values and, for new refs, the
@@ -72,35 +63,11 @@ export async function preparePacks(
   const info = parsePackInfo(pack);
   if (info.count > 0) list.push({ id: info.id, size: pack.length, count: info.count, inline: pack });
 
-  const fits =
-    pack.length <= INLINE_PACK_MAX &&
-    updates.length <= INLINE_REFS_MAX &&
-    inlineBytes(list) <= RECORD_INLINE_MAX;
-  return fits ? list : hoist(state, auth, list);
-}
-
-/** Replaces the inline packs of a list by blobs (uploading them, in parts under the PDS's limit). */
-async function hoist(state: HelperState, auth: Authorizer, list: PackEntry[]): Promise<PackEntry[]> {
   const remote = await state.remote();
-  const writer = remote.writer(auth);
-  const inline = list.filter((p) => p.inline !== undefined);
-  if (inline.length === 0) return list;
-  const limit = await blobUploadLimit(writer, state.ctx.config.cacheDir);
-  const totalParts = inline.reduce((n, p) => n + Math.ceil(p.size / limit), 0);
-  const meter = new Meter(state.options, 'Uploading packs', totalParts);
-  const stored = new Map<string, PackEntry>();
-  await Promise.all(
-    inline.map(async (p) => {
-      const parts = await uploadPack(
-        writer,
-        p.inline!,
-        limit,
-        () => meter.tick(Math.min(limit, p.size)),
-        state.cache,
-      );
-      stored.set(p.id, { id: p.id, size: p.size, count: p.count, parts });
-    }),
-  );
-  meter.end();
-  return list.map((p) => stored.get(p.id) ?? p);
+  return storePacks(list, updates.length, {
+    writer: remote.writer(auth),
+    cache: state.cache,
+    cacheDir: state.ctx.config.cacheDir,
+    chatter: state.options,
+  });
 }

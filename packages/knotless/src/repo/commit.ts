@@ -1,0 +1,175 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { BlobCache } from '../cache/blob-cache.ts';
+import { Mirror } from '../cache/mirror.ts';
+import { RefView } from '../cache/ref-view.ts';
+import { KnotlessError } from '../errors.ts';
+import { buildPack, parsePackInfo } from '../git/pack.ts';
+import { gitText } from '../git/run.ts';
+import { loadPack } from '../remote/packs.ts';
+import { refKey } from '../remote/ref-key.ts';
+import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
+import { SwapConflict, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
+import { storePacks } from '../remote/store-packs.ts';
+import type { Authorizer } from '../xrpc/client.ts';
+
+/** One change to the tree: a file's new content, or a path to remove. */
+export type Change = { kind: 'add'; path: string; file: string } | { kind: 'delete'; path: string };
+
+/** What `repo commit` is asked to do. */
+export interface CommitRequest {
+  /** The branch (short name); default: the repository's HEAD branch, else main. */
+  branch?: string;
+  message: string;
+  changes: Change[];
+  /** "Name <email>", overriding git config and GIT_AUTHOR_*. */
+  author?: string;
+}
+
+/** What compaction and commits need besides the repository. */
+export interface CommitEnv {
+  auth: Authorizer;
+  cache: BlobCache;
+  cacheDir: string;
+}
+
+const MAX_ATTEMPTS = 5;
+
+/** Applies the changes on top of `parent` (or an empty tree) in the mirror; returns the new commit. */
+async function makeCommit(mirror: Mirror, parent: string | undefined, req: CommitRequest): Promise<string> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-commit-'));
+  const index = path.join(tmp, 'index');
+  const git = (args: string[], input?: string) =>
+    gitText(args, {
+      gitDir: mirror.gitDir,
+      env: { GIT_INDEX_FILE: index },
+      ...(input === undefined ? {} : { input }),
+    });
+  try {
+    await git(parent === undefined ? ['read-tree', '--empty'] : ['read-tree', parent]);
+    // --index-info needs no work tree (this is a bare mirror); mode 0 removes a path.
+    const lines: string[] = [];
+    for (const c of req.changes) {
+      if (c.kind === 'delete') {
+        lines.push(`0 ${'0'.repeat(40)}\t${c.path}\0`);
+        continue;
+      }
+      const oid = (await git(['hash-object', '-w', '--', c.file])).trim();
+      const mode = (fs.statSync(c.file).mode & 0o111) !== 0 ? '100755' : '100644';
+      lines.push(`${mode} ${oid}\t${c.path}\0`);
+    }
+    await git(['update-index', '-z', '--index-info'], lines.join(''));
+    const tree = (await git(['write-tree'])).trim();
+    const author = req.author === undefined ? undefined : /^(.*?)\s*<([^>]*)>$/.exec(req.author);
+    if (req.author !== undefined && author === null) {
+      throw new KnotlessError('usage', `--author "${req.author}" is not of the form "Name <email>".`);
+    }
+    const env = author
+      ? { GIT_INDEX_FILE: index, GIT_AUTHOR_NAME: author[1]!, GIT_AUTHOR_EMAIL: author[2]! }
+      : { GIT_INDEX_FILE: index };
+    const args = ['commit-tree', tree, ...(parent === undefined ? [] : ['-p', parent]), '-F', '-'];
+    return (await gitText(args, { gitDir: mirror.gitDir, env, input: req.message })).trim();
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** Names `ref` as HEAD of a repository that has none yet; a concurrent HEAD wins. */
+async function writeHead(remote: RemoteRepo, auth: Authorizer, ref: string): Promise<RemoteRef[]> {
+  const key = refKey(remote.name, 'HEAD');
+  const record: RefRecord = {
+    repo: remote.name,
+    ref: 'HEAD',
+    symref: ref,
+    packs: [],
+    updatedAt: new Date().toISOString(),
+  };
+  try {
+    return [{ key, cid: await remote.putRef(auth, key, record, null), record }];
+  } catch (err) {
+    if (err instanceof SwapConflict) return [];
+    throw err;
+  }
+}
+
+/** The ref a new branch starts from: HEAD's branch when the repository has one. */
+function startingPoint(refs: RemoteRef[]): RemoteRef | undefined {
+  const head = refs.find((r) => r.record.ref === 'HEAD')?.record.symref;
+  return refs.find((r) => r.record.ref === head);
+}
+
+/**
+ * Makes one commit on a branch without a clone: the objects come from the cache's mirror of the
+ * repository, the refs from the cached view (no request) or one listing. The write is one
+ * compare-and-swap `putRecord` (plus blob uploads for a large change); when the branch moved
+ * meanwhile, the same changes are applied again on top of the new tip. Returns the commit id.
+ */
+export async function commitToBranch(
+  remote: RemoteRepo,
+  env: CommitEnv,
+  req: CommitRequest,
+): Promise<string> {
+  const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
+  const seen = view.read();
+  let refs = seen?.refs;
+  let listedAt = seen?.confirmedAt ?? 0;
+  const headOf = (list: RemoteRef[] | undefined) => list?.find((r) => r.record.ref === 'HEAD')?.record.symref;
+  const ref = req.branch !== undefined ? `refs/heads/${req.branch}` : (headOf(refs) ?? 'refs/heads/main');
+  if (refs === undefined || !refs.some((r) => r.record.ref === ref)) {
+    listedAt = Date.now();
+    refs = await remote.listRefs();
+    if (refs.length === 0 && !(await remote.exists())) {
+      throw new KnotlessError(
+        'repo-missing',
+        `${remote.label} does not exist; create it with \`knotless repo create ${remote.name}\`.`,
+      );
+    }
+  }
+  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
+  let current = refs.find((r) => r.record.ref === ref);
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const base = current ?? startingPoint(refs);
+    const list: PackEntry[] = base?.record.packs ?? [];
+    await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
+    const parent = base?.record.target;
+    const commit = await makeCommit(mirror, parent, req);
+    const pack = await buildPack({
+      tips: [commit],
+      exclude: parent === undefined ? [] : [parent],
+      progress: false,
+      gitDir: mirror.gitDir,
+    });
+    const info = parsePackInfo(pack);
+    const packs = await storePacks(
+      [...list, { id: info.id, size: pack.length, count: info.count, inline: pack }],
+      1,
+      {
+        writer: remote.writer(env.auth),
+        cache: env.cache,
+        cacheDir: env.cacheDir,
+        chatter: { verbosity: 0, progress: false },
+      },
+    );
+    const record: RefRecord = {
+      repo: remote.name,
+      ref,
+      target: commit,
+      packs,
+      updatedAt: new Date().toISOString(),
+    };
+    const key = current?.key ?? refKey(remote.name, ref);
+    try {
+      const cid = await remote.putRef(env.auth, key, record, current?.cid ?? null);
+      const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, record }];
+      if (headOf(refs) === undefined) written.push(...(await writeHead(remote, env.auth, ref)));
+      view.write({ confirmedAt: listedAt, refs: written });
+      return commit;
+    } catch (err) {
+      if (!(err instanceof SwapConflict)) throw err;
+    }
+    current = await remote.getRef(key);
+    refs = [...refs.filter((r) => r.record.ref !== ref), ...(current === undefined ? [] : [current])];
+  }
+  throw new KnotlessError('push-rejected', `${ref} of ${remote.label} kept changing; try again.`);
+}

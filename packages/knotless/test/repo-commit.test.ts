@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { commitFiles, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test', 'bob.test']);
+const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_TRACE: '1', KNOTLESS_COMPACT: '0' }));
+const bob = useGitUser(t, 'bob.test');
+
+const requests = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith('knotless: trace')).length;
+
+function file(content: string | Buffer, mode = 0o644): string {
+  const p = path.join(alice.dir(), 'f');
+  fs.writeFileSync(p, content, { mode });
+  return p;
+}
+
+async function cloneOf(repo: string): Promise<string> {
+  const out = alice.dir();
+  await alice.ok(out, 'clone', '-q', `knotless://alice.test/${repo}`, 'c');
+  return `${out}/c`;
+}
+
+describe('knotless repo commit', () => {
+  it('creates the first branch of an empty repository, then commits on top with one request', async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'bot')).code, 0);
+    const first = await alice.knotless(
+      'repo',
+      'commit',
+      'bot',
+      '-m',
+      'first',
+      '--add',
+      'README.md=' + file('# bot\n'),
+    );
+    assert.equal(first.code, 0, first.stderr);
+    const c1 = first.stdout.trim();
+    assert.match(c1, /^[0-9a-f]{40}$/);
+    const second = await alice.knotless(
+      'repo',
+      'commit',
+      'bot',
+      '-m',
+      'second',
+      '--add',
+      'bin/run.sh=' + file('#!/bin/sh\necho hi\n', 0o755),
+      '--add',
+      'data/blob.bin=' + file(Buffer.from([0, 1, 2, 3])),
+      '--delete',
+      'README.md',
+    );
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(requests(second.stderr), 1, second.stderr);
+    const c2 = second.stdout.trim();
+
+    const dir = await cloneOf('bot');
+    assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD')).trim(), c2);
+    assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD~1')).trim(), c1);
+    assert.equal((await alice.ok(dir, 'symbolic-ref', 'HEAD')).trim(), 'refs/heads/main');
+    assert.equal(fs.existsSync(path.join(dir, 'README.md')), false);
+    assert.equal(fs.statSync(path.join(dir, 'bin/run.sh')).mode & 0o111, 0o111);
+    assert.deepEqual([...fs.readFileSync(path.join(dir, 'data/blob.bin'))], [0, 1, 2, 3]);
+    assert.equal(
+      (await alice.ok(dir, 'log', '-1', '--format=%an <%ae>|%s')).trim(),
+      'alice.test <alice.test@example.com>|second',
+    );
+    assert.equal((await alice.git(dir, 'fsck', '--full')).code, 0);
+  });
+
+  it('branches from HEAD, takes --author, and applies again on top when the branch moved', async () => {
+    const feature = await alice.knotless(
+      'repo',
+      'commit',
+      'bot',
+      '-b',
+      'feature',
+      '-m',
+      'feat',
+      '--author',
+      'Bot <bot@example.com>',
+      '--add',
+      'f.txt=' + file('f\n'),
+    );
+    assert.equal(feature.code, 0, feature.stderr);
+    // Someone pushes to main with git; our cached view still has the old main.
+    const dir = await cloneOf('bot');
+    const theirs = await commitFiles(alice, dir, { 'theirs.txt': 'theirs\n' }, 'theirs');
+    await alice.ok(dir, 'push', '-q', 'origin', 'main');
+    const mine = await alice.knotless(
+      'repo',
+      'commit',
+      'bot',
+      '-m',
+      'mine',
+      '--add',
+      'mine.txt=' + file('mine\n'),
+    );
+    assert.equal(mine.code, 0, mine.stderr);
+    await alice.ok(dir, 'pull', '-q');
+    assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD')).trim(), mine.stdout.trim());
+    assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD~1')).trim(), theirs, 'the concurrent push was lost');
+    assert.ok(fs.existsSync(path.join(dir, 'theirs.txt')) && fs.existsSync(path.join(dir, 'mine.txt')));
+    await alice.ok(dir, 'fetch', '-q', 'origin', 'feature');
+    assert.equal(
+      (await alice.ok(dir, 'log', '-1', '--format=%an <%ae>|%cn', 'FETCH_HEAD')).trim(),
+      'Bot <bot@example.com>|alice.test',
+    );
+    assert.equal((await alice.ok(dir, 'rev-parse', 'FETCH_HEAD~1')).trim().length, 40);
+  });
+
+  it('explains what is wrong with its arguments, and refuses other accounts', async () => {
+    const noMessage = await alice.knotless('repo', 'commit', 'bot', '--add', 'a=' + file('x'));
+    assert.equal(noMessage.code, 2);
+    assert.match(noMessage.stderr, /needs a message/);
+    const badAdd = await alice.knotless('repo', 'commit', 'bot', '-m', 'x', '--add', 'nofile');
+    assert.equal(badAdd.code, 2);
+    assert.match(badAdd.stderr, /--add PATH=FILE/);
+    const noFile = await alice.knotless('repo', 'commit', 'bot', '-m', 'x', '--add', 'a=/nonexistent/file');
+    assert.equal(noFile.code, 2);
+    assert.match(noFile.stderr, /\/nonexistent\/file is not a file here/);
+    const nothing = await alice.knotless('repo', 'commit', 'bot', '-m', 'x');
+    assert.equal(nothing.code, 2);
+    const other = await bob.knotless(
+      'repo',
+      'commit',
+      'alice.test/bot',
+      '-m',
+      'x',
+      '--add',
+      'a=' + file('x'),
+    );
+    assert.equal(other.code, 5);
+    const missing = await alice.knotless('repo', 'commit', 'nope', '-m', 'x', '--add', 'a=' + file('x'));
+    assert.equal(missing.code, 7);
+  });
+});
