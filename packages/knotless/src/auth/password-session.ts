@@ -1,4 +1,3 @@
-import lockfile from 'proper-lockfile';
 import { KnotlessError } from '../errors.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
 import { XrpcError, generalFailure, isAuthRejection, type Authorizer } from '../xrpc/client.ts';
@@ -61,6 +60,8 @@ export class PasswordSession implements Authorizer {
   async renew(): Promise<boolean> {
     const stale = this.#session.accessJwt;
     const file = this.#store.fileFor(this.#session.did);
+    // Loaded only here: most commands never refresh, and it costs start-up time.
+    const { default: lockfile } = await import('proper-lockfile');
     const release = await lockfile.lock(file, {
       realpath: false,
       stale: 15_000,

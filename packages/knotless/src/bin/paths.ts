@@ -1,10 +1,28 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
+/** The knotless package's root: the nearest directory above this file with its package.json. */
+function packageRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!fs.existsSync(path.join(dir, 'package.json'))) {
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error('knotless: cannot find its package directory');
+    dir = up;
+  }
+  return dir;
+}
+
+const root = packageRoot();
+// The bundles in dist/ are what users run (they start in a fraction of the time); the TypeScript
+// sources run only where no build exists yet.
+const built = fs.existsSync(path.join(root, 'dist', 'knotless.js'));
 
 /** The executables of this package, by name, with the script each runs. */
 export const BIN_SCRIPTS: Record<string, string> = {
-  knotless: path.join(here, 'knotless.ts'),
-  'git-remote-knotless': path.join(here, 'git-remote-knotless.ts'),
+  knotless: path.join(root, built ? 'dist/knotless.js' : 'src/bin/knotless.ts'),
+  'git-remote-knotless': path.join(
+    root,
+    built ? 'dist/git-remote-knotless.js' : 'src/bin/git-remote-knotless.ts',
+  ),
 };

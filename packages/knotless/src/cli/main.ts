@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
-import { closeDispatcher } from '../xrpc/transport.ts';
+import { closeTransport } from '../xrpc/transport.ts';
 import type { Args, Command } from './command.ts';
 import { EXIT_CODES, EXIT_INTERNAL } from './exit-codes.ts';
 import { processIo, type Io } from './io.ts';
@@ -73,6 +73,6 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     io.err('knotless: this is a bug; please report it with the command you ran.');
     return EXIT_INTERNAL;
   } finally {
-    await closeDispatcher();
+    closeTransport();
   }
 }

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { BlobCache } from '../cache/blob-cache.ts';
 import { IndexedPacks } from '../cache/indexed-packs.ts';
 import { gitDir, presentObjects } from '../git/objects.ts';
 import { indexPack } from '../git/pack.ts';
@@ -55,7 +56,8 @@ async function indexAll(
   const blobs = packs.filter((p) => p.inline === undefined);
   const meter = new Meter(state.options, 'Downloading packs', blobs.length);
   const bytes = await mapLimit(packs, 4, async (p) => {
-    const b = await loadPack(remote.reader, remote.owner.did, p, state.cache, () => {});
+    const cache = new BlobCache(state.ctx.config.cacheDir);
+    const b = await loadPack(remote.reader, remote.owner.did, p, cache, () => {});
     if (p.inline === undefined) meter.tick(b.length);
     return b;
   });

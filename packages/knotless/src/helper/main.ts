@@ -1,12 +1,9 @@
-import { spawn } from 'node:child_process';
 import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
-import { closeDispatcher } from '../xrpc/transport.ts';
-import { fetchBatch } from './fetch.ts';
+import { closeTransport } from '../xrpc/transport.ts';
 import { formatList } from './list.ts';
 import { CommandReader, answer } from './protocol.ts';
-import { pushBatch } from './push.ts';
 import { HelperState } from './state.ts';
 import { parseKnotlessUrl } from './url.ts';
 
@@ -21,6 +18,7 @@ async function startCompaction(state: HelperState, refs: string[]): Promise<void
     '--quiet',
     ...refs.flatMap((r) => ['--ref', r]),
   ];
+  const { spawn } = await import('node:child_process');
   spawn(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], { detached: true, stdio: 'ignore' }).unref();
 }
 
@@ -80,6 +78,8 @@ export async function helperMain(argv: string[]): Promise<number> {
         const forPush = line === 'list for-push';
         answer([...formatList(await state.list(forPush), forPush), '']);
       } else if (line.startsWith('fetch ')) {
+        // fetch and push load git plumbing and pack code only when git asks for them.
+        const { fetchBatch } = await import('./fetch.ts');
         answer([...(await fetchBatch(state, await reader.batch(line))), '']);
       } else if (line.startsWith('push ')) {
         const batch = await reader.batch(line);
@@ -87,6 +87,7 @@ export async function helperMain(argv: string[]): Promise<number> {
           const [, name = '', ...rest] = l.split(' ');
           setOption(state, name, rest.join(' '));
         }
+        const { pushBatch } = await import('./push.ts');
         const result = await pushBatch(
           state,
           batch.filter((l) => l.startsWith('push ')),
@@ -111,6 +112,6 @@ export async function helperMain(argv: string[]): Promise<number> {
     );
     return 70;
   } finally {
-    await closeDispatcher();
+    closeTransport();
   }
 }

@@ -1,3 +1,4 @@
+import { BlobCache } from '../cache/blob-cache.ts';
 import { buildPack, parsePackInfo } from '../git/pack.ts';
 import type { PackEntry } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
@@ -66,7 +67,7 @@ export async function preparePacks(
   const remote = await state.remote();
   return storePacks(list, updates.length, {
     writer: remote.writer(auth),
-    cache: state.cache,
+    cache: new BlobCache(state.ctx.config.cacheDir),
     cacheDir: state.ctx.config.cacheDir,
     chatter: state.options,
   });

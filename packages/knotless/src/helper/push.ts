@@ -100,6 +100,7 @@ async function push(
   const packs = await preparePacks(state, auth, toWrite, present);
   const head = refs.has('HEAD') ? undefined : await defaultBranch(toWrite);
   const job: WriteJob = { state, remote, auth, updates: toWrite, packs, present, head };
+  const isNew = new Set(toWrite.filter((u) => u.oid !== undefined && !refs.has(u.dst)).map((u) => u.dst));
   const written = state.options.atomic ? await writeAtomic(job) : await writeEach(job);
   await state.remember(written);
   const compact = planMerge(packs) !== undefined;
@@ -108,15 +109,8 @@ async function push(
       ...o,
       compact: compact && toWrite.some((u) => u.dst === o.dst && u.oid !== undefined),
     });
-  const created = toWrite.filter(
-    (u) => u.oid !== undefined && !refs.has(u.dst) && outcomes.get(u.dst)?.error === undefined,
-  );
-  printCompareLinks(
-    state,
-    remote,
-    created.map((u) => u.dst),
-    refs.get('HEAD')?.record.symref ?? head,
-  );
+  const created = [...isNew].filter((dst) => outcomes.get(dst)?.error === undefined);
+  printCompareLinks(state, remote, created, refs.get('HEAD')?.record.symref ?? head);
   return updates.map((u) => outcomes.get(u.dst)!);
 }
 

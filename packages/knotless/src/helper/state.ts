@@ -1,4 +1,3 @@
-import { BlobCache } from '../cache/blob-cache.ts';
 import { RefView } from '../cache/ref-view.ts';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
@@ -25,7 +24,6 @@ export class HelperState {
     atomic: false,
     cas: new Map(),
   };
-  readonly cache: BlobCache;
   #remote: RemoteRepo | undefined;
   /** The refs as last listed, by name (HEAD included). */
   refs: Map<string, RemoteRef> | undefined;
@@ -35,7 +33,6 @@ export class HelperState {
   constructor(ctx: Context, url: KnotlessUrl) {
     this.ctx = ctx;
     this.url = url;
-    this.cache = new BlobCache(ctx.config.cacheDir);
   }
 
   /** The remote repository, resolving its owner on first use (from the identity cache when fresh). */

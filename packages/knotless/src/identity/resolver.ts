@@ -1,7 +1,6 @@
 import type * as IdentityModule from '@atproto/identity';
-import { isValidDid, isValidHandle } from '@atproto/syntax';
-import { fetch, type Dispatcher } from 'undici';
 import type { Config } from '../config/env.ts';
+import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import { KnotlessError } from '../errors.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
@@ -17,28 +16,30 @@ type IdResolverModule = typeof IdentityModule;
  */
 export class IdentityResolver {
   readonly #config: Config;
-  readonly #dispatcher: Dispatcher;
+  readonly #transport: Transport;
   readonly cache: IdentityCache;
 
-  constructor(config: Config, dispatcher: Dispatcher) {
+  constructor(config: Config, transport: Transport) {
     this.#config = config;
-    this.#dispatcher = dispatcher;
+    this.#transport = transport;
     this.cache = new IdentityCache(config.cacheDir, config.identityTtlSeconds);
   }
 
   /** Resolves a handle or DID, from the cache while it is fresh. */
   async resolve(actor: string): Promise<Identity> {
     const isDid = actor.startsWith('did:');
+    const cachedDid = isDid ? actor : this.cache.handle(actor);
+    const cached = cachedDid === undefined ? undefined : this.cache.did(cachedDid);
+    if (cached !== undefined) return cached;
+
+    // Only what was resolved before is in the cache, so validating on a miss is enough.
+    const { isValidDid, isValidHandle } = await import('@atproto/syntax');
     if (isDid ? !isValidDid(actor) : !isValidHandle(actor)) {
       throw new KnotlessError(
         'unknown-handle',
         `"${actor}" is not a valid handle or DID; use a handle like alice.bsky.social.`,
       );
     }
-    const cachedDid = isDid ? actor : this.cache.handle(actor);
-    const cached = cachedDid === undefined ? undefined : this.cache.did(cachedDid);
-    if (cached !== undefined) return cached;
-
     const mod = await import('@atproto/identity');
     const did = cachedDid ?? (await this.#resolveHandle(mod, actor));
     const identity = await this.#resolveDid(mod, did, isDid ? undefined : actor);
@@ -54,9 +55,7 @@ export class IdentityResolver {
   #idResolver(mod: IdResolverModule): InstanceType<IdResolverModule['IdResolver']> {
     // Our own fetch so that KNOTLESS_CA_CERTS applies and a dev PLC on loopback is reachable; the
     // library's default fetch refuses private addresses, a guard for servers, not for this CLI.
-    const dispatcher = this.#dispatcher;
-    const f = ((input: string | URL, init?: RequestInit) =>
-      fetch(input, { ...(init as object), dispatcher })) as unknown as typeof globalThis.fetch;
+    const f = fetchOver(this.#transport);
     return new mod.IdResolver({ plcUrl: this.#config.plcUrl, timeout: 10_000, fetch: f });
   }
 
@@ -88,7 +87,7 @@ export class IdentityResolver {
         `${handle} is a dev-network handle; source the env file that \`knotless dev\` wrote (it sets KNOTLESS_DEV_PDS) and try again.`,
       );
     }
-    const client = new XrpcClient(pds, { dispatcher: this.#dispatcher, trace: this.#config.trace });
+    const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
     try {
       const { did } = await client.query<{ did: string }>('com.atproto.identity.resolveHandle', { handle });
       return did;

@@ -1,4 +1,4 @@
-import { request, type Dispatcher } from 'undici';
+import type { HttpResponse, Transport } from './transport.ts';
 import { KnotlessError } from '../errors.ts';
 
 /** An error response from an XRPC endpoint: the HTTP status and the body's `error` name. */
@@ -36,13 +36,13 @@ export interface CallOptions {
 
 /** Options for {@link XrpcClient}. */
 export interface XrpcClientOptions {
-  dispatcher: Dispatcher;
+  transport: Transport;
   authorizer?: Authorizer;
   trace?: boolean;
 }
 
 /**
- * A minimal XRPC client over undici. Hand-written rather than @atproto/api's agent because the helper
+ * A minimal XRPC client over the process's transport. Hand-written rather than @atproto/api's agent because the helper
  * must control connections (keep-alive, extra CAs), count every request, and start in milliseconds;
  * the agent loads every lexicon of the Bluesky app at import.
  */
@@ -102,21 +102,21 @@ export class XrpcClient {
       headers['content-type'] = 'application/json';
     }
     const started = performance.now();
-    let res: Dispatcher.ResponseData;
+    let res: HttpResponse;
     try {
-      res = await request(url, { method, headers, body, dispatcher: this.#opts.dispatcher });
+      res = await this.#opts.transport.request(url, { method, headers, body });
     } catch (err) {
       this.#trace(method, nsid, 'failed', started);
       throw unreachable(url, err);
     }
-    const bytes = Buffer.from(await res.body.arrayBuffer());
-    this.#trace(method, nsid, String(res.statusCode), started);
-    if (res.statusCode >= 200 && res.statusCode < 300) return bytes;
+    const bytes = res.body;
+    this.#trace(method, nsid, String(res.status), started);
+    if (res.status >= 200 && res.status < 300) return bytes;
     const text = bytes.toString('utf8');
     const e = (parseJson(text) ?? {}) as { error?: unknown; message?: unknown };
     throw new XrpcError(
-      res.statusCode,
-      typeof e.error === 'string' ? e.error : `HTTP${res.statusCode}`,
+      res.status,
+      typeof e.error === 'string' ? e.error : `HTTP${res.status}`,
       typeof e.message === 'string' ? e.message : text.slice(0, 200),
       res.headers,
     );
@@ -125,7 +125,11 @@ export class XrpcClient {
   #trace(method: string, nsid: string, outcome: string, started: number): void {
     if (!this.#opts.trace) return;
     const ms = Math.round(performance.now() - started);
-    process.stderr.write(`knotless: trace ${method} ${this.service} ${nsid} ${outcome} ${ms}ms\n`);
+    // "sent at" is milliseconds since the process started: the first one measures start-up.
+    const at = Math.round(started);
+    process.stderr.write(
+      `knotless: trace ${method} ${this.service} ${nsid} ${outcome} ${ms}ms (sent at ${at}ms)\n`,
+    );
   }
 }
 

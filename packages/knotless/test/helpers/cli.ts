@@ -1,16 +1,8 @@
 import { spawn } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { BIN_SCRIPTS } from '../../src/bin/paths.ts';
 
-/** The CLI's entry script. */
-export const KNOTLESS_BIN = path.join(
-  path.dirname(fileURLToPath(import.meta.url)),
-  '..',
-  '..',
-  'src',
-  'bin',
-  'knotless.ts',
-);
+/** The CLI as users run it: the bundle `npm test` builds first. */
+export const KNOTLESS_BIN = BIN_SCRIPTS['knotless']!;
 
 /** What a finished process left behind. */
 export interface Run {
