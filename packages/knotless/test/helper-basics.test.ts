@@ -1,20 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
+import { commitFiles, newRepo, useGitUser, repoMaker } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
 const t = useNetwork();
 const alice = useGitUser(t, 'alice.test');
 const bob = useGitUser(t, 'bob.test');
 
-let n = 0;
-/** A new repository in alice's account; returns its URL. */
-async function createRepo(): Promise<string> {
-  const name = `basics-${++n}`;
-  const res = await alice.knotless('repo', 'create', name);
-  assert.equal(res.code, 0, res.stderr);
-  return `knotless://alice.test/${name}`;
-}
+const createRepo = repoMaker(alice, 'alice.test', 'basics');
 
 describe('clone, fetch and push with standard git', () => {
   it('clones an empty repository, then pushes to it and fast-forwards', async () => {

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { runProcess } from './helpers/cli.ts';
-import { commitFiles, newRepo, refsOf, useGitUser } from './helpers/git.ts';
+import { commitFiles, newRepo, refsOf, useGitUser, repoMaker } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
 /** A small blob limit, so that "larger than the limit" stays cheap to test. */
@@ -13,13 +13,7 @@ const t = useNetwork(['alice.test'], { blobUploadLimit: BLOB_LIMIT });
 let trace = false;
 const alice = useGitUser(t, 'alice.test', () => (trace ? { KNOTLESS_TRACE: '1' } : {}));
 
-let n = 0;
-async function createRepo(): Promise<string> {
-  const name = `large-${++n}`;
-  const res = await alice.knotless('repo', 'create', name);
-  assert.equal(res.code, 0, res.stderr);
-  return `knotless://alice.test/${name}`;
-}
+const createRepo = repoMaker(alice, 'alice.test', 'large');
 
 const count = (stderr: string, nsid: string) =>
   stderr.split('\n').filter((l) => l.includes(` ${nsid} `)).length;

@@ -1,19 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { commitFiles, newRepo, refsOf, useGitUser } from './helpers/git.ts';
+import { commitFiles, newRepo, refsOf, useGitUser, repoMaker } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
 const t = useNetwork(['alice.test']);
 let appview: string | undefined;
 const alice = useGitUser(t, 'alice.test', () => (appview === undefined ? {} : { KNOTLESS_APPVIEW: appview }));
 
-let n = 0;
-async function createRepo(): Promise<string> {
-  const name = `refs-${++n}`;
-  const res = await alice.knotless('repo', 'create', name);
-  assert.equal(res.code, 0, res.stderr);
-  return `knotless://alice.test/${name}`;
-}
+const createRepo = repoMaker(alice, 'alice.test', 'refs');
 
 describe('tags, mirrors and atomic pushes', () => {
   it('pushes lightweight and annotated tags, with --tags and --follow-tags, and fetches them back', async () => {

@@ -90,3 +90,14 @@ export async function newRepo(user: GitUser, url: string): Promise<string> {
 export async function refsOf(user: GitUser, cwd: string, pattern = 'refs/'): Promise<string> {
   return user.ok(cwd, 'for-each-ref', '--format=%(objectname) %(refname)', pattern);
 }
+
+/** Returns a function that creates a fresh repository (`<prefix>-1`, `-2`, …) as `user` and gives its URL. */
+export function repoMaker(user: GitUser, handle: string, prefix: string): () => Promise<string> {
+  let n = 0;
+  return async () => {
+    const name = `${prefix}-${++n}`;
+    const res = await user.knotless('repo', 'create', name);
+    assert.equal(res.code, 0, res.stderr);
+    return `knotless://${handle}/${name}`;
+  };
+}

@@ -1,4 +1,9 @@
+import type { PasswordSession } from '../../auth/password-session.ts';
+import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from '../../errors.ts';
+import { parseRepoSpec } from '../../repo/name.ts';
+import { RemoteRepo } from '../../remote/remote-repo.ts';
+import type { Io } from '../io.ts';
 import type { Context } from '../../context.ts';
 import type { Identity } from '../../identity/resolver.ts';
 
@@ -13,4 +18,28 @@ export async function ownerOf(ctx: Context, named: string | undefined): Promise<
     );
   }
   return ctx.resolver.resolve(did);
+}
+
+/** A repository of the logged-in account, for commands that write to it. */
+export interface OwnRepo {
+  auth: PasswordSession;
+  remote: RemoteRepo;
+}
+
+/**
+ * Resolves `[handle/]name` to a repository the current account may write (`verb` names the write
+ * for the refusal), or fails with `permission-denied` when it belongs to someone else.
+ */
+export async function ownRepo(ctx: Context, specText: string, verb: string, io: Io): Promise<OwnRepo> {
+  const spec = parseRepoSpec(specText);
+  const auth = await activeSession(ctx);
+  const mine = { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds };
+  const owner = spec.owner === undefined ? mine : await ctx.resolver.resolve(spec.owner);
+  if (owner.did !== auth.session.did) {
+    throw new KnotlessError(
+      'permission-denied',
+      `Only ${owner.handle ?? owner.did} can ${verb} ${spec.name}; you are ${auth.session.handle}.`,
+    );
+  }
+  return { auth, remote: new RemoteRepo(ctx, owner, spec.name, (m) => io.err(`knotless: warning: ${m}`)) };
 }

@@ -1,11 +1,9 @@
 import fs from 'node:fs';
-import { activeSession } from '../../auth/login.ts';
 import { BlobCache } from '../../cache/blob-cache.ts';
 import { KnotlessError } from '../../errors.ts';
 import { commitToBranch, type Change } from '../../repo/commit.ts';
-import { parseRepoSpec } from '../../repo/name.ts';
-import { RemoteRepo } from '../../remote/remote-repo.ts';
 import { stringOption, type Command } from '../command.ts';
+import { ownRepo } from './owner.ts';
 
 function list(value: string | boolean | string[] | undefined): string[] {
   return Array.isArray(value) ? value : [];
@@ -46,19 +44,7 @@ export const command: Command = {
     if (changes.length === 0)
       throw new KnotlessError('usage', 'Nothing to commit: pass --add PATH=FILE or --delete PATH.');
     const c = ctx();
-    const spec = parseRepoSpec(args.positionals[0]!);
-    const auth = await activeSession(c);
-    const owner =
-      spec.owner === undefined
-        ? { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds }
-        : await c.resolver.resolve(spec.owner);
-    if (owner.did !== auth.session.did) {
-      throw new KnotlessError(
-        'permission-denied',
-        `Only ${owner.handle ?? owner.did} can commit to ${spec.name}; you are ${auth.session.handle}.`,
-      );
-    }
-    const remote = new RemoteRepo(c, owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
+    const { auth, remote } = await ownRepo(c, args.positionals[0]!, 'commit to', io);
     const branch = stringOption(args, 'branch');
     const author = stringOption(args, 'author');
     const commit = await commitToBranch(

@@ -1,11 +1,8 @@
-import { activeSession } from '../../auth/login.ts';
 import { BlobCache } from '../../cache/blob-cache.ts';
 import { RefView } from '../../cache/ref-view.ts';
-import { KnotlessError } from '../../errors.ts';
 import { compactRef } from '../../repo/compact.ts';
-import { parseRepoSpec } from '../../repo/name.ts';
-import { RemoteRepo } from '../../remote/remote-repo.ts';
 import type { Command } from '../command.ts';
+import { ownRepo } from './owner.ts';
 
 export const command: Command = {
   usage: 'repo compact <[handle/]name> [--ref REF]... [--quiet]',
@@ -14,19 +11,7 @@ export const command: Command = {
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const c = ctx();
-    const spec = parseRepoSpec(args.positionals[0]!);
-    const auth = await activeSession(c);
-    const owner =
-      spec.owner === undefined
-        ? { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds }
-        : await c.resolver.resolve(spec.owner);
-    if (owner.did !== auth.session.did) {
-      throw new KnotlessError(
-        'permission-denied',
-        `Only ${owner.handle ?? owner.did} can compact ${spec.name}; you are ${auth.session.handle}.`,
-      );
-    }
-    const remote = new RemoteRepo(c, owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
+    const { auth, remote } = await ownRepo(c, args.positionals[0]!, 'compact', io);
     const ref = args.values['ref'];
     const wanted = Array.isArray(ref) ? ref : undefined;
     const refs = (await remote.listRefs()).filter(
@@ -39,7 +24,7 @@ export const command: Command = {
       if (done === undefined) continue;
       changed++;
       // Keep this machine's view current, so the next push's compare-and-swap does not miss.
-      const view = new RefView(c.config.cacheDir, owner.did, spec.name);
+      const view = new RefView(c.config.cacheDir, remote.owner.did, remote.name);
       const seen = view.read();
       if (seen?.refs.some((x) => x.key === r.key && x.cid === done.replacedCid)) {
         view.write({ ...seen, refs: seen.refs.map((x) => (x.key === r.key ? done.written : x)) });
