@@ -1,3 +1,5 @@
+import { AgentClient } from './agent/client.ts';
+import { agentSocketPath } from './agent/paths.ts';
 import { SessionStore } from './auth/store.ts';
 import { readConfig, type Config } from './config/env.ts';
 import { IdentityResolver } from './identity/resolver.ts';
@@ -10,12 +12,21 @@ export class Context {
   readonly transport: Transport;
   readonly resolver: IdentityResolver;
   readonly sessions: SessionStore;
+  /** The warm agent, when one is running (and this is not the agent itself). */
+  readonly agent: AgentClient | undefined;
 
-  constructor(config: Config = readConfig()) {
+  constructor(config: Config = readConfig(), opts: { agent?: boolean } = {}) {
     this.config = config;
-    this.transport = transportFor(config);
+    const direct = transportFor(config);
+    this.agent = opts.agent === false ? undefined : AgentClient.find(agentSocketPath(config));
+    this.transport = this.agent?.transport(direct) ?? direct;
     this.resolver = new IdentityResolver(config, this.transport);
     this.sessions = new SessionStore(config.configDir);
+  }
+
+  /** Closes connections so the process can exit. */
+  close(): void {
+    this.transport.close();
   }
 
   /** An XRPC client for a service, optionally authorized. */

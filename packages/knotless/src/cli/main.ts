@@ -73,6 +73,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     io.err('knotless: this is a bug; please report it with the command you ran.');
     return EXIT_INTERNAL;
   } finally {
+    ctx?.close();
     closeTransport();
   }
 }

@@ -12,6 +12,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo compact': () => import('./commands/repo-compact.ts'),
   'repo commit': () => import('./commands/repo-commit.ts'),
   dev: () => import('./commands/dev.ts'),
+  agent: () => import('./commands/agent.ts'),
 };
 
 /** One line per command, for `knotless help`. */
@@ -29,4 +30,5 @@ export const SUMMARIES: Array<[string, string]> = [
     'commit files without a clone',
   ],
   ['dev [--dir DIR]', 'run a local network (PLC + PDS) to try knotless on'],
+  ['agent [--socket PATH]', 'keep connections warm and views current for git (opt-in)'],
 ];

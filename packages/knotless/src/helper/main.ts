@@ -58,6 +58,7 @@ function setOption(state: HelperState, name: string, value: string): string {
  * Returns the exit status; failures are one sentence on stderr.
  */
 export async function helperMain(argv: string[]): Promise<number> {
+  let ctx: Context | undefined;
   try {
     const url = argv[1] ?? argv[0];
     if (url === undefined)
@@ -65,7 +66,7 @@ export async function helperMain(argv: string[]): Promise<number> {
         'usage',
         'git-remote-knotless is run by git: use a knotless:// URL as a remote.',
       );
-    const state = new HelperState(new Context(), parseKnotlessUrl(url));
+    const state = new HelperState((ctx = new Context()), parseKnotlessUrl(url));
     const reader = new CommandReader(process.stdin);
     for (;;) {
       const line = await reader.next();
@@ -112,6 +113,7 @@ export async function helperMain(argv: string[]): Promise<number> {
     );
     return 70;
   } finally {
+    ctx?.close();
     closeTransport();
   }
 }

@@ -23,6 +23,8 @@ export interface Written {
   dst: string;
   error?: string;
   record?: RemoteRef | null;
+  /** A compare-and-swap found the ref changed: whatever view the push used was stale. */
+  conflicted?: boolean;
 }
 
 /** What every writer needs. */
@@ -64,21 +66,24 @@ async function writeOne(job: WriteJob, u: Update): Promise<Written> {
   let current = state.refs?.get(u.dst);
   let key = current?.key ?? refKey(remote.name, u.dst);
   const lease = state.options.cas.get(u.dst);
+  let conflicted = false;
+  const done = (w: Written): Written => (conflicted ? { ...w, conflicted } : w);
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     try {
       if (u.oid === undefined) {
         if (current !== undefined) await remote.deleteRef(auth, current.key, current.cid);
-        return { dst: u.dst, record: null };
+        return done({ dst: u.dst, record: null });
       }
       const record = recordFor(remote, u, packs);
-      const cid = await remote.putRef(auth, key, record, current?.cid ?? null);
-      return { dst: u.dst, record: { key, cid, record } };
+      const { cid, rev } = await remote.putRef(auth, key, record, current?.cid ?? null);
+      return done({ dst: u.dst, record: { key, cid, rev, record } });
     } catch (err) {
       if (err instanceof KeyRefused && current === undefined) {
         key = hashedRefKey(remote.name, u.dst);
         continue;
       }
       if (!(err instanceof SwapConflict)) throw err;
+      conflicted = true;
     }
     const before = current;
     current = await remote.getRef(key);
@@ -106,7 +111,7 @@ export async function writeEach(job: WriteJob): Promise<Written[]> {
     try {
       outcomes.push({
         dst: 'HEAD',
-        record: { key, cid: await remote.putRef(auth, key, record, null), record },
+        record: { key, ...(await remote.putRef(auth, key, record, null)), record },
       });
     } catch (err) {
       if (!(err instanceof SwapConflict)) throw err;

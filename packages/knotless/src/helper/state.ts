@@ -55,6 +55,15 @@ export class HelperState {
   async list(forPush: boolean): Promise<Map<string, RemoteRef>> {
     const remote = await this.remote();
     const view = this.#view(remote);
+    // The warm agent follows the account's events, so its view needs no listing at all.
+    const fromAgent = forPush
+      ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
+      : undefined;
+    if (fromAgent !== undefined) {
+      this.#confirmedAt = Date.now();
+      this.refs = new Map(fromAgent.map((r) => [r.record.ref, r]));
+      return this.refs;
+    }
     const cached = forPush ? view.read() : undefined;
     const windowMs = this.ctx.config.listWindowSeconds * 1000;
     if (cached !== undefined && Date.now() - cached.confirmedAt < windowMs) {
@@ -80,7 +89,13 @@ export class HelperState {
    * Folds a push's results into the view: refs written with their new CIDs, deleted refs gone.
    * A write whose new CID is unknown (an atomic batch) voids the view's confirmation.
    */
-  async remember(written: Array<{ dst: string; error?: string; record?: RemoteRef | null }>): Promise<void> {
+  async remember(
+    written: Array<{ dst: string; error?: string; record?: RemoteRef | null; conflicted?: boolean }>,
+  ): Promise<void> {
+    const remote = await this.remote();
+    const deletedKeys = written
+      .filter((w) => w.error === undefined && w.record === null)
+      .map((w) => this.refs?.get(w.dst)?.key);
     if (this.refs === undefined) return;
     let confirmedAt = this.#confirmedAt;
     for (const w of written) {
@@ -89,7 +104,12 @@ export class HelperState {
       else if (w.record !== undefined) this.refs.set(w.dst, w.record);
       else confirmedAt = 0;
     }
-    this.#view(await this.remote()).write({ confirmedAt, refs: [...this.refs.values()] });
+    this.#view(remote).write({ confirmedAt, refs: [...this.refs.values()] });
+    await this.ctx.agent?.wrote(remote.owner.did, remote.name, {
+      written: written.flatMap((w) => (w.error === undefined && w.record ? [w.record] : [])),
+      deleted: deletedKeys.filter((k): k is string => k !== undefined),
+      invalidate: written.some((w) => w.conflicted === true),
+    });
   }
 
   #view(remote: RemoteRepo): RefView {

@@ -11,6 +11,8 @@ export interface RemoteRef {
   key: string;
   cid: string;
   record: RefRecord;
+  /** The account revision that wrote it, when known (writes and the event stream say). */
+  rev?: string;
 }
 
 /** Thrown when a compare-and-swap write found the record changed. */
@@ -105,17 +107,25 @@ export class RemoteRepo {
     }
   }
 
-  /** Writes a ref record if its current CID is `swap` (null: if it does not exist). Returns the new CID. */
-  async putRef(auth: Authorizer, key: string, record: RefRecord, swap: string | null): Promise<string> {
+  /** Writes a ref record if its current CID is `swap` (null: if it does not exist). Returns the new CID and revision. */
+  async putRef(
+    auth: Authorizer,
+    key: string,
+    record: RefRecord,
+    swap: string | null,
+  ): Promise<{ cid: string; rev: string }> {
     try {
-      const res = await this.writer(auth).procedure<{ cid: string }>('com.atproto.repo.putRecord', {
-        repo: this.owner.did,
-        collection: REF_COLLECTION,
-        rkey: key,
-        record: writeRefRecord(record),
-        swapRecord: swap,
-      });
-      return res.cid;
+      const res = await this.writer(auth).procedure<{ cid: string; commit?: { rev?: string } }>(
+        'com.atproto.repo.putRecord',
+        {
+          repo: this.owner.did,
+          collection: REF_COLLECTION,
+          rkey: key,
+          record: writeRefRecord(record),
+          swapRecord: swap,
+        },
+      );
+      return { cid: res.cid, rev: res.commit?.rev ?? '' };
     } catch (err) {
       throw writeFailure(err, `updating ${record.ref}`);
     }

@@ -86,7 +86,7 @@ async function writeHead(remote: RemoteRepo, auth: Authorizer, ref: string): Pro
     updatedAt: new Date().toISOString(),
   };
   try {
-    return [{ key, cid: await remote.putRef(auth, key, record, null), record }];
+    return [{ key, ...(await remote.putRef(auth, key, record, null)), record }];
   } catch (err) {
     if (err instanceof SwapConflict) return [];
     throw err;
@@ -160,8 +160,8 @@ export async function commitToBranch(
     };
     const key = current?.key ?? refKey(remote.name, ref);
     try {
-      const cid = await remote.putRef(env.auth, key, record, current?.cid ?? null);
-      const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, record }];
+      const { cid, rev } = await remote.putRef(env.auth, key, record, current?.cid ?? null);
+      const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, rev, record }];
       if (headOf(refs) === undefined) written.push(...(await writeHead(remote, env.auth, ref)));
       view.write({ confirmedAt: listedAt, refs: written });
       return commit;

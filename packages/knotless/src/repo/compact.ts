@@ -89,13 +89,13 @@ export async function compactRef(
       const packs = [...list.slice(0, cut), merged, ...base.record.packs.slice(list.length)];
       try {
         const record = { ...base.record, packs, updatedAt: new Date().toISOString() };
-        const cid = await remote.putRef(env.auth, key, record, base.cid);
+        const { cid, rev } = await remote.putRef(env.auth, key, record, base.cid);
         return {
           ref: base.record.ref,
           before: base.record.packs.length,
           after: packs.length,
           replacedCid: base.cid,
-          written: { key, cid, record },
+          written: { key, cid, rev, record },
         };
       } catch (err) {
         if (!(err instanceof SwapConflict)) throw err;

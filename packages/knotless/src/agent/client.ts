@@ -1,0 +1,118 @@
+import fs from 'node:fs';
+import type * as Http from 'node:http';
+import { createRequire } from 'node:module';
+import type { RemoteRef } from '../remote/remote-repo.ts';
+import type { HttpRequest, HttpResponse, Transport } from '../xrpc/transport.ts';
+import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
+
+// Loaded with require() for start-up time; see xrpc/transport.ts.
+const require = createRequire(import.meta.url);
+const http = require('node:http') as typeof Http;
+
+/**
+ * Talks to a running warm agent over its Unix socket: forwards requests (the agent's connections
+ * to the PDS are already open) and asks for its views of repositories. When the agent is not
+ * there, every call falls back, silently, to what the helper would do without it.
+ */
+export class AgentClient {
+  readonly #socket: string;
+  readonly #agent: Http.Agent;
+  #alive = true;
+
+  constructor(socket: string) {
+    this.#socket = socket;
+    this.#agent = new http.Agent({ keepAlive: true });
+  }
+
+  /** An agent client when the socket exists (and KNOTLESS_AGENT is not 0), else undefined. */
+  static find(socket: string, env: NodeJS.ProcessEnv = process.env): AgentClient | undefined {
+    if (/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? '') || !fs.existsSync(socket)) return undefined;
+    return new AgentClient(socket);
+  }
+
+  /** True until a call found nobody listening. */
+  get alive(): boolean {
+    return this.#alive;
+  }
+
+  #call(path: string, init: HttpRequest): Promise<HttpResponse> {
+    return new Promise((resolve, reject) => {
+      const req = http.request({
+        socketPath: this.#socket,
+        path,
+        method: init.method,
+        headers: init.headers,
+        agent: this.#agent,
+      });
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') this.#alive = false;
+        reject(err);
+      });
+      req.on('response', (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
+        res.on('error', reject);
+      });
+      req.end(init.body ?? undefined);
+    });
+  }
+
+  /** A transport that sends through the agent, and directly once the agent has gone away. */
+  transport(direct: Transport): Transport {
+    return {
+      request: async (url, init) => {
+        if (!this.#alive) return direct.request(url, init);
+        try {
+          return await this.#call('/forward', {
+            ...init,
+            headers: { ...init.headers, 'x-knotless-url': url.href },
+          });
+        } catch (err) {
+          if (this.#alive) throw err;
+          return direct.request(url, init);
+        }
+      },
+      close: () => {
+        this.#agent.destroy();
+        direct.close();
+      },
+    };
+  }
+
+  /** The agent's current view of a repository's refs, or undefined when it has none yet. */
+  async view(did: string, repo: string, pds: string): Promise<RemoteRef[] | undefined> {
+    if (!this.#alive) return undefined;
+    try {
+      const q = new URLSearchParams({ did, repo, pds });
+      const res = await this.#call(`/view?${q.toString()}`, { method: 'GET', headers: {}, body: null });
+      const body = JSON.parse(res.body.toString('utf8')) as { confirmed: boolean; refs?: WireRef[] };
+      return body.confirmed && body.refs !== undefined ? parseWireRefs(body.refs) : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Tells the agent what a push wrote (so its view is current at once), or that its view was stale. */
+  async wrote(
+    did: string,
+    repo: string,
+    change: { written?: RemoteRef[]; deleted?: string[]; invalidate?: boolean },
+  ): Promise<void> {
+    if (!this.#alive) return;
+    const body = JSON.stringify({
+      did,
+      repo,
+      invalidate: change.invalidate ?? false,
+      written: writeWireRefs(change.written ?? []),
+      deleted: (change.deleted ?? []).map((key) => ({ key, rev: '' })),
+    });
+    await this.#call('/wrote', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    }).catch(() => undefined);
+  }
+}

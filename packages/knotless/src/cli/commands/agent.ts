@@ -1,0 +1,25 @@
+import { agentSocketPath } from '../../agent/paths.ts';
+import { startAgent } from '../../agent/server.ts';
+import { Context } from '../../context.ts';
+import { stringOption, type Command } from '../command.ts';
+
+export const command: Command = {
+  usage: 'agent [--socket PATH]',
+  summary: 'keep PDS connections warm and repository views current for git (opt-in)',
+  options: { socket: { type: 'string' } },
+  positionals: { min: 0, max: 0 },
+  async run({ ctx, io, args }) {
+    // The agent talks to PDSes itself: its own context must not route through an agent.
+    const own = new Context(ctx().config, { agent: false });
+    const socket = stringOption(args, 'socket') ?? agentSocketPath(own.config);
+    const agent = await startAgent(own, socket, (line) => io.err(`knotless agent: ${line}`));
+    const stop = (): void => {
+      void agent.close().then(() => process.exit(0));
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    io.out(`knotless agent listening on ${socket}`);
+    io.out('ready');
+    await new Promise<never>(() => {});
+  },
+};

@@ -1,0 +1,148 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { startProxy, type Proxy } from 'knotless-devnet';
+import { KNOTLESS_BIN } from './helpers/cli.ts';
+import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test']);
+let proxy: Proxy | undefined;
+let socket = '';
+let agent: ChildProcess | undefined;
+const common = () => ({
+  KNOTLESS_LIST_WINDOW: '0',
+  KNOTLESS_COMPACT: '0',
+  ...(proxy ? { KNOTLESS_SERVICE: proxy.url } : {}),
+});
+const alice = useGitUser(t, 'alice.test', () => ({ ...common(), KNOTLESS_AGENT_SOCKET: socket }));
+// Another machine of the same account, without an agent.
+const other = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_AGENT: '0',
+  KNOTLESS_LIST_WINDOW: '0',
+  KNOTLESS_COMPACT: '0',
+}));
+
+async function startAgent(): Promise<void> {
+  agent = spawn(process.execPath, [KNOTLESS_BIN, 'agent', '--socket', socket], {
+    env: { ...alice.env, ...common() },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    agent!.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      if (/^ready$/m.test(out)) resolve();
+    });
+    agent!.on('exit', (code) => reject(new Error(`agent exited ${code}`)));
+  });
+}
+
+before(async () => {
+  await t.ready;
+  proxy = await startProxy({ target: t.net.pdsUrl });
+  socket = path.join(t.tmpdir(), 'agent.sock');
+  await startAgent();
+});
+after(async () => {
+  agent?.kill('SIGTERM');
+  await proxy?.close();
+});
+
+/** Requests and new connections at the PDS while `run` runs. */
+async function cost(run: () => Promise<unknown>): Promise<{ requests: string[]; connections: number }> {
+  proxy!.reset();
+  await run();
+  return { requests: proxy!.requests.map((r) => r.nsid ?? r.path), connections: proxy!.connections };
+}
+
+/** What the agent holds for a repository of alice's: ref → target. */
+async function agentView(repo: string): Promise<Map<string, string>> {
+  const http = await import('node:http');
+  const q = new URLSearchParams({ did: t.dids['alice.test']!, repo, pds: t.net.pdsUrl });
+  const body = await new Promise<string>((resolve, reject) => {
+    http
+      .get({ socketPath: socket, path: `/view?${q.toString()}` }, (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (d: string) => (text += d));
+        res.on('end', () => resolve(text));
+      })
+      .on('error', reject);
+  });
+  const view = JSON.parse(body) as { refs?: Array<{ record: { ref: string; target?: string } }> };
+  return new Map((view.refs ?? []).map((r) => [r.record.ref, r.record.target ?? '']));
+}
+
+async function until(check: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe('the warm agent', () => {
+  it('makes pushes, fetches and repo commits one request each, on a connection already open', async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'warm')).code, 0);
+    const url = 'knotless://alice.test/warm';
+    const dir = await newRepo(alice, url);
+    await commitFiles(alice, dir, { a: '1' }, 'one');
+    await alice.ok(dir, 'push', '-q', 'origin', 'main');
+
+    // The agent learns the repository from the first push and follows the account from then on.
+    await until(async () => {
+      await commitFiles(alice, dir, { a: String(Date.now()) }, 'warming');
+      const c = await cost(() => alice.ok(dir, 'push', '-q', 'origin', 'main'));
+      return c.requests.length === 1;
+    }, 'the agent view');
+
+    await commitFiles(alice, dir, { a: 'warm push' }, 'warm push');
+    assert.deepEqual(await cost(() => alice.ok(dir, 'push', '-q', 'origin', 'main')), {
+      requests: ['com.atproto.repo.putRecord'],
+      connections: 0,
+    });
+    assert.deepEqual(await cost(() => alice.ok(dir, 'fetch', '-q')), {
+      requests: ['com.atproto.repo.listRecords'],
+      connections: 0,
+    });
+    const file = path.join(alice.dir(), 'f.txt');
+    (await import('node:fs')).writeFileSync(file, 'from a bot\n');
+    const commit = await cost(() =>
+      alice.knotless('repo', 'commit', 'warm', '-m', 'bot', '--add', `bot.txt=${file}`),
+    );
+    assert.deepEqual(commit, { requests: ['com.atproto.repo.putRecord'], connections: 0 });
+  });
+
+  it("keeps its view current from the account's events when another machine pushes", async () => {
+    const url = 'knotless://alice.test/warm';
+    const dir = other.dir();
+    await other.ok(dir, 'clone', '-q', url, 'c');
+    const theirs = await commitFiles(other, `${dir}/c`, { other: 'x' }, 'from another machine');
+    await other.ok(`${dir}/c`, 'push', '-q', 'origin', 'main');
+
+    const mine = alice.dir();
+    await alice.ok(mine, 'clone', '-q', url, 'c');
+    assert.equal((await alice.ok(`${mine}/c`, 'rev-parse', 'HEAD')).trim(), theirs);
+    await commitFiles(alice, `${mine}/c`, { mine: 'y' }, 'on top');
+    // Without the event the agent would answer with the old main and the write would conflict (3 requests).
+    await until(
+      async () => (await agentView('warm')).get('refs/heads/main') === theirs,
+      'the event to reach the agent',
+    );
+    const push = await cost(() => alice.ok(`${mine}/c`, 'push', '-q', 'origin', 'main'));
+    assert.deepEqual(push.requests, ['com.atproto.repo.putRecord']);
+  });
+
+  it('falls back silently when the agent is gone', async () => {
+    agent!.kill('SIGTERM');
+    await new Promise((r) => agent!.once('exit', r));
+    const dir = await newRepo(alice, 'knotless://alice.test/warm');
+    await alice.ok(dir, 'fetch', '-q', 'origin');
+    await alice.ok(dir, 'reset', '-q', '--hard', 'origin/main');
+    await commitFiles(alice, dir, { after: 'agent' }, 'after the agent');
+    const res = await alice.git(dir, 'push', 'origin', 'main');
+    assert.equal(res.code, 0, res.stderr);
+    assert.doesNotMatch(res.stderr, /^knotless:/m);
+  });
+});
