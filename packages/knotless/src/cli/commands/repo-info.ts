@@ -1,3 +1,4 @@
+import { refKey } from '../../remote/ref-key.ts';
 import { parseRepoSpec } from '../../repo/name.ts';
 import { RepoRecords } from '../../repo/records.ts';
 import type { Command } from '../command.ts';
@@ -13,10 +14,12 @@ export const command: Command = {
     const spec = parseRepoSpec(args.positionals[0]!);
     const owner = await ownerOf(c, spec.owner);
     const records = new RepoRecords(c);
-    const [record, refs] = await Promise.all([
+    const [record, keys] = await Promise.all([
       records.get(owner, spec.name),
       records.refKeys(owner, spec.name),
     ]);
+    // HEAD is a record too, but not a ref anyone would count.
+    const refs = keys.filter((k) => k !== refKey(spec.name, 'HEAD'));
     const label = owner.handle ?? owner.did;
     const url = `knotless://${label}/${spec.name}`;
     if (args.values['json'] === true) {
