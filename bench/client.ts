@@ -1,0 +1,95 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { writeWrappers } from '../packages/knotless/src/dev/env-file.ts';
+import type { Rig } from './setup.ts';
+
+/** A finished command and how long it took. */
+export interface Timed {
+  ms: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command to completion; fails loudly when it fails, since a bench of failures measures nothing. */
+export function run(
+  cmd: string,
+  args: string[],
+  opts: { cwd: string; env: Record<string, string> },
+): Promise<Timed> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const ms = performance.now() - started;
+      if (code === 0) resolve({ ms, stdout, stderr });
+      else reject(new Error(`${cmd} ${args.join(' ')} exited ${code}:\n${stderr}`));
+    });
+  });
+}
+
+/** A user of the rig: git and knotless on PATH, logged in as alice, requests through one RTT's link. */
+export interface Client {
+  env(rtt: number, extra?: Record<string, string>): Record<string, string>;
+  git(rtt: number, cwd: string, args: string[], extra?: Record<string, string>): Promise<Timed>;
+  knotless(rtt: number, args: string[], extra?: Record<string, string>): Promise<Timed>;
+  /** A fresh cache directory that knows identities already (so "cold" means packs, not DNS). */
+  coldCache(): string;
+  home: string;
+}
+
+/** Sets up the client's home (wrappers, git identity) and logs alice in. */
+export async function makeClient(rig: Rig, plain: boolean): Promise<Client> {
+  const home = path.join(rig.dir, 'home');
+  const bin = path.join(home, 'bin');
+  writeWrappers(bin);
+  const cacheDir = path.join(home, 'cache');
+  let caches = 0;
+  const scheme = plain ? 'http' : 'https';
+  const client: Client = {
+    home,
+    env(rtt, extra = {}) {
+      const link = rig.links.get(rtt)!;
+      return {
+        PATH: `${bin}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
+        HOME: home,
+        GIT_CONFIG_NOSYSTEM: '1',
+        GIT_AUTHOR_NAME: 'bench',
+        GIT_AUTHOR_EMAIL: 'bench@example.com',
+        GIT_COMMITTER_NAME: 'bench',
+        GIT_COMMITTER_EMAIL: 'bench@example.com',
+        GIT_SSL_CAINFO: rig.cert.certFile,
+        KNOTLESS_CONFIG_DIR: path.join(home, 'config'),
+        KNOTLESS_CACHE_DIR: cacheDir,
+        KNOTLESS_PLC_URL: rig.net.plcUrl,
+        KNOTLESS_DEV_PDS: rig.net.pdsUrl,
+        KNOTLESS_SERVICE: `${scheme}://127.0.0.1:${link.pds.port}`,
+        KNOTLESS_CA_CERTS: rig.cert.certFile,
+        // Measure the general case: no listing window, no background compaction, no agent unless asked.
+        KNOTLESS_LIST_WINDOW: '0',
+        KNOTLESS_COMPACT: '0',
+        KNOTLESS_AGENT: '0',
+        ...extra,
+      };
+    },
+    git: (rtt, cwd, args, extra) => run('git', args, { cwd, env: client.env(rtt, extra) }),
+    knotless: (rtt, args, extra) =>
+      run(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], { cwd: home, env: client.env(rtt, extra) }),
+    coldCache() {
+      const dir = path.join(home, `cold-cache-${++caches}`);
+      fs.mkdirSync(dir, { recursive: true });
+      fs.copyFileSync(path.join(cacheDir, 'identity.json'), path.join(dir, 'identity.json'));
+      return dir;
+    },
+  };
+  const first = [...rig.links.keys()][0]!;
+  await client.knotless(first, ['login', 'alice.test', '--app-password', rig.password]);
+  await client.knotless(first, ['whoami']);
+  return client;
+}
