@@ -1,5 +1,6 @@
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { listenOnFreePort } from './ports.ts';
 
 /** Options for {@link startDelayLink}. */
 export interface DelayLinkOptions {
@@ -129,16 +130,11 @@ export async function startDelayLink(opts: DelayLinkOptions): Promise<DelayLink>
       });
     }
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
-  });
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('delay link has no TCP address');
+  const port = await listenOnFreePort(server);
 
   return {
     host: '127.0.0.1',
-    port: address.port,
+    port: port,
     get connections() {
       return connections;
     },

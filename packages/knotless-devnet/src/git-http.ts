@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import http from 'node:http';
+import { listenOnFreePort } from './ports.ts';
 
 /** A running `git http-backend` server: git's own smart HTTP, the peer knotless is measured against. */
 export interface GitHttpServer {
@@ -66,15 +67,10 @@ export async function startGitHttp(root: string): Promise<GitHttpServer> {
     child.on('error', () => res.destroy());
   });
   server.keepAliveTimeout = 90_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
-  });
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('git http server has no address');
+  const port = await listenOnFreePort(server);
   return {
-    url: `http://127.0.0.1:${address.port}`,
-    port: address.port,
+    url: `http://127.0.0.1:${port}`,
+    port: port,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -21,3 +21,14 @@ export async function portInUse(port: number): Promise<boolean> {
     server.listen(port, '127.0.0.1', () => server.close(() => resolve(false)));
   });
 }
+
+/** Starts `server` listening on 127.0.0.1 at a free port and returns the port. */
+export async function listenOnFreePort(server: net.Server): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('the server has no TCP address');
+  return address.port;
+}

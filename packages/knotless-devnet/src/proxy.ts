@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type net from 'node:net';
 import { pipeline } from 'node:stream';
+import { listenOnFreePort } from './ports.ts';
 
 /** One request the proxy received. */
 export interface RequestLog {
@@ -131,15 +132,10 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     connectionIds.set(socket, ++lastConnectionId);
     connections++;
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
-  });
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('proxy has no TCP address');
+  const port = await listenOnFreePort(server);
 
   return {
-    url: `${opts.tls === undefined ? 'http' : 'https'}://127.0.0.1:${address.port}`,
+    url: `${opts.tls === undefined ? 'http' : 'https'}://127.0.0.1:${port}`,
     requests,
     count: (nsid) => (nsid === undefined ? requests.length : requests.filter((r) => r.nsid === nsid).length),
     get connections() {
