@@ -50,8 +50,17 @@ export async function startRig(rtts: number[], plain: boolean): Promise<Rig> {
   const links = new Map<number, { pds: DelayLink; git: DelayLink }>();
   for (const rtt of rtts) {
     links.set(rtt, {
-      pds: await startDelayLink({ target: { host: '127.0.0.1', port: portOf(pdsFront.url) }, rttMs: rtt }),
-      git: await startDelayLink({ target: { host: '127.0.0.1', port: portOf(gitFront.url) }, rttMs: rtt }),
+      // --plain: the requests alone, with connecting (TCP and TLS) free.
+      pds: await startDelayLink({
+        target: { host: '127.0.0.1', port: portOf(pdsFront.url) },
+        rttMs: rtt,
+        chargeHandshake: !plain,
+      }),
+      git: await startDelayLink({
+        target: { host: '127.0.0.1', port: portOf(gitFront.url) },
+        rttMs: rtt,
+        chargeHandshake: !plain,
+      }),
     });
   }
   return {

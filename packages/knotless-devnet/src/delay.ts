@@ -8,6 +8,8 @@ export interface DelayLinkOptions {
   target: { host: string; port: number };
   /** The round-trip time to emulate; each direction is delayed by half of it. */
   rttMs: number;
+  /** Charge a new connection one RTT for TCP's handshake (default true; false: connecting is free). */
+  chargeHandshake?: boolean;
 }
 
 /** A running TCP relay that charges network round trips. */
@@ -116,7 +118,7 @@ export async function startDelayLink(opts: DelayLinkOptions): Promise<DelayLink>
       allowHalfOpen: true,
       noDelay: true,
     });
-    const opensAt = performance.now() + opts.rttMs;
+    const opensAt = performance.now() + (opts.chargeHandshake === false ? 0 : opts.rttMs);
     const stops = [delayLine(client, upstream, half, opensAt), delayLine(upstream, client, half, 0)];
     const entry = { sockets: [client, upstream], stop: () => stops.forEach((stop) => stop()) };
     open.add(entry);
