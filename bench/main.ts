@@ -40,7 +40,9 @@ try {
   );
   console.log(`npm run bench -- --rtt ${values.rtt} --rounds ${rounds}${plain ? ' --plain' : ''}`);
   console.log(
-    plain ? 'plain http, connections free of TLS' : 'https (TLS 1.3), TCP handshake charged one RTT',
+    plain
+      ? 'plain http, connecting free: the requests alone'
+      : 'https (TLS 1.3), TCP handshake charged one RTT',
   );
   console.log('');
   console.log(table(oursFig, peerFig, rtts));
