@@ -7,6 +7,7 @@ import { makeClient } from './client.ts';
 import { knotlessRound, peerRound, type Sample } from './ops.ts';
 import { summarise, table } from './report.ts';
 import { startRig } from './setup.ts';
+import { runSwarm, swarmTable, type SwarmResult } from './swarm.ts';
 
 const { values } = parseArgs({
   options: {
@@ -14,6 +15,9 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '4' },
     plain: { type: 'boolean', default: false },
     json: { type: 'string' },
+    swarm: { type: 'string', default: '1,4,16,64' },
+    seconds: { type: 'string', default: '20' },
+    'swarm-rtt': { type: 'string', default: '50' },
   },
 });
 const rtts = values.rtt.split(',').map(Number);
@@ -46,10 +50,25 @@ try {
   );
   console.log('');
   console.log(table(oursFig, peerFig, rtts));
+  const swarm: SwarmResult[] = [];
+  const swarmRtt = Number(values['swarm-rtt']);
+  const sizes = values.swarm === '' ? [] : values.swarm.split(',').map(Number);
+  if (sizes.length > 0 && !rig.links.has(swarmRtt))
+    throw new Error(`--swarm-rtt ${swarmRtt} must be one of --rtt`);
+  for (const n of sizes) {
+    process.stderr.write(`swarm of ${n} for ${values.seconds} s at ${swarmRtt} ms\n`);
+    swarm.push(await runSwarm(rig, client, swarmRtt, n, Number(values.seconds)));
+  }
+  if (swarm.length > 0) {
+    console.log('');
+    console.log(`Swarm: agents pushing every second to one account, ${values.seconds} s, RTT ${swarmRtt} ms`);
+    console.log('');
+    console.log(swarmTable(swarm));
+  }
   if (values.json !== undefined) {
     fs.writeFileSync(
       values.json,
-      JSON.stringify({ operations: oursFig, peer: peerFig, swarm: null, big: null }, null, 2),
+      JSON.stringify({ operations: oursFig, peer: peerFig, swarm, big: null }, null, 2),
     );
   }
 } finally {

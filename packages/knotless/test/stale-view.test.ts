@@ -104,4 +104,39 @@ describe("git's local decisions against a stale cached view never lose a commit"
       assert.equal(head, ra.code === 0 ? mine : theirs);
     }
   });
+
+  it('agents on one machine pushing their own branches at once are never refused (one shared view)', async () => {
+    const name = `stale-${++n}`;
+    assert.equal((await a.knotless('repo', 'create', name)).code, 0);
+    const url = `knotless://alice.test/${name}`;
+    const seed = await newRepo(a, url);
+    await commitFiles(a, seed, { s: 'seed' }, 'seed');
+    await a.ok(seed, 'push', '-q', 'origin', 'main');
+    const clones = await Promise.all(
+      [1, 2, 3].map(async (i) => {
+        const dir = a.dir();
+        await a.ok(dir, 'clone', '-q', url, 'c');
+        await a.ok(`${dir}/c`, 'checkout', '-q', '-b', `agent-${i}`);
+        return { i, dir: `${dir}/c` };
+      }),
+    );
+    const failures: string[] = [];
+    await Promise.all(
+      clones.map(async ({ i, dir }) => {
+        for (let k = 0; k < 4; k++) {
+          await commitFiles(a, dir, { [`f${i}`]: `${k}` }, `agent ${i} push ${k}`);
+          const res = await a.git(dir, 'push', '-q', 'origin', `agent-${i}`);
+          if (res.code !== 0) failures.push(res.stderr);
+        }
+      }),
+    );
+    assert.deepEqual(failures, []);
+    const ls = await a.ok(seed, 'ls-remote', url);
+    for (const { i, dir } of clones) {
+      assert.match(
+        ls,
+        new RegExp(`^${(await a.ok(dir, 'rev-parse', 'HEAD')).trim()}\trefs/heads/agent-${i}$`, 'm'),
+      );
+    }
+  });
 });

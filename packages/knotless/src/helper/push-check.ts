@@ -24,7 +24,7 @@ export async function checkUpdate(
   u: Update,
   current: RemoteRef | undefined,
   lease: string | undefined,
-  present: (oid: string) => boolean,
+  present: (oid: string) => boolean | Promise<boolean>,
 ): Promise<Verdict> {
   const cur = current?.record.target;
   if (lease !== undefined) {
@@ -35,7 +35,7 @@ export async function checkUpdate(
   if (cur === u.oid) return { kind: 'up-to-date' };
   if (u.oid === undefined || cur === undefined || u.force) return { kind: 'write' };
   if (u.dst.startsWith('refs/tags/')) return { kind: 'reject', reason: 'already exists' };
-  if (!present(cur)) return { kind: 'reject', reason: 'fetch first' };
+  if (!(await present(cur))) return { kind: 'reject', reason: 'fetch first' };
   try {
     if (await isAncestor(cur, u.oid)) return { kind: 'write' };
   } catch {

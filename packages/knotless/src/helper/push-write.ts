@@ -1,3 +1,4 @@
+import { presentObjects } from '../git/objects.ts';
 import { refKey, hashedRefKey } from '../remote/ref-key.ts';
 import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
 import {
@@ -37,6 +38,14 @@ export interface WriteJob {
   present: (oid: string) => boolean;
   /** The branch HEAD should name, when the repository has no HEAD yet. */
   head: string | undefined;
+}
+
+/**
+ * Whether this repository has an object. `present` knows the values the push started from; a value
+ * read back after a conflict is new, so it is looked up (another process may have pushed it from here).
+ */
+async function hasObject(job: WriteJob, oid: string): Promise<boolean> {
+  return job.present(oid) || (await presentObjects([oid])).has(oid);
 }
 
 function recordFor(remote: RemoteRepo, u: Update, packs: PackEntry[]): RefRecord {
@@ -93,7 +102,7 @@ async function writeOne(job: WriteJob, u: Update): Promise<Written> {
       continue;
     }
     if (u.force || u.oid === undefined || lease !== undefined) return { dst: u.dst, error: 'stale info' };
-    const verdict = await checkUpdate(u, current, undefined, job.present);
+    const verdict = await checkUpdate(u, current, undefined, (oid) => hasObject(job, oid));
     if (verdict.kind === 'reject') return { dst: u.dst, error: verdict.reason };
     if (verdict.kind === 'up-to-date')
       return { dst: u.dst, ...(current === undefined ? {} : { record: current }) };
@@ -136,7 +145,9 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
     const writes: RefWrite[] = [];
     for (const u of updates) {
       const current = refs.get(u.dst);
-      const verdict = await checkUpdate(u, current, state.options.cas.get(u.dst), job.present);
+      const verdict = await checkUpdate(u, current, state.options.cas.get(u.dst), (oid) =>
+        hasObject(job, oid),
+      );
       if (verdict.kind === 'reject') {
         return updates.map((x) => ({ dst: x.dst, error: x === u ? verdict.reason : 'atomic push failed' }));
       }

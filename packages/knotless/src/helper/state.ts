@@ -104,7 +104,23 @@ export class HelperState {
       else if (w.record !== undefined) this.refs.set(w.dst, w.record);
       else confirmedAt = 0;
     }
-    this.#view(remote).write({ confirmedAt, refs: [...this.refs.values()] });
+    // Other processes (agents pushing other branches) write this view too: fold our writes into what
+    // is on disk rather than putting back the refs as we listed them, which may be older than theirs.
+    const view = this.#view(remote);
+    const onDisk = view.read();
+    if (onDisk === undefined) view.write({ confirmedAt, refs: [...this.refs.values()] });
+    else {
+      const merged = new Map(onDisk.refs.map((r) => [r.record.ref, r]));
+      for (const w of written) {
+        if (w.error !== undefined) continue;
+        if (w.record === null) merged.delete(w.dst);
+        else if (w.record !== undefined) merged.set(w.dst, w.record);
+      }
+      view.write({
+        confirmedAt: confirmedAt === 0 ? 0 : Math.min(onDisk.confirmedAt, confirmedAt),
+        refs: [...merged.values()],
+      });
+    }
     await this.ctx.agent?.wrote(remote.owner.did, remote.name, {
       written: written.flatMap((w) => (w.error === undefined && w.record ? [w.record] : [])),
       deleted: deletedKeys.filter((k): k is string => k !== undefined),
