@@ -5,18 +5,9 @@ import { gitDir, presentObjects } from '../git/objects.ts';
 import { indexPack } from '../git/pack.ts';
 import { GitError } from '../git/run.ts';
 import { loadPack, mapLimit } from '../remote/packs.ts';
-import type { PackEntry } from '../remote/ref-record.ts';
+import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
 import { Meter } from './progress.ts';
 import type { HelperState } from './state.ts';
-
-/** The ordered union of the pack lists of `refs`: each pack once, bases before the packs thin on them. */
-function packsFor(state: HelperState, names: string[]): PackEntry[] {
-  const seen = new Map<string, PackEntry>();
-  for (const name of names) {
-    for (const p of state.refs?.get(name)?.record.packs ?? []) if (!seen.has(p.id)) seen.set(p.id, p);
-  }
-  return [...seen.values()];
-}
 
 /**
  * Answers a batch of `fetch <oid> <name>`: downloads the packs the wanted refs list that this
@@ -30,7 +21,7 @@ export async function fetchBatch(state: HelperState, lines: string[]): Promise<s
   if (missing.length === 0) return [];
   const dir = await gitDir();
   const indexed = new IndexedPacks(dir);
-  const all = packsFor(state, missing);
+  const all = unionPacks(missing.map((name) => state.refs?.get(name)?.record.packs ?? []));
   const done = indexed.read();
   try {
     return await indexAll(

@@ -1,6 +1,6 @@
 import { BlobCache } from '../cache/blob-cache.ts';
 import { buildPack, parsePackInfo } from '../git/pack.ts';
-import type { PackEntry } from '../remote/ref-record.ts';
+import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
 import { storePacks } from '../remote/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
@@ -31,13 +31,6 @@ export function baseRefs(
   const wanted = new Set(updates.flatMap((u) => [u.oid, u.peeled]));
   for (const r of refs.values()) if (wanted.has(r.record.target)) add(r);
   return [...bases.values()];
-}
-
-/** The ordered union of pack lists, each pack once. */
-export function unionPacks(lists: PackEntry[][]): PackEntry[] {
-  const seen = new Map<string, PackEntry>();
-  for (const list of lists) for (const p of list) if (!seen.has(p.id)) seen.set(p.id, p);
-  return [...seen.values()];
 }
 
 /**

@@ -1,6 +1,6 @@
 import { presentObjects } from '../git/objects.ts';
 import { refKey, hashedRefKey } from '../remote/ref-key.ts';
-import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
+import { unionPacks, type PackEntry, type RefRecord } from '../remote/ref-record.ts';
 import {
   KeyRefused,
   SwapConflict,
@@ -11,7 +11,6 @@ import {
 import { mapLimit } from '../remote/packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { checkUpdate, type Update } from './push-check.ts';
-import { unionPacks } from './push-pack.ts';
 import type { HelperState } from './state.ts';
 
 /** Compare-and-swap retries per ref, and commit-race retries per atomic push. */

@@ -133,3 +133,10 @@ export function writeRefRecord(record: RefRecord): Record<string, unknown> {
 export function inlineBytes(packs: PackEntry[]): number {
   return packs.reduce((n, p) => n + (p.inline?.length ?? 0), 0);
 }
+
+/** The ordered union of pack lists, each pack once (bases stay before the packs thin on them). */
+export function unionPacks(lists: PackEntry[][]): PackEntry[] {
+  const seen = new Map<string, PackEntry>();
+  for (const list of lists) for (const p of list) if (!seen.has(p.id)) seen.set(p.id, p);
+  return [...seen.values()];
+}

@@ -123,10 +123,10 @@ export class RepoRecords {
 
   /**
    * Deletes a repository: its ref records first, then the repo record, so an interrupted delete
-   * leaves a repository that still lists and can be deleted again. Returns how many refs went.
+   * leaves a repository that still lists and can be deleted again. Returns how many refs went. The
+   * caller checks that the repository exists first (the CLI does, before asking for confirmation).
    */
   async delete(auth: PasswordSession, owner: Identity, name: string): Promise<number> {
-    await this.get(owner, name);
     const keys = await this.refKeys(owner, name);
     const client = this.#ctx.client(auth.session.pds, auth);
     try {
