@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type net from 'node:net';
 import { pipeline } from 'node:stream';
+import { FaultScript, answerFault, cutAnswer, type FaultRule, type FiredFault } from './faults.ts';
 import { listenOnFreePort } from './ports.ts';
 
 /** One request the proxy received. */
@@ -15,6 +16,8 @@ export interface RequestLog {
   status: number;
   /** The client TCP connection it came on; ids count up from 1 and are never reused, not even after reset(). */
   connection: number;
+  /** The scripted fault that hit it, if any. */
+  fault?: string;
 }
 
 /** What an {@link ProxyOptions.onRequest} hook is told about a request. */
@@ -35,6 +38,8 @@ export interface ProxyOptions {
   onRequest?: (req: ProxyRequest) => Promise<void> | void;
   /** Serve https with this key and certificate (PEM), e.g. from makeCertificate(). */
   tls?: { key: string; cert: string };
+  /** Faults scripted from the start; more can be added with {@link Proxy.inject}. */
+  faults?: FaultRule[];
 }
 
 /** A running reverse proxy that logs what passes through it. */
@@ -47,6 +52,12 @@ export interface Proxy {
   readonly connections: number;
   /** Empties `requests` in place and zeroes `connections`. */
   reset(): void;
+  /** Scripts a fault (drop, delay, 5xx, 429, cut mid-body, a replaced answer) for matching requests. */
+  inject(rule: FaultRule): void;
+  /** Removes every scripted fault and forgets which fired. */
+  clearFaults(): void;
+  /** The faults that fired, in order. */
+  readonly faultsFired: FiredFault[];
   close(): Promise<void>;
 }
 
@@ -77,6 +88,8 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
   const connectionIds = new WeakMap<net.Socket, number>();
   let lastConnectionId = 0;
   let connections = 0;
+  const script = new FaultScript();
+  for (const rule of opts.faults ?? []) script.add(rule);
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const path = req.url ?? '/';
@@ -92,6 +105,14 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
       return;
     }
     if (res.destroyed) return; // the client left while the hook ran
+    const fault = script.pick(method, entry.nsid);
+    if (fault !== undefined) entry.fault = fault.kind;
+    if (fault?.kind === 'delay') await new Promise((r) => setTimeout(r, fault.ms));
+    const faulted = fault === undefined ? undefined : answerFault(fault, req, res);
+    if (faulted !== undefined) {
+      entry.status = faulted;
+      return;
+    }
 
     const upstream = http.request({
       hostname: target.hostname,
@@ -103,6 +124,7 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     });
     upstream.on('response', (up) => {
       entry.status = up.statusCode ?? 502;
+      if (fault?.kind === 'cut') return cutAnswer(up, res, fault.bytes);
       res.writeHead(entry.status, endToEnd(up.headers));
       // Either side failing mid-body destroys the other, so the client sees a cut response, not a hang.
       pipeline(up, res, () => {});
@@ -145,6 +167,9 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
       requests.length = 0;
       connections = 0;
     },
+    inject: (rule) => script.add(rule),
+    clearFaults: () => script.clear(),
+    faultsFired: script.fired,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

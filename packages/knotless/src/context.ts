@@ -34,6 +34,7 @@ export class Context {
     return new XrpcClient(this.config.service ?? service, {
       transport: this.transport,
       trace: this.config.trace,
+      retry: this.config.retry,
       ...(authorizer === undefined ? {} : { authorizer }),
     });
   }

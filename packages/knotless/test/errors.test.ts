@@ -12,12 +12,15 @@ describe('failures a user can cause', () => {
     assert.equal((await knotless(['login', 'alice.test', '--app-password', t.password], { env })).code, 0);
     const port = await freePort();
     const res = await knotless(['repo', 'create', 'x'], {
-      env: { ...env, KNOTLESS_SERVICE: `http://127.0.0.1:${port}` },
+      env: { ...env, KNOTLESS_SERVICE: `http://127.0.0.1:${port}`, KNOTLESS_RETRIES: '1' },
     });
     assert.equal(res.code, 8);
     assert.match(
       res.stderr,
-      new RegExp(`^knotless: Could not reach http://127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\); .+\\.\\n$`),
+      // Refused connections are retried (quickly here), and the message says how often.
+      new RegExp(
+        `^knotless: Could not reach http://127\\.0\\.0\\.1:${port} \\(ECONNREFUSED\\) after 2 attempts; .+\\.\\n$`,
+      ),
     );
   });
 

@@ -1,5 +1,5 @@
-import os from 'node:os';
 import path from 'node:path';
+import { DEFAULT_RETRY, type RetryPolicy } from '../xrpc/retry.ts';
 
 /** Every setting knotless reads from the environment, read in this one place. */
 export interface Config {
@@ -30,6 +30,21 @@ export interface Config {
   autoCompact: boolean;
   /** Print each request to stderr. */
   trace: boolean;
+  /** Retries of transient PDS faults (KNOTLESS_RETRIES, KNOTLESS_RETRY_BASE_MS, KNOTLESS_RETRY_MAX_WAIT). */
+  retry: RetryPolicy;
+  /** Largest git object a fetched pack may inflate to (KNOTLESS_MAX_OBJECT_SIZE, bytes). */
+  maxObjectBytes: number;
+}
+
+/** Default for {@link Config.maxObjectBytes}: 256 MiB. */
+export const DEFAULT_MAX_OBJECT_BYTES = 256 * 1024 * 1024;
+
+/**
+ * The crash point a fault-injection test asked for (KNOTLESS_CRASH_AT), read here like every other
+ * variable; only the test harness sets it (see crash.ts).
+ */
+export function crashPointFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return nonEmpty(env['KNOTLESS_CRASH_AT']);
 }
 
 /** The public PLC directory, used unless KNOTLESS_PLC_URL says otherwise. */
@@ -45,7 +60,9 @@ function nonNegative(value: string | undefined, fallback: number): number {
 }
 
 function xdg(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
-  return nonEmpty(env[name]) ?? path.join(os.homedir(), fallback);
+  // node:os loads only when HOME is unset: every git command reads this.
+  const home = nonEmpty(process.env['HOME']) ?? process.getBuiltinModule('node:os').homedir();
+  return nonEmpty(env[name]) ?? path.join(home, fallback);
 }
 
 /** Reads the configuration from environment variables. */
@@ -68,5 +85,12 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
     listWindowSeconds: nonNegative(env['KNOTLESS_LIST_WINDOW'], 5),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
+    retry: {
+      retries: Math.floor(nonNegative(env['KNOTLESS_RETRIES'], DEFAULT_RETRY.retries)),
+      baseMs: nonNegative(env['KNOTLESS_RETRY_BASE_MS'], DEFAULT_RETRY.baseMs),
+      maxWaitMs: nonNegative(env['KNOTLESS_RETRY_MAX_WAIT'], DEFAULT_RETRY.maxWaitMs / 1000) * 1000,
+    },
+    maxObjectBytes:
+      nonNegative(env['KNOTLESS_MAX_OBJECT_SIZE'], DEFAULT_MAX_OBJECT_BYTES) || DEFAULT_MAX_OBJECT_BYTES,
   };
 }

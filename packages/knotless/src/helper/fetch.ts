@@ -1,9 +1,11 @@
 import fs from 'node:fs';
 import { BlobCache } from '../cache/blob-cache.ts';
+import { crashPoint } from '../crash.ts';
 import { IndexedPacks } from '../cache/indexed-packs.ts';
 import { gitDir, presentObjects } from '../git/objects.ts';
 import { indexPack } from '../git/pack.ts';
 import { GitError } from '../git/run.ts';
+import { KnotlessError } from '../errors.ts';
 import { loadPack, mapLimit } from '../remote/packs.ts';
 import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
 import { Meter } from './progress.ts';
@@ -33,7 +35,17 @@ export async function fetchBatch(state: HelperState, lines: string[]): Promise<s
   } catch (err) {
     // A pack recorded as indexed may have been lost (gc, a copied repository): index the full list.
     if (!(err instanceof GitError)) throw err;
-    return indexAll(state, dir, all, indexed);
+  }
+  try {
+    return await indexAll(state, dir, all, indexed);
+  } catch (err) {
+    if (!(err instanceof GitError)) throw err;
+    const why = err.stderr.trim().split('\n').pop() ?? '';
+    throw new KnotlessError(
+      'corrupt-remote',
+      `git could not index the packs of ${(await state.remote()).label} (${why}): the remote's packs are damaged or lack their delta bases; nothing was written.`,
+      { cause: err },
+    );
   }
 }
 
@@ -46,19 +58,34 @@ async function indexAll(
   const remote = await state.remote();
   const blobs = packs.filter((p) => p.inline === undefined);
   const meter = new Meter(state.options, 'Downloading packs', blobs.length);
+  const max = state.ctx.config.maxObjectBytes;
   const bytes = await mapLimit(packs, 4, async (p) => {
     const cache = new BlobCache(state.ctx.config.cacheDir);
-    const b = await loadPack(remote.reader, remote.owner.did, p, cache, () => {});
+    const b = await loadPack(
+      remote.reader,
+      remote.owner.did,
+      p,
+      cache,
+      () => crashPoint('fetch:blob-downloaded'),
+      max,
+    );
     if (p.inline === undefined) meter.tick(b.length);
     return b;
   });
   meter.end();
   const keeps: string[] = [];
-  for (const [i, p] of packs.entries()) {
-    keeps.push(
-      (await indexPack(bytes[i]!, dir, state.options.progress && state.options.verbosity > 1)).keepFile,
-    );
-    indexed.add(p.id);
+  try {
+    for (const [i, p] of packs.entries()) {
+      keeps.push(
+        (await indexPack(bytes[i]!, dir, state.options.progress && state.options.verbosity > 1)).keepFile,
+      );
+      crashPoint('fetch:pack-indexed');
+      indexed.add(p.id);
+    }
+  } catch (err) {
+    // No ref will name what was indexed: release it to git's ordinary gc.
+    for (const k of keeps) fs.rmSync(k, { force: true });
+    throw err;
   }
   // git accepts one lock file per fetch; the others are released now that their packs are in place.
   const last = keeps.pop();

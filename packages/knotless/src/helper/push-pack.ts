@@ -1,4 +1,5 @@
 import { BlobCache } from '../cache/blob-cache.ts';
+import { crashPoint } from '../crash.ts';
 import { buildPack, parsePackInfo } from '../git/pack.ts';
 import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
@@ -54,6 +55,7 @@ export async function preparePacks(
     exclude: bases.map((b) => b.record.target!),
     progress: state.options.progress && state.options.verbosity > 0,
   });
+  crashPoint('push:pack-built');
   const info = parsePackInfo(pack);
   if (info.count > 0) list.push({ id: info.id, size: pack.length, count: info.count, inline: pack });
 

@@ -1,3 +1,5 @@
+import { crashPoint } from '../crash.ts';
+import { isKnotlessError } from '../errors.ts';
 import { presentObjects } from '../git/objects.ts';
 import { refKey, hashedRefKey } from '../remote/ref-key.ts';
 import { unionPacks, type PackEntry, type RefRecord } from '../remote/ref-record.ts';
@@ -12,6 +14,11 @@ import { mapLimit } from '../remote/packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import type { HelperState } from './state.ts';
+
+/** The few words git prints after a failed ref: a message up to its first colon or semicolon. */
+export function shortReason(message: string): string {
+  return message.split(/[;:(]/)[0]!.trim().toLowerCase();
+}
 
 /** Compare-and-swap retries per ref, and commit-race retries per atomic push. */
 const MAX_ATTEMPTS = 5;
@@ -78,12 +85,15 @@ async function writeOne(job: WriteJob, u: Update): Promise<Written> {
   const done = (w: Written): Written => (conflicted ? { ...w, conflicted } : w);
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     try {
+      crashPoint('push:before-record-write');
       if (u.oid === undefined) {
         if (current !== undefined) await remote.deleteRef(auth, current.key, current.cid);
+        crashPoint('push:after-record-write');
         return done({ dst: u.dst, record: null });
       }
       const record = recordFor(remote, u, packs);
       const { cid, rev } = await remote.putRef(auth, key, record, current?.cid ?? null);
+      crashPoint('push:after-record-write');
       return done({ dst: u.dst, record: { key, cid, rev, record } });
     } catch (err) {
       if (err instanceof KeyRefused && current === undefined) {
@@ -109,9 +119,21 @@ async function writeOne(job: WriteJob, u: Update): Promise<Written> {
   return { dst: u.dst, error: 'the ref kept changing; try again' };
 }
 
-/** Writes each ref on its own (8 at a time), then HEAD if the repository had none. */
+/**
+ * Writes each ref on its own (8 at a time), then HEAD if the repository had none. A ref whose write
+ * fails for good (the PDS down past the retries) is reported as failed on its own: the others may
+ * have landed, and git must be told exactly which did. Each distinct reason is printed once.
+ */
 export async function writeEach(job: WriteJob): Promise<Written[]> {
-  const outcomes = await mapLimit(job.updates, 8, (u) => writeOne(job, u));
+  const said = new Set<string>();
+  const outcomes = await mapLimit(job.updates, 8, (u) =>
+    writeOne(job, u).catch((err: unknown): Written => {
+      if (!isKnotlessError(err)) throw err;
+      if (!said.has(err.message)) process.stderr.write(`knotless: ${err.message}\n`);
+      said.add(err.message);
+      return { dst: u.dst, error: shortReason(err.message) };
+    }),
+  );
   const { head, remote, auth } = job;
   if (head !== undefined && outcomes.some((o) => o.dst === head && o.error === undefined)) {
     const key = refKey(remote.name, 'HEAD');
@@ -166,7 +188,9 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
     }
     if (writes.length === 0) return updates.map((u) => ({ dst: u.dst }));
     try {
+      crashPoint('push:before-record-write');
       await remote.applyWrites(auth, writes, commit);
+      crashPoint('push:after-record-write');
       // applyWrites does not return the new CIDs: the view forgets these refs and lists next time.
       return updates.map((u) => ({ dst: u.dst }));
     } catch (err) {

@@ -6,7 +6,7 @@ import { planMerge } from '../remote/geometric.ts';
 import type { RemoteRepo } from '../remote/remote-repo.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import { preparePacks } from './push-pack.ts';
-import { writeAtomic, writeEach, type WriteJob } from './push-write.ts';
+import { shortReason, writeAtomic, writeEach, type WriteJob } from './push-write.ts';
 import type { HelperState } from './state.ts';
 
 type Outcome = { dst: string; error?: string; compact?: boolean };
@@ -38,7 +38,7 @@ export async function pushBatch(state: HelperState, lines: string[]): Promise<Pu
     }
     if (!isKnotlessError(err)) throw err;
     process.stderr.write(`knotless: ${err.message}\n`);
-    const short = err.message.split(/[;:]/)[0]!.toLowerCase();
+    const short = shortReason(err.message);
     return specs.map((s): Outcome => ({ dst: s.dst, error: short }));
   });
   return {

@@ -1,7 +1,10 @@
 import crypto from 'node:crypto';
 import type { BlobCache } from '../cache/blob-cache.ts';
+import { crashPoint, type CrashPoint } from '../crash.ts';
+import { DEFAULT_MAX_OBJECT_BYTES } from '../config/env.ts';
 import { KnotlessError } from '../errors.ts';
-import { generalFailure, type XrpcClient } from '../xrpc/client.ts';
+import { checkPackBounds } from '../git/pack-check.ts';
+import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
 import { blobMatchesCid } from './cid.ts';
 import type { BlobRef, PackEntry } from './ref-record.ts';
 
@@ -33,6 +36,7 @@ export async function uploadPack(
   partSize: number,
   onPart: (done: number, total: number) => void,
   cache?: BlobCache,
+  point: CrashPoint = 'push:blob-uploaded',
 ): Promise<BlobRef[]> {
   const parts: Uint8Array[] = [];
   for (let off = 0; off < pack.length; off += partSize) parts.push(pack.subarray(off, off + partSize));
@@ -48,6 +52,7 @@ export async function uploadPack(
     }
     // What we uploaded we have: cache it, so compaction and clones on this machine skip the download.
     cache?.put(res.blob.ref.$link, part);
+    crashPoint(point);
     onPart(++done, parts.length);
     return res.blob;
   });
@@ -71,7 +76,8 @@ export function verifyPack(pack: PackEntry, bytes: Uint8Array): void {
 
 /**
  * The bytes of a pack: inline, or its blobs from the cache or the PDS. Every downloaded blob is
- * checked against its CID (sha-256) before it is cached or used.
+ * checked against its CID (sha-256) before it is cached or used, and the whole pack against its
+ * checksum and for objects inflating past `maxObjectBytes` (pack-check.ts) before git sees it.
  */
 export async function loadPack(
   reader: XrpcClient,
@@ -79,9 +85,11 @@ export async function loadPack(
   pack: PackEntry,
   cache: BlobCache,
   onBytes: (n: number) => void,
+  maxObjectBytes = DEFAULT_MAX_OBJECT_BYTES,
 ): Promise<Buffer> {
   if (pack.inline !== undefined) {
     verifyPack(pack, pack.inline);
+    checkPackBounds(pack.inline, pack.id, maxObjectBytes);
     return Buffer.from(pack.inline);
   }
   const parts = await mapLimit(pack.parts ?? [], 4, async (part) => {
@@ -92,6 +100,13 @@ export async function loadPack(
     try {
       bytes = await reader.queryBytes('com.atproto.sync.getBlob', { did, cid });
     } catch (err) {
+      if (err instanceof XrpcError && /^(BlobNotFound|NotFound|RecordNotFound)$|^HTTP404$/.test(err.error)) {
+        throw new KnotlessError(
+          'corrupt-remote',
+          `A blob of pack ${pack.id} (${cid}) is missing from the PDS, so the repository there is incomplete; nothing was written.`,
+          { cause: err },
+        );
+      }
       throw generalFailure(err, `downloading pack ${pack.id}`);
     }
     if (!blobMatchesCid(bytes, cid)) {
@@ -106,5 +121,6 @@ export async function loadPack(
   });
   const bytes = Buffer.concat(parts);
   verifyPack(pack, bytes);
+  checkPackBounds(bytes, pack.id, maxObjectBytes);
   return bytes;
 }

@@ -33,8 +33,13 @@ export interface RefRecord {
   updatedAt: string;
 }
 
-/** Largest record knotless accepts from a PDS; a bigger one is refused before parsing. */
+/** Largest record knotless accepts from a PDS (its JSON form); a bigger one is refused before parsing. */
 export const MAX_RECORD_BYTES = 1_000_000;
+/** Most packs one ref may list (the lexicon's limit), and most blobs one pack may be split into. */
+export const MAX_PACKS = 1000;
+export const MAX_PARTS = 1000;
+/** The smallest pack there is: a 12-byte header and a 20-byte checksum. */
+const MIN_PACK = 32;
 
 function corrupt(what: string): KnotlessError {
   return new KnotlessError(
@@ -50,6 +55,7 @@ function parseBlobRef(v: unknown): BlobRef {
     b === null ||
     b.$type !== 'blob' ||
     typeof b.ref?.$link !== 'string' ||
+    !/^[a-z0-9]{8,128}$/i.test(b.ref.$link) ||
     typeof b.mimeType !== 'string' ||
     !Number.isSafeInteger(b.size)
   ) {
@@ -62,7 +68,13 @@ function parsePack(v: unknown): PackEntry {
   const p = (typeof v === 'object' && v !== null ? v : {}) as Record<string, unknown>;
   const size = p['size'];
   const count = p['count'];
-  if (!isObjectId(p['id']) || !Number.isSafeInteger(size) || !Number.isSafeInteger(count)) {
+  if (
+    !isObjectId(p['id']) ||
+    !Number.isSafeInteger(size) ||
+    !Number.isSafeInteger(count) ||
+    (size as number) < MIN_PACK ||
+    (count as number) < 0
+  ) {
     throw corrupt('a pack lacks its id, size or count');
   }
   const pack: PackEntry = { id: p['id'], size: size as number, count: count as number };
@@ -72,7 +84,7 @@ function parsePack(v: unknown): PackEntry {
     pack.inline = Buffer.from(inline.$bytes, 'base64');
     if (pack.inline.length !== pack.size)
       throw corrupt(`pack ${pack.id} has ${pack.inline.length} bytes, not ${pack.size}`);
-  } else if (Array.isArray(p['parts']) && p['parts'].length > 0) {
+  } else if (Array.isArray(p['parts']) && p['parts'].length > 0 && p['parts'].length <= MAX_PARTS) {
     pack.parts = p['parts'].map(parseBlobRef);
     if (pack.parts.reduce((n, b) => n + b.size, 0) !== pack.size)
       throw corrupt(`pack ${pack.id}'s parts do not add up`);
@@ -87,6 +99,8 @@ export function parseRefRecord(value: unknown): RefRecord {
   const v = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
   const ref = v['ref'];
   if (typeof ref !== 'string' || typeof v['repo'] !== 'string') throw corrupt('no ref name');
+  if (Array.isArray(v['packs']) && v['packs'].length > MAX_PACKS)
+    throw corrupt(`${ref.slice(0, 100)} lists more than ${MAX_PACKS} packs`);
   const record: RefRecord = {
     repo: v['repo'],
     ref,

@@ -4,7 +4,7 @@ import type { Identity } from '../identity/resolver.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../repo/collections.ts';
 import { listRecords, rkeyOf } from '../repo/list-records.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
-import { parseRefRecord, writeRefRecord, type RefRecord } from './ref-record.ts';
+import { MAX_RECORD_BYTES, parseRefRecord, writeRefRecord, type RefRecord } from './ref-record.ts';
 
 /** A ref record as read: its key, its CID (for compare-and-swap) and its contents. */
 export interface RemoteRef {
@@ -186,7 +186,21 @@ export class RemoteRepo {
 
   #parse(key: string, cid: string, value: unknown): RemoteRef | undefined {
     try {
-      return { key, cid, record: parseRefRecord(value) };
+      // Measured before parsing, so that an oversized record costs no more than its download.
+      const size = JSON.stringify(value)?.length ?? 0;
+      if (size > MAX_RECORD_BYTES)
+        throw new KnotlessError(
+          'corrupt-remote',
+          `The remote holds a ref record of ${size} bytes, over the limit of ${MAX_RECORD_BYTES}; it was ignored.`,
+        );
+      const record = parseRefRecord(value);
+      // A record under this repository's keys that claims another repository is not one of its refs.
+      if (record.repo !== this.name)
+        throw new KnotlessError(
+          'corrupt-remote',
+          `The remote holds an invalid ref record (it names repository "${record.repo.slice(0, 100)}"); it was ignored.`,
+        );
+      return { key, cid, record };
     } catch (err) {
       if (!isKnotlessError(err)) throw err;
       this.#warn(`${err.message.replace(/\.$/, '')} (record ${key})`);

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
+import { crashPoint } from '../crash.ts';
 import { RefView } from '../cache/ref-view.ts';
 import { KnotlessError } from '../errors.ts';
 import { buildPack, parsePackInfo } from '../git/pack.ts';
@@ -160,6 +161,7 @@ export async function commitToBranch(
     };
     const key = current?.key ?? refKey(remote.name, ref);
     try {
+      crashPoint('commit:before-record-write');
       const { cid, rev } = await remote.putRef(env.auth, key, record, current?.cid ?? null);
       const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, rev, record }];
       if (headOf(refs) === undefined) written.push(...(await writeHead(remote, env.auth, ref)));

@@ -1,5 +1,6 @@
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
+import { crashPoint } from '../crash.ts';
 import { KnotlessError } from '../errors.ts';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
 import { planMerge } from '../remote/geometric.ts';
@@ -60,6 +61,7 @@ async function mergePacks(
     await blobUploadLimit(writer, env.cacheDir),
     () => {},
     env.cache,
+    'compact:blob-uploaded',
   );
   return { id: info.id, size: merged.length, count: info.count, parts };
 }
@@ -89,7 +91,9 @@ export async function compactRef(
       const packs = [...list.slice(0, cut), merged, ...base.record.packs.slice(list.length)];
       try {
         const record = { ...base.record, packs, updatedAt: new Date().toISOString() };
+        crashPoint('compact:before-record-write');
         const { cid, rev } = await remote.putRef(env.auth, key, record, base.cid);
+        crashPoint('compact:after-record-write');
         return {
           ref: base.record.ref,
           before: base.record.packs.length,

@@ -1,5 +1,6 @@
 import type { HttpResponse, Transport } from './transport.ts';
 import { KnotlessError } from '../errors.ts';
+import { isRetrySafe, nextWait, serverWaitMs, sleep, type Failure, type RetryPolicy } from './retry.ts';
 
 /** An error response from an XRPC endpoint: the HTTP status and the body's `error` name. */
 export class XrpcError extends Error {
@@ -7,6 +8,8 @@ export class XrpcError extends Error {
   readonly status: number;
   readonly error: string;
   readonly headers: Record<string, string | string[] | undefined>;
+  /** How many times the request was sent before this answer was given up on. */
+  attempts = 1;
 
   constructor(status: number, error: string, message: string, headers: XrpcError['headers'] = {}) {
     super(message);
@@ -39,6 +42,21 @@ export interface XrpcClientOptions {
   transport: Transport;
   authorizer?: Authorizer;
   trace?: boolean;
+  /** Retries of transient faults (see retry.ts); none when absent. */
+  retry?: RetryPolicy;
+}
+
+/** A request that got no usable answer: refused, reset, timed out, or cut mid-body. */
+class NoAnswer extends Error {
+  readonly url: URL;
+  readonly code: string;
+  attempts = 1;
+
+  constructor(url: URL, code: string, cause: unknown) {
+    super(code, { cause });
+    this.url = url;
+    this.code = code;
+  }
 }
 
 /**
@@ -67,13 +85,44 @@ export class XrpcClient {
 
   /** Calls a query whose answer is raw bytes (e.g. com.atproto.sync.getBlob). */
   async queryBytes(nsid: string, params: CallOptions['params']): Promise<Buffer> {
-    return this.#withRenewal(() => this.#send('GET', nsid, { params: params ?? {} }));
+    return this.#withRenewal(() => this.#retrying('GET', nsid, { params: params ?? {} }, false));
   }
 
-  /** Sends one request, renewing credentials once when the server rejects them. */
+  /** Sends one request (retried when safe), renewing credentials once when the server rejects them. */
   async call<T>(method: 'GET' | 'POST', nsid: string, opts: CallOptions): Promise<T> {
-    const body = await this.#withRenewal(() => this.#send(method, nsid, opts));
+    const body = await this.#withRenewal(() => this.#retrying(method, nsid, opts, true));
     return parseJson(body.toString('utf8')) as T;
+  }
+
+  /**
+   * Sends until an answer, retrying transient faults with backoff when the request is safe to
+   * repeat (retry.ts decides which are). Past the bound, the last fault is thrown as one sentence.
+   */
+  async #retrying(method: 'GET' | 'POST', nsid: string, opts: CallOptions, json: boolean): Promise<Buffer> {
+    const policy = this.#opts.retry;
+    const safe = isRetrySafe(method, nsid, opts.body);
+    let waited = 0;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#send(method, nsid, opts, json);
+      } catch (err) {
+        const f = failureOf(err);
+        // A refused connection never carried the request, so even an unsafe one may go again.
+        const again = safe || (err instanceof NoAnswer && err.code === 'ECONNREFUSED');
+        const wait =
+          policy !== undefined && again && f !== undefined ? nextWait(policy, attempt, waited, f) : undefined;
+        if (wait === undefined) {
+          if (err instanceof XrpcError || err instanceof NoAnswer) err.attempts = attempt + 1;
+          throw err instanceof NoAnswer ? unreachable(err) : err;
+        }
+        if (this.#opts.trace)
+          process.stderr.write(
+            `knotless: trace retry ${method} ${nsid} in ${wait}ms (attempt ${attempt + 2})\n`,
+          );
+        await sleep(wait);
+        waited += wait;
+      }
+    }
   }
 
   async #withRenewal<T>(send: () => Promise<T>): Promise<T> {
@@ -88,7 +137,7 @@ export class XrpcClient {
     }
   }
 
-  async #send(method: 'GET' | 'POST', nsid: string, opts: CallOptions): Promise<Buffer> {
+  async #send(method: 'GET' | 'POST', nsid: string, opts: CallOptions, json: boolean): Promise<Buffer> {
     const url = new URL(`${this.service}/xrpc/${nsid}`);
     for (const [k, v] of Object.entries(opts.params ?? {}))
       if (v !== undefined) url.searchParams.set(k, String(v));
@@ -101,17 +150,28 @@ export class XrpcClient {
       body = JSON.stringify(opts.body);
       headers['content-type'] = 'application/json';
     }
-    const started = performance.now();
+    // process.uptime, not performance.now: the performance global loads perf_hooks (a few ms).
+    const started = process.uptime() * 1000;
+    const cpu = this.#opts.trace ? process.cpuUsage() : undefined;
     let res: HttpResponse;
     try {
       res = await this.#opts.transport.request(url, { method, headers, body });
     } catch (err) {
-      this.#trace(method, nsid, 'failed', started);
-      throw unreachable(url, err);
+      this.#trace(method, nsid, 'failed', started, cpu);
+      const c = err as { code?: string; cause?: { code?: string } };
+      throw new NoAnswer(url, c.code ?? c.cause?.code ?? String(err), err);
     }
     const bytes = res.body;
-    this.#trace(method, nsid, String(res.status), started);
-    if (res.status >= 200 && res.status < 300) return bytes;
+    this.#trace(method, nsid, String(res.status), started, cpu);
+    // A connection cut mid-body can look like a short answer: a body shorter than announced is none.
+    const length = Number(res.headers['content-length'] ?? NaN);
+    if (Number.isFinite(length) && length !== bytes.length)
+      throw new NoAnswer(url, 'ETRUNCATED', new Error(`${bytes.length} of ${length} bytes`));
+    if (res.status >= 200 && res.status < 300) {
+      if (json && bytes.length > 0 && parseJson(bytes.toString('utf8')) === undefined)
+        throw new NoAnswer(url, 'EBADANSWER', new Error('the answer is not JSON'));
+      return bytes;
+    }
     const text = bytes.toString('utf8');
     const e = (parseJson(text) ?? {}) as { error?: unknown; message?: unknown };
     throw new XrpcError(
@@ -122,13 +182,15 @@ export class XrpcClient {
     );
   }
 
-  #trace(method: string, nsid: string, outcome: string, started: number): void {
+  #trace(method: string, nsid: string, outcome: string, started: number, cpu?: NodeJS.CpuUsage): void {
     if (!this.#opts.trace) return;
-    const ms = Math.round(performance.now() - started);
+    const ms = Math.round(process.uptime() * 1000 - started);
     // "sent at" is milliseconds since the process started: the first one measures start-up.
     const at = Math.round(started);
+    // CPU time spent by then: unlike the clock, it hardly depends on what else the machine is doing.
+    const spent = cpu === undefined ? '' : `, cpu ${Math.round((cpu.user + cpu.system) / 1000)}ms`;
     process.stderr.write(
-      `knotless: trace ${method} ${this.service} ${nsid} ${outcome} ${ms}ms (sent at ${at}ms)\n`,
+      `knotless: trace ${method} ${this.service} ${nsid} ${outcome} ${ms}ms (sent at ${at}ms${spent})\n`,
     );
   }
 }
@@ -147,19 +209,31 @@ export function isAuthRejection(err: XrpcError): boolean {
   return err.status === 401 || err.error === 'ExpiredToken' || err.error === 'InvalidToken';
 }
 
-function unreachable(url: URL, cause: unknown): KnotlessError {
-  const c = cause as { code?: string; cause?: { code?: string } };
-  const code = c.code ?? c.cause?.code ?? String(cause);
-  if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) {
+/** What retry.ts needs to know of a failed attempt; undefined for failures that are not the PDS's. */
+function failureOf(err: unknown): Failure | undefined {
+  if (err instanceof XrpcError) return { status: err.status, headers: err.headers };
+  if (err instanceof NoAnswer && !isCertificateFault(err.code)) return { status: undefined, headers: {} };
+  return undefined;
+}
+
+function isCertificateFault(code: string): boolean {
+  return /CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code);
+}
+
+function unreachable(err: NoAnswer): KnotlessError {
+  const { url, code } = err;
+  const cause = err.cause;
+  if (isCertificateFault(code)) {
     return new KnotlessError(
       'pds-unreachable',
       `${url.origin} presented a certificate that is not trusted (${code}); if you run that server, name its CA in KNOTLESS_CA_CERTS.`,
       { cause },
     );
   }
+  const tries = err.attempts > 1 ? ` after ${err.attempts} attempts` : '';
   return new KnotlessError(
     'pds-unreachable',
-    `Could not reach ${url.origin} (${code}); check your connection or the server's status, then try again.`,
+    `Could not reach ${url.origin} (${code})${tries}; check your connection or the server's status, then try again.`,
     { cause },
   );
 }
@@ -168,8 +242,8 @@ function unreachable(url: URL, cause: unknown): KnotlessError {
 export function generalFailure(err: unknown, what: string): unknown {
   if (!(err instanceof XrpcError)) return err;
   if (err.status === 429) {
-    const reset = Number(err.headers['ratelimit-reset']);
-    const when = Number.isFinite(reset) && reset > 0 ? ` until ${new Date(reset * 1000).toISOString()}` : '';
+    const wait = serverWaitMs({ status: err.status, headers: err.headers });
+    const when = wait === undefined ? '' : ` until ${new Date(Date.now() + wait).toISOString()}`;
     return new KnotlessError('rate-limited', `The PDS is rate-limiting ${what}${when}; wait and try again.`, {
       cause: err,
     });
@@ -182,6 +256,14 @@ export function generalFailure(err: unknown, what: string): unknown {
     return new KnotlessError(
       'permission-denied',
       `The PDS refused ${what} (${err.message}); you can only write to your own account.`,
+      { cause: err },
+    );
+  }
+  if (err.status >= 500) {
+    const tries = err.attempts > 1 ? ` ${err.attempts} times` : '';
+    return new KnotlessError(
+      'pds-error',
+      `The PDS failed ${what}${tries} (HTTP ${err.status} ${err.error}); it may be down, try again later.`,
       { cause: err },
     );
   }

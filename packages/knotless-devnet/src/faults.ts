@@ -1,0 +1,133 @@
+import type http from 'node:http';
+
+/** What the proxy does instead of (or to) one request. */
+export type Fault =
+  /** Close the client's connection without an answer. */
+  | { kind: 'drop' }
+  /** Wait, then forward as usual. */
+  | { kind: 'delay'; ms: number }
+  /** Answer with this status (5xx by default) and an XRPC error body; nothing is forwarded. */
+  | { kind: 'status'; status: number; error?: string; headers?: Record<string, string> }
+  /** Answer 429 with `Retry-After: seconds` and the ratelimit headers the PDS sends; nothing is forwarded. */
+  | { kind: 'rate-limit'; retryAfter: number }
+  /** Forward, then send the answer's headers and only its first `bytes` bytes, and cut the connection. */
+  | { kind: 'cut'; bytes: number }
+  /** Answer 200 with these bytes, as a hostile or broken PDS would; nothing is forwarded. */
+  | { kind: 'replace'; body: Uint8Array; contentType?: string };
+
+/** A scripted fault: which requests it hits, and what happens to them. */
+export interface FaultRule {
+  /** The XRPC method to match (any when absent). */
+  nsid?: string;
+  /** The HTTP method to match (any when absent). */
+  method?: string;
+  /** Hit the n-th matching request (1-based) and the `times - 1` after it; default 1. */
+  nth?: number;
+  /** How many matching requests to hit from the n-th on; default 1, Infinity for all. */
+  times?: number;
+  fault: Fault;
+}
+
+/** A rule and how many matching requests it has seen. */
+interface Armed {
+  rule: FaultRule;
+  seen: number;
+}
+
+/** A record of a fault that fired, for assertions. */
+export interface FiredFault {
+  nsid: string | undefined;
+  kind: Fault['kind'];
+}
+
+/** The faults scripted on one proxy: matches requests to rules, in the order the rules were added. */
+export class FaultScript {
+  readonly #armed: Armed[] = [];
+  readonly fired: FiredFault[] = [];
+
+  add(rule: FaultRule): void {
+    this.#armed.push({ rule, seen: 0 });
+  }
+
+  clear(): void {
+    this.#armed.length = 0;
+    this.fired.length = 0;
+  }
+
+  /** The fault for this request, if a rule hits it; every matching rule counts the request. */
+  pick(method: string, nsid: string | undefined): Fault | undefined {
+    let hit: Fault | undefined;
+    for (const a of this.#armed) {
+      const r = a.rule;
+      if ((r.nsid !== undefined && r.nsid !== nsid) || (r.method !== undefined && r.method !== method))
+        continue;
+      const n = ++a.seen;
+      const first = r.nth ?? 1;
+      if (hit === undefined && n >= first && n < first + (r.times ?? 1)) hit = r.fault;
+    }
+    if (hit !== undefined) this.fired.push({ nsid, kind: hit.kind });
+    return hit;
+  }
+}
+
+/** Answers a request with a fault that needs no upstream; returns the status sent (0: none). */
+export function answerFault(
+  fault: Fault,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+): number | undefined {
+  const json = (status: number, body: object, headers: Record<string, string> = {}) => {
+    req.resume();
+    res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+    return status;
+  };
+  switch (fault.kind) {
+    case 'drop':
+      req.socket.destroy();
+      return 0;
+    case 'status':
+      return json(
+        fault.status,
+        { error: fault.error ?? 'InternalServerError', message: 'injected fault' },
+        fault.headers,
+      );
+    case 'rate-limit': {
+      const reset = Math.ceil(Date.now() / 1000 + fault.retryAfter);
+      return json(
+        429,
+        { error: 'RateLimitExceeded', message: 'Rate Limit Exceeded' },
+        {
+          'retry-after': String(fault.retryAfter),
+          'ratelimit-limit': '100',
+          'ratelimit-remaining': '0',
+          'ratelimit-reset': String(reset),
+        },
+      );
+    }
+    case 'replace':
+      req.resume();
+      res
+        .writeHead(200, {
+          'content-type': fault.contentType ?? 'application/octet-stream',
+          'content-length': String(fault.body.length),
+        })
+        .end(fault.body);
+      return 200;
+    default:
+      return undefined;
+  }
+}
+
+/** Sends an upstream answer's headers and its first `bytes` bytes, then cuts the connection. */
+export function cutAnswer(up: http.IncomingMessage, res: http.ServerResponse, bytes: number): void {
+  const chunks: Buffer[] = [];
+  up.on('data', (c: Buffer) => chunks.push(c));
+  up.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const headers = { ...up.headers, 'content-length': String(body.length) };
+    delete headers['transfer-encoding'];
+    delete headers['connection'];
+    res.writeHead(up.statusCode ?? 200, headers);
+    res.write(body.subarray(0, Math.min(bytes, Math.max(0, body.length - 1))), () => res.socket?.destroy());
+  });
+}
