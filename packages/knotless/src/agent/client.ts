@@ -1,13 +1,8 @@
 import fs from 'node:fs';
-import type * as Http from 'node:http';
-import { createRequire } from 'node:module';
 import type { RemoteRef } from '../remote/remote-repo.ts';
+import { Http1Pool } from '../xrpc/http1.ts';
 import type { HttpRequest, HttpResponse, Transport } from '../xrpc/transport.ts';
 import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
-
-// Loaded with require() for start-up time; see xrpc/transport.ts.
-const require = createRequire(import.meta.url);
-const http = require('node:http') as typeof Http;
 
 /**
  * Talks to a running warm agent over its Unix socket: forwards requests (the agent's connections
@@ -16,12 +11,11 @@ const http = require('node:http') as typeof Http;
  */
 export class AgentClient {
   readonly #socket: string;
-  readonly #agent: Http.Agent;
+  readonly #pool = new Http1Pool();
   #alive = true;
 
   constructor(socket: string) {
     this.#socket = socket;
-    this.#agent = new http.Agent({ keepAlive: true });
   }
 
   /** An agent client when the socket exists (and KNOTLESS_AGENT is not 0), else undefined. */
@@ -36,28 +30,15 @@ export class AgentClient {
   }
 
   #call(path: string, init: HttpRequest): Promise<HttpResponse> {
-    return new Promise((resolve, reject) => {
-      const req = http.request({
-        socketPath: this.#socket,
-        path,
-        method: init.method,
-        headers: init.headers,
-        agent: this.#agent,
-      });
-      req.on('error', (err: NodeJS.ErrnoException) => {
+    return this.#pool
+      .request(
+        { kind: 'unix', path: this.#socket },
+        { ...init, target: path, headers: { host: 'agent', ...init.headers } },
+      )
+      .catch((err: NodeJS.ErrnoException) => {
         if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') this.#alive = false;
-        reject(err);
+        throw err;
       });
-      req.on('response', (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
-        );
-        res.on('error', reject);
-      });
-      req.end(init.body ?? undefined);
-    });
   }
 
   /** A transport that sends through the agent, and directly once the agent has gone away. */
@@ -76,7 +57,7 @@ export class AgentClient {
         }
       },
       close: () => {
-        this.#agent.destroy();
+        this.#pool.close();
         direct.close();
       },
     };

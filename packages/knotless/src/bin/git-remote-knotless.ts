@@ -2,4 +2,4 @@
 import { helperMain } from '../helper/main.ts';
 
 // Exit explicitly: git may keep our stdin open after a failure, which would keep the process alive.
-process.exit(await helperMain(process.argv.slice(2)));
+void helperMain(process.argv.slice(2)).then((code) => process.exit(code));

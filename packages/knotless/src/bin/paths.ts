@@ -23,6 +23,6 @@ export const BIN_SCRIPTS: Record<string, string> = {
   knotless: path.join(root, built ? 'dist/knotless.js' : 'src/bin/knotless.ts'),
   'git-remote-knotless': path.join(
     root,
-    built ? 'dist/git-remote-knotless.js' : 'src/bin/git-remote-knotless.ts',
+    built ? 'dist/git-remote-knotless.cjs' : 'src/bin/git-remote-knotless.ts',
   ),
 };

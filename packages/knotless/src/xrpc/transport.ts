@@ -1,19 +1,12 @@
 import fs from 'node:fs';
-import type * as Http from 'node:http';
-import type * as Https from 'node:https';
-import type * as Tls from 'node:tls';
-import { createRequire } from 'node:module';
 import type { Config } from '../config/env.ts';
-
-// Loaded with require(): an ES import of node:http builds its whole namespace, whose lazy getters
-// (WebSocket and friends) load Node's bundled undici — about 30 ms of every git command's start-up.
-const require = createRequire(import.meta.url);
-const http = require('node:http') as typeof Http;
+import type { ResponseHeaders } from './http1-codec.ts';
+import { Http1Pool } from './http1.ts';
 
 /** A finished HTTP exchange. */
 export interface HttpResponse {
   status: number;
-  headers: Http.IncomingHttpHeaders;
+  headers: ResponseHeaders;
   body: Buffer;
 }
 
@@ -30,55 +23,48 @@ export interface Transport {
   close(): void;
 }
 
-/** Milliseconds to wait for a connection, then for each stretch of silence. */
-const TIMEOUT_MS = 30_000;
-
 /**
- * node:http and node:https with keep-alive agents, so consecutive requests to a PDS share one
- * connection (each new connection costs round trips). Written on the built-in client rather than
- * undici because it is already in the Node binary: a git command starts about 100 ms sooner.
+ * Keep-alive connections, so consecutive requests to a PDS share one connection (each new one costs
+ * round trips), on the small HTTP/1.1 client in http1.ts (why not node:http: see there).
  */
 function createTransport(config: Pick<Config, 'caCerts'>): Transport {
   const ca =
     config.caCerts === undefined
       ? undefined
-      : [...(require('node:tls') as typeof Tls).rootCertificates, fs.readFileSync(config.caCerts, 'utf8')];
-  // https (and TLS) load on the first https request: a dev network on http never pays for them.
-  let https: typeof Https | undefined;
-  let httpsAgent: Https.Agent | undefined;
-  const httpAgent = new http.Agent({ keepAlive: true });
+      : [...process.getBuiltinModule('node:tls').rootCertificates, fs.readFileSync(config.caCerts, 'utf8')];
+  const pool = new Http1Pool(ca);
   return {
     request(url, init) {
       const secure = url.protocol === 'https:';
       if (!secure && url.protocol !== 'http:')
         return Promise.reject(new Error(`unsupported protocol ${url.protocol}`));
-      return new Promise((resolve, reject) => {
-        if (secure) {
-          https ??= require('node:https') as typeof Https;
-          httpsAgent ??= new https.Agent({ keepAlive: true, ...(ca === undefined ? {} : { ca }) });
-        }
-        const options = { method: init.method, headers: init.headers, timeout: TIMEOUT_MS };
-        const req = secure
-          ? https!.request(url, { ...options, agent: httpsAgent! })
-          : http.request(url, { ...options, agent: httpAgent });
-        req.on('timeout', () => req.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })));
-        req.on('error', reject);
-        req.on('response', (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('error', reject);
-          res.on('end', () =>
-            resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
-          );
+      const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+      const port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
+      const req = {
+        method: init.method,
+        target: `${url.pathname}${url.search}`,
+        headers: { host: url.host, ...init.headers },
+        body: init.body,
+      };
+      if (!isLocalhost(host)) return pool.request({ kind: 'tcp', host, port, secure }, req);
+      // localhost is loopback by definition (RFC 6761), and resolved here as curl does: asking the
+      // resolver first costs the helper's start-up ~8 ms, most of it Node compiling its IPv6 regex.
+      return pool
+        .request({ kind: 'tcp', host, port, secure, address: '127.0.0.1' }, req)
+        .catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'ECONNREFUSED') throw err;
+          return pool.request({ kind: 'tcp', host, port, secure, address: '::1' }, req);
         });
-        req.end(init.body ?? undefined);
-      });
     },
     close() {
-      httpAgent.destroy();
-      httpsAgent?.destroy();
+      pool.close();
     },
   };
+}
+
+function isLocalhost(host: string): boolean {
+  const h = host.toLowerCase().replace(/\.$/, '');
+  return h === 'localhost' || h.endsWith('.localhost');
 }
 
 let shared: Transport | undefined;
@@ -102,14 +88,14 @@ export function closeTransport(): void {
 export function fetchOver(transport: Transport): typeof globalThis.fetch {
   return async (input: string | URL | Request, init?: RequestInit) => {
     const url = new URL(input instanceof Request ? input.url : input);
-    const headers = Object.fromEntries(new Headers(init?.headers).entries());
+    const headers: Record<string, string> = {};
+    new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
     const body =
       typeof init?.body === 'string' ? init.body : init?.body instanceof Uint8Array ? init.body : null;
     const res = await transport.request(url, { method: init?.method ?? 'GET', headers, body });
     const out = new Headers();
-    for (const [k, v] of Object.entries(res.headers))
-      if (v !== undefined) out.set(k, Array.isArray(v) ? v.join(', ') : v);
-    return new Response(res.status === 204 || res.status === 304 ? null : res.body, {
+    for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, v);
+    return new Response(res.status === 204 || res.status === 304 ? null : new Uint8Array(res.body), {
       status: res.status,
       headers: out,
     });
