@@ -122,15 +122,16 @@ async function writeOne(job: WriteJob, u: Update): Promise<Written> {
 /**
  * Writes each ref on its own (8 at a time), then HEAD if the repository had none. A ref whose write
  * fails for good (the PDS down past the retries) is reported as failed on its own: the others may
- * have landed, and git must be told exactly which did. Each distinct reason is printed once.
+ * have landed, and git must be told exactly which did. Each kind of failure is printed once.
  */
 export async function writeEach(job: WriteJob): Promise<Written[]> {
   const said = new Set<string>();
   const outcomes = await mapLimit(job.updates, 8, (u) =>
     writeOne(job, u).catch((err: unknown): Written => {
       if (!isKnotlessError(err)) throw err;
-      if (!said.has(err.message)) process.stderr.write(`knotless: ${err.message}\n`);
-      said.add(err.message);
+      // One sentence per kind of failure: the refs it hit are git's lines to print.
+      if (!said.has(err.code)) process.stderr.write(`knotless: ${err.message}\n`);
+      said.add(err.code);
       return { dst: u.dst, error: shortReason(err.message) };
     }),
   );

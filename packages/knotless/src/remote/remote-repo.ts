@@ -127,7 +127,7 @@ export class RemoteRepo {
       );
       return { cid: res.cid, rev: res.commit?.rev ?? '' };
     } catch (err) {
-      throw writeFailure(err, `updating ${record.ref}`);
+      throw writeFailure(err, `writing the refs of ${this.label}`, record.ref);
     }
   }
 
@@ -141,7 +141,7 @@ export class RemoteRepo {
         swapRecord: swap,
       });
     } catch (err) {
-      throw writeFailure(err, 'deleting a ref');
+      throw writeFailure(err, `writing the refs of ${this.label}`);
     }
   }
 
@@ -175,7 +175,7 @@ export class RemoteRepo {
         ),
       });
     } catch (err) {
-      throw writeFailure(err, 'the atomic update');
+      throw writeFailure(err, `the atomic update of ${this.label}`);
     }
   }
 
@@ -209,13 +209,17 @@ export class RemoteRepo {
   }
 }
 
-function writeFailure(err: unknown, what: string): unknown {
+/**
+ * A write's failure as the user should read it. `what` names no single ref, so that a push whose
+ * refs all fail for one reason prints one sentence (git's own lines say which refs failed).
+ */
+function writeFailure(err: unknown, what: string, ref?: string): unknown {
   if (err instanceof XrpcError && (err.error === 'InvalidSwap' || /swap/i.test(err.message))) {
     return new SwapConflict(err.message);
   }
   if (err instanceof XrpcError && /slur|record key/i.test(err.message)) return new KeyRefused(err.message);
   if (err instanceof XrpcError && err.status === 413) {
-    return new KnotlessError('too-large', `The PDS refused ${what} as too large (${err.message}).`, {
+    return new KnotlessError('too-large', `The PDS refused ${ref ?? what} as too large (${err.message}).`, {
       cause: err,
     });
   }

@@ -1,0 +1,160 @@
+// PDS faults scripted on the proxy: what is safe to repeat is retried with backoff (Retry-After
+// honoured), what is not fails at once, and past the bound git is told which refs failed.
+import path from 'node:path';
+import type { FaultRule } from 'knotless-devnet';
+import { commitFiles, newRepo } from '../helpers/git.ts';
+import { freshCloneCheck, lastLine, noise, type FaultCase } from './checks.ts';
+import type { FaultEnv } from './env.ts';
+
+const LIST = 'com.atproto.repo.listRecords';
+const PUT = 'com.atproto.repo.putRecord';
+const BLOB = 'com.atproto.sync.getBlob';
+const UPLOAD = 'com.atproto.repo.uploadBlob';
+
+/** A repository with one pushed commit and a second one ready to push. */
+async function ready(
+  env: FaultEnv,
+  big = false,
+): Promise<{ url: string; name: string; dir: string; next: string }> {
+  const { url, name } = await env.repo('pds');
+  const dir = await newRepo(env.alice, url);
+  await commitFiles(env.alice, dir, { 'a.txt': 'one\n' }, 'one');
+  await env.alice.ok(dir, 'push', '-q', 'origin', 'main');
+  const files = big ? { 'big.bin': noise(40_000, 3) } : { 'a.txt': 'two\n' };
+  const next = await commitFiles(env.alice, dir, files, 'two');
+  return { url, name, dir, next };
+}
+
+/** Pushes `next` under `rule`; reports the push, how often the fault fired, and the remote's state. */
+function pushUnder(name: string, rule: FaultRule, opts: { big?: boolean; minMs?: number } = {}): FaultCase {
+  const fired = rule.times === undefined ? 1 : rule.times;
+  return {
+    group: 'pds',
+    name,
+    expected: `push ok; fault fired ${fired}x; remote at the new commit; fsck clean`,
+    async run(env) {
+      const { url, dir, next } = await ready(env, opts.big);
+      env.proxy.inject(rule);
+      const started = Date.now();
+      const res = await env.alice.git(dir, 'push', '-q', 'origin', 'main');
+      const ms = Date.now() - started;
+      const facts = [res.code === 0 ? 'push ok' : `push failed: ${lastLine(res.stderr)}`];
+      facts.push(`fault fired ${env.proxy.faultsFired.length}x`);
+      if (opts.minMs !== undefined && ms < opts.minMs) facts.push(`did not wait (${ms} ms)`);
+      env.proxy.clearFaults();
+      const check = await freshCloneCheck(env, url);
+      const tip = (await env.alice.git(check.dir, 'rev-parse', 'refs/heads/main')).stdout.trim();
+      facts.push(tip === next ? 'remote at the new commit' : `remote at ${tip}`);
+      facts.push(check.verdict);
+      return facts.join('; ');
+    },
+  };
+}
+
+/** Clones a repository whose pack is in blobs, with a fresh cache, under `rule`. */
+function cloneUnder(name: string, rule: FaultRule): FaultCase {
+  return {
+    group: 'pds',
+    name,
+    expected: `clone ok; fault fired ${rule.times ?? 1}x; fsck clean`,
+    async run(env) {
+      const { url, dir } = await ready(env, true);
+      await env.alice.ok(dir, 'push', '-q', 'origin', 'main');
+      env.proxy.inject(rule);
+      const out = env.alice.dir();
+      const res = await env.withEnv({ KNOTLESS_CACHE_DIR: path.join(out, 'cache') }, () =>
+        env.alice.git(out, 'clone', '-q', url, 'c'),
+      );
+      const facts = [res.code === 0 ? 'clone ok' : `clone failed: ${lastLine(res.stderr)}`];
+      facts.push(`fault fired ${env.proxy.faultsFired.length}x`);
+      const fsck = await env.alice.git(path.join(out, 'c'), 'fsck', '--full');
+      facts.push(fsck.code === 0 ? 'fsck clean' : `fsck: ${lastLine(fsck.stderr)}`);
+      return facts.join('; ');
+    },
+  };
+}
+
+/** A push that must fail past the bound: one clear sentence, and every ref reported failed to git. */
+function pushFailing(name: string, rule: FaultRule, sentence: RegExp, maxMs: number): FaultCase {
+  return {
+    group: 'pds',
+    name,
+    expected: 'push failed; one clear sentence; git told 2 refs failed; remote unchanged',
+    async run(env) {
+      const { url, dir } = await ready(env);
+      const before = (await env.alice.ok(dir, 'ls-remote', url, 'refs/heads/main')).split('\t')[0];
+      env.proxy.inject(rule);
+      const started = Date.now();
+      const res = await env.alice.git(dir, 'push', 'origin', 'main', 'main:refs/heads/side');
+      const ms = Date.now() - started;
+      env.proxy.clearFaults();
+      const facts = [res.code !== 0 ? 'push failed' : 'push ok'];
+      const ours = res.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
+      facts.push(
+        ours.length === 1 && sentence.test(ours[0]!) && ms < maxMs
+          ? 'one clear sentence'
+          : `said ${JSON.stringify(ours)} in ${ms} ms`,
+      );
+      facts.push(`git told ${(res.stderr.match(/\[remote rejected\]/g) ?? []).length} refs failed`);
+      const after = (await env.alice.ok(dir, 'ls-remote', url, 'refs/heads/main')).split('\t')[0];
+      facts.push(after === before ? 'remote unchanged' : 'remote changed');
+      return facts.join('; ');
+    },
+  };
+}
+
+/** Every PDS-fault case. */
+export const PDS_CASES: FaultCase[] = [
+  pushUnder('listRecords answers 503 twice', {
+    nsid: LIST,
+    times: 2,
+    fault: { kind: 'status', status: 503 },
+  }),
+  pushUnder('listRecords connection dropped', { nsid: LIST, fault: { kind: 'drop' } }),
+  pushUnder('listRecords answer cut mid-body', { nsid: LIST, fault: { kind: 'cut', bytes: 40 } }),
+  pushUnder('listRecords delayed 400 ms', { nsid: LIST, fault: { kind: 'delay', ms: 400 } }, { minMs: 400 }),
+  pushUnder(
+    'listRecords 429 with Retry-After: 1',
+    { nsid: LIST, fault: { kind: 'rate-limit', retryAfter: 1 } },
+    { minMs: 1000 },
+  ),
+  pushUnder('putRecord answers 503 (compare-and-swap: retried)', {
+    nsid: PUT,
+    fault: { kind: 'status', status: 503 },
+  }),
+  pushUnder('putRecord lands but its answer is cut', { nsid: PUT, fault: { kind: 'cut', bytes: 10 } }),
+  pushUnder(
+    'uploadBlob answers 500',
+    { nsid: UPLOAD, fault: { kind: 'status', status: 500 } },
+    { big: true },
+  ),
+  cloneUnder('getBlob connection dropped twice', { nsid: BLOB, times: 2, fault: { kind: 'drop' } }),
+  cloneUnder('getBlob answer cut mid-body', { nsid: BLOB, fault: { kind: 'cut', bytes: 1000 } }),
+  pushFailing(
+    'putRecord answers 503 past the retry bound',
+    { nsid: PUT, times: Infinity, fault: { kind: 'status', status: 503 } },
+    /^knotless: The PDS failed writing the refs of alice\.test\/pds-\d+ 5 times \(HTTP 503 \w+\); it may be down, try again later\.$/,
+    10_000,
+  ),
+  pushFailing(
+    'putRecord 429 with Retry-After beyond the wait budget',
+    { nsid: PUT, times: Infinity, fault: { kind: 'rate-limit', retryAfter: 3600 } },
+    /^knotless: The PDS is rate-limiting writing the refs of alice\.test\/pds-\d+ until \S+; wait and try again\.$/,
+    3_000,
+  ),
+  {
+    group: 'pds',
+    name: 'a write without compare-and-swap is not repeated',
+    expected: 'delete failed (exit 9); deleteRecord sent once; repository still there',
+    async run(env) {
+      const { name } = await env.repo('pds-delete');
+      env.proxy.inject({ nsid: 'com.atproto.repo.deleteRecord', fault: { kind: 'status', status: 503 } });
+      env.proxy.reset();
+      const res = await env.alice.knotless('repo', 'delete', name, '--yes');
+      const sent = env.proxy.count('com.atproto.repo.deleteRecord');
+      env.proxy.clearFaults();
+      const still = (await env.alice.knotless('repo', 'info', name)).code === 0;
+      return `delete failed (exit ${res.code}); deleteRecord sent ${sent === 1 ? 'once' : `${sent} times`}; repository ${still ? 'still there' : 'gone'}`;
+    },
+  },
+];
