@@ -36,7 +36,7 @@ await build({
 // lazily where it is imported dynamically.
 await build({
   entryPoints: [path.join(pkg, 'src', 'bin', 'git-remote-knotless.ts')],
-  outfile: path.join(next, 'git-remote-knotless.cjs'),
+  outfile: path.join(next, 'git-remote-knotless-main.cjs'),
   bundle: true,
   format: 'cjs',
   platform: 'node',
@@ -47,6 +47,17 @@ await build({
   banner: { js: "const __knotlessUrl = require('node:url').pathToFileURL(__filename).href;" },
   logLevel: 'warning',
 });
+
+// Node's compile cache keeps V8's code for the bundle between runs (as npm does for itself), so most
+// commands skip parsing and compiling it: about 6% fewer instructions before the first request. It
+// lives in the user's own knotless cache (as config/env.ts finds it), not in a /tmp shared by all.
+const stub = `#!/usr/bin/env node
+const { env } = process;
+const cache = env.KNOTLESS_CACHE_DIR || \`\${env.XDG_CACHE_HOME || \`\${env.HOME}/.cache\`}/knotless\`;
+if (env.HOME || env.KNOTLESS_CACHE_DIR) require('node:module').enableCompileCache?.(\`\${cache}/v8\`);
+require('./git-remote-knotless-main.cjs');
+`;
+fs.writeFileSync(path.join(next, 'git-remote-knotless.cjs'), stub, { mode: 0o755 });
 
 const old = `${dist}.old-${process.pid}`;
 if (fs.existsSync(dist)) fs.renameSync(dist, old);

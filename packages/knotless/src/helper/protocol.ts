@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+
 /**
  * Reads git's commands line by line. stdout belongs to git: only protocol answers are written
  * there, through {@link answer}.
@@ -57,7 +59,18 @@ export class CommandReader {
   }
 }
 
-/** Writes protocol lines to git. */
+/**
+ * Writes protocol lines to git, synchronously: git waits for each answer before its next command,
+ * and setting up process.stdout as a stream costs every git command a few milliseconds.
+ */
 export function answer(lines: string[]): void {
-  process.stdout.write(lines.map((l) => l + '\n').join(''));
+  const data = Buffer.from(lines.map((l) => l + '\n').join(''));
+  for (let done = 0; done < data.length;) {
+    try {
+      done += fs.writeSync(1, data, done);
+    } catch (err) {
+      // A non-blocking pipe that git has not drained yet: try again.
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+    }
+  }
 }
