@@ -52,7 +52,7 @@ function wrap(text: string, width: number): string[] {
   return [...lines, line];
 }
 
-const widths = [8, 52, 44, 44];
+const widths = [9, 50, 44, 44];
 const cell = (cols: string[][], i: number) => cols.map((c, j) => (c[i] ?? '').padEnd(widths[j]!)).join(' │ ');
 const rule = widths.map((w) => '─'.repeat(w)).join('─┼─');
 const out: string[] = [cell([['group'], ['case'], ['expected'], ['observed']], 0), rule];
@@ -64,7 +64,7 @@ for (const r of rows) {
     [`${pass ? '✔' : '✖'} ${r.group}`],
     wrap(r.name, widths[1]!),
     wrap(r.expected, widths[2]!),
-    wrap(pass ? '= expected' : r.observed, widths[3]!),
+    wrap(r.observed, widths[3]!),
   ];
   const height = Math.max(...cols.map((c) => c.length));
   for (let i = 0; i < height; i++) out.push(cell(cols, i));

@@ -20,8 +20,17 @@ export function parseKnotlessUrl(url: string): KnotlessUrl {
     );
   const m = /^knotless:\/\/([^/]+)\/([^/]+?)(?:\.git)?\/?$/.exec(url);
   if (m === null) throw bad('expected knotless://owner/repo');
-  const owner = decodeURIComponent(m[1]!).replace(/^@/, '');
-  if (!/^(did:[a-z]+:[A-Za-z0-9._:%-]+|[A-Za-z0-9.-]+)$/.test(owner))
+  // decodeURIComponent throws on a malformed escape (%E0): that is a bad URL, not a crash.
+  const decode = (part: string) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      throw bad(`"${part}" has a malformed %-escape`);
+    }
+  };
+  const owner = decode(m[1]!).replace(/^@/, '');
+  // A handle is dot-separated labels (no empty ones, so never ".."); a DID keeps its own syntax.
+  if (!/^(did:[a-z]+:[A-Za-z0-9._:%-]+|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*)$/.test(owner))
     throw bad(`"${owner}" is not a handle or DID`);
-  return { owner, repo: checkRepoName(decodeURIComponent(m[2]!)) };
+  return { owner, repo: checkRepoName(decode(m[2]!)) };
 }

@@ -78,9 +78,10 @@ function parsePack(v: unknown): PackEntry {
     throw corrupt('a pack lacks its id, size or count');
   }
   const pack: PackEntry = { id: p['id'], size: size as number, count: count as number };
-  const inline = p['inline'] as { $bytes?: unknown } | undefined;
+  const inline = p['inline'] as { $bytes?: unknown } | null | undefined;
   if (inline !== undefined) {
-    if (typeof inline.$bytes !== 'string') throw corrupt('inline pack bytes are not bytes');
+    if (typeof inline !== 'object' || inline === null || typeof inline.$bytes !== 'string')
+      throw corrupt('inline pack bytes are not bytes');
     pack.inline = Buffer.from(inline.$bytes, 'base64');
     if (pack.inline.length !== pack.size)
       throw corrupt(`pack ${pack.id} has ${pack.inline.length} bytes, not ${pack.size}`);

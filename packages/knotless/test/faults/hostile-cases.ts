@@ -182,7 +182,7 @@ export const HOSTILE_CASES: FaultCase[] = [
     group: 'hostile',
     name: 'ref names escaping refs/, a bad HEAD, a record of another repository',
     expected:
-      'clone ok; 6 records refused with a warning; only refs/heads/main; nothing outside the repository',
+      'clone ok; 7 records refused with a warning; only refs/heads/main; nothing outside the repository',
     async run(env) {
       const { name, url, packs, tip } = await pushedRepo(env, 'hostile-names');
       for (const ref of [
