@@ -71,6 +71,8 @@ export function checkPackBounds(pack: Uint8Array, id: string, maxObjectBytes: nu
       out = zlib.inflateSync(buf.subarray(off, end), {
         info: true,
         maxOutputLength: Math.max(1, size),
+        // One output chunk the size the object declares: no growing and joining of 16 KiB chunks.
+        chunkSize: Math.min(Math.max(size + 1, 64), 64 * 1024 * 1024),
       }) as unknown as { buffer: Buffer; engine: zlib.Inflate };
     } catch {
       throw refuse(id, `object ${n} is damaged or larger than it says`);
