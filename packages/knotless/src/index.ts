@@ -5,3 +5,29 @@ export { login, activeSession } from './auth/login.ts';
 export { IdentityResolver, type Identity } from './identity/resolver.ts';
 export { RepoRecords } from './repo/records.ts';
 export { checkRepoName, isValidRepoName, parseRepoSpec } from './repo/name.ts';
+// For the appview (knotless-serve): reading records and verifying packs exactly as the helper does.
+export { REPO_COLLECTION, REF_COLLECTION, refKeyPrefix } from './repo/collections.ts';
+export {
+  parseRefRecord,
+  unionPacks,
+  MAX_RECORD_BYTES,
+  type RefRecord,
+  type PackEntry,
+  type BlobRef,
+} from './remote/ref-record.ts';
+export { loadPack, verifyPack, mapLimit } from './remote/packs.ts';
+export { blobMatchesCid } from './remote/cid.ts';
+export { BlobCache } from './cache/blob-cache.ts';
+export { IndexedPacks } from './cache/indexed-packs.ts';
+export { indexPack, parsePackInfo } from './git/pack.ts';
+export { runGit, gitText, GitError } from './git/run.ts';
+export { isValidRefName, isObjectId } from './git/refname.ts';
+export { XrpcClient, XrpcError } from './xrpc/client.ts';
+export {
+  fetchOver,
+  transportFor,
+  type Transport,
+  type HttpRequest,
+  type HttpResponse,
+} from './xrpc/transport.ts';
+export { listRecords, rkeyOf, type ListedRecord } from './repo/list-records.ts';

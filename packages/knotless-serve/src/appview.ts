@@ -1,0 +1,95 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { ServeConfig } from './config.ts';
+import { Index } from './db/index-store.ts';
+import { openDatabase } from './db/open.ts';
+import { backfillAccount, listPdsAccounts } from './ingest/backfill.ts';
+import { follow, type Subscription } from './ingest/firehose.ts';
+import { Identities } from './ingest/identities.ts';
+import { guardedTransport } from './mirror/guard.ts';
+import { Mirror } from './mirror/mirror.ts';
+import { handleRequest } from './web/server.ts';
+import type { Site } from './web/site.ts';
+
+/** A running appview. */
+export interface Appview {
+  /** Where it listens, e.g. http://127.0.0.1:2583. */
+  url: string;
+  index: Index;
+  mirror: Mirror;
+  /** Settles when every mirror sync asked for so far has finished. */
+  idle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the appview: opens (and migrates) the index, listens for HTTP, follows the event streams
+ * from their saved cursors, then backfills the accounts it was given and catches mirrors up.
+ */
+export async function startAppview(
+  config: ServeConfig,
+  log: (line: string) => void = (l) => process.stderr.write(`knotless-serve: ${l}\n`),
+): Promise<Appview> {
+  const { db, engine } = await openDatabase(config.database);
+  const index = new Index(db, engine);
+  const identities = await Identities.create(index, config.dev, config.plcUrl);
+  const mirror = new Mirror(config, index, identities, log);
+  const server = http.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  const site: Site = { index, mirror, publicUrl: (config.publicUrl ?? url).replace(/\/+$/, ''), log };
+  server.on('request', (req, res) => handleRequest(site, req, res));
+
+  const hooks = { changed: (did: string, repo: string) => void mirror.schedule(did, repo), log };
+  const subs: Subscription[] = [];
+  for (const service of config.firehoses) subs.push(await follow(service, index, identities, hooks));
+
+  // Backfill in the background: the streams already run, and rows carry revisions, so order is free.
+  const transport = guardedTransport(config.dev);
+  const backfill = (async () => {
+    const dids = new Set(config.backfillDids);
+    for (const pds of config.backfillPdses) {
+      try {
+        for (const did of await listPdsAccounts(pds, transport)) dids.add(did);
+      } catch (err) {
+        log(`listing accounts of ${pds}: ${String(err)}`);
+      }
+    }
+    for (const did of dids) {
+      try {
+        for (const repo of await backfillAccount(did, index, identities, transport))
+          void mirror.schedule(did, repo);
+      } catch (err) {
+        log(`backfilling ${did}: ${String(err)}`);
+      }
+    }
+    // Mirrors may lag the index after a crash: bring every one up to date once.
+    for (const r of await index.reposWithRefs()) void mirror.schedule(r.did, r.repo);
+  })();
+
+  return {
+    url,
+    index,
+    mirror,
+    async idle() {
+      await backfill;
+      await mirror.idle();
+    },
+    async close() {
+      await Promise.all(subs.map((s) => s.stop()));
+      await backfill.catch(() => {});
+      await mirror.idle();
+      mirror.close();
+      transport.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await index.close();
+    },
+  };
+}

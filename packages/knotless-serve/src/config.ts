@@ -1,0 +1,44 @@
+import path from 'node:path';
+
+/** Everything the appview is told, from the command line or the environment. */
+export interface ServeConfig {
+  /** Mirrors, downloaded blobs and (by default) the SQLite index live here. */
+  dataDir: string;
+  /** A PostgreSQL connection string (postgres://…) or a SQLite file path. */
+  database: string;
+  host: string;
+  port: number;
+  /** The URL people reach the appview at, for clone commands; default http://host:port. */
+  publicUrl: string | undefined;
+  /** The PLC directory that resolves did:plc identities. */
+  plcUrl: string;
+  /** Event streams to follow (ws:// or wss:// URLs of a relay or a PDS). */
+  firehoses: string[];
+  /** PDSes (http(s) URLs) whose accounts are backfilled with com.atproto.sync.listRepos at start. */
+  backfillPdses: string[];
+  /** Accounts backfilled at start. */
+  backfillDids: string[];
+  /** Dev mode: loopback and private addresses allowed, `.test` handles resolved through their PDS. */
+  dev: boolean;
+  /** Largest pack the mirror downloads, and the most bytes of packs one repository may have. */
+  maxPackBytes: number;
+  maxRepoBytes: number;
+}
+
+/** The defaults for every setting but the data directory. */
+export function defaultConfig(dataDir: string): ServeConfig {
+  return {
+    dataDir,
+    database: path.join(dataDir, 'index.sqlite'),
+    host: '127.0.0.1',
+    port: 2583,
+    publicUrl: undefined,
+    plcUrl: 'https://plc.directory',
+    firehoses: [],
+    backfillPdses: [],
+    backfillDids: [],
+    dev: false,
+    maxPackBytes: 256 * 1024 * 1024,
+    maxRepoBytes: 2 * 1024 * 1024 * 1024,
+  };
+}

@@ -1,0 +1,309 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { RefRecord } from 'knotless';
+import type { Database, OwnerTable, PushTable, RefTable, RepoTable } from './schema.ts';
+import type { Engine } from './open.ts';
+
+/** Where an event came from, so that its sequence number can be saved with its writes. */
+export interface EventSource {
+  service: string;
+  seq: number;
+}
+
+/** A repository record change: `record` null for a delete. */
+export interface RepoChange {
+  did: string;
+  name: string;
+  rev: string;
+  record: { description?: string; createdAt?: string } | null;
+  time: string;
+}
+
+/** A ref record change: `record` null for a delete. */
+export interface RefChange {
+  did: string;
+  rkey: string;
+  rev: string;
+  cid: string | null;
+  record: RefRecord | null;
+  time: string;
+}
+
+/** A repository as the index knows it, with its owner's handle. */
+export type RepoRow = Omit<RepoTable, 'deleted' | 'rev'> & { handle: string | null };
+/** A ref as the index knows it. */
+export type RefRow = Omit<RefTable, 'deleted'>;
+/** A push, with the owner's handle. */
+export type PushRow = PushTable & { handle: string | null };
+
+/** The repository a ref record key belongs to: everything before the first `~`. */
+export function repoOfKey(rkey: string): string {
+  const i = rkey.indexOf('~');
+  return i === -1 ? rkey : rkey.slice(0, i);
+}
+
+/**
+ * Every read and write of the index. Events can arrive twice (a replay after a restart, a backfill
+ * beside the stream), so every write is idempotent: a row carries the account revision that wrote
+ * it, older revisions never overwrite newer ones, and pushes are keyed by (account, record, revision).
+ */
+export class Index {
+  readonly db: Kysely<Database>;
+  readonly engine: Engine;
+
+  constructor(db: Kysely<Database>, engine: Engine) {
+    this.db = db;
+    this.engine = engine;
+  }
+
+  /** The last fully indexed sequence number of an event stream. */
+  async cursor(service: string): Promise<number | undefined> {
+    const row = await this.db
+      .selectFrom('cursors')
+      .select('seq')
+      .where('service', '=', service)
+      .executeTakeFirst();
+    return row === undefined ? undefined : Number(row.seq);
+  }
+
+  /** Saves an event stream's position (on its own, for events that change nothing). */
+  async saveCursor(source: EventSource): Promise<void> {
+    await saveCursor(this.db, source);
+  }
+
+  /** Applies a repository record change, and the event's position in the same transaction. */
+  async applyRepo(change: RepoChange, source?: EventSource): Promise<void> {
+    await this.db.transaction().execute(async (tx) => {
+      const old = await tx
+        .selectFrom('repos')
+        .select('rev')
+        .where('did', '=', change.did)
+        .where('name', '=', change.name)
+        .executeTakeFirst();
+      if (old === undefined || old.rev <= change.rev) {
+        const row: RepoTable = {
+          did: change.did,
+          name: change.name,
+          description: change.record?.description ?? null,
+          created_at: change.record?.createdAt ?? null,
+          rev: change.rev,
+          deleted: change.record === null ? 1 : 0,
+          indexed_at: change.time,
+        };
+        await tx
+          .insertInto('repos')
+          .values(row)
+          .onConflict((oc) => oc.columns(['did', 'name']).doUpdateSet(row))
+          .execute();
+      }
+      if (source !== undefined) await saveCursor(tx, source);
+    });
+  }
+
+  /**
+   * Applies a ref record change (and the event's position) and notes the push; returns true when
+   * the ref changed, so the caller knows the mirror needs updating.
+   */
+  async applyRef(change: RefChange, source?: EventSource): Promise<boolean> {
+    return this.db.transaction().execute(async (tx) => {
+      const old = await tx
+        .selectFrom('refs')
+        .selectAll()
+        .where('did', '=', change.did)
+        .where('rkey', '=', change.rkey)
+        .executeTakeFirst();
+      const changed = old === undefined || old.rev < change.rev;
+      if (changed && !(old === undefined && change.record === null)) {
+        const r = change.record;
+        const row: RefTable = {
+          did: change.did,
+          rkey: change.rkey,
+          repo: r?.repo ?? old?.repo ?? repoOfKey(change.rkey),
+          ref: r?.ref ?? old?.ref ?? '',
+          target: r?.target ?? null,
+          symref: r?.symref ?? null,
+          peeled: r?.peeled ?? null,
+          // Explicitly, not with a replacer: a Buffer's toJSON runs before any replacer sees it.
+          packs: JSON.stringify(
+            (r?.packs ?? []).map((p) => ({
+              ...p,
+              ...(p.inline === undefined
+                ? {}
+                : { inline: { $bytes: Buffer.from(p.inline).toString('base64') } }),
+            })),
+          ),
+          cid: change.cid,
+          rev: change.rev,
+          deleted: r === null ? 1 : 0,
+          updated_at: r?.updatedAt || change.time,
+        };
+        await tx
+          .insertInto('refs')
+          .values(row)
+          .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
+          .execute();
+        const oldTarget = old === undefined || old.deleted === 1 ? null : old.target;
+        if (row.ref !== 'HEAD' && oldTarget !== row.target) {
+          await tx
+            .insertInto('pushes')
+            .values({
+              did: row.did,
+              rkey: row.rkey,
+              rev: row.rev,
+              repo: row.repo,
+              ref: row.ref,
+              old_target: oldTarget,
+              new_target: row.target,
+              time: change.time,
+              seq: source?.seq ?? null,
+            })
+            .onConflict((oc) => oc.columns(['did', 'rkey', 'rev']).doNothing())
+            .execute();
+        }
+      }
+      if (source !== undefined) await saveCursor(tx, source);
+      return changed;
+    });
+  }
+
+  /** Records an account's verified handle (null when unverified) and PDS. */
+  async putOwner(did: string, handle: string | null, pds: string | null): Promise<void> {
+    const row: OwnerTable = { did, handle, pds, resolved_at: new Date().toISOString() };
+    await this.db.transaction().execute(async (tx) => {
+      // A handle belongs to one account: whoever claimed it before has lost it.
+      if (handle !== null)
+        await tx.updateTable('owners').set({ handle: null }).where('handle', '=', handle).execute();
+      await tx
+        .insertInto('owners')
+        .values(row)
+        .onConflict((oc) => oc.column('did').doUpdateSet(row))
+        .execute();
+    });
+  }
+
+  /** An account by DID or handle. */
+  async owner(actor: string): Promise<OwnerTable | undefined> {
+    const col = actor.startsWith('did:') ? 'did' : 'handle';
+    return this.db
+      .selectFrom('owners')
+      .selectAll()
+      .where(col, '=', actor.toLowerCase() === actor || col === 'did' ? actor : actor.toLowerCase())
+      .executeTakeFirst();
+  }
+
+  #repos() {
+    return this.db
+      .selectFrom('repos')
+      .leftJoin('owners', 'owners.did', 'repos.did')
+      .select([
+        'repos.did',
+        'repos.name',
+        'repos.description',
+        'repos.created_at',
+        'repos.indexed_at',
+        'owners.handle',
+      ])
+      .where('repos.deleted', '=', 0);
+  }
+
+  /** One repository, unless deleted or unknown. */
+  async repo(did: string, name: string): Promise<RepoRow | undefined> {
+    return this.#repos().where('repos.did', '=', did).where('repos.name', '=', name).executeTakeFirst();
+  }
+
+  /** Repositories, newest first; of one account when `did` is given. */
+  async repos(opts: { did?: string; limit: number; offset?: number }): Promise<RepoRow[]> {
+    let q = this.#repos();
+    if (opts.did !== undefined) q = q.where('repos.did', '=', opts.did);
+    return q
+      .orderBy('repos.created_at', 'desc')
+      .orderBy('repos.name')
+      .limit(opts.limit)
+      .offset(opts.offset ?? 0)
+      .execute();
+  }
+
+  /** Repositories whose name, description or owner's handle contains `text` (any case). */
+  async search(text: string, limit: number): Promise<RepoRow[]> {
+    const like = `%${text.toLowerCase().replace(/[\\%_]/g, (c) => '\\' + c)}%`;
+    const lower = (col: string) => sql<string>`lower(${sql.ref(col)})`;
+    return this.#repos()
+      .where((eb) =>
+        eb.or([
+          eb(lower('repos.name'), 'like', sql<string>`${like} escape '\\'`),
+          eb(lower('repos.description'), 'like', sql<string>`${like} escape '\\'`),
+          eb(lower('owners.handle'), 'like', sql<string>`${like} escape '\\'`),
+        ]),
+      )
+      .orderBy('repos.created_at', 'desc')
+      .limit(limit)
+      .execute();
+  }
+
+  /** The live refs of a repository (HEAD included), in name order. */
+  async refs(did: string, repo: string): Promise<RefRow[]> {
+    return this.db
+      .selectFrom('refs')
+      .select([
+        'did',
+        'rkey',
+        'repo',
+        'ref',
+        'target',
+        'symref',
+        'peeled',
+        'packs',
+        'cid',
+        'rev',
+        'updated_at',
+      ])
+      .where('did', '=', did)
+      .where('repo', '=', repo)
+      .where('deleted', '=', 0)
+      .orderBy('ref')
+      .execute();
+  }
+
+  /** Every ref row of an account, tombstones included (for a backfill to find what disappeared). */
+  async allRefKeys(did: string): Promise<{ rkey: string; rev: string; deleted: number }[]> {
+    return this.db.selectFrom('refs').select(['rkey', 'rev', 'deleted']).where('did', '=', did).execute();
+  }
+
+  /** Every repository row of an account, tombstones included. */
+  async allRepoNames(did: string): Promise<{ name: string; rev: string; deleted: number }[]> {
+    return this.db.selectFrom('repos').select(['name', 'rev', 'deleted']).where('did', '=', did).execute();
+  }
+
+  /** Recent pushes, newest first; of one repository when given. */
+  async pushes(opts: { did?: string; repo?: string; limit: number }): Promise<PushRow[]> {
+    let q = this.db
+      .selectFrom('pushes')
+      .leftJoin('owners', 'owners.did', 'pushes.did')
+      .innerJoin('repos', (j) =>
+        j.onRef('repos.did', '=', 'pushes.did').onRef('repos.name', '=', 'pushes.repo'),
+      )
+      .selectAll('pushes')
+      .select('owners.handle')
+      .where('repos.deleted', '=', 0);
+    if (opts.did !== undefined) q = q.where('pushes.did', '=', opts.did);
+    if (opts.repo !== undefined) q = q.where('pushes.repo', '=', opts.repo);
+    return q.orderBy('pushes.time', 'desc').orderBy('pushes.rev', 'desc').limit(opts.limit).execute();
+  }
+
+  /** Every repository that has live refs, to bring mirrors up to date at start. */
+  async reposWithRefs(): Promise<{ did: string; repo: string }[]> {
+    return this.db.selectFrom('refs').select(['did', 'repo']).distinct().where('deleted', '=', 0).execute();
+  }
+
+  /** Closes the connection. */
+  close(): Promise<void> {
+    return this.db.destroy();
+  }
+}
+
+async function saveCursor(db: Kysely<Database> | Transaction<Database>, source: EventSource): Promise<void> {
+  await db
+    .insertInto('cursors')
+    .values({ service: source.service, seq: source.seq })
+    .onConflict((oc) => oc.column('service').doUpdateSet({ seq: source.seq }))
+    .execute();
+}

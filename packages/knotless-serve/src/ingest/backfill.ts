@@ -1,0 +1,66 @@
+import { REF_COLLECTION, REPO_COLLECTION, XrpcClient, listRecords, rkeyOf, type Transport } from 'knotless';
+import type { Index } from '../db/index-store.ts';
+import { applyWrite } from './apply.ts';
+import type { Identities } from './identities.ts';
+
+/** The accounts a PDS hosts, from com.atproto.sync.listRepos (every page). */
+export async function listPdsAccounts(pds: string, transport: Transport): Promise<string[]> {
+  const client = new XrpcClient(pds, { transport });
+  const dids: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.query<{ repos: { did: string; active?: boolean }[]; cursor?: string }>(
+      'com.atproto.sync.listRepos',
+      { limit: 1000, cursor },
+    );
+    for (const r of page.repos) if (r.active !== false) dids.push(r.did);
+    cursor = page.repos.length > 0 ? page.cursor : undefined;
+  } while (cursor !== undefined);
+  return dids;
+}
+
+/**
+ * Indexes every knotless record of one account from its PDS, at the account's current revision:
+ * rows written since by the stream are newer and stay; rows the listing lacks become tombstones.
+ * Returns the repositories whose mirrors should catch up.
+ */
+export async function backfillAccount(
+  did: string,
+  index: Index,
+  identities: Identities,
+  transport: Transport,
+): Promise<string[]> {
+  const owner = await identities.owner(did, true);
+  if (owner.pds === null) throw new Error(`${did} names no PDS`);
+  const client = new XrpcClient(owner.pds, { transport });
+  const { rev } = await client.query<{ rev: string }>('com.atproto.sync.getLatestCommit', { did });
+  const time = new Date().toISOString();
+  const touched = new Set<string>();
+  for (const collection of [REPO_COLLECTION, REF_COLLECTION]) {
+    const seen = new Set<string>();
+    for await (const r of listRecords(client, did, collection)) {
+      const rkey = rkeyOf(r.uri);
+      seen.add(rkey);
+      const repo = await applyWrite(index, { did, collection, rkey, rev, cid: r.cid, record: r.value, time });
+      if (repo !== undefined) touched.add(repo);
+    }
+    const known =
+      collection === REPO_COLLECTION
+        ? (await index.allRepoNames(did)).map((r) => ({ rkey: r.name, rev: r.rev, deleted: r.deleted }))
+        : await index.allRefKeys(did);
+    for (const k of known) {
+      if (seen.has(k.rkey) || k.deleted === 1 || k.rev >= rev) continue;
+      const repo = await applyWrite(index, {
+        did,
+        collection,
+        rkey: k.rkey,
+        rev,
+        cid: null,
+        record: null,
+        time,
+      });
+      if (repo !== undefined) touched.add(repo);
+    }
+  }
+  return [...touched];
+}

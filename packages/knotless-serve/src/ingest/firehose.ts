@@ -1,0 +1,80 @@
+import { REF_COLLECTION, REPO_COLLECTION } from 'knotless';
+import type { Index } from '../db/index-store.ts';
+import { applyWrite } from './apply.ts';
+import type { Identities } from './identities.ts';
+import { lexToJson } from './records.ts';
+
+/** A followed event stream. */
+export interface Subscription {
+  service: string;
+  stop(): Promise<void>;
+}
+
+/** What the stream tells the rest of the appview. */
+export interface StreamHooks {
+  /** A repository's refs changed in the index: its mirror should catch up. */
+  changed(did: string, repo: string): void;
+  log(line: string): void;
+}
+
+/**
+ * Follows `service`'s com.atproto.sync.subscribeRepos with @atproto/sync, which verifies each
+ * commit's signature against the account's key. Only knotless records are kept. Events are handled
+ * one at a time, and each event's writes and its sequence number are saved in one transaction, so a
+ * restart resumes exactly after the last event indexed; a replayed event changes nothing.
+ */
+export async function follow(
+  service: string,
+  index: Index,
+  identities: Identities,
+  hooks: StreamHooks,
+): Promise<Subscription> {
+  const { Firehose } = await import('@atproto/sync');
+  const firehose = new Firehose({
+    idResolver: identities.idResolver,
+    service,
+    filterCollections: [REPO_COLLECTION, REF_COLLECTION],
+    excludeSync: true,
+    getCursor: () => index.cursor(service),
+    handleEvent: async (evt) => {
+      const source = { service, seq: evt.seq };
+      if (evt.event === 'identity') {
+        // Handles change by identity events; an account we never indexed is not worth a lookup.
+        if ((await index.owner(evt.did)) !== undefined) await identities.owner(evt.did, true);
+        await index.saveCursor(source);
+        return;
+      }
+      if (evt.event === 'account') {
+        await index.saveCursor(source);
+        return;
+      }
+      if (evt.event === 'sync') return;
+      const repo = await applyWrite(
+        index,
+        {
+          did: evt.did,
+          collection: evt.collection,
+          rkey: evt.rkey,
+          rev: evt.rev,
+          cid: evt.event === 'delete' ? null : evt.cid.toString(),
+          record: evt.event === 'delete' ? null : lexToJson(evt.record),
+          time: evt.time,
+        },
+        source,
+      );
+      if (repo === undefined) return;
+      // The owner's PDS and handle are needed by the mirror and the pages; resolve them once.
+      await identities
+        .owner(evt.did)
+        .catch((err: unknown) => hooks.log(`resolving ${evt.did}: ${String(err)}`));
+      hooks.changed(evt.did, repo);
+    },
+    onError: (err) =>
+      hooks.log(
+        `stream ${service}: ${err.message}${err.cause instanceof Error ? ` (${err.cause.message})` : ''}`,
+      ),
+  });
+  void firehose.start();
+  hooks.log(`following ${service}`);
+  return { service, stop: () => firehose.destroy() };
+}

@@ -1,0 +1,85 @@
+import type * as IdentityModule from '@atproto/identity';
+import type { Index } from '../db/index-store.ts';
+import { guardedFetch } from '../mirror/guard.ts';
+
+/** A resolved account. */
+export interface Owner {
+  did: string;
+  /** The handle, only when it resolves back to this DID. */
+  handle: string | null;
+  pds: string | null;
+}
+
+/** How long a resolution is trusted before the next event of the account refreshes it. */
+const FRESH_MS = 60 * 60 * 1000;
+
+/**
+ * Resolves DIDs to their PDS and verified handle, and keeps the result in the index. `.test` handles
+ * (the dev network's) have no DNS: in dev mode the account's PDS is asked instead.
+ */
+export class Identities {
+  readonly #index: Index;
+  readonly #dev: boolean;
+  readonly #resolver: IdentityModule.IdResolver;
+  readonly #mod: typeof IdentityModule;
+  readonly #pending = new Map<string, Promise<Owner>>();
+
+  private constructor(index: Index, dev: boolean, mod: typeof IdentityModule, plcUrl: string) {
+    this.#index = index;
+    this.#dev = dev;
+    this.#mod = mod;
+    const f = guardedFetch(dev);
+    this.#resolver = new mod.IdResolver({
+      plcUrl,
+      timeout: 10_000,
+      ...(f === undefined ? {} : { fetch: f }),
+    });
+  }
+
+  /** Loads @atproto/identity and makes a resolver for `plcUrl`. */
+  static async create(index: Index, dev: boolean, plcUrl: string): Promise<Identities> {
+    return new Identities(index, dev, await import('@atproto/identity'), plcUrl);
+  }
+
+  /** The resolver the firehose verifies signatures with. */
+  get idResolver(): IdentityModule.IdResolver {
+    return this.#resolver;
+  }
+
+  /** The account, from the index while fresh; `refresh` forces a new resolution (an identity event). */
+  async owner(did: string, refresh = false): Promise<Owner> {
+    if (!refresh) {
+      const known = await this.#index.owner(did);
+      if (known !== undefined && Date.now() - Date.parse(known.resolved_at) < FRESH_MS) return known;
+    }
+    let p = this.#pending.get(did);
+    if (p === undefined) {
+      p = this.#resolve(did).finally(() => this.#pending.delete(did));
+      this.#pending.set(did, p);
+    }
+    return p;
+  }
+
+  async #resolve(did: string): Promise<Owner> {
+    const doc = await this.#resolver.did.resolve(did, true);
+    if (doc === null) return { did, handle: null, pds: null };
+    const pds = this.#mod.getPds(doc)?.replace(/\/+$/, '') ?? null;
+    const claimed = this.#mod.getHandle(doc)?.toLowerCase();
+    let handle: string | null = null;
+    if (claimed !== undefined) {
+      const back = await this.#resolveHandle(claimed, pds).catch(() => undefined);
+      if (back === did) handle = claimed;
+    }
+    await this.#index.putOwner(did, handle, pds);
+    return { did, handle, pds };
+  }
+
+  async #resolveHandle(handle: string, pds: string | null): Promise<string | undefined> {
+    if (!handle.endsWith('.test')) return this.#resolver.handle.resolve(handle);
+    if (!this.#dev || pds === null) return undefined;
+    const url = `${pds}/xrpc/com.atproto.identity.resolveHandle?handle=${encodeURIComponent(handle)}`;
+    const res = await fetch(url);
+    if (!res.ok) return undefined;
+    return ((await res.json()) as { did?: string }).did;
+  }
+}

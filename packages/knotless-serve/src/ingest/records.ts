@@ -1,0 +1,34 @@
+import { CID } from 'multiformats/cid';
+import { parseRefRecord, type RefRecord } from 'knotless';
+
+/**
+ * A record decoded from CBOR (bytes as Uint8Array, links as CID objects) in its JSON form
+ * (`$bytes`, `$link`), the form listRecords returns and the knotless parser reads.
+ */
+export function lexToJson(value: unknown): unknown {
+  if (value instanceof Uint8Array) return { $bytes: Buffer.from(value).toString('base64') };
+  const cid = CID.asCID(value);
+  if (cid !== null) return { $link: cid.toString() };
+  if (Array.isArray(value)) return value.map(lexToJson);
+  if (typeof value === 'object' && value !== null)
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, lexToJson(v)]));
+  return value;
+}
+
+/** A ref record, or undefined when it is not valid (it is then skipped, as the helper skips it). */
+export function refRecordOf(json: unknown): RefRecord | undefined {
+  try {
+    return parseRefRecord(json);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The fields of a repository record the index keeps. */
+export function repoRecordOf(json: unknown): { description?: string; createdAt?: string } {
+  const v = (typeof json === 'object' && json !== null ? json : {}) as Record<string, unknown>;
+  return {
+    ...(typeof v['description'] === 'string' ? { description: v['description'].slice(0, 3000) } : {}),
+    ...(typeof v['createdAt'] === 'string' ? { createdAt: v['createdAt'] } : {}),
+  };
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+// knotless-serve: the appview's command line. Settings come from options, else the environment.
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { startAppview } from './appview.ts';
+import { defaultConfig, type ServeConfig } from './config.ts';
+
+const USAGE = `usage: knotless-serve [options] [DID ...]
+
+  --data DIR           data directory (mirrors, cache, SQLite index)   [$KNOTLESS_SERVE_DATA]
+  --db CONN            postgres://… or a SQLite file path              [$KNOTLESS_SERVE_DB]
+  --host HOST          address to listen on (default 127.0.0.1)        [$KNOTLESS_SERVE_HOST]
+  --port PORT          port (default 2583; 0 picks one)                [$KNOTLESS_SERVE_PORT]
+  --public-url URL     URL people reach the appview at                 [$KNOTLESS_SERVE_PUBLIC_URL]
+  --plc URL            PLC directory (default https://plc.directory)   [$KNOTLESS_PLC_URL]
+  --firehose URL       event stream to follow, ws(s)://; repeatable    [$KNOTLESS_SERVE_FIREHOSE, comma-separated]
+  --backfill-pds URL   backfill every account of this PDS; repeatable  [$KNOTLESS_SERVE_BACKFILL_PDS]
+  --dev                allow loopback/private addresses, .test handles [$KNOTLESS_SERVE_DEV=1]
+  DID ...              accounts to backfill at start`;
+
+function list(v: string | undefined): string[] {
+  return (v ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/** Builds the configuration from argv and the environment. */
+export function configFrom(argv: string[], env: NodeJS.ProcessEnv): ServeConfig {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      data: { type: 'string' },
+      db: { type: 'string' },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      'public-url': { type: 'string' },
+      plc: { type: 'string' },
+      firehose: { type: 'string', multiple: true },
+      'backfill-pds': { type: 'string', multiple: true },
+      dev: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help === true) {
+    process.stdout.write(USAGE + '\n');
+    process.exit(0);
+  }
+  const dataDir = path.resolve(
+    values.data ?? env['KNOTLESS_SERVE_DATA'] ?? path.join(os.homedir(), '.local/share/knotless/serve'),
+  );
+  const c = defaultConfig(dataDir);
+  const port = Number(values.port ?? env['KNOTLESS_SERVE_PORT'] ?? c.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port ${port} is not a port`);
+  return {
+    ...c,
+    database: values.db ?? env['KNOTLESS_SERVE_DB'] ?? c.database,
+    host: values.host ?? env['KNOTLESS_SERVE_HOST'] ?? c.host,
+    port,
+    publicUrl: values['public-url'] ?? env['KNOTLESS_SERVE_PUBLIC_URL'],
+    plcUrl: (values.plc ?? env['KNOTLESS_PLC_URL'] ?? c.plcUrl).replace(/\/+$/, ''),
+    firehoses: values.firehose ?? list(env['KNOTLESS_SERVE_FIREHOSE']),
+    backfillPdses: values['backfill-pds'] ?? list(env['KNOTLESS_SERVE_BACKFILL_PDS']),
+    backfillDids: positionals,
+    dev: values.dev === true || /^(1|true|yes)$/i.test(env['KNOTLESS_SERVE_DEV'] ?? ''),
+  };
+}
+
+async function main(): Promise<void> {
+  let config: ServeConfig;
+  try {
+    config = configFrom(process.argv.slice(2), process.env);
+  } catch (err) {
+    process.stderr.write(`knotless-serve: ${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`);
+    process.exit(2);
+  }
+  const app = await startAppview(config);
+  process.stderr.write(`knotless-serve: listening on ${app.url}\n`);
+  const stop = (): void => void app.close().then(() => process.exit(0));
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+if (import.meta.main) await main();

@@ -1,0 +1,197 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+  BlobCache,
+  GitError,
+  IndexedPacks,
+  XrpcClient,
+  indexPack,
+  loadPack,
+  runGit,
+  unionPacks,
+  type PackEntry,
+  type Transport,
+} from 'knotless';
+import type { ServeConfig } from '../config.ts';
+import type { Index, RefRow } from '../db/index-store.ts';
+import type { Identities } from '../ingest/identities.ts';
+import { guardedTransport } from './guard.ts';
+
+/** Thrown when a repository's packs exceed the configured bounds. */
+export class MirrorLimit extends Error {
+  override name = 'MirrorLimit';
+}
+
+/** The pack list stored in the index, back to PackEntry form (inline bytes as a Buffer). */
+export function packsOf(row: Pick<RefRow, 'packs'>): PackEntry[] {
+  const raw = JSON.parse(row.packs) as (Omit<PackEntry, 'inline'> & { inline?: { $bytes: string } })[];
+  return raw.map((p) => ({
+    id: p.id,
+    size: p.size,
+    count: p.count,
+    ...(p.inline === undefined ? {} : { inline: Buffer.from(p.inline.$bytes, 'base64') }),
+    ...(p.parts === undefined ? {} : { parts: p.parts }),
+  }));
+}
+
+/** A directory name for a DID: only characters safe in a path, reversible enough to read. */
+function didDir(did: string): string {
+  return did.replace(/[^A-Za-z0-9.-]/g, (c) => `_${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+/**
+ * Local bare repositories that mirror what the index says each repository's refs are. Packs come
+ * from the owner's PDS through the knotless library (blob CIDs and pack checksums verified), are
+ * indexed in record order with `index-pack --fix-thin`, then the refs are set to match the records.
+ * Syncs of one repository never overlap; a sync asked for while one runs runs once more after it.
+ */
+export class Mirror {
+  readonly root: string;
+  readonly #config: ServeConfig;
+  readonly #index: Index;
+  readonly #identities: Identities;
+  readonly #log: (line: string) => void;
+  readonly #transport: Transport;
+  readonly #cache: BlobCache;
+  readonly #running = new Map<string, Promise<void>>();
+  readonly #again = new Set<string>();
+
+  constructor(config: ServeConfig, index: Index, identities: Identities, log: (line: string) => void) {
+    this.#config = config;
+    this.#index = index;
+    this.#identities = identities;
+    this.#log = log;
+    this.root = path.join(config.dataDir, 'git');
+    this.#transport = guardedTransport(config.dev);
+    this.#cache = new BlobCache(path.join(config.dataDir, 'cache'));
+  }
+
+  /** The bare repository of one knotless repository. */
+  gitDir(did: string, repo: string): string {
+    return path.join(this.root, didDir(did), `${repo}.git`);
+  }
+
+  /** Asks for a sync of one repository; the promise settles when the mirror matches the index. */
+  schedule(did: string, repo: string): Promise<void> {
+    const key = `${did}\n${repo}`;
+    const running = this.#running.get(key);
+    if (running !== undefined) {
+      this.#again.add(key);
+      return running;
+    }
+    const p = (async () => {
+      do {
+        this.#again.delete(key);
+        try {
+          await this.sync(did, repo);
+        } catch (err) {
+          this.#log(`mirror ${did}/${repo}: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      } while (this.#again.has(key));
+    })().finally(() => this.#running.delete(key));
+    this.#running.set(key, p);
+    return p;
+  }
+
+  /** Settles when no sync is running. */
+  async idle(): Promise<void> {
+    while (this.#running.size > 0) await Promise.all(this.#running.values());
+  }
+
+  /** Brings one repository's mirror in line with the index. */
+  async sync(did: string, repo: string): Promise<void> {
+    const dir = this.gitDir(did, repo);
+    const known = await this.#index.repo(did, repo);
+    const refs = await this.#index.refs(did, repo);
+    if (known === undefined && refs.length === 0) {
+      fs.rmSync(dir, { recursive: true, force: true });
+      return;
+    }
+    if (!fs.existsSync(path.join(dir, 'HEAD'))) {
+      fs.mkdirSync(dir, { recursive: true });
+      await runGit(['init', '-q', '--bare', dir]);
+      // Mirrors are rebuilt from the network: no reflogs, no automatic gc racing index-pack.
+      await runGit(['config', 'core.logAllRefUpdates', 'false'], { gitDir: dir });
+      await runGit(['config', 'gc.auto', '0'], { gitDir: dir });
+    }
+    const targets = refs.filter((r) => r.target !== null);
+    const present = await presentObjects(
+      dir,
+      targets.map((r) => r.target!),
+    );
+    const missing = targets.filter((r) => !present.has(r.target!));
+    if (missing.length > 0) await this.#fetchPacks(did, dir, missing, targets);
+    await this.#updateRefs(dir, refs);
+  }
+
+  async #fetchPacks(did: string, dir: string, missing: RefRow[], all: RefRow[]): Promise<void> {
+    const total = unionPacks(all.map(packsOf)).reduce((n, p) => n + p.size, 0);
+    if (total > this.#config.maxRepoBytes)
+      throw new MirrorLimit(`packs total ${total} bytes, over the limit of ${this.#config.maxRepoBytes}`);
+    const packs = unionPacks(missing.map(packsOf));
+    const big = packs.find((p) => p.size > this.#config.maxPackBytes);
+    if (big !== undefined) throw new MirrorLimit(`pack ${big.id} has ${big.size} bytes, over the limit`);
+    const owner = await this.#identities.owner(did);
+    if (owner.pds === null) throw new Error(`${did} names no PDS`);
+    const client = new XrpcClient(owner.pds, { transport: this.#transport });
+    const indexed = new IndexedPacks(dir);
+    const done = indexed.read();
+    const index = async (list: PackEntry[]): Promise<void> => {
+      for (const p of list) {
+        const bytes = await loadPack(client, did, p, this.#cache, () => {});
+        const { keepFile } = await indexPack(bytes, dir, false);
+        fs.rmSync(keepFile, { force: true });
+        indexed.add(p.id);
+      }
+    };
+    try {
+      await index(packs.filter((p) => !done.has(p.id)));
+    } catch (err) {
+      // A pack noted as indexed may be gone: index the whole list, as the helper does.
+      if (!(err instanceof GitError)) throw err;
+      await index(packs);
+    }
+  }
+
+  async #updateRefs(dir: string, refs: RefRow[]): Promise<void> {
+    const out = await runGit(['for-each-ref', '--format=%(objectname) %(refname)'], { gitDir: dir });
+    const current = new Map(
+      out.stdout
+        .toString('utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => [l.slice(41), l.slice(0, 40)] as const),
+    );
+    const wanted = new Map(refs.filter((r) => r.target !== null).map((r) => [r.ref, r.target!]));
+    const present = await presentObjects(dir, [...wanted.values()]);
+    const lines: string[] = [];
+    for (const [ref, oid] of wanted)
+      if (present.has(oid) && current.get(ref) !== oid) lines.push(`update ${ref} ${oid}`);
+    for (const ref of current.keys()) if (!wanted.has(ref)) lines.push(`delete ${ref}`);
+    if (lines.length > 0)
+      await runGit(['update-ref', '--stdin'], { gitDir: dir, input: lines.join('\n') + '\n' });
+    const head = refs.find((r) => r.ref === 'HEAD')?.symref;
+    if (head !== undefined && head !== null) await runGit(['symbolic-ref', 'HEAD', head], { gitDir: dir });
+  }
+
+  /** Closes connections. */
+  close(): void {
+    this.#transport.close();
+  }
+}
+
+/** Which of `oids` the repository has. */
+async function presentObjects(dir: string, oids: string[]): Promise<Set<string>> {
+  if (oids.length === 0) return new Set();
+  const out = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype)'], {
+    gitDir: dir,
+    input: oids.join('\n') + '\n',
+  });
+  return new Set(
+    out.stdout
+      .toString('utf8')
+      .split('\n')
+      .filter((l) => l !== '' && !l.endsWith(' missing'))
+      .map((l) => l.slice(0, 40)),
+  );
+}

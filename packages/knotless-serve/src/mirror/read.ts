@@ -1,0 +1,174 @@
+import { GitError, isObjectId, isValidRefName, runGit } from 'knotless';
+
+/** A ref of a mirror. */
+export interface GitRef {
+  name: string;
+  oid: string;
+}
+
+/** One entry of a tree. */
+export interface TreeEntry {
+  mode: string;
+  type: 'blob' | 'tree' | 'commit';
+  oid: string;
+  size: number | undefined;
+  name: string;
+}
+
+/** One commit as the log shows it. */
+export interface CommitInfo {
+  oid: string;
+  parents: string[];
+  author: string;
+  email: string;
+  date: string;
+  subject: string;
+  body: string;
+}
+
+async function git(dir: string, args: string[], input?: string): Promise<Buffer> {
+  return (await runGit(args, { gitDir: dir, ...(input === undefined ? {} : { input }) })).stdout;
+}
+
+/** The branches and tags of a mirror, and HEAD's branch. */
+export async function listRefs(
+  dir: string,
+): Promise<{ branches: GitRef[]; tags: GitRef[]; head: string | undefined }> {
+  const out = (await git(dir, ['for-each-ref', '--format=%(objectname) %(refname)'])).toString('utf8');
+  const refs = out
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => ({ oid: l.slice(0, 40), name: l.slice(41) }));
+  const head = (await runGit(['symbolic-ref', '-q', 'HEAD'], { gitDir: dir, okCodes: [1] })).stdout
+    .toString('utf8')
+    .trim();
+  return {
+    branches: refs.filter((r) => r.name.startsWith('refs/heads/')),
+    tags: refs.filter((r) => r.name.startsWith('refs/tags/')),
+    head: head === '' ? undefined : head,
+  };
+}
+
+/**
+ * The commit a user-given name means: a full or short object id, or a branch, tag or full ref name.
+ * Anything else (options, revision syntax) is refused before git sees it.
+ */
+export async function resolveCommit(dir: string, name: string): Promise<string | undefined> {
+  const candidates: string[] = [];
+  if (/^[0-9a-f]{4,40}$/.test(name)) candidates.push(name);
+  if (isValidRefName(name)) candidates.push(name);
+  else if (isValidRefName(`refs/heads/${name}`)) candidates.push(`refs/heads/${name}`, `refs/tags/${name}`);
+  for (const c of candidates) {
+    const out = await runGit(['rev-parse', '--verify', '--quiet', '--end-of-options', `${c}^{commit}`], {
+      gitDir: dir,
+      okCodes: [1, 128],
+    });
+    const oid = out.stdout.toString('utf8').trim();
+    if (out.code === 0 && isObjectId(oid)) return oid;
+  }
+  return undefined;
+}
+
+/** What is at `path` in commit `oid`: a tree, a blob, or nothing. */
+export async function pathType(dir: string, oid: string, path: string): Promise<'tree' | 'blob' | undefined> {
+  if (path === '') return 'tree';
+  const out = await runGit(['cat-file', '-t', `${oid}:${path}`], { gitDir: dir, okCodes: [128] });
+  const t = out.stdout.toString('utf8').trim();
+  return t === 'tree' || t === 'blob' ? t : undefined;
+}
+
+/** The entries of the tree at `path` in commit `oid`, directories first. */
+export async function listTree(dir: string, oid: string, path: string): Promise<TreeEntry[]> {
+  const out = await git(dir, ['ls-tree', '-z', '-l', `${oid}:${path}`]);
+  const entries = out
+    .toString('utf8')
+    .split('\0')
+    .filter(Boolean)
+    .map((line): TreeEntry => {
+      const tab = line.indexOf('\t');
+      const [mode, type, obj, size] = line.slice(0, tab).split(/ +/);
+      return {
+        mode: mode!,
+        type: type as TreeEntry['type'],
+        oid: obj!,
+        size: size === '-' ? undefined : Number(size),
+        name: line.slice(tab + 1),
+      };
+    });
+  return entries.sort((a, b) =>
+    a.type === b.type ? (a.name < b.name ? -1 : 1) : a.type === 'tree' ? -1 : b.type === 'tree' ? 1 : 0,
+  );
+}
+
+/** A blob's size and, when it is at most `max` bytes, its content. */
+export async function readBlob(
+  dir: string,
+  oid: string,
+  path: string,
+  max: number,
+): Promise<{ size: number; content: Buffer | undefined }> {
+  const spec = `${oid}:${path}`;
+  const size = Number((await git(dir, ['cat-file', '-s', spec])).toString('utf8').trim());
+  if (size > max) return { size, content: undefined };
+  return { size, content: await git(dir, ['cat-file', 'blob', spec]) };
+}
+
+const LOG_FORMAT = '%H%x00%P%x00%an%x00%ae%x00%aI%x00%s%x00%b%x1e';
+
+function parseLog(out: Buffer): CommitInfo[] {
+  return out
+    .toString('utf8')
+    .split('\x1e')
+    .map((r) => r.replace(/^\n/, ''))
+    .filter(Boolean)
+    .map((r) => {
+      const [oid, parents, author, email, date, subject, body] = r.split('\0');
+      return {
+        oid: oid!,
+        parents: parents === '' || parents === undefined ? [] : parents.split(' '),
+        author: author ?? '',
+        email: email ?? '',
+        date: date ?? '',
+        subject: subject ?? '',
+        body: (body ?? '').trim(),
+      };
+    });
+}
+
+/** Commits reachable from `range` (an object id, or `base..head` of object ids), newest first. */
+export async function log(dir: string, range: string, limit: number, skip = 0): Promise<CommitInfo[]> {
+  if (!/^[0-9a-f]{40}(\.\.[0-9a-f]{40})?$/.test(range)) throw new Error('log takes resolved object ids');
+  return parseLog(
+    await git(dir, ['log', `--format=${LOG_FORMAT}`, `--max-count=${limit}`, `--skip=${skip}`, range, '--']),
+  );
+}
+
+/** One commit. */
+export async function commitInfo(dir: string, oid: string): Promise<CommitInfo> {
+  return parseLog(await git(dir, ['show', '-s', `--format=${LOG_FORMAT}`, oid]))[0]!;
+}
+
+/** Largest diff shown; the rest is cut with a note. */
+export const MAX_DIFF_BYTES = 512 * 1024;
+
+/** The unified diff between two commits (from = undefined: the root commit against nothing). */
+export async function diff(dir: string, from: string | undefined, to: string): Promise<string> {
+  const args =
+    from === undefined
+      ? ['diff-tree', '-p', '-M', '--root', '--no-color', '--no-ext-diff', to]
+      : ['diff', '-M', '--no-color', '--no-ext-diff', from, to, '--'];
+  const out = await git(dir, args);
+  return out.subarray(0, MAX_DIFF_BYTES).toString('utf8');
+}
+
+/** The best common ancestor of two commits, if any. */
+export async function mergeBase(dir: string, a: string, b: string): Promise<string | undefined> {
+  try {
+    const out = await runGit(['merge-base', a, b], { gitDir: dir, okCodes: [1] });
+    const oid = out.stdout.toString('utf8').trim();
+    return isObjectId(oid) ? oid : undefined;
+  } catch (err) {
+    if (err instanceof GitError) return undefined;
+    throw err;
+  }
+}

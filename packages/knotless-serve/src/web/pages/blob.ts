@@ -1,0 +1,59 @@
+import type http from 'node:http';
+import { pathType, readBlob } from '../../mirror/read.ts';
+import { html, page, pathHref } from '../html.ts';
+import { renderCode } from '../render.ts';
+import type { RepoTarget } from '../server.ts';
+import { HttpError, type Site } from '../site.ts';
+import { crumbs, refPath, repoHeader } from './common.ts';
+
+/** Largest file shown in a page; bigger ones only raw. */
+const MAX_SHOWN = 1024 * 1024;
+/** Largest file served raw (the mirror is read whole into memory). */
+const MAX_RAW = 64 * 1024 * 1024;
+
+function isBinary(b: Buffer): boolean {
+  return b.subarray(0, 8000).includes(0);
+}
+
+/** A file at a ref, highlighted, with a link to its raw bytes. */
+export async function blobPage(_site: Site, repo: RepoTarget, tail: string): Promise<string> {
+  const at = await refPath(repo, tail);
+  if ((await pathType(repo.gitDir, at.oid, at.path)) !== 'blob')
+    throw new HttpError(404, `No file ${at.path} at ${at.ref}.`);
+  const blob = await readBlob(repo.gitDir, at.oid, at.path, MAX_SHOWN);
+  const raw = pathHref([repo.owner, repo.name, 'raw'], `${at.ref}/${at.path}`);
+  const body =
+    blob.content === undefined
+      ? html`<p class="muted">This file is too large to show (${blob.size} bytes).</p>`
+      : isBinary(blob.content)
+        ? html`<p class="muted">Binary file (${blob.size} bytes).</p>`
+        : renderCode(at.path, blob.content.toString('utf8'));
+  return page(
+    `${at.path} at ${at.ref}`,
+    html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}
+      <div class="box">
+        <div class="head">
+          <span class="mono">${at.path}</span> <span class="muted">${blob.size} bytes</span> ·
+          <a href="${raw}">Raw</a>
+        </div>
+        ${body}
+      </div>`,
+  );
+}
+
+/** A file's bytes as plain text (never HTML, whatever it holds) or as a download. */
+export async function rawBlob(repo: RepoTarget, tail: string, res: http.ServerResponse): Promise<void> {
+  const at = await refPath(repo, tail);
+  if ((await pathType(repo.gitDir, at.oid, at.path)) !== 'blob')
+    throw new HttpError(404, `No file ${at.path} at ${at.ref}.`);
+  const blob = await readBlob(repo.gitDir, at.oid, at.path, MAX_RAW);
+  if (blob.content === undefined)
+    throw new HttpError(413, 'This file is too large to serve here; clone the repository.');
+  res
+    .writeHead(200, {
+      'content-type': isBinary(blob.content) ? 'application/octet-stream' : 'text/plain; charset=utf-8',
+      'content-security-policy': "default-src 'none'; sandbox",
+      'x-content-type-options': 'nosniff',
+    })
+    .end(blob.content);
+}

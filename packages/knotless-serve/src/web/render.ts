@@ -1,0 +1,109 @@
+import hljs from 'highlight.js/lib/common';
+import MarkdownIt from 'markdown-it';
+import { html, trusted, type SafeHtml } from './html.ts';
+
+// Raw HTML off: a README's <script>, <iframe> or onclick= is shown as text, never as markup.
+// markdown-it's validateLink already refuses javascript:, vbscript:, file: and most data: URLs;
+// ours keeps only http(s), mailto and relative links, so nothing else becomes an href or src.
+const md = new MarkdownIt({ html: false, linkify: true, typographer: false });
+md.validateLink = (url: string): boolean => {
+  const u = url.trim().toLowerCase();
+  const scheme = /^([a-z][a-z0-9+.-]*):/.exec(u)?.[1];
+  return scheme === undefined || scheme === 'http' || scheme === 'https' || scheme === 'mailto';
+};
+const defaultLinkOpen = md.renderer.rules['link_open'];
+md.renderer.rules['link_open'] = (tokens, idx, options, env, self) => {
+  // Links in someone else's README: no referrer, no opener, marked as user content.
+  tokens[idx]!.attrSet('rel', 'nofollow noopener noreferrer ugc');
+  return defaultLinkOpen
+    ? defaultLinkOpen(tokens, idx, options, env, self)
+    : self.renderToken(tokens, idx, options);
+};
+
+/** Markdown to HTML with raw HTML and unsafe link schemes disabled. */
+export function renderMarkdown(text: string): SafeHtml {
+  return trusted(md.render(text));
+}
+
+/** Largest file highlighted; bigger ones are shown plain (highlighting is the slow part). */
+const MAX_HIGHLIGHT = 256 * 1024;
+
+/** The highlight.js language for a file name, if it knows one. */
+function languageOf(name: string): string | undefined {
+  const base = name.split('/').pop() ?? name;
+  if (/^(Makefile|GNUmakefile)$/.test(base)) return 'makefile';
+  if (base === 'Dockerfile') return 'dockerfile';
+  const ext = /\.([A-Za-z0-9+]+)$/.exec(base)?.[1]?.toLowerCase();
+  return ext !== undefined && hljs.getLanguage(ext) !== undefined ? ext : undefined;
+}
+
+/** A text file as numbered lines, highlighted when its language is known (highlight.js escapes). */
+export function renderCode(name: string, text: string): SafeHtml {
+  const lang = text.length <= MAX_HIGHLIGHT ? languageOf(name) : undefined;
+  const body =
+    lang === undefined ? undefined : hljs.highlight(text, { language: lang, ignoreIllegals: true }).value;
+  // highlight.js closes its spans per token, but a token may span lines; splitting on newlines keeps
+  // each row's spans balanced only for single-line tokens, so multi-line tokens are re-opened per row.
+  const lines = body === undefined ? text.split('\n').map((l) => html`${l}`) : splitHighlighted(body);
+  if (lines.length > 1 && text.endsWith('\n')) lines.pop();
+  return html`<table class="code">
+    ${lines.map(
+      (l, i) =>
+        html`<tr>
+          <td class="n" id="L${i + 1}">${i + 1}</td>
+          <td>${l}</td>
+        </tr>`,
+    )}
+  </table>`;
+}
+
+/** Splits highlighted HTML into lines, closing and re-opening spans that cross a newline. */
+function splitHighlighted(markup: string): SafeHtml[] {
+  const out: SafeHtml[] = [];
+  const open: string[] = [];
+  let line = '';
+  for (const part of markup.split(/(<span[^>]*>|<\/span>|\n)/)) {
+    if (part === '\n') {
+      out.push(trusted(line + '</span>'.repeat(open.length)));
+      line = open.join('');
+    } else if (part.startsWith('<span')) {
+      open.push(part);
+      line += part;
+    } else if (part === '</span>') {
+      open.pop();
+      line += part;
+    } else line += part;
+  }
+  out.push(trusted(line));
+  return out;
+}
+
+/** A unified diff, one row per line, coloured by kind; every line escaped. */
+export function renderDiff(diff: string): SafeHtml {
+  if (diff.trim() === '') return html`<p class="muted">No changes.</p>`;
+  const files = diff.split(/^(?=diff --git )/m).filter(Boolean);
+  return html`${files.map((f) => {
+    const lines = f.replace(/\n$/, '').split('\n');
+    const name = /^diff --git a\/(.*) b\/(.*)$/.exec(lines[0] ?? '')?.[2] ?? lines[0] ?? '';
+    const body = lines
+      .slice(1)
+      .filter((l) => !/^(index |--- |\+\+\+ |similarity |new file|deleted file)/.test(l));
+    return html`<div class="box">
+      <div class="head mono">${name}</div>
+      <table class="code">
+        ${body.map((l) => {
+          const cls = l.startsWith('@@')
+            ? 'd-hunk'
+            : l.startsWith('+')
+              ? 'd-add'
+              : l.startsWith('-')
+                ? 'd-del'
+                : '';
+          return html`<tr>
+            <td class="${cls}">${l}</td>
+          </tr>`;
+        })}
+      </table>
+    </div>`;
+  })}`;
+}

@@ -1,0 +1,128 @@
+import fs from 'node:fs';
+import type http from 'node:http';
+import { handleXrpc } from '../xrpc/router.ts';
+import { serveGit } from './git-http.ts';
+import { html, page, type SafeHtml } from './html.ts';
+import { accountPage } from './pages/account.ts';
+import { blobPage, rawBlob } from './pages/blob.ts';
+import { commitPage, comparePage } from './pages/commit.ts';
+import { commitsPage } from './pages/commits.ts';
+import { homePage } from './pages/home.ts';
+import { repoPage, treePage } from './pages/repo.ts';
+import { HttpError, type Site } from './site.ts';
+import { STYLE } from './style.ts';
+
+/** A repository addressed by a URL: its owner, name and mirror. */
+export interface RepoTarget {
+  did: string;
+  /** How the URL named the owner (handle, else DID): links keep using it. */
+  owner: string;
+  name: string;
+  description: string | null;
+  gitDir: string;
+}
+
+const GIT_SERVICES = new Set(['info/refs', 'git-upload-pack', 'git-receive-pack']);
+
+/** HTML response headers: no scripts, no framing, no sniffing, whatever a page contains. */
+const HTML_HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'content-security-policy':
+    "default-src 'none'; style-src 'self'; img-src 'self' https: data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
+async function findRepo(site: Site, actor: string, name: string): Promise<RepoTarget> {
+  const owner = await site.index.owner(actor);
+  const repo = owner === undefined ? undefined : await site.index.repo(owner.did, name);
+  if (owner === undefined || repo === undefined)
+    throw new HttpError(404, `No repository ${actor}/${name} is known here.`);
+  const gitDir = site.mirror.gitDir(owner.did, name);
+  return { did: owner.did, owner: actor, name, description: repo.description, gitDir };
+}
+
+async function route(
+  site: Site,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+): Promise<string | undefined> {
+  const url = new URL(req.url ?? '/', 'http://appview');
+  if (url.pathname.startsWith('/xrpc/')) {
+    await handleXrpc(site, url.pathname.slice(6), req, res, url.searchParams);
+    return undefined;
+  }
+  if (url.pathname === '/static/style.css') {
+    res
+      .writeHead(200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'max-age=300' })
+      .end(STYLE);
+    return undefined;
+  }
+  if (url.pathname === '/robots.txt' || url.pathname === '/favicon.ico')
+    throw new HttpError(404, 'Not found.');
+  let segs: string[];
+  try {
+    segs = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  } catch {
+    throw new HttpError(400, 'The address is not valid.');
+  }
+  if (segs.length === 0) return homePage(site, url.searchParams.get('q') ?? '');
+  const [actor, rawName, view, ...rest] = segs as [
+    string,
+    string | undefined,
+    string | undefined,
+    ...string[],
+  ];
+  if (rawName === undefined) return accountPage(site, actor);
+  const name = rawName.replace(/\.git$/, '');
+  const gitPath = [view, ...rest].join('/');
+  if (GIT_SERVICES.has(gitPath)) {
+    const repo = await findRepo(site, actor, name);
+    if (!fs.existsSync(repo.gitDir)) throw new HttpError(404, 'This repository is not mirrored yet.');
+    serveGit(repo.gitDir, gitPath, req, res, url.search.slice(1));
+    return undefined;
+  }
+  if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'Pages are read with GET.');
+  const repo = await findRepo(site, actor, name);
+  const tail = rest.join('/');
+  switch (view) {
+    case undefined:
+      return repoPage(site, repo);
+    case 'tree':
+      return treePage(site, repo, tail);
+    case 'blob':
+      return blobPage(site, repo, tail);
+    case 'raw':
+      await rawBlob(repo, tail, res);
+      return undefined;
+    case 'commits':
+      return commitsPage(site, repo, tail, Number(url.searchParams.get('page') ?? '1'));
+    case 'commit':
+      return commitPage(site, repo, tail);
+    case 'compare':
+      return comparePage(site, repo, tail);
+    default:
+      throw new HttpError(404, 'No such page.');
+  }
+}
+
+/** Answers one HTTP request: a page, the stylesheet, an XRPC query or git's smart HTTP. */
+export function handleRequest(site: Site, req: http.IncomingMessage, res: http.ServerResponse): void {
+  route(site, req, res).then(
+    (body) => {
+      if (body !== undefined) res.writeHead(200, HTML_HEADERS).end(req.method === 'HEAD' ? undefined : body);
+    },
+    (err: unknown) => {
+      const status = err instanceof HttpError ? err.status : 500;
+      if (!(err instanceof HttpError)) site.log(`${req.method} ${req.url}: ${String(err)}`);
+      const message = err instanceof HttpError ? err.message : 'Something went wrong; the log says what.';
+      if (res.headersSent) return void res.destroy();
+      res.writeHead(status, HTML_HEADERS).end(page(String(status), htmlMessage(status, message)));
+    },
+  );
+}
+
+function htmlMessage(status: number, message: string): SafeHtml {
+  return html`<h1>${status}</h1>
+    <p>${message}</p>`;
+}

@@ -1,0 +1,32 @@
+/** The one stylesheet: small, light and dark by the reader's preference, no web fonts. */
+export const STYLE = `
+:root{--bg:#fff;--fg:#1f2328;--muted:#59636e;--line:#d1d9e0;--panel:#f6f8fa;--link:#0969da;--add:#dafbe1;--del:#ffebe9;--hunk:#ddf4ff;color-scheme:light dark}
+@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--muted:#9198a1;--line:#3d444d;--panel:#151b23;--link:#4493f8;--add:#12361f;--del:#4b1c1f;--hunk:#0c2d6b}}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
+a{color:var(--link);text-decoration:none}a:hover{text-decoration:underline}
+header.top{display:flex;gap:1rem;align-items:center;padding:.6rem 1.2rem;border-bottom:1px solid var(--line);background:var(--panel)}
+.brand{font-weight:700;color:var(--fg)}
+.search{margin-left:auto}.search input{padding:.3rem .5rem;border:1px solid var(--line);border-radius:6px;background:var(--bg);color:var(--fg);min-width:16rem}
+main{max-width:1100px;margin:0 auto;padding:1rem 1.2rem}
+footer{color:var(--muted);font-size:.85rem;text-align:center;padding:2rem}
+h1{font-size:1.4rem;margin:.4rem 0}h2{font-size:1.1rem;margin:1.2rem 0 .5rem}
+.muted{color:var(--muted)}
+.box{border:1px solid var(--line);border-radius:6px;margin:.8rem 0;overflow:hidden}
+.box>.head{background:var(--panel);padding:.5rem .8rem;border-bottom:1px solid var(--line)}
+table.list{width:100%;border-collapse:collapse}
+table.list td{padding:.35rem .8rem;border-top:1px solid var(--line);vertical-align:top}
+table.list tr:first-child td{border-top:0}
+code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px}
+pre{margin:0;padding:.8rem;overflow:auto}
+.readme{padding:.2rem 1.2rem}.readme pre{background:var(--panel);border-radius:6px}
+.clone input{width:100%;font-family:ui-monospace,monospace;padding:.3rem;border:1px solid var(--line);border-radius:6px;background:var(--panel);color:var(--fg)}
+.pill{display:inline-block;border:1px solid var(--line);border-radius:2em;padding:0 .5em;font-size:.8rem;margin-right:.3em}
+table.code{border-collapse:collapse;width:100%}
+table.code td{padding:0 .8rem;white-space:pre;font-family:ui-monospace,monospace;font-size:13px;vertical-align:top}
+table.code td.n{color:var(--muted);text-align:right;user-select:none;width:1%}
+.d-add{background:var(--add)}.d-del{background:var(--del)}.d-hunk{background:var(--hunk);color:var(--muted)}
+.crumbs{margin:.4rem 0}
+.hljs-keyword,.hljs-built_in,.hljs-selector-tag{color:#cf222e}.hljs-string,.hljs-attr{color:#0a3069}.hljs-comment{color:var(--muted);font-style:italic}.hljs-number,.hljs-literal{color:#0550ae}.hljs-title,.hljs-function{color:#8250df}
+@media (prefers-color-scheme:dark){.hljs-keyword,.hljs-built_in,.hljs-selector-tag{color:#ff7b72}.hljs-string,.hljs-attr{color:#a5d6ff}.hljs-number,.hljs-literal{color:#79c0ff}.hljs-title,.hljs-function{color:#d2a8ff}}
+`;

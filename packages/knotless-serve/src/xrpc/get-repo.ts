@@ -1,0 +1,16 @@
+import { actorDid, refView, repoView, required, XrpcHttpError, type XrpcHandler } from './common.ts';
+
+/** dev.knotless.getRepo: one repository with its default branch and its refs. */
+export const getRepo: XrpcHandler = async (site, params) => {
+  const did = await actorDid(site, required(params, 'actor'));
+  const name = required(params, 'repo');
+  const repo = await site.index.repo(did, name);
+  if (repo === undefined) throw new XrpcHttpError(400, 'RepoNotFound', `no repository ${name}`);
+  const refs = await site.index.refs(did, name);
+  const head = refs.find((r) => r.ref === 'HEAD')?.symref ?? undefined;
+  return {
+    ...repoView(site, repo),
+    ...(head === undefined || head === null ? {} : { defaultBranch: head }),
+    refs: refs.filter((r) => r.ref !== 'HEAD').map(refView),
+  };
+};

@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestNet } from '../../knotless/test/helpers/network.ts';
+import { startAppview, type Appview } from '../src/appview.ts';
+import { defaultConfig, type ServeConfig } from '../src/config.ts';
+
+/** An appview on the test network, following its PDS's event stream in dev mode. */
+export async function appviewOn(
+  t: TestNet,
+  database: string,
+  dataDir?: string,
+  extra: Partial<ServeConfig> = {},
+): Promise<Appview> {
+  const dir = dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-serve-'));
+  return startAppview(
+    {
+      ...defaultConfig(dir),
+      database,
+      port: 0,
+      plcUrl: t.net.plcUrl,
+      firehoses: [t.net.pdsUrl.replace(/^http/, 'ws')],
+      dev: true,
+      ...extra,
+    },
+    (line) => {
+      if (process.env['KNOTLESS_SERVE_TEST_LOG']) process.stderr.write(`appview: ${line}\n`);
+    },
+  );
+}
+
+/** Polls `check` until it returns a value other than undefined, or fails after `ms`. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline)
+      assert.fail(`timed out waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** GETs a URL and returns status and text. */
+export async function get(url: string): Promise<{ status: number; text: string }> {
+  const res = await fetch(url);
+  return { status: res.status, text: await res.text() };
+}
+
+/** GETs an XRPC query's JSON, failing on an error status. */
+export async function xrpc<T>(app: Appview, nsid: string, params: Record<string, string>): Promise<T> {
+  const res = await fetch(`${app.url}/xrpc/${nsid}?${new URLSearchParams(params).toString()}`);
+  const body = (await res.json()) as T;
+  if (!res.ok) throw new Error(`${nsid}: ${res.status} ${JSON.stringify(body)}`);
+  return body;
+}
