@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { writeFileAtomic } from '../fsutil.ts';
 import { indexPack, packObjects } from '../git/pack.ts';
-import { runGit } from '../git/run.ts';
+import { GitError, runGit } from '../git/run.ts';
+import { KnotlessError } from '../errors.ts';
 import type { PackEntry } from '../remote/ref-record.ts';
 import { IndexedPacks } from './indexed-packs.ts';
 
@@ -33,7 +34,16 @@ export class Mirror {
     const done = this.#indexed.read();
     for (const pack of list) {
       if (done.has(pack.id) && fs.existsSync(this.#listFile(pack.id))) continue;
-      const { hash } = await indexPack(await load(pack), this.gitDir, false);
+      const bytes = await load(pack);
+      const { hash } = await indexPack(bytes, this.gitDir, false).catch((err: unknown) => {
+        // A pack the checks let through but git cannot index: the remote's data, not a bug here.
+        if (!(err instanceof GitError)) throw err;
+        throw new KnotlessError(
+          'corrupt-remote',
+          `git could not index pack ${pack.id} (${err.stderr.trim().split('\n').pop() ?? ''}): the remote's packs are damaged or lack their delta bases; nothing was written.`,
+          { cause: err },
+        );
+      });
       writeFileAtomic(
         this.#listFile(pack.id),
         (await packObjects(this.gitDir, hash, pack.count)).join('\n'),

@@ -1,5 +1,6 @@
 // PDS faults scripted on the proxy: what is safe to repeat is retried with backoff (Retry-After
 // honoured), what is not fails at once, and past the bound git is told which refs failed.
+import fs from 'node:fs';
 import path from 'node:path';
 import type { FaultRule } from 'knotless-devnet';
 import { commitFiles, newRepo } from '../helpers/git.ts';
@@ -142,6 +143,31 @@ export const PDS_CASES: FaultCase[] = [
     /^knotless: The PDS is rate-limiting writing the refs of alice\.test\/pds-\d+ until \S+; wait and try again\.$/,
     3_000,
   ),
+  {
+    group: 'pds',
+    name: 'every request dropped (the PDS is down)',
+    expected: 'clone failed; one clear sentence; tried 5 times; no hang; nothing written',
+    async run(env) {
+      const { url } = await env.repo('pds-down');
+      env.proxy.inject({ times: Infinity, fault: { kind: 'drop' } });
+      env.proxy.reset();
+      const out = env.alice.dir();
+      const started = Date.now();
+      const res = await env.alice.git(out, 'clone', '-q', url, 'c');
+      const ms = Date.now() - started;
+      const ours = res.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
+      const tried = env.proxy.count('com.atproto.repo.listRecords');
+      return [
+        res.code !== 0 ? 'clone failed' : 'clone ok',
+        ours.length === 1 && /^knotless: Could not reach \S+ \(\w+\) after 5 attempts; .+\.$/.test(ours[0]!)
+          ? 'one clear sentence'
+          : `said ${JSON.stringify(ours)}`,
+        `tried ${tried} times`,
+        ms < 10_000 ? 'no hang' : `took ${ms} ms`,
+        fs.readdirSync(out).length === 0 ? 'nothing written' : 'left files',
+      ].join('; ');
+    },
+  },
   {
     group: 'pds',
     name: 'a write without compare-and-swap is not repeated',
