@@ -105,6 +105,8 @@ async function writeOne(job: WriteJob, u: Update): Promise<Written> {
     }
     const before = current;
     current = await remote.getRef(key);
+    // A delete that was retried after its first copy landed (the answer was lost) finds it done.
+    if (u.oid === undefined && current === undefined) return done({ dst: u.dst, record: null });
     if (before !== undefined && current !== undefined && current.record.target === before.record.target) {
       const old = new Set(before.record.packs.map((p) => p.id));
       packs = unionPacks([current.record.packs, packs.filter((p) => !old.has(p.id))]);

@@ -172,6 +172,11 @@ export async function commitToBranch(
     }
     current = await remote.getRef(key);
     refs = [...refs.filter((r) => r.record.ref !== ref), ...(current === undefined ? [] : [current])];
+    // A retried write whose first copy landed (its answer was lost) conflicts with itself: done.
+    if (current?.record.target === commit) {
+      view.write({ confirmedAt: 0, refs });
+      return commit;
+    }
   }
   throw new KnotlessError('push-rejected', `${ref} of ${remote.label} kept changing; try again.`);
 }

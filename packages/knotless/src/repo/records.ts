@@ -57,6 +57,17 @@ export class RepoRecords {
         swapRecord: null,
       });
     } catch (err) {
+      // Retried after a lost answer, the create conflicts with itself: the record read back is ours.
+      if (err instanceof XrpcError && err.error === 'InvalidSwap' && err.attempts > 1) {
+        const mine = await client
+          .query<{ value?: { createdAt?: unknown } }>('com.atproto.repo.getRecord', {
+            repo: auth.session.did,
+            collection: REPO_COLLECTION,
+            rkey: name,
+          })
+          .catch(() => undefined);
+        if (mine?.value?.createdAt === record.createdAt) return record;
+      }
       if (err instanceof XrpcError && err.error === 'InvalidSwap') {
         throw new KnotlessError(
           'repo-exists',

@@ -145,6 +145,41 @@ export const PDS_CASES: FaultCase[] = [
   ),
   {
     group: 'pds',
+    name: 'answers lost after the write landed: repo create, repo commit, a ref delete',
+    expected: 'create ok; commit ok, one commit; delete ok, ref gone',
+    async run(env) {
+      const cut = (nsid: string) => env.proxy.inject({ nsid, fault: { kind: 'cut', bytes: 5 } });
+      const facts: string[] = [];
+      cut(PUT);
+      const name = `pds-lost-${Date.now()}`;
+      const created = await env.alice.knotless('repo', 'create', name);
+      facts.push(created.code === 0 ? 'create ok' : `create failed: ${lastLine(created.stderr)}`);
+      const url = `knotless://alice.test/${name}`;
+      const dir = await newRepo(env.alice, url);
+      const first = await commitFiles(env.alice, dir, { 'a.txt': 'one\n' }, 'one');
+      await env.alice.ok(dir, 'push', '-q', 'origin', 'main', 'main:refs/heads/side');
+      const file = path.join(env.alice.dir(), 'f.txt');
+      fs.writeFileSync(file, 'bot\n');
+      cut(PUT);
+      const made = await env.alice.knotless('repo', 'commit', name, '-m', 'bot', '--add', `f.txt=${file}`);
+      const check = await freshCloneCheck(env, url);
+      const parent = (await env.alice.git(check.dir, 'rev-parse', 'refs/heads/main^')).stdout.trim();
+      facts.push(
+        made.code === 0 && parent === first
+          ? 'commit ok, one commit'
+          : `commit: ${made.code}, parent ${parent}`,
+      );
+      cut('com.atproto.repo.deleteRecord');
+      const del = await env.alice.git(dir, 'push', '-q', 'origin', ':side');
+      const gone = !(await env.alice.ok(dir, 'ls-remote', url)).includes('refs/heads/side');
+      facts.push(
+        del.code === 0 && gone ? 'delete ok, ref gone' : `delete: ${lastLine(del.stderr)}, gone ${gone}`,
+      );
+      return facts.join('; ');
+    },
+  },
+  {
+    group: 'pds',
     name: 'every request dropped (the PDS is down)',
     expected: 'clone failed; one clear sentence; tried 5 times; no hang; nothing written',
     async run(env) {
