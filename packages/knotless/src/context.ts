@@ -12,6 +12,8 @@ export class Context {
   readonly transport: Transport;
   readonly resolver: IdentityResolver;
   readonly sessions: SessionStore;
+  /** Told of each request retry (the helper sets it when git asks for verbosity); silent when unset. */
+  retryNotice: ((notice: string) => void) | undefined;
   /** The warm agent, when one is running (and this is not the agent itself). */
   readonly agent: AgentClient | undefined;
 
@@ -35,6 +37,7 @@ export class Context {
       transport: this.transport,
       trace: this.config.trace,
       retry: this.config.retry,
+      onRetry: (notice) => this.retryNotice?.(notice),
       ...(authorizer === undefined ? {} : { authorizer }),
     });
   }

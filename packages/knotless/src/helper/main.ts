@@ -28,6 +28,9 @@ function setOption(state: HelperState, name: string, value: string): string {
   switch (name) {
     case 'verbosity':
       o.verbosity = Number(value) || 0;
+      // `git push -v` and beyond: say when a request is retried; otherwise retries stay silent.
+      state.ctx.retryNotice =
+        o.verbosity > 1 ? (notice) => process.stderr.write(`knotless: ${notice}\n`) : undefined;
       return 'ok';
     case 'progress':
       o.progress = value === 'true';

@@ -44,6 +44,8 @@ export interface XrpcClientOptions {
   trace?: boolean;
   /** Retries of transient faults (see retry.ts); none when absent. */
   retry?: RetryPolicy;
+  /** Told of each retry, for a caller that was asked to be verbose; retries are silent otherwise. */
+  onRetry?: (notice: string) => void;
 }
 
 /** A request that got no usable answer: refused, reset, timed out, or cut mid-body. */
@@ -115,10 +117,10 @@ export class XrpcClient {
           if (err instanceof XrpcError || err instanceof NoAnswer) err.attempts = attempt + 1;
           throw err instanceof NoAnswer ? unreachable(err) : err;
         }
-        if (this.#opts.trace)
-          process.stderr.write(
-            `knotless: trace retry ${method} ${nsid} in ${wait}ms (attempt ${attempt + 2})\n`,
-          );
+        const why = err instanceof XrpcError ? `HTTP ${err.status}` : (err as NoAnswer).code;
+        const notice = `retrying ${nsid} in ${wait} ms (${why}; attempt ${attempt + 2} of ${policy!.retries + 1})`;
+        if (this.#opts.trace) process.stderr.write(`knotless: trace ${notice}\n`);
+        this.#opts.onRetry?.(notice);
         await sleep(wait);
         waited += wait;
       }

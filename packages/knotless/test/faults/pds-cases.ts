@@ -180,6 +180,31 @@ export const PDS_CASES: FaultCase[] = [
   },
   {
     group: 'pds',
+    name: 'retries are silent, unless git asks for verbosity (push -v)',
+    expected: 'quiet push ok, said nothing; push -v ok, said it retried',
+    async run(env) {
+      const { dir } = await ready(env);
+      const fault = () => env.proxy.inject({ nsid: LIST, fault: { kind: 'status', status: 502 } });
+      fault();
+      const quiet = await env.alice.git(dir, 'push', 'origin', 'main');
+      const said = quiet.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
+      await commitFiles(env.alice, dir, { 'a.txt': 'three\n' }, 'three');
+      fault();
+      const loud = await env.alice.git(dir, 'push', '-v', 'origin', 'main');
+      const retried =
+        /^knotless: retrying com\.atproto\.repo\.listRecords in \d+ ms \(HTTP 502; attempt 2 of 5\)$/m;
+      return [
+        quiet.code === 0 && said.length === 0
+          ? 'quiet push ok, said nothing'
+          : `quiet push: ${JSON.stringify(said)}`,
+        loud.code === 0 && retried.test(loud.stderr)
+          ? 'push -v ok, said it retried'
+          : `push -v: ${lastLine(loud.stderr)}`,
+      ].join('; ');
+    },
+  },
+  {
+    group: 'pds',
     name: 'every request dropped (the PDS is down)',
     expected: 'clone failed; one clear sentence; tried 5 times; no hang; nothing written',
     async run(env) {
