@@ -193,6 +193,12 @@ export class RemoteRepo {
           'corrupt-remote',
           `The remote holds a ref record of ${size} bytes, over the limit of ${MAX_RECORD_BYTES}; it was ignored.`,
         );
+      // Without its CID a record cannot be compare-and-swapped: never write on a guess.
+      if (typeof cid !== 'string' || cid === '')
+        throw new KnotlessError(
+          'corrupt-remote',
+          'The remote holds a ref record listed without its CID; it was ignored.',
+        );
       const record = parseRefRecord(value);
       // A record under this repository's keys that claims another repository is not one of its refs.
       if (record.repo !== this.name)

@@ -1,4 +1,8 @@
+import { KnotlessError } from '../errors.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
+
+/** Pages one listing may take (500,000 records): a PDS whose listing never ends cannot hang us. */
+export const MAX_PAGES = 5000;
 
 /** One record as com.atproto.repo.listRecords returns it. */
 export interface ListedRecord {
@@ -23,7 +27,7 @@ export async function* listRecords(
   opts: { after?: string; keep?: (rkey: string) => boolean } = {},
 ): AsyncGenerator<ListedRecord> {
   let cursor = opts.after;
-  for (;;) {
+  for (let n = 1; ; n++) {
     const page = await client.query<{ records: ListedRecord[]; cursor?: string }>(
       'com.atproto.repo.listRecords',
       {
@@ -34,11 +38,22 @@ export async function* listRecords(
         cursor,
       },
     );
+    if (!Array.isArray(page?.records) || page.records.some((r) => typeof r?.uri !== 'string'))
+      throw new KnotlessError(
+        'corrupt-remote',
+        `The PDS answered a listing of ${collection} with something that is not one; stopped reading it.`,
+      );
     for (const r of page.records) {
       if (opts.keep !== undefined && !opts.keep(rkeyOf(r.uri))) return;
       yield r;
     }
     if (page.cursor === undefined || page.records.length < 100) return;
+    if (page.cursor === cursor || n >= MAX_PAGES) {
+      throw new KnotlessError(
+        'corrupt-remote',
+        `The PDS's listing of ${collection} ${page.cursor === cursor ? 'repeats itself' : `goes on past ${MAX_PAGES * 100} records`}; stopped reading it.`,
+      );
+    }
     cursor = page.cursor;
   }
 }

@@ -103,7 +103,9 @@ export class XrpcClient {
   async #retrying(method: 'GET' | 'POST', nsid: string, opts: CallOptions, json: boolean): Promise<Buffer> {
     const policy = this.#opts.retry;
     const safe = isRetrySafe(method, nsid, opts.body);
-    let waited = 0;
+    // The budget counts attempts as well as waits, so a PDS that hangs until the transport's timeout
+    // is not waited on five times over.
+    const started = Date.now();
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.#send(method, nsid, opts, json);
@@ -112,7 +114,9 @@ export class XrpcClient {
         // A refused connection never carried the request, so even an unsafe one may go again.
         const again = safe || (err instanceof NoAnswer && err.code === 'ECONNREFUSED');
         const wait =
-          policy !== undefined && again && f !== undefined ? nextWait(policy, attempt, waited, f) : undefined;
+          policy !== undefined && again && f !== undefined
+            ? nextWait(policy, attempt, Date.now() - started, f)
+            : undefined;
         if (wait === undefined) {
           if (err instanceof XrpcError || err instanceof NoAnswer) err.attempts = attempt + 1;
           throw err instanceof NoAnswer ? unreachable(err) : err;
@@ -122,7 +126,6 @@ export class XrpcClient {
         if (this.#opts.trace) process.stderr.write(`knotless: trace ${notice}\n`);
         this.#opts.onRetry?.(notice);
         await sleep(wait);
-        waited += wait;
       }
     }
   }

@@ -11,7 +11,7 @@ export interface RetryPolicy {
   retries: number;
   /** The first backoff; each retry doubles it, with full jitter. */
   baseMs: number;
-  /** The most one request may spend waiting in total; a longer Retry-After is not waited for. */
+  /** No retry starts later than this after the first attempt did; a longer Retry-After is not waited for. */
   maxWaitMs: number;
 }
 
@@ -66,7 +66,7 @@ export function serverWaitMs(f: Failure, now = Date.now()): number | undefined {
 
 /**
  * The wait before retry number `attempt` (0-based), or undefined when the request should fail now:
- * out of retries, or the server asks for longer than the remaining budget (`waitedMs` so far).
+ * out of retries, or the wait would end past the budget (`waitedMs`: time since the first attempt).
  * Backoff is exponential with full jitter, so many clients hitting one PDS spread out.
  */
 export function nextWait(

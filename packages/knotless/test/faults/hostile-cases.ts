@@ -160,6 +160,35 @@ export const HOSTILE_CASES: FaultCase[] = [
   },
   {
     group: 'hostile',
+    name: 'a listing that repeats itself forever, and one that is not a listing',
+    expected: `${REFUSED}; ${REFUSED}`,
+    async run(env) {
+      const { name, url, tip } = await pushedRepo(env, 'hostile-list');
+      const records = Array.from({ length: 100 }, (_, i) => ({
+        uri: `at://${env.did}/dev.knotless.ref/${name}~refs_heads_b${i}`,
+        cid: 'bafyreih7bzycdb6w2gjl7ul2k2wzyq4bbxsqlrdyvpqmekxm3xlnzqzjgm',
+        value: { repo: name, ref: `refs/heads/b${i}`, target: tip, packs: [] },
+      }));
+      const answer = (body: unknown) =>
+        env.proxy.inject({
+          nsid: 'com.atproto.repo.listRecords',
+          times: Infinity,
+          fault: {
+            kind: 'replace',
+            body: Buffer.from(JSON.stringify(body)),
+            contentType: 'application/json',
+          },
+        });
+      answer({ records, cursor: 'again' });
+      const forever = await refusedClone(env, url, /listing of dev\.knotless\.ref repeats itself/);
+      env.proxy.clearFaults();
+      answer({ records: 'nope', cursor: 3 });
+      const notOne = await refusedClone(env, url, /with something that is not one/);
+      return `${forever}; ${notOne}`;
+    },
+  },
+  {
+    group: 'hostile',
     name: 'unknown fields in records and packs',
     expected: 'clone ok; fsck clean; at the pushed commit',
     async run(env) {
