@@ -34,12 +34,12 @@ describe('requests per operation (identity cached)', () => {
     const dir = await newRepo(alice, url);
     await commitFiles(alice, dir, { a: '1' }, 'one');
 
-    // First push to an empty repository: list, check the repository exists, write the ref, write HEAD.
+    // First push to an empty repository: list, check the repository exists, write the ref and HEAD
+    // in one commit.
     assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
       'com.atproto.repo.listRecords',
       'com.atproto.repo.getRecord',
-      'com.atproto.repo.putRecord',
-      'com.atproto.repo.putRecord',
+      'com.atproto.repo.applyWrites',
     ]);
 
     // A small push with no recent listing: the listing, then one record write with the pack inline.
@@ -55,6 +55,13 @@ describe('requests per operation (identity cached)', () => {
     assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'topic')), [
       'com.atproto.repo.listRecords',
       'com.atproto.repo.putRecord',
+    ]);
+
+    // Several new branches at once: the listing, then one commit that creates them all.
+    for (const b of ['x1', 'x2', 'x3']) await alice.ok(dir, 'branch', b);
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'x1', 'x2', 'x3')), [
+      'com.atproto.repo.listRecords',
+      'com.atproto.repo.applyWrites',
     ]);
 
     // Clone (packs inline) and a fetch with nothing new: the listing alone.

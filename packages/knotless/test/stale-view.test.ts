@@ -86,6 +86,22 @@ describe("git's local decisions against a stale cached view never lose a commit"
     assert.equal(await remoteRefs(b, bd, url), before);
   });
 
+  it('new branches created in one commit: a branch the other machine created meanwhile is not overwritten', async () => {
+    const { url, ad, bd } = await staleSetup();
+    // b creates "both"; a, whose view has no "both", creates it and "mine" in one batch, which the
+    // PDS refuses whole; written one by one, "mine" lands and "both" is refused as git would.
+    await commitFiles(b, bd, { g: 'b' }, 'b only');
+    await b.ok(bd, 'push', 'origin', 'HEAD:refs/heads/both');
+    const theirs = (await remoteRefs(b, bd, url)).split('\n').find((l) => l.endsWith('refs/heads/both'));
+    await commitFiles(a, ad, { g: 'a' }, 'a only');
+    const res = await a.git(ad, 'push', 'origin', 'HEAD:refs/heads/both', 'HEAD:refs/heads/mine');
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /both \((fetch first|stale info)\)/);
+    const after = await remoteRefs(b, bd, url);
+    assert.ok(after.includes(theirs!), after);
+    assert.match(after, /refs\/heads\/mine/);
+  });
+
   it('two machines racing on one branch: exactly one wins, the other is told to fetch first', async () => {
     for (let round = 0; round < 3; round++) {
       const { url, ad, bd } = await staleSetup();

@@ -54,7 +54,8 @@ async function hasObject(job: WriteJob, oid: string): Promise<boolean> {
   return job.present(oid) || (await presentObjects([oid])).has(oid);
 }
 
-function recordFor(remote: RemoteRepo, u: Update, packs: PackEntry[]): RefRecord {
+/** The record a ref gets when it is written to point at `u.oid`, with `packs`. */
+export function recordFor(remote: RemoteRepo, u: Update, packs: PackEntry[]): RefRecord {
   return {
     repo: remote.name,
     ref: u.dst,
@@ -65,7 +66,8 @@ function recordFor(remote: RemoteRepo, u: Update, packs: PackEntry[]): RefRecord
   };
 }
 
-function headRecord(remote: RemoteRepo, branch: string): RefRecord {
+/** The HEAD record naming `branch`. */
+export function headRecord(remote: RemoteRepo, branch: string): RefRecord {
   return { repo: remote.name, ref: 'HEAD', symref: branch, packs: [], updatedAt: new Date().toISOString() };
 }
 

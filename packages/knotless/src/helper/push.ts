@@ -6,7 +6,8 @@ import { planMerge } from '../remote/geometric.ts';
 import type { RemoteRepo } from '../remote/remote-repo.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import { preparePacks } from './push-pack.ts';
-import { shortReason, writeAtomic, writeEach, type WriteJob } from './push-write.ts';
+import { createInBatches } from './push-create.ts';
+import { shortReason, writeAtomic, writeEach, type Written, type WriteJob } from './push-write.ts';
 import type { HelperState } from './state.ts';
 
 type Outcome = { dst: string; error?: string; compact?: boolean };
@@ -101,7 +102,7 @@ async function push(
   const head = refs.has('HEAD') ? undefined : await defaultBranch(toWrite);
   const job: WriteJob = { state, remote, auth, updates: toWrite, packs, present, head };
   const isNew = new Set(toWrite.filter((u) => u.oid !== undefined && !refs.has(u.dst)).map((u) => u.dst));
-  const written = state.options.atomic ? await writeAtomic(job) : await writeEach(job);
+  const written = state.options.atomic ? await writeAtomic(job) : await writeBatchedThenEach(job);
   await state.remember(written);
   const compact = planMerge(packs) !== undefined;
   for (const o of written)
@@ -112,6 +113,13 @@ async function push(
   const created = [...isNew].filter((dst) => outcomes.get(dst)?.error === undefined);
   printCompareLinks(state, remote, created, refs.get('HEAD')?.record.symref ?? head);
   return updates.map((u) => outcomes.get(u.dst)!);
+}
+
+/** New refs in batches first (one commit per 199), then everything else one by one. */
+async function writeBatchedThenEach(job: WriteJob): Promise<Written[]> {
+  const batched = await createInBatches(job);
+  if (batched.rest.length === 0) return batched.written;
+  return [...batched.written, ...(await writeEach({ ...job, updates: batched.rest, head: batched.head }))];
 }
 
 /**

@@ -179,6 +179,39 @@ export class RemoteRepo {
     }
   }
 
+  /**
+   * Creates ref records in one commit, without `swapCommit`: the PDS refuses a create whose key
+   * exists (its repository tree will not add a key twice), so the whole batch lands only if none of
+   * them existed. Returns each record's CID and the commit's revision, or undefined when the batch
+   * did not land for any reason (the caller writes the refs one by one instead, which sorts it out).
+   */
+  async createRefs(
+    auth: Authorizer,
+    creates: { key: string; record: RefRecord }[],
+  ): Promise<{ cids: string[]; rev: string } | undefined> {
+    try {
+      const res = await this.writer(auth).procedure<{
+        commit?: { rev?: string };
+        results?: { cid?: string }[];
+      }>('com.atproto.repo.applyWrites', {
+        repo: this.owner.did,
+        writes: creates.map((c) => ({
+          $type: 'com.atproto.repo.applyWrites#create',
+          collection: REF_COLLECTION,
+          rkey: c.key,
+          value: writeRefRecord(c.record),
+        })),
+      });
+      const cids = (res.results ?? []).map((r) => r.cid);
+      const rev = res.commit?.rev;
+      if (cids.length !== creates.length || rev === undefined || cids.some((c) => c === undefined))
+        return undefined;
+      return { cids: cids as string[], rev };
+    } catch {
+      return undefined;
+    }
+  }
+
   /** `handle/name`, for messages. */
   get label(): string {
     return `${this.owner.handle ?? this.owner.did}/${this.name}`;

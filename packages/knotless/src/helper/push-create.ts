@@ -1,0 +1,57 @@
+import { crashPoint } from '../crash.ts';
+import { refKey } from '../remote/ref-key.ts';
+import type { RefRecord } from '../remote/ref-record.ts';
+import type { Update } from './push-check.ts';
+import { headRecord, MAX_WRITES_PER_COMMIT, recordFor, type Written, type WriteJob } from './push-write.ts';
+
+/** What batching left for the one-by-one writer. */
+export interface Batched {
+  written: Written[];
+  /** Updates still to write (not new refs, or in a batch that did not land). */
+  rest: Update[];
+  /** The branch HEAD should still be pointed at, unless a batch already wrote HEAD. */
+  head: string | undefined;
+}
+
+/**
+ * Creates new refs in batches of one commit each (up to the PDS's 200 writes), instead of one record
+ * write per ref: a mirror push of 500 refs is 3 commits, not 500, and the PDS signs each commit in
+ * turn. A batch lands whole or not at all (see RemoteRepo.createRefs); one that does not land goes
+ * back to the one-by-one writer, whose compare-and-swap decides each ref as usual. A single new ref
+ * without HEAD gains nothing, so it is left to that writer too.
+ */
+export async function createInBatches(job: WriteJob): Promise<Batched> {
+  const { state, remote, auth } = job;
+  const creates = job.updates.filter((u) => u.oid !== undefined && state.refs?.get(u.dst) === undefined);
+  // Worth a batch when it saves a request: two new refs, or one with the HEAD it brings.
+  const headToo = job.head !== undefined && creates.some((u) => u.dst === job.head);
+  if (state.refs === undefined || creates.length + (headToo ? 1 : 0) < 2)
+    return { written: [], rest: job.updates, head: job.head };
+  const rest = job.updates.filter((u) => !creates.includes(u));
+  const written: Written[] = [];
+  let head = job.head;
+  // One slot per batch stays free for HEAD, which lands with its branch.
+  for (let i = 0; i < creates.length; i += MAX_WRITES_PER_COMMIT - 1) {
+    const batch = creates.slice(i, i + MAX_WRITES_PER_COMMIT - 1);
+    const writes: { dst: string; key: string; record: RefRecord }[] = batch.map((u) => ({
+      dst: u.dst,
+      key: refKey(remote.name, u.dst),
+      record: recordFor(remote, u, job.packs),
+    }));
+    const withHead = head !== undefined && batch.some((u) => u.dst === head);
+    if (withHead)
+      writes.push({ dst: 'HEAD', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, head!) });
+    crashPoint('push:before-record-write');
+    const res = await remote.createRefs(auth, writes);
+    if (res === undefined) {
+      rest.push(...batch);
+      continue;
+    }
+    crashPoint('push:after-record-write');
+    if (withHead) head = undefined;
+    writes.forEach((w, n) =>
+      written.push({ dst: w.dst, record: { key: w.key, cid: res.cids[n]!, rev: res.rev, record: w.record } }),
+    );
+  }
+  return { written, rest, head };
+}
