@@ -3,7 +3,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
+import { bigTable, runBig, type BigResult } from './big.ts';
 import { makeClient } from './client.ts';
+import { findCeiling, runLimitedSwarm, type LimitedSwarm } from './limits.ts';
 import { knotlessRound, peerRound, type Sample } from './ops.ts';
 import { summarise, table } from './report.ts';
 import { startRig } from './setup.ts';
@@ -18,6 +20,14 @@ const { values } = parseArgs({
     swarm: { type: 'string', default: '1,4,16,64' },
     seconds: { type: 'string', default: '20' },
     'swarm-rtt': { type: 'string', default: '50' },
+    // Doubling the largest swarm until a push fails, up to this many agents (0: skip).
+    'ceiling-max': { type: 'string', default: '256' },
+    // Agents in the swarm run once more on a PDS with rate limits on (0: skip), and the write points
+    // left in the account's hourly budget when it starts.
+    limited: { type: 'string', default: '16' },
+    'limited-leave': { type: 'string', default: '100' },
+    // A real repository to mirror-push and clone, both ways.
+    big: { type: 'string' },
   },
 });
 const rtts = values.rtt.split(',').map(Number);
@@ -65,12 +75,71 @@ try {
     console.log('');
     console.log(swarmTable(swarm));
   }
+  const ceilingMax = Number(values['ceiling-max']);
+  const ceiling =
+    ceilingMax > 0 && sizes.length > 0
+      ? await findCeiling(rig, client, swarmRtt, Math.max(...sizes) * 2, ceilingMax, Number(values.seconds))
+      : [];
+  if (ceiling.length > 0) {
+    const last = ceiling.at(-1)!;
+    console.log('');
+    console.log(
+      last.landed < last.attempted
+        ? `Ceiling: the first failures came at ${last.agents} agents (${last.sample_error ?? 'see failures'})`
+        : `Ceiling: no push failed up to ${last.agents} agents`,
+    );
+    console.log('');
+    console.log(swarmTable(ceiling));
+  }
+  let big: BigResult | null = null;
+  if (values.big !== undefined) {
+    process.stderr.write(`big repository ${values.big} at ${swarmRtt} ms\n`);
+    big = await runBig(rig, client, swarmRtt, values.big);
+    console.log('');
+    console.log(`Big repository (wall time; peak memory of the largest client process)`);
+    console.log('');
+    console.log(bigTable(big));
+  }
+  const limitedAgents = Number(values.limited);
+  let limited: LimitedSwarm | null = null;
+  if (limitedAgents > 0) limited = await limitedRun(limitedAgents, swarmRtt);
   if (values.json !== undefined) {
     fs.writeFileSync(
       values.json,
-      JSON.stringify({ operations: oursFig, peer: peerFig, swarm, big: null }, null, 2),
+      JSON.stringify(
+        { operations: oursFig, peer: peerFig, swarm: { runs: swarm, ceiling, limited }, big },
+        null,
+        2,
+      ),
     );
   }
 } finally {
   await rig.close();
+}
+
+/** The swarm once more on a network of its own with the PDS's rate limits on, as deployed. */
+async function limitedRun(agents: number, rtt: number): Promise<LimitedSwarm> {
+  process.stderr.write(`rate-limited swarm of ${agents} at ${rtt} ms\n`);
+  const limitedRig = await startRig([rtt], plain, true);
+  try {
+    const c = await makeClient(limitedRig, plain);
+    const r = await runLimitedSwarm(
+      limitedRig,
+      c,
+      rtt,
+      agents,
+      Number(values.seconds),
+      Number(values['limited-leave']),
+    );
+    console.log('');
+    console.log(
+      `Rate limits on (PDS_RATE_LIMITS_ENABLED), ${r.points_left_at_start} write points left in the hour when ${agents} agents started:`,
+    );
+    console.log('');
+    console.log(swarmTable([r]));
+    if (r.message !== '') console.log(`\nWhat a rate-limited agent reads: ${r.message}`);
+    return r;
+  } finally {
+    await limitedRig.close();
+  }
 }

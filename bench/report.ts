@@ -43,7 +43,7 @@ export function table(
   peer: Record<string, OpFigures>,
   rtts: number[],
 ): string {
-  const head = `| operation | requests | new conns | round trips | ${rtts.map((r) => `p50 @${r} ms`).join(' | ')} | git smart HTTP p50 @${rtts.at(-1)} | ratio |`;
+  const head = `| operation | requests | new conns | round trips | ${rtts.map((r) => `p50 (p95) @${r} ms`).join(' | ')} | git smart HTTP p50 @${rtts.at(-1)} | ratio |`;
   const rule = `| --- | ---: | ---: | ---: | ${rtts.map(() => '---:').join(' | ')} | ---: | ---: |`;
   const last = String(rtts.at(-1));
   const rows = Object.entries(ours).map(([op, f]) => {
@@ -53,11 +53,15 @@ export function table(
       .replace(/-warm$/, '');
     const p = peer[base];
     const ratio = p === undefined ? '' : (f.p50_ms[last]! / p.p50_ms[last]!).toFixed(2);
-    return `| ${op} | ${f.requests} | ${f.connections} | ${f.slope} | ${rtts.map((r) => f.p50_ms[String(r)]).join(' | ')} | ${p?.p50_ms[last] ?? ''} | ${ratio} |`;
+    return `| ${op} | ${f.requests} | ${f.connections} | ${Number.isFinite(f.slope) ? f.slope : '—'} | ${cells(f, rtts)} | ${p?.p50_ms[last] ?? ''} | ${ratio} |`;
   });
   const peerRows = Object.entries(peer).map(
     ([op, f]) =>
-      `| git smart HTTP: ${op} | ${f.requests} | ${f.connections} | ${f.slope} | ${rtts.map((r) => f.p50_ms[String(r)]).join(' | ')} | | |`,
+      `| git smart HTTP: ${op} | ${f.requests} | ${f.connections} | ${Number.isFinite(f.slope) ? f.slope : '—'} | ${cells(f, rtts)} | | |`,
   );
   return [head, rule, ...rows, ...peerRows].join('\n');
+}
+
+function cells(f: OpFigures, rtts: number[]): string {
+  return rtts.map((r) => `${f.p50_ms[String(r)]} (${f.p95_ms[String(r)]})`).join(' | ');
 }

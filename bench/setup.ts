@@ -35,9 +35,9 @@ function portOf(url: string): number {
 }
 
 /** Starts the network, the TLS fronts, git http-backend and a delay link per RTT. */
-export async function startRig(rtts: number[], plain: boolean): Promise<Rig> {
+export async function startRig(rtts: number[], plain: boolean, rateLimits = false): Promise<Rig> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-bench-'));
-  const net = await startNetwork({ dir: path.join(dir, 'net') });
+  const net = await startNetwork({ dir: path.join(dir, 'net'), rateLimits });
   const password = 'bench-password';
   await net.ensureAccount('alice.test', password);
   const cert = makeCertificate();

@@ -16,6 +16,8 @@ export interface SwarmResult {
   max_ms: number;
   /** Record writes the PDS accepted per second during the run. */
   writes_per_second: number;
+  /** What git printed for the first failed push, if one failed. */
+  sample_error?: string;
 }
 
 /** Names a failed push by what the user would read in it. */
@@ -62,6 +64,7 @@ export async function runSwarm(
   const failures: Record<string, number> = {};
   let attempted = 0;
   let landed = 0;
+  let sample: string | undefined;
   rig.pdsFront.reset();
   const started = performance.now();
   const deadline = started + seconds * 1000;
@@ -80,6 +83,10 @@ export async function runSwarm(
         } catch (err) {
           const kind = failureKind(String(err));
           failures[kind] = (failures[kind] ?? 0) + 1;
+          sample ??= String(err)
+            .split('\n')
+            .filter((l) => /knotless:|error:|rejected/.test(l))
+            .join(' / ');
         }
         const wait = tick + 1000 - performance.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
@@ -97,6 +104,7 @@ export async function runSwarm(
     p95_ms: Math.round(percentile(latencies, 95)),
     max_ms: Math.round(Math.max(0, ...latencies)),
     writes_per_second: Math.round((rig.pdsFront.count('com.atproto.repo.putRecord') / elapsed) * 10) / 10,
+    ...(sample === undefined ? {} : { sample_error: sample }),
   };
 }
 
