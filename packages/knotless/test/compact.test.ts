@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
 import { planMerge } from '../src/remote/geometric.ts';
 import type { PackEntry } from '../src/remote/ref-record.ts';
@@ -81,6 +82,79 @@ describe('compaction', () => {
       autoCompact = false;
     }
     await cloneAndCheck('auto', 16);
+  });
+
+  it('moves inline packs into blobs when a record holds more inline bytes than a push writes', async () => {
+    // Two pushes of incompressible files: the first pack is too large to go inline. Then the record
+    // is rewritten, as another client might write it, with both packs inline (over 32 KiB).
+    assert.equal((await alice.knotless('repo', 'create', 'hoist')).code, 0);
+    const dir = await newRepo(alice, 'knotless://alice.test/hoist');
+    for (const [i, size] of [24_000, 10_000].entries()) {
+      await commitFiles(alice, dir, { [`r${i}`]: crypto.randomBytes(size).toString('latin1') }, `r${i}`);
+      await alice.ok(dir, 'push', '-q', 'origin', 'main');
+    }
+    const pds = t.net.pdsUrl;
+    const did = t.dids['alice.test']!;
+    const rkey = 'hoist~refs_heads_main';
+    const got = (await (
+      await fetch(
+        `${pds}/xrpc/com.atproto.repo.getRecord?repo=${did}&collection=dev.knotless.ref&rkey=${rkey}`,
+      )
+    ).json()) as { cid: string; value: { packs: Array<Record<string, unknown>> } };
+    const packsInline = [];
+    for (const p of got.value.packs) {
+      const parts = p['parts'] as Array<{ ref: { $link: string } }> | undefined;
+      if (parts === undefined) {
+        packsInline.push(p);
+        continue;
+      }
+      const bytes = [];
+      for (const part of parts) {
+        const res = await fetch(`${pds}/xrpc/com.atproto.sync.getBlob?did=${did}&cid=${part.ref.$link}`);
+        bytes.push(Buffer.from(await res.arrayBuffer()));
+      }
+      const { parts: _, ...rest } = p;
+      packsInline.push({ ...rest, inline: { $bytes: Buffer.concat(bytes).toString('base64') } });
+    }
+    const inlineBefore = packsInline.reduce(
+      (n, p) => n + Buffer.from((p['inline'] as { $bytes: string }).$bytes, 'base64').length,
+      0,
+    );
+    assert.ok(inlineBefore > 32 * 1024, `the setup holds only ${inlineBefore} inline bytes`);
+    const session = (await (
+      await fetch(`${pds}/xrpc/com.atproto.server.createSession`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ identifier: 'alice.test', password: t.password }),
+      })
+    ).json()) as { accessJwt: string };
+    const put = await fetch(`${pds}/xrpc/com.atproto.repo.putRecord`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
+      body: JSON.stringify({
+        repo: did,
+        collection: 'dev.knotless.ref',
+        rkey,
+        swapRecord: got.cid,
+        record: { ...got.value, packs: packsInline },
+      }),
+    });
+    assert.equal(put.status, 200, await put.text());
+
+    const res = await alice.knotless('repo', 'compact', 'hoist');
+    assert.equal(res.code, 0, res.stderr);
+    const after = (await (
+      await fetch(
+        `${pds}/xrpc/com.atproto.repo.getRecord?repo=${did}&collection=dev.knotless.ref&rkey=${rkey}`,
+      )
+    ).json()) as { value: { packs: Array<{ inline?: { $bytes: string } }> } };
+    const inline = after.value.packs.reduce(
+      (n, p) => n + Buffer.from(p.inline?.$bytes ?? '', 'base64').length,
+      0,
+    );
+    assert.ok(inline <= 32 * 1024, `${inline} inline bytes left`);
+    assert.equal(after.value.packs.length, 2);
+    await cloneAndCheck('hoist', 2);
   });
 
   it('refuses to compact another account’s repository', async () => {

@@ -8,6 +8,7 @@ import { loadPack, uploadPack } from '../remote/packs.ts';
 import type { PackEntry } from '../remote/ref-record.ts';
 import { SwapConflict, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
 import { blobUploadLimit } from '../remote/server-info.ts';
+import { RECORD_INLINE_MAX } from '../remote/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
 /** Merged packs up to this size stay inline in the record. */
@@ -69,8 +70,40 @@ async function mergePacks(
 const sameIds = (a: PackEntry[], b: PackEntry[]) =>
   a.length === b.length && a.every((p, i) => p.id === b[i]?.id);
 
+const inlineBytes = (packs: PackEntry[]) => packs.reduce((n, p) => n + (p.inline?.length ?? 0), 0);
+
+/**
+ * Moves the largest inline packs into blobs until the record's inline bytes are within what a push
+ * allows, so records stay small to list (every fetch reads every record of a repository). `hoisted`
+ * remembers uploads across compare-and-swap attempts.
+ */
+async function hoistInline(
+  remote: RemoteRepo,
+  env: CompactEnv,
+  packs: PackEntry[],
+  hoisted: Map<string, PackEntry>,
+): Promise<PackEntry[]> {
+  const out = packs.map((p) => hoisted.get(p.id) ?? p);
+  const largest = out
+    .map((p, i) => ({ i, size: p.inline?.length ?? 0 }))
+    .filter((x) => x.size > 0)
+    .sort((a, b) => b.size - a.size);
+  const writer = remote.writer(env.auth);
+  for (const { i } of largest) {
+    if (inlineBytes(out) <= RECORD_INLINE_MAX) break;
+    const p = out[i]!;
+    const limit = await blobUploadLimit(writer, env.cacheDir);
+    const parts = await uploadPack(writer, p.inline!, limit, () => {}, env.cache, 'compact:blob-uploaded');
+    const moved: PackEntry = { id: p.id, size: p.size, count: p.count, parts };
+    hoisted.set(p.id, moved);
+    out[i] = moved;
+  }
+  return out;
+}
+
 /**
  * Compacts one ref's pack list: merges the small recent packs so that the list stays geometric,
+ * moves inline packs into blobs when the record holds more inline bytes than a push would write,
  * then rewrites the record with compare-and-swap. When a push lands meanwhile, its packs are kept
  * after the merged one (they are thin only against what the merged pack holds). Returns undefined
  * when there was nothing to do.
@@ -84,11 +117,17 @@ export async function compactRef(
   for (let attempt = 0; attempt < MAX_ATTEMPTS && current?.record.target !== undefined; attempt++) {
     const list = current.record.packs;
     const cut = planMerge(list);
-    if (cut === undefined) return undefined;
-    const merged = await mergePacks(remote, env, list, cut);
+    if (cut === undefined && inlineBytes(list) <= RECORD_INLINE_MAX) return undefined;
+    const kept = cut === undefined ? list : [...list.slice(0, cut), await mergePacks(remote, env, list, cut)];
+    const hoisted = new Map<string, PackEntry>();
     let base = current;
     for (;;) {
-      const packs = [...list.slice(0, cut), merged, ...base.record.packs.slice(list.length)];
+      const packs = await hoistInline(
+        remote,
+        env,
+        [...kept, ...base.record.packs.slice(list.length)],
+        hoisted,
+      );
       try {
         const record = { ...base.record, packs, updatedAt: new Date().toISOString() };
         crashPoint('compact:before-record-write');
