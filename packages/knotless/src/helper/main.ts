@@ -3,7 +3,7 @@ import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { closeTransport } from '../xrpc/transport.ts';
 import { formatList } from './list.ts';
-import { CommandReader, answer } from './protocol.ts';
+import { CommandReader, answer, commandInput } from './protocol.ts';
 import { HelperState } from './state.ts';
 import { parseKnotlessUrl } from './url.ts';
 
@@ -70,7 +70,7 @@ export async function helperMain(argv: string[]): Promise<number> {
         'git-remote-knotless is run by git: use a knotless:// URL as a remote.',
       );
     const state = new HelperState((ctx = new Context()), parseKnotlessUrl(url));
-    const reader = new CommandReader(process.stdin);
+    const reader = new CommandReader(commandInput());
     for (;;) {
       const line = await reader.next();
       if (line === undefined || line === '') return 0;
