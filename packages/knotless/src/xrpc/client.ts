@@ -236,6 +236,13 @@ function unreachable(err: NoAnswer): KnotlessError {
     );
   }
   const tries = err.attempts > 1 ? ` after ${err.attempts} attempts` : '';
+  if (code === 'ETRUNCATED' || code === 'EBADANSWER') {
+    return new KnotlessError(
+      'pds-error',
+      `${url.origin} sent answers cut short or unreadable (${code})${tries}; it may be failing, try again later.`,
+      { cause },
+    );
+  }
   return new KnotlessError(
     'pds-unreachable',
     `Could not reach ${url.origin} (${code})${tries}; check your connection or the server's status, then try again.`,

@@ -230,6 +230,29 @@ export const PDS_CASES: FaultCase[] = [
   },
   {
     group: 'pds',
+    name: 'every getBlob answer cut mid-body',
+    expected: 'clone failed; one clear sentence; nothing written',
+    async run(env) {
+      const { url, dir } = await ready(env, true);
+      await env.alice.ok(dir, 'push', '-q', 'origin', 'main');
+      env.proxy.inject({ nsid: BLOB, times: Infinity, fault: { kind: 'cut', bytes: 100 } });
+      const out = env.alice.dir();
+      const res = await env.withEnv({ KNOTLESS_CACHE_DIR: path.join(out, 'cache') }, () =>
+        env.alice.git(out, 'clone', '-q', url, 'c'),
+      );
+      const ours = res.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
+      // The transport reports a cut as a reset connection, or the client sees a short body: either way, one sentence.
+      const sentence =
+        /^knotless: (Could not reach \S+ \(ECONNRESET\)|\S+ sent answers cut short or unreadable \(ETRUNCATED\)) after 5 attempts; .+\.$/;
+      return [
+        res.code !== 0 ? 'clone failed' : 'clone ok',
+        ours.length === 1 && sentence.test(ours[0]!) ? 'one clear sentence' : `said ${JSON.stringify(ours)}`,
+        fs.readdirSync(out).filter((e) => e !== 'cache').length === 0 ? 'nothing written' : 'left files',
+      ].join('; ');
+    },
+  },
+  {
+    group: 'pds',
     name: 'a write without compare-and-swap is not repeated',
     expected: 'delete failed (exit 9); deleteRecord sent once; repository still there',
     async run(env) {
