@@ -1,4 +1,5 @@
 import { crashPoint } from '../crash.ts';
+import { mapLimit } from '../remote/packs.ts';
 import { refKey } from '../remote/ref-key.ts';
 import type { RefRecord } from '../remote/ref-record.ts';
 import type { Update } from './push-check.ts';
@@ -14,8 +15,8 @@ export interface Batched {
 }
 
 /**
- * Creates new refs in batches of one commit each (up to the PDS's 200 writes), instead of one record
- * write per ref: a mirror push of 500 refs is 3 commits, not 500, and the PDS signs each commit in
+ * Creates new refs in batches of one commit each (up to the PDS's 200 writes, sent together),
+ * instead of one record write per ref: a mirror push of 500 refs is 3 commits, not 500, and the PDS signs each commit in
  * turn. A batch lands whole or not at all (see RemoteRepo.createRefs); one that does not land goes
  * back to the one-by-one writer, whose compare-and-swap decides each ref as usual. A single new ref
  * without HEAD gains nothing, so it is left to that writer too.
@@ -28,26 +29,32 @@ export async function createInBatches(job: WriteJob): Promise<Batched> {
   if (state.refs === undefined || creates.length + (headToo ? 1 : 0) < 2)
     return { written: [], rest: job.updates, head: job.head };
   const rest = job.updates.filter((u) => !creates.includes(u));
-  const written: Written[] = [];
-  let head = job.head;
+  const batches: Update[][] = [];
   // One slot per batch stays free for HEAD, which lands with its branch.
-  for (let i = 0; i < creates.length; i += MAX_WRITES_PER_COMMIT - 1) {
-    const batch = creates.slice(i, i + MAX_WRITES_PER_COMMIT - 1);
+  for (let i = 0; i < creates.length; i += MAX_WRITES_PER_COMMIT - 1)
+    batches.push(creates.slice(i, i + MAX_WRITES_PER_COMMIT - 1));
+  // Sent together: the PDS applies them one after another anyway, but their round trips overlap.
+  const results = await mapLimit(batches, 4, async (batch) => {
     const writes: { dst: string; key: string; record: RefRecord }[] = batch.map((u) => ({
       dst: u.dst,
       key: refKey(remote.name, u.dst),
       record: recordFor(remote, u, job.packs),
     }));
-    const withHead = head !== undefined && batch.some((u) => u.dst === head);
+    const withHead = job.head !== undefined && batch.some((u) => u.dst === job.head);
     if (withHead)
-      writes.push({ dst: 'HEAD', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, head!) });
+      writes.push({ dst: 'HEAD', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, job.head!) });
     crashPoint('push:before-record-write');
     const res = await remote.createRefs(auth, writes);
+    if (res !== undefined) crashPoint('push:after-record-write');
+    return { batch, writes, withHead, res };
+  });
+  const written: Written[] = [];
+  let head = job.head;
+  for (const { batch, writes, withHead, res } of results) {
     if (res === undefined) {
       rest.push(...batch);
       continue;
     }
-    crashPoint('push:after-record-write');
     if (withHead) head = undefined;
     writes.forEach((w, n) =>
       written.push({ dst: w.dst, record: { key: w.key, cid: res.cids[n]!, rev: res.rev, record: w.record } }),
