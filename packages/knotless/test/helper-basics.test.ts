@@ -129,6 +129,17 @@ describe('clone, fetch and push with standard git', () => {
     assert.equal((await alice.ok(dir, 'ls-remote', url)).trim(), '');
   });
 
+  it('refuses to push a SHA-256 repository, which it cannot store, and writes nothing', async () => {
+    const url = await createRepo();
+    const dir = alice.dir();
+    await alice.ok(dir, 'init', '-q', '--object-format=sha256', '-b', 'main', 'r');
+    await commitFiles(alice, `${dir}/r`, { a: '1' }, 'sha-256');
+    const res = await alice.git(`${dir}/r`, 'push', url, 'main');
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /knotless: This repository uses SHA-256 object names/);
+    assert.equal((await alice.ok(dir, 'ls-remote', url)).trim(), '');
+  });
+
   it('fails clearly for a repository that does not exist and a malformed URL', async () => {
     const dir = alice.dir();
     const missing = await alice.git(dir, 'clone', 'knotless://alice.test/nope', 'x');

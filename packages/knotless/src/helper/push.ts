@@ -64,6 +64,13 @@ async function push(
   const refs = state.refs ?? (await state.list(true));
 
   const local = await resolveObjects(specs.filter((s) => s.src !== '').map((s) => s.src));
+  // git tells a helper nothing of the repository's hash; an object id's length does.
+  if ([...local.values()].some((o) => o.oid.length !== 40)) {
+    throw new KnotlessError(
+      'usage',
+      'This repository uses SHA-256 object names and knotless stores SHA-1 repositories only; convert it (git fast-export into git fast-import in a SHA-1 repository) to push it.',
+    );
+  }
   const updates: Update[] = specs.map((s) => {
     const obj = local.get(s.src);
     if (s.src !== '' && obj === undefined)
