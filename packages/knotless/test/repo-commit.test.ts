@@ -110,6 +110,29 @@ describe('knotless repo commit', () => {
     assert.equal((await alice.ok(dir, 'rev-parse', 'FETCH_HEAD~1')).trim().length, 40);
   });
 
+  it('compacts what its own commits made, without indexing them again (the mirror adopts its packs)', async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'adopt')).code, 0);
+    for (let i = 0; i < 6; i++) {
+      const res = await alice.knotless(
+        'repo',
+        'commit',
+        'adopt',
+        '-m',
+        `c${i}`,
+        '--add',
+        `d/f${i}=${file(`${i}\n`.repeat(i + 1))}`,
+      );
+      assert.equal(res.code, 0, res.stderr);
+    }
+    const compacted = await alice.knotless('repo', 'compact', 'adopt');
+    assert.equal(compacted.code, 0, compacted.stderr);
+    assert.match(compacted.stderr, /refs\/heads\/main: 6 packs → \d+/);
+    const c = await cloneOf('adopt');
+    assert.equal((await alice.ok(c, 'rev-list', '--count', 'HEAD')).trim(), '6');
+    assert.equal((await alice.ok(c, 'fsck', '--full')).trim(), '');
+    assert.equal((await alice.ok(c, 'ls-files')).trim().split('\n').length, 6);
+  });
+
   it('explains what is wrong with its arguments, and refuses other accounts', async () => {
     const noMessage = await alice.knotless('repo', 'commit', 'bot', '--add', 'a=' + file('x'));
     assert.equal(noMessage.code, 2);

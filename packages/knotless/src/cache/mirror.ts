@@ -53,6 +53,15 @@ export class Mirror {
     }
   }
 
+  /**
+   * Records a pack whose objects were made in this mirror (a `repo commit`), so that the next sync
+   * need not index it again: `objects` is what it carries.
+   */
+  adopt(id: string, objects: string[]): void {
+    writeFileAtomic(this.#listFile(id), objects.join('\n'), 0o644);
+    this.#indexed.add(id);
+  }
+
   /** The objects a synced pack carries. */
   objectsOf(id: string): string[] {
     return fs.readFileSync(this.#listFile(id), 'utf8').split('\n').filter(Boolean);

@@ -135,13 +135,21 @@ export async function commitToBranch(
     await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
     const parent = base?.record.target;
     const commit = await makeCommit(mirror, parent, req);
-    const pack = await buildPack({
-      tips: [commit],
-      exclude: parent === undefined ? [] : [parent],
-      progress: false,
-      gitDir: mirror.gitDir,
-    });
+    const range = [commit, ...(parent === undefined ? [] : [`^${parent}`])];
+    // What the pack carries, listed beside it, so the mirror adopts it without indexing it again.
+    const [pack, listed] = await Promise.all([
+      buildPack({
+        tips: [commit],
+        exclude: parent === undefined ? [] : [parent],
+        progress: false,
+        gitDir: mirror.gitDir,
+      }),
+      gitText(['rev-list', '--objects', ...range], { gitDir: mirror.gitDir }),
+    ]);
     const info = parsePackInfo(pack);
+    const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
+    // Should the two ever disagree, the next sync indexes the pack as it would any other.
+    if (objects.length === info.count) mirror.adopt(info.id, objects);
     const packs = await storePacks(
       [...list, { id: info.id, size: pack.length, count: info.count, inline: pack }],
       1,
