@@ -1,4 +1,6 @@
 #!/usr/bin/env node
 import { main } from '../cli/main.ts';
 
-process.exitCode = await main(process.argv.slice(2));
+void main(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+});
