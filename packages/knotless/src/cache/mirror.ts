@@ -15,6 +15,7 @@ import { IndexedPacks } from './indexed-packs.ts';
 export class Mirror {
   readonly gitDir: string;
   readonly #indexed: IndexedPacks;
+  #creating: Promise<void> | undefined;
 
   constructor(cacheDir: string, did: string, repo: string) {
     this.gitDir = path.join(cacheDir, 'mirrors', did.replaceAll(':', '_'), `${repo}.git`);
@@ -25,12 +26,19 @@ export class Mirror {
     return path.join(this.gitDir, 'knotless', 'objects', id);
   }
 
-  /** Indexes, in order, the packs of `list` the mirror lacks; `load` supplies their bytes. */
-  async sync(list: PackEntry[], load: (pack: PackEntry) => Promise<Uint8Array>): Promise<void> {
-    if (!fs.existsSync(path.join(this.gitDir, 'HEAD'))) {
+  /** Makes the bare repository if it is not there yet. */
+  async create(): Promise<void> {
+    if (fs.existsSync(path.join(this.gitDir, 'HEAD'))) return;
+    this.#creating ??= (async () => {
       fs.mkdirSync(path.dirname(this.gitDir), { recursive: true });
       await runGit(['init', '-q', '--bare', this.gitDir]);
-    }
+    })();
+    await this.#creating;
+  }
+
+  /** Indexes, in order, the packs of `list` the mirror lacks; `load` supplies their bytes. */
+  async sync(list: PackEntry[], load: (pack: PackEntry) => Promise<Uint8Array>): Promise<void> {
+    await this.create();
     const done = this.#indexed.read();
     for (const pack of list) {
       if (done.has(pack.id) && fs.existsSync(this.#listFile(pack.id))) continue;

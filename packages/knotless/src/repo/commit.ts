@@ -1,13 +1,12 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
 import { RefView } from '../cache/ref-view.ts';
 import { KnotlessError } from '../errors.ts';
 import { buildPack, parsePackInfo } from '../git/pack.ts';
-import { gitText } from '../git/run.ts';
+import { checkTreePath, parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
+import { GitError, gitText } from '../git/run.ts';
 import { loadPack } from '../remote/packs.ts';
 import { refKey } from '../remote/ref-key.ts';
 import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
@@ -37,43 +36,48 @@ export interface CommitEnv {
 
 const MAX_ATTEMPTS = 5;
 
-/** Applies the changes on top of `parent` (or an empty tree) in the mirror; returns the new commit. */
-async function makeCommit(mirror: Mirror, parent: string | undefined, req: CommitRequest): Promise<string> {
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-commit-'));
-  const index = path.join(tmp, 'index');
-  const git = (args: string[], input?: string) =>
-    gitText(args, {
-      gitDir: mirror.gitDir,
-      env: { GIT_INDEX_FILE: index },
-      ...(input === undefined ? {} : { input }),
-    });
-  try {
-    await git(parent === undefined ? ['read-tree', '--empty'] : ['read-tree', parent]);
-    // --index-info needs no work tree (this is a bare mirror); mode 0 removes a path.
-    const lines: string[] = [];
-    for (const c of req.changes) {
-      if (c.kind === 'delete') {
-        lines.push(`0 ${'0'.repeat(40)}\t${c.path}\0`);
-        continue;
-      }
-      const oid = (await git(['hash-object', '-w', '--', c.file])).trim();
-      const mode = (fs.statSync(c.file).mode & 0o111) !== 0 ? '100755' : '100644';
-      lines.push(`${mode} ${oid}\t${c.path}\0`);
-    }
-    await git(['update-index', '-z', '--index-info'], lines.join(''));
-    const tree = (await git(['write-tree'])).trim();
-    const author = req.author === undefined ? undefined : /^(.*?)\s*<([^>]*)>$/.exec(req.author);
-    if (req.author !== undefined && author === null) {
-      throw new KnotlessError('usage', `--author "${req.author}" is not of the form "Name <email>".`);
-    }
-    const env = author
-      ? { GIT_INDEX_FILE: index, GIT_AUTHOR_NAME: author[1]!, GIT_AUTHOR_EMAIL: author[2]! }
-      : { GIT_INDEX_FILE: index };
-    const args = ['commit-tree', tree, ...(parent === undefined ? [] : ['-p', parent]), '-F', '-'];
-    return (await gitText(args, { gitDir: mirror.gitDir, env, input: req.message })).trim();
-  } finally {
-    fs.rmSync(tmp, { recursive: true, force: true });
+/** Who the commit is by: git's identities (config and GIT_* variables), or --author for the author. */
+async function identities(
+  mirror: Mirror,
+  author: string | undefined,
+): Promise<{ author: string; committer: string }> {
+  const override = author === undefined ? undefined : /^(.*?)\s*<([^>]*)>$/.exec(author);
+  if (author !== undefined && override === null) {
+    throw new KnotlessError('usage', `--author "${author}" is not of the form "Name <email>".`);
   }
+  const env = override ? { GIT_AUTHOR_NAME: override[1]!, GIT_AUTHOR_EMAIL: override[2]! } : {};
+  let vars: string;
+  try {
+    vars = await gitText(['var', '-l'], { gitDir: mirror.gitDir, env });
+  } catch (err) {
+    if (!(err instanceof GitError)) throw err;
+    vars = '';
+  }
+  return parseIdents(vars);
+}
+
+/** Applies the changes on top of `parent` (or an empty tree) in the mirror; returns the new commit. */
+async function makeCommit(
+  mirror: Mirror,
+  parent: string | undefined,
+  req: CommitRequest,
+  who: { author: string; committer: string },
+): Promise<{ commit: string; scratch: string }> {
+  const changes: TreeChange[] = req.changes.map((c) =>
+    c.kind === 'delete'
+      ? c
+      : {
+          kind: 'add',
+          path: c.path,
+          executable: (fs.statSync(c.file).mode & 0o111) !== 0,
+          content: fs.readFileSync(c.file),
+        },
+  );
+  // fast-import must name a ref to update; one of this process's own, dropped once packed.
+  const scratch = `refs/knotless/commit-${process.pid}-${Date.now()}`;
+  const stream = writeCommitStream({ ref: scratch, parent, ...who, message: req.message, changes });
+  const out = await gitText(['fast-import', '--done', '--quiet'], { gitDir: mirror.gitDir, input: stream });
+  return { commit: out.trim(), scratch };
 }
 
 /** Names `ref` as HEAD of a repository that has none yet; a concurrent HEAD wins. */
@@ -127,14 +131,22 @@ export async function commitToBranch(
       );
     }
   }
+  for (const c of req.changes) checkTreePath(c.path);
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   let current = refs.find((r) => r.record.ref === ref);
+  let who: Promise<{ author: string; committer: string }> | undefined;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const base = current ?? startingPoint(refs);
     const list: PackEntry[] = base?.record.packs ?? [];
-    await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
+    const synced = mirror.sync(list, (p) =>
+      loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}),
+    );
+    // The identities need the mirror to exist; asked while the packs are indexed.
+    await mirror.create();
+    who ??= identities(mirror, req.author);
+    await synced;
     const parent = base?.record.target;
-    const commit = await makeCommit(mirror, parent, req);
+    const { commit, scratch } = await makeCommit(mirror, parent, req, await who);
     const range = [commit, ...(parent === undefined ? [] : [`^${parent}`])];
     // What the pack carries, listed beside it, so the mirror adopts it without indexing it again.
     const [pack, listed] = await Promise.all([
@@ -145,6 +157,7 @@ export async function commitToBranch(
         gitDir: mirror.gitDir,
       }),
       gitText(['rev-list', '--objects', ...range], { gitDir: mirror.gitDir }),
+      gitText(['update-ref', '-d', scratch], { gitDir: mirror.gitDir }),
     ]);
     const info = parsePackInfo(pack);
     const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
