@@ -33,10 +33,13 @@ async function verdicts(
 /** git's words when its helper was killed. */
 const diedOfKill = (stderr: string) => /died of signal 9|signal 9|Killed/.test(stderr);
 
-function pushCrash(point: string, opts: { big?: boolean; atomic?: boolean } = {}): FaultCase {
+function pushCrash(
+  point: string,
+  opts: { big?: boolean; atomic?: boolean; newRefs?: boolean } = {},
+): FaultCase {
   return {
     group: 'crash',
-    name: `push killed at ${point}${opts.big ? ' (pack in blobs)' : ''}${opts.atomic ? ' (--atomic)' : ''}`,
+    name: `push killed at ${point}${opts.big ? ' (pack in blobs)' : ''}${opts.atomic ? ' (--atomic)' : ''}${opts.newRefs ? ' (new branches, created in one batch)' : ''}`,
     expected: EXPECTED,
     async run(env) {
       const { url } = await env.repo('crash-push');
@@ -47,7 +50,13 @@ function pushCrash(point: string, opts: { big?: boolean; atomic?: boolean } = {}
       const next = await commitFiles(env.alice, dir, files, 'two');
       const args = opts.atomic
         ? ['push', '-q', '--atomic', 'origin', 'main', 'main:refs/heads/side']
-        : ['push', '-q', 'origin', 'main'];
+        : [
+            'push',
+            '-q',
+            'origin',
+            'main',
+            ...(opts.newRefs ? ['main:refs/heads/new-a', 'main:refs/heads/new-b'] : []),
+          ];
       const res = await env.crashing(point, () => env.alice.git(dir, ...args));
       return verdicts(
         env,
@@ -163,6 +172,8 @@ export const CRASH_CASES: FaultCase[] = [
   pushCrash('push:before-record-write'),
   pushCrash('push:after-record-write'),
   pushCrash('push:after-record-write', { big: true }),
+  pushCrash('push:before-record-write', { newRefs: true }),
+  pushCrash('push:after-record-write', { newRefs: true }),
   pushCrash('push:before-record-write', { atomic: true }),
   pushCrash('push:after-record-write', { atomic: true }),
   compactCrash('compact:blob-uploaded'),
