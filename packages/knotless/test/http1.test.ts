@@ -160,6 +160,25 @@ describe('HTTP/1.1 pool', () => {
     );
   });
 
+  it('reports an answer cut short as ETRUNCATED, not as an unreachable server', async () => {
+    const cutter = net.createServer((sock) =>
+      sock.once('data', () => {
+        sock.write('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n0123456789');
+        setTimeout(() => sock.destroy(), 20);
+      }),
+    );
+    await new Promise<void>((resolve) => cutter.listen(0, '127.0.0.1', resolve));
+    const p = (cutter.address() as net.AddressInfo).port;
+    await assert.rejects(
+      new Http1Pool().request(
+        { ...endpoint(), port: p },
+        { method: 'GET', target: '/', headers: {}, body: null },
+      ),
+      { code: 'ETRUNCATED' },
+    );
+    cutter.close();
+  });
+
   it('reaches localhost without asking the resolver', async () => {
     const res = await transportFor({ caCerts: undefined }).request(new URL(`http://localhost:${port}/l`), {
       method: 'GET',

@@ -114,12 +114,18 @@ export class Http1Pool {
           reject(reused && received === 0 ? new StaleConnection(err) : err);
         } else resolve(res!);
       };
-      const onError = (err: ConnectionError): void => finish(err);
+      // Once the answer has begun, a lost connection means a cut answer, not an unreachable server.
+      const cut = (why: string): ConnectionError =>
+        Object.assign(new Error(`the answer was cut short (${why})`), { code: 'ETRUNCATED' });
+      const onError = (err: ConnectionError): void =>
+        finish(head === undefined ? err : cut(err.code ?? err.message));
       const onTimeout = (): void => finish(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' }));
       const onClose = (): void => {
         if (decoder?.end() === true) return complete(Buffer.alloc(0), false);
         finish(
-          Object.assign(new Error('connection closed before the response ended'), { code: 'ECONNRESET' }),
+          head === undefined
+            ? Object.assign(new Error('connection closed before the response ended'), { code: 'ECONNRESET' })
+            : cut('connection closed'),
         );
       };
       const complete = (rest: Buffer, keep: boolean): void => {
