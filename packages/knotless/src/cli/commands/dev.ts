@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import type * as Devnet from 'knotless-devnet';
+import type * as Serve from 'knotless-serve';
 import { login } from '../../auth/login.ts';
 import { Context } from '../../context.ts';
 import { writeEnvFile, writeWrappers } from '../../dev/env-file.ts';
@@ -19,6 +20,19 @@ async function loadDevnet(): Promise<typeof Devnet> {
       '`knotless dev` needs the knotless-devnet package (the PDS and PLC); run `npm install` in the knotless workspace.',
       { cause: err },
     );
+  }
+}
+
+/**
+ * The appview, when the workspace has it. The specifier is a variable so that the bundler leaves
+ * it alone: knotless-serve (SQLite, web pages) loads only for `knotless dev`, from its sources.
+ */
+async function loadServe(): Promise<typeof Serve | undefined> {
+  const name = 'knotless-serve';
+  try {
+    return (await import(name)) as typeof Serve;
+  } catch {
+    return undefined;
   }
 }
 
@@ -47,8 +61,13 @@ export const command: Command = {
       if (err instanceof NetworkError) throw new KnotlessError('dev-network', err.message, { cause: err });
       throw err;
     }
+    // Filled in once the appview runs; a signal before then stops only the network.
+    const running: { appview?: { url: string; close(): Promise<void> } | undefined } = {};
     const stop = (): void => {
-      void net.close().then(() => process.exit(0));
+      void (running.appview?.close() ?? Promise.resolve())
+        .catch(() => {})
+        .then(() => net.close())
+        .then(() => process.exit(0));
     };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
@@ -56,20 +75,36 @@ export const command: Command = {
     const password = devPassword(dir);
     for (const handle of ACCOUNTS) await net.ensureAccount(handle, password);
 
-    const vars = {
+    // The appview follows the PDS's event stream like any other: pushes reach it only that way.
+    const serve = await loadServe();
+    const appview = await serve?.startAppview(
+      {
+        ...serve.defaultConfig(path.join(dir, 'appview')),
+        port: 0,
+        plcUrl: net.plcUrl,
+        firehoses: [net.pdsUrl.replace(/^http/, 'ws')],
+        backfillPdses: [net.pdsUrl],
+        dev: true,
+      },
+      (line) => io.err(`appview: ${line}`),
+    );
+    running.appview = appview;
+
+    const vars: Record<string, string> = {
       KNOTLESS_PLC_URL: net.plcUrl,
       KNOTLESS_DEV_PDS: net.pdsUrl,
       KNOTLESS_DEV_PASSWORD: password,
       KNOTLESS_CONFIG_DIR: path.join(dir, 'config'),
       KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
+      ...(appview === undefined ? {} : { KNOTLESS_APPVIEW: appview.url }),
     };
     // Log alice in exactly as a user of the env file would be.
     const devCtx = new Context({
       ...ctx().config,
-      plcUrl: vars.KNOTLESS_PLC_URL,
-      devPds: vars.KNOTLESS_DEV_PDS,
-      configDir: vars.KNOTLESS_CONFIG_DIR,
-      cacheDir: vars.KNOTLESS_CACHE_DIR,
+      plcUrl: net.plcUrl,
+      devPds: net.pdsUrl,
+      configDir: vars['KNOTLESS_CONFIG_DIR']!,
+      cacheDir: vars['KNOTLESS_CACHE_DIR']!,
       service: undefined,
       identifier: undefined,
       password: undefined,
@@ -84,6 +119,7 @@ export const command: Command = {
     io.out(`knotless dev network in ${dir}`);
     io.out(`  PLC directory  ${net.plcUrl}`);
     io.out(`  PDS            ${net.pdsUrl}`);
+    if (appview !== undefined) io.out(`  appview        ${appview.url}`);
     io.out(`  accounts       ${ACCOUNTS.join(', ')} (password in KNOTLESS_DEV_PASSWORD)`);
     io.out('');
     io.out('In another shell:');
