@@ -52,7 +52,7 @@ try {
   console.log(
     `knotless bench, ${new Date().toISOString()}, ${os.cpus().length} × ${cpu}, Node ${process.version}`,
   );
-  console.log(`npm run bench -- --rtt ${values.rtt} --rounds ${rounds}${plain ? ' --plain' : ''}`);
+  console.log(`npm run bench -- ${process.argv.slice(2).join(' ')}`);
   console.log(
     plain
       ? 'plain http, connecting free: the requests alone'
@@ -60,8 +60,21 @@ try {
   );
   console.log('');
   console.log(table(oursFig, peerFig, rtts));
-  const swarm: SwarmResult[] = [];
   const swarmRtt = Number(values['swarm-rtt']);
+  // Before the swarms: they leave the machine busy for a while (queued writes, compactions).
+  let big: BigResult | null = null;
+  if (values.big !== undefined) {
+    process.stderr.write(`big repository ${values.big} at ${swarmRtt} ms\n`);
+    big = await runBig(rig, client, swarmRtt, values.big);
+    console.log('');
+    console.log(`Big repository (wall time; peak memory of the largest client process)`);
+    console.log('');
+    console.log(bigTable(big));
+  }
+  const limitedAgents = Number(values.limited);
+  let limited: LimitedSwarm | null = null;
+  if (limitedAgents > 0) limited = await limitedRun(limitedAgents, swarmRtt);
+  const swarm: SwarmResult[] = [];
   const sizes = values.swarm === '' ? [] : values.swarm.split(',').map(Number);
   if (sizes.length > 0 && !rig.links.has(swarmRtt))
     throw new Error(`--swarm-rtt ${swarmRtt} must be one of --rtt`);
@@ -91,18 +104,6 @@ try {
     console.log('');
     console.log(swarmTable(ceiling));
   }
-  let big: BigResult | null = null;
-  if (values.big !== undefined) {
-    process.stderr.write(`big repository ${values.big} at ${swarmRtt} ms\n`);
-    big = await runBig(rig, client, swarmRtt, values.big);
-    console.log('');
-    console.log(`Big repository (wall time; peak memory of the largest client process)`);
-    console.log('');
-    console.log(bigTable(big));
-  }
-  const limitedAgents = Number(values.limited);
-  let limited: LimitedSwarm | null = null;
-  if (limitedAgents > 0) limited = await limitedRun(limitedAgents, swarmRtt);
   if (values.json !== undefined) {
     fs.writeFileSync(
       values.json,

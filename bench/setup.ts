@@ -81,7 +81,8 @@ export async function startRig(rtts: number[], plain: boolean, rateLimits = fals
       await gitFront.close();
       await gitHttp.close();
       await net.close();
-      fs.rmSync(dir, { recursive: true, force: true });
+      // Detached compactions may still be writing into the cache: retry until they are gone.
+      fs.rmSync(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 250 });
     },
   };
 }
