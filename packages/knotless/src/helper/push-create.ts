@@ -15,8 +15,8 @@ export interface Batched {
 }
 
 /**
- * Creates new refs in batches of one commit each (up to the PDS's 200 writes, sent together),
- * instead of one record write per ref: a mirror push of 500 refs is 3 commits, not 500, and the PDS signs each commit in
+ * Creates new refs in batches of one commit each (up to the PDS's 200 writes), instead of one record
+ * write per ref: a mirror push of 500 refs is 3 commits, not 500, and the PDS signs each commit in
  * turn. A batch lands whole or not at all (see RemoteRepo.createRefs); one that does not land goes
  * back to the one-by-one writer, whose compare-and-swap decides each ref as usual. A single new ref
  * without HEAD gains nothing, so it is left to that writer too.
@@ -33,8 +33,9 @@ export async function createInBatches(job: WriteJob): Promise<Batched> {
   // One slot per batch stays free for HEAD, which lands with its branch.
   for (let i = 0; i < creates.length; i += MAX_WRITES_PER_COMMIT - 1)
     batches.push(creates.slice(i, i + MAX_WRITES_PER_COMMIT - 1));
-  // Sent together: the PDS applies them one after another anyway, but their round trips overlap.
-  const results = await mapLimit(batches, 4, async (batch) => {
+  // One at a time: sent together, the reference PDS's commits contend for the account's lock and
+  // three batches of 199 took 4.3 s instead of 1.3 s.
+  const results = await mapLimit(batches, 1, async (batch) => {
     const writes: { dst: string; key: string; record: RefRecord }[] = batch.map((u) => ({
       dst: u.dst,
       key: refKey(remote.name, u.dst),
