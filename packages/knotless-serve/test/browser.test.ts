@@ -76,11 +76,12 @@ async function setUp(): Promise<void> {
   page = await browser.newPage();
   page.on('dialog', () => assert.fail('a script opened a dialog'));
 }
-after(async () => {
+
+async function tearDown(): Promise<void> {
   await browser?.close();
   await app?.close();
   console.log(`# screenshots in ${shots}`);
-});
+}
 
 async function visit(url: string, shot: string): Promise<void> {
   const res = await page.goto(`${app.url}${url}`);
@@ -90,6 +91,7 @@ async function visit(url: string, shot: string): Promise<void> {
 
 describe('the web UI in Chromium', () => {
   before(setUp);
+  after(tearDown);
   it('home lists the recent pushes and finds the repository by search', async () => {
     await visit('/', 'home');
     assert.match(await page.locator('main').innerText(), /alice\.test \/ demo/);

@@ -11,15 +11,15 @@ import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
 const t = useNetwork(['alice.test']);
 let app: Appview;
 const alice = useGitUser(t, 'alice.test', () => (app === undefined ? {} : { KNOTLESS_APPVIEW: app.url }));
-before(async () => {
-  await t.ready;
-  app = await appviewOn(t, ':memory:');
-});
-after(async () => {
-  await app?.close();
-});
-
 describe('plain git clones from the appview', () => {
+  // Closed inside the suite, before the network: the PDS waits for open event streams to end.
+  before(async () => {
+    await t.ready;
+    app = await appviewOn(t, ':memory:');
+  });
+  after(async () => {
+    await app?.close();
+  });
   let src: string;
 
   it('clones over smart HTTP exactly what a clone through the helper gets', async () => {

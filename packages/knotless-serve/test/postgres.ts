@@ -78,7 +78,8 @@ export async function startPostgres(): Promise<PgServer> {
     '-c',
     'full_page_writes=off',
   ]);
-  const child: ChildProcess = spawn(c2, a2, { stdio: ['ignore', 'ignore', 'pipe'] });
+  // Its own process group: runuser does not pass signals on, so stop() signals the whole group.
+  const child: ChildProcess = spawn(c2, a2, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   let log = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (log += d));
   const pg = (await import('pg')).default;
@@ -107,7 +108,7 @@ export async function startPostgres(): Promise<PgServer> {
     },
     async stop() {
       const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGINT');
+      process.kill(-child.pid!, 'SIGINT');
       await exited;
       fs.rmSync(dir, { recursive: true, force: true });
     },
