@@ -15,9 +15,13 @@ import type { Authorizer } from '../xrpc/client.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import type { HelperState } from './state.ts';
 
-/** The few words git prints after a failed ref: a message up to its first colon or semicolon. */
+/**
+ * The few words git prints after a failed ref: a message up to its first `;`, `: ` or ` (`, with a
+ * small first letter as git's own reasons have. Colons inside words (URLs, times) are kept.
+ */
 export function shortReason(message: string): string {
-  return message.split(/[;:(]/)[0]!.trim().toLowerCase();
+  const short = message.split(/;|: | \(/)[0]!.trim();
+  return short.charAt(0).toLowerCase() + short.slice(1);
 }
 
 /** Compare-and-swap retries per ref, and commit-race retries per atomic push. */
