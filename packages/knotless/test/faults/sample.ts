@@ -1,16 +1,5 @@
+import { prng } from '../../../../scripts/fuzz/gen.ts';
 import type { FaultCase } from './checks.ts';
-
-/** A small seeded PRNG (mulberry32): the same seed gives the same sequence on every machine. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The share of each group `npm test` runs: hostile data in full (the checks that keep bad data out). */
 const SHARE: Record<FaultCase['group'], number> = { hostile: 1, pds: 1 / 2, crash: 1 / 3 };
