@@ -13,13 +13,18 @@ const alice = useGitUser(t, 'alice.test', () => (autoCompact ? {} : { KNOTLESS_C
 const packs = (...sizes: number[]): PackEntry[] =>
   sizes.map((size, i) => ({ id: String(i).padStart(40, '0'), size, count: 1 }));
 
-/** The pack sizes of a ref record, read straight from the PDS. */
-async function packSizes(repo: string, ref: string): Promise<number[]> {
+/** A ref record of alice's, as the PDS answers getRecord (CID and JSON value). */
+async function refRecord<V>(repo: string, ref: string): Promise<{ cid: string; value: V }> {
   const key = `${repo}~${ref.replaceAll('/', '_')}`;
   const res = await fetch(
     `${t.net.pdsUrl}/xrpc/com.atproto.repo.getRecord?repo=${t.dids['alice.test']}&collection=dev.knotless.ref&rkey=${key}`,
   );
-  const body = (await res.json()) as { value: { packs: Array<{ size: number }> } };
+  return (await res.json()) as { cid: string; value: V };
+}
+
+/** The pack sizes of a ref record, read straight from the PDS. */
+async function packSizes(repo: string, ref: string): Promise<number[]> {
+  const body = await refRecord<{ packs: Array<{ size: number }> }>(repo, ref);
   return body.value.packs.map((p) => p.size);
 }
 
@@ -96,11 +101,7 @@ describe('compaction', () => {
     const pds = t.net.pdsUrl;
     const did = t.dids['alice.test']!;
     const rkey = 'hoist~refs_heads_main';
-    const got = (await (
-      await fetch(
-        `${pds}/xrpc/com.atproto.repo.getRecord?repo=${did}&collection=dev.knotless.ref&rkey=${rkey}`,
-      )
-    ).json()) as { cid: string; value: { packs: Array<Record<string, unknown>> } };
+    const got = await refRecord<{ packs: Array<Record<string, unknown>> }>('hoist', 'refs/heads/main');
     const packsInline = [];
     for (const p of got.value.packs) {
       const parts = p['parts'] as Array<{ ref: { $link: string } }> | undefined;
@@ -143,11 +144,10 @@ describe('compaction', () => {
 
     const res = await alice.knotless('repo', 'compact', 'hoist');
     assert.equal(res.code, 0, res.stderr);
-    const after = (await (
-      await fetch(
-        `${pds}/xrpc/com.atproto.repo.getRecord?repo=${did}&collection=dev.knotless.ref&rkey=${rkey}`,
-      )
-    ).json()) as { value: { packs: Array<{ inline?: { $bytes: string } }> } };
+    const after = await refRecord<{ packs: Array<{ inline?: { $bytes: string } }> }>(
+      'hoist',
+      'refs/heads/main',
+    );
     const inline = after.value.packs.reduce(
       (n, p) => n + Buffer.from(p.inline?.$bytes ?? '', 'base64').length,
       0,

@@ -89,10 +89,11 @@ async function hoistInline(
     .filter((x) => x.size > 0)
     .sort((a, b) => b.size - a.size);
   const writer = remote.writer(env.auth);
+  let limit: number | undefined;
   for (const { i } of largest) {
     if (inlineBytes(out) <= RECORD_INLINE_MAX) break;
     const p = out[i]!;
-    const limit = await blobUploadLimit(writer, env.cacheDir);
+    limit ??= await blobUploadLimit(writer, env.cacheDir);
     const parts = await uploadPack(writer, p.inline!, limit, () => {}, env.cache, 'compact:blob-uploaded');
     const moved: PackEntry = { id: p.id, size: p.size, count: p.count, parts };
     hoisted.set(p.id, moved);

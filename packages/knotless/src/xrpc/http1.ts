@@ -3,7 +3,6 @@ import type * as Tls from 'node:tls';
 import {
   BodyDecoder,
   bodyFraming,
-  HttpParseError,
   parseResponseHead,
   writeRequestHead,
   type ResponseHead,
@@ -153,7 +152,7 @@ export class Http1Pool {
           const rest = decoder.push(data);
           if (rest !== undefined) complete(rest, !/\bclose\b/i.test(head!.headers['connection'] ?? ''));
         } catch (err) {
-          finish(err instanceof HttpParseError ? err : (err as Error));
+          finish(err as Error);
         }
       };
       socket.setTimeout(TIMEOUT_MS);
