@@ -1,6 +1,6 @@
 /**
  * The one error type a user sees. Each has a stable `code` (scripts and tests match on it; exit codes
- * are chosen from it in cli/exit-codes.ts) and a message that is one sentence: what happened and what
+ * are chosen from it in exit-codes.ts) and a message that is one sentence: what happened and what
  * to do about it.
  */
 export const ErrorCodes = [

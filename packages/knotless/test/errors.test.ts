@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { describe, it } from 'node:test';
 import { freePort } from 'knotless-devnet';
 import { knotless } from './helpers/cli.ts';
@@ -54,17 +55,90 @@ describe('failures a user can cause', () => {
     const env = t.env();
     const unknown = await knotless(['frobnicate'], { env });
     assert.equal(unknown.code, 2);
-    assert.match(unknown.stderr, /Unknown command "frobnicate"; run `knotless help`\./);
+    assert.equal(
+      unknown.stderr,
+      'knotless: knotless has no command "frobnicate"; run `knotless help` for the list.\n',
+    );
+    const sub = await knotless(['repo', 'frobnicate'], { env });
+    assert.equal(sub.code, 2);
+    assert.match(
+      sub.stderr,
+      /^knotless: knotless repo has no subcommand "frobnicate"; run `knotless repo` for the list\.\n$/,
+    );
     const missing = await knotless(['repo', 'create'], { env });
     assert.equal(missing.code, 2);
-    assert.match(missing.stderr, /usage: knotless repo create <name>/);
+    assert.match(
+      missing.stderr,
+      /^knotless: `knotless repo create` takes 1 argument \(<name>\), not 0; run `knotless repo create --help` for its usage\.\n$/,
+    );
     const flag = await knotless(['repo', 'list', '--bogus'], { env });
     assert.equal(flag.code, 2);
+    // One sentence of ours: no parseArgs text (its quotes did not balance).
+    assert.equal(
+      flag.stderr,
+      'knotless: `knotless repo list` has no option --bogus; run `knotless repo list --help` for its usage.\n',
+    );
+    const value = await knotless(['repo', 'commit', 'x', '-m'], { env });
+    assert.equal(value.code, 2);
+    assert.match(value.stderr, /^knotless: -m needs a value; /);
   });
 
-  it('prints help', async () => {
-    const res = await knotless(['help'], { env: t.env() });
-    assert.equal(res.code, 0);
-    assert.match(res.stdout, /repo create <name>/);
+  it('prints help: the overview, each group, each command, within 80 columns', async () => {
+    const env = t.env();
+    const overview = await knotless(['help'], { env });
+    assert.equal(overview.code, 0);
+    for (const words of [[], ['--help'], ['-h']]) {
+      const same = await knotless(words, { env });
+      assert.equal(same.code, 0);
+      assert.equal(same.stdout, overview.stdout);
+    }
+    const names = [...overview.stdout.matchAll(/^ {2}((?:repo )?[a-z]+) {2,}/gm)].map((m) => m[1]!);
+    assert.deepEqual(names.sort(), [
+      'agent',
+      'dev',
+      'login',
+      'logout',
+      'repo commit',
+      'repo compact',
+      'repo create',
+      'repo delete',
+      'repo info',
+      'repo list',
+      'whoami',
+    ]);
+    const outputs = [overview.stdout];
+    for (const group of [['repo'], ['repo', '--help'], ['repo', '-h'], ['help', 'repo']]) {
+      const res = await knotless(group, { env });
+      assert.equal(res.code, 0, group.join(' '));
+      assert.match(res.stdout, /^usage: knotless repo <subcommand>/);
+      assert.match(res.stdout, /^ {2}commit +commit files/m);
+      outputs.push(res.stdout);
+    }
+    for (const name of names) {
+      const words = name.split(' ');
+      for (const flag of ['--help', '-h']) {
+        const res = await knotless([...words, flag], { env });
+        assert.equal(res.code, 0, `${name} ${flag}`);
+        assert.match(res.stdout, new RegExp(`^usage: knotless ${name}`));
+        assert.match(res.stdout, /-h, --help +show this help/);
+        outputs.push(res.stdout);
+      }
+      // --help wins over arguments that would be wrong.
+      assert.equal((await knotless([...words, '--bogus', '--help'], { env })).code, 0);
+      assert.equal((await knotless(['help', ...words], { env })).stdout, outputs[outputs.length - 1]);
+    }
+    for (const out of outputs)
+      for (const line of out.split('\n')) assert.ok(line.length <= 80, `over 80 columns: ${line}`);
+  });
+
+  it('prints its version', async () => {
+    const pkg = JSON.parse(fs.readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    for (const flag of ['--version', '-V', 'version']) {
+      const res = await knotless([flag], { env: t.env() });
+      assert.equal(res.code, 0);
+      assert.equal(res.stdout, `knotless ${pkg.version}\n`);
+    }
   });
 });

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The knotless package's root: the nearest directory above this file with its package.json. */
-function packageRoot(): string {
+function findRoot(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
   while (!fs.existsSync(path.join(dir, 'package.json'))) {
     const up = path.dirname(dir);
@@ -13,7 +13,12 @@ function packageRoot(): string {
   return dir;
 }
 
-const root = packageRoot();
+const root = findRoot();
+
+/** The directory of the knotless package (where its package.json is). */
+export function packageRoot(): string {
+  return root;
+}
 // The bundles in dist/ are what users run (they start in a fraction of the time); the TypeScript
 // sources run only where no build exists yet.
 const built = fs.existsSync(path.join(root, 'dist', 'knotless.cjs'));

@@ -1,4 +1,3 @@
-import type { ParseArgsConfig } from 'node:util';
 import type { Context } from '../context.ts';
 import type { Io } from './io.ts';
 
@@ -8,13 +7,32 @@ export interface Args {
   values: Record<string, string | boolean | string[] | undefined>;
 }
 
-/** One CLI command: its usage and what it does. Exit codes are not its business (see exit-codes.ts). */
+/** One option of a command, with what `--help` says of it. */
+export interface OptionSpec {
+  type: 'string' | 'boolean';
+  short?: string;
+  multiple?: boolean;
+  /** The value's name in help (`--branch B`); string options only. */
+  value?: string;
+  help: string;
+}
+
+/**
+ * One CLI command. Everything `--help` and `knotless help` print comes from here, so that the help
+ * and the parser cannot drift apart. Exit codes are not a command's business (see exit-codes.ts).
+ */
 export interface Command {
-  usage: string;
+  /** The words that run it, e.g. `repo create`. */
+  name: string;
+  /** The positional arguments as help shows them, e.g. `<[handle/]name>`. */
+  args: string;
   summary: string;
-  options?: ParseArgsConfig['options'];
+  /** Paragraphs `--help` prints after the usage. */
+  details?: string[];
+  options?: Record<string, OptionSpec>;
   /** How many positional arguments it takes. */
   positionals: { min: number; max: number };
+  examples?: string[];
   run(env: { ctx: () => Context; io: Io; args: Args }): Promise<void>;
 }
 
@@ -23,3 +41,6 @@ export function stringOption(args: Args, name: string): string | undefined {
   const v = args.values[name];
   return typeof v === 'string' ? v : undefined;
 }
+
+/** The option `--json`, shared by every listing and info command. */
+export const JSON_OPTION: OptionSpec = { type: 'boolean', help: 'print JSON instead of text' };

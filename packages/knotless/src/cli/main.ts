@@ -1,21 +1,26 @@
-import { parseArgs } from 'node:util';
+import fs from 'node:fs';
+import path from 'node:path';
+import { packageRoot } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
+import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
 import { closeTransport } from '../xrpc/transport.ts';
-import type { Args, Command } from './command.ts';
-import { EXIT_CODES, EXIT_INTERNAL } from './exit-codes.ts';
+import { parseCommandArgs } from './args.ts';
+import type { Command } from './command.ts';
+import { commandHelp, groupHelp, overview } from './help.ts';
 import { processIo, type Io } from './io.ts';
-import { COMMANDS, SUMMARIES } from './table.ts';
+import { COMMANDS, GROUPS } from './table.ts';
 
-function help(): string {
-  const width = Math.max(...SUMMARIES.map(([u]) => u.length));
-  return [
-    'usage: knotless <command> [options]',
-    '',
-    ...SUMMARIES.map(([u, s]) => `  ${u.padEnd(width)}  ${s}`),
-    '',
-    'Reference: docs/reference/cli.md',
-  ].join('\n');
+/** The version in the package's package.json (read only when asked). */
+export function version(): string {
+  const pkg = JSON.parse(fs.readFileSync(path.join(packageRoot(), 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  return pkg.version;
+}
+
+async function load(names: string[]): Promise<Command[]> {
+  return Promise.all(names.map(async (n) => (await COMMANDS[n]!()).command));
 }
 
 /** Finds the command named by the first one or two words of argv. */
@@ -27,42 +32,52 @@ function lookup(argv: string[]): { name: string; rest: string[] } | undefined {
   return undefined;
 }
 
-function parse(command: Command, name: string, rest: string[]): Args {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: rest, options: command.options ?? {}, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw new KnotlessError('usage', `${(err as Error).message}; usage: knotless ${command.usage}`, {
-      cause: err,
-    });
+const HELP_WORDS = ['help', '--help', '-h'];
+
+/** Answers the words that ask for help or the version instead of running a command; false: none. */
+async function answerMeta(argv: string[], io: Io): Promise<boolean> {
+  const [first, ...rest] = argv;
+  if (first === undefined || (HELP_WORDS.includes(first) && rest.length === 0)) {
+    io.out(overview(await load(Object.keys(COMMANDS)), version()));
+    return true;
   }
-  const n = parsed.positionals.length;
-  if (n < command.positionals.min || n > command.positionals.max) {
-    throw new KnotlessError(
-      'usage',
-      `Wrong number of arguments to ${name}; usage: knotless ${command.usage}`,
-    );
+  if (first === '--version' || first === '-V' || first === 'version') {
+    io.out(`knotless ${version()}`);
+    return true;
   }
-  return {
-    positionals: parsed.positionals,
-    values: parsed.values as Args['values'],
-  };
+  const about = GROUPS[first];
+  if (about !== undefined && (rest.length === 0 || HELP_WORDS.includes(rest[0]!))) {
+    const names = Object.keys(COMMANDS).filter((n) => n.startsWith(`${first} `));
+    io.out(groupHelp(first, about, await load(names)));
+    return true;
+  }
+  return false;
 }
 
 /** Runs the CLI and returns the exit status; every failure is turned into a status here. */
-export async function main(argv: string[], io: Io = processIo()): Promise<number> {
+export async function main(words: string[], io: Io = processIo()): Promise<number> {
   let ctx: Context | undefined;
+  // `knotless help repo create` is `knotless repo create --help`.
+  const argv = words[0] === 'help' && words.length > 1 ? [...words.slice(1), '--help'] : words;
   try {
-    if (argv.length === 0 || ['help', '--help', '-h'].includes(argv[0] ?? '')) {
-      io.out(help());
+    if (await answerMeta(argv, io)) return 0;
+    const found = lookup(argv);
+    if (found === undefined) {
+      const group = GROUPS[argv[0]!] === undefined ? undefined : argv[0];
+      throw new KnotlessError(
+        'usage',
+        group === undefined
+          ? `knotless has no command "${argv[0]}"; run \`knotless help\` for the list.`
+          : `knotless ${group} has no subcommand "${argv[1]}"; run \`knotless ${group}\` for the list.`,
+      );
+    }
+    const { command } = await COMMANDS[found.name]!();
+    const parsed = parseCommandArgs(command, found.rest);
+    if (parsed.help) {
+      io.out(commandHelp(command));
       return 0;
     }
-    const found = lookup(argv);
-    if (found === undefined)
-      throw new KnotlessError('usage', `Unknown command "${argv.join(' ')}"; run \`knotless help\`.`);
-    const { command } = await COMMANDS[found.name]!();
-    const args = parse(command, found.name, found.rest);
-    await command.run({ ctx: () => (ctx ??= new Context()), io, args });
+    await command.run({ ctx: () => (ctx ??= new Context()), io, args: parsed.args });
     return 0;
   } catch (err) {
     if (err instanceof KnotlessError) {

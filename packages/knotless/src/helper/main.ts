@@ -1,6 +1,7 @@
 import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
+import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
 import { closeTransport } from '../xrpc/transport.ts';
 import { formatList } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
@@ -109,12 +110,12 @@ export async function helperMain(argv: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof KnotlessError) {
       process.stderr.write(`knotless: ${err.message}\n`);
-      return 1;
+      return EXIT_CODES[err.code];
     }
     process.stderr.write(
       `knotless: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
     );
-    return 70;
+    return EXIT_INTERNAL;
   } finally {
     ctx?.close();
     closeTransport();

@@ -47,9 +47,19 @@ function devPassword(dir: string): string {
 }
 
 export const command: Command = {
-  usage: 'dev [--dir DIR]',
-  summary: 'run a local network (PLC + PDS) to try knotless on',
-  options: { dir: { type: 'string' } },
+  name: 'dev',
+  args: '',
+  summary: 'run a local network (PLC, PDS and appview) to try knotless on',
+  details: [
+    'Creates the accounts alice.test and bob.test, logs alice in, writes DIR/env (source it in another shell) and prints "ready". Data stays in DIR for the next start; Ctrl-C stops the network.',
+  ],
+  options: {
+    dir: {
+      type: 'string',
+      value: 'DIR',
+      help: 'keep the network here (default: ~/.local/share/knotless/dev)',
+    },
+  },
   positionals: { min: 0, max: 0 },
   async run({ ctx, io, args }) {
     const dir = path.resolve(stringOption(args, 'dir') ?? path.join(ctx().config.dataDir, 'dev'));

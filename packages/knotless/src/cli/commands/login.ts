@@ -4,9 +4,16 @@ import { stringOption, type Command } from '../command.ts';
 import { readSecret } from '../prompt.ts';
 
 export const command: Command = {
-  usage: 'login <handle> [--app-password P]',
-  summary: 'log in to your account',
-  options: { 'app-password': { type: 'string' } },
+  name: 'login',
+  args: '<handle>',
+  summary: 'log in to your account and make it the current one',
+  details: [
+    'Without --app-password the password is read from the terminal without echo, or as one line of standard input. Use an app password (Bluesky: Settings, Privacy and security, App passwords), not your main one.',
+  ],
+  options: {
+    'app-password': { type: 'string', value: 'P', help: 'the app password (else it is asked for)' },
+  },
+  examples: ['knotless login alice.bsky.social'],
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const handle = args.positionals[0]!;

@@ -3,8 +3,9 @@ import { KnotlessError } from '../../errors.ts';
 import type { Command } from '../command.ts';
 
 export const command: Command = {
-  usage: 'logout [handle]',
-  summary: 'log out and forget the session',
+  name: 'logout',
+  args: '[handle]',
+  summary: 'log out (of the current account, or the one named) and forget the session',
   positionals: { min: 0, max: 1 },
   async run({ ctx, io, args }) {
     const c = ctx();

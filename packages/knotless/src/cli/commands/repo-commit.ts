@@ -10,16 +10,20 @@ function list(value: string | boolean | string[] | undefined): string[] {
 }
 
 export const command: Command = {
-  usage:
-    'repo commit <[handle/]name> -m MSG [--branch B] [--add PATH=FILE]... [--delete PATH]... [--author "N <E>"]',
-  summary: 'commit files to a branch without a clone',
+  name: 'repo commit',
+  args: '<[handle/]name>',
+  summary: 'commit files to a branch without a clone; prints the commit id',
+  details: [
+    "The branch defaults to the repository's HEAD branch; a new branch starts from it. Author and committer come from git config and GIT_AUTHOR_*/GIT_COMMITTER_*.",
+  ],
   options: {
-    message: { type: 'string', short: 'm' },
-    branch: { type: 'string', short: 'b' },
-    add: { type: 'string', multiple: true },
-    delete: { type: 'string', multiple: true },
-    author: { type: 'string' },
+    message: { type: 'string', short: 'm', value: 'MSG', help: 'the commit message (required)' },
+    branch: { type: 'string', short: 'b', value: 'B', help: 'the branch to commit to' },
+    add: { type: 'string', multiple: true, value: 'PATH=FILE', help: 'put the local FILE at PATH' },
+    delete: { type: 'string', multiple: true, value: 'PATH', help: 'remove PATH' },
+    author: { type: 'string', value: '"N <E>"', help: 'the author, instead of git config' },
   },
+  examples: ['knotless repo commit hello -m "from a bot" --add notes.txt=./notes.txt'],
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const message = stringOption(args, 'message');

@@ -5,9 +5,13 @@ import type { Command } from '../command.ts';
 import { ownRepo } from './owner.ts';
 
 export const command: Command = {
-  usage: 'repo compact <[handle/]name> [--ref REF]... [--quiet]',
+  name: 'repo compact',
+  args: '<[handle/]name>',
   summary: "merge a repository's small packs (runs by itself after pushes)",
-  options: { ref: { type: 'string', multiple: true }, quiet: { type: 'boolean', short: 'q' } },
+  options: {
+    ref: { type: 'string', multiple: true, value: 'REF', help: 'only this ref, e.g. refs/heads/main' },
+    quiet: { type: 'boolean', short: 'q', help: 'print nothing' },
+  },
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const c = ctx();

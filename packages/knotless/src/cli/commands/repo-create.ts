@@ -4,9 +4,14 @@ import { RepoRecords } from '../../repo/records.ts';
 import { stringOption, type Command } from '../command.ts';
 
 export const command: Command = {
-  usage: 'repo create <name> [--description D]',
+  name: 'repo create',
+  args: '<name>',
   summary: 'create a repository in your account',
-  options: { description: { type: 'string', short: 'd' } },
+  details: ['A name is letters, digits, ".", "_" and "-", 1 to 100 characters. Prints the URL to push to.'],
+  options: {
+    description: { type: 'string', short: 'd', value: 'D', help: 'a one-line description' },
+  },
+  examples: ['knotless repo create hello --description "my first repository"'],
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const name = checkRepoName(args.positionals[0]!);

@@ -6,9 +6,10 @@ import type { Command } from '../command.ts';
 import { confirm } from '../prompt.ts';
 
 export const command: Command = {
-  usage: 'repo delete <name> [--yes]',
-  summary: 'delete a repository and all its refs',
-  options: { yes: { type: 'boolean', short: 'y' } },
+  name: 'repo delete',
+  args: '<name>',
+  summary: 'delete one of your repositories and all its refs',
+  options: { yes: { type: 'boolean', short: 'y', help: 'do not ask for confirmation' } },
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const name = checkRepoName(args.positionals[0]!);

@@ -1,13 +1,14 @@
 import { refKey } from '../../remote/ref-key.ts';
 import { parseRepoSpec } from '../../repo/name.ts';
 import { RepoRecords } from '../../repo/records.ts';
-import type { Command } from '../command.ts';
+import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
 
 export const command: Command = {
-  usage: 'repo info <[handle/]name> [--json]',
-  summary: 'show one repository',
-  options: { json: { type: 'boolean' } },
+  name: 'repo info',
+  args: '<[handle/]name>',
+  summary: 'show one repository: description, owner, refs, clone command',
+  options: { json: JSON_OPTION },
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const c = ctx();

@@ -1,11 +1,12 @@
 import { RepoRecords } from '../../repo/records.ts';
-import type { Command } from '../command.ts';
+import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
 
 export const command: Command = {
-  usage: 'repo list [handle] [--json]',
-  summary: "list an account's repositories",
-  options: { json: { type: 'boolean' } },
+  name: 'repo list',
+  args: '[handle]',
+  summary: "list an account's repositories (yours when no handle is given)",
+  options: { json: JSON_OPTION },
   positionals: { min: 0, max: 1 },
   async run({ ctx, io, args }) {
     const c = ctx();

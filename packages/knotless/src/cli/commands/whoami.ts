@@ -1,12 +1,14 @@
 import { activeSession } from '../../auth/login.ts';
 import { generalFailure } from '../../xrpc/client.ts';
-import type { Command } from '../command.ts';
+import { JSON_OPTION, type Command } from '../command.ts';
 
 export const command: Command = {
-  usage: 'whoami',
+  name: 'whoami',
+  args: '',
   summary: 'show the account commands act as',
+  options: { json: JSON_OPTION },
   positionals: { min: 0, max: 0 },
-  async run({ ctx, io }) {
+  async run({ ctx, io, args }) {
     const c = ctx();
     const auth = await activeSession(c);
     // Asking the PDS proves the session still works (and refreshes it when due).
@@ -15,6 +17,10 @@ export const command: Command = {
       res = await c.client(auth.session.pds, auth).query('com.atproto.server.getSession');
     } catch (err) {
       throw generalFailure(err, 'checking your session');
+    }
+    if (args.values['json'] === true) {
+      io.out(JSON.stringify({ handle: res.handle, did: res.did, pds: auth.session.pds }));
+      return;
     }
     io.out(`${res.handle} (${res.did}) on ${auth.session.pds}`);
   },
