@@ -12,16 +12,12 @@ const dist = path.join(pkg, 'dist');
 const next = `${dist}.next-${process.pid}`;
 
 /**
- * One executable: `<name>-main.cjs`, the bundle, and `<name>.cjs`, a stub that turns on Node's compile
- * cache and loads it.
+ * One executable's bundle, `<name>-main.cjs`, which the committed stub `bin/<name>.cjs` loads after
+ * turning on Node's compile cache (see there).
  *
  * CommonJS in one file, because these start for every git command (and every agent's commit): Node
  * starts a CommonJS script about 7 ms sooner than an ES module (no ES loader to set up, no module
  * graph to resolve). Our own code is inlined and evaluated lazily where it is imported dynamically.
- *
- * The compile cache keeps V8's code for the bundle between runs (as npm does for itself), so most
- * runs skip parsing and compiling it: about 6% fewer instructions before the first request. It lives
- * in the user's own knotless cache (as config/env.ts finds it), not in a /tmp shared by all users.
  */
 async function buildExecutable(name: string): Promise<void> {
   await build({
@@ -38,13 +34,6 @@ async function buildExecutable(name: string): Promise<void> {
     banner: { js: "const __knotlessUrl = require('node:url').pathToFileURL(__filename).href;" },
     logLevel: 'warning',
   });
-  const stub = `#!/usr/bin/env node
-const { env } = process;
-const cache = env.KNOTLESS_CACHE_DIR || \`\${env.XDG_CACHE_HOME || \`\${env.HOME}/.cache\`}/knotless\`;
-if (env.HOME || env.KNOTLESS_CACHE_DIR) require('node:module').enableCompileCache?.(\`\${cache}/v8\`);
-require('./${name}-main.cjs');
-`;
-  fs.writeFileSync(path.join(next, `${name}.cjs`), stub, { mode: 0o755 });
 }
 
 await buildExecutable('knotless');

@@ -21,13 +21,13 @@ export function packageRoot(): string {
 }
 // The bundles in dist/ are what users run (they start in a fraction of the time); the TypeScript
 // sources run only where no build exists yet.
-const built = fs.existsSync(path.join(root, 'dist', 'knotless.cjs'));
+const built = fs.existsSync(path.join(root, 'dist', 'knotless-main.cjs'));
 
 /** The executables of this package, by name, with the script each runs. */
 export const BIN_SCRIPTS: Record<string, string> = {
-  knotless: path.join(root, built ? 'dist/knotless.cjs' : 'src/bin/knotless.ts'),
+  knotless: path.join(root, built ? 'bin/knotless.cjs' : 'src/bin/knotless.ts'),
   'git-remote-knotless': path.join(
     root,
-    built ? 'dist/git-remote-knotless.cjs' : 'src/bin/git-remote-knotless.ts',
+    built ? 'bin/git-remote-knotless.cjs' : 'src/bin/git-remote-knotless.ts',
   ),
 };
