@@ -1,15 +1,71 @@
 // Bundles the two executables into packages/knotless/dist, so that a git command starts in tens of
-// milliseconds: one file to load instead of hundreds of modules to resolve and strip of types.
+// milliseconds: one file to load instead of hundreds of modules to resolve and strip of types. The
+// libraries they load only sometimes are bundled beside them (dist/vendor), so that an installed
+// knotless needs no dependencies at all: a small install that runs on Node 20 as well as 22.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 
 const pkg = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'knotless');
 
 // Build beside dist/ and swap it in, so that a git command running meanwhile never finds it half gone.
 const dist = path.join(pkg, 'dist');
 const next = `${dist}.next-${process.pid}`;
+
+/** Libraries imported with import() when a command needs them, each bundled into dist/vendor/<file>. */
+const VENDOR: Record<string, string> = {
+  '@atproto/syntax': 'syntax.cjs',
+  '@atproto/identity': 'identity.cjs',
+  // The agent's event stream (2.8 MB): loaded by `knotless agent` only.
+  '@atproto/sync': 'sync.cjs',
+  'proper-lockfile': 'lockfile.cjs',
+};
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+/** Replaces @atproto-labs/fetch-node by a stub (see build/no-default-fetch.cjs). */
+const noDefaultFetch: Plugin = {
+  name: 'no-default-fetch',
+  setup(b) {
+    b.onResolve({ filter: /^@atproto-labs\/fetch-node$/ }, () => ({
+      path: path.join(here, 'build', 'no-default-fetch.cjs'),
+    }));
+  },
+};
+
+/**
+ * Points the executables' imports of vendored libraries at their bundles: each becomes a small
+ * CommonJS module inside the executable that require()s dist/vendor/<file> when first imported, so
+ * it loads without the ES loader and with every named export.
+ */
+const vendored: Plugin = {
+  name: 'vendored',
+  setup(b) {
+    b.onResolve({ filter: /^(@atproto\/[a-z-]+|proper-lockfile)$/ }, (args) =>
+      VENDOR[args.path] === undefined ? undefined : { path: args.path, namespace: 'vendored' },
+    );
+    b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(`./vendor/${VENDOR[args.path]!}`)});`,
+      loader: 'js',
+    }));
+    b.onResolve({ filter: /^\.\/vendor\// }, (args) => ({ path: args.path, external: true }));
+  },
+};
+
+/** One library as a CommonJS bundle for Node 20 and later. */
+async function buildVendor(spec: string, file: string): Promise<void> {
+  await build({
+    stdin: { contents: `module.exports = require(${JSON.stringify(spec)});`, resolveDir: pkg, loader: 'js' },
+    outfile: path.join(next, 'vendor', file),
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    plugins: [noDefaultFetch],
+    logLevel: 'error',
+  });
+}
 
 /**
  * One executable's bundle, `<name>-main.cjs`, which the committed stub `bin/<name>.cjs` loads after
@@ -26,16 +82,17 @@ async function buildExecutable(name: string): Promise<void> {
     bundle: true,
     format: 'cjs',
     platform: 'node',
-    target: 'node22',
-    // ES modules loaded with import() when a command needs them (the identity resolver, the event
-    // stream, the dev network): they must stay dynamic imports, which CommonJS can make.
-    external: ['@atproto/*', 'proper-lockfile', 'knotless-devnet'],
+    target: 'node20',
+    plugins: [vendored],
+    // The dev network (with the PDS) is the workspace's, for `knotless dev` only; never installed.
+    external: ['knotless-devnet'],
     define: { 'import.meta.url': '__knotlessUrl' },
     banner: { js: "const __knotlessUrl = require('node:url').pathToFileURL(__filename).href;" },
     logLevel: 'warning',
   });
 }
 
+await Promise.all(Object.entries(VENDOR).map(([spec, file]) => buildVendor(spec, file)));
 await buildExecutable('knotless');
 await buildExecutable('git-remote-knotless');
 
