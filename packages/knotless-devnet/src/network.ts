@@ -6,6 +6,7 @@ import { Secp256k1Keypair } from '@atproto/crypto';
 import { startPds, type Pds, type PdsSecrets } from './pds.ts';
 import { startPlc, type Plc } from './plc.ts';
 import { freePort, portInUse } from './ports.ts';
+import { holdPrivateUmask, makePrivate } from './private.ts';
 
 /** What a network directory remembers between runs: the ports its DIDs name and the PDS's keys. */
 interface NetworkState {
@@ -93,8 +94,19 @@ function takePidLock(dir: string): () => void {
 export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> {
   const temporary = opts.dir === undefined;
   const dir = opts.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-net-'));
-  fs.mkdirSync(dir, { recursive: true });
-  const releaseLock = takePidLock(dir);
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const lock = takePidLock(dir);
+  const releaseUmask = holdPrivateUmask();
+  const releaseLock = (): void => {
+    lock();
+    releaseUmask();
+  };
+  try {
+    makePrivate(dir);
+  } catch (err) {
+    releaseLock();
+    throw err;
+  }
   const stateFile = path.join(dir, 'network.json');
   const state = await loadOrCreateState(stateFile);
   for (const port of [state.plcPort, state.pdsPort]) {
