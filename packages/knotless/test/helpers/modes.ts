@@ -4,10 +4,12 @@ import path from 'node:path';
 /**
  * Everything under `dir` (and `dir` itself) that others could read or enter: folders not 0700,
  * files not 0600 (0700 when executable), as "mode path" lines; empty when the tree is private.
+ * Paths in `skip` (relative to `dir`) are not looked into.
  */
-export function looseModes(dir: string): string[] {
+export function looseModes(dir: string, skip: string[] = []): string[] {
   const loose: string[] = [];
   const walk = (p: string): void => {
+    if (skip.includes(path.relative(dir, p))) return;
     const st = fs.lstatSync(p);
     const mode = st.mode & 0o777;
     if (st.isDirectory()) {
