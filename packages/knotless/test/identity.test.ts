@@ -7,11 +7,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startNetwork, startProxy, type Proxy } from 'knotless-devnet';
 import { readConfig } from '../src/config/env.ts';
-import { writeWrappers } from '../src/dev/env-file.ts';
 import { IdentityResolver } from '../src/identity/resolver.ts';
 import { transportFor } from '../src/xrpc/transport.ts';
 import { knotless, runProcess } from './helpers/cli.ts';
-import { startImpostor, type Impostor } from './helpers/impostor.ts';
+import { startImpostor, victimEnv, type Impostor } from './helpers/impostor.ts';
 import { looseModes } from './helpers/modes.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -34,13 +33,7 @@ after(async () => {
   await proxy?.close();
 });
 
-/** A fresh user with git and the helper on PATH, not logged in. */
-function victim(): Record<string, string> {
-  const env = t.env();
-  const bin = path.join(env['HOME']!, 'bin');
-  writeWrappers(bin);
-  return { ...env, PATH: `${bin}:${env['PATH']!}`, GIT_CONFIG_NOSYSTEM: '1' };
-}
+const victim = () => victimEnv(t);
 
 /** The DID `knotless repo info` says owns `spec`. */
 async function ownerOf(env: Record<string, string>, spec: string): Promise<string> {

@@ -4,7 +4,10 @@
 // all the way (log in, send the password) rather than stop at an error.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { registerDid } from 'knotless-devnet';
+import { writeWrappers } from '../../src/dev/env-file.ts';
+import type { TestNet } from './network.ts';
 
 /** One request the impostor's PDS received. */
 export interface Recorded {
@@ -70,4 +73,12 @@ export async function startImpostor(plcUrl: string, handle: string): Promise<Imp
         server.close(() => resolve());
       }),
   };
+}
+
+/** A fresh user of the test network with git and the helper on PATH, not logged in. */
+export function victimEnv(t: TestNet): Record<string, string> {
+  const env = t.env();
+  const bin = path.join(env['HOME']!, 'bin');
+  writeWrappers(bin);
+  return { ...env, PATH: `${bin}:${env['PATH']!}`, GIT_CONFIG_NOSYSTEM: '1' };
 }
