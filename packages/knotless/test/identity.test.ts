@@ -182,6 +182,21 @@ describe('one-off credentials (KNOTLESS_IDENTIFIER, KNOTLESS_PASSWORD)', () => {
     assert.equal(fs.existsSync(path.join(env['KNOTLESS_CONFIG_DIR']!, 'current')), false);
     assert.equal((await knotless(['whoami'], { env })).code, 4);
   });
+  it('log in once when several processes start at the same time', async () => {
+    const env = t.env({ KNOTLESS_SERVICE: proxy.url });
+    const bob = { ...env, ...oneOff, KNOTLESS_PASSWORD: t.password };
+    proxy.reset();
+    // A slow login keeps the window open until every process has reached it.
+    proxy.inject({
+      nsid: 'com.atproto.server.createSession',
+      times: Infinity,
+      fault: { kind: 'delay', ms: 2500 },
+    });
+    const runs = await Promise.all(Array.from({ length: 4 }, () => knotless(['whoami'], { env: bob })));
+    proxy.clearFaults();
+    for (const r of runs) assert.equal(r.code, 0, r.stderr);
+    assert.equal(proxy.count('com.atproto.server.createSession'), 1, 'each process made its own session');
+  });
 });
 
 describe('dev network files', () => {

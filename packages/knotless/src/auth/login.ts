@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
@@ -88,6 +89,31 @@ export function oneOffStore(ctx: Context): SessionStore {
 }
 
 /**
+ * The one-off session of an account, made under the session file's lock: CI often starts several
+ * processes at once with the same variables, and each making its own session would spend that many
+ * logins of the PDS's allowance; the first makes it, the others find it on disk.
+ */
+async function firstSession(
+  store: SessionStore,
+  did: string,
+  create: () => Promise<StoredSession>,
+): Promise<StoredSession> {
+  const file = store.fileFor(did);
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  const { default: lockfile } = await import('proper-lockfile');
+  const release = await lockfile.lock(file, {
+    realpath: false,
+    stale: 15_000,
+    retries: { retries: 100, minTimeout: 20, maxTimeout: 200 },
+  });
+  try {
+    return store.get(did) ?? (await create());
+  } finally {
+    await release();
+  }
+}
+
+/**
  * The session commands act as: KNOTLESS_IDENTIFIER + KNOTLESS_PASSWORD when set, for this process
  * only; otherwise the current account. The one-off session is reused while it lives; the password is
  * sent when there is none or it has died (a changed or revoked password shows up then). This is the
@@ -109,7 +135,7 @@ export async function activeSession(ctx: Context): Promise<PasswordSession> {
       store.put(session);
       return session;
     };
-    const stored = store.get(identity.did) ?? (await relogin());
+    const stored = store.get(identity.did) ?? (await firstSession(store, identity.did, relogin));
     return authorizerFor(ctx, store, stored, relogin);
   }
   const did = ctx.sessions.current();

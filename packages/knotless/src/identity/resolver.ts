@@ -70,10 +70,12 @@ export class IdentityResolver {
     if (handle !== undefined) {
       try {
         verified = (await this.#lookupHandle(mod, handle)) === input;
-      } catch {
-        // A transient failure proves nothing either way: no handle now, and nothing cached, so the
-        // next run tries again instead of showing the DID for a day.
-        verified = 'unknown';
+      } catch (err) {
+        // A KnotlessError here means the handle cannot be resolved from this configuration (a `.test`
+        // handle off the dev network): as good as a no. Anything else (a timeout, a DNS failure)
+        // proves nothing either way: no handle now and nothing cached, so the next run tries again
+        // instead of showing the DID for a day.
+        verified = err instanceof KnotlessError ? false : 'unknown';
       }
     }
     const identity = { did: input, handle: verified === true ? handle : undefined, pds };
