@@ -6,9 +6,9 @@ import path from 'node:path';
  * tokens and the actors' signing keys sit beside them, so nothing in it may be readable by others.
  * The PDS and SQLite create their files with the process's umask (typically 0644 files in 0755
  * folders) and offer no option for modes, so the umask is narrowed to 0077 while any network runs in
- * this process: files they create then come out 0600 and folders 0700, including the actor folders
- * and keys made later, at account creation. The umask is process-wide; it is restored when the last
- * network of the process closes.
+ * this process (when asked: see NetworkOptions.privateFiles): files they create then come out 0600
+ * and folders 0700, including the actor folders and keys made later, at account creation. The umask
+ * is process-wide; it is restored when the last network of the process that asked closes.
  */
 let open = 0;
 let saved: number | undefined;

@@ -200,20 +200,24 @@ describe('one-off credentials (KNOTLESS_IDENTIFIER, KNOTLESS_PASSWORD)', () => {
 });
 
 describe('dev network files', () => {
-  it('are 0600 in 0700 folders, and a directory left loose by an older version is tightened', async () => {
-    // The network this file runs on, with its accounts, actor stores and keys made.
-    assert.deepEqual(looseModes(t.net.dir), []);
+  it('are 0600 in 0700 folders, a directory left loose by an older version is tightened, and the umask comes back', async () => {
+    // Even a network without privateFiles (as tests run it) lives in a folder only its user can enter.
+    assert.equal(fs.statSync(t.net.dir).mode & 0o777, 0o700);
     const dir = path.join(t.tmpdir(), 'old-net');
     fs.mkdirSync(path.join(dir, 'pds'), { recursive: true, mode: 0o755 });
     fs.writeFileSync(path.join(dir, 'pds', 'account.sqlite'), '', { mode: 0o644 });
     fs.chmodSync(dir, 0o755);
     fs.chmodSync(path.join(dir, 'pds'), 0o755);
-    const net = await startNetwork({ dir });
+    const umask = process.umask();
+    const net = await startNetwork({ dir, privateFiles: true });
     try {
+      // An account made after the start: its actor folder, signing key and store come out private.
       await net.ensureAccount('carol.test', t.password);
+      assert.ok(fs.readdirSync(path.join(dir, 'pds', 'actors')).length > 0, 'no actor store was made');
       assert.deepEqual(looseModes(dir), []);
     } finally {
       await net.close();
     }
+    assert.equal(process.umask(), umask);
   });
 });
