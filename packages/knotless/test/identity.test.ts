@@ -127,6 +127,24 @@ describe('handle takeover through a DID document that claims alice.test', () => 
   });
 });
 
+describe('login by DID', () => {
+  it('names an account whose handle does not verify by its DID, and says where the password goes', async () => {
+    const env = victim();
+    const res = await knotless(['login', impostor.did, '--app-password', 'not-alices'], { env });
+    assert.ok(
+      res.stderr.startsWith(
+        `Logging in as ${impostor.did} (its DID document names no handle that points back to it) on ${impostor.url}\n`,
+      ),
+      res.stderr,
+    );
+    assert.match(res.stderr, new RegExp(`Logged in as ${impostor.did}\\.\n$`));
+    assert.doesNotMatch(res.stderr, /alice\.test/);
+    const who = await knotless(['whoami'], { env });
+    assert.equal(who.code, 0, who.stderr);
+    assert.equal(who.stdout, `${impostor.did} (${impostor.did}) on ${impostor.url}\n`);
+  });
+});
+
 describe('one-off credentials (KNOTLESS_IDENTIFIER, KNOTLESS_PASSWORD)', () => {
   const oneOff = { KNOTLESS_IDENTIFIER: 'bob.test', KNOTLESS_PASSWORD: '' };
 

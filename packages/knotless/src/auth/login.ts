@@ -62,7 +62,11 @@ export async function login(
 ): Promise<StoredSession> {
   const identity = await ctx.resolver.resolve(identifier, { fresh: true });
   const where = ctx.resolver.serviceFor(identity);
-  notice(`Logging in as ${label(identity)} (${identity.did}) on ${safeText(where)}`);
+  const who =
+    identity.handle === undefined
+      ? `${identity.did} (its DID document names no handle that points back to it)`
+      : `${label(identity)} (${identity.did})`;
+  notice(`Logging in as ${who} on ${safeText(where)}`);
   const session = await createSession(ctx, identity, password);
   ctx.sessions.put(session);
   ctx.sessions.setCurrent(session.did);

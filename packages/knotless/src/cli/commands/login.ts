@@ -16,6 +16,8 @@ export const command: Command = {
     if (password === '')
       throw new KnotlessError('usage', 'No password given; pass --app-password or type it at the prompt.');
     const session = await login(ctx(), handle, password, (line) => io.err(line));
-    io.err(`Logged in as ${safeText(session.handle)} (${session.did}).`);
+    // A session's handle is the DID itself when no handle was verified: no need to say it twice.
+    const who = session.handle === session.did ? session.did : `${safeText(session.handle)} (${session.did})`;
+    io.err(`Logged in as ${who}.`);
   },
 };
