@@ -5,3 +5,4 @@ export { startProxy, type Proxy, type ProxyOptions, type ProxyRequest, type Requ
 export { type Fault, type FaultRule, type FiredFault } from './faults.ts';
 export { makeCertificate, type Certificate } from './tls.ts';
 export { startGitHttp, type GitHttpServer } from './git-http.ts';
+export { registerDid } from './plc.ts';

@@ -6,6 +6,7 @@ import { Secp256k1Keypair } from '@atproto/crypto';
 import { startPds, type Pds, type PdsSecrets } from './pds.ts';
 import { startPlc, type Plc } from './plc.ts';
 import { freePort, portInUse } from './ports.ts';
+import { holdPrivateUmask, makePrivate } from './private.ts';
 
 /** What a network directory remembers between runs: the ports its DIDs name and the PDS's keys. */
 interface NetworkState {
@@ -38,6 +39,14 @@ export interface NetworkOptions {
   dir?: string;
   rateLimits?: boolean;
   blobUploadLimit?: number;
+  /**
+   * Narrow this process's umask to 0077 while the network runs, so that everything the PDS creates
+   * later (actor folders and keys at account creation, databases' WAL files) is private too. The
+   * umask is process-wide and inherited by child processes, so only a process whose job is the
+   * network (`knotless dev`) asks for it; a test process would hand it to every git it runs. Without
+   * it the directory itself is still 0700 (nothing inside is reachable by others) and tightened at start.
+   */
+  privateFiles?: boolean;
 }
 
 /** Thrown when the network cannot start for a reason the user can fix. */
@@ -93,8 +102,19 @@ function takePidLock(dir: string): () => void {
 export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> {
   const temporary = opts.dir === undefined;
   const dir = opts.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-net-'));
-  fs.mkdirSync(dir, { recursive: true });
-  const releaseLock = takePidLock(dir);
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const lock = takePidLock(dir);
+  const releaseUmask = opts.privateFiles === true ? holdPrivateUmask() : () => {};
+  const releaseLock = (): void => {
+    lock();
+    releaseUmask();
+  };
+  try {
+    makePrivate(dir);
+  } catch (err) {
+    releaseLock();
+    throw err;
+  }
   const stateFile = path.join(dir, 'network.json');
   const state = await loadOrCreateState(stateFile);
   for (const port of [state.plcPort, state.pdsPort]) {

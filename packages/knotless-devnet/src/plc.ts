@@ -1,5 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { Secp256k1Keypair } from '@atproto/crypto';
+import { Client as PlcClient } from '@did-plc/lib';
 import * as plc from '@did-plc/server';
 import { listenLoopback } from './http.ts';
 
@@ -56,4 +58,20 @@ export async function startPlc(opts: { port: number; dir?: string }): Promise<Pl
     port: opts.port,
     close: () => listening.close(),
   };
+}
+
+/**
+ * Registers a DID of one's own on a PLC directory, naming any handle and PDS: what anyone can do on
+ * the real plc.directory, since the directory checks signatures, not claims. Tests use it to play an
+ * impostor whose DID document claims someone else's handle.
+ */
+export async function registerDid(plcUrl: string, opts: { handle: string; pds: string }): Promise<string> {
+  const key = await Secp256k1Keypair.create();
+  return new PlcClient(plcUrl).createDid({
+    signingKey: key.did(),
+    handle: opts.handle,
+    pds: opts.pds,
+    rotationKeys: [key.did()],
+    signer: key,
+  });
 }

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
+import { looseModes } from './helpers/modes.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-dev-test-'));
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -59,6 +60,10 @@ describe('knotless dev', () => {
     );
     assert.equal(bob.code, 0, bob.stderr);
     assert.match(bob.stdout, /^bob\.test /);
+    // Issue 11: the PDS's databases, the accounts' keys, sessions, the env file: nothing readable by
+    // others. Node makes its compile cache (code caches of the public bundle, no data) with its own
+    // modes; it sits inside the 0700 directory all the same.
+    assert.deepEqual(looseModes(dir, ['cache/v8']), []);
     dev.child.kill('SIGINT');
     assert.equal(await dev.exited, 0);
   });

@@ -40,7 +40,11 @@ describe('login, whoami, logout', () => {
     const env = t.env();
     const res = await knotless(['login', 'alice.test', '--app-password', 'not-the-password'], { env });
     assert.equal(res.code, 4);
-    assert.match(res.stderr, /^knotless: The PDS refused the password for alice\.test; .+\.\n$/);
+    // Where the password went, said before sending it, then the refusal in one sentence.
+    assert.match(
+      res.stderr,
+      /^Logging in as alice\.test \(did:plc:[a-z2-7]+\) on http:\/\/localhost:\d+\nknotless: The PDS refused the password for alice\.test; .+\.\n$/,
+    );
     assert.equal(fs.existsSync(sessionFile(env, t.dids['alice.test']!)), false);
   });
 

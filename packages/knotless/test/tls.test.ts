@@ -22,7 +22,7 @@ describe('https and KNOTLESS_CA_CERTS', () => {
     assert.equal(res.code, 8);
     assert.match(
       res.stderr,
-      /^knotless: https:\/\/127\.0\.0\.1:\d+ presented a certificate that is not trusted \(\w+\); if you run that server, name its CA in KNOTLESS_CA_CERTS\.\n$/,
+      /^Logging in as alice\.test \(did:plc:[a-z2-7]+\) on https:\/\/127\.0\.0\.1:\d+\nknotless: https:\/\/127\.0\.0\.1:\d+ presented a certificate that is not trusted \(\w+\); if you run that server, name its CA in KNOTLESS_CA_CERTS\.\n$/,
     );
   });
 

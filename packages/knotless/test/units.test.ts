@@ -48,7 +48,7 @@ describe('identity cache', () => {
     const id = { did: 'did:plc:abc', handle: 'Alice.Test', pds: 'https://pds.example' };
     const cache = new IdentityCache(dir, 3600);
     cache.put(id);
-    assert.equal(cache.handle('alice.test'), 'did:plc:abc');
+    assert.deepEqual(cache.handle('alice.test'), id);
     assert.deepEqual(cache.did('did:plc:abc'), id);
     assert.equal(fs.statSync(path.join(dir, 'identity.json')).mode & 0o777, 0o600);
     cache.forget('alice.test');
@@ -60,6 +60,32 @@ describe('identity cache', () => {
     await new Promise((r) => setTimeout(r, 80));
     assert.equal(short.did('did:plc:abc'), undefined);
     assert.equal(short.handle('alice.test'), undefined);
+    fs.rmSync(dir, { recursive: true });
+  });
+
+  it('trusts a handle only while its DID entry names it back, and ignores files of older versions', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-cache-'));
+    const cache = new IdentityCache(dir, 3600);
+    cache.put({ did: 'did:plc:abc', handle: 'alice.test', pds: 'https://a.example' });
+    // The DID re-resolved without a verified handle: the old pair no longer counts.
+    cache.put({ did: 'did:plc:abc', handle: undefined, pds: 'https://a.example' });
+    assert.equal(cache.handle('alice.test'), undefined);
+    // The handle moved to another DID: the DID that held it loses it.
+    cache.put({ did: 'did:plc:abc', handle: 'alice.test', pds: 'https://a.example' });
+    cache.put({ did: 'did:plc:new', handle: 'alice.test', pds: 'https://b.example' });
+    assert.equal(cache.handle('alice.test')?.did, 'did:plc:new');
+    assert.equal(cache.did('did:plc:abc')?.handle, undefined);
+    // A file without the version (written when claimed handles were trusted) is read as empty.
+    const at = Date.now();
+    const old = {
+      handles: { 'alice.test': { value: 'did:plc:evil', at } },
+      dids: {
+        'did:plc:evil': { value: { did: 'did:plc:evil', handle: 'alice.test', pds: 'https://e' }, at },
+      },
+    };
+    fs.writeFileSync(path.join(dir, 'identity.json'), JSON.stringify(old));
+    assert.equal(cache.handle('alice.test'), undefined);
+    assert.equal(cache.did('did:plc:evil'), undefined);
     fs.rmSync(dir, { recursive: true });
   });
 });

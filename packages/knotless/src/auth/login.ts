@@ -1,34 +1,73 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
+import type { Identity } from '../identity/resolver.ts';
+import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure } from '../xrpc/client.ts';
 import { PasswordSession } from './password-session.ts';
-import type { StoredSession } from './store.ts';
+import { SessionStore, type StoredSession } from './store.ts';
 
-/** Logs in with a handle (or DID) and an app password, stores the session and makes it current. */
-export async function login(ctx: Context, identifier: string, password: string): Promise<StoredSession> {
-  const identity = await ctx.resolver.resolve(identifier);
+/** How an identity is named in messages: its verified handle, else its DID. */
+export function label(identity: { did: string; handle: string | undefined }): string {
+  return safeText(identity.handle ?? identity.did);
+}
+
+/**
+ * Sends the password to the identity's PDS and returns the new session. The session's handle is the
+ * one verified while resolving (the DID when none was), never what the PDS answers: a PDS could name
+ * any handle, and stored sessions are looked up by it.
+ */
+async function createSession(ctx: Context, identity: Identity, password: string): Promise<StoredSession> {
   const client = ctx.client(identity.pds);
-  let res: { did: string; handle: string; accessJwt: string; refreshJwt: string };
+  let res: { did: string; accessJwt: string; refreshJwt: string };
   try {
     res = await client.procedure('com.atproto.server.createSession', { identifier: identity.did, password });
   } catch (err) {
     if (err instanceof XrpcError && err.status === 401) {
       throw new KnotlessError(
         'wrong-password',
-        `The PDS refused the password for ${identifier}; check it (an app password from your account's settings works best) and try again.`,
+        `The PDS refused the password for ${label(identity)}; check it (an app password from your account's settings works best) and try again.`,
         { cause: err },
       );
     }
     throw generalFailure(err, 'logging in');
   }
-  const session: StoredSession = {
+  if (res.did !== identity.did) {
+    throw new KnotlessError(
+      'pds-error',
+      `The PDS at ${safeText(identity.pds)} answered for ${safeText(String(res.did))} instead of ${identity.did}; not logged in.`,
+    );
+  }
+  return {
     kind: 'password',
-    did: res.did,
-    handle: res.handle,
+    did: identity.did,
+    handle: identity.handle ?? identity.did,
     pds: identity.pds,
     accessJwt: res.accessJwt,
     refreshJwt: res.refreshJwt,
   };
+}
+
+/**
+ * Logs in with a handle (or DID) and an app password, stores the session and makes it current. The
+ * identity is resolved afresh, never from the cache, and `notice` is told where the password is about
+ * to go before it is sent, so a user can stop at a name or server they do not expect.
+ */
+export async function login(
+  ctx: Context,
+  identifier: string,
+  password: string,
+  notice: (line: string) => void = () => {},
+): Promise<StoredSession> {
+  const identity = await ctx.resolver.resolve(identifier, { fresh: true });
+  const where = ctx.resolver.serviceFor(identity);
+  const who =
+    identity.handle === undefined
+      ? `${identity.did} (its DID document names no handle that points back to it)`
+      : `${label(identity)} (${identity.did})`;
+  notice(`Logging in as ${who} on ${safeText(where)}`);
+  const session = await createSession(ctx, identity, password);
   ctx.sessions.put(session);
   ctx.sessions.setCurrent(session.did);
   return session;
@@ -36,16 +75,53 @@ export async function login(ctx: Context, identifier: string, password: string):
 
 function authorizerFor(
   ctx: Context,
+  store: SessionStore,
   stored: StoredSession,
   relogin?: () => Promise<StoredSession>,
 ): PasswordSession {
-  return new PasswordSession(stored, ctx.sessions, ctx.client(stored.pds), relogin);
+  return new PasswordSession(stored, store, ctx.client(stored.pds), relogin);
 }
 
 /**
- * The session commands act as: KNOTLESS_IDENTIFIER + KNOTLESS_PASSWORD when set (logging in without
- * a prompt when there is no stored session yet), otherwise the current account. This is the seam
- * where OAuth sessions will slot in: anything that implements Authorizer.
+ * Where sessions made from KNOTLESS_IDENTIFIER + KNOTLESS_PASSWORD live: a store of their own, so
+ * that they never become, replace or name the saved account (`current`), and `knotless logout` and a
+ * later `knotless login` never see them. They are kept at all only so that a CI job or an agent
+ * running many commands does not spend one createSession each (bsky.social allows 30 per 5 minutes).
+ */
+export function oneOffStore(ctx: Context): SessionStore {
+  return new SessionStore(path.join(ctx.config.configDir, 'one-off'));
+}
+
+/**
+ * The one-off session of an account, made under the session file's lock: CI often starts several
+ * processes at once with the same variables, and each making its own session would spend that many
+ * logins of the PDS's allowance; the first makes it, the others find it on disk.
+ */
+async function firstSession(
+  store: SessionStore,
+  did: string,
+  create: () => Promise<StoredSession>,
+): Promise<StoredSession> {
+  const file = store.fileFor(did);
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  const { default: lockfile } = await import('proper-lockfile');
+  const release = await lockfile.lock(file, {
+    realpath: false,
+    stale: 15_000,
+    retries: { retries: 100, minTimeout: 20, maxTimeout: 200 },
+  });
+  try {
+    return store.get(did) ?? (await create());
+  } finally {
+    await release();
+  }
+}
+
+/**
+ * The session commands act as: KNOTLESS_IDENTIFIER + KNOTLESS_PASSWORD when set, for this process
+ * only; otherwise the current account. The one-off session is reused while it lives; the password is
+ * sent when there is none or it has died (a changed or revoked password shows up then). This is the
+ * seam where OAuth sessions will slot in: anything that implements Authorizer.
  */
 export async function activeSession(ctx: Context): Promise<PasswordSession> {
   const { identifier, password } = ctx.config;
@@ -56,9 +132,15 @@ export async function activeSession(ctx: Context): Promise<PasswordSession> {
         'KNOTLESS_IDENTIFIER is set without KNOTLESS_PASSWORD; set both, or neither.',
       );
     }
-    const relogin = () => login(ctx, identifier, password);
-    const stored = ctx.sessions.find(identifier) ?? (await relogin());
-    return authorizerFor(ctx, stored, relogin);
+    const store = oneOffStore(ctx);
+    const identity = await ctx.resolver.resolve(identifier);
+    const relogin = async (): Promise<StoredSession> => {
+      const session = await createSession(ctx, identity, password);
+      store.put(session);
+      return session;
+    };
+    const stored = store.get(identity.did) ?? (await firstSession(store, identity.did, relogin));
+    return authorizerFor(ctx, store, stored, relogin);
   }
   const did = ctx.sessions.current();
   const stored = did === undefined ? undefined : ctx.sessions.get(did);
@@ -68,5 +150,5 @@ export async function activeSession(ctx: Context): Promise<PasswordSession> {
       'You are not logged in; run `knotless login <handle>` (or set KNOTLESS_IDENTIFIER and KNOTLESS_PASSWORD).',
     );
   }
-  return authorizerFor(ctx, stored);
+  return authorizerFor(ctx, ctx.sessions, stored);
 }

@@ -1,4 +1,5 @@
 import { KnotlessError } from '../errors.ts';
+import { safeText } from '../text/terminal.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
 import { XrpcError, generalFailure, isAuthRejection, type Authorizer } from '../xrpc/client.ts';
 import type { SessionStore, StoredSession } from './store.ts';
@@ -83,18 +84,19 @@ export class PasswordSession implements Authorizer {
 
   async #refresh(current: StoredSession): Promise<StoredSession> {
     try {
-      const res = await this.#client.procedure<{ accessJwt: string; refreshJwt: string; handle: string }>(
+      const res = await this.#client.procedure<{ accessJwt: string; refreshJwt: string }>(
         'com.atproto.server.refreshSession',
         undefined,
         { headers: { authorization: `Bearer ${current.refreshJwt}` } },
       );
-      return { ...current, accessJwt: res.accessJwt, refreshJwt: res.refreshJwt, handle: res.handle };
+      // The handle stays the one verified at login: the PDS's word for it is not proof (see login.ts).
+      return { ...current, accessJwt: res.accessJwt, refreshJwt: res.refreshJwt };
     } catch (err) {
       if (err instanceof XrpcError && isAuthRejection(err)) {
         if (this.#relogin !== undefined) return this.#relogin();
         throw new KnotlessError(
           'session-expired',
-          `Your session for ${current.handle} has expired; run \`knotless login ${current.handle}\` again.`,
+          `Your session for ${safeText(current.handle)} has expired; run \`knotless login ${safeText(current.handle)}\` again.`,
           { cause: err },
         );
       }

@@ -2,6 +2,7 @@ import type * as IdentityModule from '@atproto/identity';
 import type { Config } from '../config/env.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import { KnotlessError } from '../errors.ts';
+import { safeText } from '../text/terminal.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
 
@@ -25,25 +26,60 @@ export class IdentityResolver {
     this.cache = new IdentityCache(config.cacheDir, config.identityTtlSeconds);
   }
 
-  /** Resolves a handle or DID, from the cache while it is fresh. */
-  async resolve(actor: string): Promise<Identity> {
+  /**
+   * Resolves a handle or DID, from the cache while it is fresh (`fresh: true` skips the cache, as
+   * login does before it sends a password). Identity is bidirectional, whichever the input: a handle
+   * counts only when it resolves to the DID and the DID's document claims it back. A handle that
+   * fails is an error when it was the input, and is dropped (the DID is shown instead, as Bluesky
+   * shows handle.invalid) when only a DID document claimed it, because anyone can write any handle
+   * into their own DID document.
+   */
+  async resolve(actor: string, opts: { fresh?: boolean } = {}): Promise<Identity> {
     const isDid = actor.startsWith('did:');
-    const cachedDid = isDid ? actor : this.cache.handle(actor);
-    const cached = cachedDid === undefined ? undefined : this.cache.did(cachedDid);
-    if (cached !== undefined) return cached;
+    const input = isDid ? actor : actor.toLowerCase();
+    if (opts.fresh !== true) {
+      const cached = isDid ? this.cache.did(input) : this.cache.handle(input);
+      if (cached !== undefined) return cached;
+    }
 
     // Only what was resolved before is in the cache, so validating on a miss is enough.
     const { isValidDid, isValidHandle } = await import('@atproto/syntax');
-    if (isDid ? !isValidDid(actor) : !isValidHandle(actor)) {
+    if (isDid ? !isValidDid(input) : !isValidHandle(input)) {
       throw new KnotlessError(
         'unknown-handle',
-        `"${actor}" is not a valid handle or DID; use a handle like alice.bsky.social.`,
+        `"${safeText(actor)}" is not a valid handle or DID; use a handle like alice.bsky.social.`,
       );
     }
     const mod = await import('@atproto/identity');
-    const did = cachedDid ?? (await this.#resolveHandle(mod, actor));
-    const identity = await this.#resolveDid(mod, did, isDid ? undefined : actor);
-    this.cache.put(identity);
+    if (!isDid) {
+      const did = await this.#resolveHandle(mod, input);
+      const { pds, claimed } = await this.#resolveDid(mod, did);
+      if (claimed?.toLowerCase() !== input) {
+        throw new KnotlessError(
+          'unknown-handle',
+          `The handle ${input} points at ${did}, whose DID document does not claim it back; the handle is not verified.`,
+        );
+      }
+      const identity = { did, handle: input, pds };
+      this.cache.put(identity);
+      return identity;
+    }
+    const { pds, claimed } = await this.#resolveDid(mod, input);
+    const handle = claimed !== undefined && isValidHandle(claimed) ? claimed.toLowerCase() : undefined;
+    let verified: boolean | 'unknown' = false;
+    if (handle !== undefined) {
+      try {
+        verified = (await this.#lookupHandle(mod, handle)) === input;
+      } catch (err) {
+        // A KnotlessError here means the handle cannot be resolved from this configuration (a `.test`
+        // handle off the dev network): as good as a no. Anything else (a timeout, a DNS failure)
+        // proves nothing either way: no handle now and nothing cached, so the next run tries again
+        // instead of showing the DID for a day.
+        verified = err instanceof KnotlessError ? false : 'unknown';
+      }
+    }
+    const identity = { did: input, handle: verified === true ? handle : undefined, pds };
+    if (verified !== 'unknown') this.cache.put(identity);
     return identity;
   }
 
@@ -59,27 +95,42 @@ export class IdentityResolver {
     return new mod.IdResolver({ plcUrl: this.#config.plcUrl, timeout: 10_000, fetch: f });
   }
 
+  /** The DID a handle is registered to; a `unknown-handle` error when it has none. */
   async #resolveHandle(mod: IdResolverModule, handle: string): Promise<string> {
-    if (handle.endsWith('.test')) return this.#resolveDevHandle(handle);
     let did: string | undefined;
     try {
-      did = await this.#idResolver(mod).handle.resolve(handle);
+      did = await this.#lookupHandle(mod, handle);
     } catch (err) {
-      throw new KnotlessError('unknown-handle', `Could not resolve the handle ${handle}: ${String(err)}.`, {
-        cause: err,
-      });
+      if (err instanceof KnotlessError) throw err;
+      throw new KnotlessError(
+        'unknown-handle',
+        `Could not resolve the handle ${handle}: ${safeText(String(err))}.`,
+        { cause: err },
+      );
     }
     if (did === undefined) {
       throw new KnotlessError(
         'unknown-handle',
-        `The handle ${handle} does not resolve to an account; check its spelling.`,
+        handle.endsWith('.test')
+          ? `The handle ${handle} does not exist on the dev network; check its spelling.`
+          : `The handle ${handle} does not resolve to an account; check its spelling.`,
       );
     }
     return did;
   }
 
+  /** The DID a handle resolves to (DNS or https for real handles), or undefined when it resolves to none. */
+  async #lookupHandle(mod: IdResolverModule, handle: string): Promise<string | undefined> {
+    const did = handle.endsWith('.test')
+      ? await this.#lookupDevHandle(handle)
+      : await this.#idResolver(mod).handle.resolve(handle);
+    // What a DNS record or a server says is checked before it reaches a message or a request.
+    const { isValidDid } = await import('@atproto/syntax');
+    return did !== undefined && isValidDid(did) ? did : undefined;
+  }
+
   /** `.test` handles have no DNS: the dev network's PDS answers for them. */
-  async #resolveDevHandle(handle: string): Promise<string> {
+  async #lookupDevHandle(handle: string): Promise<string | undefined> {
     const pds = this.#config.devPds ?? this.#config.service;
     if (pds === undefined) {
       throw new KnotlessError(
@@ -89,34 +140,26 @@ export class IdentityResolver {
     }
     const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
     try {
-      const { did } = await client.query<{ did: string }>('com.atproto.identity.resolveHandle', { handle });
-      return did;
+      const { did } = await client.query<{ did: unknown }>('com.atproto.identity.resolveHandle', { handle });
+      return typeof did === 'string' ? did : undefined;
     } catch (err) {
-      if (err instanceof XrpcError && err.status === 400) {
-        throw new KnotlessError(
-          'unknown-handle',
-          `The handle ${handle} does not exist on the dev network; check its spelling.`,
-          {
-            cause: err,
-          },
-        );
-      }
+      if (err instanceof XrpcError && err.status === 400) return undefined;
       throw err;
     }
   }
 
+  /** A DID's PDS and the handle its document claims (unverified: the caller checks it). */
   async #resolveDid(
     mod: IdResolverModule,
     did: string,
-    claimedHandle: string | undefined,
-  ): Promise<Identity> {
+  ): Promise<{ pds: string; claimed: string | undefined }> {
     let doc;
     try {
       doc = await this.#idResolver(mod).did.resolve(did, true);
     } catch (err) {
       throw new KnotlessError(
         'pds-unreachable',
-        `Could not resolve ${did} at ${this.#config.plcUrl} (${String(err)}); check your connection and KNOTLESS_PLC_URL.`,
+        `Could not resolve ${did} at ${this.#config.plcUrl} (${safeText(String(err))}); check your connection and KNOTLESS_PLC_URL.`,
         { cause: err },
       );
     }
@@ -124,13 +167,6 @@ export class IdentityResolver {
     const pds = mod.getPds(doc);
     if (pds === undefined)
       throw new KnotlessError('unknown-handle', `The account ${did} names no PDS in its DID document.`);
-    const docHandle = mod.getHandle(doc);
-    if (claimedHandle !== undefined && docHandle?.toLowerCase() !== claimedHandle.toLowerCase()) {
-      throw new KnotlessError(
-        'unknown-handle',
-        `The handle ${claimedHandle} points at ${did}, whose DID document does not claim it back; the handle is not verified.`,
-      );
-    }
-    return { did, handle: docHandle, pds: pds.replace(/\/+$/, '') };
+    return { pds: pds.replace(/\/+$/, ''), claimed: mod.getHandle(doc) };
   }
 }

@@ -66,7 +66,8 @@ export const command: Command = {
     const { startNetwork, NetworkError } = await loadDevnet();
     let net;
     try {
-      net = await startNetwork({ dir });
+      // This process is the network: everything it writes (PDS databases, keys, appview) is private.
+      net = await startNetwork({ dir, privateFiles: true });
     } catch (err) {
       if (err instanceof NetworkError) throw new KnotlessError('dev-network', err.message, { cause: err });
       throw err;

@@ -1,5 +1,6 @@
 import { login } from '../../auth/login.ts';
 import { KnotlessError } from '../../errors.ts';
+import { safeText } from '../../text/terminal.ts';
 import { stringOption, type Command } from '../command.ts';
 import { readSecret } from '../prompt.ts';
 
@@ -21,7 +22,9 @@ export const command: Command = {
       stringOption(args, 'app-password') ?? (await readSecret(io, `App password for ${handle}: `));
     if (password === '')
       throw new KnotlessError('usage', 'No password given; pass --app-password or type it at the prompt.');
-    const session = await login(ctx(), handle, password);
-    io.err(`Logged in as ${session.handle} (${session.did}).`);
+    const session = await login(ctx(), handle, password, (line) => io.err(line));
+    // A session's handle is the DID itself when no handle was verified: no need to say it twice.
+    const who = session.handle === session.did ? session.did : `${safeText(session.handle)} (${session.did})`;
+    io.err(`Logged in as ${who}.`);
   },
 };

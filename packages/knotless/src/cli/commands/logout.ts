@@ -1,5 +1,6 @@
 import { PasswordSession } from '../../auth/password-session.ts';
 import { KnotlessError } from '../../errors.ts';
+import { safeText } from '../../text/terminal.ts';
 import type { Command } from '../command.ts';
 
 export const command: Command = {
@@ -21,6 +22,6 @@ export const command: Command = {
     }
     await new PasswordSession(stored, c.sessions, c.client(stored.pds)).revoke();
     c.sessions.remove(stored.did);
-    io.err(`Logged out of ${stored.handle}.`);
+    io.err(`Logged out of ${safeText(stored.handle)}.`);
   },
 };

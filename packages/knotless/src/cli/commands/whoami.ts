@@ -1,4 +1,6 @@
 import { activeSession } from '../../auth/login.ts';
+import { KnotlessError } from '../../errors.ts';
+import { safeJson, safeText } from '../../text/terminal.ts';
 import { generalFailure } from '../../xrpc/client.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
 
@@ -12,16 +14,24 @@ export const command: Command = {
     const c = ctx();
     const auth = await activeSession(c);
     // Asking the PDS proves the session still works (and refreshes it when due).
-    let res: { handle: string; did: string };
+    let res: { did: unknown };
     try {
       res = await c.client(auth.session.pds, auth).query('com.atproto.server.getSession');
     } catch (err) {
       throw generalFailure(err, 'checking your session');
     }
+    if (res.did !== auth.session.did) {
+      throw new KnotlessError(
+        'pds-error',
+        `The PDS at ${safeText(auth.session.pds)} says this session belongs to another account; log in again.`,
+      );
+    }
+    // The handle verified at login, not the one the PDS reports: a PDS's word for a handle is no proof.
+    const { did, handle, pds } = auth.session;
     if (args.values['json'] === true) {
-      io.out(JSON.stringify({ handle: res.handle, did: res.did, pds: auth.session.pds }));
+      io.out(safeJson({ handle, did, pds }));
       return;
     }
-    io.out(`${res.handle} (${res.did}) on ${auth.session.pds}`);
+    io.out(`${safeText(handle)} (${did}) on ${safeText(pds)}`);
   },
 };
