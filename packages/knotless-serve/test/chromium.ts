@@ -39,19 +39,26 @@ async function unbrotli(file: string, out: string, mode: number): Promise<void> 
   );
 }
 
-/** Unpacks a brotli-compressed tar into `dir` (tar is part of every Debian base system). */
-async function untar(file: string, dir: string): Promise<void> {
+/** Unpacks a brotli-compressed tar into `dir` (tar is part of every Debian base system). The tar is
+ *  decompressed to a file first: piped, tar may exit at the archive's end marker before the
+ *  padding after it is written, which breaks the pipe. */
+async function untar(file: string, dir: string, scratch: string): Promise<void> {
   fs.mkdirSync(dir, { recursive: true });
-  const tar = spawn('tar', ['-x', '-C', dir], { stdio: ['pipe', 'ignore', 'pipe'] });
+  const plain = path.join(scratch, path.basename(file, '.br'));
+  await unbrotli(file, plain, 0o600);
+  await run('tar', ['-x', '-f', plain, '-C', dir]);
+  fs.rmSync(plain);
+}
+
+async function run(cmd: string, args: string[]): Promise<void> {
+  const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
-  tar.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-  const done = new Promise<number | null>((resolve, reject) => {
-    tar.once('error', reject);
-    tar.once('close', resolve);
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', resolve);
   });
-  await pipeline(fs.createReadStream(file), zlib.createBrotliDecompress({ chunkSize: 1 << 21 }), tar.stdin);
-  const code = await done;
-  if (code !== 0) throw new Error(`tar could not unpack ${file} (exit ${String(code)}): ${err}`);
+  if (code !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${String(code)}): ${err}`);
 }
 
 /** Unpacks everything into a scratch directory, then renames it into place so a half-done
@@ -63,9 +70,9 @@ async function unpack(bin: string, dir: string): Promise<void> {
     await Promise.all([
       unbrotli(path.join(bin, 'chromium.br'), path.join(tmp, 'chromium'), 0o755),
       // SwiftShader's libGLESv2.so and friends must sit beside the executable.
-      untar(path.join(bin, 'swiftshader.tar.br'), tmp),
-      untar(path.join(bin, 'al2023.tar.br'), path.join(tmp, 'al2023')),
-      untar(path.join(bin, 'fonts.tar.br'), path.join(tmp, 'fonts')),
+      untar(path.join(bin, 'swiftshader.tar.br'), tmp, tmp),
+      untar(path.join(bin, 'al2023.tar.br'), path.join(tmp, 'al2023'), tmp),
+      untar(path.join(bin, 'fonts.tar.br'), path.join(tmp, 'fonts'), tmp),
     ]);
     // The shipped fonts.conf names Lambda's directories; this one names only the shipped font, so
     // pages render the same with or without fonts installed on the machine.
