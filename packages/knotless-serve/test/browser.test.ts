@@ -1,6 +1,6 @@
-// The web UI in headless Chromium (Debian's, driven by playwright-core): home, repository, file,
-// commit and compare pages, with screenshots and assertions on what they show; a README with
-// <script> tags and javascript: links renders inert.
+// The web UI in headless Chromium (the one @sparticuz/chromium ships, see chromium.ts, driven by
+// playwright-core): home, repository, file, commit and compare pages, with screenshots and
+// assertions on what they show; a README with <script> tags and javascript: links renders inert.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -10,6 +10,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
 import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
+import { chromiumBinary } from './chromium.ts';
 import { appviewOn, waitFor, xrpc } from './helpers.ts';
 
 const t = useNetwork(['alice.test']);
@@ -56,11 +57,13 @@ async function setUp(): Promise<void> {
     return r.refs.length === 2 ? true : undefined;
   });
   await app.idle();
+  const bin = await chromiumBinary();
   // A fresh profile directory per run (playwright passes it as --user-data-dir).
   browser = await chromium.launchPersistentContext(
     fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-chromium-')),
     {
-      executablePath: '/usr/bin/chromium',
+      executablePath: bin.executablePath,
+      env: { ...process.env, ...bin.env },
       args: [
         '--headless',
         '--no-sandbox',
