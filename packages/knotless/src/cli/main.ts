@@ -1,13 +1,14 @@
 import { parseArgs } from 'node:util';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
+import { internalErrorLines } from '../text/terminal.ts';
 import { closeTransport } from '../xrpc/transport.ts';
 import type { Args, Command } from './command.ts';
 import { EXIT_CODES, EXIT_INTERNAL } from './exit-codes.ts';
-import { processIo, type Io } from './io.ts';
+import { processIo, safeIo, type Io } from './io.ts';
 import { COMMANDS, SUMMARIES } from './table.ts';
 
-function help(): string {
+function help(): string[] {
   const width = Math.max(...SUMMARIES.map(([u]) => u.length));
   return [
     'usage: knotless <command> [options]',
@@ -15,7 +16,7 @@ function help(): string {
     ...SUMMARIES.map(([u, s]) => `  ${u.padEnd(width)}  ${s}`),
     '',
     'Reference: docs/reference/cli.md',
-  ].join('\n');
+  ];
 }
 
 /** Finds the command named by the first one or two words of argv. */
@@ -50,11 +51,12 @@ function parse(command: Command, name: string, rest: string[]): Args {
 }
 
 /** Runs the CLI and returns the exit status; every failure is turned into a status here. */
-export async function main(argv: string[], io: Io = processIo()): Promise<number> {
+export async function main(argv: string[], rawIo: Io = processIo()): Promise<number> {
+  const io = safeIo(rawIo);
   let ctx: Context | undefined;
   try {
     if (argv.length === 0 || ['help', '--help', '-h'].includes(argv[0] ?? '')) {
-      io.out(help());
+      for (const line of help()) io.out(line);
       return 0;
     }
     const found = lookup(argv);
@@ -69,7 +71,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
       io.err(`knotless: ${err.message}`);
       return EXIT_CODES[err.code];
     }
-    io.err(`knotless: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    for (const line of internalErrorLines(err)) io.err(`knotless: ${line}`);
     io.err('knotless: this is a bug; please report it with the command you ran.');
     return EXIT_INTERNAL;
   } finally {

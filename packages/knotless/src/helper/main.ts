@@ -1,6 +1,7 @@
 import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
+import { internalErrorLines, printErr, safeText } from '../text/terminal.ts';
 import { closeTransport } from '../xrpc/transport.ts';
 import { formatList } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
@@ -29,8 +30,7 @@ function setOption(state: HelperState, name: string, value: string): string {
     case 'verbosity':
       o.verbosity = Number(value) || 0;
       // `git push -v` and beyond: say when a request is retried; otherwise retries stay silent.
-      state.ctx.retryNotice =
-        o.verbosity > 1 ? (notice) => process.stderr.write(`knotless: ${notice}\n`) : undefined;
+      state.ctx.retryNotice = o.verbosity > 1 ? (notice) => printErr(`knotless: ${notice}`) : undefined;
       return 'ok';
     case 'progress':
       o.progress = value === 'true';
@@ -102,18 +102,16 @@ export async function helperMain(argv: string[]): Promise<number> {
       } else {
         throw new KnotlessError(
           'usage',
-          `git sent an unknown command "${line}"; is this git too new for knotless?`,
+          `git sent an unknown command "${safeText(line)}"; is this git too new for knotless?`,
         );
       }
     }
   } catch (err) {
     if (err instanceof KnotlessError) {
-      process.stderr.write(`knotless: ${err.message}\n`);
+      printErr(`knotless: ${err.message}`);
       return 1;
     }
-    process.stderr.write(
-      `knotless: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-    );
+    printErr(...internalErrorLines(err).map((l) => `knotless: ${l}`));
     return 70;
   } finally {
     ctx?.close();

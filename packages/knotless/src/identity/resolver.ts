@@ -2,6 +2,7 @@ import type * as IdentityModule from '@atproto/identity';
 import type { Config } from '../config/env.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import { KnotlessError } from '../errors.ts';
+import { safeText } from '../text/terminal.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
 
@@ -65,9 +66,13 @@ export class IdentityResolver {
     try {
       did = await this.#idResolver(mod).handle.resolve(handle);
     } catch (err) {
-      throw new KnotlessError('unknown-handle', `Could not resolve the handle ${handle}: ${String(err)}.`, {
-        cause: err,
-      });
+      throw new KnotlessError(
+        'unknown-handle',
+        `Could not resolve the handle ${safeText(handle)}: ${safeText(String(err))}.`,
+        {
+          cause: err,
+        },
+      );
     }
     if (did === undefined) {
       throw new KnotlessError(
@@ -128,7 +133,7 @@ export class IdentityResolver {
     if (claimedHandle !== undefined && docHandle?.toLowerCase() !== claimedHandle.toLowerCase()) {
       throw new KnotlessError(
         'unknown-handle',
-        `The handle ${claimedHandle} points at ${did}, whose DID document does not claim it back; the handle is not verified.`,
+        `The handle ${safeText(claimedHandle)} points at ${safeText(did)}, whose DID document does not claim it back; the handle is not verified.`,
       );
     }
     return { did, handle: docHandle, pds: pds.replace(/\/+$/, '') };

@@ -1,5 +1,6 @@
 import { activeSession } from '../../auth/login.ts';
 import { generalFailure } from '../../xrpc/client.ts';
+import { safeText } from '../../text/terminal.ts';
 import type { Command } from '../command.ts';
 
 export const command: Command = {
@@ -16,6 +17,6 @@ export const command: Command = {
     } catch (err) {
       throw generalFailure(err, 'checking your session');
     }
-    io.out(`${res.handle} (${res.did}) on ${auth.session.pds}`);
+    io.out(`${safeText(String(res.handle))} (${safeText(String(res.did))}) on ${safeText(auth.session.pds)}`);
   },
 };
