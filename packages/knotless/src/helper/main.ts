@@ -80,7 +80,11 @@ export async function helperMain(argv: string[]): Promise<number> {
         answer([setOption(state, name, rest.join(' '))]);
       } else if (line === 'list' || line === 'list for-push') {
         const forPush = line === 'list for-push';
-        answer([...formatList(await state.list(forPush), forPush), '']);
+        const refs = await state.list(forPush);
+        // A ref that several records claim is shown to a push, so that it can be deleted (any other
+        // update of it is refused), and never to a fetch, which would have to pick one.
+        const claimed = [...state.contested].map(([name, claims]) => [name, claims[0]!] as const);
+        answer([...formatList(forPush ? new Map([...refs, ...claimed]) : refs, forPush), '']);
       } else if (line.startsWith('fetch ')) {
         // fetch and push load git plumbing and pack code only when git asks for them.
         const { fetchBatch } = await import('./fetch.ts');
