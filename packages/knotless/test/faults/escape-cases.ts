@@ -1,13 +1,15 @@
 // Issue 11, items 3 and 6: a hostile repository's every printed field reaches the terminal escaped
 // (git's own output included), and records that claim one ref twice, have the wrong types, or name
 // a target their packs do not hold are refused with our sentence.
+import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import path from 'node:path';
 import { hashedRefKey, refKey } from '../../src/remote/ref-key.ts';
 import { lastLine, type FaultCase } from './checks.ts';
 import type { FaultEnv } from './env.ts';
 import { forgedRepo, pushedRepo, putRef, refusedClone } from './hostile-data.ts';
 import { commitFiles } from '../helpers/git.ts';
-import type { Run } from '../helpers/cli.ts';
+import { KNOTLESS_BIN, type Run } from '../helpers/cli.ts';
 
 /** Everything that could act on a terminal: ESC sequences, an OSC title, CR/LF, C1 CSI, bidi, LS, NUL. */
 export const HOSTILE_TEXT =
@@ -151,6 +153,36 @@ export const ESCAPE_CASES: FaultCase[] = [
   },
   {
     group: 'hostile',
+    name: "escape: the agent's log of hostile records and a hostile PDS message",
+    expected: 'both logged escaped; no raw control character',
+    async run(env) {
+      const { name, tip, packs } = await pushedRepo(env, 'esc-agent');
+      await putRef(env, name, 'refs/heads/\u202egnp.exe', { target: tip, packs });
+      await putAt(env, refKey(name, 'refs/heads/other'), {
+        repo: HOSTILE_TEXT,
+        ref: 'refs/heads/other',
+        target: tip,
+        packs,
+      });
+      const broken = (await env.repo('esc-agent-pds')).name;
+      const hostile = () =>
+        env.proxy.inject({
+          nsid: 'com.atproto.repo.listRecords',
+          times: Infinity,
+          fault: { kind: 'status', status: 400, error: 'Invalid', message: HOSTILE_TEXT },
+        });
+      const log = await agentLog(env, [
+        { repo: name, until: /gnp\.exe/ },
+        // Then every listing fails with a message a hostile server chose.
+        { repo: broken, before: hostile, until: /esc-agent-pds/ },
+      ]);
+      const escaped =
+        log.includes('\\u{202e}gnp.exe') && log.includes('\\x1b]0;owned') && log.includes('\\x9b2J');
+      return `${escaped ? 'both logged escaped' : `logged: ${log}`}; ${clean({ code: 0, stdout: '', stderr: log })}`;
+    },
+  },
+  {
+    group: 'hostile',
     name: 'records: two records claiming one ref',
     expected:
       'left out with one sentence; clone has no main; push refused, records unchanged; delete removed both',
@@ -257,4 +289,58 @@ async function parentOf(env: FaultEnv, url: string, tip: string): Promise<string
   const dir = env.alice.dir();
   await env.alice.ok(dir, 'clone', '-q', url, 'p');
   return (await env.alice.ok(path.join(dir, 'p'), 'rev-parse', `${tip}^`)).trim();
+}
+
+/**
+ * Runs `knotless agent` as alice (through the proxy) and asks it for a view of each step's
+ * repository (which makes it list it), waiting for its log to match the step's `until`; returns the log.
+ */
+async function agentLog(
+  env: FaultEnv,
+  steps: Array<{ repo: string; before?: () => void; until: RegExp }>,
+): Promise<string> {
+  const socket = path.join(env.alice.dir(), 'agent.sock');
+  const agent = spawn(process.execPath, [KNOTLESS_BIN, 'agent', '--socket', socket], {
+    env: { ...env.alice.env, KNOTLESS_SERVICE: env.proxy.url },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  agent.stderr.setEncoding('utf8').on('data', (d: string) => (log += d));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let out = '';
+      agent.stdout.setEncoding('utf8').on('data', (d: string) => {
+        out += d;
+        if (/^ready$/m.test(out)) resolve();
+      });
+      agent.on('exit', (code) => reject(new Error(`agent exited ${code}: ${log}`)));
+    });
+    for (const step of steps) {
+      step.before?.();
+      const q = new URLSearchParams({ did: env.did, repo: step.repo, pds: env.t.net.pdsUrl });
+      await new Promise<void>((resolve, reject) => {
+        http
+          .get({ socketPath: socket, path: `/view?${q.toString()}` }, (res) =>
+            res.resume().on('end', resolve),
+          )
+          .on('error', reject);
+      });
+      // The agent lists in the background: its log says when it has.
+      const deadline = Date.now() + 30_000;
+      while (!step.until.test(log) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    }
+    return log;
+  } finally {
+    await stop(agent);
+  }
+}
+
+/** Stops a process this case started and waits until it is gone (killed outright if it lingers). */
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+  await gone;
+  clearTimeout(timer);
 }
