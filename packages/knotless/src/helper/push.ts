@@ -4,7 +4,7 @@ import { presentObjects, resolveObjects } from '../git/objects.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { planMerge } from '../remote/geometric.ts';
 import { contestedSentence, type RemoteRepo } from '../remote/remote-repo.ts';
-import { printErr, safeText } from '../text/terminal.ts';
+import { hasUnsafe, printErr, safeText } from '../text/terminal.ts';
 import { pushContested } from './push-contested.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import { preparePacks } from './push-pack.ts';
@@ -110,6 +110,11 @@ async function push(
   }
   for (const u of updates) {
     if (state.contested.has(u.dst) || outcomes.has(u.dst)) continue;
+    // Readers refuse such a name (git would print it raw): it must not be written either.
+    if (hasUnsafe(u.dst)) {
+      outcomes.set(u.dst, { dst: u.dst, error: 'the name holds characters that act on a terminal' });
+      continue;
+    }
     const verdict = await checkUpdate(u, refs.get(u.dst), state.options.cas.get(u.dst), present);
     if (verdict.kind === 'write') toWrite.push(u);
     else

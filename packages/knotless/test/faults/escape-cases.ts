@@ -83,7 +83,7 @@ export const ESCAPE_CASES: FaultCase[] = [
     group: 'hostile',
     name: 'escape: ref records whose ref name or repo field hold control characters',
     expected:
-      'ls-remote ok; clone ok; fetch ok; each record refused with an escaped warning; no raw control character',
+      'ls-remote ok; clone ok; fetch ok; each record refused with an escaped warning; a push of such a name refused; no raw control character',
     async run(env) {
       const { name, url, tip, packs } = await pushedRepo(env, 'esc-refs');
       const evil = [
@@ -109,6 +109,8 @@ export const ESCAPE_CASES: FaultCase[] = [
       const ls = await env.alice.git(dir, 'ls-remote', url);
       const clone = await env.alice.git(dir, 'clone', url, 'c');
       const fetch = await env.alice.git(path.join(dir, 'c'), 'fetch', '-v', 'origin');
+      const work = path.join(dir, 'c');
+      const bidi = await env.alice.git(work, 'push', 'origin', 'HEAD:refs/heads/\u202eevil');
       const warnings = (clone.stderr.match(/^knotless: warning: /gm) ?? []).length;
       const listed = ls.stdout
         .trim()
@@ -125,6 +127,9 @@ export const ESCAPE_CASES: FaultCase[] = [
         clone.stderr.includes('\\x1b]0;owned')
           ? 'each record refused with an escaped warning'
           : `${warnings} warnings: ${lastLine(clone.stderr)}`,
+        bidi.code !== 0 && /holds characters that act on a terminal/.test(bidi.stderr)
+          ? 'a push of such a name refused'
+          : `push: ${okOrSaid(bidi)}`,
         clean(ls, clone, fetch),
       ].join('; ');
     },
