@@ -56,7 +56,9 @@ export async function readSecret(io: Io, prompt: string): Promise<string> {
 export async function confirm(io: Io, question: string): Promise<boolean> {
   const rl = readline.createInterface({ input: io.stdin, output: process.stderr });
   try {
-    const answer = await new Promise<string>((resolve) => rl.question(`${question} [y/N] `, resolve));
+    const answer = await new Promise<string>((resolve) =>
+      rl.question(`${safeLine(question)} [y/N] `, resolve),
+    );
     return /^y/i.test(answer.trim());
   } finally {
     rl.close();
