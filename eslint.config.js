@@ -37,11 +37,13 @@ export default tseslint.config(
         {
           selector:
             "MemberExpression[object.object.name='process'][object.property.name=/^(stdout|stderr)$/][property.name='write']",
-          message: 'Print through printErr/safeIo (src/text/terminal.ts, src/cli/io.ts), which escape network text.',
+          message:
+            'Print through printErr/safeIo (src/text/terminal.ts, src/cli/io.ts), which escape network text.',
         },
         {
           selector: "MemberExpression[object.name='console'][property.name=/^(log|error|warn|info)$/]",
-          message: 'Print through printErr/safeIo (src/text/terminal.ts, src/cli/io.ts), which escape network text.',
+          message:
+            'Print through printErr/safeIo (src/text/terminal.ts, src/cli/io.ts), which escape network text.',
         },
       ],
     },
