@@ -28,6 +28,27 @@ export default tseslint.config(
     },
   },
   {
+    // Text reaches a terminal through one escaping sink (packages/knotless/src/text/terminal.ts):
+    // a hostile ref name or PDS message must never be written raw (issue 11).
+    files: ['packages/knotless/src/**/*.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            "MemberExpression[object.object.name='process'][object.property.name=/^(stdout|stderr)$/][property.name='write']",
+          message:
+            'Print through printErr/safeIo (src/text/terminal.ts, src/cli/io.ts), which escape network text.',
+        },
+        {
+          selector: "MemberExpression[object.name='console'][property.name=/^(log|error|warn|info)$/]",
+          message:
+            'Print through printErr/safeIo (src/text/terminal.ts, src/cli/io.ts), which escape network text.',
+        },
+      ],
+    },
+  },
+  {
     files: ['eslint.config.js'],
     ...tseslint.configs.disableTypeChecked,
   },

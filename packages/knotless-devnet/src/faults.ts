@@ -7,7 +7,7 @@ export type Fault =
   /** Wait, then forward as usual. */
   | { kind: 'delay'; ms: number }
   /** Answer with this status (5xx by default) and an XRPC error body; nothing is forwarded. */
-  | { kind: 'status'; status: number; error?: string; headers?: Record<string, string> }
+  | { kind: 'status'; status: number; error?: string; message?: string; headers?: Record<string, string> }
   /** Answer 429 with `Retry-After: seconds` and the ratelimit headers the PDS sends; nothing is forwarded. */
   | { kind: 'rate-limit'; retryAfter: number }
   /** Forward, then send the answer's headers and only its first `bytes` bytes, and cut the connection. */
@@ -88,7 +88,7 @@ export function answerFault(
     case 'status':
       return json(
         fault.status,
-        { error: fault.error ?? 'InternalServerError', message: 'injected fault' },
+        { error: fault.error ?? 'InternalServerError', message: fault.message ?? 'injected fault' },
         fault.headers,
       );
     case 'rate-limit': {

@@ -7,13 +7,14 @@ import { describe, it } from 'node:test';
 import type { FaultCase } from './faults/checks.ts';
 import { CRASH_CASES } from './faults/crash-cases.ts';
 import { useFaultEnv } from './faults/env.ts';
+import { ESCAPE_CASES } from './faults/escape-cases.ts';
 import { HOSTILE_CASES } from './faults/hostile-cases.ts';
 import { IDENTITY_CASES } from './faults/identity-cases.ts';
 import { PDS_CASES } from './faults/pds-cases.ts';
 import { seededSample } from './faults/sample.ts';
 
 const env = useFaultEnv();
-const all = [...PDS_CASES, ...HOSTILE_CASES, ...CRASH_CASES, ...IDENTITY_CASES];
+const all = [...PDS_CASES, ...HOSTILE_CASES, ...CRASH_CASES, ...IDENTITY_CASES, ...ESCAPE_CASES];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =
   only !== undefined

@@ -1,3 +1,5 @@
+import { safeLine } from '../text/terminal.ts';
+
 /** Where a command writes: results to stdout, messages to stderr; stdin for prompts. */
 export interface Io {
   out(line: string): void;
@@ -9,9 +11,26 @@ export interface Io {
 /** The process's own streams. */
 export function processIo(): Io {
   return {
+    // The CLI's two sinks; main() hands commands these through safeIo.
+    // eslint-disable-next-line no-restricted-syntax
     out: (line) => void process.stdout.write(line + '\n'),
+    // eslint-disable-next-line no-restricted-syntax
     err: (line) => void process.stderr.write(line + '\n'),
     stdin: process.stdin,
     interactive: process.stdin.isTTY && process.stderr.isTTY,
+  };
+}
+
+/**
+ * `io` with every line escaped on its way out ({@link safeLine}): a command may print text from the
+ * network only through here, so one hostile field cannot act on the terminal even where a command
+ * forgot to escape it. One call is one line; a line break inside is shown as `\n`.
+ */
+export function safeIo(io: Io): Io {
+  return {
+    out: (line) => io.out(safeLine(line)),
+    err: (line) => io.err(safeLine(line)),
+    stdin: io.stdin,
+    interactive: io.interactive,
   };
 }

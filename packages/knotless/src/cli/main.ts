@@ -4,11 +4,12 @@ import { packageRoot } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
+import { internalErrorLines } from '../text/terminal.ts';
 import { closeTransport } from '../xrpc/transport.ts';
 import { parseCommandArgs } from './args.ts';
 import type { Command } from './command.ts';
 import { commandHelp, groupHelp, overview } from './help.ts';
-import { processIo, type Io } from './io.ts';
+import { processIo, safeIo, type Io } from './io.ts';
 import { COMMANDS, GROUPS } from './table.ts';
 
 /** The version in the package's package.json (read only when asked). */
@@ -32,13 +33,18 @@ function lookup(argv: string[]): { name: string; rest: string[] } | undefined {
   return undefined;
 }
 
+/** Prints text of several lines (help), a line per call as safeIo wants. */
+function printLines(io: Io, text: string): void {
+  for (const line of text.split('\n')) io.out(line);
+}
+
 const HELP_WORDS = ['help', '--help', '-h'];
 
 /** Answers the words that ask for help or the version instead of running a command; false: none. */
 async function answerMeta(argv: string[], io: Io): Promise<boolean> {
   const [first, ...rest] = argv;
   if (first === undefined || (HELP_WORDS.includes(first) && rest.length === 0)) {
-    io.out(overview(await load(Object.keys(COMMANDS)), version()));
+    printLines(io, overview(await load(Object.keys(COMMANDS)), version()));
     return true;
   }
   if (first === '--version' || first === '-V' || first === 'version') {
@@ -48,14 +54,15 @@ async function answerMeta(argv: string[], io: Io): Promise<boolean> {
   const about = GROUPS[first];
   if (about !== undefined && (rest.length === 0 || HELP_WORDS.includes(rest[0]!))) {
     const names = Object.keys(COMMANDS).filter((n) => n.startsWith(`${first} `));
-    io.out(groupHelp(first, about, await load(names)));
+    printLines(io, groupHelp(first, about, await load(names)));
     return true;
   }
   return false;
 }
 
 /** Runs the CLI and returns the exit status; every failure is turned into a status here. */
-export async function main(words: string[], io: Io = processIo()): Promise<number> {
+export async function main(words: string[], rawIo: Io = processIo()): Promise<number> {
+  const io = safeIo(rawIo);
   let ctx: Context | undefined;
   // `knotless help repo create` is `knotless repo create --help`.
   const argv = words[0] === 'help' && words.length > 1 ? [...words.slice(1), '--help'] : words;
@@ -74,7 +81,7 @@ export async function main(words: string[], io: Io = processIo()): Promise<numbe
     const { command } = await COMMANDS[found.name]!();
     const parsed = parseCommandArgs(command, found.rest);
     if (parsed.help) {
-      io.out(commandHelp(command));
+      printLines(io, commandHelp(command));
       return 0;
     }
     await command.run({ ctx: () => (ctx ??= new Context()), io, args: parsed.args });
@@ -84,7 +91,7 @@ export async function main(words: string[], io: Io = processIo()): Promise<numbe
       io.err(`knotless: ${err.message}`);
       return EXIT_CODES[err.code];
     }
-    io.err(`knotless: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    for (const line of internalErrorLines(err)) io.err(`knotless: ${line}`);
     io.err('knotless: this is a bug; please report it with the command you ran.');
     return EXIT_INTERNAL;
   } finally {

@@ -1,5 +1,6 @@
 import readline from 'node:readline';
 import { KnotlessError } from '../errors.ts';
+import { safeLine } from '../text/terminal.ts';
 import type { Io } from './io.ts';
 
 /** Reads one line from a non-terminal stdin (a pipe or file), e.g. a password piped in by a script. */
@@ -16,7 +17,8 @@ async function readLine(stdin: NodeJS.ReadStream): Promise<string> {
 /** Reads a secret without echoing it: from the terminal when there is one, else one line of stdin. */
 export async function readSecret(io: Io, prompt: string): Promise<string> {
   if (!io.stdin.isTTY) return readLine(io.stdin);
-  process.stderr.write(prompt);
+  // eslint-disable-next-line no-restricted-syntax -- a prompt ends without a line break
+  process.stderr.write(safeLine(prompt));
   const stdin = io.stdin;
   stdin.setRawMode(true);
   stdin.resume();
@@ -45,6 +47,7 @@ export async function readSecret(io: Io, prompt: string): Promise<string> {
   } finally {
     stdin.setRawMode(false);
     stdin.pause();
+    // eslint-disable-next-line no-restricted-syntax -- ends the prompt's line
     process.stderr.write('\n');
   }
 }
@@ -53,7 +56,9 @@ export async function readSecret(io: Io, prompt: string): Promise<string> {
 export async function confirm(io: Io, question: string): Promise<boolean> {
   const rl = readline.createInterface({ input: io.stdin, output: process.stderr });
   try {
-    const answer = await new Promise<string>((resolve) => rl.question(`${question} [y/N] `, resolve));
+    const answer = await new Promise<string>((resolve) =>
+      rl.question(`${safeLine(question)} [y/N] `, resolve),
+    );
     return /^y/i.test(answer.trim());
   } finally {
     rl.close();

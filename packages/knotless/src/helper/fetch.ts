@@ -8,6 +8,7 @@ import { GitError } from '../git/run.ts';
 import { KnotlessError } from '../errors.ts';
 import { loadPack, mapLimit } from '../remote/packs.ts';
 import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
+import { safeText } from '../text/terminal.ts';
 import { Meter } from './progress.ts';
 import type { HelperState } from './state.ts';
 
@@ -26,18 +27,22 @@ export async function fetchBatch(state: HelperState, lines: string[]): Promise<s
   const all = unionPacks(missing.map((name) => state.refs?.get(name)?.record.packs ?? []));
   const done = indexed.read();
   try {
-    return await indexAll(
+    return await wholeOrNothing(
       state,
-      dir,
-      all.filter((p) => !done.has(p.id)),
-      indexed,
+      wants,
+      await indexAll(
+        state,
+        dir,
+        all.filter((p) => !done.has(p.id)),
+        indexed,
+      ),
     );
   } catch (err) {
     // A pack recorded as indexed may have been lost (gc, a copied repository): index the full list.
     if (!(err instanceof GitError)) throw err;
   }
   try {
-    return await indexAll(state, dir, all, indexed);
+    return await wholeOrNothing(state, wants, await indexAll(state, dir, all, indexed));
   } catch (err) {
     if (!(err instanceof GitError)) throw err;
     const why = err.stderr.trim().split('\n').pop() ?? '';
@@ -91,4 +96,24 @@ async function indexAll(
   const last = keeps.pop();
   for (const k of keeps) fs.rmSync(k, { force: true });
   return last === undefined ? [] : [`lock ${last}`];
+}
+
+/**
+ * Checks that every object git asked for is here now: a ref whose packs do not hold its target would
+ * otherwise end in git's own "bad object". Refused with our sentence before git is answered, and the
+ * last pack's lock released so that nothing stays kept for a ref that was not fetched.
+ */
+async function wholeOrNothing(
+  state: HelperState,
+  wants: Array<{ oid: string; name: string }>,
+  answer: string[],
+): Promise<string[]> {
+  const have = await presentObjects(wants.map((w) => w.oid));
+  const lacking = wants.find((w) => !have.has(w.oid));
+  if (lacking === undefined) return answer;
+  for (const line of answer) fs.rmSync(line.replace(/^lock /, ''), { force: true });
+  throw new KnotlessError(
+    'corrupt-remote',
+    `The packs of ${safeText(lacking.name)} in ${(await state.remote()).label} do not hold the object it names (${lacking.oid}); the remote is damaged, nothing was fetched: its owner can push that ref again.`,
+  );
 }

@@ -2,6 +2,7 @@ import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
+import { internalErrorLines, printErr, safeText } from '../text/terminal.ts';
 import { closeTransport } from '../xrpc/transport.ts';
 import { formatList } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
@@ -30,8 +31,7 @@ function setOption(state: HelperState, name: string, value: string): string {
     case 'verbosity':
       o.verbosity = Number(value) || 0;
       // `git push -v` and beyond: say when a request is retried; otherwise retries stay silent.
-      state.ctx.retryNotice =
-        o.verbosity > 1 ? (notice) => process.stderr.write(`knotless: ${notice}\n`) : undefined;
+      state.ctx.retryNotice = o.verbosity > 1 ? (notice) => printErr(`knotless: ${notice}`) : undefined;
       return 'ok';
     case 'progress':
       o.progress = value === 'true';
@@ -81,7 +81,11 @@ export async function helperMain(argv: string[]): Promise<number> {
         answer([setOption(state, name, rest.join(' '))]);
       } else if (line === 'list' || line === 'list for-push') {
         const forPush = line === 'list for-push';
-        answer([...formatList(await state.list(forPush), forPush), '']);
+        const refs = await state.list(forPush);
+        // A ref that several records claim is shown to a push, so that it can be deleted (any other
+        // update of it is refused), and never to a fetch, which would have to pick one.
+        const claimed = [...state.contested].map(([name, claims]) => [name, claims[0]!] as const);
+        answer([...formatList(forPush ? new Map([...refs, ...claimed]) : refs, forPush), '']);
       } else if (line.startsWith('fetch ')) {
         // fetch and push load git plumbing and pack code only when git asks for them.
         const { fetchBatch } = await import('./fetch.ts');
@@ -103,18 +107,16 @@ export async function helperMain(argv: string[]): Promise<number> {
       } else {
         throw new KnotlessError(
           'usage',
-          `git sent an unknown command "${line}"; is this git too new for knotless?`,
+          `git sent an unknown command "${safeText(line)}"; is this git too new for knotless?`,
         );
       }
     }
   } catch (err) {
     if (err instanceof KnotlessError) {
-      process.stderr.write(`knotless: ${err.message}\n`);
+      printErr(`knotless: ${err.message}`);
       return EXIT_CODES[err.code];
     }
-    process.stderr.write(
-      `knotless: internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-    );
+    printErr(...internalErrorLines(err).map((l) => `knotless: ${l}`));
     return EXIT_INTERNAL;
   } finally {
     ctx?.close();

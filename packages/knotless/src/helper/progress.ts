@@ -1,3 +1,5 @@
+import { printErr } from '../text/terminal.ts';
+
 /** How chatty the helper may be on stderr, as git asked with `option verbosity` and `option progress`. */
 export interface Chatter {
   verbosity: number;
@@ -41,6 +43,7 @@ export class Meter {
     if (!this.#on) return;
     const pct = Math.floor((100 * this.#done) / this.#total);
     const bytes = this.#bytes > 0 ? `, ${size(this.#bytes)}` : '';
+    // eslint-disable-next-line no-restricted-syntax -- our own words, redrawn in place with \r
     process.stderr.write(
       `${this.#title}: ${String(pct).padStart(3)}% (${this.#done}/${this.#total})${bytes}${tail}`,
     );
@@ -49,5 +52,5 @@ export class Meter {
 
 /** Prints a message for the user on stderr unless git asked for quiet. */
 export function say(chatter: Chatter, message: string): void {
-  if (chatter.verbosity > 0) process.stderr.write(`${message}\n`);
+  if (chatter.verbosity > 0) printErr(message);
 }

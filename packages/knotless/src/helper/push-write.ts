@@ -6,11 +6,13 @@ import { unionPacks, type PackEntry, type RefRecord } from '../remote/ref-record
 import {
   KeyRefused,
   SwapConflict,
+  refsByName,
   type RemoteRef,
   type RemoteRepo,
   type RefWrite,
 } from '../remote/remote-repo.ts';
 import { mapLimit } from '../remote/packs.ts';
+import { printErr } from '../text/terminal.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import type { HelperState } from './state.ts';
@@ -138,7 +140,7 @@ export async function writeEach(job: WriteJob): Promise<Written[]> {
     writeOne(job, u).catch((err: unknown): Written => {
       if (!isKnotlessError(err)) throw err;
       // One sentence per kind of failure: the refs it hit are git's lines to print.
-      if (!said.has(err.code)) process.stderr.write(`knotless: ${err.message}\n`);
+      if (!said.has(err.code)) printErr(`knotless: ${err.message}`);
       said.add(err.code);
       return { dst: u.dst, error: shortReason(err.message) };
     }),
@@ -164,16 +166,22 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
   const { state, remote, auth, updates, packs, head } = job;
   const fail = (error: string) => updates.map((u) => ({ dst: u.dst, error }));
   if (updates.length + (head === undefined ? 0 : 1) > MAX_WRITES_PER_COMMIT) {
-    process.stderr.write(
-      `knotless: an atomic push can update at most ${MAX_WRITES_PER_COMMIT} refs (the PDS's limit per commit); push in smaller groups.\n`,
+    printErr(
+      `knotless: an atomic push can update at most ${MAX_WRITES_PER_COMMIT} refs (the PDS's limit per commit); push in smaller groups.`,
     );
     return fail('atomic push exceeds 200 refs');
   }
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const commit = await remote.latestCommit();
-    const refs = new Map((await remote.listRefs()).map((r) => [r.record.ref, r]));
+    const { byName: refs, contested } = refsByName(await remote.listRefs());
     const writes: RefWrite[] = [];
     for (const u of updates) {
+      if (contested.has(u.dst)) {
+        return updates.map((x) => ({
+          dst: x.dst,
+          error: x === u ? 'several records claim this ref' : 'atomic push failed',
+        }));
+      }
       const current = refs.get(u.dst);
       const verdict = await checkUpdate(u, current, state.options.cas.get(u.dst), (oid) =>
         hasObject(job, oid),

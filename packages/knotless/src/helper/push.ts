@@ -3,7 +3,9 @@ import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { presentObjects, resolveObjects } from '../git/objects.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { planMerge } from '../remote/geometric.ts';
-import type { RemoteRepo } from '../remote/remote-repo.ts';
+import { contestedSentence, type RemoteRepo } from '../remote/remote-repo.ts';
+import { hasUnsafe, printErr, safeText } from '../text/terminal.ts';
+import { pushContested } from './push-contested.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import { preparePacks } from './push-pack.ts';
 import { createInBatches } from './push-create.ts';
@@ -38,12 +40,15 @@ export async function pushBatch(state: HelperState, lines: string[]): Promise<Pu
       );
     }
     if (!isKnotlessError(err)) throw err;
-    process.stderr.write(`knotless: ${err.message}\n`);
+    printErr(`knotless: ${err.message}`);
     const short = shortReason(err.message);
     return specs.map((s): Outcome => ({ dst: s.dst, error: short }));
   });
   return {
-    lines: outcomes.map((o) => (o.error === undefined ? `ok ${o.dst}` : `error ${o.dst} ${o.error}`)),
+    // git prints the reason as it is, and a line break would end the answer: escaped, always.
+    lines: outcomes.map((o) =>
+      o.error === undefined ? `ok ${o.dst}` : `error ${o.dst} ${safeText(o.error)}`,
+    ),
     compact: outcomes.filter((o) => o.compact === true && o.error === undefined).map((o) => o.dst),
   };
 }
@@ -89,7 +94,27 @@ async function push(
 
   const outcomes = new Map<string, Outcome>();
   const toWrite: Update[] = [];
+  const apart = updates.filter((u) => state.contested.has(u.dst));
+  if (apart.length > 0 && state.options.atomic) {
+    // Settling them is writes of their own, which an atomic push cannot make part of its one commit.
+    for (const u of apart) printErr(`knotless: ${contestedSentence(u.dst, state.contested.get(u.dst)!)}.`);
+    const reason = (u: Update) =>
+      apart.includes(u) ? 'several records claim this ref' : 'atomic push failed';
+    return updates.map((u) => ({ dst: u.dst, error: reason(u) }));
+  }
+  if (apart.length > 0) {
+    const settled = await pushContested(state, remote, auth, apart);
+    await state.remember(settled);
+    for (const o of settled)
+      outcomes.set(o.dst, o.error === undefined ? { dst: o.dst } : { dst: o.dst, error: o.error });
+  }
   for (const u of updates) {
+    if (state.contested.has(u.dst) || outcomes.has(u.dst)) continue;
+    // Readers refuse such a name (git would print it raw): it must not be written either.
+    if (hasUnsafe(u.dst)) {
+      outcomes.set(u.dst, { dst: u.dst, error: 'the name holds characters that act on a terminal' });
+      continue;
+    }
     const verdict = await checkUpdate(u, refs.get(u.dst), state.options.cas.get(u.dst), present);
     if (verdict.kind === 'write') toWrite.push(u);
     else
@@ -148,8 +173,11 @@ function printCompareLinks(
     const owner = encodeURIComponent(remote.owner.handle ?? remote.owner.did);
     const path = (name: string) => name.split('/').map(encodeURIComponent).join('/');
     const link = `${appview}/${owner}/${encodeURIComponent(remote.name)}/compare/${path(base)}...${path(branch)}`;
-    process.stderr.write(
-      `knotless:\nknotless: Create a pull request for '${branch}' by visiting:\nknotless:      ${link}\nknotless:\n`,
+    printErr(
+      'knotless:',
+      `knotless: Create a pull request for '${safeText(branch)}' by visiting:`,
+      `knotless:      ${link}`,
+      'knotless:',
     );
   }
 }

@@ -1,7 +1,8 @@
 import { RefView } from '../cache/ref-view.ts';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
-import { RemoteRepo, type RemoteRef } from '../remote/remote-repo.ts';
+import { RemoteRepo, refsByName, type RemoteRef } from '../remote/remote-repo.ts';
+import { printErr } from '../text/terminal.ts';
 import type { Chatter } from './progress.ts';
 import type { KnotlessUrl } from './url.ts';
 
@@ -25,8 +26,10 @@ export class HelperState {
     cas: new Map(),
   };
   #remote: RemoteRepo | undefined;
-  /** The refs as last listed, by name (HEAD included). */
+  /** The refs as last listed, by name (HEAD included); a ref several records claim is not here. */
   refs: Map<string, RemoteRef> | undefined;
+  /** Refs that several records claim, as last listed: never fetched, pushed only to delete them. */
+  contested = new Map<string, RemoteRef[]>();
   /** When a listing last confirmed `refs`. */
   #confirmedAt = 0;
 
@@ -40,7 +43,7 @@ export class HelperState {
     if (this.#remote === undefined) {
       const owner = await this.ctx.resolver.resolve(this.url.owner);
       this.#remote = new RemoteRepo(this.ctx, owner, this.url.repo, (m) =>
-        process.stderr.write(`knotless: warning: ${m}\n`),
+        printErr(`knotless: warning: ${m}`),
       );
     }
     return this.#remote;
@@ -61,15 +64,13 @@ export class HelperState {
       : undefined;
     if (fromAgent !== undefined) {
       this.#confirmedAt = Date.now();
-      this.refs = new Map(fromAgent.map((r) => [r.record.ref, r]));
-      return this.refs;
+      return this.#keep(fromAgent);
     }
     const cached = forPush ? view.read() : undefined;
     const windowMs = this.ctx.config.listWindowSeconds * 1000;
     if (cached !== undefined && Date.now() - cached.confirmedAt < windowMs) {
       this.#confirmedAt = cached.confirmedAt;
-      this.refs = new Map(cached.refs.map((r) => [r.record.ref, r]));
-      return this.refs;
+      return this.#keep(cached.refs);
     }
     const started = Date.now();
     const refs = await remote.listRefs();
@@ -80,9 +81,16 @@ export class HelperState {
       );
     }
     this.#confirmedAt = started;
-    this.refs = new Map(refs.map((r) => [r.record.ref, r]));
     view.write({ confirmedAt: started, refs });
-    return this.refs;
+    return this.#keep(refs);
+  }
+
+  /** Takes a listing's records as the refs, each ref that several records claim set apart. */
+  #keep(records: RemoteRef[]): Map<string, RemoteRef> {
+    const { byName, contested } = refsByName(records);
+    this.contested = contested;
+    this.refs = byName;
+    return byName;
   }
 
   /**
@@ -95,11 +103,12 @@ export class HelperState {
     const remote = await this.remote();
     const deletedKeys = written
       .filter((w) => w.error === undefined && w.record === null)
-      .map((w) => this.refs?.get(w.dst)?.key);
+      .flatMap((w) => [this.refs?.get(w.dst)?.key, ...(this.contested.get(w.dst) ?? []).map((r) => r.key)]);
     if (this.refs === undefined) return;
     let confirmedAt = this.#confirmedAt;
     for (const w of written) {
       if (w.error !== undefined) continue;
+      if (w.record === null) this.contested.delete(w.dst);
       if (w.record === null) this.refs.delete(w.dst);
       else if (w.record !== undefined) this.refs.set(w.dst, w.record);
       else confirmedAt = 0;
@@ -108,13 +117,15 @@ export class HelperState {
     // is on disk rather than putting back the refs as we listed them, which may be older than theirs.
     const view = this.#view(remote);
     const onDisk = view.read();
-    if (onDisk === undefined) view.write({ confirmedAt, refs: [...this.refs.values()] });
+    const apart = [...this.contested.values()].flat();
+    if (onDisk === undefined) view.write({ confirmedAt, refs: [...this.refs.values(), ...apart] });
     else {
-      const merged = new Map(onDisk.refs.map((r) => [r.record.ref, r]));
+      // By record key, not ref name: the records of a ref that several claim all stay in the view.
+      const merged = new Map(onDisk.refs.map((r) => [r.key, r]));
       for (const w of written) {
-        if (w.error !== undefined) continue;
-        if (w.record === null) merged.delete(w.dst);
-        else if (w.record !== undefined) merged.set(w.dst, w.record);
+        if (w.error !== undefined || w.record === undefined) continue;
+        for (const r of onDisk.refs) if (r.record.ref === w.dst) merged.delete(r.key);
+        if (w.record !== null) merged.set(w.record.key, w.record);
       }
       view.write({
         confirmedAt: confirmedAt === 0 ? 0 : Math.min(onDisk.confirmedAt, confirmedAt),

@@ -104,7 +104,7 @@ export class IdentityResolver {
       if (err instanceof KnotlessError) throw err;
       throw new KnotlessError(
         'unknown-handle',
-        `Could not resolve the handle ${handle}: ${safeText(String(err))}.`,
+        `Could not resolve the handle ${safeText(handle)}: ${safeText(String(err))}.`,
         { cause: err },
       );
     }

@@ -1,6 +1,7 @@
 import { KnotlessError } from '../errors.ts';
 import { isObjectId, isValidRefName } from '../git/refname.ts';
 import { REF_COLLECTION } from '../repo/collections.ts';
+import { hasUnsafe, safeText } from '../text/terminal.ts';
 
 /** A blob reference exactly as uploadBlob returned it; the PDS counts only these as references. */
 export interface BlobRef {
@@ -95,31 +96,50 @@ function parsePack(v: unknown): PackEntry {
   return pack;
 }
 
-/** Validates a record read from a PDS; unknown fields are ignored. */
+/** A field that must be a string when present (the lexicon's types); undefined when absent. */
+function optionalString(v: Record<string, unknown>, field: string, ref: string): string | undefined {
+  const value = v[field];
+  if (value !== undefined && typeof value !== 'string')
+    throw corrupt(`${safeText(ref, 100)} has a ${field} that is not a string`);
+  return value;
+}
+
+/**
+ * Validates a record read from a PDS against the lexicon (lexicons/dev/knotless/ref.json): every
+ * field it defines must have its type (a wrong type is refused, never read as a default), the
+ * required ones must be there; unknown fields are ignored. A ref name holding a character that would
+ * act on a terminal is refused too: git prints ref names as they are, where we cannot escape them.
+ */
 export function parseRefRecord(value: unknown): RefRecord {
-  const v = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw corrupt('it is not an object');
+  const v = value as Record<string, unknown>;
   const ref = v['ref'];
-  if (typeof ref !== 'string' || typeof v['repo'] !== 'string') throw corrupt('no ref name');
-  if (Array.isArray(v['packs']) && v['packs'].length > MAX_PACKS)
-    throw corrupt(`${ref.slice(0, 100)} lists more than ${MAX_PACKS} packs`);
-  const record: RefRecord = {
-    repo: v['repo'],
-    ref,
-    packs: Array.isArray(v['packs']) ? v['packs'].map(parsePack) : [],
-    updatedAt: typeof v['updatedAt'] === 'string' ? v['updatedAt'] : '',
-  };
+  if (typeof ref !== 'string') throw corrupt('no ref name');
+  const name = safeText(ref, 100);
+  if (typeof v['repo'] !== 'string') throw corrupt(`${name} names no repository`);
+  const packs = v['packs'];
+  if (!Array.isArray(packs)) throw corrupt(`${name} has a pack list that is not a list`);
+  if (packs.length > MAX_PACKS) throw corrupt(`${name} lists more than ${MAX_PACKS} packs`);
+  const updatedAt = v['updatedAt'];
+  if (typeof updatedAt !== 'string') throw corrupt(`${name} has no updatedAt time`);
+  const target = optionalString(v, 'target', ref);
+  const symref = optionalString(v, 'symref', ref);
+  const peeled = optionalString(v, 'peeled', ref);
+  const record: RefRecord = { repo: v['repo'], ref, packs: packs.map(parsePack), updatedAt };
   if (ref === 'HEAD') {
-    if (typeof v['symref'] !== 'string' || !isValidRefName(v['symref']))
+    if (symref === undefined || !isValidRefName(symref) || hasUnsafe(symref))
       throw corrupt('HEAD names no valid ref');
-    record.symref = v['symref'];
+    record.symref = symref;
     return record;
   }
-  if (!isValidRefName(ref)) throw corrupt(`"${ref.slice(0, 100)}" is not a valid ref name`);
-  if (!isObjectId(v['target'])) throw corrupt(`${ref} has no valid target`);
-  record.target = v['target'];
-  if (v['peeled'] !== undefined) {
-    if (!isObjectId(v['peeled'])) throw corrupt(`${ref} has an invalid peeled id`);
-    record.peeled = v['peeled'];
+  if (!isValidRefName(ref) || hasUnsafe(ref)) throw corrupt(`"${name}" is not a valid ref name`);
+  if (symref !== undefined) throw corrupt(`${name} has a symref, which only HEAD may have`);
+  if (!isObjectId(target)) throw corrupt(`${name} has no valid target`);
+  record.target = target;
+  if (peeled !== undefined) {
+    if (!isObjectId(peeled)) throw corrupt(`${name} has an invalid peeled id`);
+    record.peeled = peeled;
   }
   return record;
 }

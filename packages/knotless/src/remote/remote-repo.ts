@@ -3,6 +3,7 @@ import { KnotlessError, isKnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../repo/collections.ts';
 import { listRecords, rkeyOf } from '../repo/list-records.ts';
+import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
 import { MAX_RECORD_BYTES, parseRefRecord, writeRefRecord, type RefRecord } from './ref-record.ts';
 
@@ -59,7 +60,11 @@ export class RemoteRepo {
     return this.#read;
   }
 
-  /** Every ref record of the repository: one request per 100 refs. */
+  /**
+   * Every valid ref record of the repository: one request per 100 refs. Two records that claim one
+   * ref (an encoded and a hashed key) are both returned, and warned of once; {@link refsByName}
+   * leaves such a ref out, so that nothing ever picks one of them.
+   */
   async listRefs(): Promise<RemoteRef[]> {
     const prefix = refKeyPrefix(this.name);
     const out: RemoteRef[] = [];
@@ -74,6 +79,7 @@ export class RemoteRepo {
     } catch (err) {
       throw generalFailure(err, `listing the refs of ${this.label}`);
     }
+    for (const [name, claims] of refsByName(out).contested) this.#warn(contestedSentence(name, claims));
     return out;
   }
 
@@ -153,7 +159,10 @@ export class RemoteRepo {
       });
       return res.cid;
     } catch (err) {
-      throw generalFailure(err, `reading the latest commit of ${this.owner.handle ?? this.owner.did}`);
+      throw generalFailure(
+        err,
+        `reading the latest commit of ${safeText(this.owner.handle ?? this.owner.did)}`,
+      );
     }
   }
 
@@ -212,9 +221,9 @@ export class RemoteRepo {
     }
   }
 
-  /** `handle/name`, for messages. */
+  /** `handle/name`, for messages (escaped: the handle comes from the network). */
   get label(): string {
-    return `${this.owner.handle ?? this.owner.did}/${this.name}`;
+    return `${safeText(this.owner.handle ?? this.owner.did)}/${safeText(this.name)}`;
   }
 
   #parse(key: string, cid: string, value: unknown): RemoteRef | undefined {
@@ -237,12 +246,12 @@ export class RemoteRepo {
       if (record.repo !== this.name)
         throw new KnotlessError(
           'corrupt-remote',
-          `The remote holds an invalid ref record (it names repository "${record.repo.slice(0, 100)}"); it was ignored.`,
+          `The remote holds an invalid ref record (it names repository "${safeText(record.repo, 100)}"); it was ignored.`,
         );
       return { key, cid, record };
     } catch (err) {
       if (!isKnotlessError(err)) throw err;
-      this.#warn(`${err.message.replace(/\.$/, '')} (record ${key})`);
+      this.#warn(`${err.message.replace(/\.$/, '')} (record ${safeText(key, 100)})`);
       return undefined;
     }
   }
@@ -258,9 +267,35 @@ function writeFailure(err: unknown, what: string, ref?: string): unknown {
   }
   if (err instanceof XrpcError && /slur|record key/i.test(err.message)) return new KeyRefused(err.message);
   if (err instanceof XrpcError && err.status === 413) {
-    return new KnotlessError('too-large', `The PDS refused ${ref ?? what} as too large (${err.message}).`, {
-      cause: err,
-    });
+    return new KnotlessError(
+      'too-large',
+      `The PDS refused ${safeText(ref ?? what)} as too large (${safeText(err.message)}).`,
+      {
+        cause: err,
+      },
+    );
   }
   return generalFailure(err, what);
+}
+
+/** Refs by name, and apart those that two or more records claim (no record of such a ref is used). */
+export function refsByName(refs: RemoteRef[]): {
+  byName: Map<string, RemoteRef>;
+  contested: Map<string, RemoteRef[]>;
+} {
+  const claims = new Map<string, RemoteRef[]>();
+  for (const r of refs) claims.set(r.record.ref, [...(claims.get(r.record.ref) ?? []), r]);
+  const byName = new Map<string, RemoteRef>();
+  const contested = new Map<string, RemoteRef[]>();
+  for (const [name, list] of claims) {
+    if (list.length === 1) byName.set(name, list[0]!);
+    else contested.set(name, list);
+  }
+  return { byName, contested };
+}
+
+/** The one sentence for a ref that several records claim. */
+export function contestedSentence(ref: string, claims: RemoteRef[]): string {
+  const keys = claims.map((c) => safeText(c.key, 100)).join(', ');
+  return `The remote holds ${claims.length} records for the ref ${safeText(ref)} (${keys}); knotless will not choose one, so the ref was ignored: delete it (git push <remote> :${safeText(ref)}) and push it again`;
 }

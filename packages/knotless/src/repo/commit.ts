@@ -10,7 +10,7 @@ import { GitError, gitText } from '../git/run.ts';
 import { loadPack } from '../remote/packs.ts';
 import { refKey } from '../remote/ref-key.ts';
 import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
-import { SwapConflict, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
+import { SwapConflict, contestedSentence, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
 import { storePacks } from '../remote/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
@@ -133,6 +133,9 @@ export async function commitToBranch(
   }
   for (const c of req.changes) checkTreePath(c.path);
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
+  // Committing on one of several records that claim the branch would be choosing between them.
+  const claims = refs.filter((r) => r.record.ref === ref);
+  if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);
   let current = refs.find((r) => r.record.ref === ref);
   let who: Promise<{ author: string; committer: string }> | undefined;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {

@@ -33,3 +33,50 @@ export function safeText(text: string, max = 200): string {
   const cut = wellFormed.length > max ? `${wellFormed.slice(0, max)}…` : wellFormed;
   return cut.replace(UNSAFE, visible);
 }
+
+/** True when `text` holds a character {@link safeText} would escape (or a lone surrogate). */
+export function hasUnsafe(text: string): boolean {
+  return text.search(UNSAFE) !== -1 || text.search(LONE_SURROGATE) !== -1;
+}
+
+/**
+ * One line of our own text on its way to a terminal, whatever it embeds: {@link safeText} without
+ * the length cap (the fields inside were cut where they were composed). Already escaped text passes
+ * unchanged, since an escape is printable; a line break inside becomes a visible `\n`, so a hostile
+ * value can never start a line that looks like ours.
+ */
+export function safeLine(text: string): string {
+  return safeText(text, Infinity);
+}
+
+/**
+ * Writes lines of our own text to stderr, each through {@link safeLine}. Every message the helper,
+ * the CLI and the agent print goes through here (or through {@link safeLine}): one sink, nothing missed.
+ */
+export function printErr(...lines: string[]): void {
+  // eslint-disable-next-line no-restricted-syntax -- this is the sink
+  process.stderr.write(lines.map((l) => `${safeLine(l)}\n`).join(''));
+}
+
+/**
+ * JSON for `--json` output: valid JSON with the same value, except that every character
+ * {@link safeText} would escape is written as `\uXXXX`. JSON.stringify already escapes C0 controls
+ * and lone surrogates, but leaves DEL, C1 controls, the line separators and bidi overrides raw; they
+ * can only occur inside strings, where `\uXXXX` means the same character.
+ */
+export function safeJson(value: unknown): string {
+  return (JSON.stringify(value) ?? 'null').replace(
+    UNSAFE,
+    (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
+/**
+ * The lines that report a bug: the error's name and message as one line (a message may quote the
+ * network, so a line break in it must not start a line of its own), then the stack's frames.
+ */
+export function internalErrorLines(err: unknown): string[] {
+  if (!(err instanceof Error)) return [`internal error: ${safeLine(String(err))}`];
+  const frames = (err.stack ?? '').split('\n').filter((l) => /^\s+at /.test(l));
+  return [`internal error: ${err.name}: ${safeLine(err.message)}`, ...frames];
+}

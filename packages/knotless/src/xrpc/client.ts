@@ -1,5 +1,6 @@
 import type { HttpResponse, Transport } from './transport.ts';
 import { KnotlessError } from '../errors.ts';
+import { printErr, safeText } from '../text/terminal.ts';
 import { isRetrySafe, nextWait, serverWaitMs, sleep, type Failure, type RetryPolicy } from './retry.ts';
 
 /** An error response from an XRPC endpoint: the HTTP status and the body's `error` name. */
@@ -123,7 +124,7 @@ export class XrpcClient {
         }
         const why = err instanceof XrpcError ? `HTTP ${err.status}` : (err as NoAnswer).code;
         const notice = `retrying ${nsid} in ${wait} ms (${why}; attempt ${attempt + 2} of ${policy!.retries + 1})`;
-        if (this.#opts.trace) process.stderr.write(`knotless: trace ${notice}\n`);
+        if (this.#opts.trace) printErr(`knotless: trace ${notice}`);
         this.#opts.onRetry?.(notice);
         await sleep(wait);
       }
@@ -194,8 +195,8 @@ export class XrpcClient {
     const at = Math.round(started);
     // CPU time spent by then: unlike the clock, it hardly depends on what else the machine is doing.
     const spent = cpu === undefined ? '' : `, cpu ${Math.round((cpu.user + cpu.system) / 1000)}ms`;
-    process.stderr.write(
-      `knotless: trace ${method} ${this.service} ${nsid} ${outcome} ${ms}ms (sent at ${at}ms${spent})\n`,
+    printErr(
+      `knotless: trace ${method} ${this.service} ${nsid} ${outcome} ${ms}ms (sent at ${at}ms${spent})`,
     );
   }
 }
@@ -267,7 +268,7 @@ export function generalFailure(err: unknown, what: string): unknown {
   ) {
     return new KnotlessError(
       'permission-denied',
-      `The PDS refused ${what} (${err.message}); you can only write to your own account.`,
+      `The PDS refused ${what} (${safeText(err.message)}); you can only write to your own account.`,
       { cause: err },
     );
   }
@@ -275,11 +276,16 @@ export function generalFailure(err: unknown, what: string): unknown {
     const tries = err.attempts > 1 ? ` ${err.attempts} times` : '';
     return new KnotlessError(
       'pds-error',
-      `The PDS failed ${what}${tries} (HTTP ${err.status} ${err.error}); it may be down, try again later.`,
+      `The PDS failed ${what}${tries} (HTTP ${err.status} ${safeText(err.error, 100)}); it may be down, try again later.`,
       { cause: err },
     );
   }
-  return new KnotlessError('pds-error', `The PDS failed ${what}: ${err.error}: ${err.message}.`, {
-    cause: err,
-  });
+  // The PDS's own words are quoted, escaped: a hostile server must not write to the terminal.
+  return new KnotlessError(
+    'pds-error',
+    `The PDS failed ${what}: ${safeText(err.error, 100)}: ${safeText(err.message)}.`,
+    {
+      cause: err,
+    },
+  );
 }

@@ -3,6 +3,7 @@ import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from '../../errors.ts';
 import { parseRepoSpec } from '../../repo/name.ts';
 import { RemoteRepo } from '../../remote/remote-repo.ts';
+import { safeText } from '../../text/terminal.ts';
 import type { Io } from '../io.ts';
 import type { Context } from '../../context.ts';
 import type { Identity } from '../../identity/resolver.ts';
@@ -38,7 +39,7 @@ export async function ownRepo(ctx: Context, specText: string, verb: string, io: 
   if (owner.did !== auth.session.did) {
     throw new KnotlessError(
       'permission-denied',
-      `Only ${owner.handle ?? owner.did} can ${verb} ${spec.name}; you are ${auth.session.handle}.`,
+      `Only ${safeText(owner.handle ?? owner.did)} can ${verb} ${spec.name}; you are ${safeText(auth.session.handle)}.`,
     );
   }
   return { auth, remote: new RemoteRepo(ctx, owner, spec.name, (m) => io.err(`knotless: warning: ${m}`)) };

@@ -1,6 +1,8 @@
 import { BlobCache } from '../../cache/blob-cache.ts';
 import { RefView } from '../../cache/ref-view.ts';
 import { compactRef } from '../../repo/compact.ts';
+import { refsByName } from '../../remote/remote-repo.ts';
+import { safeText } from '../../text/terminal.ts';
 import type { Command } from '../command.ts';
 import { ownRepo } from './owner.ts';
 
@@ -18,7 +20,8 @@ export const command: Command = {
     const { auth, remote } = await ownRepo(c, args.positionals[0]!, 'compact', io);
     const ref = args.values['ref'];
     const wanted = Array.isArray(ref) ? ref : undefined;
-    const refs = (await remote.listRefs()).filter(
+    // A ref that several records claim is not compacted: that would be writing one of them.
+    const refs = [...refsByName(await remote.listRefs()).byName.values()].filter(
       (r) => r.record.target !== undefined && (wanted === undefined || wanted.includes(r.record.ref)),
     );
     const env = { auth, cache: new BlobCache(c.config.cacheDir), cacheDir: c.config.cacheDir };
@@ -33,7 +36,8 @@ export const command: Command = {
       if (seen?.refs.some((x) => x.key === r.key && x.cid === done.replacedCid)) {
         view.write({ ...seen, refs: seen.refs.map((x) => (x.key === r.key ? done.written : x)) });
       }
-      if (args.values['quiet'] !== true) io.err(`${done.ref}: ${done.before} packs → ${done.after}`);
+      if (args.values['quiet'] !== true)
+        io.err(`${safeText(done.ref)}: ${done.before} packs → ${done.after}`);
     }
     if (args.values['quiet'] !== true && changed === 0) io.err(`Nothing to compact in ${remote.label}.`);
   },

@@ -1,6 +1,7 @@
 import { refKey } from '../../remote/ref-key.ts';
 import { parseRepoSpec } from '../../repo/name.ts';
 import { RepoRecords } from '../../repo/records.ts';
+import { safeJson, safeText } from '../../text/terminal.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
 
@@ -25,7 +26,7 @@ export const command: Command = {
     const url = `knotless://${label}/${spec.name}`;
     if (args.values['json'] === true) {
       io.out(
-        JSON.stringify({
+        safeJson({
           owner: owner.did,
           handle: owner.handle,
           name: spec.name,
@@ -36,11 +37,12 @@ export const command: Command = {
       );
       return;
     }
-    io.out(`${label}/${spec.name}`);
-    if (record.description) io.out(`  description  ${record.description}`);
-    io.out(`  created      ${record.createdAt}`);
-    io.out(`  owner        ${owner.did}`);
+    // Every field but the count came from the network: each is escaped where it is printed.
+    io.out(`${safeText(label)}/${safeText(spec.name)}`);
+    if (record.description) io.out(`  description  ${safeText(record.description, 1000)}`);
+    io.out(`  created      ${safeText(record.createdAt)}`);
+    io.out(`  owner        ${safeText(owner.did)}`);
     io.out(`  refs         ${refs.length}`);
-    io.out(`  clone        git clone ${url}`);
+    io.out(`  clone        git clone ${safeText(url)}`);
   },
 };

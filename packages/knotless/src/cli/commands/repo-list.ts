@@ -1,4 +1,5 @@
 import { RepoRecords } from '../../repo/records.ts';
+import { safeJson, safeText } from '../../text/terminal.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
 
@@ -13,14 +14,18 @@ export const command: Command = {
     const owner = await ownerOf(c, args.positionals[0]);
     const repos = await new RepoRecords(c).list(owner);
     if (args.values['json'] === true) {
-      io.out(JSON.stringify(repos.map((r) => ({ name: r.name, ...r.record }))));
+      io.out(safeJson(repos.map((r) => ({ name: r.name, ...r.record }))));
       return;
     }
-    const label = owner.handle ?? owner.did;
+    const label = safeText(owner.handle ?? owner.did);
     if (repos.length === 0)
       io.err(`${label} has no repositories yet; create one with \`knotless repo create <name>\`.`);
-    const width = Math.max(0, ...repos.map((r) => r.name.length));
-    for (const r of repos)
-      io.out(r.record.description ? `${r.name.padEnd(width)}  ${r.record.description}` : r.name);
+    // Names and descriptions come from the network: escaped before they are measured or printed.
+    const rows = repos.map((r) => ({
+      name: safeText(r.name),
+      description: r.record.description === undefined ? '' : safeText(r.record.description),
+    }));
+    const width = Math.max(0, ...rows.map((r) => r.name.length));
+    for (const r of rows) io.out(r.description ? `${r.name.padEnd(width)}  ${r.description}` : r.name);
   },
 };
