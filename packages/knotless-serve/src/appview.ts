@@ -49,7 +49,7 @@ export async function startAppview(
   for (const service of config.firehoses) subs.push(await follow(service, index, identities, hooks));
 
   // Backfill in the background: the streams already run, and rows carry revisions, so order is free.
-  const transport = guardedTransport(config.dev);
+  const transport = guardedTransport(config.dev, { totalMs: config.fetchTimeoutMs, idleMs: config.fetchIdleMs });
   const backfill = (async () => {
     const dids = new Set(config.backfillDids);
     for (const pds of config.backfillPdses) {
