@@ -12,6 +12,8 @@ import {
   refusedReason,
 } from '../src/mirror/guard.ts';
 
+const GET = { method: 'GET', headers: {}, body: null };
+
 /** One address inside each range the guard must refuse, with the range it stands for. */
 const REFUSED: [string, string][] = [
   ['0.0.0.0', '0.0.0.0/8 "this network"'],
@@ -137,15 +139,12 @@ describe('guarded transport', () => {
     try {
       const before = hits;
       await assert.rejects(
-        transport.request(new URL(`http://localhost:${port}/`), { method: 'GET', headers: {} }),
+        transport.request(new URL(`http://localhost:${port}/`), GET),
         (err: unknown) => err instanceof AddressRefused && /localhost resolves to/.test(err.message),
       );
+      await assert.rejects(transport.request(new URL(`http://127.0.0.1:${port}/`), GET), AddressRefused);
       await assert.rejects(
-        transport.request(new URL(`http://127.0.0.1:${port}/`), { method: 'GET', headers: {} }),
-        AddressRefused,
-      );
-      await assert.rejects(
-        transport.request(new URL(`http://[::ffff:127.0.0.1]:${port}/`), { method: 'GET', headers: {} }),
+        transport.request(new URL(`http://[::ffff:127.0.0.1]:${port}/`), GET),
         AddressRefused,
       );
       assert.equal(hits, before, 'no request reached the loopback server');
@@ -178,7 +177,7 @@ describe('guarded transport', () => {
     try {
       const url = new URL(`http://127.0.0.1:${(drip.address() as AddressInfo).port}/`);
       const started = Date.now();
-      await assert.rejects(transport.request(url, { method: 'GET', headers: {} }), /longer than 400 ms/);
+      await assert.rejects(transport.request(url, GET), /longer than 400 ms/);
       assert.ok(Date.now() - started < 3000);
     } finally {
       transport.close();
