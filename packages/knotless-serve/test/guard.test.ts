@@ -156,10 +156,7 @@ describe('guarded transport', () => {
   it('reaches loopback in dev mode, where the guard is off', async () => {
     const transport = guardedTransport(true, { totalMs: 5000, idleMs: 5000 });
     try {
-      const res = await transport.request(new URL(`http://localhost:${port}/`), {
-        method: 'GET',
-        headers: {},
-      });
+      const res = await transport.request(new URL(`http://localhost:${port}/`), GET);
       assert.equal(Buffer.from(res.body).toString(), 'secret');
     } finally {
       transport.close();
