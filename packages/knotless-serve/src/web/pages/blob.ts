@@ -49,6 +49,7 @@ export async function rawBlob(repo: RepoTarget, tail: string, res: http.ServerRe
   const blob = await readBlob(repo.gitDir, at.oid, at.path, MAX_RAW);
   if (blob.content === undefined)
     throw new HttpError(413, 'This file is too large to serve here; clone the repository.');
+  if (res.headersSent) return;
   res
     .writeHead(200, {
       'content-type': isBinary(blob.content) ? 'application/octet-stream' : 'text/plain; charset=utf-8',
