@@ -102,7 +102,13 @@ describe('appview limits and README images', () => {
       `![schemeless](//127.0.0.1:${host.port}/shot.png?x=1) ![local](docs/local.png)`,
       `[a link](${base}/linked)`,
     ].join('\n\n');
-    await commitFiles(alice, work, { 'README.md': readme + '\n', 'docs/local.png': PNG }, 'readme');
+    const files = {
+      'README.md': readme + '\n',
+      'docs/local.png': PNG,
+      'docs/fake.png': '<svg onload="alert(1)">\n',
+      'sub/README.md': '![up](../docs/local.png) ![root](/docs/fake.png)\n',
+    };
+    await commitFiles(alice, work, files, 'readme');
     await alice.ok(work, 'push', '-q', 'origin', 'main');
     await waitFor('the mirror', async () => {
       const r = await xrpc<{ refs: unknown[] }>(app, 'dev.knotless.getRepo', {
@@ -172,6 +178,23 @@ describe('appview limits and README images', () => {
     assert.equal(tooSlow.status, 502);
     assert.match(tooSlow.text, /longer than 1000 ms/);
     assert.ok(Date.now() - started < 1450, 'the image limit, not the request limit, stopped it');
+  });
+
+  it("shows the repository's own images from its raw files, as images only when they are", async () => {
+    const root = imgSources((await get(`${app.url}/alice.test/pics`)).text);
+    assert.ok(root.includes('/alice.test/pics/raw/main/docs/local.png'), root.join(' '));
+    const sub = imgSources((await get(`${app.url}/alice.test/pics/tree/main/sub`)).text);
+    assert.deepEqual(sub, [
+      '/alice.test/pics/raw/main/docs/local.png',
+      '/alice.test/pics/raw/main/docs/fake.png',
+    ]);
+    const png = await fetch(`${app.url}/alice.test/pics/raw/main/docs/local.png`);
+    assert.equal(png.headers.get('content-type'), 'image/png');
+    assert.match(png.headers.get('content-security-policy') ?? '', /sandbox/);
+    assert.deepEqual(Buffer.from(await png.arrayBuffer()), PNG);
+    // Named .png but not one: plain text, never an image or markup.
+    const fake = await fetch(`${app.url}/alice.test/pics/raw/main/docs/fake.png`);
+    assert.equal(fake.headers.get('content-type'), 'text/plain; charset=utf-8');
   });
 
   it('is not an open proxy: an address it did not sign is refused', async () => {

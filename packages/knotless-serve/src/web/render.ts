@@ -24,6 +24,10 @@ md.renderer.rules['link_open'] = (tokens, idx, options, env, self) => {
 export interface ImageSources {
   /** The local address of an image on another host (the appview's proxy). */
   remote(url: string): string;
+  /** The address of a file of the repository, by its path from the root (its raw bytes). */
+  local(path: string): string;
+  /** The README's directory in the repository ('' at the root): relative paths start there. */
+  dir: string;
 }
 
 interface RenderEnv {
@@ -41,7 +45,7 @@ md.renderer.rules['image'] = (tokens, idx, options, env, self) => {
   const src = String(token.attrGet('src') ?? '');
   let url: URL;
   try {
-    url = new URL(src, LOCAL);
+    url = new URL(src, images === undefined || images.dir === '' ? LOCAL : `${LOCAL}${images.dir}/`);
   } catch {
     return md.utils.escapeHtml(self.renderInlineAsText(token.children ?? [], options, env));
   }
@@ -53,6 +57,15 @@ md.renderer.rules['image'] = (tokens, idx, options, env, self) => {
       return `<a href="${md.utils.escapeHtml(url.href)}" rel="nofollow noopener noreferrer ugc">${md.utils.escapeHtml(alt)}</a>`;
     }
     token.attrSet('src', images.remote(url.href));
+  } else if (images !== undefined) {
+    // A file of the repository: `x.png` beside the README, `/x.png` from the root, as on forges.
+    let file: string;
+    try {
+      file = decodeURIComponent(url.pathname.slice(1));
+    } catch {
+      file = url.pathname.slice(1);
+    }
+    token.attrSet('src', images.local(file));
   }
   return defaultImage(tokens, idx, options, env, self);
 };

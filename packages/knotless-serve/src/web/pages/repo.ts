@@ -33,6 +33,7 @@ function treeTable(repo: RepoTarget, ref: string, path: string, entries: TreeEnt
 async function readme(
   site: Site,
   repo: RepoTarget,
+  ref: string,
   oid: string,
   path: string,
   entries: TreeEntry[],
@@ -43,7 +44,11 @@ async function readme(
   if (blob.content === undefined) return html``;
   const text = blob.content.toString('utf8');
   const body = /\.(md|markdown)$/i.test(file.name)
-    ? renderMarkdown(text, { remote: (url) => site.images.url(url) })
+    ? renderMarkdown(text, {
+        remote: (url) => site.images.url(url),
+        local: (file) => pathHref([repo.owner, repo.name, 'raw'], `${ref}/${file}`),
+        dir: path,
+      })
     : html`<pre>${text}</pre>`;
   return html`<div class="box">
     <div class="head mono">${file.name}</div>
@@ -102,7 +107,7 @@ export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
         <span class="pill">${branch}</span>
         ${last === undefined ? '' : html`<a class="mono" href="${href(...base, 'commit', last.oid)}">${short(last.oid)}</a> ${last.subject} <span class="muted">${last.author}, ${when(last.date)}</span>`}
       </p>
-      ${treeTable(repo, branch, '', entries)} ${await readme(site, repo, headRef.oid, '', entries)}
+      ${treeTable(repo, branch, '', entries)} ${await readme(site, repo, branch, headRef.oid, '', entries)}
       ${cloneBox(site, repo)}
       <h2>Branches</h2>
       <p>${refLinks(branches, 'refs/heads/')}</p>
@@ -119,6 +124,6 @@ export async function treePage(site: Site, repo: RepoTarget, tail: string): Prom
   const entries = await listTree(repo.gitDir, at.oid, at.path);
   return page(
     `${at.path || repo.name} at ${at.ref}`,
-    html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}${treeTable(repo, at.ref, at.path, entries)}${await readme(site, repo, at.oid, at.path, entries)}`,
+    html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}${treeTable(repo, at.ref, at.path, entries)}${await readme(site, repo, at.ref, at.oid, at.path, entries)}`,
   );
 }
