@@ -1,6 +1,10 @@
-// The appview's settings from options and the environment: the time limits.
+// The appview's settings from options and the environment (the time limits), and its log.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, it } from 'node:test';
+import { startAppview } from '../src/appview.ts';
 import { defaultConfig } from '../src/config.ts';
 import { configFrom } from '../src/main.ts';
 
@@ -25,5 +29,36 @@ describe('appview configuration', () => {
   it('refuses a time limit that is not a positive whole number of milliseconds', () => {
     for (const v of ['abc', '0', '-5', '1.5'])
       assert.throws(() => configFrom([`--request-timeout=${v}`], {}), /not a number of milliseconds/, v);
+  });
+});
+
+describe('appview log', () => {
+  it('escapes control characters in every line it writes', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-serve-log-'));
+    const lines: string[] = [];
+    // A DID with a terminal escape: its backfill fails, and the failure is logged with the DID in it.
+    const evil = 'did:plc:\u001b]0;pwned\u0007\u001b[2J\u202eabc';
+    const app = await startAppview(
+      {
+        ...defaultConfig(dir),
+        database: ':memory:',
+        port: 0,
+        plcUrl: 'http://127.0.0.1:9',
+        backfillDids: [evil],
+        dev: true,
+      },
+      (line) => lines.push(line),
+    );
+    try {
+      await app.idle();
+    } finally {
+      await app.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    const line = lines.find((l) => l.startsWith('backfilling '));
+    assert.ok(line !== undefined, lines.join('\n'));
+    assert.match(line, /did:plc:\\x1b\]0;pwned\\x07\\x1b\[2J\\u\{202e\}abc/);
+    // eslint-disable-next-line no-control-regex
+    assert.doesNotMatch(lines.join(''), /[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/);
   });
 });

@@ -50,11 +50,6 @@ export function refusedReason(address: string): string | undefined {
   return range === 'unicast' ? undefined : range;
 }
 
-/** True for addresses that are not public unicast. */
-export function isPrivateAddress(address: string): boolean {
-  return refusedReason(address) !== undefined;
-}
-
 /** Throws unless every address a name resolved to is public: one private answer refuses the name. */
 export function checkAddresses(hostname: string, addresses: readonly { address: string }[]): void {
   for (const a of addresses) {
