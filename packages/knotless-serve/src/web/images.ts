@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
-import { checkUrl, guardedAgents } from '../mirror/guard.ts';
+import { safeText } from 'knotless';
+import { AddressRefused, checkUrl, guardedAgents } from '../mirror/guard.ts';
 import { HttpError } from './site.ts';
 
 /**
@@ -86,12 +87,7 @@ export class ImageProxy {
       image = this.#fromCache(remote) ?? (await this.#fetch(remote, signal));
     } catch (err) {
       if (signal?.aborted === true) throw err;
-      answer(
-        res,
-        502,
-        'text/plain; charset=utf-8',
-        `The image could not be shown: ${(err as Error).message}\n`,
-      );
+      answer(res, 502, 'text/plain; charset=utf-8', `The image could not be shown: ${readerReason(err)}.\n`);
       return;
     }
     answer(res, 200, image.type, image.body);
@@ -129,7 +125,7 @@ export class ImageProxy {
         this.#remember(remote, image);
         return image;
       }
-      if (hop >= MAX_REDIRECTS) throw new Error('too many redirects');
+      if (hop >= MAX_REDIRECTS) throw new ImageRefused('it redirects too many times');
       url = new URL(r.location, url);
     }
   }
@@ -151,7 +147,7 @@ export class ImageProxy {
       });
       const fail = (err: Error): void => {
         req.destroy();
-        reject(deadline.aborted ? new Error(`it took longer than ${timeoutMs} ms`) : err);
+        reject(deadline.aborted ? new ImageRefused(`it took longer than ${timeoutMs} ms`) : err);
       };
       req.on('error', fail);
       req.on('response', (res) => {
@@ -161,16 +157,17 @@ export class ImageProxy {
           res.resume();
           return resolve({ type: '', body: Buffer.alloc(0), location });
         }
-        if (status !== 200) return fail(new Error(`its host answered ${status}`));
+        if (status !== 200) return fail(new ImageRefused(`its host answered ${status}`));
         const type = (res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-        if (!IMAGE_TYPES.has(type)) return fail(new Error(`it is not an image (${type || 'no type'})`));
+        if (!IMAGE_TYPES.has(type))
+          return fail(new ImageRefused(`it is not an image (${safeText(type, 60) || 'no type'})`));
         const declared = Number(res.headers['content-length'] ?? '0');
-        if (declared > maxBytes) return fail(new Error(`it is larger than ${maxBytes} bytes`));
+        if (declared > maxBytes) return fail(new ImageRefused(`it is larger than ${maxBytes} bytes`));
         const chunks: Buffer[] = [];
         let size = 0;
         res.on('data', (c: Buffer) => {
           size += c.length;
-          if (size > maxBytes) fail(new Error(`it is larger than ${maxBytes} bytes`));
+          if (size > maxBytes) fail(new ImageRefused(`it is larger than ${maxBytes} bytes`));
           else chunks.push(c);
         });
         res.on('error', fail);
@@ -185,6 +182,21 @@ export class ImageProxy {
     this.#agents['http:'].destroy();
     this.#agents['https:'].destroy();
   }
+}
+
+/** A reason an image is not shown that may be told to the reader. */
+class ImageRefused extends Error {
+  override name = 'ImageRefused';
+}
+
+/**
+ * What the reader is told. Not the guard's or the socket's own words: they name the addresses a
+ * host resolved to, and anyone who can push a README could read the appview's internal DNS that way.
+ */
+function readerReason(err: unknown): string {
+  if (err instanceof ImageRefused) return err.message;
+  if (err instanceof AddressRefused) return 'its host is not a public address';
+  return 'its host could not be reached';
 }
 
 /** Headers that keep a proxied answer inert whatever it holds. */
