@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { safeText } from 'knotless';
 import type { ServeConfig } from './config.ts';
 import { Index } from './db/index-store.ts';
 import { openDatabase } from './db/open.ts';
@@ -8,6 +9,7 @@ import { follow, type Subscription } from './ingest/firehose.ts';
 import { Identities } from './ingest/identities.ts';
 import { guardedTransport } from './mirror/guard.ts';
 import { Mirror } from './mirror/mirror.ts';
+import { ImageProxy, imageKey } from './web/images.ts';
 import { handleRequest } from './web/server.ts';
 import type { Site } from './web/site.ts';
 
@@ -28,20 +30,41 @@ export interface Appview {
  */
 export async function startAppview(
   config: ServeConfig,
-  log: (line: string) => void = (l) => process.stderr.write(`knotless-serve: ${l}\n`),
+  write: (line: string) => void = (l) => process.stderr.write(`knotless-serve: ${l}\n`),
 ): Promise<Appview> {
+  // Log lines carry network text (handles, repository names, PDS errors, request paths): one escape
+  // here covers every line, whoever wrote it.
+  const log = (line: string): void => write(safeText(line, 2000));
   const { db, engine } = await openDatabase(config.database);
   const index = new Index(db, engine);
   const identities = await Identities.create(index, config.dev, config.plcUrl);
   const mirror = new Mirror(config, index, identities, log);
-  const server = http.createServer();
+  // Node's own limit on receiving a request, kept in line with ours (it defaults to five minutes).
+  const server = http.createServer({
+    requestTimeout: Math.max(config.requestTimeoutMs, config.gitTimeoutMs),
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  const site: Site = { index, mirror, publicUrl: (config.publicUrl ?? url).replace(/\/+$/, ''), log };
+  const images = new ImageProxy({
+    key: imageKey(config.dataDir),
+    dev: config.dev,
+    maxBytes: config.imageMaxBytes,
+    timeoutMs: config.imageTimeoutMs,
+  });
+  const site: Site = {
+    index,
+    mirror,
+    publicUrl: (config.publicUrl ?? url).replace(/\/+$/, ''),
+    log,
+    requestTimeoutMs: config.requestTimeoutMs,
+    gitTimeoutMs: config.gitTimeoutMs,
+    images,
+  };
+
   server.on('request', (req, res) => handleRequest(site, req, res));
 
   const hooks = { changed: (did: string, repo: string) => void mirror.schedule(did, repo), log };
@@ -49,7 +72,10 @@ export async function startAppview(
   for (const service of config.firehoses) subs.push(await follow(service, index, identities, hooks));
 
   // Backfill in the background: the streams already run, and rows carry revisions, so order is free.
-  const transport = guardedTransport(config.dev);
+  const transport = guardedTransport(config.dev, {
+    totalMs: config.fetchTimeoutMs,
+    idleMs: config.fetchIdleMs,
+  });
   const backfill = (async () => {
     const dids = new Set(config.backfillDids);
     for (const pds of config.backfillPdses) {
@@ -85,6 +111,7 @@ export async function startAppview(
       await mirror.idle();
       mirror.close();
       transport.close();
+      images.close();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();

@@ -23,6 +23,16 @@ export interface ServeConfig {
   /** Largest pack the mirror downloads, and the most bytes of packs one repository may have. */
   maxPackBytes: number;
   maxRepoBytes: number;
+  /** Longest a page, raw file, image or XRPC query may take before a 503, in ms. */
+  requestTimeoutMs: number;
+  /** Longest a smart-HTTP git request (a clone or fetch) may take before git is stopped, in ms. */
+  gitTimeoutMs: number;
+  /** Longest one request to a PDS may take, and the longest it may stay silent, in ms. */
+  fetchTimeoutMs: number;
+  fetchIdleMs: number;
+  /** README images from other hosts: largest accepted, and the longest their fetch may take (ms). */
+  imageMaxBytes: number;
+  imageTimeoutMs: number;
 }
 
 /** The defaults for every setting but the data directory. */
@@ -40,5 +50,13 @@ export function defaultConfig(dataDir: string): ServeConfig {
     dev: false,
     maxPackBytes: 256 * 1024 * 1024,
     maxRepoBytes: 2 * 1024 * 1024 * 1024,
+    // A page takes milliseconds; a clone of a big mirror over a slow link may take minutes.
+    requestTimeoutMs: 30_000,
+    gitTimeoutMs: 600_000,
+    // One request is one blob part (a few MiB) or one small query.
+    fetchTimeoutMs: 120_000,
+    fetchIdleMs: 30_000,
+    imageMaxBytes: 5 * 1024 * 1024,
+    imageTimeoutMs: 10_000,
   };
 }

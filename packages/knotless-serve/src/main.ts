@@ -16,6 +16,8 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
   --plc URL            PLC directory (default https://plc.directory)   [$KNOTLESS_PLC_URL]
   --firehose URL       event stream to follow, ws(s)://; repeatable    [$KNOTLESS_SERVE_FIREHOSE, comma-separated]
   --backfill-pds URL   backfill every account of this PDS; repeatable  [$KNOTLESS_SERVE_BACKFILL_PDS]
+  --request-timeout MS time limit of a page, file, image or query     [$KNOTLESS_SERVE_REQUEST_TIMEOUT]
+  --git-timeout MS     time limit of a smart-HTTP git request          [$KNOTLESS_SERVE_GIT_TIMEOUT]
   --dev                allow loopback/private addresses, .test handles [$KNOTLESS_SERVE_DEV=1]
   DID ...              accounts to backfill at start`;
 
@@ -40,6 +42,8 @@ export function configFrom(argv: string[], env: NodeJS.ProcessEnv): ServeConfig 
       plc: { type: 'string' },
       firehose: { type: 'string', multiple: true },
       'backfill-pds': { type: 'string', multiple: true },
+      'request-timeout': { type: 'string' },
+      'git-timeout': { type: 'string' },
       dev: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -54,8 +58,23 @@ export function configFrom(argv: string[], env: NodeJS.ProcessEnv): ServeConfig 
   const c = defaultConfig(dataDir);
   const port = Number(values.port ?? env['KNOTLESS_SERVE_PORT'] ?? c.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port ${port} is not a port`);
+  const ms = (name: string, v: string | undefined, dflt: number): number => {
+    const n = Number(v ?? dflt);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} ${v} is not a number of milliseconds`);
+    return n;
+  };
   return {
     ...c,
+    requestTimeoutMs: ms(
+      'request-timeout',
+      values['request-timeout'] ?? env['KNOTLESS_SERVE_REQUEST_TIMEOUT'],
+      c.requestTimeoutMs,
+    ),
+    gitTimeoutMs: ms(
+      'git-timeout',
+      values['git-timeout'] ?? env['KNOTLESS_SERVE_GIT_TIMEOUT'],
+      c.gitTimeoutMs,
+    ),
     database: values.db ?? env['KNOTLESS_SERVE_DB'] ?? c.database,
     host: values.host ?? env['KNOTLESS_SERVE_HOST'] ?? c.host,
     port,

@@ -20,7 +20,8 @@ export { blobMatchesCid } from './remote/cid.ts';
 export { BlobCache } from './cache/blob-cache.ts';
 export { IndexedPacks } from './cache/indexed-packs.ts';
 export { indexPack, parsePackInfo } from './git/pack.ts';
-export { runGit, gitText, GitError } from './git/run.ts';
+export { runGit, gitText, GitError, type RunGitOptions } from './git/run.ts';
+export { safeText } from './text/terminal.ts';
 export { isValidRefName, isObjectId } from './git/refname.ts';
 export { XrpcClient, XrpcError } from './xrpc/client.ts';
 export {

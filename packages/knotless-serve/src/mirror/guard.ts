@@ -2,53 +2,77 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
+import ipaddr from 'ipaddr.js';
 import type { Transport } from 'knotless';
 
-/** Thrown when a PDS or blob would be fetched from an address the appview must not reach. */
+/** Thrown when a PDS, blob or image would be fetched from an address the appview must not reach. */
 export class AddressRefused extends Error {
   override name = 'AddressRefused';
 }
 
-// Loopback, private, link-local, carrier-grade NAT, multicast and reserved ranges: a record naming a
-// PDS there would make the appview probe its own network (server-side request forgery).
-const blocked = new net.BlockList();
-for (const [addr, prefix] of [
-  ['0.0.0.0', 8],
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16],
-  ['172.16.0.0', 12],
-  ['192.168.0.0', 16],
-  ['224.0.0.0', 3],
-] as const)
-  blocked.addSubnet(addr, prefix, 'ipv4');
-for (const [addr, prefix] of [
-  ['::', 127],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-  ['::ffff:0:0', 96],
-] as const)
-  blocked.addSubnet(addr, prefix, 'ipv6');
+/** IANA's global unicast block for IPv6 (RFC 4291 §2.4): everything outside it is special. */
+const IPV6_GLOBAL = ipaddr.IPv6.parseCIDR('2000::/3');
 
-/** True for addresses that are not public unicast. */
-export function isPrivateAddress(address: string): boolean {
-  const family = net.isIPv6(address) ? 'ipv6' : 'ipv4';
-  return blocked.check(address, family);
+// ipaddr.js reads the deprecated IPv4-compatible form `::a.b.c.d` as if it were IPv4-mapped
+// `::ffff:a.b.c.d`, so ::/96 is caught with Node's own parser before ipaddr.js sees the address.
+const IPV4_COMPATIBLE = new net.BlockList();
+IPV4_COMPATIBLE.addSubnet('::', 96, 'ipv6');
+
+/**
+ * Why `address` must not be connected to, or undefined when it is public unicast. The ranges are
+ * ipaddr.js's (its `range()` names every loopback, private, link-local, CGNAT, multicast,
+ * benchmarking, documentation/TEST-NET, reserved, NAT64, 6to4, Teredo, ORCHID… block), so the list
+ * is maintained upstream rather than by hand here. Only `unicast` passes. An IPv4-mapped address is
+ * judged by the IPv4 address it carries, which is where the socket really goes; the translation
+ * prefixes (NAT64, 6to4, Teredo) are refused outright, as a PDS has no reason to sit behind one and
+ * what they embed may be private. IPv6 must also be in 2000::/3, the only block IANA
+ * allocates for global unicast.
+ */
+export function refusedReason(address: string): string | undefined {
+  if (net.isIPv6(address) && IPV4_COMPATIBLE.check(address, 'ipv6')) return 'IPv4-compatible or unspecified';
+  let addr: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    addr = ipaddr.parse(address);
+  } catch {
+    return 'not an IP address';
+  }
+  if (addr.kind() === 'ipv6') {
+    const v6 = addr as ipaddr.IPv6;
+    if (v6.isIPv4MappedAddress()) addr = v6.toIPv4Address();
+    else {
+      const range = v6.range();
+      if (range !== 'unicast') return range;
+      if (!v6.match(IPV6_GLOBAL)) return 'outside 2000::/3';
+      return undefined;
+    }
+  }
+  const range = addr.range();
+  return range === 'unicast' ? undefined : range;
 }
 
-/** A DNS lookup that refuses private answers: the check happens on the address actually connected to. */
-function safeLookup(
-  hostname: string,
-  options: dns.LookupOptions,
-  callback: (err: Error | null, address: string | dns.LookupAddress[], family?: number) => void,
-): void {
+/** Throws unless every address a name resolved to is public: one private answer refuses the name. */
+export function checkAddresses(hostname: string, addresses: readonly { address: string }[]): void {
+  for (const a of addresses) {
+    const why = refusedReason(a.address);
+    if (why !== undefined) throw new AddressRefused(`${hostname} resolves to ${a.address} (${why})`);
+  }
+}
+
+type LookupCallback = (err: Error | null, address: string | dns.LookupAddress[], family?: number) => void;
+
+/**
+ * A DNS lookup that resolves every address of a name and refuses the name if any one is not public.
+ * Used as the socket's `lookup`, so the address checked is the address connected to: a second,
+ * different answer (DNS rebinding) is never asked for.
+ */
+export function safeLookup(hostname: string, options: dns.LookupOptions, callback: LookupCallback): void {
   dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
     if (err !== null) return callback(err, []);
-    const bad = addresses.find((a) => isPrivateAddress(a.address));
-    if (bad !== undefined)
-      return callback(new AddressRefused(`${hostname} resolves to a private address (${bad.address})`), []);
+    try {
+      checkAddresses(hostname, addresses);
+    } catch (refused) {
+      return callback(refused as AddressRefused, []);
+    }
     if (options.all === true) return callback(null, addresses);
     const first = addresses[0];
     if (first === undefined) return callback(new AddressRefused(`${hostname} has no address`), []);
@@ -56,36 +80,68 @@ function safeLookup(
   });
 }
 
-/** Largest response a transport accepts; a blob part is at most a few MiB. */
-const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
-
 /**
- * A knotless Transport for reading PDSes. Outside dev mode it connects only to public addresses
- * (checked at connection time, so DNS rebinding does not help) and bounds response sizes.
+ * Refuses a URL before any connection: only http(s), and an IP literal must be public (Node connects
+ * to literals without calling `lookup`, so {@link safeLookup} would not see them).
  */
-export function guardedTransport(dev: boolean): Transport {
+export function checkUrl(url: URL, dev: boolean): void {
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new AddressRefused(`unsupported protocol ${url.protocol}`);
+  if (dev) return;
+  const literal = url.hostname.replace(/^\[|\]$/g, '');
+  if (net.isIP(literal) === 0) return;
+  const why = refusedReason(literal);
+  if (why !== undefined) throw new AddressRefused(`${url.host} is not a public address (${why})`);
+}
+
+/** Agents whose connections go only to public addresses (any address in dev mode). */
+export function guardedAgents(dev: boolean): { 'http:': http.Agent; 'https:': https.Agent } {
   const opts = dev ? {} : { lookup: safeLookup };
-  const agents = {
+  return {
     'http:': new http.Agent({ keepAlive: true, ...opts }),
     'https:': new https.Agent({ keepAlive: true, ...opts }),
   };
+}
+
+/** Largest response a transport accepts; a blob part is at most a few MiB. */
+const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+
+/** Limits on one outgoing request of the transport. */
+export interface FetchLimits {
+  /** Longest silence on the socket, in ms. */
+  idleMs: number;
+  /** Longest whole request, headers to last byte, in ms. */
+  totalMs: number;
+}
+
+/**
+ * A knotless Transport for reading PDSes. Outside dev mode it connects only to public addresses
+ * (checked at connection time, so DNS rebinding does not help), bounds response sizes, and stops a
+ * request that goes silent or runs past its total time (a slow-drip PDS cannot hold a mirror sync).
+ */
+export function guardedTransport(dev: boolean, limits: FetchLimits): Transport {
+  const agents = guardedAgents(dev);
   return {
-    request(url, init) {
-      const literal = url.hostname.replace(/^\[|\]$/g, '');
-      if (!dev && net.isIP(literal) !== 0 && isPrivateAddress(literal))
-        return Promise.reject(new AddressRefused(`${url.host} is a private address`));
-      if (url.protocol !== 'http:' && url.protocol !== 'https:')
-        return Promise.reject(new AddressRefused(`unsupported protocol ${url.protocol}`));
+    async request(url, init) {
+      checkUrl(url, dev);
       return new Promise((resolve, reject) => {
         const mod = url.protocol === 'https:' ? https : http;
         const req = mod.request(url, {
           method: init.method,
           headers: init.headers,
           agent: agents[url.protocol as 'http:' | 'https:'],
-          timeout: 30_000,
+          timeout: limits.idleMs,
         });
-        req.on('timeout', () => req.destroy(new Error(`${url.host} timed out`)));
-        req.on('error', reject);
+        const total = setTimeout(
+          () => req.destroy(new Error(`${url.host} took longer than ${limits.totalMs} ms`)),
+          limits.totalMs,
+        );
+        const fail = (err: Error): void => {
+          clearTimeout(total);
+          reject(err);
+        };
+        req.on('timeout', () => req.destroy(new Error(`${url.host} went silent for ${limits.idleMs} ms`)));
+        req.on('error', fail);
         req.on('response', (res) => {
           const chunks: Buffer[] = [];
           let size = 0;
@@ -94,14 +150,15 @@ export function guardedTransport(dev: boolean): Transport {
             if (size > MAX_RESPONSE_BYTES) req.destroy(new Error(`response from ${url.host} is too large`));
             else chunks.push(c);
           });
-          res.on('error', reject);
-          res.on('end', () =>
+          res.on('error', fail);
+          res.on('end', () => {
+            clearTimeout(total);
             resolve({
               status: res.statusCode ?? 0,
               headers: flatHeaders(res.headers),
               body: Buffer.concat(chunks),
-            }),
-          );
+            });
+          });
         });
         req.end(init.body ?? undefined);
       });
@@ -119,6 +176,6 @@ export function guardedFetch(dev: boolean): typeof globalThis.fetch | undefined 
 }
 
 /** Response headers as single strings (repeated headers joined), the form knotless's transports give. */
-function flatHeaders(h: http.IncomingHttpHeaders): Record<string, string | undefined> {
+export function flatHeaders(h: http.IncomingHttpHeaders): Record<string, string | undefined> {
   return Object.fromEntries(Object.entries(h).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : v]));
 }

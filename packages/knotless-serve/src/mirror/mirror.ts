@@ -62,7 +62,10 @@ export class Mirror {
     this.#identities = identities;
     this.#log = log;
     this.root = path.join(config.dataDir, 'git');
-    this.#transport = guardedTransport(config.dev);
+    this.#transport = guardedTransport(config.dev, {
+      totalMs: config.fetchTimeoutMs,
+      idleMs: config.fetchIdleMs,
+    });
     this.#cache = new BlobCache(path.join(config.dataDir, 'cache'));
   }
 

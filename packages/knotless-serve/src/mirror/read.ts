@@ -1,4 +1,11 @@
-import { GitError, isObjectId, isValidRefName, runGit } from 'knotless';
+import {
+  GitError,
+  isObjectId,
+  isValidRefName,
+  runGit as runGitUnbounded,
+  type RunGitOptions,
+} from 'knotless';
+import { requestSignal } from '../web/deadline.ts';
 
 /** A ref of a mirror. */
 export interface GitRef {
@@ -24,6 +31,12 @@ export interface CommitInfo {
   date: string;
   subject: string;
   body: string;
+}
+
+/** git, killed when the request it works for runs out of time or its reader goes away. */
+function runGit(args: string[], opts: RunGitOptions): ReturnType<typeof runGitUnbounded> {
+  const signal = requestSignal();
+  return runGitUnbounded(args, signal === undefined ? opts : { ...opts, signal });
 }
 
 async function git(dir: string, args: string[], input?: string): Promise<Buffer> {

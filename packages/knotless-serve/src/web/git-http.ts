@@ -6,7 +6,8 @@ import path from 'node:path';
  * Serves one mirror read-only over git's smart HTTP protocol by running `git http-backend` as CGI:
  * git itself answers info/refs and upload-pack, protocol v2 included (the Git-Protocol header is
  * passed through). Pushes are refused before git is started; http-backend would refuse them too,
- * as receive-pack is off and no user is authenticated.
+ * as receive-pack is off and no user is authenticated. When `signal` aborts (the request's time
+ * limit, or the reader leaving), git is killed and nothing more is written.
  */
 export function serveGit(
   gitDir: string,
@@ -14,6 +15,7 @@ export function serveGit(
   req: http.IncomingMessage,
   res: http.ServerResponse,
   query: string,
+  signal?: AbortSignal,
 ): void {
   if (service === 'git-receive-pack' || /service=git-receive-pack/.test(query)) {
     res
@@ -47,11 +49,18 @@ export function serveGit(
     },
     stdio: ['pipe', 'pipe', 'ignore'],
   });
+  const stop = (): void => void child.kill('SIGKILL');
+  if (signal?.aborted === true) stop();
+  signal?.addEventListener('abort', stop, { once: true });
+  child.on('exit', () => signal?.removeEventListener('abort', stop));
   req.pipe(child.stdin);
+  // git may stop reading its input early (a bad request, or killed): its exit status tells, not EPIPE.
   child.stdin.on('error', () => {});
   let head = Buffer.alloc(0);
   let headerDone = false;
   child.stdout.on('data', (chunk: Buffer) => {
+    // Out of time: the 503 (or the cut) is the answer; git's late output goes nowhere.
+    if (signal?.aborted === true) return;
     if (headerDone) {
       res.write(chunk);
       return;
@@ -72,6 +81,7 @@ export function serveGit(
     res.write(head.subarray(end + 4));
   });
   child.stdout.on('end', () => {
+    if (signal?.aborted === true) return;
     if (!headerDone) res.writeHead(500).end('git http-backend failed\n');
     else res.end();
   });

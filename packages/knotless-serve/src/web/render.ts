@@ -20,9 +20,63 @@ md.renderer.rules['link_open'] = (tokens, idx, options, env, self) => {
     : self.renderToken(tokens, idx, options);
 };
 
-/** Markdown to HTML with raw HTML and unsafe link schemes disabled. */
-export function renderMarkdown(text: string): SafeHtml {
-  return trusted(md.render(text));
+/** How a README's images are shown. */
+export interface ImageSources {
+  /** The local address of an image on another host (the appview's proxy). */
+  remote(url: string): string;
+  /** The address of a file of the repository, by its path from the root (its raw bytes). */
+  local(path: string): string;
+  /** The README's directory in the repository ('' at the root): relative paths start there. */
+  dir: string;
+}
+
+interface RenderEnv {
+  images?: ImageSources;
+}
+
+// Stands in for the page's own origin when telling a README's relative images from remote ones;
+// `//host/x.png` and `/\host/x.png` are remote although they carry no scheme.
+const LOCAL = 'https://appview.invalid/';
+
+const defaultImage = md.renderer.rules['image']!;
+md.renderer.rules['image'] = (tokens, idx, options, env, self) => {
+  const images = (env as Partial<RenderEnv>).images;
+  const token = tokens[idx]!;
+  const src = String(token.attrGet('src') ?? '');
+  let url: URL;
+  try {
+    url = new URL(src, images === undefined || images.dir === '' ? LOCAL : `${LOCAL}${images.dir}/`);
+  } catch {
+    return md.utils.escapeHtml(self.renderInlineAsText(token.children ?? [], options, env));
+  }
+  if (url.origin !== new URL(LOCAL).origin) {
+    // A remote image is never named in the page: the reader's browser would send its IP address to
+    // whatever host the README chose. It goes through the proxy, or becomes a plain link.
+    if (images === undefined) {
+      const alt = self.renderInlineAsText(token.children ?? [], options, env) || url.href;
+      return `<a href="${md.utils.escapeHtml(url.href)}" rel="nofollow noopener noreferrer ugc">${md.utils.escapeHtml(alt)}</a>`;
+    }
+    token.attrSet('src', images.remote(url.href));
+  } else if (images !== undefined) {
+    // A file of the repository: `x.png` beside the README, `/x.png` from the root, as on forges.
+    let file: string;
+    try {
+      file = decodeURIComponent(url.pathname.slice(1));
+    } catch {
+      file = url.pathname.slice(1);
+    }
+    token.attrSet('src', images.local(file));
+  }
+  return defaultImage(tokens, idx, options, env, self);
+};
+
+/**
+ * Markdown to HTML with raw HTML and unsafe link schemes disabled. Images from other hosts are
+ * shown through `images` (the appview's proxy), or as links when it is not given.
+ */
+export function renderMarkdown(text: string, images?: ImageSources): SafeHtml {
+  const env: Record<string, unknown> = images === undefined ? {} : { images };
+  return trusted(md.render(text, env));
 }
 
 /** Largest file highlighted; bigger ones are shown plain (highlighting is the slow part). */

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type http from 'node:http';
 import { handleXrpc } from '../xrpc/router.ts';
+import { RequestTimeout, requestSignal, withSignal } from './deadline.ts';
 import { serveGit } from './git-http.ts';
 import { html, page, type SafeHtml } from './html.ts';
 import { accountPage } from './pages/account.ts';
@@ -28,7 +29,9 @@ const GIT_SERVICES = new Set(['info/refs', 'git-upload-pack', 'git-receive-pack'
 const HTML_HEADERS = {
   'content-type': 'text/html; charset=utf-8',
   'content-security-policy':
-    "default-src 'none'; style-src 'self'; img-src 'self' https: data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    // Images only from here: README images from other hosts come through /-/img/ (src/web/images.ts),
+    // so a reader's browser never contacts a host a README names.
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
 };
@@ -58,6 +61,11 @@ async function route(
       .end(STYLE);
     return undefined;
   }
+  if (url.pathname.startsWith('/-/img/')) {
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'Images are read with GET.');
+    await site.images.serve(url.pathname.slice('/-/img/'.length), res, requestSignal());
+    return undefined;
+  }
   if (url.pathname === '/robots.txt' || url.pathname === '/favicon.ico')
     throw new HttpError(404, 'Not found.');
   let segs: string[];
@@ -79,7 +87,7 @@ async function route(
   if (GIT_SERVICES.has(gitPath)) {
     const repo = await findRepo(site, actor, name);
     if (!fs.existsSync(repo.gitDir)) throw new HttpError(404, 'This repository is not mirrored yet.');
-    serveGit(repo.gitDir, gitPath, req, res, url.search.slice(1));
+    serveGit(repo.gitDir, gitPath, req, res, url.search.slice(1), requestSignal());
     return undefined;
   }
   if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'Pages are read with GET.');
@@ -106,13 +114,37 @@ async function route(
   }
 }
 
-/** Answers one HTTP request: a page, the stylesheet, an XRPC query or git's smart HTTP. */
+/** Smart-HTTP git requests get the longer limit: a clone of a big repository is one long answer. */
+function isGitRequest(pathname: string): boolean {
+  return /\/(info\/refs|git-upload-pack|git-receive-pack)$/.test(pathname);
+}
+
+/**
+ * Answers one HTTP request: a page, the stylesheet, an image, an XRPC query or git's smart HTTP.
+ * Every request has a time limit: past it the reader gets a 503 (or, if the answer has begun, a cut
+ * connection) and the request's signal aborts, which kills the git processes working for it. A
+ * reader who goes away aborts it the same way.
+ */
 export function handleRequest(site: Site, req: http.IncomingMessage, res: http.ServerResponse): void {
-  route(site, req, res).then(
+  const pathname = (req.url ?? '/').split('?')[0] ?? '/';
+  const limit = isGitRequest(pathname) ? site.gitTimeoutMs : site.requestTimeoutMs;
+  const controller = new AbortController();
+  const timer = setTimeout(() => {
+    controller.abort(new RequestTimeout(`took longer than ${limit} ms`));
+    timedOut(site, req, res, limit);
+  }, limit);
+  res.on('close', () => {
+    clearTimeout(timer);
+    controller.abort(new RequestTimeout('the reader went away'));
+  });
+  withSignal(controller.signal, () => route(site, req, res)).then(
     (body) => {
+      if (res.headersSent || res.writableEnded) return;
       if (body !== undefined) res.writeHead(200, HTML_HEADERS).end(req.method === 'HEAD' ? undefined : body);
     },
     (err: unknown) => {
+      // Work stopped by the time limit was already answered (or the reader left): nothing to say.
+      if (controller.signal.aborted) return void (res.headersSent ? res.destroy() : undefined);
       const status = err instanceof HttpError ? err.status : 500;
       if (!(err instanceof HttpError)) site.log(`${req.method} ${req.url}: ${String(err)}`);
       const message = err instanceof HttpError ? err.message : 'Something went wrong; the log says what.';
@@ -120,6 +152,26 @@ export function handleRequest(site: Site, req: http.IncomingMessage, res: http.S
       res.writeHead(status, HTML_HEADERS).end(page(String(status), htmlMessage(status, message)));
     },
   );
+}
+
+/** The answer to a request out of time, in the form its caller reads (JSON for XRPC, text for git). */
+function timedOut(site: Site, req: http.IncomingMessage, res: http.ServerResponse, limit: number): void {
+  site.log(`${req.method} ${req.url}: stopped after ${limit} ms`);
+  if (res.headersSent) return void res.destroy();
+  const seconds = Math.round(limit / 100) / 10;
+  const message = `This request took longer than ${seconds} s and was stopped; try again later.`;
+  const pathname = (req.url ?? '/').split('?')[0] ?? '/';
+  res.setHeader('connection', 'close');
+  if (pathname.startsWith('/xrpc/'))
+    res
+      .writeHead(503, {
+        'content-type': 'application/json; charset=utf-8',
+        'access-control-allow-origin': '*',
+      })
+      .end(JSON.stringify({ error: 'RequestTimeout', message }));
+  else if (isGitRequest(pathname))
+    res.writeHead(503, { 'content-type': 'text/plain; charset=utf-8' }).end(message + '\n');
+  else res.writeHead(503, HTML_HEADERS).end(page('503', htmlMessage(503, message)));
 }
 
 function htmlMessage(status: number, message: string): SafeHtml {

@@ -1,5 +1,6 @@
 import type { Index } from '../db/index-store.ts';
 import type { Mirror } from '../mirror/mirror.ts';
+import type { ImageProxy } from './images.ts';
 
 /** What every request handler needs. */
 export interface Site {
@@ -8,6 +9,11 @@ export interface Site {
   /** The appview's public URL, without a trailing slash. */
   publicUrl: string;
   log(line: string): void;
+  /** Time limits, in ms: every request but smart-HTTP git, and smart-HTTP git. */
+  requestTimeoutMs: number;
+  gitTimeoutMs: number;
+  /** Fetches README images from other hosts for readers, and signs the addresses pages use. */
+  images: ImageProxy;
 }
 
 /** A page-level failure with the HTTP status to answer. */

@@ -17,6 +17,8 @@ const HANDLERS: Record<string, XrpcHandler> = {
 };
 
 function send(res: http.ServerResponse, status: number, body: unknown): void {
+  // Past the time limit the 503 has been sent already.
+  if (res.headersSent) return;
   res
     .writeHead(status, {
       'content-type': 'application/json; charset=utf-8',

@@ -24,6 +24,8 @@ export interface RunGitOptions {
   gitDir?: string;
   /** Extra environment variables. */
   env?: Record<string, string>;
+  /** Kills git when aborted (the appview's per-request time limit); the promise rejects. */
+  signal?: AbortSignal;
 }
 
 /** Runs git with the caller's environment (GIT_DIR included) and returns its stdout and exit code. */
@@ -34,7 +36,11 @@ export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdo
       ...(opts.gitDir === undefined ? {} : { GIT_DIR: opts.gitDir }),
       ...opts.env,
     };
-    const child = spawn('git', args, { env, stdio: ['pipe', 'pipe', opts.passStderr ? 'inherit' : 'pipe'] });
+    const child = spawn('git', args, {
+      env,
+      stdio: ['pipe', 'pipe', opts.passStderr ? 'inherit' : 'pipe'],
+      ...(opts.signal === undefined ? {} : { signal: opts.signal, killSignal: 'SIGKILL' as const }),
+    });
     const out: Buffer[] = [];
     let err = '';
     child.stdout!.on('data', (d: Buffer) => out.push(d));

@@ -41,7 +41,32 @@ export async function blobPage(_site: Site, repo: RepoTarget, tail: string): Pro
   );
 }
 
-/** A file's bytes as plain text (never HTML, whatever it holds) or as a download. */
+/**
+ * Image types raw files are served as, by extension, when their first bytes agree (so that a README
+ * can show the repository's own pictures). SVG is allowed for the same reason as in the image proxy:
+ * the answer is sandboxed, so no script in it ever runs, even opened on its own.
+ */
+const IMAGES: Record<string, { type: string; magic: (b: Buffer) => boolean }> = {
+  png: { type: 'image/png', magic: (b) => b.subarray(0, 8).equals(Buffer.from('89504e470d0a1a0a', 'hex')) },
+  jpg: { type: 'image/jpeg', magic: (b) => b.subarray(0, 3).equals(Buffer.from('ffd8ff', 'hex')) },
+  jpeg: { type: 'image/jpeg', magic: (b) => b.subarray(0, 3).equals(Buffer.from('ffd8ff', 'hex')) },
+  gif: { type: 'image/gif', magic: (b) => b.subarray(0, 4).toString('latin1') === 'GIF8' },
+  webp: {
+    type: 'image/webp',
+    magic: (b) =>
+      b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP',
+  },
+  svg: { type: 'image/svg+xml', magic: (b) => !isBinary(b) },
+};
+
+function contentType(path: string, content: Buffer): string {
+  const ext = /\.([a-z]+)$/i.exec(path)?.[1]?.toLowerCase();
+  const image = ext === undefined ? undefined : IMAGES[ext];
+  if (image?.magic(content) === true) return image.type;
+  return isBinary(content) ? 'application/octet-stream' : 'text/plain; charset=utf-8';
+}
+
+/** A file's bytes as plain text (never HTML, whatever it holds), an image, or a download. */
 export async function rawBlob(repo: RepoTarget, tail: string, res: http.ServerResponse): Promise<void> {
   const at = await refPath(repo, tail);
   if ((await pathType(repo.gitDir, at.oid, at.path)) !== 'blob')
@@ -49,10 +74,11 @@ export async function rawBlob(repo: RepoTarget, tail: string, res: http.ServerRe
   const blob = await readBlob(repo.gitDir, at.oid, at.path, MAX_RAW);
   if (blob.content === undefined)
     throw new HttpError(413, 'This file is too large to serve here; clone the repository.');
+  if (res.headersSent) return;
   res
     .writeHead(200, {
-      'content-type': isBinary(blob.content) ? 'application/octet-stream' : 'text/plain; charset=utf-8',
-      'content-security-policy': "default-src 'none'; sandbox",
+      'content-type': contentType(at.path, blob.content),
+      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; sandbox",
       'x-content-type-options': 'nosniff',
     })
     .end(blob.content);

@@ -30,13 +30,26 @@ function treeTable(repo: RepoTarget, ref: string, path: string, entries: TreeEnt
   </div>`;
 }
 
-async function readme(repo: RepoTarget, oid: string, path: string, entries: TreeEntry[]): Promise<SafeHtml> {
+async function readme(
+  site: Site,
+  repo: RepoTarget,
+  ref: string,
+  oid: string,
+  path: string,
+  entries: TreeEntry[],
+): Promise<SafeHtml> {
   const file = entries.find((e) => e.type === 'blob' && README.test(e.name));
   if (file === undefined) return html``;
   const blob = await readBlob(repo.gitDir, oid, path === '' ? file.name : `${path}/${file.name}`, 512 * 1024);
   if (blob.content === undefined) return html``;
   const text = blob.content.toString('utf8');
-  const body = /\.(md|markdown)$/i.test(file.name) ? renderMarkdown(text) : html`<pre>${text}</pre>`;
+  const body = /\.(md|markdown)$/i.test(file.name)
+    ? renderMarkdown(text, {
+        remote: (url) => site.images.url(url),
+        local: (file) => pathHref([repo.owner, repo.name, 'raw'], `${ref}/${file}`),
+        dir: path,
+      })
+    : html`<pre>${text}</pre>`;
   return html`<div class="box">
     <div class="head mono">${file.name}</div>
     <div class="readme">${body}</div>
@@ -94,7 +107,7 @@ export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
         <span class="pill">${branch}</span>
         ${last === undefined ? '' : html`<a class="mono" href="${href(...base, 'commit', last.oid)}">${short(last.oid)}</a> ${last.subject} <span class="muted">${last.author}, ${when(last.date)}</span>`}
       </p>
-      ${treeTable(repo, branch, '', entries)} ${await readme(repo, headRef.oid, '', entries)}
+      ${treeTable(repo, branch, '', entries)} ${await readme(site, repo, branch, headRef.oid, '', entries)}
       ${cloneBox(site, repo)}
       <h2>Branches</h2>
       <p>${refLinks(branches, 'refs/heads/')}</p>
@@ -104,13 +117,13 @@ export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
 }
 
 /** A directory at a ref. */
-export async function treePage(_site: Site, repo: RepoTarget, tail: string): Promise<string> {
+export async function treePage(site: Site, repo: RepoTarget, tail: string): Promise<string> {
   const at = await refPath(repo, tail);
   const type = await pathType(repo.gitDir, at.oid, at.path);
   if (type !== 'tree') throw new HttpError(404, `No directory ${at.path} at ${at.ref}.`);
   const entries = await listTree(repo.gitDir, at.oid, at.path);
   return page(
     `${at.path || repo.name} at ${at.ref}`,
-    html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}${treeTable(repo, at.ref, at.path, entries)}${await readme(repo, at.oid, at.path, entries)}`,
+    html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}${treeTable(repo, at.ref, at.path, entries)}${await readme(site, repo, at.ref, at.oid, at.path, entries)}`,
   );
 }
