@@ -6,7 +6,7 @@ import { gitDir, presentObjects } from '../git/objects.ts';
 import { indexPack } from '../git/pack.ts';
 import { GitError } from '../git/run.ts';
 import { KnotlessError } from '../errors.ts';
-import { loadPack, mapLimit } from '../remote/packs.ts';
+import { loadPack, mapLimit, remoteChanged, withRelist } from '../remote/packs.ts';
 import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
 import { Meter } from './progress.ts';
 import type { HelperState } from './state.ts';
@@ -23,7 +23,39 @@ export async function fetchBatch(state: HelperState, lines: string[]): Promise<s
   if (missing.length === 0) return [];
   const dir = await gitDir();
   const indexed = new IndexedPacks(dir);
-  const all = unionPacks(missing.map((name) => state.refs?.get(name)?.record.packs ?? []));
+  const packsOf = () => {
+    const records = missing.map((name) => state.refs?.get(name)?.record);
+    return records.some((r) => r === undefined) ? undefined : unionPacks(records.map((r) => r!.packs));
+  };
+  const remote = await state.remote();
+  // A compaction or force push landing mid-download frees the blobs of the packs it replaced: list
+  // again and download what the refs list now (one listing, only when that happens).
+  return withRelist(
+    packsOf() ?? [],
+    async () => {
+      await state.list(false);
+      return packsOf();
+    },
+    async (all, relisted) => {
+      const lines = await indexList(state, dir, all, indexed);
+      // After a force push the new packs need not hold what git asked for: say so, not "damaged".
+      if (relisted) {
+        const now = await presentObjects(wants.map((w) => w.oid));
+        if (wants.some((w) => !now.has(w.oid))) throw remoteChanged(remote.label);
+      }
+      return lines;
+    },
+    remote.label,
+  );
+}
+
+/** Indexes the packs of `all` this repository lacks, or the whole list when that lacks bases. */
+async function indexList(
+  state: HelperState,
+  dir: string,
+  all: PackEntry[],
+  indexed: IndexedPacks,
+): Promise<string[]> {
   const done = indexed.read();
   try {
     return await indexAll(
