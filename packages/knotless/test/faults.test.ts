@@ -9,10 +9,11 @@ import { CRASH_CASES } from './faults/crash-cases.ts';
 import { useFaultEnv } from './faults/env.ts';
 import { HOSTILE_CASES } from './faults/hostile-cases.ts';
 import { PDS_CASES } from './faults/pds-cases.ts';
+import { READER_CASES } from './faults/reader-cases.ts';
 import { seededSample } from './faults/sample.ts';
 
 const env = useFaultEnv();
-const all = [...PDS_CASES, ...HOSTILE_CASES, ...CRASH_CASES];
+const all = [...PDS_CASES, ...HOSTILE_CASES, ...CRASH_CASES, ...READER_CASES];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =
   only !== undefined

@@ -183,9 +183,9 @@ describe('unsupported clone options are refused (no recursion)', () => {
       const vars = aliceEnv({ PATH: countingPath(log) });
       const res = await gitWithin(out, ['clone', ...flags, url, 'c'], vars, 30_000);
       assert.notEqual(res.code, null, `still running after 30 s; ${starts(log)} helpers started`);
+      assert.equal(starts(log), 1, `${starts(log)} helpers started`);
       assert.notEqual(res.code, 0, 'the clone succeeded');
       assert.ok(res.ms < 15_000, `took ${res.ms} ms`);
-      assert.equal(starts(log), 1, `${starts(log)} helpers started`);
       const ours = res.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
       assert.equal(ours.length, 1, res.stderr);
       assert.match(ours[0]!, sentence);

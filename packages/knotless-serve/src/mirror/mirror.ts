@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   BlobCache,
+  BlobGone,
   GitError,
   IndexedPacks,
   XrpcClient,
@@ -9,6 +10,7 @@ import {
   loadPack,
   runGit,
   unionPacks,
+  withRelist,
   type PackEntry,
   type Transport,
 } from 'knotless';
@@ -85,6 +87,13 @@ export class Mirror {
         try {
           await this.sync(did, repo);
         } catch (err) {
+          // The index has not seen the record that replaced the pack yet; its event syncs again.
+          if (err instanceof BlobGone) {
+            this.#log(
+              `mirror ${did}/${repo}: a blob (${err.cid}) is gone from the PDS, most likely replaced by a compaction or force push; the record's next event syncs again`,
+            );
+            continue;
+          }
           this.#log(`mirror ${did}/${repo}: ${err instanceof Error ? err.message : String(err)}`);
         }
       } while (this.#again.has(key));
@@ -120,11 +129,11 @@ export class Mirror {
       targets.map((r) => r.target!),
     );
     const missing = targets.filter((r) => !present.has(r.target!));
-    if (missing.length > 0) await this.#fetchPacks(did, dir, missing, targets);
+    if (missing.length > 0) await this.#fetchPacks(did, repo, dir, missing, targets);
     await this.#updateRefs(dir, refs);
   }
 
-  async #fetchPacks(did: string, dir: string, missing: RefRow[], all: RefRow[]): Promise<void> {
+  async #fetchPacks(did: string, repo: string, dir: string, missing: RefRow[], all: RefRow[]): Promise<void> {
     const total = unionPacks(all.map(packsOf)).reduce((n, p) => n + p.size, 0);
     if (total > this.#config.maxRepoBytes)
       throw new MirrorLimit(`packs total ${total} bytes, over the limit of ${this.#config.maxRepoBytes}`);
@@ -144,13 +153,26 @@ export class Mirror {
         indexed.add(p.id);
       }
     };
-    try {
-      await index(packs.filter((p) => !done.has(p.id)));
-    } catch (err) {
-      // A pack noted as indexed may be gone: index the whole list, as the helper does.
-      if (!(err instanceof GitError)) throw err;
-      await index(packs);
-    }
+    const names = new Set(missing.map((r) => r.ref));
+    // A compaction or force push that lands mid-download frees the blobs of the packs it replaced:
+    // read the index again (its event may be in already) and download what it lists now.
+    await withRelist(
+      packs,
+      async () => {
+        const rows = (await this.#index.refs(did, repo)).filter((r) => names.has(r.ref));
+        return rows.length < names.size ? undefined : unionPacks(rows.map(packsOf));
+      },
+      async (list) => {
+        try {
+          await index(list.filter((p) => !done.has(p.id)));
+        } catch (err) {
+          // A pack noted as indexed may be gone: index the whole list, as the helper does.
+          if (!(err instanceof GitError)) throw err;
+          await index(list);
+        }
+      },
+      `${did}/${repo}`,
+    );
   }
 
   async #updateRefs(dir: string, refs: RefRow[]): Promise<void> {
