@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { shellQuote } from '../src/dev/env-file.ts';
+import { KNOTLESS_BIN } from './helpers/cli.ts';
 import { commitFiles, newRepo } from './helpers/git.ts';
 import { lastLine, noise } from './faults/checks.ts';
 import { useFaultEnv } from './faults/env.ts';
@@ -33,9 +34,19 @@ interface Run {
 
 /** Runs git in its own process group; past `limitMs` the whole group is killed (code null). */
 function gitWithin(cwd: string, args: string[], vars: Record<string, string>, limitMs: number): Promise<Run> {
+  return within('git', args, cwd, vars, limitMs);
+}
+
+function within(
+  cmd: string,
+  args: string[],
+  cwd: string,
+  vars: Record<string, string>,
+  limitMs: number,
+): Promise<Run> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn('git', args, { cwd, env: vars, stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+    const child = spawn(cmd, args, { cwd, env: vars, stdio: ['ignore', 'ignore', 'pipe'], detached: true });
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     const timer = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), limitMs);
@@ -136,6 +147,20 @@ describe('readers survive compaction (F4)', () => {
     assert.equal(res.code, 0, res.stderr);
     assert.equal((await env.alice.ok(clone, 'rev-parse', 'origin/main')).trim(), tip);
     await fsckClean(clone);
+  });
+
+  it('`repo commit` whose blobs are freed by a compaction mid-download lists again and commits', async () => {
+    const { url, name, tip } = await threeBlobPacks();
+    const out = env.alice.dir();
+    const file = path.join(out, 'note.txt');
+    fs.writeFileSync(file, 'from a bot\n');
+    const vars = aliceEnv({ KNOTLESS_CACHE_DIR: path.join(out, 'cache') });
+    const args = [KNOTLESS_BIN, 'repo', 'commit', name, '-m', 'bot', '--add', `note.txt=${file}`];
+    const res = await readDuringCompaction(name, () => within(process.execPath, args, out, vars, 120_000));
+    assert.equal(res.code, 0, res.stderr);
+    await env.alice.ok(out, 'clone', '-q', url, 'c');
+    assert.equal((await env.alice.ok(path.join(out, 'c'), 'rev-parse', 'HEAD^')).trim(), tip);
+    await fsckClean(path.join(out, 'c'));
   });
 });
 
