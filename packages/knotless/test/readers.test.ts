@@ -85,6 +85,17 @@ async function threeBlobPacks(): Promise<{ url: string; name: string; dir: strin
  * compaction is not held), which frees the blobs the reader listed; then lets the reader go on.
  */
 async function readDuringCompaction(name: string, read: () => Promise<Run>): Promise<Run> {
+  return readDuring(async () => {
+    const compact = await env.withEnv({ KNOTLESS_SERVICE: env.t.net.pdsUrl }, () =>
+      env.alice.knotless('repo', 'compact', name),
+    );
+    assert.equal(compact.code, 0, compact.stderr);
+    assert.match(compact.stderr, /refs\/heads\/main: \d packs → 1/);
+  }, read);
+}
+
+/** Runs `read` with its blob downloads held until `change` (sent straight to the PDS) is done. */
+async function readDuring(change: () => Promise<void>, read: () => Promise<Run>): Promise<Run> {
   let release!: () => void;
   const gate = new Promise<void>((r) => (release = r));
   env.proxy.clearFaults();
@@ -93,11 +104,7 @@ async function readDuringCompaction(name: string, read: () => Promise<Run>): Pro
   const reading = read();
   try {
     await sawRequest(BLOB, seen);
-    const compact = await env.withEnv({ KNOTLESS_SERVICE: env.t.net.pdsUrl }, () =>
-      env.alice.knotless('repo', 'compact', name),
-    );
-    assert.equal(compact.code, 0, compact.stderr);
-    assert.match(compact.stderr, /refs\/heads\/main: \d packs → 1/);
+    await change();
   } finally {
     release();
   }
@@ -161,6 +168,30 @@ describe('readers survive compaction (F4)', () => {
     await env.alice.ok(out, 'clone', '-q', url, 'c');
     assert.equal((await env.alice.ok(path.join(out, 'c'), 'rev-parse', 'HEAD^')).trim(), tip);
     await fsckClean(path.join(out, 'c'));
+  });
+
+  it('a clone whose wanted ref is deleted mid-download says the remote changed, not damaged', async () => {
+    const { url } = await env.repo('readers');
+    const dir = await newRepo(env.alice, url);
+    await commitFiles(env.alice, dir, { 'a.txt': 'one\n' }, 'one');
+    await env.alice.ok(dir, 'push', '-q', 'origin', 'main');
+    await env.alice.ok(dir, 'checkout', '-q', '-b', 'side');
+    await commitFiles(env.alice, dir, { 'big.bin': noise(40_000, 31) }, 'big');
+    await env.alice.ok(dir, 'push', '-q', 'origin', 'side');
+    const out = env.alice.dir();
+    const vars = aliceEnv({ KNOTLESS_CACHE_DIR: path.join(out, 'cache') });
+    const res = await readDuring(
+      async () => {
+        const direct = { KNOTLESS_SERVICE: env.t.net.pdsUrl };
+        await env.withEnv(direct, () => env.alice.ok(dir, 'push', '-q', 'origin', ':side'));
+      },
+      () => gitWithin(out, ['clone', '-q', url, 'c'], vars, 120_000),
+    );
+    assert.notEqual(res.code, 0);
+    const ours = res.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
+    assert.deepEqual(ours, [
+      `knotless: alice.test/${url.split('/').pop()!} changed while fetching (a push or compaction replaced its packs); fetch again.`,
+    ]);
   });
 });
 
