@@ -24,7 +24,15 @@ function lostBatchAnswer(name: string, flags: string[]): FaultCase {
       await env.alice.ok(dir, 'tag', 'v1', one);
       // The one-by-one writer never runs here unless the batch is given up on: main moves by itself.
       env.proxy.inject({ nsid: APPLY, fault: { kind: 'cut', bytes: 10 } });
-      const res = await env.alice.git(dir, 'push', ...flags, 'origin', 'main', 'topic', 'other', 'v1');
+      // A mirror push from a bare copy: `--mirror` would also push the work tree's remote-tracking refs.
+      let from = dir;
+      if (flags.includes('--mirror')) {
+        from = `${env.alice.dir()}/src.git`;
+        await env.alice.ok(dir, 'clone', '-q', '--mirror', dir, from);
+        await env.alice.ok(from, 'update-ref', '-d', 'refs/remotes/origin/main');
+      }
+      const refspecs = flags.includes('--mirror') ? [url] : ['origin', 'main', 'topic', 'other', 'v1'];
+      const res = await env.alice.git(from, 'push', ...flags, ...refspecs);
       const facts = [res.code === 0 ? 'push ok' : `push failed: ${lastLine(res.stderr)}`];
       facts.push(`fault fired ${env.proxy.faultsFired.length}x`);
       const failed = (res.stderr.match(/\[remote rejected\]|\[rejected\]|stale info/g) ?? []).length;
@@ -49,4 +57,5 @@ function lostBatchAnswer(name: string, flags: string[]): FaultCase {
 export const READER_CASES: FaultCase[] = [
   lostBatchAnswer('a forced push of new refs whose batch answer is lost reports what landed', ['--force']),
   lostBatchAnswer('a push of new refs whose batch answer is lost reports what landed', []),
+  lostBatchAnswer('a --mirror push whose batch answer is lost reports what landed', ['--mirror']),
 ];
