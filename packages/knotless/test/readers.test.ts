@@ -193,6 +193,30 @@ describe('readers survive compaction (F4)', () => {
       `knotless: alice.test/${url.split('/').pop()!} changed while fetching (a push or compaction replaced its packs); fetch again.`,
     ]);
   });
+
+  it('a clone whose ref is force-pushed away mid-download says the remote changed, not damaged', async () => {
+    const { url } = await env.repo('readers');
+    const dir = await newRepo(env.alice, url);
+    await commitFiles(env.alice, dir, { 'big.bin': noise(40_000, 41) }, 'big');
+    await env.alice.ok(dir, 'push', '-q', 'origin', 'main');
+    // Another repository, without main's objects: its forced push lists none of main's packs.
+    const other = await newRepo(env.alice, url);
+    await commitFiles(env.alice, other, { 'else.bin': noise(40_000, 42) }, 'unrelated');
+    const out = env.alice.dir();
+    const vars = aliceEnv({ KNOTLESS_CACHE_DIR: path.join(out, 'cache') });
+    const res = await readDuring(
+      async () => {
+        const direct = { KNOTLESS_SERVICE: env.t.net.pdsUrl };
+        await env.withEnv(direct, () => env.alice.ok(other, 'push', '-q', '--force', 'origin', 'main'));
+      },
+      () => gitWithin(out, ['clone', '-q', url, 'c'], vars, 120_000),
+    );
+    assert.notEqual(res.code, 0);
+    const ours = res.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
+    assert.deepEqual(ours, [
+      `knotless: alice.test/${url.split('/').pop()!} changed while fetching (a push or compaction replaced its packs); fetch again.`,
+    ]);
+  });
 });
 
 /** A PATH whose git-remote-knotless counts its starts in `log` (and stops a runaway at 20). */

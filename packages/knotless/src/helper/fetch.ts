@@ -41,7 +41,11 @@ export async function fetchBatch(state: HelperState, lines: string[]): Promise<s
       // After a force push the new packs need not hold what git asked for: say so, not "damaged".
       if (relisted) {
         const now = await presentObjects(wants.map((w) => w.oid));
-        if (wants.some((w) => !now.has(w.oid))) throw remoteChanged(remote.label);
+        if (wants.some((w) => !now.has(w.oid))) {
+          // No ref will name what was indexed: release it to git's ordinary gc.
+          for (const l of lines) fs.rmSync(l.slice('lock '.length), { force: true });
+          throw remoteChanged(remote.label);
+        }
       }
       return lines;
     },
