@@ -7,6 +7,7 @@ import {
   IndexedPacks,
   XrpcClient,
   indexPack,
+  isKnotlessError,
   loadPack,
   runGit,
   unionPacks,
@@ -87,10 +88,11 @@ export class Mirror {
         try {
           await this.sync(did, repo);
         } catch (err) {
-          // The index has not seen the record that replaced the pack yet; its event syncs again.
-          if (err instanceof BlobGone) {
+          // A compaction or force push replaced packs mid-download, and the index has not seen the
+          // new record yet: not damage, and the record's own event syncs this mirror again.
+          if (err instanceof BlobGone || isKnotlessError(err, 'remote-changed')) {
             this.#log(
-              `mirror ${did}/${repo}: a blob (${err.cid}) is gone from the PDS, most likely replaced by a compaction or force push; the record's next event syncs again`,
+              `mirror ${did}/${repo}: its packs were replaced while they were downloaded (a compaction or force push); the record's next event syncs it again`,
             );
             continue;
           }
@@ -137,9 +139,15 @@ export class Mirror {
     const total = unionPacks(all.map(packsOf)).reduce((n, p) => n + p.size, 0);
     if (total > this.#config.maxRepoBytes)
       throw new MirrorLimit(`packs total ${total} bytes, over the limit of ${this.#config.maxRepoBytes}`);
-    const packs = unionPacks(missing.map(packsOf));
-    const big = packs.find((p) => p.size > this.#config.maxPackBytes);
-    if (big !== undefined) throw new MirrorLimit(`pack ${big.id} has ${big.size} bytes, over the limit`);
+    const bounded = (list: PackEntry[]): PackEntry[] => {
+      const big = list.find((p) => p.size > this.#config.maxPackBytes);
+      if (big !== undefined) throw new MirrorLimit(`pack ${big.id} has ${big.size} bytes, over the limit`);
+      const sum = list.reduce((n, p) => n + p.size, 0);
+      if (sum > this.#config.maxRepoBytes)
+        throw new MirrorLimit(`packs total ${sum} bytes, over the limit of ${this.#config.maxRepoBytes}`);
+      return list;
+    };
+    const packs = bounded(unionPacks(missing.map(packsOf)));
     const owner = await this.#identities.owner(did);
     if (owner.pds === null) throw new Error(`${did} names no PDS`);
     const client = new XrpcClient(owner.pds, { transport: this.#transport });
@@ -160,7 +168,7 @@ export class Mirror {
       packs,
       async () => {
         const rows = (await this.#index.refs(did, repo)).filter((r) => names.has(r.ref));
-        return rows.length < names.size ? undefined : unionPacks(rows.map(packsOf));
+        return rows.length < names.size ? undefined : bounded(unionPacks(rows.map(packsOf)));
       },
       async (list) => {
         try {
