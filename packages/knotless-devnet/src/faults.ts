@@ -6,6 +6,11 @@ export type Fault =
   | { kind: 'drop' }
   /** Wait, then forward as usual. */
   | { kind: 'delay'; ms: number }
+  /**
+   * Hold the request until `until` settles, then forward as usual: orders a request after an event
+   * (a compaction landing while a clone waits on a blob) without guessing a delay.
+   */
+  | { kind: 'hold'; until: Promise<unknown> }
   /** Answer with this status (5xx by default) and an XRPC error body; nothing is forwarded. */
   | { kind: 'status'; status: number; error?: string; message?: string; headers?: Record<string, string> }
   /** Answer 429 with `Retry-After: seconds` and the ratelimit headers the PDS sends; nothing is forwarded. */

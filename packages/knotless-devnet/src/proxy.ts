@@ -108,6 +108,8 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     const fault = script.pick(method, entry.nsid);
     if (fault !== undefined) entry.fault = fault.kind;
     if (fault?.kind === 'delay') await new Promise((r) => setTimeout(r, fault.ms));
+    if (fault?.kind === 'hold') await fault.until;
+    if (res.destroyed) return; // the client left while it was held
     const faulted = fault === undefined ? undefined : answerFault(fault, req, res);
     if (faulted !== undefined) {
       entry.status = faulted;

@@ -22,6 +22,7 @@ export const ErrorCodes = [
   'corrupt-remote',
   'push-rejected',
   'too-large',
+  'remote-changed',
 ] as const;
 
 /** A stable identifier for one kind of failure. */

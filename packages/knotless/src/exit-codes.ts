@@ -22,6 +22,7 @@ export const EXIT_CODES: Record<ErrorCode, number> = {
   'corrupt-remote': 12,
   'push-rejected': 13,
   'too-large': 14,
+  'remote-changed': 15,
   cancelled: 130,
 };
 

@@ -15,7 +15,7 @@ export {
   type PackEntry,
   type BlobRef,
 } from './remote/ref-record.ts';
-export { loadPack, verifyPack, mapLimit } from './remote/packs.ts';
+export { BlobGone, loadPack, verifyPack, mapLimit, withRelist } from './remote/packs.ts';
 export { blobMatchesCid } from './remote/cid.ts';
 export { BlobCache } from './cache/blob-cache.ts';
 export { IndexedPacks } from './cache/indexed-packs.ts';

@@ -11,10 +11,18 @@ import { ESCAPE_CASES } from './faults/escape-cases.ts';
 import { HOSTILE_CASES } from './faults/hostile-cases.ts';
 import { IDENTITY_CASES } from './faults/identity-cases.ts';
 import { PDS_CASES } from './faults/pds-cases.ts';
+import { READER_CASES } from './faults/reader-cases.ts';
 import { seededSample } from './faults/sample.ts';
 
 const env = useFaultEnv();
-const all = [...PDS_CASES, ...HOSTILE_CASES, ...CRASH_CASES, ...IDENTITY_CASES, ...ESCAPE_CASES];
+const all = [
+  ...PDS_CASES,
+  ...HOSTILE_CASES,
+  ...CRASH_CASES,
+  ...IDENTITY_CASES,
+  ...ESCAPE_CASES,
+  ...READER_CASES,
+];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =
   only !== undefined

@@ -2,13 +2,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   BlobCache,
+  BlobGone,
   GitError,
   IndexedPacks,
   XrpcClient,
   indexPack,
+  isKnotlessError,
   loadPack,
   runGit,
   unionPacks,
+  withRelist,
   type PackEntry,
   type Transport,
 } from 'knotless';
@@ -88,6 +91,14 @@ export class Mirror {
         try {
           await this.sync(did, repo);
         } catch (err) {
+          // A compaction or force push replaced packs mid-download, and the index has not seen the
+          // new record yet: not damage, and the record's own event syncs this mirror again.
+          if (err instanceof BlobGone || isKnotlessError(err, 'remote-changed')) {
+            this.#log(
+              `mirror ${did}/${repo}: its packs were replaced while they were downloaded (a compaction or force push); the record's next event syncs it again`,
+            );
+            continue;
+          }
           this.#log(`mirror ${did}/${repo}: ${err instanceof Error ? err.message : String(err)}`);
         }
       } while (this.#again.has(key));
@@ -123,17 +134,23 @@ export class Mirror {
       targets.map((r) => r.target!),
     );
     const missing = targets.filter((r) => !present.has(r.target!));
-    if (missing.length > 0) await this.#fetchPacks(did, dir, missing, targets);
+    if (missing.length > 0) await this.#fetchPacks(did, repo, dir, missing, targets);
     await this.#updateRefs(dir, refs);
   }
 
-  async #fetchPacks(did: string, dir: string, missing: RefRow[], all: RefRow[]): Promise<void> {
+  async #fetchPacks(did: string, repo: string, dir: string, missing: RefRow[], all: RefRow[]): Promise<void> {
     const total = unionPacks(all.map(packsOf)).reduce((n, p) => n + p.size, 0);
     if (total > this.#config.maxRepoBytes)
       throw new MirrorLimit(`packs total ${total} bytes, over the limit of ${this.#config.maxRepoBytes}`);
-    const packs = unionPacks(missing.map(packsOf));
-    const big = packs.find((p) => p.size > this.#config.maxPackBytes);
-    if (big !== undefined) throw new MirrorLimit(`pack ${big.id} has ${big.size} bytes, over the limit`);
+    const bounded = (list: PackEntry[]): PackEntry[] => {
+      const big = list.find((p) => p.size > this.#config.maxPackBytes);
+      if (big !== undefined) throw new MirrorLimit(`pack ${big.id} has ${big.size} bytes, over the limit`);
+      const sum = list.reduce((n, p) => n + p.size, 0);
+      if (sum > this.#config.maxRepoBytes)
+        throw new MirrorLimit(`packs total ${sum} bytes, over the limit of ${this.#config.maxRepoBytes}`);
+      return list;
+    };
+    const packs = bounded(unionPacks(missing.map(packsOf)));
     const owner = await this.#identities.owner(did);
     if (owner.pds === null) throw new Error(`${did} names no PDS`);
     const client = new XrpcClient(owner.pds, { transport: this.#transport });
@@ -147,13 +164,26 @@ export class Mirror {
         indexed.add(p.id);
       }
     };
-    try {
-      await index(packs.filter((p) => !done.has(p.id)));
-    } catch (err) {
-      // A pack noted as indexed may be gone: index the whole list, as the helper does.
-      if (!(err instanceof GitError)) throw err;
-      await index(packs);
-    }
+    const names = new Set(missing.map((r) => r.ref));
+    // A compaction or force push that lands mid-download frees the blobs of the packs it replaced:
+    // read the index again (its event may be in already) and download what it lists now.
+    await withRelist(
+      packs,
+      async () => {
+        const rows = (await this.#index.refs(did, repo)).filter((r) => names.has(r.ref));
+        return rows.length < names.size ? undefined : bounded(unionPacks(rows.map(packsOf)));
+      },
+      async (list) => {
+        try {
+          await index(list.filter((p) => !done.has(p.id)));
+        } catch (err) {
+          // A pack noted as indexed may be gone: index the whole list, as the helper does.
+          if (!(err instanceof GitError)) throw err;
+          await index(list);
+        }
+      },
+      `${did}/${repo}`,
+    );
   }
 
   async #updateRefs(dir: string, refs: RefRow[]): Promise<void> {

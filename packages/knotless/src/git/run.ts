@@ -13,6 +13,14 @@ export class GitError extends Error {
   }
 }
 
+/**
+ * Set in the environment of every git command knotless runs. git-remote-knotless refuses to start
+ * when it finds it: a git command of ours that starts the helper is a lazy fetch (a repository with
+ * a promisor remote), which would start git again, without bound. GIT_NO_LAZY_FETCH says the same
+ * to git itself from 2.44 on; older gits ignore it, so the marker is what stops the recursion.
+ */
+export const NESTED_MARKER = 'KNOTLESS_NESTED';
+
 /** Options for {@link runGit}. */
 export interface RunGitOptions {
   input?: Uint8Array | string;
@@ -33,6 +41,8 @@ export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdo
   return new Promise((resolve, reject) => {
     const env = {
       ...process.env,
+      [NESTED_MARKER]: '1',
+      GIT_NO_LAZY_FETCH: '1',
       ...(opts.gitDir === undefined ? {} : { GIT_DIR: opts.gitDir }),
       ...opts.env,
     };

@@ -6,7 +6,7 @@ import { gitDir, presentObjects } from '../git/objects.ts';
 import { indexPack } from '../git/pack.ts';
 import { GitError } from '../git/run.ts';
 import { KnotlessError } from '../errors.ts';
-import { loadPack, mapLimit } from '../remote/packs.ts';
+import { loadPack, mapLimit, remoteChanged, withRelist } from '../remote/packs.ts';
 import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
 import { safeText } from '../text/terminal.ts';
 import { Meter } from './progress.ts';
@@ -24,34 +24,78 @@ export async function fetchBatch(state: HelperState, lines: string[]): Promise<s
   if (missing.length === 0) return [];
   const dir = await gitDir();
   const indexed = new IndexedPacks(dir);
-  const all = unionPacks(missing.map((name) => state.refs?.get(name)?.record.packs ?? []));
+  const packsOf = () => {
+    const records = missing.map((name) => state.refs?.get(name)?.record);
+    return records.some((r) => r === undefined) ? undefined : unionPacks(records.map((r) => r!.packs));
+  };
+  const remote = await state.remote();
+  // A compaction or force push landing mid-download frees the blobs of the packs it replaced: list
+  // again and download what the refs list now (one listing, only when that happens).
+  return withRelist(
+    packsOf() ?? [],
+    async () => {
+      await state.list(false);
+      return packsOf();
+    },
+    async (all, relisted) => {
+      const lines = await indexList(state, dir, all, indexed, wants);
+      // After a force push the new packs need not hold what git asked for: say so, not "damaged".
+      if (relisted) {
+        const now = await presentObjects(wants.map((w) => w.oid));
+        if (wants.some((w) => !now.has(w.oid))) {
+          // No ref will name what was indexed: release it to git's ordinary gc.
+          release(lines);
+          throw remoteChanged(remote.label);
+        }
+      }
+      return wholeOrNothing(state, wants, lines);
+    },
+    remote.label,
+  );
+}
+
+/**
+ * Indexes the packs of `all` this repository lacks, or the whole list when that lacks bases or
+ * leaves a wanted object missing (a pack recorded as indexed may have been lost: gc, a copied
+ * repository).
+ */
+async function indexList(
+  state: HelperState,
+  dir: string,
+  all: PackEntry[],
+  indexed: IndexedPacks,
+  wants: Array<{ oid: string; name: string }>,
+): Promise<string[]> {
   const done = indexed.read();
   try {
-    return await wholeOrNothing(
+    const lines = await indexAll(
       state,
-      wants,
-      await indexAll(
-        state,
-        dir,
-        all.filter((p) => !done.has(p.id)),
-        indexed,
-      ),
+      dir,
+      all.filter((p) => !done.has(p.id)),
+      indexed,
     );
+    const have = await presentObjects(wants.map((w) => w.oid));
+    if (wants.every((w) => have.has(w.oid))) return lines;
+    release(lines);
   } catch (err) {
-    // A pack recorded as indexed may have been lost (gc, a copied repository): index the full list.
     if (!(err instanceof GitError)) throw err;
   }
   try {
-    return await wholeOrNothing(state, wants, await indexAll(state, dir, all, indexed));
+    return await indexAll(state, dir, all, indexed);
   } catch (err) {
     if (!(err instanceof GitError)) throw err;
     const why = err.stderr.trim().split('\n').pop() ?? '';
     throw new KnotlessError(
       'corrupt-remote',
-      `git could not index the packs of ${(await state.remote()).label} (${why}): the remote's packs are damaged or lack their delta bases; nothing was written.`,
+      `git could not index the packs of ${(await state.remote()).label} (${safeText(why)}): the remote's packs are damaged or lack their delta bases; nothing was written.`,
       { cause: err },
     );
   }
+}
+
+/** Releases the lock files of an answer that will not be given: nothing stays kept for it. */
+function release(lines: string[]): void {
+  for (const line of lines) fs.rmSync(line.replace(/^lock /, ''), { force: true });
 }
 
 async function indexAll(
@@ -111,7 +155,7 @@ async function wholeOrNothing(
   const have = await presentObjects(wants.map((w) => w.oid));
   const lacking = wants.find((w) => !have.has(w.oid));
   if (lacking === undefined) return answer;
-  for (const line of answer) fs.rmSync(line.replace(/^lock /, ''), { force: true });
+  release(answer);
   throw new KnotlessError(
     'corrupt-remote',
     `The packs of ${safeText(lacking.name)} in ${(await state.remote()).label} do not hold the object it names (${lacking.oid}); the remote is damaged, nothing was fetched: its owner can push that ref again.`,

@@ -3,6 +3,7 @@ import { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
 import { internalErrorLines, printErr, safeText } from '../text/terminal.ts';
+import { NESTED_MARKER } from '../git/run.ts';
 import { closeTransport } from '../xrpc/transport.ts';
 import { formatList } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
@@ -47,6 +48,22 @@ function setOption(state: HelperState, name: string, value: string): string {
       o.cas.set(value.slice(0, colon), value.slice(colon + 1));
       return 'ok';
     }
+    case 'depth':
+    case 'deepen-since':
+    case 'deepen-not':
+    case 'deepen-relative':
+      // git ignores an `error` answer to these in a clone and would make a full one: stop instead.
+      throw new KnotlessError(
+        'usage',
+        'knotless does not support shallow clones or fetches yet (--depth, --shallow-since, --shallow-exclude, --deepen); run the command without them.',
+      );
+    case 'filter':
+      // Nor does it fail on an `error` answer to filter, and a partial clone's lazy fetches would
+      // ask this helper for objects one batch at a time.
+      throw new KnotlessError(
+        'usage',
+        'knotless does not support partial clones or fetches yet (--filter); run the command without it.',
+      );
     case 'followtags':
     case 'cloning':
     case 'force-if-includes':
@@ -64,6 +81,13 @@ function setOption(state: HelperState, name: string, value: string): string {
 export async function helperMain(argv: string[]): Promise<number> {
   let ctx: Context | undefined;
   try {
+    // git commands this helper (or knotless) runs never start it again: one that did would be a
+    // lazy fetch of a partial clone, which recurses without bound (see NESTED_MARKER).
+    if (process.env[NESTED_MARKER] !== undefined)
+      throw new KnotlessError(
+        'usage',
+        'git-remote-knotless was started by a git command that knotless itself runs (a lazy fetch?); it refuses to run inside itself.',
+      );
     const url = argv[1] ?? argv[0];
     if (url === undefined)
       throw new KnotlessError(

@@ -17,8 +17,9 @@ export interface Batched {
 /**
  * Creates new refs in batches of one commit each (up to the PDS's 200 writes), instead of one record
  * write per ref: a mirror push of 500 refs is 3 commits, not 500, and the PDS signs each commit in
- * turn. A batch lands whole or not at all (see RemoteRepo.createRefs); one that does not land goes
- * back to the one-by-one writer, whose compare-and-swap decides each ref as usual. A single new ref
+ * turn. A batch lands whole or not at all (see RemoteRepo.createRefs, which reads a batch back when
+ * its answer is lost); refs not known written go back to the one-by-one writer, whose
+ * compare-and-swap decides each ref as usual. A single new ref
  * without HEAD gains nothing, so it is left to that writer too.
  */
 export async function createInBatches(job: WriteJob): Promise<Batched> {
@@ -46,20 +47,22 @@ export async function createInBatches(job: WriteJob): Promise<Batched> {
       writes.push({ dst: 'HEAD', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, job.head!) });
     crashPoint('push:before-record-write');
     const res = await remote.createRefs(auth, writes);
-    if (res !== undefined) crashPoint('push:after-record-write');
+    if (res.some((r) => r !== undefined)) crashPoint('push:after-record-write');
     return { batch, writes, withHead, res };
   });
   const written: Written[] = [];
   let head = job.head;
   for (const { batch, writes, withHead, res } of results) {
-    if (res === undefined) {
-      rest.push(...batch);
-      continue;
-    }
-    if (withHead) head = undefined;
-    writes.forEach((w, n) =>
-      written.push({ dst: w.dst, record: { key: w.key, cid: res.cids[n]!, rev: res.rev, record: w.record } }),
-    );
+    writes.forEach((w, n) => {
+      const landed = res[n];
+      if (landed === undefined) {
+        const u = batch.find((b) => b.dst === w.dst);
+        if (u !== undefined) rest.push(u);
+        return;
+      }
+      if (withHead && w.dst === 'HEAD') head = undefined;
+      written.push({ dst: w.dst, record: { key: w.key, ...landed, record: w.record } });
+    });
   }
   return { written, rest, head };
 }

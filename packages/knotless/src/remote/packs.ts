@@ -58,6 +58,65 @@ export async function uploadPack(
   });
 }
 
+/**
+ * A blob a record listed is not on the PDS. Usually the record changed while it was read (a
+ * compaction or a force push replaced the pack and the PDS freed its blobs), so readers list again
+ * and retry (see {@link withRelist}); when the record still lists the blob, the remote is damaged,
+ * which is what the message says.
+ */
+export class BlobGone extends KnotlessError {
+  override name = 'BlobGone';
+  readonly cid: string;
+
+  constructor(pack: string, cid: string, cause: unknown) {
+    super(
+      'corrupt-remote',
+      `A blob of pack ${pack} (${cid}) is missing from the PDS, so the repository there is incomplete; nothing was written.`,
+      { cause },
+    );
+    this.cid = cid;
+  }
+}
+
+/** How many times a reader lists again after a blob vanished before giving up. */
+export const MAX_RELISTS = 2;
+
+/** The sentence for a reader whose wanted objects went away while it read. */
+export function remoteChanged(label: string): KnotlessError {
+  return new KnotlessError(
+    'remote-changed',
+    `${label} changed while fetching (a push or compaction replaced its packs); fetch again.`,
+  );
+}
+
+/**
+ * Runs `read` over a pack list, and when one of its blobs has vanished lists again with `relist`
+ * and runs `read` over the new list, at most MAX_RELISTS times. A compaction or force push that
+ * lands while a reader downloads frees the blobs of the packs it replaced; the new record lists
+ * packs holding the same objects (or, after a force push, says the ref moved). `relist` answers
+ * undefined when what the reader wants is no longer there. A blob the new list still names is
+ * really missing: that failure is thrown as is.
+ */
+export async function withRelist<T>(
+  list: PackEntry[],
+  relist: () => Promise<PackEntry[] | undefined>,
+  read: (list: PackEntry[], relisted: boolean) => Promise<T>,
+  label: string,
+): Promise<T> {
+  for (let n = 0; ; n++) {
+    try {
+      return await read(list, n > 0);
+    } catch (err) {
+      if (!(err instanceof BlobGone)) throw err;
+      if (n === MAX_RELISTS) throw remoteChanged(label);
+      const fresh = await relist();
+      if (fresh === undefined) throw remoteChanged(label);
+      if (fresh.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
+      list = fresh;
+    }
+  }
+}
+
 /** Checks a pack's bytes against the checksum that names it, so a damaged pack never reaches git. */
 export function verifyPack(pack: PackEntry, bytes: Uint8Array): void {
   const body = bytes.subarray(0, bytes.length - 20);
@@ -100,12 +159,14 @@ export async function loadPack(
     try {
       bytes = await reader.queryBytes('com.atproto.sync.getBlob', { did, cid });
     } catch (err) {
-      if (err instanceof XrpcError && /^(BlobNotFound|NotFound|RecordNotFound)$|^HTTP404$/.test(err.error)) {
-        throw new KnotlessError(
-          'corrupt-remote',
-          `A blob of pack ${pack.id} (${cid}) is missing from the PDS, so the repository there is incomplete; nothing was written.`,
-          { cause: err },
-        );
+      // The reference PDS says 400 InvalidRequest "Blob not found"; others say 404 or BlobNotFound.
+      if (
+        err instanceof XrpcError &&
+        (/^(BlobNotFound|NotFound|RecordNotFound)$|^HTTP404$/.test(err.error) ||
+          err.status === 404 ||
+          (err.error === 'InvalidRequest' && /^blob not found/i.test(err.message)))
+      ) {
+        throw new BlobGone(pack.id, cid, err);
       }
       throw generalFailure(err, `downloading pack ${pack.id}`);
     }

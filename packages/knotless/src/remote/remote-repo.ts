@@ -191,13 +191,15 @@ export class RemoteRepo {
   /**
    * Creates ref records in one commit, without `swapCommit`: the PDS refuses a create whose key
    * exists (its repository tree will not add a key twice), so the whole batch lands only if none of
-   * them existed. Returns each record's CID and the commit's revision, or undefined when the batch
-   * did not land for any reason (the caller writes the refs one by one instead, which sorts it out).
+   * them existed. Returns, for each create, its CID and revision when it is known written, undefined
+   * otherwise (the caller writes those one by one, whose compare-and-swap sorts them out). When the
+   * batch fails, it may still have landed (the answer was lost): the refs are read back, and every
+   * record that is exactly ours (same contents, same `updatedAt`) counts as written.
    */
   async createRefs(
     auth: Authorizer,
     creates: { key: string; record: RefRecord }[],
-  ): Promise<{ cids: string[]; rev: string } | undefined> {
+  ): Promise<({ cid: string; rev?: string } | undefined)[]> {
     try {
       const res = await this.writer(auth).procedure<{
         commit?: { rev?: string };
@@ -213,12 +215,19 @@ export class RemoteRepo {
       });
       const cids = (res.results ?? []).map((r) => r.cid);
       const rev = res.commit?.rev;
-      if (cids.length !== creates.length || rev === undefined || cids.some((c) => c === undefined))
-        return undefined;
-      return { cids: cids as string[], rev };
-    } catch {
-      return undefined;
+      if (cids.length === creates.length && rev !== undefined && cids.every((c) => c !== undefined))
+        return cids.map((cid) => ({ cid: cid, rev }));
+    } catch (err) {
+      // A refusal is an answer: the batch did not land. Anything else (no answer) is read back.
+      if (err instanceof XrpcError && err.status !== undefined && err.status < 500)
+        return creates.map(() => undefined);
+      if (!(err instanceof XrpcError) && !isKnotlessError(err)) throw err;
     }
+    const now = new Map((await this.listRefs()).map((r) => [r.key, r]));
+    return creates.map((c) => {
+      const found = now.get(c.key);
+      return found !== undefined && sameRecord(found.record, c.record) ? { cid: found.cid } : undefined;
+    });
   }
 
   /** `handle/name`, for messages (escaped: the handle comes from the network). */
@@ -255,6 +264,19 @@ export class RemoteRepo {
       return undefined;
     }
   }
+}
+
+/** True when a record read back is the one we wrote (its `updatedAt` makes it ours, not a twin). */
+function sameRecord(a: RefRecord, b: RefRecord): boolean {
+  return (
+    a.ref === b.ref &&
+    a.target === b.target &&
+    a.symref === b.symref &&
+    a.peeled === b.peeled &&
+    a.updatedAt === b.updatedAt &&
+    a.packs.length === b.packs.length &&
+    a.packs.every((p, i) => p.id === b.packs[i]?.id)
+  );
 }
 
 /**

@@ -7,7 +7,7 @@ import { KnotlessError } from '../errors.ts';
 import { buildPack, parsePackInfo } from '../git/pack.ts';
 import { checkTreePath, parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
 import { GitError, gitText } from '../git/run.ts';
-import { loadPack } from '../remote/packs.ts';
+import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../remote/packs.ts';
 import { refKey } from '../remote/ref-key.ts';
 import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
 import { SwapConflict, contestedSentence, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
@@ -138,6 +138,7 @@ export async function commitToBranch(
   if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);
   let current = refs.find((r) => r.record.ref === ref);
   let who: Promise<{ author: string; committer: string }> | undefined;
+  let relists = 0;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const base = current ?? startingPoint(refs);
     const list: PackEntry[] = base?.record.packs ?? [];
@@ -147,7 +148,20 @@ export async function commitToBranch(
     // The identities need the mirror to exist; asked while the packs are indexed.
     await mirror.create();
     who ??= identities(mirror, req.author);
-    await synced;
+    try {
+      await synced;
+    } catch (err) {
+      // A compaction or force push freed a blob of the list we read: read the refs again.
+      if (!(err instanceof BlobGone)) throw err;
+      if (++relists > MAX_RELISTS) throw remoteChanged(remote.label);
+      listedAt = Date.now();
+      refs = await remote.listRefs();
+      current = refs.find((r) => r.record.ref === ref);
+      const fresh = (current ?? startingPoint(refs))?.record.packs ?? [];
+      if (fresh.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
+      attempt--;
+      continue;
+    }
     const parent = base?.record.target;
     const { commit, scratch } = await makeCommit(mirror, parent, req, await who);
     const range = [commit, ...(parent === undefined ? [] : [`^${parent}`])];

@@ -4,7 +4,7 @@ import { crashPoint } from '../crash.ts';
 import { KnotlessError } from '../errors.ts';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
 import { planMerge } from '../remote/geometric.ts';
-import { loadPack, uploadPack } from '../remote/packs.ts';
+import { BlobGone, loadPack, uploadPack } from '../remote/packs.ts';
 import type { PackEntry } from '../remote/ref-record.ts';
 import { SwapConflict, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
 import { blobUploadLimit } from '../remote/server-info.ts';
@@ -119,7 +119,18 @@ export async function compactRef(
     const list = current.record.packs;
     const cut = planMerge(list);
     if (cut === undefined && inlineBytes(list) <= RECORD_INLINE_MAX) return undefined;
-    const kept = cut === undefined ? list : [...list.slice(0, cut), await mergePacks(remote, env, list, cut)];
+    let merged: PackEntry | undefined;
+    try {
+      merged = cut === undefined ? undefined : await mergePacks(remote, env, list, cut);
+    } catch (err) {
+      // Another compaction or a force push freed a blob of the list we read: plan from the new one.
+      if (!(err instanceof BlobGone)) throw err;
+      const fresh = await remote.getRef(key);
+      if (fresh?.record.packs.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
+      current = fresh;
+      continue;
+    }
+    const kept = merged === undefined ? list : [...list.slice(0, cut), merged];
     const hoisted = new Map<string, PackEntry>();
     let base = current;
     for (;;) {
