@@ -46,15 +46,24 @@ export class AgentClient {
     return {
       request: async (url, init) => {
         if (!this.#alive) return direct.request(url, init);
+        let res: HttpResponse;
         try {
-          return await this.#call('/forward', {
+          const cap = init.maxBytes === undefined ? {} : { 'x-knotless-max-bytes': String(init.maxBytes) };
+          res = await this.#call('/forward', {
             ...init,
-            headers: { ...init.headers, 'x-knotless-url': url.href },
+            headers: { ...init.headers, ...cap, 'x-knotless-url': url.href },
           });
         } catch (err) {
           if (this.#alive) throw err;
           return direct.request(url, init);
         }
+        const code = res.headers['x-knotless-error'];
+        if (code === undefined) return res;
+        const limit = Number(res.headers['x-knotless-limit'] || NaN);
+        throw Object.assign(new Error(res.body.toString('utf8').slice(0, 200)), {
+          code,
+          ...(Number.isFinite(limit) ? { limit } : {}),
+        });
       },
       close: () => {
         this.#pool.close();

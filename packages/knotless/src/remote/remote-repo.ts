@@ -4,7 +4,13 @@ import type { Identity } from '../identity/resolver.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../repo/collections.ts';
 import { listRecords, rkeyOf } from '../repo/list-records.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
-import { MAX_RECORD_BYTES, parseRefRecord, writeRefRecord, type RefRecord } from './ref-record.ts';
+import {
+  MAX_RECORD_BYTES,
+  RECORD_ANSWER_BYTES,
+  parseRefRecord,
+  writeRefRecord,
+  type RefRecord,
+} from './ref-record.ts';
 
 /** A ref record as read: its key, its CID (for compare-and-swap) and its contents. */
 export interface RemoteRef {
@@ -80,11 +86,11 @@ export class RemoteRepo {
   /** One ref record by key, or undefined when there is none. */
   async getRef(key: string): Promise<RemoteRef | undefined> {
     try {
-      const res = await this.#read.query<{ cid: string; value: unknown }>('com.atproto.repo.getRecord', {
-        repo: this.owner.did,
-        collection: REF_COLLECTION,
-        rkey: key,
-      });
+      const res = await this.#read.query<{ cid: string; value: unknown }>(
+        'com.atproto.repo.getRecord',
+        { repo: this.owner.did, collection: REF_COLLECTION, rkey: key },
+        RECORD_ANSWER_BYTES,
+      );
       return this.#parse(key, res.cid, res.value);
     } catch (err) {
       if (err instanceof XrpcError && err.error === 'RecordNotFound') return undefined;

@@ -35,7 +35,12 @@ export interface CallOptions {
   contentType?: string;
   /** Extra headers, e.g. a refresh token's authorization. */
   headers?: Record<string, string>;
+  /** Most bytes the answer may have ({@link MAX_ANSWER_BYTES} when absent); a longer one is cut off. */
+  maxBytes?: number;
 }
+
+/** Cap on an XRPC answer unless the call sets its own: JSON answers are kilobytes. */
+export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
 
 /** Options for {@link XrpcClient}. */
 export interface XrpcClientOptions {
@@ -58,7 +63,11 @@ class NoAnswer extends Error {
     super(code, { cause });
     this.url = url;
     this.code = code;
+    this.limit = (cause as { limit?: unknown } | undefined)?.limit;
   }
+
+  /** The cap or time limit that was reached (ETOOLARGE: bytes, EDEADLINE: ms). */
+  readonly limit: unknown;
 }
 
 /**
@@ -75,9 +84,12 @@ export class XrpcClient {
     this.#opts = opts;
   }
 
-  /** Calls a query (HTTP GET). */
-  query<T>(nsid: string, params?: CallOptions['params']): Promise<T> {
-    return this.call<T>('GET', nsid, params === undefined ? {} : { params });
+  /** Calls a query (HTTP GET); `maxBytes` caps its answer. */
+  query<T>(nsid: string, params?: CallOptions['params'], maxBytes?: number): Promise<T> {
+    return this.call<T>('GET', nsid, {
+      ...(params === undefined ? {} : { params }),
+      ...(maxBytes === undefined ? {} : { maxBytes }),
+    });
   }
 
   /** Calls a procedure (HTTP POST). */
@@ -85,9 +97,12 @@ export class XrpcClient {
     return this.call<T>('POST', nsid, { ...opts, body });
   }
 
-  /** Calls a query whose answer is raw bytes (e.g. com.atproto.sync.getBlob). */
-  async queryBytes(nsid: string, params: CallOptions['params']): Promise<Buffer> {
-    return this.#withRenewal(() => this.#retrying('GET', nsid, { params: params ?? {} }, false));
+  /**
+   * Calls a query whose answer is raw bytes (e.g. com.atproto.sync.getBlob), of at most `maxBytes`:
+   * the caller knows how big the answer should be, and a longer one is cut off as it arrives.
+   */
+  async queryBytes(nsid: string, params: CallOptions['params'], maxBytes: number): Promise<Buffer> {
+    return this.#withRenewal(() => this.#retrying('GET', nsid, { params: params ?? {}, maxBytes }, false));
   }
 
   /** Sends one request (retried when safe), renewing credentials once when the server rejects them. */
@@ -160,7 +175,8 @@ export class XrpcClient {
     const cpu = this.#opts.trace ? process.cpuUsage() : undefined;
     let res: HttpResponse;
     try {
-      res = await this.#opts.transport.request(url, { method, headers, body });
+      const maxBytes = opts.maxBytes ?? MAX_ANSWER_BYTES;
+      res = await this.#opts.transport.request(url, { method, headers, body, maxBytes });
     } catch (err) {
       this.#trace(method, nsid, 'failed', started, cpu);
       const c = err as { code?: string; cause?: { code?: string } };
@@ -168,6 +184,14 @@ export class XrpcClient {
     }
     const bytes = res.body;
     this.#trace(method, nsid, String(res.status), started, cpu);
+    // Not followed: an XRPC service is named by its own address, and a hop elsewhere would carry the
+    // session's tokens to a server nobody chose.
+    if (res.status >= 300 && res.status < 400) {
+      throw new KnotlessError(
+        'pds-error',
+        `${url.origin} answered ${nsid} with a redirect (HTTP ${res.status}), which knotless does not follow; use the PDS's own address (its DID document or KNOTLESS_SERVICE).`,
+      );
+    }
     // A connection cut mid-body can look like a short answer: a body shorter than announced is none.
     const length = Number(res.headers['content-length'] ?? NaN);
     if (Number.isFinite(length) && length !== bytes.length)
@@ -217,9 +241,16 @@ export function isAuthRejection(err: XrpcError): boolean {
 /** What retry.ts needs to know of a failed attempt; undefined for failures that are not the PDS's. */
 function failureOf(err: unknown): Failure | undefined {
   if (err instanceof XrpcError) return { status: err.status, headers: err.headers };
-  if (err instanceof NoAnswer && !isCertificateFault(err.code)) return { status: undefined, headers: {} };
+  if (err instanceof NoAnswer && !isCertificateFault(err.code) && !FINAL.has(err.code))
+    return { status: undefined, headers: {} };
   return undefined;
 }
+
+/**
+ * Faults not retried: an answer past its cap would be as long again, and a request that ran out of
+ * time has spent it (retrying would multiply the wait).
+ */
+const FINAL = new Set(['ETOOLARGE', 'EDEADLINE']);
 
 function isCertificateFault(code: string): boolean {
   return /CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code);
@@ -236,6 +267,22 @@ function unreachable(err: NoAnswer): KnotlessError {
     );
   }
   const tries = err.attempts > 1 ? ` after ${err.attempts} attempts` : '';
+  const nsid = url.pathname.replace(/^\/xrpc\//, '');
+  if (code === 'ETOOLARGE') {
+    return new KnotlessError(
+      'pds-error',
+      `${url.origin} sent an answer to ${nsid} larger than the ${bytes(err.limit)} allowed for it, so it was cut off there; the server is misbehaving, tell its operator.`,
+      { cause },
+    );
+  }
+  if (code === 'EDEADLINE') {
+    const s = typeof err.limit === 'number' ? `${Math.round(err.limit / 1000)} s` : 'the time limit';
+    return new KnotlessError(
+      'pds-error',
+      `${url.origin} did not finish its answer to ${nsid} within ${s}, so it was cut off; try again later, or raise KNOTLESS_HTTP_TIMEOUT on a slow link.`,
+      { cause },
+    );
+  }
   if (code === 'ETRUNCATED' || code === 'EBADANSWER') {
     return new KnotlessError(
       'pds-error',
@@ -248,6 +295,15 @@ function unreachable(err: NoAnswer): KnotlessError {
     `Could not reach ${url.origin} (${code})${tries}; check your connection or the server's status, then try again.`,
     { cause },
   );
+}
+
+function bytes(n: unknown): string {
+  if (typeof n !== 'number') return 'size';
+  return n >= 1024 * 1024
+    ? `${+(n / 1024 / 1024).toFixed(1)} MiB`
+    : n >= 1024
+      ? `${+(n / 1024).toFixed(1)} KiB`
+      : `${n} bytes`;
 }
 
 /** Turns the generic failures any call can meet (rate limits, server faults) into user errors. */
