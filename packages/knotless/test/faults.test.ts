@@ -8,11 +8,12 @@ import type { FaultCase } from './faults/checks.ts';
 import { CRASH_CASES } from './faults/crash-cases.ts';
 import { useFaultEnv } from './faults/env.ts';
 import { HOSTILE_CASES } from './faults/hostile-cases.ts';
+import { HTTP_CASES } from './faults/http-cases.ts';
 import { PDS_CASES } from './faults/pds-cases.ts';
 import { seededSample } from './faults/sample.ts';
 
 const env = useFaultEnv();
-const all = [...PDS_CASES, ...HOSTILE_CASES, ...CRASH_CASES];
+const all = [...PDS_CASES, ...HOSTILE_CASES, ...CRASH_CASES, ...HTTP_CASES];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =
   only !== undefined
