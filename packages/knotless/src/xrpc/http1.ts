@@ -11,10 +11,15 @@ import {
 } from './http1-codec.ts';
 
 // Why a hand-written HTTP/1.1 client: every git command starts the helper afresh, and its start-up is
-// on the critical path of each push and fetch. node:http costs about 7 ms of module loading before
-// the first byte is sent, Node's bundled fetch (undici) about 30 ms, the undici package 100 ms; node:net
-// is loaded by Node's own bootstrap for stdio. The client needs only request/response with bodies in
-// memory, keep-alive and TLS, which fits in this file and http1-codec.ts.
+// on the critical path of each push and fetch. Over plain http (the dev network) node:http costs about
+// 7 ms of module loading before the first byte is sent, Node's bundled fetch about 30 ms, the undici
+// package 100 ms. Over TLS, where node:tls loads anyway, `npm run bench:tls` (2026-11-30, medians of
+// 40 alternated runs) found this client 2-4 ms of CPU cheaper than node:https loaded lazily and level
+// with it on the clock within noise, and the undici package twice as costly: it stays (see
+// docs/reference/performance.md). What it must do is bounded and written here: keep-alive, TLS, a cap
+// on each answer's body (checked against Content-Length before reading, and counted as chunked or
+// close-delimited bodies arrive), an idle timeout and a total deadline, abort signals, a sink for
+// bodies too large to keep. Redirects are the caller's business (see client.ts and fetchOver).
 
 /** Where a connection goes: a TCP host and port (TLS when secure), or a Unix socket. */
 export type Endpoint =
