@@ -4,8 +4,14 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
 import { after, describe, it } from 'node:test';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { IdResolver } from '@atproto/identity';
+import { BlobCache } from '../src/cache/blob-cache.ts';
 import { isKnotlessError } from '../src/errors.ts';
+import { MAX_BLOB_PART_BYTES, loadPack } from '../src/remote/packs.ts';
+import type { PackEntry } from '../src/remote/ref-record.ts';
 import { XrpcClient } from '../src/xrpc/client.ts';
 import { Http1Pool, type Endpoint } from '../src/xrpc/http1.ts';
 import { closeTransport, fetchOver, transportFor } from '../src/xrpc/transport.ts';
@@ -232,5 +238,49 @@ describe('XRPC answers past their cap', () => {
     });
     await assert.rejects(client.queryBytes('com.atproto.sync.getBlob', {}, 5 * 1024 * 1024), /5 MiB allowed/);
     assert.equal(hits, 2);
+  });
+});
+
+describe('blob downloads', () => {
+  const pack = (size: number): PackEntry => ({
+    id: 'a'.repeat(40),
+    size,
+    count: 1,
+    parts: [{ $type: 'blob', ref: { $link: 'bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaa' }, mimeType: 'x', size }],
+  });
+  const cache = (): BlobCache => new BlobCache(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-blobs-')));
+
+  it('are cut at the size the record gives the part', async () => {
+    let count = { written: 0 };
+    const { port } = await rawServer((sock) => {
+      sock.write('HTTP/1.1 200 OK\r\n\r\n');
+      count = flood(sock, Buffer.alloc(64 * 1024, 1));
+    });
+    const reader = new XrpcClient(`http://127.0.0.1:${port}`, {
+      transport: transportFor({ caCerts: undefined }),
+    });
+    await assert.rejects(
+      loadPack(reader, 'did:plc:x', pack(1000), cache(), () => undefined),
+      (err: unknown) =>
+        isKnotlessError(err, 'pds-error') && /larger than the 1000 bytes allowed/.test(err.message),
+    );
+    assert.ok(count.written < 64 * 1024 * 1024);
+  });
+
+  it('are not asked for when the record claims a part larger than any blob', async () => {
+    let hits = 0;
+    const { port } = await rawServer((sock) => {
+      hits++;
+      sock.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n');
+    });
+    const reader = new XrpcClient(`http://127.0.0.1:${port}`, {
+      transport: transportFor({ caCerts: undefined }),
+    });
+    await assert.rejects(
+      loadPack(reader, 'did:plc:x', pack(MAX_BLOB_PART_BYTES + 1), cache(), () => undefined),
+      (err: unknown) =>
+        isKnotlessError(err, 'corrupt-remote') && /over the \d+ a blob may have/.test(err.message),
+    );
+    assert.equal(hits, 0);
   });
 });
