@@ -239,6 +239,19 @@ describe('XRPC answers past their cap', () => {
     await assert.rejects(client.queryBytes('com.atproto.sync.getBlob', {}, 5 * 1024 * 1024), /5 MiB allowed/);
     assert.equal(hits, 2);
   });
+
+  it('still read an error page longer than a small cap, so that the error is what is reported', async () => {
+    const { port } = await rawServer((sock) =>
+      sock.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-length: 2000\r\n\r\n${'<p>'.repeat(666)}..`),
+    );
+    const client = new XrpcClient(`http://127.0.0.1:${port}`, {
+      transport: transportFor({ caCerts: undefined }),
+    });
+    await assert.rejects(client.queryBytes('com.atproto.sync.getBlob', {}, 100), {
+      name: 'XrpcError',
+      status: 502,
+    });
+  });
 });
 
 describe('blob downloads', () => {

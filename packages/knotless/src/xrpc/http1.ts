@@ -71,6 +71,8 @@ export interface Http1Limits {
 export const DEFAULT_IDLE_MS = 30_000;
 export const DEFAULT_DEADLINE_MS = 120_000;
 export const DEFAULT_MAX_BYTES = 4 * 1024 * 1024;
+/** The least an error answer (non-2xx) may have, whatever the cap for a successful one. */
+const ERROR_BODY_BYTES = 64 * 1024;
 
 const net = process.getBuiltinModule('node:net');
 
@@ -208,7 +210,8 @@ export class Http1Pool {
             }
             const ok = head.status >= 200 && head.status < 300;
             decoder = new BodyDecoder(bodyFraming(req.method, head), {
-              max: maxBytes,
+              // An error's explanation may be longer than a tiny expected answer (a proxy's HTML page).
+              max: ok ? maxBytes : Math.max(maxBytes, ERROR_BODY_BYTES),
               ...(ok && req.sink !== undefined ? { sink: req.sink } : {}),
             });
             data = buf.subarray(head.length);
