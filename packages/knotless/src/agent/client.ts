@@ -11,17 +11,26 @@ import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
  */
 export class AgentClient {
   readonly #socket: string;
-  readonly #pool = new Http1Pool();
+  readonly #pool: Http1Pool;
   #alive = true;
 
-  constructor(socket: string) {
+  /**
+   * `deadlineMs` is this process's limit on one request (KNOTLESS_HTTP_TIMEOUT): the agent applies
+   * its own to the PDS, and a little more is allowed here so that its sentence, not ours, arrives.
+   */
+  constructor(socket: string, deadlineMs?: number) {
     this.#socket = socket;
+    this.#pool = new Http1Pool(deadlineMs === undefined ? {} : { deadlineMs: deadlineMs + 5000 });
   }
 
   /** An agent client when the socket exists (and KNOTLESS_AGENT is not 0), else undefined. */
-  static find(socket: string, env: NodeJS.ProcessEnv = process.env): AgentClient | undefined {
+  static find(
+    socket: string,
+    env: NodeJS.ProcessEnv = process.env,
+    deadlineMs?: number,
+  ): AgentClient | undefined {
     if (/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? '') || !fs.existsSync(socket)) return undefined;
-    return new AgentClient(socket);
+    return new AgentClient(socket, deadlineMs);
   }
 
   /** True until a call found nobody listening. */
