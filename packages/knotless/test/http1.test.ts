@@ -5,6 +5,7 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { CID } from 'multiformats/cid';
 import { create as createDigest } from 'multiformats/hashes/digest';
+import { DEFAULT_HTTP_TIMEOUT_MS, readConfig } from '../src/config/env.ts';
 import { blobMatchesCid, cidForBlob } from '../src/remote/cid.ts';
 import {
   BodyDecoder,
@@ -245,5 +246,16 @@ describe('HTTP/1.1 pool', () => {
       body: null,
     });
     assert.equal((JSON.parse(res.body.toString()) as { url: string }).url, '/l');
+  });
+});
+
+describe('KNOTLESS_HTTP_TIMEOUT', () => {
+  it('sets the limit on one request in seconds; 0 or nonsense mean the two-minute default', () => {
+    assert.equal(readConfig({}).httpTimeoutMs, DEFAULT_HTTP_TIMEOUT_MS);
+    assert.equal(DEFAULT_HTTP_TIMEOUT_MS, 120_000);
+    assert.equal(readConfig({ KNOTLESS_HTTP_TIMEOUT: '3' }).httpTimeoutMs, 3000);
+    assert.equal(readConfig({ KNOTLESS_HTTP_TIMEOUT: '0.5' }).httpTimeoutMs, 500);
+    assert.equal(readConfig({ KNOTLESS_HTTP_TIMEOUT: '0' }).httpTimeoutMs, DEFAULT_HTTP_TIMEOUT_MS);
+    assert.equal(readConfig({ KNOTLESS_HTTP_TIMEOUT: 'soon' }).httpTimeoutMs, DEFAULT_HTTP_TIMEOUT_MS);
   });
 });
