@@ -1,6 +1,8 @@
 // The HTTP client against servers that lie about sizes, never finish, trickle, or redirect: each
 // test starts its own loopback server, raw TCP where Node's server would refuse to misbehave.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import http from 'node:http';
 import net from 'node:net';
 import { after, describe, it } from 'node:test';
@@ -98,6 +100,31 @@ describe('HTTP client against hostile servers', () => {
       assert.ok(count.written < 128 * 1024 * 1024, `the server wrote ${count.written} bytes`);
       assert.ok(process.memoryUsage().rss - rss < 200 * 1024 * 1024);
     }
+  });
+
+  it('keeps a separate process small while a server pours 10 GB at it', async () => {
+    let count = { written: 0 };
+    const { port } = await rawServer((sock) => {
+      sock.write('HTTP/1.1 200 OK\r\n\r\n');
+      count = flood(sock, Buffer.alloc(256 * 1024, 120));
+    });
+    // A process of its own, so that its peak RSS is the client's alone (not the server's, nor the tests').
+    const client = new URL('../src/xrpc/http1.ts', import.meta.url).href;
+    const script = `
+      const { Http1Pool } = await import(${JSON.stringify(client)});
+      const req = { method: 'GET', target: '/', headers: { host: 'x' }, body: null, maxBytes: 32 * 1024 * 1024 };
+      const err = await new Http1Pool().request({ kind: 'tcp', host: '127.0.0.1', port: ${port}, secure: false }, req).catch((e) => e);
+      console.log(JSON.stringify({ code: err.code, peakKiB: process.resourceUsage().maxRSS }));`;
+    const { stdout: out } = await promisify(execFile)(process.execPath, [
+      '--input-type=module',
+      '-e',
+      script,
+    ]);
+    const { code, peakKiB } = JSON.parse(out) as { code: string; peakKiB: number };
+    assert.equal(code, 'ETOOLARGE');
+    // Node alone is about 45 MiB; the 32 MiB cap held (and concatenated) at most doubles it.
+    assert.ok(peakKiB < 160 * 1024, `peak RSS ${peakKiB} KiB`);
+    assert.ok(count.written < 256 * 1024 * 1024, `the server wrote ${count.written} bytes`);
   });
 
   it('streams a body to a sink without keeping it, the cap holding all the same', async () => {
