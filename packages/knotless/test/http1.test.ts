@@ -93,6 +93,8 @@ describe('HTTP/1.1 codec', () => {
     });
     const d = new BodyDecoder({ kind: 'chunked' });
     assert.throws(() => d.push(Buffer.from('ffffffffffffffffffff\r\n')), { code: 'HPE_INVALID' });
+    const long = new BodyDecoder({ kind: 'chunked' });
+    assert.throws(() => long.push(Buffer.from('3\r\nabcdef\r\n0\r\n\r\n')), { code: 'HPE_INVALID' });
     const t = new BodyDecoder({ kind: 'chunked' });
     assert.throws(() => t.push(Buffer.from(`0\r\nX: ${'y'.repeat(20_000)}`)), { code: 'HPE_INVALID' });
   });

@@ -193,6 +193,10 @@ export class BodyDecoder {
         const take = Math.min(this.#remaining, buf.length);
         const dataPart = Math.min(take, Math.max(0, this.#remaining - 2));
         this.#emit(buf.subarray(0, dataPart));
+        // A chunk longer than its size line said would otherwise be read as the next size line.
+        for (let i = dataPart; i < take; i++)
+          if (buf[i] !== CRLF[2 - (this.#remaining - i)])
+            throw new HttpParseError('chunk longer than its size');
         this.#remaining -= take;
         buf = buf.subarray(take);
         if (this.#remaining > 0) break;
