@@ -267,6 +267,20 @@ describe('XRPC answers past their cap', () => {
     assert.equal(hits, 2);
   });
 
+  it('call broken framing unreadable, not unreachable', async () => {
+    const { port } = await rawServer((sock) =>
+      sock.end('HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\nabcdef'),
+    );
+    const client = new XrpcClient(`http://127.0.0.1:${port}`, {
+      transport: transportFor({ caCerts: undefined }),
+    });
+    await assert.rejects(
+      client.query('com.atproto.server.describeServer'),
+      (err: unknown) =>
+        isKnotlessError(err, 'pds-error') && /cut short or unreadable \(HPE_INVALID\)/.test(err.message),
+    );
+  });
+
   it('still read an error page longer than a small cap, so that the error is what is reported', async () => {
     const { port } = await rawServer((sock) =>
       sock.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-length: 2000\r\n\r\n${'<p>'.repeat(666)}..`),

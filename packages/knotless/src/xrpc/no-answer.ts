@@ -50,7 +50,7 @@ export function unreachable(err: NoAnswer): KnotlessError {
       { cause },
     );
   }
-  if (code === 'ETRUNCATED' || code === 'EBADANSWER') {
+  if (code === 'ETRUNCATED' || code === 'EBADANSWER' || code === 'HPE_INVALID') {
     return new KnotlessError(
       'pds-error',
       `${url.origin} sent answers cut short or unreadable (${code})${tries}; it may be failing, try again later.`,
