@@ -3,16 +3,18 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { makeCertificate } from 'knotless-devnet';
 import { BlobCache } from '../src/cache/blob-cache.ts';
 import { isKnotlessError } from '../src/errors.ts';
 import { MAX_BLOB_PART_BYTES, loadPack } from '../src/remote/packs.ts';
 import type { PackEntry } from '../src/remote/ref-record.ts';
 import { XrpcClient } from '../src/xrpc/client.ts';
-import { fetchOver, transportFor } from '../src/xrpc/transport.ts';
+import { closeTransport, fetchOver, transportFor } from '../src/xrpc/transport.ts';
 import { flood, rawServer, servers } from './helpers/hostile-server.ts';
 
 describe('redirects', () => {
@@ -26,6 +28,7 @@ describe('redirects', () => {
       hits.push(`${req.url} ${req.headers['authorization'] ?? '-'}`);
       const hop = /^\/hop\/(\d+)$/.exec(req.url ?? '');
       if (req.url === '/away') res.writeHead(302, { location: `${elsewhere}/landed` }).end();
+      else if (req.url === '/file') res.writeHead(302, { location: 'file:///etc/passwd' }).end();
       else if (req.url?.startsWith('/xrpc/'))
         res.writeHead(307, { location: `${elsewhere}${req.url}` }).end();
       else if (hop !== null && Number(hop[1]) < 8)
@@ -45,6 +48,29 @@ describe('redirects', () => {
     await assert.rejects(fetch()(`${a.url}/hop/0`, { redirect: 'error' }), /redirected \(HTTP 301\)/);
     await assert.rejects(fetch()(`${a.url}/hop/0`), /more than 5 redirects/);
     assert.equal((await fetch()(`${a.url}/hop/0`, { redirect: 'manual' })).status, 301);
+  });
+
+  it('fetchOver follows only to http(s), never from https down to http', async () => {
+    const a = await redirector();
+    await assert.rejects(fetch()(`${a.url}/file`), /redirected to file: \(HTTP 302\), which was refused/);
+    const cert = makeCertificate();
+    const tls = https.createServer({ key: cert.key, cert: cert.cert }, (_req, res) =>
+      res.writeHead(301, { location: `${a.url}/landed` }).end(),
+    );
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+    closeTransport(); // the shared transport, now trusting the test certificate
+    try {
+      const secure = fetchOver(transportFor({ caCerts: cert.certFile }));
+      const port = (tls.address() as net.AddressInfo).port;
+      await assert.rejects(
+        secure(`https://127.0.0.1:${port}/`),
+        /redirected to http: \(HTTP 301\), which was refused/,
+      );
+      assert.ok(!a.hits.includes('/landed -'));
+    } finally {
+      closeTransport();
+      tls.close();
+    }
   });
 
   it('fetchOver drops credentials on leaving the origin', async () => {
