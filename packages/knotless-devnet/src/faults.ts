@@ -18,7 +18,23 @@ export type Fault =
   /** Forward, then send the answer's headers and only its first `bytes` bytes, and cut the connection. */
   | { kind: 'cut'; bytes: number }
   /** Answer 200 with these bytes, as a hostile or broken PDS would; nothing is forwarded. */
-  | { kind: 'replace'; body: Uint8Array; contentType?: string };
+  | { kind: 'replace'; body: Uint8Array; contentType?: string }
+  /**
+   * Answer 200 and stream `bytes` bytes (default 10 GB) as fast as the client reads, framed by a
+   * Content-Length (`framing: 'length'`, the default), chunked, or the connection's close; nothing is
+   * forwarded. `onSent` is told how many body bytes went out once the connection ends.
+   */
+  | {
+      kind: 'flood';
+      bytes?: number;
+      framing?: 'length' | 'chunked' | 'close';
+      onSent?: (bytes: number) => void;
+    }
+  /**
+   * Answer 200 announcing `length` bytes (default 1 MB), then send one byte every `everyMs` (0: none
+   * at all) and never finish; nothing is forwarded.
+   */
+  | { kind: 'trickle'; everyMs: number; length?: number };
 
 /** A scripted fault: which requests it hits, and what happens to them. */
 export interface FaultRule {
@@ -118,9 +134,56 @@ export function answerFault(
         })
         .end(fault.body);
       return 200;
+    case 'flood':
+      req.resume();
+      floodAnswer(res, fault.bytes ?? 10e9, fault.framing ?? 'length', fault.onSent);
+      return 200;
+    case 'trickle': {
+      req.resume();
+      const length = fault.length ?? 1_000_000;
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(length) });
+      res.flushHeaders();
+      if (fault.everyMs <= 0) return 200;
+      let sent = 0;
+      const timer = setInterval(() => {
+        if (res.destroyed || ++sent >= length) return clearInterval(timer);
+        res.write(' ');
+      }, fault.everyMs);
+      res.on('close', () => clearInterval(timer));
+      return 200;
+    }
     default:
       return undefined;
   }
+}
+
+/** Streams `total` body bytes as fast as the client takes them, stopping when it leaves. */
+function floodAnswer(
+  res: http.ServerResponse,
+  total: number,
+  framing: 'length' | 'chunked' | 'close',
+  onSent?: (bytes: number) => void,
+): void {
+  const piece = Buffer.alloc(64 * 1024, 0x78);
+  const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
+  if (framing === 'length') headers['content-length'] = String(total);
+  // Node's server chunks a body without a length unless told the connection closes after it.
+  if (framing === 'close') {
+    headers['connection'] = 'close';
+    res.useChunkedEncodingByDefault = false;
+  }
+  res.writeHead(200, headers);
+  let sent = 0;
+  res.on('close', () => onSent?.(sent));
+  const pump = (): void => {
+    while (!res.destroyed && sent < total) {
+      const n = Math.min(piece.length, total - sent);
+      sent += n;
+      if (!res.write(piece.subarray(0, n))) return void res.once('drain', pump);
+    }
+    if (!res.destroyed) res.end();
+  };
+  pump();
 }
 
 /** Sends an upstream answer's headers and its first `bytes` bytes, then cuts the connection. */

@@ -20,7 +20,10 @@ export class Context {
   constructor(config: Config = readConfig(), opts: { agent?: boolean } = {}) {
     this.config = config;
     const direct = transportFor(config);
-    this.agent = opts.agent === false ? undefined : AgentClient.find(agentSocketPath(config));
+    this.agent =
+      opts.agent === false
+        ? undefined
+        : AgentClient.find(agentSocketPath(config), process.env, config.httpTimeoutMs);
     this.transport = this.agent?.transport(direct) ?? direct;
     this.resolver = new IdentityResolver(config, this.transport);
     this.sessions = new SessionStore(config.configDir);

@@ -16,7 +16,9 @@ const common = () => ({
   KNOTLESS_COMPACT: '0',
   ...(proxy ? { KNOTLESS_SERVICE: proxy.url } : {}),
 });
-const alice = useGitUser(t, 'alice.test', () => ({ ...common(), KNOTLESS_AGENT_SOCKET: socket }));
+/** Environment one test adds to alice's commands. */
+let more: Record<string, string> = {};
+const alice = useGitUser(t, 'alice.test', () => ({ ...common(), KNOTLESS_AGENT_SOCKET: socket, ...more }));
 // Another machine of the same account, without an agent.
 const other = useGitUser(t, 'alice.test', () => ({
   KNOTLESS_AGENT: '0',
@@ -132,6 +134,43 @@ describe('the warm agent', () => {
     );
     const push = await cost(() => alice.ok(`${mine}/c`, 'push', '-q', 'origin', 'main'));
     assert.deepEqual(push.requests, ['com.atproto.repo.putRecord']);
+  });
+
+  it("cuts an answer past the helper's cap in the agent too, and git hears the helper's sentence", async () => {
+    const url = 'knotless://alice.test/warm';
+    const dir = await newRepo(alice, url);
+    await alice.ok(dir, 'fetch', '-q', 'origin');
+    await alice.ok(dir, 'reset', '-q', '--hard', 'origin/main');
+    // Random bytes do not compress: the pack is stored as a blob, fetched with getBlob on a clone.
+    const crypto = await import('node:crypto');
+    await commitFiles(alice, dir, { 'big.bin': crypto.randomBytes(40_000).toString('base64') }, 'big');
+    await alice.ok(dir, 'push', '-q', 'origin', 'main');
+    let sent: number | undefined;
+    proxy!.inject({
+      nsid: 'com.atproto.sync.getBlob',
+      fault: { kind: 'flood', bytes: 10e9, framing: 'chunked', onSent: (n) => (sent = n) },
+    });
+    const out = alice.dir();
+    // A fresh blob cache: the push kept what it uploaded, and the clone must download it.
+    more = { KNOTLESS_CACHE_DIR: path.join(out, 'cache') };
+    const clone = await cost(() =>
+      alice.git(out, 'clone', '-q', url, 'c').then((res) => {
+        assert.notEqual(res.code, 0);
+        const ours = res.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
+        assert.equal(ours.length, 1, res.stderr);
+        // The blob's own size, which the agent learnt from the helper; its default cap would say 4 MiB.
+        assert.match(
+          ours[0]!,
+          /getBlob larger than the [\d.]+ (bytes|KiB) allowed for it, so it was cut off/,
+        );
+      }),
+    );
+    proxy!.clearFaults();
+    more = {};
+    // No new connection at the PDS: the request went through the agent's, and the agent cut it.
+    assert.equal(clone.connections, 0);
+    await until(() => Promise.resolve(sent !== undefined), 'the flood to end');
+    assert.ok(sent! < 64 * 1024 * 1024, `the PDS sent ${sent} bytes`);
   });
 
   it('falls back silently when the agent is gone', async () => {

@@ -10,6 +10,7 @@ import { useFaultEnv } from './faults/env.ts';
 import { ESCAPE_CASES } from './faults/escape-cases.ts';
 import { HOSTILE_CASES } from './faults/hostile-cases.ts';
 import { IDENTITY_CASES } from './faults/identity-cases.ts';
+import { HTTP_CASES } from './faults/http-cases.ts';
 import { PDS_CASES } from './faults/pds-cases.ts';
 import { READER_CASES } from './faults/reader-cases.ts';
 import { seededSample } from './faults/sample.ts';
@@ -22,6 +23,7 @@ const all = [
   ...IDENTITY_CASES,
   ...ESCAPE_CASES,
   ...READER_CASES,
+  ...HTTP_CASES,
 ];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =

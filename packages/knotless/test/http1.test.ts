@@ -5,8 +5,15 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { CID } from 'multiformats/cid';
 import { create as createDigest } from 'multiformats/hashes/digest';
+import { DEFAULT_HTTP_TIMEOUT_MS, readConfig } from '../src/config/env.ts';
 import { blobMatchesCid, cidForBlob } from '../src/remote/cid.ts';
-import { BodyDecoder, bodyFraming, parseResponseHead, writeRequestHead } from '../src/xrpc/http1-codec.ts';
+import {
+  BodyDecoder,
+  BodyTooLarge,
+  bodyFraming,
+  parseResponseHead,
+  writeRequestHead,
+} from '../src/xrpc/http1-codec.ts';
 import { Http1Pool } from '../src/xrpc/http1.ts';
 import { transportFor } from '../src/xrpc/transport.ts';
 
@@ -59,12 +66,67 @@ describe('HTTP/1.1 codec', () => {
   });
 
   it('frames bodies by method, status and headers', () => {
-    const head = (status: number, headers: Record<string, string>) => ({ status, headers, length: 0 });
+    const head = (status: number, headers: Record<string, string>) => ({
+      status,
+      headers,
+      length: 0,
+      minor: 1,
+    });
     assert.deepEqual(bodyFraming('HEAD', head(200, { 'content-length': '5' })), { kind: 'none' });
     assert.deepEqual(bodyFraming('GET', head(204, {})), { kind: 'none' });
     assert.deepEqual(bodyFraming('GET', head(200, { 'transfer-encoding': 'chunked' })), { kind: 'chunked' });
     assert.deepEqual(bodyFraming('GET', head(200, {})), { kind: 'close' });
     assert.throws(() => bodyFraming('GET', head(200, { 'content-length': '-1' })));
+  });
+
+  it('refuses ambiguous or absurd framing: differing or huge lengths, other codings, long chunk sizes', () => {
+    const head = (headers: Record<string, string>) => ({ status: 200, headers, length: 0, minor: 1 });
+    assert.deepEqual(bodyFraming('GET', head({ 'content-length': '5, 5' })), { kind: 'length', length: 5 });
+    assert.throws(() => bodyFraming('GET', head({ 'content-length': '5, 6' })), { code: 'HPE_INVALID' });
+    assert.throws(() => bodyFraming('GET', head({ 'content-length': '1'.repeat(16) })), {
+      code: 'HPE_INVALID',
+    });
+    assert.throws(() => bodyFraming('GET', head({ 'transfer-encoding': 'gzip' })), { code: 'HPE_INVALID' });
+    // Chunked wins over a Content-Length beside it (RFC 9112 §6.3).
+    assert.deepEqual(bodyFraming('GET', head({ 'transfer-encoding': 'chunked', 'content-length': '3' })), {
+      kind: 'chunked',
+    });
+    const d = new BodyDecoder({ kind: 'chunked' });
+    assert.throws(() => d.push(Buffer.from('ffffffffffffffffffff\r\n')), { code: 'HPE_INVALID' });
+    const long = new BodyDecoder({ kind: 'chunked' });
+    assert.throws(() => long.push(Buffer.from('3\r\nabcdef\r\n0\r\n\r\n')), { code: 'HPE_INVALID' });
+    const t = new BodyDecoder({ kind: 'chunked' });
+    assert.throws(() => t.push(Buffer.from(`0\r\nX: ${'y'.repeat(20_000)}`)), { code: 'HPE_INVALID' });
+  });
+
+  it('reads the HTTP version, so that HTTP/1.0 answers are known', () => {
+    assert.equal(parseResponseHead(Buffer.from('HTTP/1.0 200 OK\r\n\r\n'))!.minor, 0);
+    assert.equal(parseResponseHead(Buffer.from('HTTP/1.1 200 OK\r\n\r\n'))!.minor, 1);
+  });
+
+  it('refuses a body past its cap: announced, announced by a chunk, or growing', () => {
+    assert.throws(() => new BodyDecoder({ kind: 'length', length: 10e9 }, { max: 1000 }), BodyTooLarge);
+    const chunk = new BodyDecoder({ kind: 'chunked' }, { max: 1000 });
+    assert.throws(() => chunk.push(Buffer.from('3e9\r\n')), BodyTooLarge);
+    const many = new BodyDecoder({ kind: 'chunked' }, { max: 1000 });
+    assert.throws(() => {
+      for (let i = 0; i < 20; i++) many.push(Buffer.from(`64\r\n${'x'.repeat(100)}\r\n`));
+    }, BodyTooLarge);
+    assert.ok(many.size <= 1000);
+    const close = new BodyDecoder({ kind: 'close' }, { max: 1000 });
+    close.push(Buffer.alloc(1000));
+    assert.throws(() => close.push(Buffer.alloc(1)), { code: 'ETOOLARGE', limit: 1000 });
+    const exact = new BodyDecoder({ kind: 'length', length: 1000 }, { max: 1000 });
+    assert.deepEqual(exact.push(Buffer.alloc(1000)), Buffer.alloc(0));
+  });
+
+  it('hands a body to a sink piece by piece instead of keeping it', () => {
+    const got: Buffer[] = [];
+    const d = new BodyDecoder({ kind: 'chunked' }, { sink: (p) => got.push(Buffer.from(p)), max: 10 });
+    d.push(Buffer.from('5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n'));
+    assert.ok(d.done);
+    assert.equal(Buffer.concat(got).toString(), 'helloworld');
+    assert.equal(d.body().length, 0);
   });
 });
 
@@ -186,5 +248,16 @@ describe('HTTP/1.1 pool', () => {
       body: null,
     });
     assert.equal((JSON.parse(res.body.toString()) as { url: string }).url, '/l');
+  });
+});
+
+describe('KNOTLESS_HTTP_TIMEOUT', () => {
+  it('sets the limit on one request in seconds; 0 or nonsense mean the two-minute default', () => {
+    assert.equal(readConfig({}).httpTimeoutMs, DEFAULT_HTTP_TIMEOUT_MS);
+    assert.equal(DEFAULT_HTTP_TIMEOUT_MS, 120_000);
+    assert.equal(readConfig({ KNOTLESS_HTTP_TIMEOUT: '3' }).httpTimeoutMs, 3000);
+    assert.equal(readConfig({ KNOTLESS_HTTP_TIMEOUT: '0.5' }).httpTimeoutMs, 500);
+    assert.equal(readConfig({ KNOTLESS_HTTP_TIMEOUT: '0' }).httpTimeoutMs, DEFAULT_HTTP_TIMEOUT_MS);
+    assert.equal(readConfig({ KNOTLESS_HTTP_TIMEOUT: 'soon' }).httpTimeoutMs, DEFAULT_HTTP_TIMEOUT_MS);
   });
 });

@@ -11,17 +11,26 @@ import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
  */
 export class AgentClient {
   readonly #socket: string;
-  readonly #pool = new Http1Pool();
+  readonly #pool: Http1Pool;
   #alive = true;
 
-  constructor(socket: string) {
+  /**
+   * `deadlineMs` is this process's limit on one request (KNOTLESS_HTTP_TIMEOUT): the agent applies
+   * its own to the PDS, and a little more is allowed here so that its sentence, not ours, arrives.
+   */
+  constructor(socket: string, deadlineMs?: number) {
     this.#socket = socket;
+    this.#pool = new Http1Pool(deadlineMs === undefined ? {} : { deadlineMs: deadlineMs + 5000 });
   }
 
   /** An agent client when the socket exists (and KNOTLESS_AGENT is not 0), else undefined. */
-  static find(socket: string, env: NodeJS.ProcessEnv = process.env): AgentClient | undefined {
+  static find(
+    socket: string,
+    env: NodeJS.ProcessEnv = process.env,
+    deadlineMs?: number,
+  ): AgentClient | undefined {
     if (/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? '') || !fs.existsSync(socket)) return undefined;
-    return new AgentClient(socket);
+    return new AgentClient(socket, deadlineMs);
   }
 
   /** True until a call found nobody listening. */
@@ -46,15 +55,24 @@ export class AgentClient {
     return {
       request: async (url, init) => {
         if (!this.#alive) return direct.request(url, init);
+        let res: HttpResponse;
         try {
-          return await this.#call('/forward', {
+          const cap = init.maxBytes === undefined ? {} : { 'x-knotless-max-bytes': String(init.maxBytes) };
+          res = await this.#call('/forward', {
             ...init,
-            headers: { ...init.headers, 'x-knotless-url': url.href },
+            headers: { ...init.headers, ...cap, 'x-knotless-url': url.href },
           });
         } catch (err) {
           if (this.#alive) throw err;
           return direct.request(url, init);
         }
+        const code = res.headers['x-knotless-error'];
+        if (code === undefined) return res;
+        const limit = Number(res.headers['x-knotless-limit'] || NaN);
+        throw Object.assign(new Error(res.body.toString('utf8').slice(0, 200)), {
+          code,
+          ...(Number.isFinite(limit) ? { limit } : {}),
+        });
       },
       close: () => {
         this.#pool.close();

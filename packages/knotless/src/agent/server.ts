@@ -108,11 +108,28 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
           headers[k] = v;
       }
       const body = await readBody(req);
-      const out = await ctx.transport.request(target, {
-        method: req.method ?? 'GET',
-        headers,
-        body: body.length > 0 ? body : null,
-      });
+      // The helper's cap for this answer travels with it, so the agent never holds more than it would.
+      const cap = Number(req.headers['x-knotless-max-bytes']);
+      let out;
+      try {
+        out = await ctx.transport.request(target, {
+          method: req.method ?? 'GET',
+          headers,
+          body: body.length > 0 ? body : null,
+          ...(Number.isSafeInteger(cap) && cap >= 0 ? { maxBytes: cap } : {}),
+        });
+      } catch (err) {
+        // The helper rebuilds the same fault from these headers, as if it had met it itself.
+        const { code, limit } = err as { code?: unknown; limit?: unknown };
+        if (typeof code !== 'string') throw err;
+        res
+          .writeHead(502, {
+            'x-knotless-error': code,
+            'x-knotless-limit': typeof limit === 'number' ? String(limit) : '',
+          })
+          .end(err instanceof Error ? err.message : String(err));
+        return;
+      }
       const back: Record<string, string> = {};
       for (const [k, v] of Object.entries(out.headers))
         if (

@@ -34,7 +34,12 @@ export interface Config {
   retry: RetryPolicy;
   /** Largest git object a fetched pack may inflate to (KNOTLESS_MAX_OBJECT_SIZE, bytes). */
   maxObjectBytes: number;
+  /** Milliseconds one HTTP request may take from sending to the end of its answer (KNOTLESS_HTTP_TIMEOUT, seconds). */
+  httpTimeoutMs: number;
 }
+
+/** Default for {@link Config.httpTimeoutMs}: two minutes, a 5 MB blob at 42 kB/s. */
+export const DEFAULT_HTTP_TIMEOUT_MS = 120_000;
 
 /** Default for {@link Config.maxObjectBytes}: 256 MiB. */
 export const DEFAULT_MAX_OBJECT_BYTES = 256 * 1024 * 1024;
@@ -92,5 +97,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     maxObjectBytes:
       nonNegative(env['KNOTLESS_MAX_OBJECT_SIZE'], DEFAULT_MAX_OBJECT_BYTES) || DEFAULT_MAX_OBJECT_BYTES,
+    // 0 would cut every request at once: it means the default, like an unreadable value.
+    httpTimeoutMs:
+      nonNegative(env['KNOTLESS_HTTP_TIMEOUT'], DEFAULT_HTTP_TIMEOUT_MS / 1000) * 1000 ||
+      DEFAULT_HTTP_TIMEOUT_MS,
   };
 }

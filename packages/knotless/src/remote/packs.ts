@@ -8,6 +8,12 @@ import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
 import { blobMatchesCid } from './cid.ts';
 import type { BlobRef, PackEntry } from './ref-record.ts';
 
+/**
+ * The largest blob part a record may name: above any PDS's blob limit in use (the reference PDS's is
+ * 5 MiB), so that a record cannot make a download of gigabytes look expected.
+ */
+export const MAX_BLOB_PART_BYTES = 100 * 1024 * 1024;
+
 /** The MIME type packs are uploaded with. */
 const PACK_MIME = 'application/x-git-packed-objects';
 
@@ -155,9 +161,16 @@ export async function loadPack(
     const cid = part.ref.$link;
     const cached = cache.get(cid);
     if (cached !== undefined) return cached;
+    if (part.size > MAX_BLOB_PART_BYTES || part.size < 0) {
+      throw new KnotlessError(
+        'corrupt-remote',
+        `A blob of pack ${pack.id} claims ${part.size} bytes, over the ${MAX_BLOB_PART_BYTES} a blob may have; nothing was written.`,
+      );
+    }
     let bytes: Buffer;
     try {
-      bytes = await reader.queryBytes('com.atproto.sync.getBlob', { did, cid });
+      // The record says how big the blob is: a longer answer is cut off as soon as it passes that.
+      bytes = await reader.queryBytes('com.atproto.sync.getBlob', { did, cid }, part.size);
     } catch (err) {
       // The reference PDS says 400 InvalidRequest "Blob not found"; others say 404 or BlobNotFound.
       if (

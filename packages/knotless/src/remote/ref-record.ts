@@ -36,6 +36,8 @@ export interface RefRecord {
 
 /** Largest record knotless accepts from a PDS (its JSON form); a bigger one is refused before parsing. */
 export const MAX_RECORD_BYTES = 1_000_000;
+/** Cap on a getRecord answer: the largest record plus its envelope (uri, cid) and JSON's escapes. */
+export const RECORD_ANSWER_BYTES = MAX_RECORD_BYTES + 64 * 1024;
 /** Most packs one ref may list (the lexicon's limit), and most blobs one pack may be split into. */
 export const MAX_PACKS = 1000;
 export const MAX_PARTS = 1000;

@@ -5,7 +5,13 @@ import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../repo/collectio
 import { listRecords, rkeyOf } from '../repo/list-records.ts';
 import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
-import { MAX_RECORD_BYTES, parseRefRecord, writeRefRecord, type RefRecord } from './ref-record.ts';
+import {
+  MAX_RECORD_BYTES,
+  RECORD_ANSWER_BYTES,
+  parseRefRecord,
+  writeRefRecord,
+  type RefRecord,
+} from './ref-record.ts';
 
 /** A ref record as read: its key, its CID (for compare-and-swap) and its contents. */
 export interface RemoteRef {
@@ -86,11 +92,11 @@ export class RemoteRepo {
   /** One ref record by key, or undefined when there is none. */
   async getRef(key: string): Promise<RemoteRef | undefined> {
     try {
-      const res = await this.#read.query<{ cid: string; value: unknown }>('com.atproto.repo.getRecord', {
-        repo: this.owner.did,
-        collection: REF_COLLECTION,
-        rkey: key,
-      });
+      const res = await this.#read.query<{ cid: string; value: unknown }>(
+        'com.atproto.repo.getRecord',
+        { repo: this.owner.did, collection: REF_COLLECTION, rkey: key },
+        RECORD_ANSWER_BYTES,
+      );
       return this.#parse(key, res.cid, res.value);
     } catch (err) {
       if (err instanceof XrpcError && err.error === 'RecordNotFound') return undefined;

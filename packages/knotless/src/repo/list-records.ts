@@ -3,6 +3,11 @@ import type { XrpcClient } from '../xrpc/client.ts';
 
 /** Pages one listing may take (500,000 records): a PDS whose listing never ends cannot hang us. */
 export const MAX_PAGES = 5000;
+/**
+ * Cap on one page's answer: 100 records averaging 160 KiB, far above the few KiB a ref record has,
+ * so that a hostile PDS cannot make a page cost more memory than this.
+ */
+export const MAX_PAGE_BYTES = 16 * 1024 * 1024;
 
 /** One record as com.atproto.repo.listRecords returns it. */
 export interface ListedRecord {
@@ -37,6 +42,7 @@ export async function* listRecords(
         reverse: true,
         cursor,
       },
+      MAX_PAGE_BYTES,
     );
     if (!Array.isArray(page?.records) || page.records.some((r) => typeof r?.uri !== 'string'))
       throw new KnotlessError(

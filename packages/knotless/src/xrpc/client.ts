@@ -1,6 +1,7 @@
 import type { HttpResponse, Transport } from './transport.ts';
 import { KnotlessError } from '../errors.ts';
 import { printErr, safeText } from '../text/terminal.ts';
+import { NoAnswer, isCertificateFault, unreachable } from './no-answer.ts';
 import { isRetrySafe, nextWait, serverWaitMs, sleep, type Failure, type RetryPolicy } from './retry.ts';
 
 /** An error response from an XRPC endpoint: the HTTP status and the body's `error` name. */
@@ -36,7 +37,12 @@ export interface CallOptions {
   contentType?: string;
   /** Extra headers, e.g. a refresh token's authorization. */
   headers?: Record<string, string>;
+  /** Most bytes the answer may have ({@link MAX_ANSWER_BYTES} when absent); a longer one is cut off. */
+  maxBytes?: number;
 }
+
+/** Cap on an XRPC answer unless the call sets its own: JSON answers are kilobytes. */
+export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
 
 /** Options for {@link XrpcClient}. */
 export interface XrpcClientOptions {
@@ -47,19 +53,6 @@ export interface XrpcClientOptions {
   retry?: RetryPolicy;
   /** Told of each retry, for a caller that was asked to be verbose; retries are silent otherwise. */
   onRetry?: (notice: string) => void;
-}
-
-/** A request that got no usable answer: refused, reset, timed out, or cut mid-body. */
-class NoAnswer extends Error {
-  readonly url: URL;
-  readonly code: string;
-  attempts = 1;
-
-  constructor(url: URL, code: string, cause: unknown) {
-    super(code, { cause });
-    this.url = url;
-    this.code = code;
-  }
 }
 
 /**
@@ -76,9 +69,12 @@ export class XrpcClient {
     this.#opts = opts;
   }
 
-  /** Calls a query (HTTP GET). */
-  query<T>(nsid: string, params?: CallOptions['params']): Promise<T> {
-    return this.call<T>('GET', nsid, params === undefined ? {} : { params });
+  /** Calls a query (HTTP GET); `maxBytes` caps its answer. */
+  query<T>(nsid: string, params?: CallOptions['params'], maxBytes?: number): Promise<T> {
+    return this.call<T>('GET', nsid, {
+      ...(params === undefined ? {} : { params }),
+      ...(maxBytes === undefined ? {} : { maxBytes }),
+    });
   }
 
   /** Calls a procedure (HTTP POST). */
@@ -86,9 +82,12 @@ export class XrpcClient {
     return this.call<T>('POST', nsid, { ...opts, body });
   }
 
-  /** Calls a query whose answer is raw bytes (e.g. com.atproto.sync.getBlob). */
-  async queryBytes(nsid: string, params: CallOptions['params']): Promise<Buffer> {
-    return this.#withRenewal(() => this.#retrying('GET', nsid, { params: params ?? {} }, false));
+  /**
+   * Calls a query whose answer is raw bytes (e.g. com.atproto.sync.getBlob), of at most `maxBytes`:
+   * the caller knows how big the answer should be, and a longer one is cut off as it arrives.
+   */
+  async queryBytes(nsid: string, params: CallOptions['params'], maxBytes: number): Promise<Buffer> {
+    return this.#withRenewal(() => this.#retrying('GET', nsid, { params: params ?? {}, maxBytes }, false));
   }
 
   /** Sends one request (retried when safe), renewing credentials once when the server rejects them. */
@@ -161,7 +160,8 @@ export class XrpcClient {
     const cpu = this.#opts.trace ? process.cpuUsage() : undefined;
     let res: HttpResponse;
     try {
-      res = await this.#opts.transport.request(url, { method, headers, body });
+      const maxBytes = opts.maxBytes ?? MAX_ANSWER_BYTES;
+      res = await this.#opts.transport.request(url, { method, headers, body, maxBytes });
     } catch (err) {
       this.#trace(method, nsid, 'failed', started, cpu);
       const c = err as { code?: string; cause?: { code?: string } };
@@ -169,6 +169,14 @@ export class XrpcClient {
     }
     const bytes = res.body;
     this.#trace(method, nsid, String(res.status), started, cpu);
+    // Not followed: an XRPC service is named by its own address, and a hop elsewhere would carry the
+    // session's tokens to a server nobody chose.
+    if (res.status >= 300 && res.status < 400) {
+      throw new KnotlessError(
+        'pds-error',
+        `${url.origin} answered ${nsid} with a redirect (HTTP ${res.status}), which knotless does not follow; use the PDS's own address (its DID document or KNOTLESS_SERVICE).`,
+      );
+    }
     // A connection cut mid-body can look like a short answer: a body shorter than announced is none.
     const length = Number(res.headers['content-length'] ?? NaN);
     if (Number.isFinite(length) && length !== bytes.length)
@@ -218,38 +226,16 @@ export function isAuthRejection(err: XrpcError): boolean {
 /** What retry.ts needs to know of a failed attempt; undefined for failures that are not the PDS's. */
 function failureOf(err: unknown): Failure | undefined {
   if (err instanceof XrpcError) return { status: err.status, headers: err.headers };
-  if (err instanceof NoAnswer && !isCertificateFault(err.code)) return { status: undefined, headers: {} };
+  if (err instanceof NoAnswer && !isCertificateFault(err.code) && !FINAL.has(err.code))
+    return { status: undefined, headers: {} };
   return undefined;
 }
 
-function isCertificateFault(code: string): boolean {
-  return /CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code);
-}
-
-function unreachable(err: NoAnswer): KnotlessError {
-  const { url, code } = err;
-  const cause = err.cause;
-  if (isCertificateFault(code)) {
-    return new KnotlessError(
-      'pds-unreachable',
-      `${url.origin} presented a certificate that is not trusted (${code}); if you run that server, name its CA in KNOTLESS_CA_CERTS.`,
-      { cause },
-    );
-  }
-  const tries = err.attempts > 1 ? ` after ${err.attempts} attempts` : '';
-  if (code === 'ETRUNCATED' || code === 'EBADANSWER') {
-    return new KnotlessError(
-      'pds-error',
-      `${url.origin} sent answers cut short or unreadable (${code})${tries}; it may be failing, try again later.`,
-      { cause },
-    );
-  }
-  return new KnotlessError(
-    'pds-unreachable',
-    `Could not reach ${url.origin} (${code})${tries}; check your connection or the server's status, then try again.`,
-    { cause },
-  );
-}
+/**
+ * Faults not retried: an answer past its cap would be as long again, and a request that ran out of
+ * time has spent it (retrying would multiply the wait).
+ */
+const FINAL = new Set(['ETOOLARGE', 'EDEADLINE']);
 
 /** Turns the generic failures any call can meet (rate limits, server faults) into user errors. */
 export function generalFailure(err: unknown, what: string): unknown {

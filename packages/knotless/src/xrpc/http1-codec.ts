@@ -8,6 +8,8 @@ export type ResponseHeaders = Record<string, string | undefined>;
 /** A parsed status line and header block. */
 export interface ResponseHead {
   status: number;
+  /** The minor version of the status line: 0 for HTTP/1.0 (never kept alive), 1 for HTTP/1.1. */
+  minor: number;
   headers: ResponseHeaders;
   /** Bytes the head took, blank line included. */
   length: number;
@@ -22,6 +24,20 @@ export const MAX_HEAD_BYTES = 16 * 1024;
 export class HttpParseError extends Error {
   readonly code = 'HPE_INVALID';
 }
+
+/** Thrown when a body grows, or is announced, past the caller's cap; the connection is dropped. */
+export class BodyTooLarge extends Error {
+  readonly code = 'ETOOLARGE';
+  readonly limit: number;
+
+  constructor(limit: number) {
+    super(`the answer is larger than the ${limit} bytes allowed for it`);
+    this.limit = limit;
+  }
+}
+
+/** Most hex digits a chunk size may have: 12 is 256 TiB, far past any cap, and exact in a double. */
+const MAX_CHUNK_DIGITS = 12;
 
 /** The request line and headers, ready to write before the body. */
 export function writeRequestHead(
@@ -48,7 +64,7 @@ export function parseResponseHead(buf: Buffer): ResponseHead | undefined {
     return undefined;
   }
   const lines = buf.subarray(0, end).toString('latin1').split('\r\n');
-  const status = /^HTTP\/1\.[01] (\d{3})(?: |$)/.exec(lines[0] ?? '');
+  const status = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0] ?? '');
   if (status === null) throw new HttpParseError(`not an HTTP/1.1 status line: ${JSON.stringify(lines[0])}`);
   const headers: ResponseHeaders = {};
   for (const line of lines.slice(1)) {
@@ -59,7 +75,7 @@ export function parseResponseHead(buf: Buffer): ResponseHead | undefined {
     const prior = headers[name];
     headers[name] = prior === undefined ? value : `${prior}, ${value}`;
   }
-  return { status: Number(status[1]), headers, length: end + HEAD_END.length };
+  return { status: Number(status[2]), minor: Number(status[1]), headers, length: end + HEAD_END.length };
 }
 
 /** How a response's body ends. */
@@ -70,13 +86,32 @@ export type BodyFraming =
 export function bodyFraming(method: string, head: ResponseHead): BodyFraming {
   if (method === 'HEAD' || head.status === 204 || head.status === 304 || head.status < 200)
     return { kind: 'none' };
-  if (/(^|,)\s*chunked\s*$/i.test(head.headers['transfer-encoding'] ?? '')) return { kind: 'chunked' };
+  const coding = head.headers['transfer-encoding'];
+  if (coding !== undefined) {
+    // Nothing but chunked is asked for (no TE header is sent); it overrides any Content-Length.
+    if (!/^\s*chunked\s*$/i.test(coding))
+      throw new HttpParseError(`unsupported transfer-encoding ${JSON.stringify(coding)}`);
+    return { kind: 'chunked' };
+  }
   const length = head.headers['content-length'];
   if (length !== undefined) {
-    if (!/^\d+$/.test(length)) throw new HttpParseError(`bad content-length ${JSON.stringify(length)}`);
-    return { kind: 'length', length: Number(length) };
+    // Repeated headers arrive joined with ", ": identical copies are one length, differing ones a
+    // smuggling attempt or a broken server (RFC 9112 §6.3).
+    const values = new Set(length.split(',').map((v) => v.trim()));
+    const [only] = values;
+    if (values.size !== 1 || only === undefined || !/^\d{1,15}$/.test(only))
+      throw new HttpParseError(`bad content-length ${JSON.stringify(length.slice(0, 100))}`);
+    return { kind: 'length', length: Number(only) };
   }
   return { kind: 'close' };
+}
+
+/** What a {@link BodyDecoder} does with the body: its cap, and where its bytes go. */
+export interface BodyOptions {
+  /** Most body bytes accepted; an announced or growing body past it throws {@link BodyTooLarge}. */
+  max?: number;
+  /** Receives each piece of the body as it arrives (then nothing is kept in memory). */
+  sink?: (part: Buffer) => void;
 }
 
 /**
@@ -86,12 +121,19 @@ export function bodyFraming(method: string, head: ResponseHead): BodyFraming {
 export class BodyDecoder {
   readonly #framing: BodyFraming;
   readonly #parts: Buffer[] = [];
+  readonly #max: number;
+  readonly #sink: ((part: Buffer) => void) | undefined;
+  #size = 0;
   #pending = Buffer.alloc(0);
   #remaining: number;
   #done: boolean;
 
-  constructor(framing: BodyFraming) {
+  constructor(framing: BodyFraming, opts: BodyOptions = {}) {
     this.#framing = framing;
+    this.#max = opts.max ?? Infinity;
+    this.#sink = opts.sink;
+    // An announced length past the cap is refused before a byte of the body is read.
+    if (framing.kind === 'length' && framing.length > this.#max) throw new BodyTooLarge(this.#max);
     this.#remaining = framing.kind === 'length' ? framing.length : 0;
     this.#done = framing.kind === 'none' || (framing.kind === 'length' && framing.length === 0);
   }
@@ -101,7 +143,12 @@ export class BodyDecoder {
     return this.#done;
   }
 
-  /** The body so far (all of it once `done`). */
+  /** Body bytes received so far. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** The body so far (all of it once `done`); empty when a sink took it. */
   body(): Buffer {
     return Buffer.concat(this.#parts);
   }
@@ -110,12 +157,12 @@ export class BodyDecoder {
   push(data: Buffer): Buffer | undefined {
     if (this.#done) return data;
     if (this.#framing.kind === 'close') {
-      this.#parts.push(data);
+      this.#emit(data);
       return undefined;
     }
     if (this.#framing.kind === 'length') {
       const take = Math.min(this.#remaining, data.length);
-      this.#parts.push(data.subarray(0, take));
+      this.#emit(data.subarray(0, take));
       this.#remaining -= take;
       if (this.#remaining > 0) return undefined;
       this.#done = true;
@@ -130,6 +177,14 @@ export class BodyDecoder {
     return this.#done;
   }
 
+  #emit(part: Buffer): void {
+    if (part.length === 0) return;
+    this.#size += part.length;
+    if (this.#size > this.#max) throw new BodyTooLarge(this.#max);
+    if (this.#sink !== undefined) this.#sink(part);
+    else this.#parts.push(part);
+  }
+
   #pushChunked(data: Buffer): Buffer | undefined {
     let buf = this.#pending.length === 0 ? data : Buffer.concat([this.#pending, data]);
     for (;;) {
@@ -137,7 +192,11 @@ export class BodyDecoder {
         // Inside a chunk's data; its trailing CRLF is counted in #remaining (+2).
         const take = Math.min(this.#remaining, buf.length);
         const dataPart = Math.min(take, Math.max(0, this.#remaining - 2));
-        this.#parts.push(buf.subarray(0, dataPart));
+        this.#emit(buf.subarray(0, dataPart));
+        // A chunk longer than its size line said would otherwise be read as the next size line.
+        for (let i = dataPart; i < take; i++)
+          if (buf[i] !== CRLF[2 - (this.#remaining - i)])
+            throw new HttpParseError('chunk longer than its size');
         this.#remaining -= take;
         buf = buf.subarray(take);
         if (this.#remaining > 0) break;
@@ -148,17 +207,23 @@ export class BodyDecoder {
         if (buf.length > 1024) throw new HttpParseError('chunk size line too long');
         break;
       }
-      const size = /^([0-9a-fA-F]+)(;.*)?$/.exec(buf.subarray(0, eol).toString('latin1'));
-      if (size === null) throw new HttpParseError('bad chunk size line');
+      const size = /^([0-9a-fA-F]+)[ \t]*(;.*)?$/.exec(buf.subarray(0, eol).toString('latin1'));
+      if (size === null || size[1]!.length > MAX_CHUNK_DIGITS)
+        throw new HttpParseError('bad chunk size line');
       const n = parseInt(size[1]!, 16);
       if (n === 0) {
         // The last chunk; skip any trailer fields up to the blank line.
         const trailerEnd = buf.indexOf(CRLF, eol + 2) === eol + 2 ? eol + 4 : buf.indexOf(HEAD_END, eol) + 4;
-        if (trailerEnd < 4) break;
+        if (trailerEnd < 4) {
+          if (buf.length > MAX_HEAD_BYTES) throw new HttpParseError('chunked trailer too long');
+          break;
+        }
         this.#done = true;
         this.#pending = Buffer.alloc(0);
         return buf.subarray(trailerEnd);
       }
+      // A chunk announced past the cap is refused before its data is read.
+      if (this.#size + n > this.#max) throw new BodyTooLarge(this.#max);
       this.#remaining = n + 2;
       buf = buf.subarray(eol + 2);
     }

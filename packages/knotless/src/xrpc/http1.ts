@@ -2,6 +2,7 @@ import type * as Net from 'node:net';
 import type * as Tls from 'node:tls';
 import {
   BodyDecoder,
+  BodyTooLarge,
   bodyFraming,
   parseResponseHead,
   writeRequestHead,
@@ -10,10 +11,15 @@ import {
 } from './http1-codec.ts';
 
 // Why a hand-written HTTP/1.1 client: every git command starts the helper afresh, and its start-up is
-// on the critical path of each push and fetch. node:http costs about 7 ms of module loading before
-// the first byte is sent, Node's bundled fetch (undici) about 30 ms, the undici package 100 ms; node:net
-// is loaded by Node's own bootstrap for stdio. The client needs only request/response with bodies in
-// memory, keep-alive and TLS, which fits in this file and http1-codec.ts.
+// on the critical path of each push and fetch. Over plain http (the dev network) node:http costs about
+// 7 ms of module loading before the first byte is sent, Node's bundled fetch about 30 ms, the undici
+// package 100 ms. Over TLS, where node:tls loads anyway, `npm run bench:tls` (2026-11-30, medians of
+// 40 alternated runs) found this client 2-4 ms of CPU cheaper than node:https loaded lazily and level
+// with it on the clock within noise, and the undici package twice as costly: it stays (see
+// docs/reference/performance.md). What it must do is bounded and written here: keep-alive, TLS, a cap
+// on each answer's body (checked against Content-Length before reading, and counted as chunked or
+// close-delimited bodies arrive), an idle timeout and a total deadline, abort signals, a sink for
+// bodies too large to keep. Redirects are the caller's business (see client.ts and fetchOver).
 
 /** Where a connection goes: a TCP host and port (TLS when secure), or a Unix socket. */
 export type Endpoint =
@@ -27,6 +33,16 @@ export interface Http1Request {
   target: string;
   headers: Record<string, string>;
   body: Uint8Array | string | null;
+  /** Most bytes the answer's body may have (the pool's default when absent); past it the answer is cut. */
+  maxBytes?: number;
+  /** Abandons the request (the connection is destroyed) and rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /**
+   * Receives a 2xx answer's body piece by piece as it arrives instead of keeping it (the response's
+   * `body` is then empty), for downloads written to disk; the cap holds all the same. A piece is only
+   * valid during the call: copy or write it before returning. Error answers are always kept, to be read.
+   */
+  sink?: (part: Buffer) => void;
 }
 
 /** A complete response. */
@@ -37,10 +53,26 @@ export interface Http1Response {
 }
 
 /** An error from the connection, with a Node-style `code` (ECONNREFUSED, ETIMEDOUT, ...). */
-export type ConnectionError = Error & { code?: string };
+export type ConnectionError = Error & { code?: string; limit?: number };
 
-/** Milliseconds to wait for a connection, then for each stretch of silence. */
-const TIMEOUT_MS = 30_000;
+/** The bounds every exchange of a pool keeps, unless a request says otherwise. */
+export interface Http1Limits {
+  /** Trusted certificates of TLS connections, replacing Node's (pass its roots plus the user's). */
+  ca?: string[] | undefined;
+  /** Milliseconds of silence tolerated (connecting, or between two pieces of the answer). */
+  idleMs?: number;
+  /** Milliseconds from sending a request to the end of its answer, however it trickles. */
+  deadlineMs?: number;
+  /** Default cap on an answer's body, for requests that do not set their own. */
+  maxBytes?: number;
+}
+
+/** Defaults: 30 s of silence, 120 s for a whole answer, 4 MiB of body. */
+export const DEFAULT_IDLE_MS = 30_000;
+export const DEFAULT_DEADLINE_MS = 120_000;
+export const DEFAULT_MAX_BYTES = 4 * 1024 * 1024;
+/** The least an error answer (non-2xx) may have, whatever the cap for a successful one. */
+const ERROR_BODY_BYTES = 64 * 1024;
 
 const net = process.getBuiltinModule('node:net');
 
@@ -49,15 +81,21 @@ export class Http1Pool {
   /** Idle connections by endpoint, each with the function that takes it back out of the pool. */
   readonly #idle = new Map<string, { socket: Net.Socket; unpark: () => void }[]>();
   readonly #ca: string[] | undefined;
+  readonly #idleMs: number;
+  readonly #deadlineMs: number;
+  readonly #maxBytes: number;
   #closed = false;
 
-  /** `ca` replaces the trusted certificates of TLS connections (Node's roots plus the user's). */
-  constructor(ca?: string[]) {
-    this.#ca = ca;
+  constructor(limits: Http1Limits = {}) {
+    this.#ca = limits.ca;
+    this.#deadlineMs = limits.deadlineMs ?? DEFAULT_DEADLINE_MS;
+    this.#idleMs = Math.min(limits.idleMs ?? DEFAULT_IDLE_MS, this.#deadlineMs);
+    this.#maxBytes = limits.maxBytes ?? DEFAULT_MAX_BYTES;
   }
 
   /** Sends a request, reusing an idle connection when there is one. */
   async request(endpoint: Endpoint, req: Http1Request): Promise<Http1Response> {
+    req.signal?.throwIfAborted();
     const key = endpointKey(endpoint);
     const idle = this.#idle.get(key)?.pop();
     if (idle !== undefined) {
@@ -103,14 +141,18 @@ export class Http1Pool {
       let buf: Buffer = Buffer.alloc(0);
       let head: ResponseHead | undefined;
       let decoder: BodyDecoder | undefined;
-      const finish = (err: ConnectionError | undefined, res?: Http1Response): void => {
+      const maxBytes = req.maxBytes ?? this.#maxBytes;
+      const finish = (err: ConnectionError | undefined, res?: Http1Response, ours = false): void => {
+        clearTimeout(deadline);
+        req.signal?.removeEventListener('abort', onAbort);
         socket.off('data', onData);
         socket.off('error', onError);
         socket.off('close', onClose);
         socket.off('timeout', onTimeout);
         if (err !== undefined) {
           socket.destroy();
-          reject(reused && received === 0 ? new StaleConnection(err) : err);
+          // Only the server's doing may mean a stale connection: a cap, a deadline or an abort is final.
+          reject(reused && received === 0 && !ours ? new StaleConnection(err) : err);
         } else resolve(res!);
       };
       // Once the answer has begun, a lost connection means a cut answer, not an unreachable server.
@@ -118,7 +160,27 @@ export class Http1Pool {
         Object.assign(new Error(`the answer was cut short (${why})`), { code: 'ETRUNCATED' });
       const onError = (err: ConnectionError): void =>
         finish(head === undefined ? err : cut(err.code ?? err.message));
-      const onTimeout = (): void => finish(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' }));
+      const onTimeout = (): void =>
+        finish(
+          head === undefined
+            ? Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })
+            : cut(`silent for ${this.#idleMs / 1000} s`),
+          undefined,
+          true,
+        );
+      const onAbort = (): void => finish(req.signal!.reason as Error, undefined, true);
+      const deadline = setTimeout(
+        () =>
+          finish(
+            Object.assign(new Error(`no complete answer within ${this.#deadlineMs / 1000} s`), {
+              code: 'EDEADLINE',
+              limit: this.#deadlineMs,
+            }),
+            undefined,
+            true,
+          ),
+        this.#deadlineMs,
+      );
       const onClose = (): void => {
         if (decoder?.end() === true) return complete(Buffer.alloc(0), false);
         finish(
@@ -146,21 +208,27 @@ export class Http1Pool {
               head = undefined;
               return onData(Buffer.alloc(0));
             }
-            decoder = new BodyDecoder(bodyFraming(req.method, head));
+            const ok = head.status >= 200 && head.status < 300;
+            decoder = new BodyDecoder(bodyFraming(req.method, head), {
+              // An error's explanation may be longer than a tiny expected answer (a proxy's HTML page).
+              max: ok ? maxBytes : Math.max(maxBytes, ERROR_BODY_BYTES),
+              ...(ok && req.sink !== undefined ? { sink: req.sink } : {}),
+            });
             data = buf.subarray(head.length);
           }
           const rest = decoder.push(data);
-          if (rest !== undefined) complete(rest, !/\bclose\b/i.test(head!.headers['connection'] ?? ''));
+          if (rest !== undefined) complete(rest, keepAlive(head!));
         } catch (err) {
-          finish(err as Error);
+          finish(err as Error, undefined, err instanceof BodyTooLarge);
         }
       };
-      socket.setTimeout(TIMEOUT_MS);
+      socket.setTimeout(this.#idleMs);
       socket.ref();
       socket.on('data', onData);
       socket.on('error', onError);
       socket.on('close', onClose);
       socket.on('timeout', onTimeout);
+      req.signal?.addEventListener('abort', onAbort, { once: true });
       const body = req.body === null ? null : typeof req.body === 'string' ? Buffer.from(req.body) : req.body;
       // A POST without a body still says so, or a server would wait for one.
       const length = body === null ? (req.method === 'GET' || req.method === 'HEAD' ? null : 0) : body.length;
@@ -197,6 +265,11 @@ export class Http1Pool {
     socket.on('error', drop);
     socket.on('data', drop);
   }
+}
+
+/** HTTP/1.0 closes after each answer unless it negotiated otherwise, which we never ask for. */
+function keepAlive(head: ResponseHead): boolean {
+  return head.minor >= 1 && !/(^|,)\s*close\s*(,|$)/i.test(head.headers['connection'] ?? '');
 }
 
 /** A reused connection failed before any byte of the answer: the request may be sent again. */

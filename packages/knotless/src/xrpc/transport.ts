@@ -10,11 +10,17 @@ export interface HttpResponse {
   body: Buffer;
 }
 
-/** What a request sends. */
+/** What a request sends, and how much of an answer it accepts. */
 export interface HttpRequest {
   method: string;
   headers: Record<string, string>;
   body: Uint8Array | string | null;
+  /** Most bytes the answer's body may have; past it the connection is cut (ETOOLARGE). Default 4 MiB. */
+  maxBytes?: number;
+  /** Abandons the request; it rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Takes a 2xx body piece by piece instead of buffering it (see Http1Request.sink). */
+  sink?: (part: Buffer) => void;
 }
 
 /** Sends HTTP requests over this process's pooled connections. */
@@ -27,12 +33,15 @@ export interface Transport {
  * Keep-alive connections, so consecutive requests to a PDS share one connection (each new one costs
  * round trips), on the small HTTP/1.1 client in http1.ts (why not node:http: see there).
  */
-function createTransport(config: Pick<Config, 'caCerts'>): Transport {
+function createTransport(config: TransportConfig): Transport {
   const ca =
     config.caCerts === undefined
       ? undefined
       : [...process.getBuiltinModule('node:tls').rootCertificates, fs.readFileSync(config.caCerts, 'utf8')];
-  const pool = new Http1Pool(ca);
+  const pool = new Http1Pool({
+    ca,
+    ...(config.httpTimeoutMs === undefined ? {} : { deadlineMs: config.httpTimeoutMs }),
+  });
   return {
     request(url, init) {
       const secure = url.protocol === 'https:';
@@ -41,10 +50,9 @@ function createTransport(config: Pick<Config, 'caCerts'>): Transport {
       const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
       const port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
       const req = {
-        method: init.method,
+        ...init,
         target: `${url.pathname}${url.search}`,
         headers: { host: url.host, ...init.headers },
-        body: init.body,
       };
       if (!isLocalhost(host)) return pool.request({ kind: 'tcp', host, port, secure }, req);
       // localhost is loopback by definition (RFC 6761), and resolved here as curl does: asking the
@@ -67,10 +75,16 @@ function isLocalhost(host: string): boolean {
   return h === 'localhost' || h.endsWith('.localhost');
 }
 
+/** What the transport reads of the configuration (the time limit is optional for library callers). */
+export type TransportConfig = Pick<Config, 'caCerts'> & Partial<Pick<Config, 'httpTimeoutMs'>>;
+
 let shared: Transport | undefined;
 
-/** The one connection pool of this process; KNOTLESS_CA_CERTS adds trusted certificates. */
-export function transportFor(config: Pick<Config, 'caCerts'>): Transport {
+/**
+ * The one connection pool of this process; KNOTLESS_CA_CERTS adds trusted certificates and
+ * KNOTLESS_HTTP_TIMEOUT bounds each request.
+ */
+export function transportFor(config: TransportConfig): Transport {
   shared ??= createTransport(config);
   return shared;
 }
@@ -81,23 +95,73 @@ export function closeTransport(): void {
   shared = undefined;
 }
 
+/** Most bytes a fetchOver answer may have: DID documents and handle files are a few hundred bytes. */
+export const FETCH_MAX_BYTES = 1024 * 1024;
+/** Redirects fetchOver follows for one request, where the caller asked for `redirect: 'follow'`. */
+export const FETCH_MAX_REDIRECTS = 5;
+
 /**
  * A `fetch` over the transport, for libraries that want one (the identity resolver), so that they
- * share its connections and its trusted certificates.
+ * share its connections and its trusted certificates. It honours `signal` (the resolver's timeout)
+ * and `redirect`: @atproto/identity asks PLC and did:web lookups not to follow ('error') and the
+ * handle's https file to follow, as the atproto handle spec allows. Followed redirects are bounded,
+ * never go from https to http, and drop credentials when they leave the origin.
  */
 export function fetchOver(transport: Transport): typeof globalThis.fetch {
   return async (input: string | URL | Request, init?: RequestInit) => {
-    const url = new URL(input instanceof Request ? input.url : input);
-    const headers: Record<string, string> = {};
+    let url = new URL(input instanceof Request ? input.url : input);
+    let headers: Record<string, string> = {};
     new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
-    const body =
+    let method = init?.method ?? 'GET';
+    let body: Uint8Array | string | null =
       typeof init?.body === 'string' ? init.body : init?.body instanceof Uint8Array ? init.body : null;
-    const res = await transport.request(url, { method: init?.method ?? 'GET', headers, body });
-    const out = new Headers();
-    for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, v);
-    return new Response(res.status === 204 || res.status === 304 ? null : new Uint8Array(res.body), {
-      status: res.status,
-      headers: out,
-    });
+    const signal = init?.signal ?? undefined;
+    const mode = init?.redirect ?? 'follow';
+    for (let hops = 0; ; hops++) {
+      const res = await transport.request(url, {
+        method,
+        headers,
+        body,
+        maxBytes: FETCH_MAX_BYTES,
+        ...(signal === undefined ? {} : { signal }),
+      });
+      const location = res.headers['location'];
+      if (!isRedirect(res.status) || location === undefined || mode === 'manual') return toResponse(res);
+      if (mode === 'error')
+        throw new TypeError(`${url.origin} redirected (HTTP ${res.status}), which was refused`);
+      if (hops >= FETCH_MAX_REDIRECTS) throw new TypeError(`more than ${FETCH_MAX_REDIRECTS} redirects`);
+      const next = new URL(location, url);
+      if (next.protocol !== 'https:' && (next.protocol !== 'http:' || url.protocol === 'https:'))
+        throw new TypeError(
+          `${url.origin} redirected to ${next.protocol} (HTTP ${res.status}), which was refused`,
+        );
+      if (next.origin !== url.origin) headers = withoutCredentials(headers);
+      // As fetch does: 303, and 301/302 after a POST, turn into a GET without a body.
+      if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
+        method = 'GET';
+        body = null;
+      }
+      url = next;
+    }
   };
+}
+
+function isRedirect(status: number): boolean {
+  return status === 301 || status === 302 || status === 303 || status === 307 || status === 308;
+}
+
+function withoutCredentials(headers: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers))
+    if (!['authorization', 'cookie', 'proxy-authorization', 'dpop'].includes(k.toLowerCase())) out[k] = v;
+  return out;
+}
+
+function toResponse(res: HttpResponse): Response {
+  const out = new Headers();
+  for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, v);
+  return new Response(res.status === 204 || res.status === 304 ? null : new Uint8Array(res.body), {
+    status: res.status,
+    headers: out,
+  });
 }
