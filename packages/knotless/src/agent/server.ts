@@ -242,7 +242,7 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
         server.close(() => resolve());
         server.closeAllConnections();
       });
-      for (const s of streams.values()) await s.stop();
+      for (const s of streams.values()) s.stop();
       fs.rmSync(socket, { force: true });
     },
   };

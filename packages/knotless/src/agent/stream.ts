@@ -132,7 +132,7 @@ export class PdsStream {
     this.#dead = true;
   }
 
-  async stop(): Promise<void> {
+  stop(): void {
     this.#dead = true;
     this.#abort.abort();
     this.#wake();

@@ -46,7 +46,7 @@ export async function preparePacks(
   auth: Authorizer,
   updates: Update[],
   present: (oid: string) => boolean,
-  refs: Map<string, RemoteRef> = state.refs ?? new Map(),
+  refs: Map<string, RemoteRef> = state.refs ?? new Map<string, RemoteRef>(),
 ): Promise<PackEntry[]> {
   const bases = baseRefs(refs, updates, present);
   const tips = [...new Set(updates.map((u) => u.oid).filter((o): o is string => o !== undefined))];
