@@ -209,8 +209,20 @@ describe('list for-push', () => {
   });
 
   describe('a write refused with BlobNotFound', () => {
+    /** A repository where `plain` pushed c1 and has committed c2 on top, not pushed yet. */
+    async function ahead(): Promise<{ url: string; dir: string; c1: string; c2: string }> {
+      const name = `gone-${++n}`;
+      assert.equal((await plain.knotless('repo', 'create', name)).code, 0);
+      const url = `knotless://alice.test/${name}`;
+      const dir = await newRepo(plain, url);
+      const c1 = await commitFiles(plain, dir, { one: big() }, 'c1');
+      await plain.ok(dir, 'push', '-q', 'origin', 'main');
+      const c2 = await commitFiles(plain, dir, { two: big() }, 'c2');
+      return { url, dir, c1, c2 };
+    }
+
     it('re-reads the refs, rebuilds its packs once and lands', async () => {
-      const { url, dir, c2 } = await rewound(plain);
+      const { url, dir, c2 } = await ahead();
       proxy!.reset();
       proxy!.inject({
         nsid: 'com.atproto.repo.putRecord',
@@ -235,7 +247,7 @@ describe('list for-push', () => {
     });
 
     it('says so in one sentence when the second attempt is refused too', async () => {
-      const { url, dir, c1 } = await rewound(plain);
+      const { url, dir, c1 } = await ahead();
       proxy!.inject({
         nsid: 'com.atproto.repo.putRecord',
         times: 2,

@@ -16,10 +16,7 @@ export async function spawnAgent(socket: string, env: Record<string, string>): P
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let err = '';
-  child.stderr.setEncoding('utf8').on('data', (d: string) => {
-    err += d;
-    if (process.env['KNOTLESS_TEST_DEBUG']) process.stderr.write(d);
-  });
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   await new Promise<void>((resolve, reject) => {
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => {
