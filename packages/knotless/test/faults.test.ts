@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { describe, it } from 'node:test';
+import { AGENT_CASES } from './faults/agent-cases.ts';
 import type { FaultCase } from './faults/checks.ts';
 import { CRASH_CASES } from './faults/crash-cases.ts';
 import { useFaultEnv } from './faults/env.ts';
@@ -12,7 +13,7 @@ import { PDS_CASES } from './faults/pds-cases.ts';
 import { seededSample } from './faults/sample.ts';
 
 const env = useFaultEnv();
-const all = [...PDS_CASES, ...HOSTILE_CASES, ...CRASH_CASES];
+const all = [...PDS_CASES, ...HOSTILE_CASES, ...CRASH_CASES, ...AGENT_CASES];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =
   only !== undefined
