@@ -71,11 +71,16 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
       log,
     );
     streams.set(pds, stream);
-    const [{ IdResolver }, { fetchOver }] = await Promise.all([
+    const [{ IdResolver, MemoryCache }, { fetchOver }] = await Promise.all([
       import('@atproto/identity'),
       import('../xrpc/transport.ts'),
     ]);
-    const idResolver = new IdResolver({ plcUrl: ctx.config.plcUrl, fetch: fetchOver(ctx.transport) });
+    // Keys cached: @atproto/sync refreshes a cached key by itself when a commit's signature fails.
+    const idResolver = new IdResolver({
+      plcUrl: ctx.config.plcUrl,
+      fetch: fetchOver(ctx.transport),
+      didCache: new MemoryCache(),
+    });
     void stream.run(idResolver).finally(() => {
       if (streams.get(pds) === stream) streams.delete(pds);
     });
