@@ -189,6 +189,57 @@ describe('list for-push', () => {
       assert.doesNotMatch(agent!.log(), new RegExp(`dropped the view of [^ ]*/${name}:`));
     });
 
+    it('drops its view and says so once when an event cannot be applied; the next push lists', async () => {
+      await ensureAgent();
+      const name = `bad-${++n}`;
+      assert.equal((await warm.knotless('repo', 'create', name)).code, 0);
+      const url = `knotless://alice.test/${name}`;
+      const dir = await newRepo(warm, url);
+      await commitFiles(warm, dir, { a: '1' }, 'one');
+      await warm.ok(dir, 'push', '-q', 'origin', 'main');
+      for (let i = 0; i < 50 && (await agentView(socket, q(name))) === null; i++)
+        await new Promise((r) => setTimeout(r, 200));
+      assert.notEqual(await agentView(socket, q(name)), null, 'the agent has a view');
+      // A record under this repository's keys that no listing would keep (its target is no object id).
+      const session = (await (
+        await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.createSession`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ identifier: 'alice.test', password: t.password }),
+        })
+      ).json()) as { accessJwt: string };
+      const put = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.putRecord`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
+        body: JSON.stringify({
+          repo: t.dids['alice.test'],
+          collection: 'dev.knotless.ref',
+          rkey: `${name}~bad`,
+          record: {
+            $type: 'dev.knotless.ref',
+            repo: name,
+            ref: 'refs/heads/bad',
+            target: 'not-an-id',
+            packs: [],
+            updatedAt: new Date().toISOString(),
+          },
+        }),
+      });
+      assert.equal(put.status, 200, await put.text());
+      const dropped = new RegExp(`dropped the view of [^ ]+/${name}: an event could not be applied`, 'g');
+      for (let i = 0; i < 50 && !dropped.test(agent!.log()); i++)
+        await new Promise((r) => setTimeout(r, 200));
+      assert.equal(agent!.log().match(dropped)?.length, 1, agent!.log());
+      await commitFiles(warm, dir, { a: '2' }, 'two');
+      const requests = await requestsOf(() => warm.ok(dir, 'push', '-q', 'origin', 'main'));
+      // The helper lists for itself (the agent starts a view again beside it).
+      assert.ok(requests.includes('com.atproto.repo.listRecords'), requests.join());
+      assert.equal(
+        (await remote(url)).get('refs/heads/main'),
+        (await warm.ok(dir, 'rev-parse', 'HEAD')).trim(),
+      );
+    });
+
     it('a new branch after a rewind and a compaction elsewhere builds on packs that exist', async () => {
       await ensureAgent();
       const { url, dir, c1, c2 } = await rewound(warm);

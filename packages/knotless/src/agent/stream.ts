@@ -1,9 +1,9 @@
 import type { IdResolver } from '@atproto/identity';
 import type { lexToJson as LexToJson } from '@atproto/lex-json';
 import type { parseCommitAuthenticated as ParseCommit } from '@atproto/sync';
-import { parseRefRecord } from '../remote/ref-record.ts';
+import { MAX_RECORD_BYTES, parseRefRecord } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
-import { REF_COLLECTION } from '../repo/collections.ts';
+import { REF_COLLECTION, refKeyPrefix } from '../repo/collections.ts';
 import { safeText } from '../text/terminal.ts';
 
 const METHOD = 'com.atproto.sync.subscribeRepos';
@@ -159,7 +159,7 @@ export class PdsStream {
           ref:
             w.event === 'delete'
               ? null
-              : { key: w.rkey, cid: w.cid.toString(), record: parseRefRecord(lexToJson(w.record)) },
+              : { key: w.rkey, cid: w.cid.toString(), record: asListed(w.rkey, lexToJson(w.record)) },
         }));
         if (changes.length > 0) this.#sink.apply(did, changes, rev);
       } catch (err) {
@@ -206,6 +206,18 @@ export class PdsStream {
   #wake(): void {
     for (const check of [...this.#revWaiters]) check();
   }
+}
+
+/**
+ * A record from the stream, held to what a listing keeps (RemoteRepo#parse): one a listing would
+ * skip, as oversized or as another repository's, cannot be applied the same way, so it throws.
+ */
+function asListed(key: string, json: unknown): RemoteRef['record'] {
+  const size = JSON.stringify(json)?.length ?? 0;
+  if (size > MAX_RECORD_BYTES) throw new Error(`a ref record of ${size} bytes`);
+  const record = parseRefRecord(json);
+  if (!key.startsWith(refKeyPrefix(record.repo))) throw new Error('a ref record naming another repository');
+  return record;
 }
 
 function isRef(collection: string): boolean {
