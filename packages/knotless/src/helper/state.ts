@@ -52,14 +52,12 @@ export class HelperState {
    * a listing (one request per 100 refs; an empty one also checks that the repository exists), or,
    * for a push, the warm agent's view when the agent has just shown it current (see agent/stream.ts).
    * A cached view is never enough on its age alone: another machine may have moved a ref a moment ago.
-   * `fresh` skips the agent (a write found the view it built on wrong).
    */
-  async list(forPush: boolean, fresh = false): Promise<Map<string, RemoteRef>> {
+  async list(forPush: boolean): Promise<Map<string, RemoteRef>> {
     const remote = await this.remote();
-    const fromAgent =
-      forPush && !fresh
-        ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
-        : undefined;
+    const fromAgent = forPush
+      ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
+      : undefined;
     if (fromAgent !== undefined) {
       this.#confirmedAt = Date.now();
       this.refs = new Map(fromAgent.map((r) => [r.record.ref, r]));
