@@ -35,6 +35,14 @@ type Commit = Parameters<typeof ParseCommit>[1];
  * its table, up to a second apart when idle), so a helper's question is answered only after the
  * stream has delivered the account's latest revision (see {@link waitForRev}), as atproto's dev-env
  * waits for its subscribers' cursors to reach the PDS's last sequence number.
+ *
+ * The whole argument: revisions are TIDs that only grow within an account, and the stream delivers an
+ * account's commits in order. A view lists after its stream was live and takes every commit delivered
+ * since (or is dropped), so once the stream has delivered revision R, or R is the revision read just
+ * before the listing, the view is the repository at R. R is read from the PDS after git's helper
+ * asked, so the answer is as current as a listing made then. A cut connection, a reconnect, an error
+ * or any message we cannot follow ends "live" and drops every view of the PDS; events missed in a gap
+ * cannot be told apart from none, so nothing is trusted across one.
  */
 export class PdsStream {
   readonly #pds: string;
@@ -116,7 +124,11 @@ export class PdsStream {
         if (++this.#connections > 1) this.#lost('the event stream reconnected');
         return {};
       },
-      onReconnectError: (err) => this.#log(`event stream of ${this.#pds}: ${safeText(String(err))}`),
+      // Told when a connection was lost, before the backoff: stop answering from views at once.
+      onReconnectError: (err) => {
+        this.#log(`event stream of ${safeText(this.#pds)}: ${safeText(String(err))}`);
+        this.#lost('the event stream was cut');
+      },
       // Nothing is skipped unseen: a message we cannot read still reaches #handle, which drops views.
       validate: (v) => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {}),
     });
