@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
@@ -238,6 +239,56 @@ describe('list for-push', () => {
         (await remote(url)).get('refs/heads/main'),
         (await warm.ok(dir, 'rev-parse', 'HEAD')).trim(),
       );
+    });
+
+    it('drops every view of a PDS when its event stream is cut, and answers again once re-listed', async () => {
+      await ensureAgent();
+      // A TCP relay in front of the PDS whose connections the test can cut; the agent follows the
+      // PDS named in the question, so asking with the relay's address puts its stream through it.
+      const sockets = new Set<net.Socket>();
+      const relay = net.createServer((client) => {
+        const upstream = net.connect(Number(new URL(t.net.pdsUrl).port), '127.0.0.1');
+        for (const s of [client, upstream]) {
+          sockets.add(s);
+          s.on('close', () => sockets.delete(s));
+          s.on('error', () => s.destroy());
+        }
+        client.pipe(upstream).pipe(client);
+      });
+      await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+      const pds = `http://127.0.0.1:${(relay.address() as net.AddressInfo).port}`;
+      try {
+        const name = `cut-${++n}`;
+        assert.equal((await warm.knotless('repo', 'create', name)).code, 0);
+        const url = `knotless://alice.test/${name}`;
+        const dir = await newRepo(other, url);
+        const view = () => agentView(socket, { ...q(name), pds });
+        assert.equal(await view(), null);
+        // Until a message arrives the stream is not known to be live: push until one has.
+        const pushedAndSeen = async (round: string): Promise<void> => {
+          for (let i = 0; i < 20; i++) {
+            await commitFiles(other, dir, { a: `${round} ${i}` }, `${round} ${i}`);
+            await other.ok(dir, 'push', '-q', 'origin', 'main');
+            const head = (await other.ok(dir, 'rev-parse', 'HEAD')).trim();
+            for (let j = 0; j < 5; j++) {
+              if ((await view())?.get('refs/heads/main')?.target === head) return;
+              await new Promise((r) => setTimeout(r, 200));
+            }
+          }
+          assert.fail(`the agent never had a current view (${round})`);
+        };
+        await pushedAndSeen('before');
+        for (const s of sockets) s.destroy();
+        const cut = new RegExp(`dropped the view of [^ ]+/${name}: the event stream was cut`);
+        for (let i = 0; i < 50 && !cut.test(agent!.log()); i++) await new Promise((r) => setTimeout(r, 100));
+        assert.match(agent!.log(), cut);
+        assert.equal(await view(), null);
+        // The stream reconnects; once live again, the view is listed afresh and answers.
+        await pushedAndSeen('after');
+      } finally {
+        for (const s of sockets) s.destroy();
+        await new Promise((r) => relay.close(r));
+      }
     });
 
     it('a new branch after a rewind and a compaction elsewhere builds on packs that exist', async () => {
