@@ -91,10 +91,17 @@ describe('list for-push', () => {
     describe(`git decides on a true listing after another machine's rewind (${label})`, () => {
       it('"up to date": the push of main lands c2 again', async () => {
         const { url, dir, c2 } = await rewound(user);
+        proxy!.reset();
         const res = await user.git(dir, 'push', 'origin', 'main');
         assert.equal(res.code, 0, res.stderr);
         assert.doesNotMatch(res.stderr, /Everything up-to-date/);
         assert.equal((await remote(url)).get('refs/heads/main'), c2);
+        // c2's pack goes up again as blobs (uploadBlob), which says nothing of the listing.
+        const asked = proxy!.requests.map((r) => r.nsid).filter((x) => x !== 'com.atproto.repo.uploadBlob');
+        if (user === warm) {
+          // The agent answered from its view (the rewind applied from the stream), not a listing.
+          assert.deepEqual(asked, ['com.atproto.sync.getLatestCommit', 'com.atproto.repo.putRecord']);
+        } else assert.equal(asked[0], 'com.atproto.repo.listRecords');
       });
 
       it('a delete of a ref git had not seen is made, not refused as missing', async () => {
