@@ -8,6 +8,7 @@ import { checkUpdate, type Update } from './push-check.ts';
 import { preparePacks } from './push-pack.ts';
 import { createInBatches } from './push-create.ts';
 import { BLOB_GONE, shortReason, writeAtomic, writeEach, type Written, type WriteJob } from './push-write.ts';
+import { safeText } from '../text/terminal.ts';
 import type { HelperState } from './state.ts';
 
 type Outcome = { dst: string; error?: string; compact?: boolean };
@@ -154,7 +155,7 @@ async function writeRebuildingOnce(job: WriteJob): Promise<Written[]> {
   const again = await writeAll({ ...job, updates, packs, present, head });
   if (again.some((w) => w.blobMissing === true)) {
     process.stderr.write(
-      `knotless: The PDS of ${remote.label} kept refusing the push because packs it builds on were removed meanwhile (a compaction or a rewind on another machine); fetch and push again.\n`,
+      `knotless: The PDS of ${safeText(remote.label)} kept refusing the push because packs it builds on were removed meanwhile (a compaction or a rewind on another machine); fetch and push again.\n`,
     );
   }
   return [...first.filter((w) => !missing.has(w.dst)), ...again];

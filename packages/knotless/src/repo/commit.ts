@@ -12,6 +12,7 @@ import { refKey } from '../remote/ref-key.ts';
 import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
 import { BlobMissing, SwapConflict, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
 import { storePacks } from '../remote/store-packs.ts';
+import { safeText } from '../text/terminal.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
 /** One change to the tree: a file's new content, or a path to remove. */
@@ -202,7 +203,7 @@ export async function commitToBranch(
       if (err instanceof BlobMissing) {
         throw new KnotlessError(
           'push-rejected',
-          `The PDS of ${remote.label} kept refusing the commit because packs it builds on were removed meanwhile; try again.`,
+          `The PDS of ${safeText(remote.label)} kept refusing the commit because packs it builds on were removed meanwhile; try again.`,
           { cause: err },
         );
       }
