@@ -72,7 +72,6 @@ export async function makeClient(rig: Rig, plain: boolean): Promise<Client> {
         KNOTLESS_SERVICE: `${scheme}://127.0.0.1:${link.pds.port}`,
         KNOTLESS_CA_CERTS: rig.cert.certFile,
         // Measure the general case: no listing window, no background compaction, no agent unless asked.
-        KNOTLESS_LIST_WINDOW: '0',
         KNOTLESS_COMPACT: '0',
         KNOTLESS_AGENT: '0',
         ...extra,

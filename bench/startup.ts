@@ -31,7 +31,6 @@ try {
     KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
     KNOTLESS_PLC_URL: net.plcUrl,
     KNOTLESS_DEV_PDS: net.pdsUrl,
-    KNOTLESS_LIST_WINDOW: '0',
     KNOTLESS_AGENT: '0',
   };
   const opts = { cwd: dir, env };

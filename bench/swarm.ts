@@ -43,7 +43,7 @@ export async function runSwarm(
 ): Promise<SwarmResult> {
   const name = `swarm-${agents}`;
   const url = `knotless://alice.test/${name}`;
-  const defaults = { KNOTLESS_LIST_WINDOW: '5', KNOTLESS_COMPACT: '1' };
+  const defaults = { KNOTLESS_COMPACT: '1' };
   await client.knotless(rtt, ['repo', 'create', name]);
   const seed = path.join(client.home, `${name}-seed`);
   fs.mkdirSync(seed);

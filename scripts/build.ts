@@ -17,8 +17,10 @@ const next = `${dist}.next-${process.pid}`;
 const VENDOR: Record<string, string> = {
   '@atproto/syntax': 'syntax.cjs',
   '@atproto/identity': 'identity.cjs',
-  // The agent's event stream (2.8 MB): loaded by `knotless agent` only.
+  // The agent's event stream: loaded by `knotless agent` only.
   '@atproto/sync': 'sync.cjs',
+  '@atproto/xrpc-server': 'xrpc-server.cjs',
+  '@atproto/lex-json': 'lex-json.cjs',
   'proper-lockfile': 'lockfile.cjs',
 };
 

@@ -12,7 +12,6 @@ let proxy: Proxy | undefined;
 let socket = '';
 let agent: ChildProcess | undefined;
 const common = () => ({
-  KNOTLESS_LIST_WINDOW: '0',
   KNOTLESS_COMPACT: '0',
   ...(proxy ? { KNOTLESS_SERVICE: proxy.url } : {}),
 });
@@ -22,7 +21,6 @@ const alice = useGitUser(t, 'alice.test', () => ({ ...common(), KNOTLESS_AGENT_S
 // Another machine of the same account, without an agent.
 const other = useGitUser(t, 'alice.test', () => ({
   KNOTLESS_AGENT: '0',
-  KNOTLESS_LIST_WINDOW: '0',
   KNOTLESS_COMPACT: '0',
 }));
 
@@ -85,7 +83,7 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
 }
 
 describe('the warm agent', () => {
-  it('makes pushes, fetches and repo commits one request each, on a connection already open', async () => {
+  it('makes pushes two small requests, fetches and repo commits one, on a connection already open', async () => {
     assert.equal((await alice.knotless('repo', 'create', 'warm')).code, 0);
     const url = 'knotless://alice.test/warm';
     const dir = await newRepo(alice, url);
@@ -93,15 +91,18 @@ describe('the warm agent', () => {
     await alice.ok(dir, 'push', '-q', 'origin', 'main');
 
     // The agent learns the repository from the first push and follows the account from then on.
+    const viewed = ['com.atproto.sync.getLatestCommit', 'com.atproto.repo.putRecord'];
     await until(async () => {
       await commitFiles(alice, dir, { a: String(Date.now()) }, 'warming');
       const c = await cost(() => alice.ok(dir, 'push', '-q', 'origin', 'main'));
-      return c.requests.length === 1;
+      return c.requests.join() === viewed.join();
     }, 'the agent view');
 
+    // The view answers git once the account's latest revision (one small request) has reached the
+    // agent through the event stream; no listing.
     await commitFiles(alice, dir, { a: 'warm push' }, 'warm push');
     assert.deepEqual(await cost(() => alice.ok(dir, 'push', '-q', 'origin', 'main')), {
-      requests: ['com.atproto.repo.putRecord'],
+      requests: viewed,
       connections: 0,
     });
     assert.deepEqual(await cost(() => alice.ok(dir, 'fetch', '-q')), {
@@ -127,13 +128,14 @@ describe('the warm agent', () => {
     await alice.ok(mine, 'clone', '-q', url, 'c');
     assert.equal((await alice.ok(`${mine}/c`, 'rev-parse', 'HEAD')).trim(), theirs);
     await commitFiles(alice, `${mine}/c`, { mine: 'y' }, 'on top');
-    // Without the event the agent would answer with the old main and the write would conflict (3 requests).
-    await until(
-      async () => (await agentView('warm')).get('refs/heads/main') === theirs,
-      'the event to reach the agent',
-    );
+    // No waiting here: the agent answers only once the stream has delivered the other machine's
+    // commit. Without the event it would list (or, stale, conflict: 3 requests).
     const push = await cost(() => alice.ok(`${mine}/c`, 'push', '-q', 'origin', 'main'));
-    assert.deepEqual(push.requests, ['com.atproto.repo.putRecord']);
+    assert.deepEqual(push.requests, ['com.atproto.sync.getLatestCommit', 'com.atproto.repo.putRecord']);
+    assert.equal(
+      (await agentView('warm')).get('refs/heads/main'),
+      (await alice.ok(`${mine}/c`, 'rev-parse', 'HEAD')).trim(),
+    );
   });
 
   it("cuts an answer past the helper's cap in the agent too, and git hears the helper's sentence", async () => {

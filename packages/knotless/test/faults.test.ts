@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { describe, it } from 'node:test';
+import { AGENT_CASES } from './faults/agent-cases.ts';
 import type { FaultCase } from './faults/checks.ts';
 import { CRASH_CASES } from './faults/crash-cases.ts';
 import { useFaultEnv } from './faults/env.ts';
@@ -24,6 +25,7 @@ const all = [
   ...ESCAPE_CASES,
   ...READER_CASES,
   ...HTTP_CASES,
+  ...AGENT_CASES,
 ];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =

@@ -2,13 +2,19 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { Context } from '../context.ts';
 import type { Identity } from '../identity/resolver.ts';
-import { REF_COLLECTION } from '../repo/collections.ts';
-import { parseRefRecord } from '../remote/ref-record.ts';
 import { RemoteRepo } from '../remote/remote-repo.ts';
+import { safeText } from '../text/terminal.ts';
+import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
 
-/** How long a new event stream gets to connect before listings made after it count as current. */
-const STREAM_SETTLE_MS = 1000;
+/**
+ * How long a helper's question waits for the event stream to deliver the account's latest commit.
+ * The reference PDS emits a commit at most about a second after it is written (its sequencer polls).
+ */
+const CATCH_UP_MS = 3000;
+
+/** Writes whose failure means the view they were built on may be wrong. */
+const WRITES = /\/xrpc\/com\.atproto\.repo\.(putRecord|applyWrites|deleteRecord|createRecord)$/;
 
 /** A running agent. */
 export interface Agent {
@@ -25,73 +31,118 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
   });
 }
 
+/** The account a forwarded write was for (its body's `repo`), if it says. */
+function writeTarget(body: Buffer): string | undefined {
+  try {
+    const repo = (JSON.parse(body.toString('utf8')) as { repo?: unknown }).repo;
+    return typeof repo === 'string' ? repo : undefined;
+  } catch {
+    // Not JSON: not a write of ours; nothing to drop.
+    return undefined;
+  }
+}
+
 /**
  * The warm agent: a local process that keeps connections to PDSes open for the helpers that talk to
- * it over a Unix socket, and keeps views of the repositories they use current by following each
- * account's event stream, so that a push needs neither a new connection nor a listing.
+ * it over a Unix socket, and keeps exact views of the repositories they push to by following each
+ * account's event stream. A view answers git's `list for-push` only once the stream has delivered
+ * the account's latest revision; anything the agent cannot apply drops the view, and the helper lists.
  */
 export async function startAgent(ctx: Context, socket: string, log: (line: string) => void): Promise<Agent> {
   const views = new Views();
-  const streams = new Map<string, { stop(): Promise<void>; since: number }>();
+  const streams = new Map<string, PdsStream>();
   const loading = new Map<string, Promise<void>>();
+  const drop = (dropped: { repo: string; did: string }[], why: string): void => {
+    for (const v of dropped) log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
+  };
 
-  async function follow(owner: Identity): Promise<number> {
-    const running = streams.get(owner.pds);
-    if (running !== undefined) return running.since;
-    const [{ Firehose }, { IdResolver }] = await Promise.all([
-      import('@atproto/sync'),
-      import('@atproto/identity'),
-    ]);
-    const { fetchOver } = await import('../xrpc/transport.ts');
-    const idResolver = new IdResolver({ plcUrl: ctx.config.plcUrl, fetch: fetchOver(ctx.transport) });
-    const firehose = new Firehose({
-      idResolver,
-      service: owner.pds.replace(/^http/, 'ws'),
-      filterCollections: [REF_COLLECTION],
-      excludeIdentity: true,
-      excludeAccount: true,
-      handleEvent: (evt) => {
-        if (!('collection' in evt) || evt.collection !== REF_COLLECTION) return;
-        const repo = evt.rkey.slice(0, evt.rkey.indexOf('~'));
-        if (evt.event === 'delete') return views.apply(evt.did, repo, evt.rkey, null, evt.rev);
-        let record;
-        try {
-          record = parseRefRecord(
-            JSON.parse(
-              JSON.stringify(evt.record, (_k, v: unknown) =>
-                v instanceof Uint8Array ? { $bytes: Buffer.from(v).toString('base64') } : v,
-              ),
-            ),
-          );
-        } catch {
-          return;
-        }
-        views.apply(evt.did, repo, evt.rkey, { key: evt.rkey, cid: evt.cid.toString(), record }, evt.rev);
+  async function follow(pds: string): Promise<PdsStream> {
+    const running = streams.get(pds);
+    if (running !== undefined && !running.dead) return running;
+    const stream = new PdsStream(
+      pds,
+      {
+        follows: (did) => views.follows(did),
+        apply: (did, changes, rev) => {
+          for (const c of changes) views.apply(did, c.key, c.ref, rev);
+        },
+        drop: (did, why) => drop(views.drop(did === undefined ? { pds } : { did }), why),
       },
-      onError: (err) => log(`event stream of ${owner.pds}: ${err.message}`),
+      log,
+    );
+    streams.set(pds, stream);
+    const [{ IdResolver, MemoryCache }, { fetchOver }] = await Promise.all([
+      import('@atproto/identity'),
+      import('../xrpc/transport.ts'),
+    ]);
+    // Keys cached: @atproto/sync refreshes a cached key by itself when a commit's signature fails.
+    const idResolver = new IdResolver({
+      plcUrl: ctx.config.plcUrl,
+      fetch: fetchOver(ctx.transport),
+      didCache: new MemoryCache(),
     });
-    const since = Date.now();
-    streams.set(owner.pds, { stop: () => firehose.destroy(), since });
-    void firehose.start();
-    log(`following ${owner.pds}`);
-    return since;
+    void stream.run(idResolver).finally(() => {
+      if (streams.get(pds) === stream) streams.delete(pds);
+    });
+    log(`following ${safeText(pds)}`);
+    return stream;
   }
 
-  /** Lists a repository into its view once the account's events are followed, so nothing falls between. */
-  function load(owner: Identity, name: string): Promise<void> {
+  /** The account's latest revision, as its PDS says now. */
+  async function latestRev(owner: Identity): Promise<string> {
+    const res = await ctx
+      .client(owner.pds)
+      .query<{ rev?: unknown }>('com.atproto.sync.getLatestCommit', { did: owner.did });
+    if (typeof res.rev !== 'string') throw new Error('getLatestCommit answered without a revision');
+    return res.rev;
+  }
+
+  /**
+   * Starts a view: once the account's stream is demonstrably live, reads the latest revision, then
+   * lists; changes the stream delivers from the start on are applied over the listing.
+   */
+  function load(owner: Identity, name: string): void {
     const k = Views.key(owner.did, name);
-    let p = loading.get(k);
-    if (p === undefined) {
-      p = (async () => {
-        const since = await follow(owner);
-        const wait = since + STREAM_SETTLE_MS - Date.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        const refs = await new RemoteRepo(ctx, owner, name, log).listRefs();
-        views.load(owner.did, name, refs, true);
-      })().finally(() => loading.delete(k));
-      loading.set(k, p);
+    if (loading.has(k)) return;
+    const p = (async () => {
+      const stream = await follow(owner.pds);
+      if (!(await stream.whenLive())) return;
+      const view = views.begin(owner.did, name, owner.pds);
+      const baseRev = await latestRev(owner);
+      const refs = await new RemoteRepo(ctx, owner, name, log).listRefs();
+      views.finish(view, refs, baseRev);
+    })()
+      .catch((err: unknown) => {
+        drop(views.dropRepo(owner.did, name) ? [{ did: owner.did, repo: name }] : [], 'its listing failed');
+        log(`listing ${safeText(owner.did)}/${safeText(name)}: ${safeText(String(err))}`);
+      })
+      .finally(() => loading.delete(k));
+    loading.set(k, p);
+  }
+
+  /** The view of a repository when it is current now, else undefined (and a load is started). */
+  async function currentView(owner: Identity, name: string): Promise<WireRef[] | undefined> {
+    const stream = streams.get(owner.pds);
+    const view = views.get(owner.did, name);
+    if (stream === undefined || !stream.live || view === undefined || view.pds !== owner.pds) {
+      if (view === undefined || view.pds !== owner.pds) load(owner, name);
+      return undefined;
     }
-    return p;
+    if (!view.ready) return undefined;
+    let latest: string;
+    try {
+      latest = await latestRev(owner);
+    } catch (err) {
+      log(`reading the latest revision of ${safeText(owner.did)}: ${safeText(String(err))}`);
+      return undefined;
+    }
+    const caughtUp =
+      view.baseRev >= latest ||
+      stream.seen(owner.did) >= latest ||
+      (await stream.waitForRev(owner.did, latest, CATCH_UP_MS));
+    // Dropped or replaced while we waited: the helper lists.
+    if (!caughtUp || views.get(owner.did, name) !== view || !view.ready) return undefined;
+    return writeWireRefs([...view.refs.values()]);
   }
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -108,6 +159,11 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
           headers[k] = v;
       }
       const body = await readBody(req);
+      const isWrite = WRITES.test(target.pathname);
+      const failedWrite = (why: string): void => {
+        const did = isWrite ? writeTarget(body) : undefined;
+        if (did !== undefined) drop(views.drop({ did }), why);
+      };
       // The helper's cap for this answer travels with it, so the agent never holds more than it would.
       const cap = Number(req.headers['x-knotless-max-bytes']);
       let out;
@@ -119,6 +175,8 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
           ...(Number.isSafeInteger(cap) && cap >= 0 ? { maxBytes: cap } : {}),
         });
       } catch (err) {
+        // Whether it landed is unknown: the views of that account cannot be trusted any more.
+        failedWrite('a write through the agent failed');
         // The helper rebuilds the same fault from these headers, as if it had met it itself.
         const { code, limit } = err as { code?: unknown; limit?: unknown };
         if (typeof code !== 'string') throw err;
@@ -130,6 +188,7 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
           .end(err instanceof Error ? err.message : String(err));
         return;
       }
+      if (out.status >= 400) failedWrite(`a write through the agent was refused (${out.status})`);
       const back: Record<string, string> = {};
       for (const [k, v] of Object.entries(out.headers))
         if (
@@ -147,16 +206,11 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
         pds: url.searchParams.get('pds')!,
       };
       const name = url.searchParams.get('repo')!;
-      const view = views.get(owner.did, name);
-      if (view === undefined || !view.confirmed) {
-        // The first helper to ask lists for itself; the view is ready for the next one.
-        void load(owner, name).catch((err: unknown) => log(`listing ${owner.did}/${name}: ${String(err)}`));
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ confirmed: false }));
-        return;
-      }
+      // The first helper to ask lists for itself; the view is ready for later ones.
+      const refs = await currentView(owner, name);
       res
         .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ confirmed: true, refs: writeWireRefs([...view.refs.values()]) }));
+        .end(JSON.stringify(refs === undefined ? { confirmed: false } : { confirmed: true, refs }));
       return;
     }
     if (url.pathname === '/wrote' && req.method === 'POST') {
@@ -167,10 +221,12 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
         written?: WireRef[];
         deleted?: Array<{ key: string; rev: string }>;
       };
-      if (body.invalidate === true) views.invalidate(body.did, body.repo);
-      for (const r of parseWireRefs(body.written ?? []))
-        views.apply(body.did, body.repo, r.key, r, r.rev ?? '');
-      for (const d of body.deleted ?? []) views.apply(body.did, body.repo, d.key, null, d.rev);
+      if (body.invalidate === true) {
+        const v = views.dropRepo(body.did, body.repo);
+        if (v !== undefined) drop([v], 'a push found it stale');
+      }
+      for (const r of parseWireRefs(body.written ?? [])) views.apply(body.did, r.key, r, r.rev ?? '');
+      for (const d of body.deleted ?? []) views.apply(body.did, d.key, null, d.rev);
       res.writeHead(204).end();
       return;
     }
@@ -208,7 +264,7 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
         server.close(() => resolve());
         server.closeAllConnections();
       });
-      for (const s of streams.values()) await s.stop();
+      for (const s of streams.values()) s.stop();
       fs.rmSync(socket, { force: true });
     },
   };

@@ -1,13 +1,22 @@
 import { parseRefRecord, writeRefRecord } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
+import { refKeyPrefix } from '../repo/collections.ts';
 
 /** The agent's view of one repository's refs. */
-interface RepoView {
-  /** True once a listing finished after the event stream was following the account. */
-  confirmed: boolean;
+export interface RepoView {
+  did: string;
+  repo: string;
+  /** The PDS whose event stream keeps this view current. */
+  pds: string;
+  /** False while the listing that starts the view is under way. */
+  ready: boolean;
   refs: Map<string, RemoteRef>;
   /** Revisions of deletions, so a late event cannot bring a deleted ref back. */
   deleted: Map<string, string>;
+  /** Changes the stream delivered while the listing was under way; applied over it, in order. */
+  pending: Array<{ key: string; change: RemoteRef | null; rev: string }>;
+  /** The account's revision read just before the listing: the listing holds at least that. */
+  baseRev: string;
 }
 
 /** A ref as the agent sends it over its socket (records in their JSON form). */
@@ -39,9 +48,11 @@ export function parseWireRefs(refs: WireRef[]): RemoteRef[] {
 }
 
 /**
- * Every repository view the agent keeps, fed by listings, by the helpers' own writes and by the
- * account's event stream. A change is applied only when its revision is newer than what the view
- * has for that key, so late events never undo newer writes.
+ * Every repository view the agent keeps. A view is exact or absent: it starts from a listing made
+ * while the account's event stream was live, takes every change the stream delivers after that (and
+ * the helpers' own writes), and is dropped whenever a change cannot be applied. A change is applied
+ * only when its revision is newer than what the view has for that key, so late copies never undo
+ * newer writes.
  */
 export class Views {
   readonly #views = new Map<string, RepoView>();
@@ -55,25 +66,70 @@ export class Views {
     return this.#views.get(Views.key(did, repo));
   }
 
-  /** Replaces a view with a fresh listing. */
-  load(did: string, repo: string, refs: RemoteRef[], confirmed: boolean): void {
-    this.#views.set(Views.key(did, repo), {
-      confirmed,
-      refs: new Map(refs.map((r) => [r.key, r])),
+  /** True when some view of this account exists (its events are worth decoding). */
+  follows(did: string): boolean {
+    for (const v of this.#views.values()) if (v.did === did) return true;
+    return false;
+  }
+
+  /** Starts a view whose listing is about to be made; changes delivered meanwhile wait in it. */
+  begin(did: string, repo: string, pds: string): RepoView {
+    const v: RepoView = {
+      did,
+      repo,
+      pds,
+      ready: false,
+      refs: new Map(),
       deleted: new Map(),
-    });
+      pending: [],
+      baseRev: '',
+    };
+    this.#views.set(Views.key(did, repo), v);
+    return v;
   }
 
-  /** Marks a view as needing a new listing (e.g. a helper met a compare-and-swap conflict). */
-  invalidate(did: string, repo: string): void {
-    const v = this.get(did, repo);
-    if (v !== undefined) v.confirmed = false;
+  /**
+   * Completes a view begun with {@link begin} from its listing, then applies the changes delivered
+   * meanwhile in stream order: each key ends at its last change after the stream went live, or at the
+   * listed value when nothing changed it since. Does nothing when the view was dropped meanwhile.
+   */
+  finish(view: RepoView, refs: RemoteRef[], baseRev: string): void {
+    if (this.#views.get(Views.key(view.did, view.repo)) !== view) return;
+    view.refs = new Map(refs.map((r) => [r.key, r]));
+    view.baseRev = baseRev;
+    view.ready = true;
+    for (const p of view.pending.splice(0)) this.#applyTo(view, p.key, p.change, p.rev);
   }
 
-  /** Applies one change (null: the record was deleted) if it is newer than what the view holds. */
-  apply(did: string, repo: string, key: string, change: RemoteRef | null, rev: string): void {
+  /** Forgets the views of one account (or of every account on `pds`); returns those dropped. */
+  drop(match: { did: string } | { pds: string }): RepoView[] {
+    const gone: RepoView[] = [];
+    for (const [k, v] of this.#views) {
+      if ('did' in match ? v.did === match.did : v.pds === match.pds) {
+        this.#views.delete(k);
+        gone.push(v);
+      }
+    }
+    return gone;
+  }
+
+  /** Forgets one repository's view. */
+  dropRepo(did: string, repo: string): RepoView | undefined {
     const v = this.get(did, repo);
-    if (v === undefined) return;
+    this.#views.delete(Views.key(did, repo));
+    return v;
+  }
+
+  /** Applies one change of an account's ref records (null: deleted) to the view it belongs to. */
+  apply(did: string, key: string, change: RemoteRef | null, rev: string): void {
+    for (const v of this.#views.values()) {
+      if (v.did !== did || !key.startsWith(refKeyPrefix(v.repo))) continue;
+      if (v.ready) this.#applyTo(v, key, change, rev);
+      else v.pending.push({ key, change, rev });
+    }
+  }
+
+  #applyTo(v: RepoView, key: string, change: RemoteRef | null, rev: string): void {
     const heldRev = v.refs.get(key)?.rev ?? v.deleted.get(key);
     if (heldRev !== undefined && rev !== '' && heldRev >= rev) return;
     if (change === null) {

@@ -15,9 +15,12 @@ export interface View {
 }
 
 /**
- * The last known refs of one remote repository, on disk, so that a push right after another (an
- * agent in a loop) can answer git's `list for-push` without a request. Only trusted for a few
- * seconds after a listing confirmed it; every write still carries compare-and-swap.
+ * The last known refs of one remote repository, on disk. Never an answer to git's `list for-push`
+ * (git decides "up to date", deletes and leases from that answer, before any compare-and-swap): only
+ * `knotless repo commit` reads it, which decides nothing locally. It writes one branch with
+ * compare-and-swap against the record it read here, and builds on that same record's packs, so a
+ * stale view costs a conflict and a re-read, never a lost commit or a pack that is gone (the PDS
+ * checks the swap before the blobs).
  */
 export class RefView {
   readonly #file: string;

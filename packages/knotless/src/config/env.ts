@@ -24,8 +24,6 @@ export interface Config {
   identityTtlSeconds: number;
   /** The appview whose compare link a push of a new branch prints; undefined: print none. */
   appview: string | undefined;
-  /** Seconds a listing stays good enough to answer git's `list for-push` without a request (0: always list). */
-  listWindowSeconds: number;
   /** Compact pack lists in the background after pushes (KNOTLESS_COMPACT=0 turns it off). */
   autoCompact: boolean;
   /** Print each request to stderr. */
@@ -88,7 +86,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     identityTtlSeconds: Number.isFinite(ttl) && ttl > 0 ? ttl : 24 * 3600,
     appview: nonEmpty(env['KNOTLESS_APPVIEW'])?.replace(/\/+$/, ''),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
-    listWindowSeconds: nonNegative(env['KNOTLESS_LIST_WINDOW'], 5),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
     retry: {
       retries: Math.floor(nonNegative(env['KNOTLESS_RETRIES'], DEFAULT_RETRY.retries)),

@@ -14,11 +14,10 @@ import type { Update } from './push-check.ts';
  * (git must walk them to leave their objects out of the pack).
  */
 export function baseRefs(
-  state: HelperState,
+  refs: Map<string, RemoteRef>,
   updates: Update[],
   present: (oid: string) => boolean,
 ): RemoteRef[] {
-  const refs = state.refs ?? new Map<string, RemoteRef>();
   const bases = new Map<string, RemoteRef>();
   const add = (r: RemoteRef | undefined) => {
     if (r?.record.target !== undefined && present(r.record.target)) bases.set(r.record.ref, r);
@@ -38,15 +37,18 @@ export function baseRefs(
  * Builds the push's one thin pack (objects the remote lacks, deltas against what it has) and
  * returns the pack list every updated ref will carry: the base refs' packs, then the new pack.
  * Large packs, and inline packs that would overfill a record, are uploaded as blobs first — so a
- * record is only ever written once everything it lists is stored.
+ * record is only ever written once everything it lists is stored. The base packs come from `refs`:
+ * the true listing git decided on (or the agent's current view), or a re-listing after the PDS said
+ * a blob they name is gone.
  */
 export async function preparePacks(
   state: HelperState,
   auth: Authorizer,
   updates: Update[],
   present: (oid: string) => boolean,
+  refs: Map<string, RemoteRef> = state.refs ?? new Map<string, RemoteRef>(),
 ): Promise<PackEntry[]> {
-  const bases = baseRefs(state, updates, present);
+  const bases = baseRefs(refs, updates, present);
   const tips = [...new Set(updates.map((u) => u.oid).filter((o): o is string => o !== undefined))];
   const list = unionPacks(bases.map((b) => b.record.packs));
   if (tips.length === 0) return list;

@@ -4,6 +4,7 @@ import { presentObjects } from '../git/objects.ts';
 import { refKey, hashedRefKey } from '../remote/ref-key.ts';
 import { unionPacks, type PackEntry, type RefRecord } from '../remote/ref-record.ts';
 import {
+  BlobMissing,
   KeyRefused,
   SwapConflict,
   refsByName,
@@ -38,7 +39,12 @@ export interface Written {
   record?: RemoteRef | null;
   /** A compare-and-swap found the ref changed: whatever view the push used was stale. */
   conflicted?: boolean;
+  /** The PDS no longer holds a blob the record listed: the push rebuilds its pack list and retries. */
+  blobMissing?: boolean;
 }
+
+/** git's reason for a ref whose write kept naming blobs the PDS no longer holds. */
+export const BLOB_GONE = 'a pack it builds on was removed';
 
 /** What every writer needs. */
 export interface WriteJob {
@@ -138,6 +144,7 @@ export async function writeEach(job: WriteJob): Promise<Written[]> {
   const said = new Set<string>();
   const outcomes = await mapLimit(job.updates, 8, (u) =>
     writeOne(job, u).catch((err: unknown): Written => {
+      if (err instanceof BlobMissing) return { dst: u.dst, error: BLOB_GONE, blobMissing: true };
       if (!isKnotlessError(err)) throw err;
       // One sentence per kind of failure: the refs it hit are git's lines to print.
       if (!said.has(err.code)) printErr(`knotless: ${err.message}`);

@@ -3,13 +3,13 @@ import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { presentObjects, resolveObjects } from '../git/objects.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { planMerge } from '../remote/geometric.ts';
-import { contestedSentence, type RemoteRepo } from '../remote/remote-repo.ts';
+import { BlobMissing, contestedSentence, type RemoteRepo } from '../remote/remote-repo.ts';
 import { hasUnsafe, printErr, safeText } from '../text/terminal.ts';
 import { pushContested } from './push-contested.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import { preparePacks } from './push-pack.ts';
 import { createInBatches } from './push-create.ts';
-import { shortReason, writeAtomic, writeEach, type Written, type WriteJob } from './push-write.ts';
+import { BLOB_GONE, shortReason, writeAtomic, writeEach, type Written, type WriteJob } from './push-write.ts';
 import type { HelperState } from './state.ts';
 
 type Outcome = { dst: string; error?: string; compact?: boolean };
@@ -134,7 +134,7 @@ async function push(
   const head = refs.has('HEAD') ? undefined : await defaultBranch(toWrite);
   const job: WriteJob = { state, remote, auth, updates: toWrite, packs, present, head };
   const isNew = new Set(toWrite.filter((u) => u.oid !== undefined && !refs.has(u.dst)).map((u) => u.dst));
-  const written = state.options.atomic ? await writeAtomic(job) : await writeBatchedThenEach(job);
+  const written = await writeRebuildingOnce(job);
   await state.remember(written);
   const compact = planMerge(packs) !== undefined;
   for (const o of written)
@@ -145,6 +145,44 @@ async function push(
   const created = [...isNew].filter((dst) => outcomes.get(dst)?.error === undefined);
   printCompareLinks(state, remote, created, refs.get('HEAD')?.record.symref ?? head);
   return updates.map((u) => outcomes.get(u.dst)!);
+}
+
+/** Writes the push: atomically, or new refs in batches then the rest one by one. */
+async function writeAll(job: WriteJob): Promise<Written[]> {
+  try {
+    return job.state.options.atomic ? await writeAtomic(job) : await writeBatchedThenEach(job);
+  } catch (err) {
+    if (!(err instanceof BlobMissing)) throw err;
+    return job.updates.map((u) => ({ dst: u.dst, error: BLOB_GONE, blobMissing: true }));
+  }
+}
+
+/**
+ * Writes the push; when the PDS says a blob the new records list is gone (a compaction or a rewind
+ * elsewhere freed it after the refs were read), reads the refs again, rebuilds the pack list of the
+ * refs it hit from what is there now, and writes those once more. The compare-and-swap of each write
+ * still names the value git was shown, so the re-read changes what is built on, never what is replaced.
+ */
+async function writeRebuildingOnce(job: WriteJob): Promise<Written[]> {
+  const first = await writeAll(job);
+  const missing = new Set(first.filter((w) => w.blobMissing === true).map((w) => w.dst));
+  if (missing.size === 0) return first;
+  const { state, remote, auth } = job;
+  const fresh = new Map((await remote.listRefs()).map((r) => [r.record.ref, r]));
+  const have = await presentObjects(
+    [...fresh.values()].flatMap((r) => (r.record.target === undefined ? [] : [r.record.target])),
+  );
+  const present = (oid: string) => job.present(oid) || have.has(oid);
+  const updates = job.updates.filter((u) => missing.has(u.dst));
+  const packs = await preparePacks(state, auth, updates, present, fresh);
+  const head = first.some((w) => w.dst === 'HEAD' && w.error === undefined) ? undefined : job.head;
+  const again = await writeAll({ ...job, updates, packs, present, head });
+  if (again.some((w) => w.blobMissing === true)) {
+    printErr(
+      `knotless: The PDS of ${remote.label} kept refusing the push because packs it builds on were removed meanwhile (a compaction or a rewind on another machine); fetch and push again.`,
+    );
+  }
+  return [...first.filter((w) => !missing.has(w.dst)), ...again];
 }
 
 /** New refs in batches first (one commit per 199), then everything else one by one. */

@@ -50,27 +50,20 @@ export class HelperState {
   }
 
   /**
-   * The refs, for git's `list` (always asked: a fetch must see what is new) or `list for-push`
-   * (answered from the cached view while a listing confirmed it within KNOTLESS_LIST_WINDOW seconds,
-   * so an agent pushing in a loop spends one request per push; every write is compare-and-swap).
-   * A listing costs one request per 100 refs; an empty one also checks that the repository exists.
+   * The refs, for git's `list` or `list for-push`. git decides "up to date", deletes, prunes and
+   * leases locally from this answer, before any compare-and-swap can run, so it must be true: it is
+   * a listing (one request per 100 refs; an empty one also checks that the repository exists), or,
+   * for a push, the warm agent's view when the agent has just shown it current (see agent/stream.ts).
+   * A cached view is never enough on its age alone: another machine may have moved a ref a moment ago.
    */
   async list(forPush: boolean): Promise<Map<string, RemoteRef>> {
     const remote = await this.remote();
-    const view = this.#view(remote);
-    // The warm agent follows the account's events, so its view needs no listing at all.
     const fromAgent = forPush
       ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
       : undefined;
     if (fromAgent !== undefined) {
       this.#confirmedAt = Date.now();
       return this.#keep(fromAgent);
-    }
-    const cached = forPush ? view.read() : undefined;
-    const windowMs = this.ctx.config.listWindowSeconds * 1000;
-    if (cached !== undefined && Date.now() - cached.confirmedAt < windowMs) {
-      this.#confirmedAt = cached.confirmedAt;
-      return this.#keep(cached.refs);
     }
     const started = Date.now();
     const refs = await remote.listRefs();
@@ -81,7 +74,8 @@ export class HelperState {
       );
     }
     this.#confirmedAt = started;
-    view.write({ confirmedAt: started, refs });
+    // Kept for `knotless repo commit`, which writes with compare-and-swap and lets no one decide locally.
+    this.#view(remote).write({ confirmedAt: started, refs });
     return this.#keep(refs);
   }
 

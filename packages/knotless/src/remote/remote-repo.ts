@@ -32,6 +32,14 @@ export class KeyRefused extends Error {
   override name = 'KeyRefused';
 }
 
+/**
+ * Thrown when the PDS refused a write because a blob its record lists is not stored (a compaction or
+ * a rewind elsewhere freed it since the record that listed it was read).
+ */
+export class BlobMissing extends Error {
+  override name = 'BlobMissing';
+}
+
 /** One write of an atomic batch. */
 export type RefWrite =
   { action: 'create' | 'update'; key: string; record: RefRecord } | { action: 'delete'; key: string };
@@ -294,6 +302,7 @@ function writeFailure(err: unknown, what: string, ref?: string): unknown {
     return new SwapConflict(err.message);
   }
   if (err instanceof XrpcError && /slur|record key/i.test(err.message)) return new KeyRefused(err.message);
+  if (err instanceof XrpcError && err.error === 'BlobNotFound') return new BlobMissing(err.message);
   if (err instanceof XrpcError && err.status === 413) {
     return new KnotlessError(
       'too-large',

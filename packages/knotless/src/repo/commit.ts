@@ -10,8 +10,15 @@ import { GitError, gitText } from '../git/run.ts';
 import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../remote/packs.ts';
 import { refKey } from '../remote/ref-key.ts';
 import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
-import { SwapConflict, contestedSentence, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
+import {
+  BlobMissing,
+  SwapConflict,
+  contestedSentence,
+  type RemoteRef,
+  type RemoteRepo,
+} from '../remote/remote-repo.ts';
 import { storePacks } from '../remote/store-packs.ts';
+import { safeText } from '../text/terminal.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
 /** One change to the tree: a file's new content, or a path to remove. */
@@ -139,6 +146,7 @@ export async function commitToBranch(
   let current = refs.find((r) => r.record.ref === ref);
   let who: Promise<{ author: string; committer: string }> | undefined;
   let relists = 0;
+  let relisted = false;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const base = current ?? startingPoint(refs);
     const list: PackEntry[] = base?.record.packs ?? [];
@@ -206,6 +214,22 @@ export async function commitToBranch(
       view.write({ confirmedAt: listedAt, refs: written });
       return commit;
     } catch (err) {
+      // A new branch builds on another branch's packs, which a compaction may have freed since the
+      // listing: list again and rebuild, once.
+      if (err instanceof BlobMissing && !relisted) {
+        relisted = true;
+        listedAt = Date.now();
+        refs = await remote.listRefs();
+        current = refs.find((r) => r.record.ref === ref);
+        continue;
+      }
+      if (err instanceof BlobMissing) {
+        throw new KnotlessError(
+          'push-rejected',
+          `The PDS of ${safeText(remote.label)} kept refusing the commit because packs it builds on were removed meanwhile; try again.`,
+          { cause: err },
+        );
+      }
       if (!(err instanceof SwapConflict)) throw err;
     }
     current = await remote.getRef(key);

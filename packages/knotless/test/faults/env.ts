@@ -33,7 +33,6 @@ export function useFaultEnv(): FaultEnv {
   let proxyUrl: string | undefined;
   const alice = useGitUser(t, 'alice.test', () => ({
     KNOTLESS_COMPACT: '0',
-    KNOTLESS_LIST_WINDOW: '0',
     // Backoff small enough that a case with five retries takes a fraction of a second.
     KNOTLESS_RETRY_BASE_MS: '20',
     KNOTLESS_RETRY_MAX_WAIT: '5',

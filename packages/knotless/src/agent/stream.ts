@@ -1,0 +1,241 @@
+import type { IdResolver } from '@atproto/identity';
+import type { lexToJson as LexToJson } from '@atproto/lex-json';
+import type { parseCommitAuthenticated as ParseCommit } from '@atproto/sync';
+import { MAX_RECORD_BYTES, parseRefRecord } from '../remote/ref-record.ts';
+import type { RemoteRef } from '../remote/remote-repo.ts';
+import { REF_COLLECTION, refKeyPrefix } from '../repo/collections.ts';
+import { safeText } from '../text/terminal.ts';
+
+const METHOD = 'com.atproto.sync.subscribeRepos';
+
+/** What the stream does with what it learns. */
+export interface StreamSink {
+  /** True when the agent keeps a view of one of this account's repositories. */
+  follows(did: string): boolean;
+  /** One commit's changes to ref records, in order (null: deleted). */
+  apply(did: string, changes: Array<{ key: string; ref: RemoteRef | null }>, rev: string): void;
+  /** The stream could not apply something: forget the views of `did`, or of every account (undefined). */
+  drop(did: string | undefined, why: string): void;
+}
+
+type Commit = Parameters<typeof ParseCommit>[1];
+
+/**
+ * One PDS's event stream (com.atproto.sync.subscribeRepos, live, no cursor), decoded with the
+ * atproto libraries: commits are checked against the account's signing key by @atproto/sync and
+ * their records turned into JSON by @atproto/lex-json, the form listings have.
+ *
+ * Why a view built on it can be trusted, from the reference PDS's code: a live subscription without
+ * a cursor registers its listener on the sequencer (Outbox.events, `sequencer.on('events')`) before
+ * it can yield anything, and the sequencer emits each commit after inserting it, in sequence order.
+ * So once a message has arrived on a connection, every commit inserted after that moment reaches
+ * us on it, in order: a listing started after the first message misses nothing the stream will not
+ * deliver. "Live" is therefore proved by a message, never assumed from a delay. What it cannot prove
+ * is that a commit already acknowledged to another machine has been emitted yet (the sequencer polls
+ * its table, up to a second apart when idle), so a helper's question is answered only after the
+ * stream has delivered the account's latest revision (see {@link waitForRev}), as atproto's dev-env
+ * waits for its subscribers' cursors to reach the PDS's last sequence number.
+ *
+ * The whole argument: revisions are TIDs that only grow within an account, and the stream delivers an
+ * account's commits in order. A view lists after its stream was live and takes every commit delivered
+ * since (or is dropped), so once the stream has delivered revision R, or R is the revision read just
+ * before the listing, the view is the repository at R. R is read from the PDS after git's helper
+ * asked, so the answer is as current as a listing made then. A cut connection, a reconnect, an error
+ * or any message we cannot follow ends "live" and drops every view of the PDS; events missed in a gap
+ * cannot be told apart from none, so nothing is trusted across one.
+ */
+export class PdsStream {
+  readonly #pds: string;
+  readonly #sink: StreamSink;
+  readonly #log: (line: string) => void;
+  readonly #abort = new AbortController();
+  #live = false;
+  #dead = false;
+  #connections = 0;
+  #liveWaiters: Array<(live: boolean) => void> = [];
+  /** Per followed account: the revision of the last commit the stream delivered and we applied. */
+  readonly #seen = new Map<string, string>();
+  readonly #revWaiters = new Set<() => void>();
+
+  constructor(pds: string, sink: StreamSink, log: (line: string) => void) {
+    this.#pds = pds;
+    this.#sink = sink;
+    this.#log = log;
+  }
+
+  /** True while the subscription is demonstrably live (a message arrived on this connection). */
+  get live(): boolean {
+    return this.#live && !this.#dead;
+  }
+
+  get dead(): boolean {
+    return this.#dead;
+  }
+
+  /** Settles true once the stream is live, false if it dies first. */
+  whenLive(): Promise<boolean> {
+    if (this.#dead) return Promise.resolve(false);
+    if (this.#live) return Promise.resolve(true);
+    return new Promise((resolve) => this.#liveWaiters.push(resolve));
+  }
+
+  /** The revision of the last commit of `did` the stream delivered, or ''. */
+  seen(did: string): string {
+    return this.#seen.get(did) ?? '';
+  }
+
+  /**
+   * Waits until the stream has delivered the commit of `did` at revision `rev` (revisions are TIDs,
+   * ordered as strings), at most `ms`. False when it did not, or the stream stopped being live.
+   */
+  waitForRev(did: string, rev: string, ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const check = (): void => {
+        if (!this.live) finish(false);
+        else if (this.seen(did) >= rev) finish(true);
+      };
+      // A bound on how long a helper waits for a condition, not a stand-in for it: past it, the
+      // helper lists for itself.
+      const timer = setTimeout(() => finish(false), ms);
+      const finish = (ok: boolean): void => {
+        clearTimeout(timer);
+        this.#revWaiters.delete(check);
+        resolve(ok);
+      };
+      this.#revWaiters.add(check);
+      check();
+    });
+  }
+
+  /** Subscribes; runs until the stream fails for good or {@link stop}. */
+  async run(idResolver: IdResolver): Promise<void> {
+    const [{ Subscription }, { parseCommitAuthenticated }, { lexToJson }] = await Promise.all([
+      import('@atproto/xrpc-server'),
+      import('@atproto/sync'),
+      import('@atproto/lex-json'),
+    ]);
+    const sub = new Subscription<Record<string, unknown>>({
+      service: this.#pds.replace(/^http/, 'ws'),
+      method: METHOD,
+      signal: this.#abort.signal,
+      // Asked before every connection: a second one means the first was lost, with whatever it
+      // had not yet delivered, so every view this stream kept is dropped.
+      getParams: () => {
+        if (++this.#connections > 1) this.#lost('the event stream reconnected');
+        return {};
+      },
+      // Told when a connection was lost, before the backoff: stop answering from views at once.
+      onReconnectError: (err) => {
+        this.#log(`event stream of ${safeText(this.#pds)}: ${safeText(String(err))}`);
+        this.#lost('the event stream was cut');
+      },
+      // Nothing is skipped unseen: a message we cannot read still reaches #handle, which drops views.
+      validate: (v) => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {}),
+    });
+    try {
+      for await (const msg of sub) {
+        this.#markLive();
+        await this.#handle(msg, (evt) => parseCommitAuthenticated(idResolver, evt, isRef), lexToJson);
+      }
+      if (!this.#abort.signal.aborted) this.#die('the event stream ended');
+    } catch (err) {
+      if (!this.#abort.signal.aborted) this.#die(`the event stream failed: ${safeText(String(err))}`);
+    }
+    this.#dead = true;
+  }
+
+  stop(): void {
+    this.#dead = true;
+    this.#abort.abort();
+    this.#wake();
+  }
+
+  async #handle(
+    msg: Record<string, unknown>,
+    parse: (evt: Commit) => ReturnType<typeof ParseCommit>,
+    lexToJson: typeof LexToJson,
+  ): Promise<void> {
+    const type = typeof msg['$type'] === 'string' ? msg['$type'].replace(METHOD, '') : '';
+    const did = typeof msg['repo'] === 'string' ? msg['repo'] : msg['did'];
+    const rev = typeof msg['rev'] === 'string' ? msg['rev'] : '';
+    if (type === '#commit' && typeof did === 'string') {
+      if (!this.#sink.follows(did)) return;
+      try {
+        const ops = Array.isArray(msg['ops']) ? (msg['ops'] as Array<{ path?: unknown }>) : [];
+        const refOps = ops.filter((o) => typeof o.path === 'string' && isRef(o.path.split('/')[0]!));
+        const writes = refOps.length === 0 ? [] : await parse(msg as unknown as Commit);
+        // @atproto/sync leaves out ops whose proof or block is missing: that is a change we lack.
+        if (writes.length !== refOps.length) throw new Error('a ref change in it could not be verified');
+        const changes = writes.map((w) => ({
+          key: w.rkey,
+          ref:
+            w.event === 'delete'
+              ? null
+              : { key: w.rkey, cid: w.cid.toString(), record: asListed(w.rkey, lexToJson(w.record)) },
+        }));
+        if (changes.length > 0) this.#sink.apply(did, changes, rev);
+      } catch (err) {
+        this.#sink.drop(did, `an event could not be applied (${safeText(errorText(err))})`);
+      }
+      this.#see(did, rev);
+    } else if ((type === '#sync' || type === '#account' || type === '#identity') && typeof did === 'string') {
+      // A reset repository, a changed account status or identity: nothing to apply, everything to re-list.
+      if (this.#sink.follows(did)) this.#sink.drop(did, `the event stream reported a ${type.slice(1)} event`);
+      if (rev !== '') this.#see(did, rev);
+    } else {
+      const name = typeof msg['name'] === 'string' ? `: ${safeText(msg['name'], 60)}` : '';
+      this.#sink.drop(
+        undefined,
+        `the event stream sent ${type === '' ? 'an unreadable message' : type}${name}`,
+      );
+    }
+  }
+
+  #see(did: string, rev: string): void {
+    if (rev !== '' && this.#sink.follows(did) && rev > this.seen(did)) this.#seen.set(did, rev);
+    this.#wake();
+  }
+
+  #markLive(): void {
+    if (this.#live) return;
+    this.#live = true;
+    for (const w of this.#liveWaiters.splice(0)) w(true);
+  }
+
+  #lost(why: string): void {
+    this.#live = false;
+    this.#seen.clear();
+    this.#sink.drop(undefined, why);
+    this.#wake();
+  }
+
+  #die(why: string): void {
+    this.#dead = true;
+    this.#lost(why);
+    for (const w of this.#liveWaiters.splice(0)) w(false);
+  }
+
+  #wake(): void {
+    for (const check of [...this.#revWaiters]) check();
+  }
+}
+
+/**
+ * A record from the stream, held to what a listing keeps (RemoteRepo#parse): one a listing would
+ * skip, as oversized or as another repository's, cannot be applied the same way, so it throws.
+ */
+function asListed(key: string, json: unknown): RemoteRef['record'] {
+  const size = JSON.stringify(json)?.length ?? 0;
+  if (size > MAX_RECORD_BYTES) throw new Error(`a ref record of ${size} bytes`);
+  const record = parseRefRecord(json);
+  if (!key.startsWith(refKeyPrefix(record.repo))) throw new Error('a ref record naming another repository');
+  return record;
+}
+
+function isRef(collection: string): boolean {
+  return collection === REF_COLLECTION;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

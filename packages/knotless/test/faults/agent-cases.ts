@@ -1,0 +1,91 @@
+// PDS faults under a push that goes through the warm agent (issue 12): the agent forwards the
+// helper's requests to the fault proxy. Every push must land and be acknowledged, or be reported
+// failed; never acknowledged without its write. A write the PDS failed or refused through the agent
+// must drop the agent's view of that repository, so that the next push lists.
+import path from 'node:path';
+import type { FaultRule } from 'knotless-devnet';
+import { agentView, spawnAgent } from '../helpers/agent.ts';
+import { commitFiles, newRepo } from '../helpers/git.ts';
+import { lastLine, type FaultCase } from './checks.ts';
+import type { FaultEnv } from './env.ts';
+
+const PUT = 'com.atproto.repo.putRecord';
+
+/** Waits (bounded) until the agent answers for the repository from a current view. */
+async function viewReady(socket: string, q: { did: string; repo: string; pds: string }): Promise<boolean> {
+  for (let i = 0; i < 50; i++) {
+    if ((await agentView(socket, q)) !== null) return true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return false;
+}
+
+function agentPushUnder(name: string, rule: FaultRule, lands: boolean): FaultCase {
+  return {
+    group: 'pds',
+    name: `agent: ${name}`,
+    expected: `${lands ? 'push ok; remote at the new commit' : 'push failed; remote unchanged'}; view dropped`,
+    async run(env: FaultEnv) {
+      const socket = path.join(env.alice.dir(), 'agent.sock');
+      const agent = await spawnAgent(socket, {
+        ...env.alice.env,
+        KNOTLESS_COMPACT: '0',
+        KNOTLESS_SERVICE: env.proxy.url,
+      });
+      try {
+        return await env.withEnv({ KNOTLESS_AGENT_SOCKET: socket }, async () => {
+          const { url, name: repo } = await env.repo('agent');
+          const dir = await newRepo(env.alice, url);
+          await commitFiles(env.alice, dir, { 'a.txt': 'one\n' }, 'one');
+          await env.alice.ok(dir, 'push', '-q', 'origin', 'main');
+          const q = { did: env.did, repo, pds: env.t.net.pdsUrl };
+          if (!(await viewReady(socket, q))) return 'the agent never had a view';
+          const before = (await env.alice.ok(dir, 'ls-remote', url, 'refs/heads/main')).split('\t')[0];
+          const next = await commitFiles(env.alice, dir, { 'a.txt': 'two\n' }, 'two');
+          env.proxy.inject(rule);
+          const res = await env.alice.git(dir, 'push', '-q', 'origin', 'main');
+          env.proxy.clearFaults();
+          const after = (await env.alice.ok(dir, 'ls-remote', url, 'refs/heads/main')).split('\t')[0];
+          const facts = [res.code === 0 ? 'push ok' : 'push failed'];
+          if (res.code === 0 && after !== next) facts.push(`acknowledged but the remote is at ${after}`);
+          else
+            facts.push(
+              after === next
+                ? 'remote at the new commit'
+                : after === before
+                  ? 'remote unchanged'
+                  : `remote at ${after}`,
+            );
+          if (res.code !== 0 && lands) facts.push(lastLine(res.stderr));
+          const dropped = new RegExp(`dropped the view of ${env.did}/${repo}: `).test(agent.log());
+          facts.push(dropped ? 'view dropped' : 'view kept');
+          return facts.join('; ');
+        });
+      } finally {
+        await agent.stop();
+      }
+    },
+  };
+}
+
+/** Every agent-forwarding case. */
+export const AGENT_CASES: FaultCase[] = [
+  agentPushUnder('putRecord answers 503 once', { nsid: PUT, fault: { kind: 'status', status: 503 } }, true),
+  // Twice: a dropped reused connection is resent at once on a fresh one (the PDS never saw it); the
+  // second drop is a failure the agent sees.
+  agentPushUnder(
+    'putRecord connection dropped twice',
+    { nsid: PUT, times: 2, fault: { kind: 'drop' } },
+    true,
+  ),
+  agentPushUnder(
+    'putRecord answer cut after the write',
+    { nsid: PUT, fault: { kind: 'cut', bytes: 20 } },
+    true,
+  ),
+  agentPushUnder(
+    'putRecord answers 503 every time',
+    { nsid: PUT, times: Infinity, fault: { kind: 'status', status: 503 } },
+    false,
+  ),
+];
