@@ -84,14 +84,29 @@ export async function agentLog(
           )
           .on('error', reject);
       });
-      // The agent lists in the background: its log says when it has.
+      // The agent lists in the background, once its event stream has proved live by delivering a
+      // message (an idle PDS sends none): a write of an unrelated record now and then makes one. Its
+      // log says when it has listed.
       const deadline = Date.now() + 30_000;
-      while (!step.until.test(log) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      for (let n = 0; !step.until.test(log) && Date.now() < deadline; n++) {
+        if (n % 10 === 0) await poke(env);
+        await new Promise((r) => setTimeout(r, 100));
+      }
     }
     return log;
   } finally {
     await stop(agent);
   }
+}
+
+/** Writes a record of no repository, so that the PDS's event stream carries a message. */
+async function poke(env: FaultEnv): Promise<void> {
+  await env.pdsPost('com.atproto.repo.putRecord', {
+    repo: env.did,
+    collection: 'dev.knotless.testpoke',
+    rkey: 'poke',
+    record: { $type: 'dev.knotless.testpoke', at: new Date().toISOString() },
+  });
 }
 
 /** Stops a process this case started and waits until it is gone (killed outright if it lingers). */
