@@ -49,6 +49,17 @@ install knotless
 "$root/node_modules/.bin/node" "$root/packages/knotless/bin/knotless.cjs" dev --dir "$work/dev" >"$work/dev.log" 2>&1 &
 dev_pid=$!
 install knotless-serve
+# On a Node with another native ABI (the workspace's 22), better-sqlite3's build for the system's Node
+# cannot load: knotless-serve must say so in one sentence and stop.
+ws_node="$root/node_modules/.bin/node"
+if [ "$("$ws_node" -p process.versions.modules)" != "$(PATH="$sys_path" node -p process.versions.modules)" ]; then
+  if out="$("$ws_node" "$work/prefix/bin/knotless-serve" --data "$work/abi" --port 0 2>&1)"; then
+    echo "knotless-serve started with a native module built for another Node"
+    exit 1
+  fi
+  grep -q "^knotless-serve: could not start: better-sqlite3, the SQLite driver, has no native build for Node $("$ws_node" --version)" <<<"$out" || { echo "$out"; exit 1; }
+  echo "install check: on $("$ws_node" --version), another native ABI, knotless-serve stops with one sentence"
+fi
 for _ in $(seq 1 120); do grep -q '^ready$' "$work/dev.log" && break; sleep 0.5; done
 grep -q '^ready$' "$work/dev.log" || { cat "$work/dev.log"; echo "the dev network did not start"; exit 1; }
 
@@ -102,3 +113,4 @@ page() { node -e 'fetch(process.argv[1]).then(async (r) => { if (!r.ok) process.
 
 PATH="$work/prefix/bin:$sys_path" check system
 PATH="$work/prefix/bin:$work/oldest/bin:$sys_path" check oldest
+echo "install check: done in ${SECONDS} s"
