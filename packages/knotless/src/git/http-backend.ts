@@ -89,8 +89,11 @@ export function serveHttpBackend(
     else res.end();
   });
   child.on('error', () => res.destroy());
-  // The reader left: git's work is for no one.
-  res.on('close', () => child.kill());
+  // The reader left before the answer's end: git's work is for no one. (After a complete answer git
+  // may still be finishing a push, e.g. its reflog; it is left to exit.)
+  res.on('close', () => {
+    if (!res.writableFinished) child.kill();
+  });
 }
 
 /** A CGI answer's header block: `Status: 404 Not Found` sets the status (200 without it), the rest are headers. */
