@@ -2,16 +2,21 @@
 // milliseconds: one file to load instead of hundreds of modules to resolve and strip of types. The
 // libraries they load only sometimes are bundled beside them (dist/vendor), so that an installed
 // knotless needs no dependencies at all: a small install that runs on Node 20 as well as 22.
+// Then the appview, packages/knotless-serve/dist: one bundle whose only dependency left is
+// better-sqlite3 (native code, built by npm on install).
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 
 const pkg = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'knotless');
+const servePkg = path.join(pkg, '..', 'knotless-serve');
 
 // Build beside dist/ and swap it in, so that a git command running meanwhile never finds it half gone.
 const dist = path.join(pkg, 'dist');
 const next = `${dist}.next-${process.pid}`;
+const serveDist = path.join(servePkg, 'dist');
+const serveNext = `${serveDist}.next-${process.pid}`;
 
 /** Libraries imported with import() when a command needs them, each bundled into dist/vendor/<file>. */
 const VENDOR: Record<string, string> = {
@@ -94,11 +99,47 @@ async function buildExecutable(name: string): Promise<void> {
   });
 }
 
-await Promise.all(Object.entries(VENDOR).map(([spec, file]) => buildVendor(spec, file)));
-await buildExecutable('knotless');
-await buildExecutable('git-remote-knotless');
+/**
+ * The appview as one CommonJS bundle for Node 20 and later, `dist/knotless-serve.cjs`, which the
+ * committed stub `bin/knotless-serve.cjs` runs. Its start-up is once per server, so no vendor split:
+ * kysely, pg, markdown-it, highlight.js, @atproto/* and the knotless library are all inside.
+ */
+async function buildServe(): Promise<void> {
+  await build({
+    entryPoints: [path.join(servePkg, 'src', 'main.ts')],
+    outfile: path.join(serveNext, 'knotless-serve.cjs'),
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    plugins: [noDefaultFetch],
+    external: [
+      // Native: npm builds it (or fetches a prebuilt binary) for the Node it installs with.
+      'better-sqlite3',
+      // Optional native speed-ups their libraries load only when installed, never here.
+      'pg-native',
+      'bufferutil',
+      'utf-8-validate',
+    ],
+    // The bin stub calls main(); `node src/main.ts` is the sources' way in.
+    define: { 'import.meta.main': 'false' },
+    logLevel: 'warning',
+  });
+}
 
-const old = `${dist}.old-${process.pid}`;
-if (fs.existsSync(dist)) fs.renameSync(dist, old);
-fs.renameSync(next, dist);
-fs.rmSync(old, { recursive: true, force: true });
+await Promise.all([
+  ...Object.entries(VENDOR).map(([spec, file]) => buildVendor(spec, file)),
+  buildExecutable('knotless'),
+  buildExecutable('git-remote-knotless'),
+  buildServe(),
+]);
+
+/** Replaces `dir` by the freshly built `built`. */
+function swapIn(built: string, dir: string): void {
+  const old = `${dir}.old-${process.pid}`;
+  if (fs.existsSync(dir)) fs.renameSync(dir, old);
+  fs.renameSync(built, dir);
+  fs.rmSync(old, { recursive: true, force: true });
+}
+swapIn(next, dist);
+swapIn(serveNext, serveDist);

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Installs knotless as a user would: `npm pack`, then a global install into an empty prefix with the
-# system's own Node and npm (not the workspace's Node 22), then pushes and clones through the
-# installed helper against a dev network. Prints the installed size. Run after `npm install`.
+# Installs knotless and knotless-serve as a user would: `npm pack`, then a global install into an
+# empty prefix with the system's own Node and npm (not the workspace's Node 22). Then, against a dev
+# network, on the system's Node and again on the oldest Node the packages support: pushes and
+# clones through the installed helper, and starts the installed appview (its home page, a
+# repository page, a plain `git clone` over its smart HTTP). Prints installed sizes.
+# Run after `npm install` (which builds the bundles).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
 dev_pid=""
+serve_pid=""
 cleanup() {
+  [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
   [ -n "$dev_pid" ] && kill "$dev_pid" 2>/dev/null && wait "$dev_pid" 2>/dev/null
   rm -rf "$work"
 }
@@ -16,36 +21,96 @@ trap cleanup EXIT
 sys_path="$(printf '%s' "$PATH" | tr ':' '\n' | grep -v 'node_modules/.bin' | paste -sd: -)"
 echo "system node: $(PATH="$sys_path" node --version), npm $(PATH="$sys_path" npm --version)"
 
-(cd "$root" && PATH="$sys_path" npm pack -w packages/knotless --pack-destination "$work" --silent >/dev/null)
-tarball="$(ls "$work"/knotless-*.tgz)"
-echo "tarball: $(basename "$tarball"), $(du -k "$tarball" | cut -f1) KiB"
-PATH="$sys_path" npm install -g --prefix "$work/prefix" --no-fund --no-audit --loglevel=error "$tarball"
-installed="$work/prefix/lib/node_modules/knotless"
-echo "installed size: $(du -sk "$installed" | cut -f1) KiB in $(find "$installed" -type f | wc -l) files," \
-  "$(find "$installed/node_modules" -name package.json 2>/dev/null | wc -l) dependencies"
-PATH="$work/prefix/bin:$sys_path" knotless --version
+# The oldest supported Node, the floor both packages' `engines` name, from the official builds
+# that npm publishes as node-linux-<arch>.
+floor="$(PATH="$sys_path" node -p "require('$root/packages/knotless/package.json').engines.node")"
+[ "$(PATH="$sys_path" node -p "require('$root/packages/knotless-serve/package.json').engines.node")" = "$floor" ]
+oldest="${floor#>=}.0"
+arch="$(uname -m | sed 's/x86_64/x64/; s/aarch64/arm64/')"
+(cd "$work" && PATH="$sys_path" npm pack "node-linux-$arch@$oldest" --silent >/dev/null && mkdir oldest &&
+  tar xzf node-linux-*.tgz -C oldest --strip-components=1)
 
-# A dev network, run by the workspace (it needs the PDS and Node 22).
+# Usage: install PACKAGE — packs packages/PACKAGE, installs it globally, prints its size.
+install() {
+  (cd "$root" && PATH="$sys_path" npm pack -w "packages/$1" --pack-destination "$work" --silent >/dev/null)
+  local tarball installed
+  tarball="$(ls "$work/$1"-[0-9]*.tgz)"
+  echo "$1: tarball $(basename "$tarball"), $(du -k "$tarball" | cut -f1) KiB"
+  # From outside the workspace, as a user would: its .npmrc points node-gyp at the workspace's Node 22.
+  (cd "$work" && PATH="$sys_path" npm install -g --prefix "$work/prefix" --no-fund --no-audit --loglevel=error "$tarball")
+  installed="$work/prefix/lib/node_modules/$1"
+  echo "$1: installed size $(du -sk "$installed" | cut -f1) KiB in $(find "$installed" -type f | wc -l) files," \
+    "$(find "$installed/node_modules" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l) dependencies"
+}
+install knotless
+# A dev network, run by the workspace (it needs the PDS and Node 22). It starts while the appview
+# installs (better-sqlite3 compiles with node-gyp for the system's Node unless a prebuilt binary
+# can be downloaded; one build serves every Node 20, which share one native ABI).
 "$root/node_modules/.bin/node" "$root/packages/knotless/bin/knotless.cjs" dev --dir "$work/dev" >"$work/dev.log" 2>&1 &
 dev_pid=$!
+install knotless-serve
+# On a Node with another native ABI (the workspace's 22), better-sqlite3's build for the system's Node
+# cannot load: knotless-serve must say so in one sentence and stop.
+ws_node="$root/node_modules/.bin/node"
+if [ "$("$ws_node" -p process.versions.modules)" != "$(PATH="$sys_path" node -p process.versions.modules)" ]; then
+  if out="$("$ws_node" "$work/prefix/bin/knotless-serve" --data "$work/abi" --port 0 2>&1)"; then
+    echo "knotless-serve started with a native module built for another Node"
+    exit 1
+  fi
+  grep -q "^knotless-serve: could not start: better-sqlite3, the SQLite driver, has no native build for Node $("$ws_node" --version)" <<<"$out" || { echo "$out"; exit 1; }
+  echo "install check: on $("$ws_node" --version), another native ABI, knotless-serve stops with one sentence"
+fi
 for _ in $(seq 1 120); do grep -q '^ready$' "$work/dev.log" && break; sleep 0.5; done
 grep -q '^ready$' "$work/dev.log" || { cat "$work/dev.log"; echo "the dev network did not start"; exit 1; }
 
-# Everything below runs the installed knotless on the system's Node.
 # shellcheck disable=SC1091
 . "$work/dev/env"
-export PATH="$work/prefix/bin:$sys_path" HOME="$work/home" GIT_AUTHOR_NAME=ci GIT_AUTHOR_EMAIL=ci@example.com \
+export HOME="$work/home" GIT_AUTHOR_NAME=ci GIT_AUTHOR_EMAIL=ci@example.com \
   GIT_COMMITTER_NAME=ci GIT_COMMITTER_EMAIL=ci@example.com
 mkdir -p "$HOME"
-[ "$(command -v git-remote-knotless)" = "$work/prefix/bin/git-remote-knotless" ]
-knotless whoami
-knotless repo create installed --description "pushed through an installed helper" >/dev/null
-git init -q -b main "$work/src"
-echo "hello from an installed knotless" >"$work/src/README.md"
-git -C "$work/src" add README.md
-git -C "$work/src" commit -q -m first
-git -C "$work/src" push -q knotless://alice.test/installed main
-git clone -q knotless://alice.test/installed "$work/copy"
-[ "$(git -C "$work/copy" rev-parse HEAD)" = "$(git -C "$work/src" rev-parse HEAD)" ]
-cmp "$work/src/README.md" "$work/copy/README.md"
-echo "install check: pushed and cloned through the installed helper on $(node --version)"
+
+# Usage: check NAME — runs the installed packages on the `node` first on PATH; NAME keeps each
+# run's repository and directories apart.
+check() {
+  local name="$1" src="$work/$1/src" appview
+  mkdir -p "$work/$name"
+  [ "$(command -v git-remote-knotless)" = "$work/prefix/bin/git-remote-knotless" ]
+  knotless --version
+  knotless-serve --help | grep -q '^usage: knotless-serve'
+  knotless whoami
+  knotless repo create "$name" --description "pushed through an installed helper" >/dev/null
+  git init -q -b main "$src"
+  echo "hello from an installed knotless on $(node --version)" >"$src/README.md"
+  git -C "$src" add README.md
+  git -C "$src" commit -q -m first
+  git -C "$src" push -q "knotless://alice.test/$name" main
+  git clone -q "knotless://alice.test/$name" "$work/$name/copy"
+  [ "$(git -C "$work/$name/copy" rev-parse HEAD)" = "$(git -C "$src" rev-parse HEAD)" ]
+  cmp "$src/README.md" "$work/$name/copy/README.md"
+  echo "install check: pushed and cloned through the installed helper on $(node --version)"
+
+  # The installed appview follows the dev network's PDS like any other.
+  knotless-serve --dev --data "$work/$name/serve" --port 0 --plc "$KNOTLESS_PLC_URL" \
+    --firehose "${KNOTLESS_DEV_PDS/http/ws}" --backfill-pds "$KNOTLESS_DEV_PDS" >"$work/$name/serve.log" 2>&1 &
+  serve_pid=$!
+  for _ in $(seq 1 60); do grep -q 'listening on ' "$work/$name/serve.log" && break; sleep 0.5; done
+  appview="$(sed -n 's/^knotless-serve: listening on //p' "$work/$name/serve.log")"
+  [ -n "$appview" ] || { cat "$work/$name/serve.log"; echo "the installed appview did not start"; exit 1; }
+  # Backfill and mirroring run in the background: wait until the mirror serves the pushed commit.
+  for _ in $(seq 1 60); do
+    [ -n "$(git ls-remote "$appview/alice.test/$name" main 2>/dev/null)" ] && break
+    sleep 0.5
+  done
+  grep -q "alice.test/$name" <<<"$(page "$appview/")"
+  grep -q "hello from an installed knotless on $(node --version)" <<<"$(page "$appview/alice.test/$name")"
+  git clone -q "$appview/alice.test/$name" "$work/$name/plain"
+  [ "$(git -C "$work/$name/plain" rev-parse HEAD)" = "$(git -C "$src" rev-parse HEAD)" ]
+  kill "$serve_pid" && wait "$serve_pid" && serve_pid=""
+  echo "install check: the installed appview served pages and a plain git clone on $(node --version)"
+}
+# Usage: page URL — the page's HTML, failing unless it answers 200.
+page() { node -e 'fetch(process.argv[1]).then(async (r) => { if (!r.ok) process.exit(1); process.stdout.write(await r.text()); })' "$1"; }
+
+PATH="$work/prefix/bin:$sys_path" check system
+PATH="$work/prefix/bin:$work/oldest/bin:$sys_path" check oldest
+echo "install check: done in ${SECONDS} s"

@@ -3,6 +3,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { safeText } from 'knotless';
 import { startAppview } from './appview.ts';
 import { defaultConfig, type ServeConfig } from './config.ts';
 
@@ -87,19 +88,31 @@ export function configFrom(argv: string[], env: NodeJS.ProcessEnv): ServeConfig 
   };
 }
 
-async function main(): Promise<void> {
+/**
+ * Runs the appview until SIGINT or SIGTERM. The installed command (bin/knotless-serve.cjs) calls
+ * this from the bundle; `node src/main.ts` runs it from the sources.
+ */
+export async function main(argv: string[]): Promise<void> {
   let config: ServeConfig;
   try {
-    config = configFrom(process.argv.slice(2), process.env);
+    config = configFrom(argv, process.env);
   } catch (err) {
     process.stderr.write(`knotless-serve: ${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`);
     process.exit(2);
   }
-  const app = await startAppview(config);
+  let app: Awaited<ReturnType<typeof startAppview>>;
+  try {
+    app = await startAppview(config);
+  } catch (err) {
+    process.stderr.write(
+      `knotless-serve: could not start: ${safeText(err instanceof Error ? err.message : String(err))}\n`,
+    );
+    process.exit(1);
+  }
   process.stderr.write(`knotless-serve: listening on ${app.url}\n`);
   const stop = (): void => void app.close().then(() => process.exit(0));
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) void main(process.argv.slice(2));

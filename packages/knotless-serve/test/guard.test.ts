@@ -8,6 +8,7 @@ import {
   AddressRefused,
   checkAddresses,
   checkUrl,
+  guardedFetch,
   guardedTransport,
   refusedReason,
 } from '../src/mirror/guard.ts';
@@ -151,6 +152,19 @@ describe('guarded transport', () => {
     } finally {
       transport.close();
     }
+  });
+
+  it("identity resolution's fetch goes through the guard, not the library's default fetch", async () => {
+    const before = hits;
+    const f = guardedFetch(false, { totalMs: 5000, idleMs: 5000 });
+    await assert.rejects(f(`http://localhost:${port}/.well-known/did.json`), AddressRefused);
+    await assert.rejects(f(`http://127.0.0.1:${port}/xrpc/x`), AddressRefused);
+    assert.equal(hits, before, 'no request reached the loopback server');
+    const dev = guardedFetch(true, { totalMs: 5000, idleMs: 5000 });
+    assert.equal(await (await dev(`http://localhost:${port}/`)).text(), 'secret');
+    // The resolver's timeout is an abort signal: it must stop the request.
+    const aborted = AbortSignal.abort(new Error('resolver timeout'));
+    await assert.rejects(dev(`http://localhost:${port}/`, { signal: aborted }), /resolver timeout/);
   });
 
   it('reaches loopback in dev mode, where the guard is off', async () => {

@@ -21,6 +21,7 @@ export { BlobCache } from './cache/blob-cache.ts';
 export { IndexedPacks } from './cache/indexed-packs.ts';
 export { indexPack, parsePackInfo } from './git/pack.ts';
 export { runGit, gitText, GitError, type RunGitOptions } from './git/run.ts';
+export { serveHttpBackend, type HttpBackendRequest } from './git/http-backend.ts';
 export { safeText } from './text/terminal.ts';
 export { isValidRefName, isObjectId } from './git/refname.ts';
 export { XrpcClient, XrpcError } from './xrpc/client.ts';

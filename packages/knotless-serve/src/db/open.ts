@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import { Migrator, type MigrationProvider } from 'kysely/migration';
+import type BetterSqlite3 from 'better-sqlite3';
 import { migrations } from './migrations.ts';
 import type { Database } from './schema.ts';
 
@@ -17,6 +18,23 @@ export interface OpenDatabase {
 /** Thrown when the index cannot be opened or migrated. */
 export class IndexError extends Error {
   override name = 'IndexError';
+}
+
+/**
+ * Opens a SQLite file. better-sqlite3 loads its native code here, on first use: when npm could neither
+ * download a prebuilt binary nor compile one, or compiled it for another Node, that is one sentence.
+ */
+function openSqlite(Sqlite: typeof BetterSqlite3, file: string): BetterSqlite3.Database {
+  try {
+    return new Sqlite(file);
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    if (e.code !== 'ERR_DLOPEN_FAILED' && !/Could not locate the bindings file/.test(e.message)) throw err;
+    throw new IndexError(
+      `better-sqlite3, the SQLite driver, has no native build for Node ${process.version}: run \`npm rebuild better-sqlite3\` where knotless-serve is installed, with this Node (it compiles with python3, make and a C++ compiler), or use --db postgres://…`,
+      { cause: err },
+    );
+  }
 }
 
 /** True when `conn` names a PostgreSQL server rather than a SQLite file. */
@@ -42,7 +60,7 @@ export async function openDatabase(conn: string): Promise<OpenDatabase> {
   } else {
     const Sqlite = (await import('better-sqlite3')).default;
     if (conn !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(conn)), { recursive: true });
-    const sqlite = new Sqlite(conn);
+    const sqlite = openSqlite(Sqlite, conn);
     // WAL lets the web pages read while ingestion writes.
     sqlite.pragma('journal_mode = WAL');
     sqlite.pragma('busy_timeout = 5000');

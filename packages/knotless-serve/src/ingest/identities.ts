@@ -1,6 +1,6 @@
 import type * as IdentityModule from '@atproto/identity';
 import type { Index } from '../db/index-store.ts';
-import { guardedFetch } from '../mirror/guard.ts';
+import { guardedFetch, type FetchLimits } from '../mirror/guard.ts';
 
 /** A resolved account. */
 export interface Owner {
@@ -23,22 +23,25 @@ export class Identities {
   readonly #resolver: IdentityModule.IdResolver;
   readonly #mod: typeof IdentityModule;
   readonly #pending = new Map<string, Promise<Owner>>();
+  readonly #fetch: typeof globalThis.fetch;
 
-  private constructor(index: Index, dev: boolean, mod: typeof IdentityModule, plcUrl: string) {
+  private constructor(
+    index: Index,
+    dev: boolean,
+    mod: typeof IdentityModule,
+    plcUrl: string,
+    limits: FetchLimits,
+  ) {
     this.#index = index;
     this.#dev = dev;
     this.#mod = mod;
-    const f = guardedFetch(dev);
-    this.#resolver = new mod.IdResolver({
-      plcUrl,
-      timeout: 10_000,
-      ...(f === undefined ? {} : { fetch: f }),
-    });
+    this.#fetch = guardedFetch(dev, limits);
+    this.#resolver = new mod.IdResolver({ plcUrl, timeout: 10_000, fetch: this.#fetch });
   }
 
-  /** Loads @atproto/identity and makes a resolver for `plcUrl`. */
-  static async create(index: Index, dev: boolean, plcUrl: string): Promise<Identities> {
-    return new Identities(index, dev, await import('@atproto/identity'), plcUrl);
+  /** Loads @atproto/identity and makes a resolver for `plcUrl` whose requests go through the address guard. */
+  static async create(index: Index, dev: boolean, plcUrl: string, limits: FetchLimits): Promise<Identities> {
+    return new Identities(index, dev, await import('@atproto/identity'), plcUrl, limits);
   }
 
   /** The resolver the firehose verifies signatures with. */
@@ -78,7 +81,7 @@ export class Identities {
     if (!handle.endsWith('.test')) return this.#resolver.handle.resolve(handle);
     if (!this.#dev || pds === null) return undefined;
     const url = `${pds}/xrpc/com.atproto.identity.resolveHandle?handle=${encodeURIComponent(handle)}`;
-    const res = await fetch(url);
+    const res = await this.#fetch(url);
     if (!res.ok) return undefined;
     return ((await res.json()) as { did?: string }).did;
   }

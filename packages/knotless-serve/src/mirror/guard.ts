@@ -3,7 +3,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import type { Transport } from 'knotless';
+import { fetchOver, type Transport } from 'knotless';
 
 /** Thrown when a PDS, blob or image would be fetched from an address the appview must not reach. */
 export class AddressRefused extends Error {
@@ -136,10 +136,16 @@ export function guardedTransport(dev: boolean, limits: FetchLimits): Transport {
           () => req.destroy(new Error(`${url.host} took longer than ${limits.totalMs} ms`)),
           limits.totalMs,
         );
+        const max = Math.min(init.maxBytes ?? MAX_RESPONSE_BYTES, MAX_RESPONSE_BYTES);
+        const { signal } = init;
+        const abort = (): void => void req.destroy(signal?.reason as Error);
         const fail = (err: Error): void => {
           clearTimeout(total);
+          signal?.removeEventListener('abort', abort);
           reject(err);
         };
+        if (signal?.aborted === true) abort();
+        signal?.addEventListener('abort', abort, { once: true });
         req.on('timeout', () => req.destroy(new Error(`${url.host} went silent for ${limits.idleMs} ms`)));
         req.on('error', fail);
         req.on('response', (res) => {
@@ -147,12 +153,13 @@ export function guardedTransport(dev: boolean, limits: FetchLimits): Transport {
           let size = 0;
           res.on('data', (c: Buffer) => {
             size += c.length;
-            if (size > MAX_RESPONSE_BYTES) req.destroy(new Error(`response from ${url.host} is too large`));
+            if (size > max) req.destroy(new Error(`response from ${url.host} is too large`));
             else chunks.push(c);
           });
           res.on('error', fail);
           res.on('end', () => {
             clearTimeout(total);
+            signal?.removeEventListener('abort', abort);
             resolve({
               status: res.statusCode ?? 0,
               headers: flatHeaders(res.headers),
@@ -170,9 +177,14 @@ export function guardedTransport(dev: boolean, limits: FetchLimits): Transport {
   };
 }
 
-/** The fetch identity resolution uses: plain fetch in dev mode, else undefined (the library's own safe fetch). */
-export function guardedFetch(dev: boolean): typeof globalThis.fetch | undefined {
-  return dev ? globalThis.fetch : undefined;
+/**
+ * The fetch identity resolution uses (PLC, did:web documents, handles' https files): the guarded
+ * transport's, so that it reaches only public addresses outside dev mode, with the same time limits
+ * as every other request of the appview. @atproto/identity's own default fetch is never used: it
+ * loads undici, which needs Node 22, and would be a second guard to keep equal to this one.
+ */
+export function guardedFetch(dev: boolean, limits: FetchLimits): typeof globalThis.fetch {
+  return fetchOver(guardedTransport(dev, limits));
 }
 
 /** Response headers as single strings (repeated headers joined), the form knotless's transports give. */

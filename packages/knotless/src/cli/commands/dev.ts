@@ -24,15 +24,23 @@ async function loadDevnet(): Promise<typeof Devnet> {
 }
 
 /**
- * The appview, when the workspace has it. The specifier is a variable so that the bundler leaves
- * it alone: knotless-serve (SQLite, web pages) loads only for `knotless dev`, from its sources.
+ * The appview, or why there is none. The specifier is a variable so that the bundler leaves it
+ * alone: knotless-serve (SQLite, web pages) loads only for `knotless dev`, from the workspace. The
+ * network is useful without it, so its absence is reported, not fatal; any other failure to load
+ * (a broken build, a native module compiled for another Node) is reported with its reason.
  */
-async function loadServe(): Promise<typeof Serve | undefined> {
-  const name = 'knotless-serve';
+export async function loadServe(
+  name = 'knotless-serve',
+): Promise<{ serve: typeof Serve } | { unavailable: string }> {
   try {
-    return (await import(name)) as typeof Serve;
-  } catch {
-    return undefined;
+    return { serve: (await import(name)) as typeof Serve };
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    const code = err instanceof Error ? (err as NodeJS.ErrnoException).code : undefined;
+    // Only the package itself missing counts as "not installed"; a dependency of it missing is a failure.
+    if (code === 'ERR_MODULE_NOT_FOUND' && message.includes(`'${name}'`))
+      return { unavailable: `${name} is not installed beside this knotless` };
+    return { unavailable: `${name} failed to load: ${message.split('\n')[0] ?? ''}` };
   }
 }
 
@@ -87,7 +95,9 @@ export const command: Command = {
     for (const handle of ACCOUNTS) await net.ensureAccount(handle, password);
 
     // The appview follows the PDS's event stream like any other: pushes reach it only that way.
-    const serve = await loadServe();
+    const loaded = await loadServe();
+    if ('unavailable' in loaded) io.err(`appview: not available (${loaded.unavailable}); running without it`);
+    const serve = 'serve' in loaded ? loaded.serve : undefined;
     const appview = await serve?.startAppview(
       {
         ...serve.defaultConfig(path.join(dir, 'appview')),
