@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ErrorCodes, KnotlessError } from '../src/errors.ts';
 import { XrpcError, generalFailure } from '../src/xrpc/client.ts';
+import { NoAnswer, unreachable } from '../src/xrpc/no-answer.ts';
 import { isAuthRejection, pdsRefusal, type XrpcAnswer } from '../src/xrpc/pds-errors.ts';
 
 const answer = (status: number, error: string, message = ''): XrpcAnswer => ({ status, error, message });
@@ -93,6 +94,16 @@ describe("git's reason for a failed ref", () => {
       'permission denied',
     );
     assert.equal(new KnotlessError('usage', 'x', { reason: 'no such object' }).reason, 'no such object');
+  });
+
+  it('names the kind of fault for a request that got no usable answer', () => {
+    const url = new URL('https://pds.example/xrpc/com.atproto.repo.putRecord');
+    const reason = (code: string) => unreachable(new NoAnswer(url, code, { limit: 1000 })).reason;
+    assert.equal(reason('ECONNREFUSED'), 'pds unreachable');
+    assert.equal(reason('SELF_SIGNED_CERT_IN_CHAIN'), 'untrusted certificate');
+    assert.equal(reason('EDEADLINE'), 'pds timed out');
+    assert.equal(reason('ETOOLARGE'), 'pds answer unreadable');
+    assert.equal(reason('ETRUNCATED'), 'pds answer unreadable');
   });
 
   it('is short, one line and printable for every kind of error', () => {
