@@ -77,6 +77,7 @@ describe('PDS refusals, classified by their XRPC error name', () => {
     );
     assert.equal(code(new XrpcError(400, 'InvalidRequest', 'auth needed')), 'pds-error');
     assert.equal(code(new XrpcError(502, 'UpstreamFailure', 'x')), 'pds-error');
+    assert.equal(code(new XrpcError(413, 'PayloadTooLarge', 'request entity too large')), 'too-large');
     const quoted = generalFailure(new XrpcError(400, 'Odd\u001b[2J', 'bad\nline'), 'writing') as Error;
     assert.ok(!quoted.message.includes('\u001b') && !quoted.message.includes('\n'), quoted.message);
   });

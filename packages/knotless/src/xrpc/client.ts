@@ -251,6 +251,15 @@ export function generalFailure(err: unknown, what: string): unknown {
       { cause: err },
     );
   }
+  if (kind === 'too-large') {
+    return new KnotlessError(
+      'too-large',
+      `The PDS refused ${what} as too large (${safeText(err.message)}).`,
+      {
+        cause: err,
+      },
+    );
+  }
   if (kind === 'server-fault') {
     const tries = err.attempts > 1 ? ` ${err.attempts} times` : '';
     return new KnotlessError(
