@@ -28,14 +28,88 @@ export const ErrorCodes = [
 /** A stable identifier for one kind of failure. */
 export type ErrorCode = (typeof ErrorCodes)[number];
 
+/**
+ * git's own words for a ref a push refused. git's transport compares a helper's reason with these to
+ * print its hints ("fetch first" tells the user to pull, "stale info" that a lease failed), so they
+ * are spelled exactly as git's receive-pack spells them.
+ */
+export type GitReason =
+  'fetch first' | 'non-fast forward' | 'stale info' | 'already exists' | 'atomic push failed';
+
+/** knotless's own few words for a ref it could not update (git prints them in brackets after the ref). */
+export type OwnReason =
+  | 'usage error'
+  | 'invalid name'
+  | 'invalid url'
+  | 'unknown handle'
+  | 'pds unreachable'
+  | 'untrusted certificate'
+  | 'pds timed out'
+  | 'pds answer unreadable'
+  | 'pds error'
+  | 'rate limited'
+  | 'wrong password'
+  | 'not logged in'
+  | 'session expired'
+  | 'permission denied'
+  | 'repository exists'
+  | 'repository missing'
+  | 'cancelled'
+  | 'dev network failed'
+  | 'corrupt remote'
+  | 'push rejected'
+  | 'too large'
+  | 'remote changed'
+  | 'git failed'
+  | 'sha-256 repository'
+  | 'no such object'
+  | 'several records claim this ref'
+  | 'the name holds characters that act on a terminal'
+  | 'a pack it builds on was removed'
+  | 'the ref kept changing; try again'
+  | 'the account kept changing; try again'
+  | 'atomic push exceeds 200 refs';
+
+/** The short reason git prints for a ref that failed: a fixed phrase, never text cut from a message. */
+export type PushReason = GitReason | OwnReason;
+
+/** The reason a ref failed with, for each kind of error (an error may name a narrower one). */
+const REASONS: Record<ErrorCode, OwnReason> = {
+  usage: 'usage error',
+  'invalid-name': 'invalid name',
+  'invalid-url': 'invalid url',
+  'unknown-handle': 'unknown handle',
+  'pds-unreachable': 'pds unreachable',
+  'pds-error': 'pds error',
+  'rate-limited': 'rate limited',
+  'wrong-password': 'wrong password',
+  'not-logged-in': 'not logged in',
+  'session-expired': 'session expired',
+  'permission-denied': 'permission denied',
+  'repo-exists': 'repository exists',
+  'repo-missing': 'repository missing',
+  cancelled: 'cancelled',
+  'dev-network': 'dev network failed',
+  'corrupt-remote': 'corrupt remote',
+  'push-rejected': 'push rejected',
+  'too-large': 'too large',
+  'remote-changed': 'remote changed',
+};
+
 /** A failure the user can understand and act on. */
 export class KnotlessError extends Error {
   override name = 'KnotlessError';
   readonly code: ErrorCode;
+  /**
+   * What git is told of each ref this failure stopped: data, so that nothing re-reads the sentence
+   * (whose words are for people and may change) to find it.
+   */
+  readonly reason: PushReason;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; reason?: PushReason }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
+    this.reason = options?.reason ?? REASONS[code];
   }
 }
 

@@ -1,7 +1,8 @@
 import { KnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
-import { XrpcError, generalFailure, isAuthRejection, type Authorizer } from '../xrpc/client.ts';
+import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
+import { isAuthRejection } from '../xrpc/pds-errors.ts';
 import type { SessionStore, StoredSession } from './store.ts';
 
 /** Seconds before expiry at which an access token is renewed rather than sent. */

@@ -1,3 +1,4 @@
+import type { GitReason } from '../errors.ts';
 import { isAncestor } from '../git/objects.ts';
 import { ZERO_OID } from '../git/refname.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
@@ -13,7 +14,7 @@ export interface Update {
 }
 
 /** What a push may do to one ref, given what the remote holds now. */
-export type Verdict = { kind: 'write' } | { kind: 'up-to-date' } | { kind: 'reject'; reason: string };
+export type Verdict = { kind: 'write' } | { kind: 'up-to-date' } | { kind: 'reject'; reason: GitReason };
 
 /**
  * Decides an update against the remote's current state with git's own rules and words (git's

@@ -1,5 +1,5 @@
 import { crashPoint } from '../crash.ts';
-import { isKnotlessError } from '../errors.ts';
+import { isKnotlessError, type PushReason } from '../errors.ts';
 import { presentObjects } from '../git/objects.ts';
 import { refKey, hashedRefKey } from '../remote/ref-key.ts';
 import { unionPacks, type PackEntry, type RefRecord } from '../remote/ref-record.ts';
@@ -18,15 +18,6 @@ import type { Authorizer } from '../xrpc/client.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import type { HelperState } from './state.ts';
 
-/**
- * The few words git prints after a failed ref: a message up to its first `;`, `: ` or ` (`, with a
- * small first letter as git's own reasons have. Colons inside words (URLs, times) are kept.
- */
-export function shortReason(message: string): string {
-  const short = message.split(/;|: | \(/)[0]!.trim();
-  return short.charAt(0).toLowerCase() + short.slice(1);
-}
-
 /** Compare-and-swap retries per ref, and commit-race retries per atomic push. */
 const MAX_ATTEMPTS = 5;
 /** The PDS's limit on writes in one commit. */
@@ -35,7 +26,8 @@ export const MAX_WRITES_PER_COMMIT = 200;
 /** How one ref's update ended; `record` is what the remote now holds (null: deleted). */
 export interface Written {
   dst: string;
-  error?: string;
+  /** Why git is told the ref failed (absent: it was updated). */
+  error?: PushReason;
   record?: RemoteRef | null;
   /** A compare-and-swap found the ref changed: whatever view the push used was stale. */
   conflicted?: boolean;
@@ -44,7 +36,7 @@ export interface Written {
 }
 
 /** git's reason for a ref whose write kept naming blobs the PDS no longer holds. */
-export const BLOB_GONE = 'a pack it builds on was removed';
+export const BLOB_GONE: PushReason = 'a pack it builds on was removed';
 
 /** What every writer needs. */
 export interface WriteJob {
@@ -149,7 +141,7 @@ export async function writeEach(job: WriteJob): Promise<Written[]> {
       // One sentence per kind of failure: the refs it hit are git's lines to print.
       if (!said.has(err.code)) printErr(`knotless: ${err.message}`);
       said.add(err.code);
-      return { dst: u.dst, error: shortReason(err.message) };
+      return { dst: u.dst, error: err.reason };
     }),
   );
   const { head, remote, auth } = job;
@@ -171,7 +163,7 @@ export async function writeEach(job: WriteJob): Promise<Written[]> {
 /** Writes every ref in one commit that applies only if nothing in the account changed since it was read. */
 export async function writeAtomic(job: WriteJob): Promise<Written[]> {
   const { state, remote, auth, updates, packs, head } = job;
-  const fail = (error: string) => updates.map((u) => ({ dst: u.dst, error }));
+  const fail = (error: PushReason) => updates.map((u) => ({ dst: u.dst, error }));
   if (updates.length + (head === undefined ? 0 : 1) > MAX_WRITES_PER_COMMIT) {
     printErr(
       `knotless: an atomic push can update at most ${MAX_WRITES_PER_COMMIT} refs (the PDS's limit per commit); push in smaller groups.`,

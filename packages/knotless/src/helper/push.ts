@@ -1,5 +1,5 @@
 import { activeSession } from '../auth/login.ts';
-import { KnotlessError, isKnotlessError } from '../errors.ts';
+import { KnotlessError, isKnotlessError, type PushReason } from '../errors.ts';
 import { presentObjects, resolveObjects } from '../git/objects.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { planMerge } from '../remote/geometric.ts';
@@ -9,10 +9,10 @@ import { pushContested } from './push-contested.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import { preparePacks } from './push-pack.ts';
 import { createInBatches } from './push-create.ts';
-import { BLOB_GONE, shortReason, writeAtomic, writeEach, type Written, type WriteJob } from './push-write.ts';
+import { BLOB_GONE, writeAtomic, writeEach, type Written, type WriteJob } from './push-write.ts';
 import type { HelperState } from './state.ts';
 
-type Outcome = { dst: string; error?: string; compact?: boolean };
+type Outcome = { dst: string; error?: PushReason; compact?: boolean };
 
 function parsePushLine(line: string): { src: string; dst: string; force: boolean } {
   let spec = line.slice('push '.length);
@@ -36,13 +36,13 @@ export async function pushBatch(state: HelperState, lines: string[]): Promise<Pu
       err = new KnotlessError(
         'push-rejected',
         `git failed while preparing the push: ${err.stderr.trim().split('\n').pop() ?? ''}; run \`git fsck\` to check this repository.`,
-        { cause: err },
+        { cause: err, reason: 'git failed' },
       );
     }
     if (!isKnotlessError(err)) throw err;
     printErr(`knotless: ${err.message}`);
-    const short = shortReason(err.message);
-    return specs.map((s): Outcome => ({ dst: s.dst, error: short }));
+    const reason = err.reason;
+    return specs.map((s): Outcome => ({ dst: s.dst, error: reason }));
   });
   return {
     // git prints the reason as it is, and a line break would end the answer: escaped, always.
@@ -74,12 +74,15 @@ async function push(
     throw new KnotlessError(
       'usage',
       'This repository uses SHA-256 object names and knotless stores SHA-1 repositories only; convert it (git fast-export into git fast-import in a SHA-1 repository) to push it.',
+      { reason: 'sha-256 repository' },
     );
   }
   const updates: Update[] = specs.map((s) => {
     const obj = local.get(s.src);
     if (s.src !== '' && obj === undefined)
-      throw new KnotlessError('usage', `${s.src} does not name an object here.`);
+      throw new KnotlessError('usage', `${s.src} does not name an object here.`, {
+        reason: 'no such object',
+      });
     return {
       dst: s.dst,
       force: s.force,
@@ -98,7 +101,7 @@ async function push(
   if (apart.length > 0 && state.options.atomic) {
     // Settling them is writes of their own, which an atomic push cannot make part of its one commit.
     for (const u of apart) printErr(`knotless: ${contestedSentence(u.dst, state.contested.get(u.dst)!)}.`);
-    const reason = (u: Update) =>
+    const reason = (u: Update): PushReason =>
       apart.includes(u) ? 'several records claim this ref' : 'atomic push failed';
     return updates.map((u) => ({ dst: u.dst, error: reason(u) }));
   }

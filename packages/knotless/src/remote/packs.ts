@@ -5,6 +5,7 @@ import { DEFAULT_MAX_OBJECT_BYTES } from '../config/env.ts';
 import { KnotlessError } from '../errors.ts';
 import { checkPackBounds } from '../git/pack-check.ts';
 import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
+import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { blobMatchesCid } from './cid.ts';
 import type { BlobRef, PackEntry } from './ref-record.ts';
 
@@ -172,15 +173,10 @@ export async function loadPack(
       // The record says how big the blob is: a longer answer is cut off as soon as it passes that.
       bytes = await reader.queryBytes('com.atproto.sync.getBlob', { did, cid }, part.size);
     } catch (err) {
-      // The reference PDS says 400 InvalidRequest "Blob not found"; others say 404 or BlobNotFound.
-      if (
-        err instanceof XrpcError &&
-        (/^(BlobNotFound|NotFound|RecordNotFound)$|^HTTP404$/.test(err.error) ||
-          err.status === 404 ||
-          (err.error === 'InvalidRequest' && /^blob not found/i.test(err.message)))
-      ) {
+      // pds-errors.ts knows the reference PDS's words for it; other servers answer 404 or a missing record.
+      const kind = err instanceof XrpcError ? pdsRefusal(err) : undefined;
+      if (kind === 'blob-missing' || kind === 'not-found' || kind === 'record-missing')
         throw new BlobGone(pack.id, cid, err);
-      }
       throw generalFailure(err, `downloading pack ${pack.id}`);
     }
     if (!blobMatchesCid(bytes, cid)) {

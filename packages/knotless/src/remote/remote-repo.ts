@@ -5,6 +5,7 @@ import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../repo/collectio
 import { listRecords, rkeyOf } from '../repo/list-records.ts';
 import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
+import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import {
   MAX_RECORD_BYTES,
   RECORD_ANSWER_BYTES,
@@ -107,7 +108,7 @@ export class RemoteRepo {
       );
       return this.#parse(key, res.cid, res.value);
     } catch (err) {
-      if (err instanceof XrpcError && err.error === 'RecordNotFound') return undefined;
+      if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing') return undefined;
       throw generalFailure(err, `reading a ref of ${this.label}`);
     }
   }
@@ -122,7 +123,7 @@ export class RemoteRepo {
       });
       return true;
     } catch (err) {
-      if (err instanceof XrpcError && err.error === 'RecordNotFound') return false;
+      if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing') return false;
       throw generalFailure(err, `reading ${this.label}`);
     }
   }
@@ -298,21 +299,23 @@ function sameRecord(a: RefRecord, b: RefRecord): boolean {
  * refs all fail for one reason prints one sentence (git's own lines say which refs failed).
  */
 function writeFailure(err: unknown, what: string, ref?: string): unknown {
-  if (err instanceof XrpcError && (err.error === 'InvalidSwap' || /swap/i.test(err.message))) {
-    return new SwapConflict(err.message);
+  if (!(err instanceof XrpcError)) return err;
+  switch (pdsRefusal(err)) {
+    case 'swap-conflict':
+      return new SwapConflict(err.message);
+    case 'key-refused':
+      return new KeyRefused(err.message);
+    case 'blob-missing':
+      return new BlobMissing(err.message);
+    case 'too-large':
+      return new KnotlessError(
+        'too-large',
+        `The PDS refused ${safeText(ref ?? what)} as too large (${safeText(err.message)}).`,
+        { cause: err },
+      );
+    default:
+      return generalFailure(err, what);
   }
-  if (err instanceof XrpcError && /slur|record key/i.test(err.message)) return new KeyRefused(err.message);
-  if (err instanceof XrpcError && err.error === 'BlobNotFound') return new BlobMissing(err.message);
-  if (err instanceof XrpcError && err.status === 413) {
-    return new KnotlessError(
-      'too-large',
-      `The PDS refused ${safeText(ref ?? what)} as too large (${safeText(err.message)}).`,
-      {
-        cause: err,
-      },
-    );
-  }
-  return generalFailure(err, what);
 }
 
 /** Refs by name, and apart those that two or more records claim (no record of such a ref is used). */

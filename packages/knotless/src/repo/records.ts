@@ -3,6 +3,7 @@ import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { XrpcError, generalFailure } from '../xrpc/client.ts';
+import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
 import { listRecords, rkeyOf } from './list-records.ts';
 
@@ -58,7 +59,7 @@ export class RepoRecords {
       });
     } catch (err) {
       // Retried after a lost answer, the create conflicts with itself: the record read back is ours.
-      if (err instanceof XrpcError && err.error === 'InvalidSwap' && err.attempts > 1) {
+      if (err instanceof XrpcError && pdsRefusal(err) === 'swap-conflict' && err.attempts > 1) {
         const mine = await client
           .query<{ value?: { createdAt?: unknown } }>('com.atproto.repo.getRecord', {
             repo: auth.session.did,
@@ -68,7 +69,7 @@ export class RepoRecords {
           .catch(() => undefined);
         if (mine?.value?.createdAt === record.createdAt) return record;
       }
-      if (err instanceof XrpcError && err.error === 'InvalidSwap') {
+      if (err instanceof XrpcError && pdsRefusal(err) === 'swap-conflict') {
         throw new KnotlessError(
           'repo-exists',
           `You already have a repository named ${name}; pick another name.`,
@@ -94,7 +95,8 @@ export class RepoRecords {
       });
       return parseRepoRecord(res.value);
     } catch (err) {
-      if (err instanceof XrpcError && err.error === 'RecordNotFound') throw missingRepo(label, name, err);
+      if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing')
+        throw missingRepo(label, name, err);
       throw generalFailure(err, `reading ${label}/${name}`);
     }
   }

@@ -2,6 +2,7 @@ import type { HttpResponse, Transport } from './transport.ts';
 import { KnotlessError } from '../errors.ts';
 import { printErr, safeText } from '../text/terminal.ts';
 import { NoAnswer, isCertificateFault, unreachable } from './no-answer.ts';
+import { isAuthRejection, pdsRefusal } from './pds-errors.ts';
 import { isRetrySafe, nextWait, serverWaitMs, sleep, type Failure, type RetryPolicy } from './retry.ts';
 
 /** An error response from an XRPC endpoint: the HTTP status and the body's `error` name. */
@@ -218,11 +219,6 @@ function parseJson(text: string): unknown {
   }
 }
 
-/** True when the server refused the credentials themselves (expired or unknown token). */
-export function isAuthRejection(err: XrpcError): boolean {
-  return err.status === 401 || err.error === 'ExpiredToken' || err.error === 'InvalidToken';
-}
-
 /** What retry.ts needs to know of a failed attempt; undefined for failures that are not the PDS's. */
 function failureOf(err: unknown): Failure | undefined {
   if (err instanceof XrpcError) return { status: err.status, headers: err.headers };
@@ -237,28 +233,34 @@ function failureOf(err: unknown): Failure | undefined {
  */
 const FINAL = new Set(['ETOOLARGE', 'EDEADLINE']);
 
-/** Turns the generic failures any call can meet (rate limits, server faults) into user errors. */
+/** Turns the generic failures any call can meet (rate limits, refusals, server faults) into user errors. */
 export function generalFailure(err: unknown, what: string): unknown {
   if (!(err instanceof XrpcError)) return err;
-  if (err.status === 429) {
+  const kind = pdsRefusal(err);
+  if (kind === 'rate-limited') {
     const wait = serverWaitMs({ status: err.status, headers: err.headers });
     const when = wait === undefined ? '' : ` until ${new Date(Date.now() + wait).toISOString()}`;
     return new KnotlessError('rate-limited', `The PDS is rate-limiting ${what}${when}; wait and try again.`, {
       cause: err,
     });
   }
-  if (
-    err.status === 403 ||
-    err.error === 'AuthMissing' ||
-    (err.error === 'InvalidRequest' && /auth/i.test(err.message))
-  ) {
+  if (kind === 'not-permitted') {
     return new KnotlessError(
       'permission-denied',
       `The PDS refused ${what} (${safeText(err.message)}); you can only write to your own account.`,
       { cause: err },
     );
   }
-  if (err.status >= 500) {
+  if (kind === 'too-large') {
+    return new KnotlessError(
+      'too-large',
+      `The PDS refused ${what} as too large (${safeText(err.message)}).`,
+      {
+        cause: err,
+      },
+    );
+  }
+  if (kind === 'server-fault') {
     const tries = err.attempts > 1 ? ` ${err.attempts} times` : '';
     return new KnotlessError(
       'pds-error',

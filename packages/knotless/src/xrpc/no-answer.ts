@@ -30,7 +30,7 @@ export function unreachable(err: NoAnswer): KnotlessError {
     return new KnotlessError(
       'pds-unreachable',
       `${url.origin} presented a certificate that is not trusted (${code}); if you run that server, name its CA in KNOTLESS_CA_CERTS.`,
-      { cause },
+      { cause, reason: 'untrusted certificate' },
     );
   }
   const tries = err.attempts > 1 ? ` after ${err.attempts} attempts` : '';
@@ -39,7 +39,7 @@ export function unreachable(err: NoAnswer): KnotlessError {
     return new KnotlessError(
       'pds-error',
       `${url.origin} sent an answer to ${nsid} larger than the ${bytes(err.limit)} allowed for it, so it was cut off there; the server is misbehaving, tell its operator.`,
-      { cause },
+      { cause, reason: 'pds answer unreadable' },
     );
   }
   if (code === 'EDEADLINE') {
@@ -47,14 +47,14 @@ export function unreachable(err: NoAnswer): KnotlessError {
     return new KnotlessError(
       'pds-error',
       `${url.origin} did not finish its answer to ${nsid} within ${s}, so it was cut off; try again later, or raise KNOTLESS_HTTP_TIMEOUT on a slow link.`,
-      { cause },
+      { cause, reason: 'pds timed out' },
     );
   }
   if (code === 'ETRUNCATED' || code === 'EBADANSWER' || code === 'HPE_INVALID') {
     return new KnotlessError(
       'pds-error',
       `${url.origin} sent answers cut short or unreadable (${code})${tries}; it may be failing, try again later.`,
-      { cause },
+      { cause, reason: 'pds answer unreadable' },
     );
   }
   return new KnotlessError(
