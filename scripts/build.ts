@@ -20,6 +20,8 @@ const VENDOR: Record<string, string> = {
   // The agent's event stream (2.8 MB): loaded by `knotless agent` only.
   '@atproto/sync': 'sync.cjs',
   'proper-lockfile': 'lockfile.cjs',
+  // OAuth (PAR, PKCE, DPoP): loaded by `knotless login` and by requests with an OAuth session only.
+  '@atproto/oauth-client-node': 'oauth.cjs',
 };
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -14,6 +14,8 @@ export const ErrorCodes = [
   'wrong-password',
   'not-logged-in',
   'session-expired',
+  'login-failed',
+  'scope-missing',
   'permission-denied',
   'repo-exists',
   'repo-missing',

@@ -87,14 +87,15 @@ export function closeTransport(): void {
  */
 export function fetchOver(transport: Transport): typeof globalThis.fetch {
   return async (input: string | URL | Request, init?: RequestInit) => {
-    const url = new URL(input instanceof Request ? input.url : input);
+    // Through Request, so that a Request (as the OAuth client passes) and form or buffer bodies all
+    // arrive as one method, header set and byte string.
+    const req = new Request(input, init);
     const headers: Record<string, string> = {};
-    new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
-    const body =
-      typeof init?.body === 'string' ? init.body : init?.body instanceof Uint8Array ? init.body : null;
-    const res = await transport.request(url, { method: init?.method ?? 'GET', headers, body });
+    req.headers.forEach((value, name) => (headers[name] = value));
+    const body = req.body === null ? null : new Uint8Array(await req.arrayBuffer());
+    const res = await transport.request(new URL(req.url), { method: req.method, headers, body });
     const out = new Headers();
-    for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, v);
+    for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) out.set(k, String(v));
     return new Response(res.status === 204 || res.status === 304 ? null : new Uint8Array(res.body), {
       status: res.status,
       headers: out,
