@@ -82,8 +82,11 @@ describe('OAuth login', () => {
     const who = await alice.knotless('whoami');
     assert.equal(who.code, 0, who.stderr);
     assert.match(who.stdout, new RegExp(`^alice\\.test \\(${did}\\) on ${t.net.pdsUrl}\\n`));
-    assert.match(who.stdout, /Logged in with OAuth on \S+; the session ends by \S+ at the latest/);
-    const json = JSON.parse((await alice.knotless('whoami', '--json')).stdout) as { method: string; expiresAt: string };
+    assert.match(who.stderr, /^Logged in with OAuth on \S+; the session ends by \S+ at the latest/);
+    const json = JSON.parse((await alice.knotless('whoami', '--json')).stdout) as {
+      method: string;
+      expiresAt: string;
+    };
     assert.equal(json.method, 'oauth');
     const days = (Date.parse(json.expiresAt) - Date.now()) / 86_400_000;
     assert.ok(days > 13.9 && days <= 14, `ends in ${days} days`);
@@ -132,7 +135,19 @@ describe('OAuth login', () => {
     const file = path.join(t.tmpdir(), 'a.txt');
     fs.writeFileSync(file, 'hi\n');
     const commit = await knotless(
-      ['repo', 'commit', 'narrow', '-b', 'main', '-m', 'x', '--author', 'Bob <bob@example.com>', '--add', `a.txt=${file}`],
+      [
+        'repo',
+        'commit',
+        'narrow',
+        '-b',
+        'main',
+        '-m',
+        'x',
+        '--author',
+        'Bob <bob@example.com>',
+        '--add',
+        `a.txt=${file}`,
+      ],
       { env: bob },
     );
     assert.notEqual(commit.code, 0);
@@ -154,13 +169,15 @@ describe('OAuth login', () => {
   it('an expired session says: log in again', async () => {
     const did = t.dids['alice.test']!;
     const env = copyOfAlicesSession();
-    // Time passing on the server: its record of the session ends in the past.
+    // Two weeks passing on the server: its record of the session says it was granted 15 days ago,
+    // past a loopback client's session lifetime, so the PDS refuses to refresh it.
     const db = new Database(path.join(t.net.dir, 'pds', 'account.sqlite'));
-    const past = new Date(Date.now() - 1000).toISOString();
-    const tokenId = readSession(env, did).oauth.tokenSet.refresh_token;
-    assert.ok(tokenId);
-    db.prepare('UPDATE token SET expiresAt = ? WHERE did = ?').run(past, did);
+    const then = new Date(Date.now() - 15 * 86_400_000).toISOString();
+    const changed = db
+      .prepare('UPDATE token SET createdAt = ?, updatedAt = ? WHERE did = ?')
+      .run(then, then, did);
     db.close();
+    assert.equal(changed.changes, 1);
     ageAccessToken(env, did);
     const who = await knotless(['whoami'], { env });
     assert.equal(who.code, 4, who.stderr);
@@ -181,6 +198,9 @@ describe('OAuth login', () => {
     assert.equal(fs.existsSync(sessionFile(alice.env, t.dids['alice.test']!)), false);
     const who = await knotless(['whoami'], { env: copy });
     assert.equal(who.code, 4, who.stderr);
-    assert.match(who.stderr, /Your session for alice\.test has expired or was revoked; run `knotless login alice\.test` again\./);
+    assert.match(
+      who.stderr,
+      /Your session for alice\.test has expired or was revoked; run `knotless login alice\.test` again\./,
+    );
   });
 });

@@ -40,18 +40,23 @@ export function isLoopbackUrl(url: string): boolean {
 /** The OAuth part of a session file; the rest of the file is knotless's (see store.ts). */
 function sessionStoreFor(store: SessionStore, meta: Omit<OAuthStoredSession, 'oauth'>) {
   return {
-    async get(did: string): Promise<SavedSession | undefined> {
+    get(did: string): Promise<SavedSession | undefined> {
       const s = store.get(did);
-      return s?.kind === 'oauth' && s.oauth !== undefined ? (s.oauth as unknown as SavedSession) : undefined;
+      return Promise.resolve(
+        s?.kind === 'oauth' && s.oauth !== undefined ? (s.oauth as unknown as SavedSession) : undefined,
+      );
     },
-    async set(did: string, value: SavedSession): Promise<void> {
-      if (did !== meta.did) throw new Error(`session for ${did} offered to ${meta.did}'s store`);
+    set(did: string, value: SavedSession): Promise<void> {
+      if (did !== meta.did)
+        return Promise.reject(new Error(`session for ${did} offered to ${meta.did}'s store`));
       store.put({ ...meta, oauth: value as unknown as OAuthStoredSession['oauth'] & object });
+      return Promise.resolve();
     },
-    async del(did: string): Promise<void> {
+    del(did: string): Promise<void> {
       // The library deletes a session it found revoked or expired; the file goes with it, so that
       // the next command says "not logged in" rather than trying again.
       if (store.get(did)?.kind === 'oauth') fs.rmSync(store.fileFor(did), { force: true });
+      return Promise.resolve();
     },
   };
 }
@@ -107,9 +112,9 @@ function identityResolverFor(ctx: Context) {
 function memoryStore<V>() {
   const m = new Map<string, V>();
   return {
-    get: async (k: string) => m.get(k),
-    set: async (k: string, v: V) => void m.set(k, v),
-    del: async (k: string) => void m.delete(k),
+    get: (k: string) => Promise.resolve(m.get(k)),
+    set: (k: string, v: V) => Promise.resolve(void m.set(k, v)),
+    del: (k: string) => Promise.resolve(void m.delete(k)),
   };
 }
 
@@ -133,6 +138,6 @@ export async function oauthClientFor(
       resolve: async (handle: string) => (await ctx.resolver.resolve(handle)).did as `did:plc:${string}`,
     },
     fetch: fetchOver(ctx.transport),
-  } as ConstructorParameters<OAuth['NodeOAuthClient']>[0]);
+  });
   return { oauth, client };
 }

@@ -62,7 +62,7 @@ function openBrowser(url: string): void {
       : process.platform === 'win32'
         ? ['cmd', ['/c', 'start', '""', url]]
         : ['xdg-open', [url]];
-  const child = spawn(cmd, args as string[], { stdio: 'ignore', detached: true });
+  const child = spawn(cmd, args, { stdio: 'ignore', detached: true });
   child.on('error', () => {
     // No desktop opener here (a server, a container): the printed address is the way.
   });

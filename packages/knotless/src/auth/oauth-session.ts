@@ -47,18 +47,19 @@ export class OAuthSession implements SessionAuthorizer {
     return this.#stored;
   }
 
-  async headers(): Promise<Record<string, string>> {
-    return {};
+  headers(): Promise<Record<string, string>> {
+    return Promise.resolve({});
   }
 
   /**
    * The library already refreshed and retried once when the token was refused; a session it then
    * deleted is over, anything else stands as the server's answer.
    */
-  async renew(): Promise<boolean> {
+  renew(): Promise<boolean> {
     const now = this.#store.get(this.#stored.did);
-    if (now?.kind !== 'oauth' || now.oauth === undefined) throw sessionEnded(this.#stored.handle);
-    return false;
+    if (now?.kind !== 'oauth' || now.oauth === undefined)
+      return Promise.reject(sessionEnded(this.#stored.handle));
+    return Promise.resolve(false);
   }
 
   #restore(): Promise<Session> {

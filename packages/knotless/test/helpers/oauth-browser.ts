@@ -15,11 +15,22 @@ let browser: BrowserContext | undefined;
 export async function headless(): Promise<BrowserContext> {
   if (browser !== undefined) return browser;
   const bin = await chromiumBinary();
-  browser = await chromium.launchPersistentContext(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-chromium-')), {
-    executablePath: bin.executablePath,
-    env: { ...process.env, ...bin.env },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await chromium.launchPersistentContext(
+    fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-chromium-')),
+    {
+      executablePath: bin.executablePath,
+      env: { ...process.env, ...bin.env },
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    },
+  );
   return browser;
 }
 

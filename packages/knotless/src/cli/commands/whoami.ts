@@ -90,6 +90,7 @@ export const command: Command = {
       return;
     }
     io.out(`${safeText(handle)} (${did}) on ${safeText(pds)}`);
-    io.out(how.summary);
+    // On stderr: stdout stays the one line scripts read.
+    io.err(how.summary);
   },
 };
