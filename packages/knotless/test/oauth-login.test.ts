@@ -2,11 +2,13 @@
 // in headless Chromium: login, push and clone with the session, refresh by several processes at once,
 // expiry, revocation by logout, and a write outside the granted scopes.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { knotless } from './helpers/cli.ts';
+import { spawn } from 'node:child_process';
+import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 import { approveWith, closeBrowser, denyWith, oauthLogin } from './helpers/oauth-browser.ts';
@@ -98,8 +100,7 @@ describe('OAuth login', () => {
     const work = alice.dir();
     await alice.ok(work, 'init', '-q');
     // Random bytes do not compress: the pack goes up as a blob, under the blob scope.
-    const big = Buffer.alloc(300_000);
-    for (let i = 0; i < big.length; i++) big[i] = (i * 2654435761) >>> 24;
+    const big = crypto.randomBytes(300_000);
     const head = await commitFiles(alice, work, { 'README.md': '# hi\n', 'data.bin': big }, 'first');
     await alice.ok(work, 'remote', 'add', 'origin', 'knotless://alice.test/oauth-demo');
     await alice.ok(work, 'push', '-q', 'origin', 'main');
@@ -120,6 +121,38 @@ describe('OAuth login', () => {
     // The session still works afterwards (a refresh token spent twice would have revoked it).
     const again = await alice.knotless('whoami');
     assert.equal(again.code, 0, again.stderr);
+  });
+
+  it('the agent carries OAuth requests, and repo compact uses the session', async () => {
+    const socket = path.join(t.tmpdir(), 'agent.sock');
+    const env = { ...alice.env, KNOTLESS_AGENT_SOCKET: socket, KNOTLESS_COMPACT: '0' };
+    const agent = spawn(process.execPath, [KNOTLESS_BIN, 'agent', '--socket', socket], {
+      env,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        agent.stdout.setEncoding('utf8').on('data', (d: string) => {
+          out += d;
+          if (/^ready$/m.test(out)) resolve();
+        });
+        agent.on('exit', (code) => reject(new Error(`agent exited ${code}`)));
+      });
+      const work = alice.dir();
+      await runProcess('git', ['clone', '-q', 'knotless://alice.test/oauth-demo', work], { env });
+      for (const n of [1, 2, 3]) {
+        fs.writeFileSync(path.join(work, `f${n}.txt`), `${n}\n`);
+        await runProcess('git', ['-C', work, 'add', '-A'], { env });
+        await runProcess('git', ['-C', work, 'commit', '-q', '-m', `c${n}`], { env });
+        const push = await runProcess('git', ['-C', work, 'push', '-q', 'origin', 'main'], { env });
+        assert.equal(push.code, 0, push.stderr);
+      }
+      const compact = await knotless(['repo', 'compact', 'oauth-demo'], { env });
+      assert.equal(compact.code, 0, compact.stderr);
+    } finally {
+      agent.kill('SIGTERM');
+    }
   });
 
   it('refuses a write outside the granted scopes with one sentence naming the scope', async () => {
@@ -156,6 +189,35 @@ describe('OAuth login', () => {
       /Your OAuth session does not grant the scope repo:dev\.knotless\.ref\S* that this needs; run `knotless login bob\.test` again to grant it\./,
     );
     assert.equal(commit.stderr.trim().split('\n').length, 1, commit.stderr);
+    // Refs granted but not blobs: a pack too big to go inline is refused naming the blob scope.
+    const again = await oauthLogin(bob, 'bob.test', approveWith(t.password), [
+      '--scope',
+      'atproto repo:dev.knotless.repo repo:dev.knotless.ref',
+    ]);
+    assert.equal(again.code, 0, again.stderr);
+    const big = path.join(t.tmpdir(), 'big.bin');
+    fs.writeFileSync(big, crypto.randomBytes(300_000));
+    const blob = await knotless(
+      [
+        'repo',
+        'commit',
+        'narrow',
+        '-b',
+        'main',
+        '-m',
+        'x',
+        '--author',
+        'Bob <bob@example.com>',
+        '--add',
+        `big.bin=${big}`,
+      ],
+      { env: bob },
+    );
+    assert.notEqual(blob.code, 0);
+    assert.match(
+      blob.stderr,
+      /does not grant the scope blob:application\/x-git-packed-objects that this needs/,
+    );
   });
 
   it('refuses access denied at the consent page with one sentence and stores nothing', async () => {
