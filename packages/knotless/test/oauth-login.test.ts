@@ -228,6 +228,40 @@ describe('OAuth login', () => {
     assert.equal((await knotless(['whoami'], { env })).code, 4);
   });
 
+  it('a login that replaces a session of the other kind revokes the old one at the PDS', async () => {
+    const did = t.dids['bob.test']!;
+    const env = t.env();
+    const copy = (): Record<string, string> => {
+      const other = t.env();
+      fs.mkdirSync(path.dirname(sessionFile(other, did)), { recursive: true, mode: 0o700 });
+      fs.copyFileSync(sessionFile(env, did), sessionFile(other, did));
+      fs.writeFileSync(path.join(other['KNOTLESS_CONFIG_DIR']!, 'current'), `${did}\n`);
+      return other;
+    };
+    // OAuth, replaced by an app password: the OAuth session is revoked.
+    assert.equal((await oauthLogin(env, 'bob.test', approveWith(t.password))).code, 0);
+    const oauthCopy = copy();
+    assert.equal((await knotless(['whoami'], { env: oauthCopy })).code, 0);
+    const pw = await knotless(['login', 'bob.test', '--app-password', t.password], { env });
+    assert.equal(pw.code, 0, pw.stderr);
+    const refused = await knotless(['whoami'], { env: oauthCopy });
+    assert.equal(refused.code, 4, refused.stderr);
+    assert.match(refused.stderr, /Your session for bob\.test has expired or was revoked/);
+    // An app password, replaced by OAuth: its refresh token is revoked (its access token, a plain
+    // JWT, lives out its two hours; that is how app-password sessions end).
+    const { refreshJwt } = JSON.parse(fs.readFileSync(sessionFile(env, did), 'utf8')) as {
+      refreshJwt: string;
+    };
+    assert.equal((await oauthLogin(env, 'bob.test', approveWith(t.password))).code, 0);
+    const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.refreshSession`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${refreshJwt}` },
+    });
+    assert.equal(res.status, 400);
+    assert.match(await res.text(), /Token has been revoked/);
+    assert.equal((await knotless(['whoami'], { env })).code, 0);
+  });
+
   it('an expired session says: log in again', async () => {
     const did = t.dids['alice.test']!;
     const env = copyOfAlicesSession();

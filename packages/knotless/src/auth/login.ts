@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
-import { safeText } from '../text/terminal.ts';
+import { printErr, safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure } from '../xrpc/client.ts';
 import { PasswordSession } from './password-session.ts';
 import { OAuthSession } from './oauth-session.ts';
@@ -72,7 +72,16 @@ export async function login(
       ? `${identity.did} (its DID document names no handle that points back to it)`
       : `${label(identity)} (${identity.did})`;
   notice(`Logging in as ${who} on ${safeText(where)}`);
+  const previous = ctx.sessions.get(identity.did);
   const session = await createSession(ctx, identity, password);
+  // An OAuth session this login replaces is revoked first (it reads its tokens from the file this
+  // overwrites); best effort, as the password login has succeeded and the old session expires anyway.
+  if (previous?.kind === 'oauth') {
+    await new OAuthSession(ctx, ctx.sessions, previous).revoke().catch((err: unknown) => {
+      if (ctx.config.trace)
+        printErr(`knotless: trace could not revoke the old OAuth session: ${safeText(String(err))}`);
+    });
+  }
   ctx.sessions.put(session);
   ctx.sessions.setCurrent(session.did);
   return session;

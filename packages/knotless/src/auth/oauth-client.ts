@@ -2,10 +2,12 @@
 // (public) client, knotless's own fetch and identity resolver, sessions in the 0600 session files,
 // and a file lock around refreshes so that processes sharing a session spend its refresh token once.
 import fs from 'node:fs';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type * as OAuthModule from '@atproto/oauth-client-node';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
+import { readJson, writeFileAtomic } from '../fsutil.ts';
 import { safeText } from '../text/terminal.ts';
 import { fetchOver } from '../xrpc/transport.ts';
 import type { OAuthStoredSession, SessionStore } from './store.ts';
@@ -108,6 +110,32 @@ function identityResolverFor(ctx: Context) {
   };
 }
 
+/**
+ * A small store on disk under the cache directory, for what every process would otherwise ask the
+ * PDS again: its authorization-server metadata and its current DPoP nonce (without one, the first
+ * request of each process is refused and sent again). Entries older than `ttlMs` are not used.
+ */
+function diskCache<V>(dir: string, ttlMs: number) {
+  const fileOf = (k: string) =>
+    path.join(dir, `${createHash('sha256').update(k).digest('hex').slice(0, 32)}.json`);
+  return {
+    get(k: string): Promise<V | undefined> {
+      const e = readJson<{ at: number; key: string; value: V }>(fileOf(k));
+      return Promise.resolve(
+        e !== undefined && e.key === k && Date.now() - e.at < ttlMs ? e.value : undefined,
+      );
+    },
+    set(k: string, value: V): Promise<void> {
+      writeFileAtomic(fileOf(k), JSON.stringify({ at: Date.now(), key: k, value }));
+      return Promise.resolve();
+    },
+    del(k: string): Promise<void> {
+      fs.rmSync(fileOf(k), { force: true });
+      return Promise.resolve();
+    },
+  };
+}
+
 /** In-memory state store: an authorization in flight lives only as long as `knotless login`. */
 function memoryStore<V>() {
   const m = new Map<string, V>();
@@ -138,6 +166,12 @@ export async function oauthClientFor(
       resolve: async (handle: string) => (await ctx.resolver.resolve(handle)).did as `did:plc:${string}`,
     },
     fetch: fetchOver(ctx.transport),
+    authorizationServerMetadataCache: diskCache(
+      path.join(ctx.config.cacheDir, 'oauth', 'servers'),
+      10 * 60_000,
+    ),
+    // The reference PDS keeps a nonce valid for 3 minutes; a stale one costs one retry, as none would.
+    dpopNonceCache: diskCache(path.join(ctx.config.cacheDir, 'oauth', 'nonces'), 2 * 60_000),
   });
   return { oauth, client };
 }

@@ -5,6 +5,7 @@ import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import { DEFAULT_SCOPE, loadOAuth, oauthClientFor } from './oauth-client.ts';
+import { PasswordSession } from './password-session.ts';
 import type { OAuthStoredSession } from './store.ts';
 
 /** How long `knotless login` waits for the browser to come back. */
@@ -86,6 +87,7 @@ export async function oauthLogin(
       ? `${identity.did} (its DID document names no handle that points back to it)`
       : `${safeText(identity.handle)} (${identity.did})`;
   opts.notice(`Signing in as ${who} at ${safeText(pds)}`);
+  const previous = ctx.sessions.get(identity.did);
   const callback = await listenForCallback();
   try {
     const redirect = `http://127.0.0.1:${callback.port}/callback` as const;
@@ -160,6 +162,9 @@ export async function oauthLogin(
       );
     }
     ctx.sessions.setCurrent(did);
+    // The app-password session this replaced is ended at the PDS too (best effort, see revoke()).
+    if (previous?.kind === 'password')
+      await new PasswordSession(previous, ctx.sessions, ctx.client(previous.pds)).revoke();
     const stored = ctx.sessions.get(did);
     if (stored?.kind !== 'oauth') throw new Error('the OAuth session was not stored');
     return stored;
