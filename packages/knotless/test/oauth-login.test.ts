@@ -107,6 +107,21 @@ describe('OAuth login', () => {
     const clone = path.join(alice.dir(), 'c');
     await alice.ok(path.dirname(clone), 'clone', '-q', 'knotless://alice.test/oauth-demo', clone);
     assert.equal((await alice.ok(clone, 'rev-parse', 'HEAD')).trim(), head);
+    // And a commit without a clone.
+    const note = path.join(alice.dir(), 'note.txt');
+    fs.writeFileSync(note, 'from repo commit\n');
+    const commit = await alice.knotless(
+      'repo',
+      'commit',
+      'oauth-demo',
+      '-m',
+      'note',
+      '--add',
+      `note.txt=${note}`,
+    );
+    assert.equal(commit.code, 0, commit.stderr);
+    await alice.ok(clone, 'pull', '-q');
+    assert.equal(fs.readFileSync(path.join(clone, 'note.txt'), 'utf8'), 'from repo commit\n');
   });
 
   it('several processes refreshing at once spend the refresh token once', async () => {
