@@ -27,6 +27,8 @@ const VENDOR: Record<string, string> = {
   '@atproto/xrpc-server': 'xrpc-server.cjs',
   '@atproto/lex-json': 'lex-json.cjs',
   'proper-lockfile': 'lockfile.cjs',
+  // OAuth (PAR, PKCE, DPoP): loaded by `knotless login` and by requests with an OAuth session only.
+  '@atproto/oauth-client-node': 'oauth.cjs',
 };
 
 const here = path.dirname(fileURLToPath(import.meta.url));

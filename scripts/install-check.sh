@@ -113,4 +113,23 @@ page() { node -e 'fetch(process.argv[1]).then(async (r) => { if (!r.ok) process.
 
 PATH="$work/prefix/bin:$sys_path" check system
 PATH="$work/prefix/bin:$work/oldest/bin:$sys_path" check oldest
+
+# OAuth on the installed CLI (the vendored client on the system's Node): the installed `knotless login`
+# prints the dev PDS's sign-in address, headless Chromium (run by the workspace) approves it, and the
+# OAuth session (which replaces the app-password one `knotless dev` saved) then pushes.
+oauth_check() {
+  local src="$work/system/src"
+  knotless login alice.test --no-browser 2>"$work/login.log" &
+  login_pid=$!
+  for _ in $(seq 1 120); do grep -q '^  http' "$work/login.log" && break; sleep 0.5; done
+  grep -q '^  http' "$work/login.log" || { cat "$work/login.log"; echo "knotless login printed no address"; exit 1; }
+  "$root/node_modules/.bin/node" "$root/scripts/oauth-consent.ts" "$(grep -m1 '^  http' "$work/login.log" | tr -d ' ')" "$KNOTLESS_DEV_PASSWORD"
+  wait "$login_pid" || { cat "$work/login.log"; echo "knotless login with OAuth failed"; exit 1; }
+  knotless whoami 2>&1 | grep -q 'Logged in with OAuth' || { echo "whoami does not show the OAuth session"; exit 1; }
+  git -C "$src" commit -q --allow-empty -m "pushed with OAuth"
+  git -C "$src" push -q knotless://alice.test/system main
+  knotless logout
+  echo "install check: pushed with an OAuth session on $(node --version)"
+}
+PATH="$work/prefix/bin:$sys_path" oauth_check
 echo "install check: done in ${SECONDS} s"

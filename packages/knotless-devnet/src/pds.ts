@@ -36,6 +36,8 @@ export async function startPds(opts: PdsOptions): Promise<Pds> {
   const blobstoreDiskLocation = path.join(opts.dir, 'blobs');
   fs.mkdirSync(dataDirectory, { recursive: true });
   fs.mkdirSync(blobstoreDiskLocation, { recursive: true });
+  // No entryway is configured, so the PDS runs its own OAuth provider (issuer = its public URL);
+  // devMode lets that issuer be plain http on localhost. knotless's OAuth tests sign in through it.
   const env = {
     devMode: true,
     port: opts.port,

@@ -14,6 +14,8 @@ export const ErrorCodes = [
   'wrong-password',
   'not-logged-in',
   'session-expired',
+  'login-failed',
+  'scope-missing',
   'permission-denied',
   'repo-exists',
   'repo-missing',
@@ -60,6 +62,8 @@ export type OwnReason =
   | 'push rejected'
   | 'too large'
   | 'remote changed'
+  | 'login failed'
+  | 'scope missing'
   | 'git failed'
   | 'sha-256 repository'
   | 'no such object'
@@ -94,6 +98,8 @@ const REASONS: Record<ErrorCode, OwnReason> = {
   'push-rejected': 'push rejected',
   'too-large': 'too large',
   'remote-changed': 'remote changed',
+  'login-failed': 'login failed',
+  'scope-missing': 'scope missing',
 };
 
 /** A failure the user can understand and act on. */

@@ -12,6 +12,8 @@ export const EXIT_CODES: Record<ErrorCode, number> = {
   'not-logged-in': 4,
   'wrong-password': 4,
   'session-expired': 4,
+  'login-failed': 4,
+  'scope-missing': 5,
   'permission-denied': 5,
   'repo-exists': 6,
   'repo-missing': 7,

@@ -28,9 +28,9 @@ describe('login, whoami, logout', () => {
     assert.match(who.stdout, new RegExp(`^alice\\.test \\(${t.dids['alice.test']}\\) on ${t.net.pdsUrl}`));
   });
 
-  it('reads the password from stdin when not given as a flag', async () => {
+  it('reads the password from stdin with --password', async () => {
     const env = t.env();
-    const res = await knotless(['login', 'bob.test'], { env, input: `${t.password}\n` });
+    const res = await knotless(['login', 'bob.test', '--password'], { env, input: `${t.password}\n` });
     assert.equal(res.code, 0, res.stderr);
     const who = await knotless(['whoami'], { env });
     assert.match(who.stdout, /^bob\.test /);

@@ -3,10 +3,11 @@ import path from 'node:path';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
-import { safeText } from '../text/terminal.ts';
+import { printErr, safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure } from '../xrpc/client.ts';
 import { PasswordSession } from './password-session.ts';
-import { SessionStore, type StoredSession } from './store.ts';
+import { OAuthSession } from './oauth-session.ts';
+import { SessionStore, type PasswordStoredSession, type SessionAuthorizer } from './store.ts';
 
 /** How an identity is named in messages: its verified handle, else its DID. */
 export function label(identity: { did: string; handle: string | undefined }): string {
@@ -18,7 +19,11 @@ export function label(identity: { did: string; handle: string | undefined }): st
  * one verified while resolving (the DID when none was), never what the PDS answers: a PDS could name
  * any handle, and stored sessions are looked up by it.
  */
-async function createSession(ctx: Context, identity: Identity, password: string): Promise<StoredSession> {
+async function createSession(
+  ctx: Context,
+  identity: Identity,
+  password: string,
+): Promise<PasswordStoredSession> {
   const client = ctx.client(identity.pds);
   let res: { did: string; accessJwt: string; refreshJwt: string };
   try {
@@ -59,7 +64,7 @@ export async function login(
   identifier: string,
   password: string,
   notice: (line: string) => void = () => {},
-): Promise<StoredSession> {
+): Promise<PasswordStoredSession> {
   const identity = await ctx.resolver.resolve(identifier, { fresh: true });
   const where = ctx.resolver.serviceFor(identity);
   const who =
@@ -67,7 +72,16 @@ export async function login(
       ? `${identity.did} (its DID document names no handle that points back to it)`
       : `${label(identity)} (${identity.did})`;
   notice(`Logging in as ${who} on ${safeText(where)}`);
+  const previous = ctx.sessions.get(identity.did);
   const session = await createSession(ctx, identity, password);
+  // An OAuth session this login replaces is revoked first (it reads its tokens from the file this
+  // overwrites); best effort, as the password login has succeeded and the old session expires anyway.
+  if (previous?.kind === 'oauth') {
+    await new OAuthSession(ctx, ctx.sessions, previous).revoke().catch((err: unknown) => {
+      if (ctx.config.trace)
+        printErr(`knotless: trace could not revoke the old OAuth session: ${safeText(String(err))}`);
+    });
+  }
   ctx.sessions.put(session);
   ctx.sessions.setCurrent(session.did);
   return session;
@@ -76,8 +90,8 @@ export async function login(
 function authorizerFor(
   ctx: Context,
   store: SessionStore,
-  stored: StoredSession,
-  relogin?: () => Promise<StoredSession>,
+  stored: PasswordStoredSession,
+  relogin?: () => Promise<PasswordStoredSession>,
 ): PasswordSession {
   return new PasswordSession(stored, store, ctx.client(stored.pds), relogin);
 }
@@ -100,8 +114,8 @@ export function oneOffStore(ctx: Context): SessionStore {
 async function firstSession(
   store: SessionStore,
   did: string,
-  create: () => Promise<StoredSession>,
-): Promise<StoredSession> {
+  create: () => Promise<PasswordStoredSession>,
+): Promise<PasswordStoredSession> {
   const file = store.fileFor(did);
   fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   const { default: lockfile } = await import('proper-lockfile');
@@ -111,7 +125,8 @@ async function firstSession(
     retries: { retries: 100, minTimeout: 20, maxTimeout: 200 },
   });
   try {
-    return store.get(did) ?? (await create());
+    const found = store.get(did);
+    return found?.kind === 'password' ? found : await create();
   } finally {
     await release();
   }
@@ -120,10 +135,10 @@ async function firstSession(
 /**
  * The session commands act as: KNOTLESS_IDENTIFIER + KNOTLESS_PASSWORD when set, for this process
  * only; otherwise the current account. The one-off session is reused while it lives; the password is
- * sent when there is none or it has died (a changed or revoked password shows up then). This is the
- * seam where OAuth sessions will slot in: anything that implements Authorizer.
+ * sent when there is none or it has died (a changed or revoked password shows up then). An OAuth
+ * session (oauth-session.ts) authorizes requests the same way, through the same interface.
  */
-export async function activeSession(ctx: Context): Promise<PasswordSession> {
+export async function activeSession(ctx: Context): Promise<SessionAuthorizer> {
   const { identifier, password } = ctx.config;
   if (identifier !== undefined) {
     if (password === undefined) {
@@ -134,12 +149,13 @@ export async function activeSession(ctx: Context): Promise<PasswordSession> {
     }
     const store = oneOffStore(ctx);
     const identity = await ctx.resolver.resolve(identifier);
-    const relogin = async (): Promise<StoredSession> => {
+    const relogin = async (): Promise<PasswordStoredSession> => {
       const session = await createSession(ctx, identity, password);
       store.put(session);
       return session;
     };
-    const stored = store.get(identity.did) ?? (await firstSession(store, identity.did, relogin));
+    const found = store.get(identity.did);
+    const stored = found?.kind === 'password' ? found : await firstSession(store, identity.did, relogin);
     return authorizerFor(ctx, store, stored, relogin);
   }
   const did = ctx.sessions.current();
@@ -150,5 +166,6 @@ export async function activeSession(ctx: Context): Promise<PasswordSession> {
       'You are not logged in; run `knotless login <handle>` (or set KNOTLESS_IDENTIFIER and KNOTLESS_PASSWORD).',
     );
   }
+  if (stored.kind === 'oauth') return new OAuthSession(ctx, ctx.sessions, stored);
   return authorizerFor(ctx, ctx.sessions, stored);
 }

@@ -1,9 +1,9 @@
 import { KnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
-import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
+import { XrpcError, generalFailure } from '../xrpc/client.ts';
 import { isAuthRejection } from '../xrpc/pds-errors.ts';
-import type { SessionStore, StoredSession } from './store.ts';
+import type { PasswordStoredSession, SessionAuthorizer, SessionStore } from './store.ts';
 
 /** Seconds before expiry at which an access token is renewed rather than sent. */
 const RENEW_MARGIN_S = 60;
@@ -30,18 +30,18 @@ function expiresSoon(jwt: string): boolean {
  * tokens are single-use, so the refresh happens under a file lock and re-reads the file first:
  * when another process refreshed meanwhile, its tokens are adopted instead of spending a second one.
  */
-export class PasswordSession implements Authorizer {
-  #session: StoredSession;
+export class PasswordSession implements SessionAuthorizer {
+  #session: PasswordStoredSession;
   readonly #store: SessionStore;
   readonly #client: XrpcClient;
   /** Called when the refresh token itself is dead; may log in again (e.g. from KNOTLESS_PASSWORD). */
-  readonly #relogin: (() => Promise<StoredSession>) | undefined;
+  readonly #relogin: (() => Promise<PasswordStoredSession>) | undefined;
 
   constructor(
-    session: StoredSession,
+    session: PasswordStoredSession,
     store: SessionStore,
     client: XrpcClient,
-    relogin?: () => Promise<StoredSession>,
+    relogin?: () => Promise<PasswordStoredSession>,
   ) {
     this.#session = session;
     this.#store = store;
@@ -50,7 +50,7 @@ export class PasswordSession implements Authorizer {
   }
 
   /** The account this session acts as. */
-  get session(): StoredSession {
+  get session(): PasswordStoredSession {
     return this.#session;
   }
 
@@ -70,7 +70,9 @@ export class PasswordSession implements Authorizer {
       retries: { retries: 100, minTimeout: 20, maxTimeout: 200 },
     });
     try {
-      const onDisk = this.#store.get(this.#session.did);
+      const found = this.#store.get(this.#session.did);
+      // A session replaced meanwhile by an OAuth login is not this one's to refresh.
+      const onDisk = found?.kind === 'password' ? found : undefined;
       if (onDisk !== undefined && onDisk.accessJwt !== stale && !expiresSoon(onDisk.accessJwt)) {
         this.#session = onDisk;
         return true;
@@ -83,7 +85,7 @@ export class PasswordSession implements Authorizer {
     }
   }
 
-  async #refresh(current: StoredSession): Promise<StoredSession> {
+  async #refresh(current: PasswordStoredSession): Promise<PasswordStoredSession> {
     try {
       const res = await this.#client.procedure<{ accessJwt: string; refreshJwt: string }>(
         'com.atproto.server.refreshSession',

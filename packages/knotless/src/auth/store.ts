@@ -1,9 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { readJson, writeFileAtomic } from '../fsutil.ts';
+import type { Authorizer } from '../xrpc/client.ts';
 
-/** A logged-in account as kept on disk. Tokens never leave this file except towards its PDS. */
-export interface StoredSession {
+/** A session made with an app password. Tokens never leave this file except towards its PDS. */
+export interface PasswordStoredSession {
   kind: 'password';
   did: string;
   handle: string;
@@ -12,6 +13,35 @@ export interface StoredSession {
   accessJwt: string;
   refreshJwt: string;
 }
+
+/**
+ * A session made with OAuth (see oauth.ts): what @atproto/oauth-client-node saves (the token set and
+ * the DPoP private key, as a JWK) under `oauth`, beside what knotless needs to rebuild the same client.
+ */
+export interface OAuthStoredSession {
+  kind: 'oauth';
+  did: string;
+  handle: string;
+  /** The PDS the tokens are for (the tokens' audience); they are never sent anywhere else. */
+  pds: string;
+  /** The loopback client_id used at login: refreshing must present the same one. */
+  clientId: string;
+  /** When the user granted it (ISO 8601); loopback clients' sessions end two weeks after at the latest. */
+  createdAt: string;
+  /** The library's saved session; absent once the library deleted it (revoked or expired). */
+  oauth?: { tokenSet: { scope: string; expires_at?: string; aud: string }; [k: string]: unknown };
+}
+
+/** A session that authorizes requests, whichever way it was made. */
+export interface SessionAuthorizer extends Authorizer {
+  /** The account it acts as (did, verified handle, PDS) and how it was made. */
+  readonly session: Pick<StoredSession, 'kind' | 'did' | 'handle' | 'pds'>;
+  /** Ends the session at the PDS; a session already dead is not an error. */
+  revoke(): Promise<void>;
+}
+
+/** A logged-in account as kept on disk. */
+export type StoredSession = PasswordStoredSession | OAuthStoredSession;
 
 /**
  * Sessions under the config directory: one file per account (DID), mode 0600, and a `current` file

@@ -1,4 +1,4 @@
-import type { PasswordSession } from '../auth/password-session.ts';
+import type { SessionAuthorizer } from '../auth/store.ts';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
@@ -44,7 +44,7 @@ export class RepoRecords {
   }
 
   /** Creates a repository in the session's account; fails with `repo-exists` if the name is taken. */
-  async create(auth: PasswordSession, name: string, description?: string): Promise<RepoRecord> {
+  async create(auth: SessionAuthorizer, name: string, description?: string): Promise<RepoRecord> {
     const record: RepoRecord = { createdAt: new Date().toISOString() };
     if (description !== undefined && description !== '') record.description = description;
     const client = this.#ctx.client(auth.session.pds, auth);
@@ -139,7 +139,7 @@ export class RepoRecords {
    * leaves a repository that still lists and can be deleted again. Returns how many refs went. The
    * caller checks that the repository exists first (the CLI does, before asking for confirmation).
    */
-  async delete(auth: PasswordSession, owner: Identity, name: string): Promise<number> {
+  async delete(auth: SessionAuthorizer, owner: Identity, name: string): Promise<number> {
     const keys = await this.refKeys(owner, name);
     const client = this.#ctx.client(auth.session.pds, auth);
     try {

@@ -1,4 +1,4 @@
-import type { HttpResponse, Transport } from './transport.ts';
+import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
 import { KnotlessError } from '../errors.ts';
 import { printErr, safeText } from '../text/terminal.ts';
 import { NoAnswer, isCertificateFault, unreachable } from './no-answer.ts';
@@ -28,6 +28,11 @@ export interface Authorizer {
   headers(): Promise<Record<string, string>>;
   /** Renews credentials after a rejection; false when that is impossible (then the rejection stands). */
   renew(rejected: XrpcError): Promise<boolean>;
+  /**
+   * Sends the request itself, when authorizing it takes more than headers (OAuth's DPoP proofs sign
+   * each request's method and URL, and the server may ask for a new nonce); absent for bearer tokens.
+   */
+  send?(url: URL, init: HttpRequest): Promise<HttpResponse>;
 }
 
 /** Options for one call. */
@@ -160,11 +165,17 @@ export class XrpcClient {
     const started = process.uptime() * 1000;
     const cpu = this.#opts.trace ? process.cpuUsage() : undefined;
     let res: HttpResponse;
+    const auth = this.#opts.authorizer;
     try {
       const maxBytes = opts.maxBytes ?? MAX_ANSWER_BYTES;
-      res = await this.#opts.transport.request(url, { method, headers, body, maxBytes });
+      const init: HttpRequest = { method, headers, body, maxBytes };
+      // An authorizer that signs each request itself (DPoP) sends it; else the transport does.
+      res =
+        auth?.send === undefined ? await this.#opts.transport.request(url, init) : await auth.send(url, init);
     } catch (err) {
       this.#trace(method, nsid, 'failed', started, cpu);
+      // The authorizer's own verdict (e.g. the session has expired) is a sentence already.
+      if (err instanceof KnotlessError) throw err;
       const c = err as { code?: string; cause?: { code?: string } };
       throw new NoAnswer(url, c.code ?? c.cause?.code ?? String(err), err);
     }

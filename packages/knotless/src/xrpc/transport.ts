@@ -109,14 +109,16 @@ export const FETCH_MAX_REDIRECTS = 5;
  */
 export function fetchOver(transport: Transport): typeof globalThis.fetch {
   return async (input: string | URL | Request, init?: RequestInit) => {
-    let url = new URL(input instanceof Request ? input.url : input);
+    // Through Request, so that a Request (as the OAuth client passes) and form or buffer bodies all
+    // arrive as one method, header set, byte string, signal and redirect mode.
+    const req = new Request(input, init);
+    let url = new URL(req.url);
     let headers: Record<string, string> = {};
-    new Headers(init?.headers).forEach((value, name) => (headers[name] = value));
-    let method = init?.method ?? 'GET';
-    let body: Uint8Array | string | null =
-      typeof init?.body === 'string' ? init.body : init?.body instanceof Uint8Array ? init.body : null;
-    const signal = init?.signal ?? undefined;
-    const mode = init?.redirect ?? 'follow';
+    req.headers.forEach((value, name) => (headers[name] = value));
+    let method = req.method;
+    let body: Uint8Array | string | null = req.body === null ? null : new Uint8Array(await req.arrayBuffer());
+    const signal = req.signal;
+    const mode = req.redirect;
     for (let hops = 0; ; hops++) {
       const res = await transport.request(url, {
         method,

@@ -19,11 +19,15 @@ export interface GitUser {
   dir(): string;
 }
 
-/** Makes a git user for `handle`, logged in before the file's tests run. `extra` adds environment. */
+/**
+ * Makes a git user for `handle`, logged in before the file's tests run. `extra` adds environment;
+ * `login` replaces the app-password login (the OAuth tests sign in through the browser).
+ */
 export function useGitUser(
   t: TestNet,
   handle: string,
   extra: () => Record<string, string> = () => ({}),
+  login?: (user: GitUser) => Promise<void>,
 ): GitUser {
   const user: GitUser = {
     env: {},
@@ -56,6 +60,7 @@ export function useGitUser(
       GIT_CONFIG_KEY_1: 'advice.detachedHead',
       GIT_CONFIG_VALUE_1: 'false',
     });
+    if (login !== undefined) return login(user);
     const res = await user.knotless('login', handle, '--app-password', t.password);
     assert.equal(res.code, 0, res.stderr);
   });

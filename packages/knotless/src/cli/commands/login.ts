@@ -1,4 +1,6 @@
 import { login } from '../../auth/login.ts';
+import { DEFAULT_SCOPE } from '../../auth/oauth-client.ts';
+import { oauthLogin } from '../../auth/oauth-login.ts';
 import { KnotlessError } from '../../errors.ts';
 import { safeText } from '../../text/terminal.ts';
 import { stringOption, type Command } from '../command.ts';
@@ -9,17 +11,43 @@ export const command: Command = {
   args: '<handle>',
   summary: 'log in to your account and make it the current one',
   details: [
-    'Without --app-password the password is read from the terminal without echo, or as one line of standard input. Use an app password (Bluesky: Settings, Privacy and security, App passwords), not your main one.',
+    'By default with OAuth: knotless prints an address (and opens it in your browser unless --no-browser); you sign in at your own PDS and approve access, and the PDS sends you back to knotless on 127.0.0.1. knotless asks only to write its own records (dev.knotless.repo, dev.knotless.ref) and to upload pack blobs; you can revoke it at your PDS, and `knotless logout` revokes it too. On bsky.social such a session lasts at most two weeks; then log in again.',
+    'With an app password instead: --app-password P, or --password to type it (read without echo, or as one line of standard input). Use an app password (Bluesky: Settings, Privacy and security, App passwords), not your main one.',
   ],
   options: {
-    'app-password': { type: 'string', value: 'P', help: 'the app password (else it is asked for)' },
+    'app-password': { type: 'string', value: 'P', help: 'log in with this app password instead of OAuth' },
+    password: { type: 'boolean', help: 'log in with an app password, asked for on the terminal' },
+    'no-browser': { type: 'boolean', help: 'OAuth: only print the sign-in address, do not open a browser' },
+    scope: {
+      type: 'string',
+      value: 'S',
+      help: `OAuth: the scopes to ask for (default: "${DEFAULT_SCOPE}")`,
+    },
   },
-  examples: ['knotless login alice.bsky.social'],
+  examples: [
+    'knotless login alice.bsky.social',
+    'knotless login alice.bsky.social --no-browser',
+    'knotless login alice.bsky.social --password',
+  ],
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const handle = args.positionals[0]!;
-    const password =
-      stringOption(args, 'app-password') ?? (await readSecret(io, `App password for ${handle}: `));
+    const given = stringOption(args, 'app-password');
+    if (given === undefined && args.values['password'] !== true) {
+      const scope = stringOption(args, 'scope');
+      const session = await oauthLogin(ctx(), handle, {
+        browser: args.values['no-browser'] !== true,
+        notice: (line) => io.err(line),
+        ...(scope === undefined ? {} : { scope }),
+      });
+      const who =
+        session.handle === session.did ? session.did : `${safeText(session.handle)} (${session.did})`;
+      io.err(`Logged in as ${who} with OAuth.`);
+      return;
+    }
+    if (stringOption(args, 'scope') !== undefined)
+      throw new KnotlessError('usage', '--scope applies to OAuth logins, not to app passwords.');
+    const password = given ?? (await readSecret(io, `App password for ${handle}: `));
     if (password === '')
       throw new KnotlessError('usage', 'No password given; pass --app-password or type it at the prompt.');
     const session = await login(ctx(), handle, password, (line) => io.err(line));

@@ -1,3 +1,4 @@
+import { OAuthSession } from '../../auth/oauth-session.ts';
 import { PasswordSession } from '../../auth/password-session.ts';
 import { KnotlessError } from '../../errors.ts';
 import { safeText } from '../../text/terminal.ts';
@@ -6,7 +7,7 @@ import type { Command } from '../command.ts';
 export const command: Command = {
   name: 'logout',
   args: '[handle]',
-  summary: 'log out (of the current account, or the one named) and forget the session',
+  summary: 'log out (of the current account, or the one named): revoke the session at the PDS and forget it',
   positionals: { min: 0, max: 1 },
   async run({ ctx, io, args }) {
     const c = ctx();
@@ -20,8 +21,13 @@ export const command: Command = {
         who === undefined ? 'You are not logged in.' : `You are not logged in as ${who}.`,
       );
     }
-    await new PasswordSession(stored, c.sessions, c.client(stored.pds)).revoke();
-    c.sessions.remove(stored.did);
+    try {
+      if (stored.kind === 'oauth') await new OAuthSession(c, c.sessions, stored).revoke();
+      else await new PasswordSession(stored, c.sessions, c.client(stored.pds)).revoke();
+    } finally {
+      // Forgotten here even when the PDS could not be told: the user asked to be logged out.
+      c.sessions.remove(stored.did);
+    }
     io.err(`Logged out of ${safeText(stored.handle)}.`);
   },
 };

@@ -1,4 +1,4 @@
-import type { PasswordSession } from '../../auth/password-session.ts';
+import type { SessionAuthorizer } from '../../auth/store.ts';
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from '../../errors.ts';
 import { parseRepoSpec } from '../../repo/name.ts';
@@ -23,7 +23,7 @@ export async function ownerOf(ctx: Context, named: string | undefined): Promise<
 
 /** A repository of the logged-in account, for commands that write to it. */
 export interface OwnRepo {
-  auth: PasswordSession;
+  auth: SessionAuthorizer;
   remote: RemoteRepo;
 }
 

@@ -2,7 +2,61 @@ import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from '../../errors.ts';
 import { safeJson, safeText } from '../../text/terminal.ts';
 import { generalFailure } from '../../xrpc/client.ts';
+import type { StoredSession } from '../../auth/store.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
+
+/** Loopback (public) OAuth clients' sessions end this long after they were granted, at the latest. */
+const OAUTH_SESSION_LIFETIME_MS = 14 * 24 * 3600_000;
+
+/** The `exp` of a JWT as a Date; undefined when unreadable. */
+function jwtExpiry(jwt: string): Date | undefined {
+  try {
+    const exp = (
+      JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')) as { exp?: unknown }
+    ).exp;
+    return typeof exp === 'number' ? new Date(exp * 1000) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How a session was made and when it ends, from what is stored (read again: it may just have been refreshed). */
+function describe(
+  s: Partial<StoredSession> & Pick<StoredSession, 'kind'>,
+  oneOff: boolean,
+): {
+  method: 'oauth' | 'app-password' | 'environment';
+  expiresAt: string | undefined;
+  scope: string | undefined;
+  summary: string;
+} {
+  if (s.kind === 'oauth' && 'createdAt' in s && s.createdAt !== undefined) {
+    const ends = new Date(Date.parse(s.createdAt) + OAUTH_SESSION_LIFETIME_MS).toISOString();
+    const scope = s.oauth?.tokenSet.scope;
+    return {
+      method: 'oauth',
+      expiresAt: ends,
+      scope,
+      summary: `Logged in with OAuth on ${s.createdAt}; the session ends by ${ends} at the latest (then log in again). Scopes: ${safeText(scope ?? 'unknown')}.`,
+    };
+  }
+  const refresh = 'refreshJwt' in s && typeof s.refreshJwt === 'string' ? jwtExpiry(s.refreshJwt) : undefined;
+  const ends = refresh?.toISOString();
+  if (oneOff) {
+    return {
+      method: 'environment',
+      expiresAt: ends,
+      scope: undefined,
+      summary: 'Logged in for this process with KNOTLESS_IDENTIFIER and KNOTLESS_PASSWORD (an app password).',
+    };
+  }
+  return {
+    method: 'app-password',
+    expiresAt: ends,
+    scope: undefined,
+    summary: `Logged in with an app password; the session ends ${ends === undefined ? 'when the PDS says so' : `by ${ends} unless renewed (knotless renews it as it is used)`}.`,
+  };
+}
 
 export const command: Command = {
   name: 'whoami',
@@ -28,10 +82,15 @@ export const command: Command = {
     }
     // The handle verified at login, not the one the PDS reports: a PDS's word for a handle is no proof.
     const { did, handle, pds } = auth.session;
+    // KNOTLESS_IDENTIFIER's one-off session is not the saved one, even for the same account.
+    const oneOff = c.config.identifier !== undefined;
+    const how = describe(oneOff ? auth.session : (c.sessions.get(did) ?? auth.session), oneOff);
     if (args.values['json'] === true) {
-      io.out(safeJson({ handle, did, pds }));
+      io.out(safeJson({ handle, did, pds, ...how }));
       return;
     }
     io.out(`${safeText(handle)} (${did}) on ${safeText(pds)}`);
+    // On stderr: stdout stays the one line scripts read.
+    io.err(how.summary);
   },
 };

@@ -1,0 +1,317 @@
+// OAuth login against the dev network's PDS and its own OAuth provider, with the consent page driven
+// in headless Chromium: login, push and clone with the session, refresh by several processes at once,
+// expiry, revocation by logout, and a write outside the granted scopes.
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
+import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
+import { commitFiles, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+import { approveWith, closeBrowser, denyWith, oauthLogin } from './helpers/oauth-browser.ts';
+
+const t = useNetwork(['alice.test', 'bob.test']);
+after(closeBrowser);
+
+const alice = useGitUser(t, 'alice.test', undefined, async (user) => {
+  const res = await oauthLogin(user.env, 'alice.test', approveWith(t.password));
+  assert.equal(res.code, 0, res.stderr);
+  assert.match(res.stderr, /Logged in as alice\.test \(did:plc:[a-z0-9]+\) with OAuth\./);
+});
+
+/** The session file of an account in a user's config directory. */
+function sessionFile(env: Record<string, string>, did: string): string {
+  return path.join(env['KNOTLESS_CONFIG_DIR']!, 'sessions', `${did.replaceAll(':', '_')}.json`);
+}
+
+interface OAuthFile {
+  kind: string;
+  oauth: { dpopJwk: { d?: string }; tokenSet: { expires_at: string; refresh_token: string; scope: string } };
+}
+
+function readSession(env: Record<string, string>, did: string): OAuthFile {
+  return JSON.parse(fs.readFileSync(sessionFile(env, did), 'utf8')) as OAuthFile;
+}
+
+/** Makes the client believe its access token has expired (the server's tokens stay as they are). */
+function ageAccessToken(env: Record<string, string>, did: string): void {
+  const file = sessionFile(env, did);
+  const s = readSession(env, did);
+  s.oauth.tokenSet.expires_at = new Date(Date.now() - 60_000).toISOString();
+  fs.writeFileSync(file, JSON.stringify(s), { mode: 0o600 });
+}
+
+/** Refresh tokens the PDS has seen spent for an account: one row per refresh, in its own database. */
+function refreshesSpent(did: string): number {
+  const db = new Database(path.join(t.net.dir, 'pds', 'account.sqlite'), { readonly: true });
+  try {
+    const row = db
+      .prepare(
+        'SELECT count(*) AS n FROM used_refresh_token u JOIN token k ON k.id = u.tokenId WHERE k.did = ?',
+      )
+      .get(did) as { n: number };
+    return row.n;
+  } finally {
+    db.close();
+  }
+}
+
+/** A second user (own config, same account) holding a copy of alice's session file. */
+function copyOfAlicesSession(): Record<string, string> {
+  const did = t.dids['alice.test']!;
+  const env = t.env();
+  fs.mkdirSync(path.dirname(sessionFile(env, did)), { recursive: true, mode: 0o700 });
+  fs.copyFileSync(sessionFile(alice.env, did), sessionFile(env, did));
+  fs.writeFileSync(path.join(env['KNOTLESS_CONFIG_DIR']!, 'current'), `${did}\n`);
+  return env;
+}
+
+describe('OAuth login', () => {
+  it('stores the session 0600 with its DPoP key, and whoami says how it was made and when it ends', async () => {
+    const did = t.dids['alice.test']!;
+    const file = sessionFile(alice.env, did);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    const s = readSession(alice.env, did);
+    assert.equal(s.kind, 'oauth');
+    assert.ok(s.oauth.dpopJwk.d, 'the DPoP private key is kept with the session');
+    assert.equal(
+      s.oauth.tokenSet.scope.split(' ').sort().join(' '),
+      'atproto blob:application/x-git-packed-objects repo:dev.knotless.ref repo:dev.knotless.repo',
+    );
+    const who = await alice.knotless('whoami');
+    assert.equal(who.code, 0, who.stderr);
+    assert.match(who.stdout, new RegExp(`^alice\\.test \\(${did}\\) on ${t.net.pdsUrl}\\n`));
+    assert.match(who.stderr, /^Logged in with OAuth on \S+; the session ends by \S+ at the latest/);
+    const json = JSON.parse((await alice.knotless('whoami', '--json')).stdout) as {
+      method: string;
+      expiresAt: string;
+    };
+    assert.equal(json.method, 'oauth');
+    const days = (Date.parse(json.expiresAt) - Date.now()) / 86_400_000;
+    assert.ok(days > 13.9 && days <= 14, `ends in ${days} days`);
+  });
+
+  it('pushes, creates and clones with the OAuth session (a pack big enough for a blob)', async () => {
+    const created = await alice.knotless('repo', 'create', 'oauth-demo');
+    assert.equal(created.code, 0, created.stderr);
+    const work = alice.dir();
+    await alice.ok(work, 'init', '-q');
+    // Random bytes do not compress: the pack goes up as a blob, under the blob scope.
+    const big = crypto.randomBytes(300_000);
+    const head = await commitFiles(alice, work, { 'README.md': '# hi\n', 'data.bin': big }, 'first');
+    await alice.ok(work, 'remote', 'add', 'origin', 'knotless://alice.test/oauth-demo');
+    await alice.ok(work, 'push', '-q', 'origin', 'main');
+    const clone = path.join(alice.dir(), 'c');
+    await alice.ok(path.dirname(clone), 'clone', '-q', 'knotless://alice.test/oauth-demo', clone);
+    assert.equal((await alice.ok(clone, 'rev-parse', 'HEAD')).trim(), head);
+    // And a commit without a clone.
+    const note = path.join(alice.dir(), 'note.txt');
+    fs.writeFileSync(note, 'from repo commit\n');
+    const commit = await alice.knotless(
+      'repo',
+      'commit',
+      'oauth-demo',
+      '-m',
+      'note',
+      '--add',
+      `note.txt=${note}`,
+    );
+    assert.equal(commit.code, 0, commit.stderr);
+    await alice.ok(clone, 'pull', '-q');
+    assert.equal(fs.readFileSync(path.join(clone, 'note.txt'), 'utf8'), 'from repo commit\n');
+  });
+
+  it('several processes refreshing at once spend the refresh token once', async () => {
+    const did = t.dids['alice.test']!;
+    const before = refreshesSpent(did);
+    const oldRefresh = readSession(alice.env, did).oauth.tokenSet.refresh_token;
+    ageAccessToken(alice.env, did);
+    const runs = await Promise.all([1, 2, 3, 4].map(() => alice.knotless('whoami')));
+    for (const r of runs) assert.equal(r.code, 0, r.stderr);
+    assert.equal(refreshesSpent(did) - before, 1);
+    assert.notEqual(readSession(alice.env, did).oauth.tokenSet.refresh_token, oldRefresh);
+    // The session still works afterwards (a refresh token spent twice would have revoked it).
+    const again = await alice.knotless('whoami');
+    assert.equal(again.code, 0, again.stderr);
+  });
+
+  it('the agent carries OAuth requests, and repo compact uses the session', async () => {
+    const socket = path.join(t.tmpdir(), 'agent.sock');
+    const env = { ...alice.env, KNOTLESS_AGENT_SOCKET: socket, KNOTLESS_COMPACT: '0' };
+    const agent = spawn(process.execPath, [KNOTLESS_BIN, 'agent', '--socket', socket], {
+      env,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        let out = '';
+        agent.stdout.setEncoding('utf8').on('data', (d: string) => {
+          out += d;
+          if (/^ready$/m.test(out)) resolve();
+        });
+        agent.on('exit', (code) => reject(new Error(`agent exited ${code}`)));
+      });
+      const work = alice.dir();
+      await runProcess('git', ['clone', '-q', 'knotless://alice.test/oauth-demo', work], { env });
+      for (const n of [1, 2, 3]) {
+        fs.writeFileSync(path.join(work, `f${n}.txt`), `${n}\n`);
+        await runProcess('git', ['-C', work, 'add', '-A'], { env });
+        await runProcess('git', ['-C', work, 'commit', '-q', '-m', `c${n}`], { env });
+        const push = await runProcess('git', ['-C', work, 'push', '-q', 'origin', 'main'], { env });
+        assert.equal(push.code, 0, push.stderr);
+      }
+      const compact = await knotless(['repo', 'compact', 'oauth-demo'], { env });
+      assert.equal(compact.code, 0, compact.stderr);
+    } finally {
+      agent.kill('SIGTERM');
+    }
+  });
+
+  it('refuses a write outside the granted scopes with one sentence naming the scope', async () => {
+    const bob = t.env();
+    const res = await oauthLogin(bob, 'bob.test', approveWith(t.password), [
+      '--scope',
+      'atproto repo:dev.knotless.repo',
+    ]);
+    assert.equal(res.code, 0, res.stderr);
+    // The repo record is granted; its refs are not.
+    const created = await knotless(['repo', 'create', 'narrow'], { env: bob });
+    assert.equal(created.code, 0, created.stderr);
+    const file = path.join(t.tmpdir(), 'a.txt');
+    fs.writeFileSync(file, 'hi\n');
+    const commit = await knotless(
+      [
+        'repo',
+        'commit',
+        'narrow',
+        '-b',
+        'main',
+        '-m',
+        'x',
+        '--author',
+        'Bob <bob@example.com>',
+        '--add',
+        `a.txt=${file}`,
+      ],
+      { env: bob },
+    );
+    assert.notEqual(commit.code, 0);
+    assert.match(
+      commit.stderr,
+      /Your OAuth session does not grant the scope repo:dev\.knotless\.ref\S* that this needs; run `knotless login bob\.test` again to grant it\./,
+    );
+    assert.equal(commit.stderr.trim().split('\n').length, 1, commit.stderr);
+    // Refs granted but not blobs: a pack too big to go inline is refused naming the blob scope.
+    const again = await oauthLogin(bob, 'bob.test', approveWith(t.password), [
+      '--scope',
+      'atproto repo:dev.knotless.repo repo:dev.knotless.ref',
+    ]);
+    assert.equal(again.code, 0, again.stderr);
+    const big = path.join(t.tmpdir(), 'big.bin');
+    fs.writeFileSync(big, crypto.randomBytes(300_000));
+    const blob = await knotless(
+      [
+        'repo',
+        'commit',
+        'narrow',
+        '-b',
+        'main',
+        '-m',
+        'x',
+        '--author',
+        'Bob <bob@example.com>',
+        '--add',
+        `big.bin=${big}`,
+      ],
+      { env: bob },
+    );
+    assert.notEqual(blob.code, 0);
+    assert.match(
+      blob.stderr,
+      /does not grant the scope blob:application\/x-git-packed-objects that this needs/,
+    );
+  });
+
+  it('refuses access denied at the consent page with one sentence and stores nothing', async () => {
+    const env = t.env();
+    const res = await oauthLogin(env, 'bob.test', denyWith(t.password));
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /The sign-in was not approved at \S+ \(access_denied\); nothing was stored\./);
+    assert.equal((await knotless(['whoami'], { env })).code, 4);
+  });
+
+  it('a login that replaces a session of the other kind revokes the old one at the PDS', async () => {
+    const did = t.dids['bob.test']!;
+    const env = t.env();
+    const copy = (): Record<string, string> => {
+      const other = t.env();
+      fs.mkdirSync(path.dirname(sessionFile(other, did)), { recursive: true, mode: 0o700 });
+      fs.copyFileSync(sessionFile(env, did), sessionFile(other, did));
+      fs.writeFileSync(path.join(other['KNOTLESS_CONFIG_DIR']!, 'current'), `${did}\n`);
+      return other;
+    };
+    // OAuth, replaced by an app password: the OAuth session is revoked.
+    assert.equal((await oauthLogin(env, 'bob.test', approveWith(t.password))).code, 0);
+    const oauthCopy = copy();
+    assert.equal((await knotless(['whoami'], { env: oauthCopy })).code, 0);
+    const pw = await knotless(['login', 'bob.test', '--app-password', t.password], { env });
+    assert.equal(pw.code, 0, pw.stderr);
+    const refused = await knotless(['whoami'], { env: oauthCopy });
+    assert.equal(refused.code, 4, refused.stderr);
+    assert.match(refused.stderr, /Your session for bob\.test has expired or was revoked/);
+    // An app password, replaced by OAuth: its refresh token is revoked (its access token, a plain
+    // JWT, lives out its two hours; that is how app-password sessions end).
+    const { refreshJwt } = JSON.parse(fs.readFileSync(sessionFile(env, did), 'utf8')) as {
+      refreshJwt: string;
+    };
+    assert.equal((await oauthLogin(env, 'bob.test', approveWith(t.password))).code, 0);
+    const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.refreshSession`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${refreshJwt}` },
+    });
+    assert.equal(res.status, 400);
+    assert.match(await res.text(), /Token has been revoked/);
+    assert.equal((await knotless(['whoami'], { env })).code, 0);
+  });
+
+  it('an expired session says: log in again', async () => {
+    const did = t.dids['alice.test']!;
+    const env = copyOfAlicesSession();
+    // Two weeks passing on the server: its record of the session says it was granted 15 days ago,
+    // past a loopback client's session lifetime, so the PDS refuses to refresh it.
+    const db = new Database(path.join(t.net.dir, 'pds', 'account.sqlite'));
+    const then = new Date(Date.now() - 15 * 86_400_000).toISOString();
+    const changed = db
+      .prepare('UPDATE token SET createdAt = ?, updatedAt = ? WHERE did = ?')
+      .run(then, then, did);
+    db.close();
+    assert.equal(changed.changes, 1);
+    ageAccessToken(env, did);
+    const who = await knotless(['whoami'], { env });
+    assert.equal(who.code, 4, who.stderr);
+    assert.equal(
+      who.stderr.trim(),
+      'knotless: Your session for alice.test has expired or was revoked; run `knotless login alice.test` again.',
+    );
+  });
+
+  it('logout revokes the session at the PDS: a copy of it is refused afterwards', async () => {
+    // A fresh login, as the previous test ended the last one on the server.
+    const res = await oauthLogin(alice.env, 'alice.test', approveWith(t.password));
+    assert.equal(res.code, 0, res.stderr);
+    const copy = copyOfAlicesSession();
+    assert.equal((await knotless(['whoami'], { env: copy })).code, 0);
+    const out = await alice.knotless('logout');
+    assert.equal(out.code, 0, out.stderr);
+    assert.equal(fs.existsSync(sessionFile(alice.env, t.dids['alice.test']!)), false);
+    const who = await knotless(['whoami'], { env: copy });
+    assert.equal(who.code, 4, who.stderr);
+    assert.match(
+      who.stderr,
+      /Your session for alice\.test has expired or was revoked; run `knotless login alice\.test` again\./,
+    );
+  });
+});
