@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { Context } from '../context.ts';
 import type { Identity } from '../identity/resolver.ts';
-import { RemoteRepo } from '../remote/remote-repo.ts';
 import { safeText } from '../text/terminal.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
@@ -109,7 +108,7 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
       if (!(await stream.whenLive())) return;
       const view = views.begin(owner.did, name, owner.pds);
       const baseRev = await latestRev(owner);
-      const refs = await new RemoteRepo(ctx, owner, name, log).listRefs();
+      const refs = await ctx.remoteRepo(owner, name, log).listRefs();
       views.finish(view, refs, baseRev);
     })()
       .catch((err: unknown) => {

@@ -1,7 +1,7 @@
 import { RefView } from '../cache/ref-view.ts';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
-import { RemoteRepo, refsByName, type RemoteRef } from '../remote/remote-repo.ts';
+import { refsByName, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
 import { printErr } from '../text/terminal.ts';
 import type { Chatter } from './progress.ts';
 import type { KnotlessUrl } from './url.ts';
@@ -42,9 +42,7 @@ export class HelperState {
   async remote(): Promise<RemoteRepo> {
     if (this.#remote === undefined) {
       const owner = await this.ctx.resolver.resolve(this.url.owner);
-      this.#remote = new RemoteRepo(this.ctx, owner, this.url.repo, (m) =>
-        printErr(`knotless: warning: ${m}`),
-      );
+      this.#remote = this.ctx.remoteRepo(owner, this.url.repo, (m) => printErr(`knotless: warning: ${m}`));
     }
     return this.#remote;
   }
