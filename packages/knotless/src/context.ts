@@ -1,5 +1,4 @@
 import { AgentClient } from './agent/client.ts';
-import { agentSocketPath } from './agent/paths.ts';
 import { SessionStore } from './auth/store.ts';
 import { readConfig, type Config } from './config/env.ts';
 import { IdentityResolver, type Identity } from './identity/resolver.ts';
@@ -23,9 +22,9 @@ export class Context {
     this.config = config;
     const direct = transportFor(config);
     this.agent =
-      opts.agent === false
+      opts.agent === false || !config.agent
         ? undefined
-        : AgentClient.find(agentSocketPath(config), process.env, config.httpTimeoutMs);
+        : AgentClient.find(config.agentSocket, config.httpTimeoutMs);
     this.transport = this.agent?.transport(direct) ?? direct;
     this.resolver = new IdentityResolver(config, this.transport);
     this.sessions = new SessionStore(config.configDir);

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { NESTED_MARKER, readConfig } from '../src/config/env.ts';
 import { shellQuote } from '../src/dev/env-file.ts';
 import { isKnotlessError } from '../src/errors.ts';
 import { IdentityCache } from '../src/identity/cache.ts';
@@ -87,5 +88,39 @@ describe('identity cache', () => {
     assert.equal(cache.handle('alice.test'), undefined);
     assert.equal(cache.did('did:plc:evil'), undefined);
     fs.rmSync(dir, { recursive: true });
+  });
+});
+
+describe('configuration', () => {
+  it('reads the agent settings and the nesting marker from the environment it is given', () => {
+    const base = { HOME: '/home/x', KNOTLESS_CACHE_DIR: '/c' };
+    const plain = readConfig(base);
+    assert.equal(plain.agent, true);
+    assert.equal(plain.agentSocket, path.join('/c', 'agent.sock'));
+    assert.equal(plain.nested, false);
+    for (const off of ['0', 'false', 'no', 'OFF'])
+      assert.equal(readConfig({ ...base, KNOTLESS_AGENT: off }).agent, false);
+    assert.equal(readConfig({ ...base, KNOTLESS_AGENT: '1' }).agent, true);
+    assert.equal(readConfig({ ...base, KNOTLESS_AGENT_SOCKET: '/s/a.sock' }).agentSocket, '/s/a.sock');
+    assert.equal(
+      readConfig({ ...base, KNOTLESS_AGENT_SOCKET: '' }).agentSocket,
+      path.join('/c', 'agent.sock'),
+    );
+    assert.equal(readConfig({ ...base, [NESTED_MARKER]: '1' }).nested, true);
+    // HOME comes from the environment given, not from the process's.
+    assert.equal(readConfig({ HOME: '/home/y' }).cacheDir, path.join('/home/y', '.cache', 'knotless'));
+  });
+
+  it('is the only reader of the environment: other modules take a Config (git/run.ts only passes it on)', () => {
+    const src = path.join(import.meta.dirname, '..', 'src');
+    const readers: string[] = [];
+    for (const file of fs.readdirSync(src, { recursive: true, encoding: 'utf8' })) {
+      if (!file.endsWith('.ts') || file === path.join('config', 'env.ts')) continue;
+      const text = fs.readFileSync(path.join(src, file), 'utf8');
+      // Spreading the whole environment into a child's is passing it, not reading a variable.
+      const reads = text.replaceAll('...process.env,', '').match(/process\.env|\benv\[\s*['"`]/g);
+      if (reads !== null) readers.push(`${file}: ${reads.join(', ')}`);
+    }
+    assert.deepEqual(readers, []);
   });
 });

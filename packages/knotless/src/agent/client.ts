@@ -23,13 +23,9 @@ export class AgentClient {
     this.#pool = new Http1Pool(deadlineMs === undefined ? {} : { deadlineMs: deadlineMs + 5000 });
   }
 
-  /** An agent client when the socket exists (and KNOTLESS_AGENT is not 0), else undefined. */
-  static find(
-    socket: string,
-    env: NodeJS.ProcessEnv = process.env,
-    deadlineMs?: number,
-  ): AgentClient | undefined {
-    if (/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? '') || !fs.existsSync(socket)) return undefined;
+  /** An agent client when the socket exists, else undefined. */
+  static find(socket: string, deadlineMs?: number): AgentClient | undefined {
+    if (!fs.existsSync(socket)) return undefined;
     return new AgentClient(socket, deadlineMs);
   }
 
