@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { AgentClient } from '../src/agent/client.ts';
 import { NESTED_MARKER, readConfig } from '../src/config/env.ts';
 import { shellQuote } from '../src/dev/env-file.ts';
 import { isKnotlessError } from '../src/errors.ts';
@@ -122,5 +124,61 @@ describe('configuration', () => {
       if (reads !== null) readers.push(`${file}: ${reads.join(', ')}`);
     }
     assert.deepEqual(readers, []);
+  });
+});
+
+describe('agent client', () => {
+  /** A stand-in agent on a Unix socket that answers every request with `status` and `body`. */
+  async function fakeAgent(
+    status: number,
+    body: string,
+  ): Promise<{ socket: string; close(): Promise<void> }> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-agent-'));
+    const socket = path.join(dir, 'agent.sock');
+    const server = http.createServer((_req, res) => res.writeHead(status).end(body));
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    return {
+      socket,
+      close: async () => {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+        fs.rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+
+  it('falls back (undefined) only when the agent has gone', async () => {
+    const agent = await fakeAgent(200, JSON.stringify({ confirmed: false }));
+    const client = AgentClient.find(agent.socket, 5000)!;
+    assert.ok(client !== undefined);
+    assert.equal(await client.view('did:plc:a', 'r', 'https://pds.test'), undefined);
+    assert.equal(client.alive, true);
+    await agent.close();
+    // Its socket removed: the one failure that means "list directly", and "nothing to tell".
+    assert.equal(await client.view('did:plc:a', 'r', 'https://pds.test'), undefined);
+    assert.equal(client.alive, false);
+    await client.wrote('did:plc:a', 'r', { invalidate: true });
+    client.transport({ request: () => Promise.reject(new Error('unused')), close: () => {} }).close();
+  });
+
+  it('surfaces an agent that is there but answers wrongly, instead of listing as if it were not', async () => {
+    for (const [status, body, pattern] of [
+      [500, '{"error":"AgentForwardFailed"}', /answered \/view with status 500/],
+      [200, 'not json', SyntaxError],
+    ] as const) {
+      const agent = await fakeAgent(status, body);
+      const client = AgentClient.find(agent.socket, 5000)!;
+      try {
+        await assert.rejects(client.view('did:plc:a', 'r', 'https://pds.test'), pattern);
+        await assert.rejects(
+          client.wrote('did:plc:a', 'r', { invalidate: true }),
+          /answered \/wrote with status/,
+        );
+        assert.equal(client.alive, true);
+      } finally {
+        client.transport({ request: () => Promise.reject(new Error('unused')), close: () => {} }).close();
+        await agent.close();
+      }
+    }
   });
 });

@@ -35,9 +35,10 @@ function writeTarget(body: Buffer): string | undefined {
   try {
     const repo = (JSON.parse(body.toString('utf8')) as { repo?: unknown }).repo;
     return typeof repo === 'string' ? repo : undefined;
-  } catch {
+  } catch (err) {
     // Not JSON: not a write of ours; nothing to drop.
-    return undefined;
+    if (err instanceof SyntaxError) return undefined;
+    throw err;
   }
 }
 

@@ -70,7 +70,10 @@ export class RepoRecords {
             collection: REPO_COLLECTION,
             rkey: name,
           })
-          .catch(() => undefined);
+          .catch((readErr: unknown) => {
+            // Unknown whether the record is ours: say what failed rather than "it exists".
+            throw generalFailure(readErr, `reading back ${name}`);
+          });
         if (mine?.value?.createdAt === record.createdAt) return record;
       }
       if (err instanceof XrpcError && err.error === 'InvalidSwap') {

@@ -31,8 +31,12 @@ async function loadServe(): Promise<typeof Serve | undefined> {
   const name = 'knotless-serve';
   try {
     return (await import(name)) as typeof Serve;
-  } catch {
-    return undefined;
+  } catch (err) {
+    // Only the package itself being absent (an installed CLI has no workspace) means "no appview";
+    // a missing dependency of it, or an error in it, surfaces.
+    const { code, message } = err as { code?: unknown; message?: unknown };
+    if (code === 'ERR_MODULE_NOT_FOUND' && String(message).includes(`'${name}'`)) return undefined;
+    throw err;
   }
 }
 
@@ -76,7 +80,8 @@ export const command: Command = {
     const running: { appview?: { url: string; close(): Promise<void> } | undefined } = {};
     const stop = (): void => {
       void (running.appview?.close() ?? Promise.resolve())
-        .catch(() => {})
+        // Stopping goes on whatever the appview's close says: the network must still be closed.
+        .catch((err: unknown) => io.err(`appview: closing failed: ${String(err)}`))
         .then(() => net.close())
         .then(() => process.exit(0));
     };
