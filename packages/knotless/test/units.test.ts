@@ -6,9 +6,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { AgentClient } from '../src/agent/client.ts';
+import { SessionStore } from '../src/auth/store.ts';
 import { NESTED_MARKER, readConfig } from '../src/config/env.ts';
 import { shellQuote } from '../src/dev/env-file.ts';
 import { isKnotlessError } from '../src/errors.ts';
+import { readJson } from '../src/fsutil.ts';
 import { IdentityCache } from '../src/identity/cache.ts';
 import { isValidRepoName, parseRepoSpec } from '../src/repo/name.ts';
 
@@ -179,6 +181,27 @@ describe('agent client', () => {
         client.transport({ request: () => Promise.reject(new Error('unused')), close: () => {} }).close();
         await agent.close();
       }
+    }
+  });
+});
+
+describe('reading local files', () => {
+  it('counts only a missing file (or one that is not JSON) as absent; any other failure surfaces', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-read-'));
+    try {
+      assert.equal(readJson(path.join(dir, 'none.json')), undefined);
+      fs.writeFileSync(path.join(dir, 'bad.json'), '{"half');
+      assert.equal(readJson(path.join(dir, 'bad.json')), undefined);
+      // A directory where the file should be is not "no file": reading it fails, and says so.
+      fs.mkdirSync(path.join(dir, 'dir.json'));
+      assert.throws(() => readJson(path.join(dir, 'dir.json')), { code: 'EISDIR' });
+      const store = new SessionStore(dir);
+      assert.equal(store.current(), undefined);
+      assert.deepEqual(store.list(), []);
+      fs.mkdirSync(path.join(dir, 'current'));
+      assert.throws(() => store.current(), { code: 'EISDIR' });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 });
