@@ -1,8 +1,9 @@
 import { AgentClient } from './agent/client.ts';
-import { agentSocketPath } from './agent/paths.ts';
 import { SessionStore } from './auth/store.ts';
 import { readConfig, type Config } from './config/env.ts';
-import { IdentityResolver } from './identity/resolver.ts';
+import { IdentityResolver, type Identity } from './identity/resolver.ts';
+import { RemoteRepo } from './remote/remote-repo.ts';
+import { RepoRecords } from './repo/records.ts';
 import { transportFor, type Transport } from './xrpc/transport.ts';
 import { XrpcClient, type Authorizer } from './xrpc/client.ts';
 
@@ -21,9 +22,9 @@ export class Context {
     this.config = config;
     const direct = transportFor(config);
     this.agent =
-      opts.agent === false
+      opts.agent === false || !config.agent
         ? undefined
-        : AgentClient.find(agentSocketPath(config), process.env, config.httpTimeoutMs);
+        : AgentClient.find(config.agentSocket, config.httpTimeoutMs);
     this.transport = this.agent?.transport(direct) ?? direct;
     this.resolver = new IdentityResolver(config, this.transport);
     this.sessions = new SessionStore(config.configDir);
@@ -43,5 +44,20 @@ export class Context {
       onRetry: (notice) => this.retryNotice?.(notice),
       ...(authorizer === undefined ? {} : { authorizer }),
     });
+  }
+
+  /** One repository's ref records on its owner's PDS, read and written through this context's clients. */
+  remoteRepo(owner: Identity, name: string, warn: (message: string) => void): RemoteRepo {
+    return new RemoteRepo(
+      { reader: this.client(owner.pds), writer: (auth) => this.client(owner.pds, auth) },
+      owner,
+      name,
+      warn,
+    );
+  }
+
+  /** Repository records (create, read, list, delete), through this context's clients. */
+  repoRecords(): RepoRecords {
+    return new RepoRecords((service, authorizer) => this.client(service, authorizer));
   }
 }

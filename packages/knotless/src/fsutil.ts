@@ -9,11 +9,30 @@ export function writeFileAtomic(file: string, data: string | Uint8Array, mode = 
   fs.renameSync(tmp, file);
 }
 
-/** Reads and parses a JSON file, or returns undefined when it does not exist or is unreadable. */
+/** True for the error of reading a file (or directory) that does not exist. */
+export function isMissing(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/**
+ * Reads and parses a JSON file, or returns undefined when it does not exist or is not JSON. Every
+ * file read so is a cache or a session that knotless wrote whole (writeFileAtomic): one that is not
+ * JSON was damaged by something else, and counts as absent (refetched, or logged in again). Any
+ * other failure to read it (permissions, I/O) surfaces.
+ */
 export function readJson<T>(file: string): T | undefined {
+  let text: string;
   try {
-    return JSON.parse(fs.readFileSync(file, 'utf8')) as T;
-  } catch {
-    return undefined;
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    if (isMissing(err)) return undefined;
+    throw err;
+  }
+  try {
+    return JSON.parse(text) as T;
+  } catch (err) {
+    if (err instanceof SyntaxError) return undefined;
+    throw err;
   }
 }

@@ -1,11 +1,16 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { AgentClient } from '../src/agent/client.ts';
+import { SessionStore } from '../src/auth/store.ts';
+import { NESTED_MARKER, readConfig } from '../src/config/env.ts';
 import { shellQuote } from '../src/dev/env-file.ts';
 import { isKnotlessError } from '../src/errors.ts';
+import { readJson } from '../src/fsutil.ts';
 import { IdentityCache } from '../src/identity/cache.ts';
 import { isValidRepoName, parseRepoSpec } from '../src/repo/name.ts';
 
@@ -87,5 +92,116 @@ describe('identity cache', () => {
     assert.equal(cache.handle('alice.test'), undefined);
     assert.equal(cache.did('did:plc:evil'), undefined);
     fs.rmSync(dir, { recursive: true });
+  });
+});
+
+describe('configuration', () => {
+  it('reads the agent settings and the nesting marker from the environment it is given', () => {
+    const base = { HOME: '/home/x', KNOTLESS_CACHE_DIR: '/c' };
+    const plain = readConfig(base);
+    assert.equal(plain.agent, true);
+    assert.equal(plain.agentSocket, path.join('/c', 'agent.sock'));
+    assert.equal(plain.nested, false);
+    for (const off of ['0', 'false', 'no', 'OFF'])
+      assert.equal(readConfig({ ...base, KNOTLESS_AGENT: off }).agent, false);
+    assert.equal(readConfig({ ...base, KNOTLESS_AGENT: '1' }).agent, true);
+    assert.equal(readConfig({ ...base, KNOTLESS_AGENT_SOCKET: '/s/a.sock' }).agentSocket, '/s/a.sock');
+    assert.equal(
+      readConfig({ ...base, KNOTLESS_AGENT_SOCKET: '' }).agentSocket,
+      path.join('/c', 'agent.sock'),
+    );
+    assert.equal(readConfig({ ...base, [NESTED_MARKER]: '1' }).nested, true);
+    // HOME comes from the environment given, not from the process's.
+    assert.equal(readConfig({ HOME: '/home/y' }).cacheDir, path.join('/home/y', '.cache', 'knotless'));
+  });
+
+  it('is the only reader of the environment: other modules take a Config (git/run.ts only passes it on)', () => {
+    const src = path.join(import.meta.dirname, '..', 'src');
+    const readers: string[] = [];
+    for (const file of fs.readdirSync(src, { recursive: true, encoding: 'utf8' })) {
+      if (!file.endsWith('.ts') || file === path.join('config', 'env.ts')) continue;
+      const text = fs.readFileSync(path.join(src, file), 'utf8');
+      // Spreading the whole environment into a child's is passing it, not reading a variable.
+      const reads = text.replaceAll('...process.env,', '').match(/process\.env|\benv\[\s*['"`]/g);
+      if (reads !== null) readers.push(`${file}: ${reads.join(', ')}`);
+    }
+    assert.deepEqual(readers, []);
+  });
+});
+
+describe('agent client', () => {
+  /** A stand-in agent on a Unix socket that answers every request with `status` and `body`. */
+  async function fakeAgent(
+    status: number,
+    body: string,
+  ): Promise<{ socket: string; close(): Promise<void> }> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-agent-'));
+    const socket = path.join(dir, 'agent.sock');
+    const server = http.createServer((_req, res) => res.writeHead(status).end(body));
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    return {
+      socket,
+      close: async () => {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+        fs.rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+
+  it('falls back (undefined) only when the agent has gone', async () => {
+    const agent = await fakeAgent(200, JSON.stringify({ confirmed: false }));
+    const client = AgentClient.find(agent.socket, 5000)!;
+    assert.ok(client !== undefined);
+    assert.equal(await client.view('did:plc:a', 'r', 'https://pds.test'), undefined);
+    assert.equal(client.alive, true);
+    await agent.close();
+    // Its socket removed: the one failure that means "list directly", and "nothing to tell".
+    assert.equal(await client.view('did:plc:a', 'r', 'https://pds.test'), undefined);
+    assert.equal(client.alive, false);
+    await client.wrote('did:plc:a', 'r', { invalidate: true });
+    client.transport({ request: () => Promise.reject(new Error('unused')), close: () => {} }).close();
+  });
+
+  it('surfaces an agent that is there but answers wrongly, instead of listing as if it were not', async () => {
+    for (const [status, body, pattern] of [
+      [500, '{"error":"AgentForwardFailed"}', /answered \/view with status 500/],
+      [200, 'not json', SyntaxError],
+    ] as const) {
+      const agent = await fakeAgent(status, body);
+      const client = AgentClient.find(agent.socket, 5000)!;
+      try {
+        await assert.rejects(client.view('did:plc:a', 'r', 'https://pds.test'), pattern);
+        await assert.rejects(
+          client.wrote('did:plc:a', 'r', { invalidate: true }),
+          /answered \/wrote with status/,
+        );
+        assert.equal(client.alive, true);
+      } finally {
+        client.transport({ request: () => Promise.reject(new Error('unused')), close: () => {} }).close();
+        await agent.close();
+      }
+    }
+  });
+});
+
+describe('reading local files', () => {
+  it('counts only a missing file (or one that is not JSON) as absent; any other failure surfaces', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-read-'));
+    try {
+      assert.equal(readJson(path.join(dir, 'none.json')), undefined);
+      fs.writeFileSync(path.join(dir, 'bad.json'), '{"half');
+      assert.equal(readJson(path.join(dir, 'bad.json')), undefined);
+      // A directory where the file should be is not "no file": reading it fails, and says so.
+      fs.mkdirSync(path.join(dir, 'dir.json'));
+      assert.throws(() => readJson(path.join(dir, 'dir.json')), { code: 'EISDIR' });
+      const store = new SessionStore(dir);
+      assert.equal(store.current(), undefined);
+      assert.deepEqual(store.list(), []);
+      fs.mkdirSync(path.join(dir, 'current'));
+      assert.throws(() => store.current(), { code: 'EISDIR' });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

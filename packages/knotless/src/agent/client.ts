@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import type { RemoteRef } from '../remote/remote-repo.ts';
+import { safeText } from '../text/terminal.ts';
 import { Http1Pool } from '../xrpc/http1.ts';
 import type { HttpRequest, HttpResponse, Transport } from '../xrpc/transport.ts';
 import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
@@ -23,13 +24,9 @@ export class AgentClient {
     this.#pool = new Http1Pool(deadlineMs === undefined ? {} : { deadlineMs: deadlineMs + 5000 });
   }
 
-  /** An agent client when the socket exists (and KNOTLESS_AGENT is not 0), else undefined. */
-  static find(
-    socket: string,
-    env: NodeJS.ProcessEnv = process.env,
-    deadlineMs?: number,
-  ): AgentClient | undefined {
-    if (/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? '') || !fs.existsSync(socket)) return undefined;
+  /** An agent client when the socket exists, else undefined. */
+  static find(socket: string, deadlineMs?: number): AgentClient | undefined {
+    if (!fs.existsSync(socket)) return undefined;
     return new AgentClient(socket, deadlineMs);
   }
 
@@ -81,20 +78,38 @@ export class AgentClient {
     };
   }
 
-  /** The agent's current view of a repository's refs, or undefined when it has none yet. */
+  /**
+   * The agent's current view of a repository's refs, or undefined when it has none yet or has gone
+   * away (the caller lists instead). An agent that is there but answers wrongly is an error.
+   */
   async view(did: string, repo: string, pds: string): Promise<RemoteRef[] | undefined> {
     if (!this.#alive) return undefined;
+    const q = new URLSearchParams({ did, repo, pds });
+    const res = await this.#gone(
+      this.#call(`/view?${q.toString()}`, { method: 'GET', headers: {}, body: null }),
+    );
+    if (res === undefined) return undefined;
+    if (res.status !== 200) throw agentAnswer('/view', res);
+    const body = JSON.parse(res.body.toString('utf8')) as { confirmed: boolean; refs?: WireRef[] };
+    return body.confirmed && body.refs !== undefined ? parseWireRefs(body.refs) : undefined;
+  }
+
+  /** The answer, or undefined when the call found the agent gone (only that: anything else throws). */
+  async #gone(call: Promise<HttpResponse>): Promise<HttpResponse | undefined> {
     try {
-      const q = new URLSearchParams({ did, repo, pds });
-      const res = await this.#call(`/view?${q.toString()}`, { method: 'GET', headers: {}, body: null });
-      const body = JSON.parse(res.body.toString('utf8')) as { confirmed: boolean; refs?: WireRef[] };
-      return body.confirmed && body.refs !== undefined ? parseWireRefs(body.refs) : undefined;
-    } catch {
-      return undefined;
+      return await call;
+    } catch (err) {
+      // #call marks the agent dead on ENOENT or ECONNREFUSED (its socket removed, nobody listening).
+      if (!this.#alive) return undefined;
+      throw err;
     }
   }
 
-  /** Tells the agent what a push wrote (so its view is current at once), or that its view was stale. */
+  /**
+   * Tells the agent what a push wrote (so its view is current at once), or that its view was stale.
+   * Nothing to do when the agent has gone; any other failure throws (the caller warns: the push
+   * itself is done, and the agent serves a view only once its event stream has caught up).
+   */
   async wrote(
     did: string,
     repo: string,
@@ -108,10 +123,15 @@ export class AgentClient {
       written: writeWireRefs(change.written ?? []),
       deleted: (change.deleted ?? []).map((key) => ({ key, rev: '' })),
     });
-    await this.#call('/wrote', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body,
-    }).catch(() => undefined);
+    const res = await this.#gone(
+      this.#call('/wrote', { method: 'POST', headers: { 'content-type': 'application/json' }, body }),
+    );
+    if (res !== undefined && res.status !== 204) throw agentAnswer('/wrote', res);
   }
+}
+
+/** The error for an answer of the agent that no agent of this version gives. */
+function agentAnswer(path: string, res: HttpResponse): Error {
+  const text = safeText(res.body.toString('utf8'), 200);
+  return new Error(`the warm agent answered ${path} with status ${res.status} (${text})`);
 }

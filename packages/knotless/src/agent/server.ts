@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { Context } from '../context.ts';
 import type { Identity } from '../identity/resolver.ts';
-import { RemoteRepo } from '../remote/remote-repo.ts';
 import { safeText } from '../text/terminal.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
@@ -36,9 +35,10 @@ function writeTarget(body: Buffer): string | undefined {
   try {
     const repo = (JSON.parse(body.toString('utf8')) as { repo?: unknown }).repo;
     return typeof repo === 'string' ? repo : undefined;
-  } catch {
+  } catch (err) {
     // Not JSON: not a write of ours; nothing to drop.
-    return undefined;
+    if (err instanceof SyntaxError) return undefined;
+    throw err;
   }
 }
 
@@ -109,7 +109,7 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
       if (!(await stream.whenLive())) return;
       const view = views.begin(owner.did, name, owner.pds);
       const baseRev = await latestRev(owner);
-      const refs = await new RemoteRepo(ctx, owner, name, log).listRefs();
+      const refs = await ctx.remoteRepo(owner, name, log).listRefs();
       views.finish(view, refs, baseRev);
     })()
       .catch((err: unknown) => {

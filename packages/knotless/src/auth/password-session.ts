@@ -1,4 +1,4 @@
-import { KnotlessError } from '../errors.ts';
+import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
 import { XrpcError, generalFailure } from '../xrpc/client.ts';
@@ -15,8 +15,11 @@ function expiry(jwt: string): number | undefined {
   try {
     const exp = (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { exp?: unknown }).exp;
     return typeof exp === 'number' ? exp : undefined;
-  } catch {
-    return undefined;
+  } catch (err) {
+    // A token whose payload is not JSON has no expiry we can read: it is sent as it is, and the
+    // PDS's ExpiredToken answer renews it (see authorize's retry).
+    if (err instanceof SyntaxError) return undefined;
+    throw err;
   }
 }
 
@@ -113,8 +116,10 @@ export class PasswordSession implements SessionAuthorizer {
       await this.#client.procedure('com.atproto.server.deleteSession', undefined, {
         headers: { authorization: `Bearer ${this.#session.refreshJwt}` },
       });
-    } catch {
-      // The local session is removed either way; a dead token needs no revoking.
+    } catch (err) {
+      // The PDS refused (a dead token needs no revoking) or could not be reached: the local session
+      // is removed either way. Anything else is a bug, and surfaces.
+      if (!(err instanceof XrpcError) && !isKnotlessError(err)) throw err;
     }
   }
 }

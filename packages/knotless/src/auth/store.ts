@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { readJson, writeFileAtomic } from '../fsutil.ts';
+import { isMissing, readJson, writeFileAtomic } from '../fsutil.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
 /** A session made with an app password. Tokens never leave this file except towards its PDS. */
@@ -79,8 +79,9 @@ export class SessionStore {
   current(): string | undefined {
     try {
       return fs.readFileSync(path.join(this.dir, 'current'), 'utf8').trim() || undefined;
-    } catch {
-      return undefined;
+    } catch (err) {
+      if (isMissing(err)) return undefined;
+      throw err;
     }
   }
 
@@ -94,8 +95,9 @@ export class SessionStore {
     let names: string[];
     try {
       names = fs.readdirSync(path.join(this.dir, 'sessions'));
-    } catch {
-      return [];
+    } catch (err) {
+      if (isMissing(err)) return [];
+      throw err;
     }
     return names
       .filter((n) => n.endsWith('.json'))

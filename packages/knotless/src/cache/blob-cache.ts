@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { writeFileAtomic } from '../fsutil.ts';
+import { isMissing, writeFileAtomic } from '../fsutil.ts';
 import { blobMatchesCid } from '../remote/cid.ts';
 
 /**
@@ -24,8 +24,9 @@ export class BlobCache {
     let bytes: Buffer;
     try {
       bytes = fs.readFileSync(this.#file(cid));
-    } catch {
-      return undefined;
+    } catch (err) {
+      if (isMissing(err)) return undefined;
+      throw err;
     }
     return blobMatchesCid(bytes, cid) ? bytes : undefined;
   }

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { isMissing } from '../fsutil.ts';
 
 /**
  * The packs already indexed into one local repository ($GIT_DIR/knotless/indexed-packs), so that a
@@ -17,8 +18,9 @@ export class IndexedPacks {
   read(): Set<string> {
     try {
       return new Set(fs.readFileSync(this.#file, 'utf8').split('\n').filter(Boolean));
-    } catch {
-      return new Set();
+    } catch (err) {
+      if (isMissing(err)) return new Set();
+      throw err;
     }
   }
 

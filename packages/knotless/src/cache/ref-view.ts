@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { isKnotlessError } from '../errors.ts';
 import { readJson, writeFileAtomic } from '../fsutil.ts';
 import { parseRefRecord, writeRefRecord } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
@@ -39,8 +40,11 @@ export class RefView {
         confirmedAt: data.confirmedAt,
         refs: data.refs.map((r) => ({ key: r.key, cid: r.cid, record: parseRefRecord(r.record) })),
       };
-    } catch {
-      return undefined;
+    } catch (err) {
+      // A record that no longer parses (a file of an older version, damage): the view is a cache,
+      // and a missing one means listing.
+      if (isKnotlessError(err)) return undefined;
+      throw err;
     }
   }
 

@@ -1,7 +1,18 @@
 import path from 'node:path';
 import { DEFAULT_RETRY, type RetryPolicy } from '../xrpc/retry.ts';
 
-/** Every setting knotless reads from the environment, read in this one place. */
+/**
+ * Set in the environment of every git command knotless runs. git-remote-knotless refuses to start
+ * when it finds it: a git command of ours that starts the helper is a lazy fetch (a repository with
+ * a promisor remote), which would start git again, without bound. GIT_NO_LAZY_FETCH says the same
+ * to git itself from 2.44 on; older gits ignore it, so the marker is what stops the recursion.
+ */
+export const NESTED_MARKER = 'KNOTLESS_NESTED';
+
+/**
+ * Every setting knotless reads from the environment, read in this one place (with the crash point
+ * of {@link crashPointFromEnv}, below). git's own variables are not read: git commands inherit them.
+ */
 export interface Config {
   /** Sessions live here (`KNOTLESS_CONFIG_DIR`, else `$XDG_CONFIG_HOME/knotless`). */
   configDir: string;
@@ -30,6 +41,12 @@ export interface Config {
   trace: boolean;
   /** Retries of transient PDS faults (KNOTLESS_RETRIES, KNOTLESS_RETRY_BASE_MS, KNOTLESS_RETRY_MAX_WAIT). */
   retry: RetryPolicy;
+  /** Use a running warm agent when its socket exists (KNOTLESS_AGENT=0 turns it off). */
+  agent: boolean;
+  /** Where the warm agent listens (KNOTLESS_AGENT_SOCKET, else `agent.sock` in the cache directory). */
+  agentSocket: string;
+  /** This process was started by a git command that knotless runs ({@link NESTED_MARKER} is set). */
+  nested: boolean;
   /** Largest git object a fetched pack may inflate to (KNOTLESS_MAX_OBJECT_SIZE, bytes). */
   maxObjectBytes: number;
   /** Milliseconds one HTTP request may take from sending to the end of its answer (KNOTLESS_HTTP_TIMEOUT, seconds). */
@@ -50,6 +67,11 @@ export function crashPointFromEnv(env: NodeJS.ProcessEnv = process.env): string 
   return nonEmpty(env['KNOTLESS_CRASH_AT']);
 }
 
+/** The PATH a git subprocess gets where knotless builds its environment from nothing (git http-backend). */
+export function childPath(env: NodeJS.ProcessEnv = process.env): string {
+  return nonEmpty(env['PATH']) ?? '/usr/bin:/bin';
+}
+
 /** The public PLC directory, used unless KNOTLESS_PLC_URL says otherwise. */
 export const DEFAULT_PLC_URL = 'https://plc.directory';
 
@@ -64,18 +86,19 @@ function nonNegative(value: string | undefined, fallback: number): number {
 
 function xdg(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
   // node:os loads only when HOME is unset: every git command reads this.
-  const home = nonEmpty(process.env['HOME']) ?? process.getBuiltinModule('node:os').homedir();
+  const home = nonEmpty(env['HOME']) ?? process.getBuiltinModule('node:os').homedir();
   return nonEmpty(env[name]) ?? path.join(home, fallback);
 }
 
 /** Reads the configuration from environment variables. */
 export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const ttl = Number(env['KNOTLESS_IDENTITY_TTL'] ?? '');
+  const cacheDir =
+    nonEmpty(env['KNOTLESS_CACHE_DIR']) ?? path.join(xdg(env, 'XDG_CACHE_HOME', '.cache'), 'knotless');
   return {
     configDir:
       nonEmpty(env['KNOTLESS_CONFIG_DIR']) ?? path.join(xdg(env, 'XDG_CONFIG_HOME', '.config'), 'knotless'),
-    cacheDir:
-      nonEmpty(env['KNOTLESS_CACHE_DIR']) ?? path.join(xdg(env, 'XDG_CACHE_HOME', '.cache'), 'knotless'),
+    cacheDir,
     dataDir: path.join(xdg(env, 'XDG_DATA_HOME', '.local/share'), 'knotless'),
     plcUrl: (nonEmpty(env['KNOTLESS_PLC_URL']) ?? DEFAULT_PLC_URL).replace(/\/+$/, ''),
     service: nonEmpty(env['KNOTLESS_SERVICE'])?.replace(/\/+$/, ''),
@@ -87,6 +110,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     appview: nonEmpty(env['KNOTLESS_APPVIEW'])?.replace(/\/+$/, ''),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
+    agent: !/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? ''),
+    agentSocket: nonEmpty(env['KNOTLESS_AGENT_SOCKET']) ?? path.join(cacheDir, 'agent.sock'),
+    nested: env[NESTED_MARKER] !== undefined,
     retry: {
       retries: Math.floor(nonNegative(env['KNOTLESS_RETRIES'], DEFAULT_RETRY.retries)),
       baseMs: nonNegative(env['KNOTLESS_RETRY_BASE_MS'], DEFAULT_RETRY.baseMs),

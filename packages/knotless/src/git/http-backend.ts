@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import type http from 'node:http';
+import { childPath } from '../config/env.ts';
 
 /** One smart-HTTP request handed to `git http-backend`. */
 export interface HttpBackendRequest {
@@ -32,7 +33,7 @@ export function serveHttpBackend(
   const { signal } = r;
   const child = spawn('git', ['http-backend'], {
     env: {
-      PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+      PATH: childPath(),
       GIT_PROJECT_ROOT: r.projectRoot,
       GIT_HTTP_EXPORT_ALL: '1',
       GIT_CONFIG_NOSYSTEM: '1',

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { NESTED_MARKER } from '../config/env.ts';
 
 /** A git command that failed; its stderr says why. */
 export class GitError extends Error {
@@ -12,14 +13,6 @@ export class GitError extends Error {
     this.stderr = stderr;
   }
 }
-
-/**
- * Set in the environment of every git command knotless runs. git-remote-knotless refuses to start
- * when it finds it: a git command of ours that starts the helper is a lazy fetch (a repository with
- * a promisor remote), which would start git again, without bound. GIT_NO_LAZY_FETCH says the same
- * to git itself from 2.44 on; older gits ignore it, so the marker is what stops the recursion.
- */
-export const NESTED_MARKER = 'KNOTLESS_NESTED';
 
 /** Options for {@link runGit}. */
 export interface RunGitOptions {

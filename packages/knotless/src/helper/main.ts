@@ -1,9 +1,9 @@
 import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
+import { readConfig } from '../config/env.ts';
 import { KnotlessError } from '../errors.ts';
 import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
 import { internalErrorLines, printErr, safeText } from '../text/terminal.ts';
-import { NESTED_MARKER } from '../git/run.ts';
 import { closeTransport } from '../xrpc/transport.ts';
 import { formatList } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
@@ -83,7 +83,8 @@ export async function helperMain(argv: string[]): Promise<number> {
   try {
     // git commands this helper (or knotless) runs never start it again: one that did would be a
     // lazy fetch of a partial clone, which recurses without bound (see NESTED_MARKER).
-    if (process.env[NESTED_MARKER] !== undefined)
+    const config = readConfig();
+    if (config.nested)
       throw new KnotlessError(
         'usage',
         'git-remote-knotless was started by a git command that knotless itself runs (a lazy fetch?); it refuses to run inside itself.',
@@ -94,7 +95,7 @@ export async function helperMain(argv: string[]): Promise<number> {
         'usage',
         'git-remote-knotless is run by git: use a knotless:// URL as a remote.',
       );
-    const state = new HelperState((ctx = new Context()), parseKnotlessUrl(url));
+    const state = new HelperState((ctx = new Context(config)), parseKnotlessUrl(url));
     const reader = new CommandReader(commandInput());
     for (;;) {
       const line = await reader.next();

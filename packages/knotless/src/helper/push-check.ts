@@ -1,6 +1,7 @@
 import type { GitReason } from '../errors.ts';
 import { isAncestor } from '../git/objects.ts';
 import { ZERO_OID } from '../git/refname.ts';
+import { GitError } from '../git/run.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
 
 /** One `push` line, resolved: where to, what to (undefined: delete), forced or not. */
@@ -39,8 +40,10 @@ export async function checkUpdate(
   if (!(await present(cur))) return { kind: 'reject', reason: 'fetch first' };
   try {
     if (await isAncestor(cur, u.oid)) return { kind: 'write' };
-  } catch {
-    // Not commits (e.g. a tree pushed to a ref): no fast-forward relation exists.
+  } catch (err) {
+    // git refuses objects that are not commits (e.g. a tree pushed to a ref): no fast-forward
+    // relation exists. Any other failure surfaces.
+    if (!(err instanceof GitError)) throw err;
   }
   return { kind: 'reject', reason: 'non-fast forward' };
 }

@@ -229,6 +229,7 @@ async function defaultBranch(updates: Update[]): Promise<string | undefined> {
     .filter((u) => u.oid !== undefined && u.dst.startsWith('refs/heads/'))
     .map((u) => u.dst);
   if (branches.length === 0) return undefined;
-  const local = (await gitText(['symbolic-ref', '-q', 'HEAD'], { okCodes: [1] }).catch(() => '')).trim();
+  // Exit 1 (a detached HEAD) is an answer: no current branch. Any other failure of git surfaces.
+  const local = (await gitText(['symbolic-ref', '-q', 'HEAD'], { okCodes: [1] })).trim();
   return [local, 'refs/heads/main', 'refs/heads/master'].find((b) => branches.includes(b)) ?? branches[0];
 }

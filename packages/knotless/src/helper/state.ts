@@ -1,8 +1,8 @@
 import { RefView } from '../cache/ref-view.ts';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
-import { RemoteRepo, refsByName, type RemoteRef } from '../remote/remote-repo.ts';
-import { printErr } from '../text/terminal.ts';
+import { refsByName, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
+import { printErr, safeText } from '../text/terminal.ts';
 import type { Chatter } from './progress.ts';
 import type { KnotlessUrl } from './url.ts';
 
@@ -42,9 +42,7 @@ export class HelperState {
   async remote(): Promise<RemoteRepo> {
     if (this.#remote === undefined) {
       const owner = await this.ctx.resolver.resolve(this.url.owner);
-      this.#remote = new RemoteRepo(this.ctx, owner, this.url.repo, (m) =>
-        printErr(`knotless: warning: ${m}`),
-      );
+      this.#remote = this.ctx.remoteRepo(owner, this.url.repo, (m) => printErr(`knotless: warning: ${m}`));
     }
     return this.#remote;
   }
@@ -126,11 +124,17 @@ export class HelperState {
         refs: [...merged.values()],
       });
     }
-    await this.ctx.agent?.wrote(remote.owner.did, remote.name, {
-      written: written.flatMap((w) => (w.error === undefined && w.record ? [w.record] : [])),
-      deleted: deletedKeys.filter((k): k is string => k !== undefined),
-      invalidate: written.some((w) => w.conflicted === true),
-    });
+    try {
+      await this.ctx.agent?.wrote(remote.owner.did, remote.name, {
+        written: written.flatMap((w) => (w.error === undefined && w.record ? [w.record] : [])),
+        deleted: deletedKeys.filter((k): k is string => k !== undefined),
+        invalidate: written.some((w) => w.conflicted === true),
+      });
+    } catch (err) {
+      // The push is done and must say so: failing it would tell git a written ref was not. The
+      // agent loses nothing it needs: it serves a view only once its event stream has caught up.
+      printErr(`knotless: warning: the warm agent was not told of this push (${safeText(String(err))})`);
+    }
   }
 
   #view(remote: RemoteRepo): RefView {

@@ -1,4 +1,3 @@
-import type { Context } from '../context.ts';
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../repo/collections.ts';
@@ -46,28 +45,40 @@ export type RefWrite =
   { action: 'create' | 'update'; key: string; record: RefRecord } | { action: 'delete'; key: string };
 
 /**
+ * The clients of the owner's PDS that a {@link RemoteRepo} talks through, handed in rather than
+ * built here (Context builds them, see `Context.remoteRepo`), so that this layer knows nothing of
+ * configuration, agents or connection pools.
+ */
+export interface RepoClients {
+  /** The read-only client (public endpoints). */
+  reader: XrpcClient;
+  /** A client that writes as `auth`. */
+  writer(auth: Authorizer): XrpcClient;
+}
+
+/**
  * One repository's records on its owner's PDS: reading refs (public) and writing them (the owner's
  * session). Every method is one request, so callers can count what an operation costs.
  */
 export class RemoteRepo {
   readonly owner: Identity;
   readonly name: string;
-  readonly #ctx: Context;
+  readonly #clients: RepoClients;
   readonly #read: XrpcClient;
   /** Reports records that were skipped because they are invalid. */
   readonly #warn: (message: string) => void;
 
-  constructor(ctx: Context, owner: Identity, name: string, warn: (message: string) => void) {
-    this.#ctx = ctx;
+  constructor(clients: RepoClients, owner: Identity, name: string, warn: (message: string) => void) {
+    this.#clients = clients;
     this.owner = owner;
     this.name = name;
-    this.#read = ctx.client(owner.pds);
+    this.#read = clients.reader;
     this.#warn = warn;
   }
 
   /** A client that writes as `auth`. */
   writer(auth: Authorizer): XrpcClient {
-    return this.#ctx.client(this.owner.pds, auth);
+    return this.#clients.writer(auth);
   }
 
   /** The read-only client (public endpoints). */

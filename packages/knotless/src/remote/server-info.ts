@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { readJson, writeFileAtomic } from '../fsutil.ts';
-import type { XrpcClient } from '../xrpc/client.ts';
+import { isKnotlessError } from '../errors.ts';
+import { XrpcError, type XrpcClient } from '../xrpc/client.ts';
 
 /** Blob size assumed when a PDS does not say (the reference PDS's default). */
 export const DEFAULT_BLOB_LIMIT = 5 * 1024 * 1024;
@@ -19,8 +20,10 @@ export async function blobUploadLimit(client: XrpcClient, cacheDir: string): Pro
   try {
     const res = await client.query<{ blobUploadLimit?: unknown }>('com.atproto.server.describeServer');
     if (typeof res.blobUploadLimit === 'number' && res.blobUploadLimit > 0) limit = res.blobUploadLimit;
-  } catch {
-    // A PDS that will not describe itself gets the conservative default.
+  } catch (err) {
+    // A PDS that will not describe itself (a refusal, or no answer) gets the conservative default;
+    // anything else is a bug, and surfaces.
+    if (!(err instanceof XrpcError) && !isKnotlessError(err)) throw err;
   }
   all[client.service] = { blobUploadLimit: limit, at: Date.now() };
   writeFileAtomic(file, JSON.stringify(all));

@@ -1,8 +1,7 @@
 import type { SessionAuthorizer } from '../auth/store.ts';
-import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
-import { XrpcError, generalFailure } from '../xrpc/client.ts';
+import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
 import { listRecords, rkeyOf } from './list-records.ts';
@@ -35,19 +34,25 @@ function missingRepo(owner: string, name: string, cause?: unknown): KnotlessErro
   );
 }
 
+/**
+ * Makes the XRPC client for a PDS, authorized when `authorizer` is given. Handed in (Context builds
+ * it, see `Context.repoRecords`) so that this layer knows nothing of configuration or agents.
+ */
+export type ClientFor = (service: string, authorizer?: Authorizer) => XrpcClient;
+
 /** Repository records: create, read, list and delete, against the owner's PDS. */
 export class RepoRecords {
-  readonly #ctx: Context;
+  readonly #client: ClientFor;
 
-  constructor(ctx: Context) {
-    this.#ctx = ctx;
+  constructor(client: ClientFor) {
+    this.#client = client;
   }
 
   /** Creates a repository in the session's account; fails with `repo-exists` if the name is taken. */
   async create(auth: SessionAuthorizer, name: string, description?: string): Promise<RepoRecord> {
     const record: RepoRecord = { createdAt: new Date().toISOString() };
     if (description !== undefined && description !== '') record.description = description;
-    const client = this.#ctx.client(auth.session.pds, auth);
+    const client = this.#client(auth.session.pds, auth);
     try {
       // swapRecord: null makes the write conditional on the key being free.
       await client.procedure('com.atproto.repo.putRecord', {
@@ -66,7 +71,10 @@ export class RepoRecords {
             collection: REPO_COLLECTION,
             rkey: name,
           })
-          .catch(() => undefined);
+          .catch((readErr: unknown) => {
+            // Unknown whether the record is ours: say what failed rather than "it exists".
+            throw generalFailure(readErr, `reading back ${name}`);
+          });
         if (mine?.value?.createdAt === record.createdAt) return record;
       }
       if (err instanceof XrpcError && pdsRefusal(err) === 'swap-conflict') {
@@ -85,7 +93,7 @@ export class RepoRecords {
 
   /** Reads one repository's record (public: no login needed). */
   async get(owner: Identity, name: string): Promise<RepoRecord> {
-    const client = this.#ctx.client(owner.pds);
+    const client = this.#client(owner.pds);
     const label = owner.handle ?? owner.did;
     try {
       const res = await client.query<{ value: unknown }>('com.atproto.repo.getRecord', {
@@ -103,7 +111,7 @@ export class RepoRecords {
 
   /** Lists an account's repositories in name order (public: no login needed). */
   async list(owner: Identity): Promise<RepoEntry[]> {
-    const client = this.#ctx.client(owner.pds);
+    const client = this.#client(owner.pds);
     const out: RepoEntry[] = [];
     try {
       for await (const r of listRecords(client, owner.did, REPO_COLLECTION)) {
@@ -119,7 +127,7 @@ export class RepoRecords {
   async refKeys(owner: Identity, name: string): Promise<string[]> {
     const prefix = refKeyPrefix(name);
     const keys: string[] = [];
-    const client = this.#ctx.client(owner.pds);
+    const client = this.#client(owner.pds);
     try {
       // Ascending listing starts after the cursor; the prefix itself sorts before every key it begins.
       for await (const r of listRecords(client, owner.did, REF_COLLECTION, {
@@ -141,7 +149,7 @@ export class RepoRecords {
    */
   async delete(auth: SessionAuthorizer, owner: Identity, name: string): Promise<number> {
     const keys = await this.refKeys(owner, name);
-    const client = this.#ctx.client(auth.session.pds, auth);
+    const client = this.#client(auth.session.pds, auth);
     try {
       for (let i = 0; i < keys.length; i += 100) {
         await client.procedure('com.atproto.repo.applyWrites', {

@@ -1,4 +1,3 @@
-import { agentSocketPath } from '../../agent/paths.ts';
 import { startAgent } from '../../agent/server.ts';
 import { Context } from '../../context.ts';
 import { stringOption, type Command } from '../command.ts';
@@ -17,7 +16,7 @@ export const command: Command = {
   async run({ ctx, io, args }) {
     // The agent talks to PDSes itself: its own context must not route through an agent.
     const own = new Context(ctx().config, { agent: false });
-    const socket = stringOption(args, 'socket') ?? agentSocketPath(own.config);
+    const socket = stringOption(args, 'socket') ?? own.config.agentSocket;
     const agent = await startAgent(own, socket, (line) => io.err(`knotless agent: ${line}`));
     const stop = (): void => {
       void agent.close().then(() => process.exit(0));

@@ -84,7 +84,8 @@ export const command: Command = {
     const running: { appview?: { url: string; close(): Promise<void> } | undefined } = {};
     const stop = (): void => {
       void (running.appview?.close() ?? Promise.resolve())
-        .catch(() => {})
+        // Stopping goes on whatever the appview's close says: the network must still be closed.
+        .catch((err: unknown) => io.err(`appview: closing failed: ${String(err)}`))
         .then(() => net.close())
         .then(() => process.exit(0));
     };

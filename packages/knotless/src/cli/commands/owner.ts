@@ -2,7 +2,7 @@ import type { SessionAuthorizer } from '../../auth/store.ts';
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from '../../errors.ts';
 import { parseRepoSpec } from '../../repo/name.ts';
-import { RemoteRepo } from '../../remote/remote-repo.ts';
+import type { RemoteRepo } from '../../remote/remote-repo.ts';
 import { safeText } from '../../text/terminal.ts';
 import type { Io } from '../io.ts';
 import type { Context } from '../../context.ts';
@@ -42,5 +42,5 @@ export async function ownRepo(ctx: Context, specText: string, verb: string, io: 
       `Only ${safeText(owner.handle ?? owner.did)} can ${verb} ${spec.name}; you are ${safeText(auth.session.handle)}.`,
     );
   }
-  return { auth, remote: new RemoteRepo(ctx, owner, spec.name, (m) => io.err(`knotless: warning: ${m}`)) };
+  return { auth, remote: ctx.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`)) };
 }

@@ -1,6 +1,5 @@
 import { activeSession } from '../../auth/login.ts';
 import { checkRepoName } from '../../repo/name.ts';
-import { RepoRecords } from '../../repo/records.ts';
 import { stringOption, type Command } from '../command.ts';
 
 export const command: Command = {
@@ -17,7 +16,7 @@ export const command: Command = {
     const name = checkRepoName(args.positionals[0]!);
     const c = ctx();
     const auth = await activeSession(c);
-    await new RepoRecords(c).create(auth, name, stringOption(args, 'description'));
+    await c.repoRecords().create(auth, name, stringOption(args, 'description'));
     io.out(`knotless://${auth.session.handle}/${name}`);
     io.err(
       `Created ${auth.session.handle}/${name}. Push to it: git remote add origin knotless://${auth.session.handle}/${name}`,

@@ -1,7 +1,6 @@
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from '../../errors.ts';
 import { checkRepoName } from '../../repo/name.ts';
-import { RepoRecords } from '../../repo/records.ts';
 import type { Command } from '../command.ts';
 import { confirm } from '../prompt.ts';
 
@@ -16,7 +15,7 @@ export const command: Command = {
     const c = ctx();
     const auth = await activeSession(c);
     const owner = { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds };
-    const records = new RepoRecords(c);
+    const records = c.repoRecords();
     await records.get(owner, name);
     if (args.values['yes'] !== true) {
       if (!io.interactive) {

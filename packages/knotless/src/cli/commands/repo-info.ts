@@ -1,6 +1,5 @@
 import { refKey } from '../../remote/ref-key.ts';
 import { parseRepoSpec } from '../../repo/name.ts';
-import { RepoRecords } from '../../repo/records.ts';
 import { safeJson, safeText } from '../../text/terminal.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
@@ -15,7 +14,7 @@ export const command: Command = {
     const c = ctx();
     const spec = parseRepoSpec(args.positionals[0]!);
     const owner = await ownerOf(c, spec.owner);
-    const records = new RepoRecords(c);
+    const records = c.repoRecords();
     const [record, keys] = await Promise.all([
       records.get(owner, spec.name),
       records.refKeys(owner, spec.name),

@@ -1,4 +1,3 @@
-import { RepoRecords } from '../../repo/records.ts';
 import { safeJson, safeText } from '../../text/terminal.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
@@ -12,7 +11,7 @@ export const command: Command = {
   async run({ ctx, io, args }) {
     const c = ctx();
     const owner = await ownerOf(c, args.positionals[0]);
-    const repos = await new RepoRecords(c).list(owner);
+    const repos = await c.repoRecords().list(owner);
     if (args.values['json'] === true) {
       io.out(safeJson(repos.map((r) => ({ name: r.name, ...r.record }))));
       return;
