@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { describe, it } from 'node:test';
 import { freePort } from 'knotless-devnet';
-import { knotless } from './helpers/cli.ts';
+import { KNOTLESS_BIN, knotless } from './helpers/cli.ts';
 import { useNetwork } from './helpers/network.ts';
 
 const t = useNetwork(['alice.test']);
@@ -129,6 +129,21 @@ describe('failures a user can cause', () => {
     }
     for (const out of outputs)
       for (const line of out.split('\n')) assert.ok(line.length <= 80, `over 80 columns: ${line}`);
+  });
+
+  it('ends quietly, as git does, when its reader goes away (knotless --help | head -1)', async () => {
+    const { spawn } = await import('node:child_process');
+    const child = spawn(process.execPath, [KNOTLESS_BIN, '--help'], {
+      env: t.env(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    // The reading end is gone before the first line is written.
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    assert.equal(stderr, '');
+    assert.equal(code, 141);
   });
 
   it('prints its version', async () => {

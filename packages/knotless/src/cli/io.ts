@@ -10,6 +10,12 @@ export interface Io {
 
 /** The process's own streams. */
 export function processIo(): Io {
+  // A reader that went away (`knotless --help | head -3`) ends us as it ends git: quietly, with the
+  // status of a SIGPIPE. Any other failure to write stays an error.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(141);
+  });
   return {
     // The CLI's two sinks; main() hands commands these through safeIo.
     // eslint-disable-next-line no-restricted-syntax
