@@ -52,14 +52,19 @@ export async function listRefs(
     .split('\n')
     .filter(Boolean)
     .map((l) => ({ oid: l.slice(0, 40), name: l.slice(41) }));
-  const head = (await runGit(['symbolic-ref', '-q', 'HEAD'], { gitDir: dir, okCodes: [1] })).stdout
-    .toString('utf8')
-    .trim();
+  const head = await symbolicHead(dir);
   return {
     branches: refs.filter((r) => r.name.startsWith('refs/heads/')),
     tags: refs.filter((r) => r.name.startsWith('refs/tags/')),
-    head: head === '' ? undefined : head,
+    head,
   };
+}
+
+/** The ref HEAD points at (refs/heads/…), if it is a symbolic ref. */
+export async function symbolicHead(dir: string): Promise<string | undefined> {
+  const out = await runGit(['symbolic-ref', '-q', 'HEAD'], { gitDir: dir, okCodes: [1] });
+  const head = out.stdout.toString('utf8').trim();
+  return head === '' ? undefined : head;
 }
 
 /**
@@ -148,30 +153,27 @@ function parseLog(out: Buffer): CommitInfo[] {
     });
 }
 
-/** Commits reachable from `range` (an object id, or `base..head` of object ids), newest first. */
-export async function log(dir: string, range: string, limit: number, skip = 0): Promise<CommitInfo[]> {
+/**
+ * Commits reachable from `range` (an object id, or `base..head` of object ids), newest first; only
+ * those touching `path` when given (a literal path: no pathspec magic).
+ */
+export async function log(
+  dir: string,
+  range: string,
+  limit: number,
+  skip = 0,
+  path?: string,
+): Promise<CommitInfo[]> {
   if (!/^[0-9a-f]{40}(\.\.[0-9a-f]{40})?$/.test(range)) throw new Error('log takes resolved object ids');
-  return parseLog(
-    await git(dir, ['log', `--format=${LOG_FORMAT}`, `--max-count=${limit}`, `--skip=${skip}`, range, '--']),
-  );
+  const args = ['log', `--format=${LOG_FORMAT}`, `--max-count=${limit}`, `--skip=${skip}`, range, '--'];
+  if (path !== undefined && path !== '') args.push(path);
+  const out = await runGit(args, { gitDir: dir, env: { GIT_LITERAL_PATHSPECS: '1' } });
+  return parseLog(out.stdout);
 }
 
 /** One commit. */
 export async function commitInfo(dir: string, oid: string): Promise<CommitInfo> {
   return parseLog(await git(dir, ['show', '-s', `--format=${LOG_FORMAT}`, oid]))[0]!;
-}
-
-/** Largest diff shown; the rest is cut with a note. */
-export const MAX_DIFF_BYTES = 512 * 1024;
-
-/** The unified diff between two commits (from = undefined: the root commit against nothing). */
-export async function diff(dir: string, from: string | undefined, to: string): Promise<string> {
-  const args =
-    from === undefined
-      ? ['diff-tree', '-p', '-M', '--root', '--no-color', '--no-ext-diff', to]
-      : ['diff', '-M', '--no-color', '--no-ext-diff', from, to, '--'];
-  const out = await git(dir, args);
-  return out.subarray(0, MAX_DIFF_BYTES).toString('utf8');
 }
 
 /** The best common ancestor of two commits, if any. */
