@@ -42,14 +42,17 @@ table.tree td.msg{width:55%;overflow:hidden;text-overflow:ellipsis;white-space:n
 table.list td.nowrap{white-space:nowrap}
 .stat{font-family:ui-monospace,monospace;font-size:13px}.stat .a{color:#1a7f37}.stat .d{color:#cf222e}
 table.code td.o,table.code td.n2{color:var(--muted);text-align:right;user-select:none;width:1%}
+table.code.blame td.b-who{white-space:nowrap;font-family:system-ui,sans-serif;width:1%;max-width:24rem;overflow:hidden;text-overflow:ellipsis}
+table.code.blame tr.b-first td{border-top:1px solid var(--line)}
 .pager{display:flex;gap:1rem;margin:.8rem 0}
-.push-refs{display:flex;flex-wrap:wrap;gap:.2rem}
+.push-refs{display:flex;flex-wrap:wrap;gap:.2rem;align-items:baseline}.push-refs a{margin-right:.6rem}
+@media (prefers-color-scheme:dark){.stat .a{color:#3fb950}.stat .d{color:#f85149}}
 @media (max-width:640px){main{padding:.6rem}header.top{flex-wrap:wrap}.search{margin-left:0;width:100%}.search input{min-width:0;width:100%}table.tree td.msg,table.list td.hide-narrow{display:none}table.code td{font-size:12px}}
 .pill{display:inline-block;border:1px solid var(--line);border-radius:2em;padding:0 .5em;font-size:.8rem;margin-right:.3em}
 table.code{border-collapse:collapse;width:100%}
 table.code td{padding:0 .8rem;white-space:pre;font-family:ui-monospace,monospace;font-size:13px;vertical-align:top}
 table.code td.n{color:var(--muted);text-align:right;user-select:none;width:1%}
-.d-add{background:var(--add)}.d-del{background:var(--del)}.d-hunk{background:var(--hunk);color:var(--muted)}
+.d-add{background:var(--add)}.d-del{background:var(--del)}.d-hunk{background:var(--hunk);color:var(--fg)}
 .crumbs{margin:.4rem 0}
 .box>.head.bar{margin:0}
 .hljs-keyword,.hljs-built_in,.hljs-selector-tag{color:#cf222e}.hljs-string,.hljs-attr{color:#0a3069}.hljs-comment{color:var(--muted);font-style:italic}.hljs-number,.hljs-literal{color:#0550ae}.hljs-title,.hljs-function{color:#8250df}

@@ -29,7 +29,8 @@ export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number
   requireMirror(repo);
   const { branches } = await datedRefs(repo.gitDir);
   const headName = await symbolicHead(repo.gitDir);
-  const head = branches.find((b) => b.name === headName);
+  // The default branch as the repository page shows it: HEAD's, else the most recent.
+  const head = branches.find((b) => b.name === headName) ?? branches[0];
   const pages = Math.max(1, Math.ceil(branches.length / PER_PAGE));
   const p = Math.min(pageNo, pages);
   const shown = branches.slice((p - 1) * PER_PAGE, p * PER_PAGE);
