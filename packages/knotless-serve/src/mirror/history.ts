@@ -17,8 +17,12 @@ export const LAST_COMMIT_WALK = 2000;
  * gone) or when `stop` is called. The knotless library's runGit buffers the whole answer; walks that
  * can stop early and archives that are streamed to the reader need the stream.
  */
-export function spawnGit(dir: string, args: string[], env: Record<string, string> = {}): ChildProcess {
-  const signal = requestSignal();
+export function spawnGit(
+  dir: string,
+  args: string[],
+  env: Record<string, string> = {},
+  signal: AbortSignal | undefined = requestSignal(),
+): ChildProcess {
   return spawn('git', args, {
     env: { ...process.env, GIT_DIR: dir, GIT_NO_LAZY_FETCH: '1', GIT_TERMINAL_PROMPT: '0', ...env },
     stdio: ['ignore', 'pipe', 'ignore'],
@@ -138,32 +142,6 @@ export interface DatedRef {
   oid: string;
   date: string;
   subject: string;
-}
-
-/**
- * Branches and tags, newest first by their commit's date (a tag's own date when annotated), so a
- * switcher and the branches and tags pages show recent ones first instead of alphabetical order.
- */
-export async function datedRefs(dir: string): Promise<{ branches: DatedRef[]; tags: DatedRef[] }> {
-  const format = '%(refname)%00%(objectname)%00%(*objectname)%00%(creatordate:iso-strict)%00%(subject)';
-  const out = await collect(
-    spawnGit(dir, ['for-each-ref', '--sort=-creatordate', `--format=${format}`, 'refs/heads', 'refs/tags']),
-  );
-  const branches: DatedRef[] = [];
-  const tags: DatedRef[] = [];
-  for (const line of out.split('\n')) {
-    const [name, oid, peeled, date, subject] = line.split('\0');
-    if (name === undefined || oid === undefined || oid === '') continue;
-    const ref = {
-      name,
-      oid: peeled !== undefined && peeled !== '' ? peeled : oid,
-      date: date ?? '',
-      subject: subject ?? '',
-    };
-    if (name.startsWith('refs/heads/')) branches.push(ref);
-    else if (name.startsWith('refs/tags/')) tags.push(ref);
-  }
-  return { branches, tags };
 }
 
 const aheadMemo = new Memo<{ ahead: number; behind: number }>(8192);

@@ -6,6 +6,7 @@ import {
   type RunGitOptions,
 } from 'knotless';
 import { requestSignal } from '../web/deadline.ts';
+import { mirrorRefs } from './ref-cache.ts';
 
 /** A ref of a mirror. */
 export interface GitRef {
@@ -43,28 +44,16 @@ async function git(dir: string, args: string[], input?: string): Promise<Buffer>
   return (await runGit(args, { gitDir: dir, ...(input === undefined ? {} : { input }) })).stdout;
 }
 
-/** The branches and tags of a mirror, and HEAD's branch. */
+/** The branches and tags of a mirror (newest first), and HEAD's branch. */
 export async function listRefs(
   dir: string,
 ): Promise<{ branches: GitRef[]; tags: GitRef[]; head: string | undefined }> {
-  const out = (await git(dir, ['for-each-ref', '--format=%(objectname) %(refname)'])).toString('utf8');
-  const refs = out
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => ({ oid: l.slice(0, 40), name: l.slice(41) }));
-  const head = await symbolicHead(dir);
-  return {
-    branches: refs.filter((r) => r.name.startsWith('refs/heads/')),
-    tags: refs.filter((r) => r.name.startsWith('refs/tags/')),
-    head,
-  };
+  return mirrorRefs(dir);
 }
 
 /** The ref HEAD points at (refs/heads/…), if it is a symbolic ref. */
 export async function symbolicHead(dir: string): Promise<string | undefined> {
-  const out = await runGit(['symbolic-ref', '-q', 'HEAD'], { gitDir: dir, okCodes: [1] });
-  const head = out.stdout.toString('utf8').trim();
-  return head === '' ? undefined : head;
+  return (await mirrorRefs(dir)).head;
 }
 
 /**
@@ -72,6 +61,9 @@ export async function symbolicHead(dir: string): Promise<string | undefined> {
  * Anything else (options, revision syntax) is refused before git sees it.
  */
 export async function resolveCommit(dir: string, name: string): Promise<string | undefined> {
+  // A branch or tag: from the cached list, no git process.
+  const known = (await mirrorRefs(dir)).byName.get(name);
+  if (known !== undefined && (await isCommit(dir, known))) return known;
   const candidates: string[] = [];
   if (/^[0-9a-f]{4,40}$/.test(name)) candidates.push(name);
   if (isValidRefName(name)) candidates.push(name);
@@ -85,6 +77,20 @@ export async function resolveCommit(dir: string, name: string): Promise<string |
     if (out.code === 0 && isObjectId(oid)) return oid;
   }
   return undefined;
+}
+
+const commits = new Set<string>();
+
+/** Whether `oid` is a commit (a tag may point at a tree or blob); remembered once seen. */
+async function isCommit(dir: string, oid: string): Promise<boolean> {
+  if (commits.has(`${dir}\0${oid}`)) return true;
+  const out = await runGit(['cat-file', '-t', oid], { gitDir: dir, okCodes: [128] });
+  const yes = out.stdout.toString('utf8').trim() === 'commit';
+  if (yes) {
+    if (commits.size > 100_000) commits.clear();
+    commits.add(`${dir}\0${oid}`);
+  }
+  return yes;
 }
 
 /** What is at `path` in commit `oid`: a tree, a blob, or nothing. */

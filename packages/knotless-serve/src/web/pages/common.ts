@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { DatedRef } from '../../mirror/history.ts';
-import { listRefs, resolveCommit } from '../../mirror/read.ts';
+import { mirrorRefs } from '../../mirror/ref-cache.ts';
+import { resolveCommit } from '../../mirror/read.ts';
 import { html, href, pathHref, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../server.ts';
 import { HttpError } from '../site.ts';
@@ -25,11 +26,8 @@ export function requireMirror(repo: RepoTarget): void {
 export async function refPath(repo: RepoTarget, tail: string): Promise<RefPath> {
   requireMirror(repo);
   const segs = tail.split('/').filter(Boolean);
-  const { branches, tags } = await listRefs(repo.gitDir);
-  const names = new Set([
-    ...branches.map((b) => b.name.slice('refs/heads/'.length)),
-    ...tags.map((t) => t.name.slice('refs/tags/'.length)),
-  ]);
+  const { byName } = await mirrorRefs(repo.gitDir);
+  const names = { has: (n: string) => byName.has(n) && !n.startsWith('refs/') };
   for (let n = segs.length; n >= 1; n--) {
     const ref = segs.slice(0, n).join('/');
     if (!names.has(ref) && !(n === 1 && /^[0-9a-f]{7,40}$/.test(ref))) continue;

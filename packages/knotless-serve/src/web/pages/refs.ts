@@ -1,4 +1,5 @@
-import { aheadBehind, datedRefs, type DatedRef } from '../../mirror/history.ts';
+import { aheadBehind, type DatedRef } from '../../mirror/history.ts';
+import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { symbolicHead } from '../../mirror/read.ts';
 import { pager } from '../diff-view.ts';
 import { html, href, page, pathHref, when } from '../html.ts';
@@ -27,7 +28,7 @@ async function mapLimited<T, R>(items: T[], limit: number, fn: (t: T) => Promise
 /** Branches, newest first, each with how far ahead of and behind the default branch it is. */
 export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number): Promise<string> {
   requireMirror(repo);
-  const { branches } = await datedRefs(repo.gitDir);
+  const { branches } = await mirrorRefs(repo.gitDir);
   const headName = await symbolicHead(repo.gitDir);
   // The default branch as the repository page shows it: HEAD's, else the most recent.
   const head = branches.find((b) => b.name === headName) ?? branches[0];
@@ -80,7 +81,7 @@ export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number
 /** Tags, newest first, with their commit and downloads. */
 export async function tagsPage(_site: Site, repo: RepoTarget, pageNo: number): Promise<string> {
   requireMirror(repo);
-  const { tags } = await datedRefs(repo.gitDir);
+  const { tags } = await mirrorRefs(repo.gitDir);
   const pages = Math.max(1, Math.ceil(tags.length / PER_PAGE));
   const p = Math.min(pageNo, pages);
   const shown: DatedRef[] = tags.slice((p - 1) * PER_PAGE, p * PER_PAGE);

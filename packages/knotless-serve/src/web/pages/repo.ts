@@ -1,5 +1,6 @@
 import fs from 'node:fs';
-import { commitCount, datedRefs, lastCommits, type DatedRef, type LastCommit } from '../../mirror/history.ts';
+import { mirrorRefs } from '../../mirror/ref-cache.ts';
+import { commitCount, lastCommits, type DatedRef, type LastCommit } from '../../mirror/history.ts';
 import { listTree, log, pathType, readBlob, symbolicHead, type TreeEntry } from '../../mirror/read.ts';
 import { copyField, html, href, humanSize, page, pathHref, when, type SafeHtml } from '../html.ts';
 import { renderMarkdown } from '../render.ts';
@@ -148,7 +149,7 @@ function emptyPage(site: Site, repo: RepoTarget): string {
 /** A repository's front page: clone commands, counts, default branch tree and README. */
 export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
   if (!fs.existsSync(repo.gitDir)) return emptyPage(site, repo);
-  const refs = await datedRefs(repo.gitDir);
+  const refs = await mirrorRefs(repo.gitDir);
   const head = await headBranch(repo.gitDir, refs.branches);
   if (head === undefined) return emptyPage(site, repo);
   const branch = head.name.slice('refs/heads/'.length);
@@ -183,7 +184,7 @@ export async function treePage(site: Site, repo: RepoTarget, tail: string): Prom
   const at = await refPath(repo, tail);
   const type = await pathType(repo.gitDir, at.oid, at.path);
   if (type !== 'tree') throw new HttpError(404, `No directory ${at.path} at ${at.ref}.`);
-  const refs = await datedRefs(repo.gitDir);
+  const refs = await mirrorRefs(repo.gitDir);
   return page(
     `${at.path || repo.name} at ${at.ref}`,
     html`${repoHeader(repo, at.ref)}${await codeView(site, repo, at.ref, at.oid, at.path, refs, html``)}`,
