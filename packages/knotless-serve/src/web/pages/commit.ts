@@ -97,14 +97,15 @@ export async function comparePage(
     href(repo.owner, repo.name, 'compare') + '/' + tail.split('/').map(encodeURIComponent).join('/');
   const diff = await pagedDiff(repo, mb ?? base, head, pageNo, (p) => `${self}?page=${p}`);
   const more = commits.length > COMPARE_COMMITS;
+  const count = more
+    ? `More than ${COMPARE_COMMITS} commits`
+    : `${commits.length} commit${commits.length === 1 ? '' : 's'}`;
+  const summary = `${count} on ${headName} since ${mb === undefined ? 'no common ancestor' : short(mb)}.`;
   return page(
     `Compare ${baseName}...${headName}`,
     html`${repoHeader(repo)}
       <h2>Comparing <span class="pill">${baseName}</span> ... <span class="pill">${headName}</span></h2>
-      <p class="muted">
-        ${more ? `More than ${COMPARE_COMMITS}` : commits.length} commit${commits.length === 1 ? '' : 's'} on
-        ${headName} since ${mb === undefined ? 'no common ancestor' : short(mb)}.
-      </p>
+      <p class="muted">${summary}</p>
       ${
         commits.length === 0
           ? html`<p>${headName} has nothing that ${baseName} lacks.</p>`
