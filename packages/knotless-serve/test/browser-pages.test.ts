@@ -24,6 +24,7 @@ let browser: BrowserContext;
 let page: Page;
 let cspErrors: string[];
 const c: string[] = [];
+let work: string;
 
 const PNG = Buffer.from(
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
@@ -41,7 +42,7 @@ async function setUp(): Promise<void> {
   app = await appviewOn(t, ':memory:');
   const created = await alice.knotless('repo', 'create', 'site', '--description', 'a site');
   assert.equal(created.code, 0, created.stderr);
-  const work = await newRepo(alice, 'knotless://alice.test/site');
+  work = await newRepo(alice, 'knotless://alice.test/site');
   c.push(
     await commitFiles(
       alice,
@@ -286,5 +287,23 @@ describe('the pages a reader expects, in Chromium', () => {
       const width = await page.evaluate(() => document.documentElement.scrollWidth);
       assert.ok(width <= 390, `${url} is ${width} px wide at phone width`);
     }
+  });
+
+  it('a new push shows on pages already read (refs, trees and logs are cached per commit)', async () => {
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await visit(base, 'before-push');
+    await alice.ok(work, 'checkout', '-q', 'main');
+    const next = await commitFiles(alice, work, { COPYING: 'y'.repeat(2048) }, 'licence: longer');
+    await alice.ok(work, 'push', '-q', 'origin', 'main');
+    await waitFor('the push on the repository page', async () => {
+      await page.goto(`${app.url}${base}`);
+      return (await page.locator('.latest').innerText()).includes(next.slice(0, 8)) ? true : undefined;
+    });
+    assert.match(
+      await page.locator('table.tree tr', { hasText: 'COPYING' }).innerText(),
+      /licence: longer[\s\S]*2\.0 KiB/,
+    );
+    assert.match(await page.locator('.counts').innerText(), /4 commits/);
+    await checkPage(page, cspErrors, 'after push');
   });
 });

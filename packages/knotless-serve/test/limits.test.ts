@@ -241,25 +241,30 @@ describe('appview limits and README images', () => {
   });
 
   it('answers a page past its time limit with 503 and kills the git working for it', async () => {
-    fs.writeFileSync(path.join(marks, 'slow-ls-tree'), '');
-    fs.rmSync(path.join(marks, 'ls-tree.pid'), { force: true });
+    // Blame: a page whose git work is never cached (trees, logs and refs are, once read).
+    fs.writeFileSync(path.join(marks, 'slow-blame'), '');
+    fs.rmSync(path.join(marks, 'blame.pid'), { force: true });
     try {
       const started = Date.now();
-      const res = await get(`${app.url}/alice.test/pics`);
+      const res = await get(`${app.url}/alice.test/pics/blame/main/README.md`);
       const took = Date.now() - started;
       assert.equal(res.status, 503);
       assert.match(res.text, /took longer than 1\.5 s/);
       assert.ok(took >= 1400 && took < 5000, `answered after ${took} ms`);
-      const pid = Number(fs.readFileSync(path.join(marks, 'ls-tree.pid'), 'utf8'));
+      const pid = Number(fs.readFileSync(path.join(marks, 'blame.pid'), 'utf8'));
       await waitFor(
         'the slow git to be killed',
         () => Promise.resolve(isAlive(pid) ? undefined : true),
         3000,
       );
     } finally {
-      fs.rmSync(path.join(marks, 'slow-ls-tree'));
+      fs.rmSync(path.join(marks, 'slow-blame'));
     }
-    assert.equal((await get(`${app.url}/alice.test/pics`)).status, 200, 'later requests are unaffected');
+    assert.equal(
+      (await get(`${app.url}/alice.test/pics/blame/main/README.md`)).status,
+      200,
+      'later requests are unaffected',
+    );
   });
 
   it('stops an archive download past its time limit and kills git archive', async () => {

@@ -1,4 +1,9 @@
-import { collect, spawnGit } from './history.ts';
+import { collect, Memo, spawnGit } from './history.ts';
+
+// Diffs between two commits never change: kept, the patches only when small.
+const stats = new Memo<FileStat[]>(256);
+const patches = new Memo<{ text: string; cut: boolean }>(64);
+const SMALL_PATCH = 256 * 1024;
 
 /** One changed file of a diff, as `git diff --numstat` counts it. */
 export interface FileStat {
@@ -20,7 +25,11 @@ export const MAX_FILES = 3000;
 export const MAX_PATCH_BYTES = 512 * 1024;
 
 /** The files two commits differ in, with line counts (from = undefined: a root commit). */
-export async function diffStat(dir: string, from: string | undefined, to: string): Promise<FileStat[]> {
+export function diffStat(dir: string, from: string | undefined, to: string): Promise<FileStat[]> {
+  return stats.through(`${dir}\0${from ?? ''}\0${to}`, () => readStat(dir, from, to));
+}
+
+async function readStat(dir: string, from: string | undefined, to: string): Promise<FileStat[]> {
   const out = await collect(
     spawnGit(dir, ['diff', '--numstat', '-z', '-M', '--no-ext-diff', from ?? EMPTY_TREE, to, '--']),
   );
@@ -53,6 +62,20 @@ export async function patchOf(
   files: FileStat[],
 ): Promise<{ text: string; cut: boolean }> {
   if (files.length === 0) return { text: '', cut: false };
+  const key = `${dir}\0${from ?? ''}\0${to}\0${files.map((f) => f.path).join('\0')}`;
+  const hit = patches.get(key);
+  if (hit !== undefined) return hit;
+  const made = await readPatch(dir, from, to, files);
+  if (made.text.length <= SMALL_PATCH) patches.set(key, made);
+  return made;
+}
+
+async function readPatch(
+  dir: string,
+  from: string | undefined,
+  to: string,
+  files: FileStat[],
+): Promise<{ text: string; cut: boolean }> {
   const paths = files.flatMap((f) => (f.oldPath === undefined ? [f.path] : [f.oldPath, f.path]));
   const child = spawnGit(
     dir,

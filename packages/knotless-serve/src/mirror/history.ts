@@ -32,7 +32,7 @@ export function spawnGit(
 }
 
 /** A small cache of answers keyed by commit id: what a commit holds never changes. */
-class Memo<T> {
+export class Memo<T> {
   #map = new Map<string, T>();
   readonly #max: number;
   constructor(max: number) {
@@ -44,6 +44,14 @@ class Memo<T> {
       this.#map.delete(key);
       this.#map.set(key, v);
     }
+    return v;
+  }
+  /** The cached answer, or `make`'s (kept unless it fails). */
+  async through(key: string, make: () => Promise<T>): Promise<T> {
+    const hit = this.get(key);
+    if (hit !== undefined) return hit;
+    const v = await make();
+    this.set(key, v);
     return v;
   }
   set(key: string, v: T): void {

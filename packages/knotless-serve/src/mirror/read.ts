@@ -6,6 +6,7 @@ import {
   type RunGitOptions,
 } from 'knotless';
 import { requestSignal } from '../web/deadline.ts';
+import { Memo } from './history.ts';
 import { mirrorRefs } from './ref-cache.ts';
 
 /** A ref of a mirror. */
@@ -93,16 +94,60 @@ async function isCommit(dir: string, oid: string): Promise<boolean> {
   return yes;
 }
 
+/** An object named by a commit and a path in it. */
+export interface ObjectAt {
+  oid: string;
+  type: string;
+  size: number;
+}
+
+// Answers about a commit's content never change: kept per commit, path and question.
+const objects = new Memo<ObjectAt | null>(4096);
+const trees = new Memo<TreeEntry[]>(512);
+const logs = new Memo<CommitInfo[]>(512);
+
+/** The object at `path` in commit `oid` (type, size, id), from one `cat-file --batch-check`. */
+export async function objectAt(dir: string, oid: string, path: string): Promise<ObjectAt | undefined> {
+  const spec = path === '' ? `${oid}^{tree}` : `${oid}:${path}`;
+  // A newline would end the batch line early: such a path is asked for as a lone argument.
+  const found = await objects.through(`${dir}\0${spec}`, async () => {
+    let line: string;
+    if (spec.includes('\n')) {
+      const ask = async (flag: string) =>
+        (await runGit(['cat-file', flag, spec], { gitDir: dir, okCodes: [128] })).stdout
+          .toString('utf8')
+          .trim();
+      const id = (
+        await runGit(['rev-parse', '--verify', '--quiet', spec], { gitDir: dir, okCodes: [1, 128] })
+      ).stdout
+        .toString('utf8')
+        .trim();
+      line = `${id} ${await ask('-t')} ${await ask('-s')}`;
+    } else {
+      const out = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'], {
+        gitDir: dir,
+        input: spec + '\n',
+      });
+      line = out.stdout.toString('utf8').trim();
+    }
+    const m = /^([0-9a-f]{40}) (\w+) (\d+)$/.exec(line);
+    return m === null ? null : { oid: m[1]!, type: m[2]!, size: Number(m[3]) };
+  });
+  return found ?? undefined;
+}
+
 /** What is at `path` in commit `oid`: a tree, a blob, or nothing. */
 export async function pathType(dir: string, oid: string, path: string): Promise<'tree' | 'blob' | undefined> {
-  if (path === '') return 'tree';
-  const out = await runGit(['cat-file', '-t', `${oid}:${path}`], { gitDir: dir, okCodes: [128] });
-  const t = out.stdout.toString('utf8').trim();
-  return t === 'tree' || t === 'blob' ? t : undefined;
+  const o = await objectAt(dir, oid, path);
+  return o?.type === 'tree' || o?.type === 'blob' ? o.type : undefined;
 }
 
 /** The entries of the tree at `path` in commit `oid`, directories first. */
-export async function listTree(dir: string, oid: string, path: string): Promise<TreeEntry[]> {
+export function listTree(dir: string, oid: string, path: string): Promise<TreeEntry[]> {
+  return trees.through(`${dir}\0${oid}\0${path}`, () => readTree(dir, oid, path));
+}
+
+async function readTree(dir: string, oid: string, path: string): Promise<TreeEntry[]> {
   const out = await git(dir, ['ls-tree', '-z', '-l', `${oid}:${path}`]);
   const entries = out
     .toString('utf8')
@@ -131,10 +176,10 @@ export async function readBlob(
   path: string,
   max: number,
 ): Promise<{ size: number; content: Buffer | undefined }> {
-  const spec = `${oid}:${path}`;
-  const size = Number((await git(dir, ['cat-file', '-s', spec])).toString('utf8').trim());
-  if (size > max) return { size, content: undefined };
-  return { size, content: await git(dir, ['cat-file', 'blob', spec]) };
+  const o = await objectAt(dir, oid, path);
+  if (o === undefined || o.type !== 'blob') throw new Error(`no blob at ${path}`);
+  if (o.size > max) return { size: o.size, content: undefined };
+  return { size: o.size, content: await git(dir, ['cat-file', 'blob', o.oid]) };
 }
 
 const LOG_FORMAT = '%H%x00%P%x00%an%x00%ae%x00%aI%x00%s%x00%b%x1e';
@@ -173,17 +218,29 @@ export async function log(
   if (!/^[0-9a-f]{40}(\.\.[0-9a-f]{40})?$/.test(range)) throw new Error('log takes resolved object ids');
   const args = ['log', `--format=${LOG_FORMAT}`, `--max-count=${limit}`, `--skip=${skip}`, range, '--'];
   if (path !== undefined && path !== '') args.push(path);
-  const out = await runGit(args, { gitDir: dir, env: { GIT_LITERAL_PATHSPECS: '1' } });
-  return parseLog(out.stdout);
+  return logs.through(`${dir}\0${range}\0${limit}\0${skip}\0${path ?? ''}`, async () => {
+    const out = await runGit(args, { gitDir: dir, env: { GIT_LITERAL_PATHSPECS: '1' } });
+    return parseLog(out.stdout);
+  });
 }
 
 /** One commit. */
 export async function commitInfo(dir: string, oid: string): Promise<CommitInfo> {
-  return parseLog(await git(dir, ['show', '-s', `--format=${LOG_FORMAT}`, oid]))[0]!;
+  const [c] = await logs.through(`${dir}\0show\0${oid}`, async () =>
+    parseLog(await git(dir, ['show', '-s', `--format=${LOG_FORMAT}`, oid])),
+  );
+  return c!;
 }
 
 /** The best common ancestor of two commits, if any. */
 export async function mergeBase(dir: string, a: string, b: string): Promise<string | undefined> {
+  const found = await bases.through(`${dir}\0${a}\0${b}`, async () => (await findBase(dir, a, b)) ?? '');
+  return found === '' ? undefined : found;
+}
+
+const bases = new Memo<string>(1024);
+
+async function findBase(dir: string, a: string, b: string): Promise<string | undefined> {
   try {
     const out = await runGit(['merge-base', a, b], { gitDir: dir, okCodes: [1] });
     const oid = out.stdout.toString('utf8').trim();
