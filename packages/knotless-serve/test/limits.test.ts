@@ -241,7 +241,7 @@ describe('appview limits and README images', () => {
   });
 
   it('answers a page past its time limit with 503 and kills the git working for it', async () => {
-    // Blame: a page whose git work is never cached (trees, logs and refs are, once read).
+    // Blame of a file not blamed before: its git work is not cached yet (a killed one never is).
     fs.writeFileSync(path.join(marks, 'slow-blame'), '');
     fs.rmSync(path.join(marks, 'blame.pid'), { force: true });
     try {

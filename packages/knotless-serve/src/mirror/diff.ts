@@ -3,7 +3,7 @@ import { collect, Memo, spawnGit } from './history.ts';
 // Diffs between two commits never change: kept, the patches only when small.
 const stats = new Memo<FileStat[]>(256);
 const patches = new Memo<{ text: string; cut: boolean }>(64);
-const SMALL_PATCH = 256 * 1024;
+const SMALL_PATCH = 512 * 1024;
 
 /** One changed file of a diff, as `git diff --numstat` counts it. */
 export interface FileStat {

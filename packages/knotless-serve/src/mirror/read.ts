@@ -105,6 +105,9 @@ export interface ObjectAt {
 const objects = new Memo<ObjectAt | null>(4096);
 const trees = new Memo<TreeEntry[]>(512);
 const logs = new Memo<CommitInfo[]>(512);
+/** Blobs kept in memory only up to this size (256 of them: at most 16 MiB). */
+const SMALL_BLOB = 64 * 1024;
+const blobs = new Memo<Buffer>(256);
 
 /** The object at `path` in commit `oid` (type, size, id), from one `cat-file --batch-check`. */
 export async function objectAt(dir: string, oid: string, path: string): Promise<ObjectAt | undefined> {
@@ -179,7 +182,9 @@ export async function readBlob(
   const o = await objectAt(dir, oid, path);
   if (o === undefined || o.type !== 'blob') throw new Error(`no blob at ${path}`);
   if (o.size > max) return { size: o.size, content: undefined };
-  return { size: o.size, content: await git(dir, ['cat-file', 'blob', o.oid]) };
+  if (o.size > SMALL_BLOB) return { size: o.size, content: await git(dir, ['cat-file', 'blob', o.oid]) };
+  const content = await blobs.through(`${dir}\0${o.oid}`, () => git(dir, ['cat-file', 'blob', o.oid]));
+  return { size: o.size, content };
 }
 
 const LOG_FORMAT = '%H%x00%P%x00%an%x00%ae%x00%aI%x00%s%x00%b%x1e';

@@ -1,4 +1,4 @@
-import { collect, spawnGit } from '../../mirror/history.ts';
+import { collect, Memo, spawnGit } from '../../mirror/history.ts';
 import { log, pathType, readBlob } from '../../mirror/read.ts';
 import { html, href, page, pathHref, when, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../server.ts';
@@ -7,6 +7,8 @@ import { commitLink, crumbs, refPath, repoHeader } from './common.ts';
 import { commitList } from './commits.ts';
 
 const PER_PAGE = 50;
+/** Blame of a commit's file never changes: the last ones made are kept (files are at most 256 KiB). */
+const blames = new Memo<ReturnType<typeof parseBlame>>(32);
 /** Largest file blamed: blame walks history line by line, the costliest view there is. */
 const MAX_BLAME = 256 * 1024;
 
@@ -78,8 +80,9 @@ export async function blamePage(_site: Site, repo: RepoTarget, tail: string): Pr
   if (size > MAX_BLAME)
     body = html`<p class="pad muted">This file is too large to blame here; clone to run git blame.</p>`;
   else {
-    const out = await collect(spawnGit(repo.gitDir, ['blame', '--porcelain', at.oid, '--', at.path]));
-    const { lines, commits } = parseBlame(out);
+    const { lines, commits } = await blames.through(`${repo.gitDir}\0${at.oid}\0${at.path}`, async () =>
+      parseBlame(await collect(spawnGit(repo.gitDir, ['blame', '--porcelain', at.oid, '--', at.path]))),
+    );
     body = html`<table class="code blame">
       ${lines.map((l, i) => {
         const c = commits.get(l.oid);
