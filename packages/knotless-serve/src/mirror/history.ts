@@ -54,6 +54,9 @@ export class Memo<T> {
     this.set(key, v);
     return v;
   }
+  delete(key: string): void {
+    this.#map.delete(key);
+  }
   set(key: string, v: T): void {
     this.#map.set(key, v);
     if (this.#map.size > this.#max) this.#map.delete(this.#map.keys().next().value!);
@@ -152,20 +155,39 @@ export interface DatedRef {
   subject: string;
 }
 
-const aheadMemo = new Memo<{ ahead: number; behind: number }>(8192);
+/** Commits on one side of a pair and not the other. */
+export interface AheadBehind {
+  ahead: number;
+  behind: number;
+}
 
-/** Commits on `head` not on `base`, and on `base` not on `head` (cached per pair of commits). */
-export async function aheadBehind(
-  dir: string,
-  base: string,
-  head: string,
-): Promise<{ ahead: number; behind: number }> {
+const aheadMemo = new Memo<Promise<AheadBehind>>(8192);
+/** One walk's own limit: it runs on after the page that asked is sent (see {@link aheadBehind}). */
+const AHEAD_TIMEOUT_MS = 30_000;
+
+/**
+ * Commits on `head` not on `base`, and on `base` not on `head`, cached per pair of commits. The
+ * walk is not tied to the request that asked: a branches page shows what is ready within its
+ * budget and the rest is there on the next view; a walk already running is shared, not repeated.
+ */
+export function aheadBehind(dir: string, base: string, head: string): Promise<AheadBehind> {
   const key = `${dir}\0${base}\0${head}`;
   const cached = aheadMemo.get(key);
   if (cached !== undefined) return cached;
-  const out = await collect(spawnGit(dir, ['rev-list', '--left-right', '--count', `${base}...${head}`]));
-  const [behind, ahead] = out.trim().split(/\s+/).map(Number);
-  const v = { ahead: ahead ?? 0, behind: behind ?? 0 };
-  aheadMemo.set(key, v);
-  return v;
+  const walk = collect(
+    spawnGit(
+      dir,
+      ['rev-list', '--left-right', '--count', `${base}...${head}`],
+      {},
+      AbortSignal.timeout(AHEAD_TIMEOUT_MS),
+    ),
+  ).then((out) => {
+    const [behind, ahead] = out.trim().split(/\s+/).map(Number);
+    return { ahead: ahead ?? 0, behind: behind ?? 0 };
+  });
+  aheadMemo.set(key, walk);
+  walk.catch(() => {
+    if (aheadMemo.get(key) === walk) aheadMemo.delete(key);
+  });
+  return walk;
 }

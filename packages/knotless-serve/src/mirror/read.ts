@@ -57,6 +57,14 @@ export async function symbolicHead(dir: string): Promise<string | undefined> {
   return (await mirrorRefs(dir)).head;
 }
 
+/** Object ids known to be commits (an id names the same object forever). */
+const commits = new Set<string>();
+
+function rememberCommit(dir: string, oid: string): void {
+  if (commits.size > 100_000) commits.clear();
+  commits.add(`${dir}\0${oid}`);
+}
+
 /**
  * The commit a user-given name means: a full or short object id, or a branch, tag or full ref name.
  * Anything else (options, revision syntax) is refused before git sees it.
@@ -65,6 +73,8 @@ export async function resolveCommit(dir: string, name: string): Promise<string |
   // A branch or tag: from the cached list, no git process.
   const known = (await mirrorRefs(dir)).byName.get(name);
   if (known !== undefined && (await isCommit(dir, known))) return known;
+  // A full commit id seen before: no git process.
+  if (commits.has(`${dir}\0${name}`)) return name;
   const candidates: string[] = [];
   if (/^[0-9a-f]{4,40}$/.test(name)) candidates.push(name);
   if (isValidRefName(name)) candidates.push(name);
@@ -75,22 +85,20 @@ export async function resolveCommit(dir: string, name: string): Promise<string |
       okCodes: [1, 128],
     });
     const oid = out.stdout.toString('utf8').trim();
-    if (out.code === 0 && isObjectId(oid)) return oid;
+    if (out.code === 0 && isObjectId(oid)) {
+      rememberCommit(dir, oid);
+      return oid;
+    }
   }
   return undefined;
 }
-
-const commits = new Set<string>();
 
 /** Whether `oid` is a commit (a tag may point at a tree or blob); remembered once seen. */
 async function isCommit(dir: string, oid: string): Promise<boolean> {
   if (commits.has(`${dir}\0${oid}`)) return true;
   const out = await runGit(['cat-file', '-t', oid], { gitDir: dir, okCodes: [128] });
   const yes = out.stdout.toString('utf8').trim() === 'commit';
-  if (yes) {
-    if (commits.size > 100_000) commits.clear();
-    commits.add(`${dir}\0${oid}`);
-  }
+  if (yes) rememberCommit(dir, oid);
   return yes;
 }
 

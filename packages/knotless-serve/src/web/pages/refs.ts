@@ -1,4 +1,4 @@
-import { aheadBehind, type DatedRef } from '../../mirror/history.ts';
+import { aheadBehind, type AheadBehind, type DatedRef } from '../../mirror/history.ts';
 import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { symbolicHead } from '../../mirror/read.ts';
 import { pager } from '../diff-view.ts';
@@ -9,8 +9,10 @@ import { commitLink, repoHeader, requireMirror } from './common.ts';
 
 /** Refs per page of the branches and tags pages. */
 const PER_PAGE = 50;
-/** ahead/behind walks run at once for one page (each is a git rev-list). */
+/** ahead/behind walks a page starts at once (each is a git rev-list); the rest wait their turn. */
 const PARALLEL = 4;
+/** How long a branches page waits for ahead/behind figures; those not ready show later. */
+const AHEAD_BUDGET_MS = 250;
 
 async function mapLimited<T, R>(items: T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array<R>(items.length);
@@ -35,11 +37,18 @@ export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number
   const pages = Math.max(1, Math.ceil(branches.length / PER_PAGE));
   const p = Math.min(pageNo, pages);
   const shown = branches.slice((p - 1) * PER_PAGE, p * PER_PAGE);
-  const counts = await mapLimited(shown, PARALLEL, (b) =>
-    head === undefined || b.name === head.name
-      ? Promise.resolve(undefined)
-      : aheadBehind(repo.gitDir, head.oid, b.oid),
-  );
+  // Figures not ready in time show as pending; their walks finish in the background (shared and
+  // cached), so a later view has them. A failed walk shows as pending too, never as a 500.
+  const isDefault = (b: DatedRef) => head === undefined || b.name === head.name;
+  const counts: (AheadBehind | undefined | null)[] = shown.map((b) => (isDefault(b) ? undefined : null));
+  const work = mapLimited(
+    shown.map((b, i) => ({ b, i })),
+    PARALLEL,
+    async ({ b, i }) => {
+      if (!isDefault(b)) counts[i] = await aheadBehind(repo.gitDir, head!.oid, b.oid);
+    },
+  ).catch(() => undefined);
+  await Promise.race([work, new Promise((resolve) => setTimeout(resolve, AHEAD_BUDGET_MS).unref())]);
   const base = [repo.owner, repo.name];
   const defName = head?.name.slice('refs/heads/'.length);
   const self = href(...base, 'branches');
@@ -63,11 +72,13 @@ export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number
                 ${
                   c === undefined
                     ? html`<span class="pill">default</span>`
-                    : html`<a
-                        href="${pathHref([...base, 'compare'], `${defName ?? ''}...${name}`)}"
-                        title="commits ahead of and behind ${defName ?? ''}"
-                        >${c.ahead} ahead, ${c.behind} behind</a
-                      >`
+                    : c === null
+                      ? html`<span class="muted">counting…</span>`
+                      : html`<a
+                          href="${pathHref([...base, 'compare'], `${defName ?? ''}...${name}`)}"
+                          title="commits ahead of and behind ${defName ?? ''}"
+                          >${c.ahead} ahead, ${c.behind} behind</a
+                        >`
                 }
               </td>
             </tr>`;
