@@ -162,28 +162,64 @@ export interface AheadBehind {
 }
 
 const aheadMemo = new Memo<Promise<AheadBehind>>(8192);
+const aheadDone = new Memo<AheadBehind>(8192);
 /** One walk's own limit: it runs on after the page that asked is sent (see {@link aheadBehind}). */
 const AHEAD_TIMEOUT_MS = 30_000;
+/** Walks running at once across the whole appview; the rest queue. */
+const AHEAD_PARALLEL = 4;
+let running = 0;
+const queue: (() => void)[] = [];
+
+/** Walks waiting at most: past this a page shows "counting" rather than queue more work. */
+const AHEAD_QUEUE = 500;
+
+async function slot<T>(work: () => Promise<T>): Promise<T> {
+  if (running >= AHEAD_PARALLEL) {
+    if (queue.length >= AHEAD_QUEUE) throw new Error('too many ahead/behind walks waiting');
+    await new Promise<void>((resolve) => queue.push(resolve));
+  }
+  running++;
+  try {
+    return await work();
+  } finally {
+    running--;
+    queue.shift()?.();
+  }
+}
+
+/** The figure for a pair if it has been counted already. */
+export function aheadBehindKnown(dir: string, base: string, head: string): AheadBehind | undefined {
+  return aheadDone.get(`${dir}\0${base}\0${head}`);
+}
+
+/** Whether a walk for the pair is counted or under way (a page need not wait for it again). */
+export function aheadBehindStarted(dir: string, base: string, head: string): boolean {
+  return aheadMemo.get(`${dir}\0${base}\0${head}`) !== undefined;
+}
 
 /**
  * Commits on `head` not on `base`, and on `base` not on `head`, cached per pair of commits. The
  * walk is not tied to the request that asked: a branches page shows what is ready within its
- * budget and the rest is there on the next view; a walk already running is shared, not repeated.
+ * budget and the rest is there on a later view; a walk already queued or running is shared.
  */
 export function aheadBehind(dir: string, base: string, head: string): Promise<AheadBehind> {
   const key = `${dir}\0${base}\0${head}`;
   const cached = aheadMemo.get(key);
   if (cached !== undefined) return cached;
-  const walk = collect(
-    spawnGit(
-      dir,
-      ['rev-list', '--left-right', '--count', `${base}...${head}`],
-      {},
-      AbortSignal.timeout(AHEAD_TIMEOUT_MS),
+  const walk = slot(() =>
+    collect(
+      spawnGit(
+        dir,
+        ['rev-list', '--left-right', '--count', `${base}...${head}`],
+        {},
+        AbortSignal.timeout(AHEAD_TIMEOUT_MS),
+      ),
     ),
   ).then((out) => {
     const [behind, ahead] = out.trim().split(/\s+/).map(Number);
-    return { ahead: ahead ?? 0, behind: behind ?? 0 };
+    const v = { ahead: ahead ?? 0, behind: behind ?? 0 };
+    aheadDone.set(key, v);
+    return v;
   });
   aheadMemo.set(key, walk);
   walk.catch(() => {

@@ -1,4 +1,4 @@
-import { aheadBehind, type AheadBehind, type DatedRef } from '../../mirror/history.ts';
+import { aheadBehind, aheadBehindKnown, aheadBehindStarted, type DatedRef } from '../../mirror/history.ts';
 import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { symbolicHead } from '../../mirror/read.ts';
 import { pager } from '../diff-view.ts';
@@ -9,23 +9,8 @@ import { commitLink, repoHeader, requireMirror } from './common.ts';
 
 /** Refs per page of the branches and tags pages. */
 const PER_PAGE = 50;
-/** ahead/behind walks a page starts at once (each is a git rev-list); the rest wait their turn. */
-const PARALLEL = 4;
 /** How long a branches page waits for ahead/behind figures; those not ready show later. */
 const AHEAD_BUDGET_MS = 250;
-
-async function mapLimited<T, R>(items: T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
 
 /** Branches, newest first, each with how far ahead of and behind the default branch it is. */
 export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number): Promise<string> {
@@ -37,18 +22,21 @@ export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number
   const pages = Math.max(1, Math.ceil(branches.length / PER_PAGE));
   const p = Math.min(pageNo, pages);
   const shown = branches.slice((p - 1) * PER_PAGE, p * PER_PAGE);
-  // Figures not ready in time show as pending; their walks finish in the background (shared and
-  // cached), so a later view has them. A failed walk shows as pending too, never as a 500.
+  // Figures not ready in time show as pending; their walks finish in the background (shared,
+  // queued appview-wide and cached), so a later view has them. A page waits only for walks it was
+  // the first to ask for: a reload during a long count answers at once. A failed walk shows as
+  // pending too, never as a 500.
   const isDefault = (b: DatedRef) => head === undefined || b.name === head.name;
-  const counts: (AheadBehind | undefined | null)[] = shown.map((b) => (isDefault(b) ? undefined : null));
-  const work = mapLimited(
-    shown.map((b, i) => ({ b, i })),
-    PARALLEL,
-    async ({ b, i }) => {
-      if (!isDefault(b)) counts[i] = await aheadBehind(repo.gitDir, head!.oid, b.oid);
-    },
-  ).catch(() => undefined);
-  await Promise.race([work, new Promise((resolve) => setTimeout(resolve, AHEAD_BUDGET_MS).unref())]);
+  const fresh = shown.some((b) => !isDefault(b) && !aheadBehindStarted(repo.gitDir, head!.oid, b.oid));
+  const walks = shown.filter((b) => !isDefault(b)).map((b) => aheadBehind(repo.gitDir, head!.oid, b.oid));
+  if (fresh)
+    await Promise.race([
+      Promise.allSettled(walks),
+      new Promise((resolve) => setTimeout(resolve, AHEAD_BUDGET_MS).unref()),
+    ]);
+  const counts = shown.map((b) =>
+    isDefault(b) ? undefined : (aheadBehindKnown(repo.gitDir, head!.oid, b.oid) ?? null),
+  );
   const base = [repo.owner, repo.name];
   const defName = head?.name.slice('refs/heads/'.length);
   const self = href(...base, 'branches');
