@@ -165,8 +165,8 @@ const aheadMemo = new Memo<Promise<AheadBehind>>(8192);
 const aheadDone = new Memo<AheadBehind>(8192);
 /** One walk's own limit: it runs on after the page that asked is sent (see {@link aheadBehind}). */
 const AHEAD_TIMEOUT_MS = 30_000;
-/** Walks running at once across the whole appview; the rest queue. */
-const AHEAD_PARALLEL = 4;
+/** Walks running at once across the whole appview (they compete with pages for the CPU); the rest queue. */
+const AHEAD_PARALLEL = 2;
 let running = 0;
 const queue: (() => void)[] = [];
 
