@@ -67,6 +67,8 @@ async function setUp(): Promise<void> {
   await alice.ok(work, 'tag', 'v1');
   const many: Record<string, string> = {};
   for (let i = 0; i < 45; i++) many[`gen/f${String(i).padStart(2, '0')}.txt`] = `file ${i}\n`;
+  // Sorted first in the diff, and over the 400 lines past which a file's diff is collapsed.
+  many['gen/big.txt'] = Array.from({ length: 500 }, (_, i) => `line ${i}\n`).join('');
   c.push(await commitFiles(alice, work, many, 'many files'));
   await alice.ok(work, 'checkout', '-q', '-b', 'topic');
   c.push(await commitFiles(alice, work, { 'topic.txt': 'on topic\n' }, 'topic: one more'));
@@ -204,17 +206,24 @@ describe('the pages a reader expects, in Chromium', () => {
       'the tree at that commit',
     );
     await visit(`${base}/commit/${c[2]!}`, 'commit-paged');
-    assert.match(await page.locator('details.stat summary').innerText(), /45 files changed/);
+    assert.match(await page.locator('details.stat summary').innerText(), /46 files changed/);
     assert.match(await page.locator('.pager').first().innerText(), /page 1 of 2/);
     assert.equal(await page.locator('[id^=f]').count(), 40);
+    // The 500-line file is collapsed: its summary shows, its lines do not until opened.
+    const big = page.locator('details#f0');
+    assert.equal(await big.getAttribute('open'), null);
+    assert.match(await big.locator('summary').innerText(), /gen\/big\.txt \+500 −0 \(large: 501 lines/);
+    assert.equal(await big.locator('td', { hasText: 'line 499' }).isVisible(), false);
+    await big.locator('summary').click();
+    assert.equal(await big.locator('td', { hasText: 'line 499' }).isVisible(), true);
     assert.equal(
       await page.locator('details.stat a', { hasText: 'gen/f44.txt' }).getAttribute('href'),
-      `${base}/commit/${c[2]!}?page=2#f44`,
+      `${base}/commit/${c[2]!}?page=2#f45`,
     );
     await page.getByRole('link', { name: 'Next →' }).first().click();
     await page.waitForURL(/\?page=2/);
-    assert.equal(await page.locator('[id^=f]').count(), 5);
-    assert.match(await page.locator('#f44').innerText(), /\+file 44/);
+    assert.equal(await page.locator('[id^=f]').count(), 6);
+    assert.match(await page.locator('#f45').innerText(), /\+file 44/);
   });
 
   it('compare is paged by file', async () => {
