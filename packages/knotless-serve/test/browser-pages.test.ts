@@ -298,11 +298,17 @@ describe('the pages a reader expects, in Chromium', () => {
       [`${base}/commit/${c[1]!}`, 'phone-commit'],
       [`${base}/branches`, 'phone-branches'],
       ['/', 'phone-home'],
+      [`${base}/blob/main/COPYING`, 'phone-file'],
     ] as const) {
       await visit(url, shot);
       const width = await page.evaluate(() => document.documentElement.scrollWidth);
       assert.ok(width <= 390, `${url} is ${width} px wide at phone width`);
     }
+    // A 1,536-character line scrolls inside its box rather than being cut off or widening the page.
+    const box = page.locator('.box', { has: page.locator('table.code') });
+    assert.ok(await box.evaluate((el) => el.scrollWidth > el.clientWidth + 1000));
+    // (overflow hidden would clip it: a reader could not scroll there, though a script could.)
+    assert.match(await box.evaluate((el) => getComputedStyle(el).overflowX), /^(auto|scroll)$/);
   });
 
   it('a new push shows on pages already read (refs, trees and logs are cached per commit)', async () => {

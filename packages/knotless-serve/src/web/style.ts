@@ -12,7 +12,7 @@ main{max-width:1100px;margin:0 auto;padding:1rem 1.2rem}
 footer{color:var(--muted);font-size:.85rem;text-align:center;padding:2rem}
 h1{font-size:1.4rem;margin:.4rem 0}h2{font-size:1.1rem;margin:1.2rem 0 .5rem}
 .muted{color:var(--muted)}
-.box{border:1px solid var(--line);border-radius:6px;margin:.8rem 0;overflow:hidden}
+.box{border:1px solid var(--line);border-radius:6px;margin:.8rem 0;overflow-x:auto}
 .box>.head{background:var(--panel);padding:.5rem .8rem;border-bottom:1px solid var(--line)}
 table.list{width:100%;border-collapse:collapse}
 table.list td{padding:.35rem .8rem;border-top:1px solid var(--line);vertical-align:top}
