@@ -103,7 +103,7 @@ describe('more pages a reader expects, in Chromium', () => {
       site.alice,
       site.work,
       { [file]: '<script>window.pwned = 1</script>\n' },
-      '<script>window.pwned = 2</script>',
+      '<script>window.pwned = 2</script>\x01',
     );
     await site.alice.ok(site.work, 'push', '-q', 'origin', branch);
     await waitFor('the hostile branch', async () => {
@@ -130,6 +130,8 @@ describe('more pages a reader expects, in Chromium', () => {
     await site.visit(`${base}/tree/${enc(branch)}`, 'hostile-tree');
     assert.equal(await site.page.locator('table.tree a', { hasText: file }).count(), 1);
     const feed = await (await fetch(`${site.app.url}${base}/atom/${enc(branch)}`)).text();
-    assert.match(feed, /<title>&lt;script&gt;window\.pwned = 2&lt;\/script&gt;<\/title>/);
+    // Escaped, and the control character (no XML 1.0 document may hold it) replaced.
+    assert.match(feed, /<title>&lt;script&gt;window\.pwned = 2&lt;\/script&gt;\ufffd<\/title>/);
+    assert.doesNotMatch(feed, /\x01/);
   });
 });

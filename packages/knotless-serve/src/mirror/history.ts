@@ -83,8 +83,10 @@ export async function lastCommits(
   const wanted = new Set(names);
   const prefix = path === '' ? '' : `${path}/`;
   const args = ['log', '-z', '--name-only', '--no-renames', '--format=%x1e%H%x00%an%x00%aI%x00%s'];
-  args.push(`--max-count=${LAST_COMMIT_WALK}`, oid, '--', path === '' ? '.' : path);
-  const child = spawnGit(dir, args);
+  args.push(`--max-count=${LAST_COMMIT_WALK}`, oid, '--');
+  if (path !== '') args.push(path);
+  // The path is a directory's name from the repository: literal, never pathspec magic (`:(glob)…`).
+  const child = spawnGit(dir, args, { GIT_LITERAL_PATHSPECS: '1' });
   let buf = '';
   let complete = false;
   const take = (record: string): void => {

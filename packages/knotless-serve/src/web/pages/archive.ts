@@ -49,6 +49,9 @@ export async function archive(repo: RepoTarget, tail: string, res: http.ServerRe
   });
 }
 
+// eslint-disable-next-line no-control-regex -- these are exactly the characters to replace
+const NOT_XML = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/g;
+
 /** Entries of the Atom feed. */
 const FEED_ENTRIES = 30;
 
@@ -66,7 +69,8 @@ export async function atomFeed(
   }
   const at = await refPath(repo, tail);
   const commits = await log(repo.gitDir, at.oid, FEED_ENTRIES);
-  const x = escapeHtml;
+  // XML 1.0 has no place for most control characters, which a commit message may hold.
+  const x = (text: string) => escapeHtml(text.replace(NOT_XML, '\ufffd'));
   const repoUrl = site.publicUrl + href(repo.owner, repo.name);
   const updated =
     commits[0]?.date === undefined ? new Date(0).toISOString() : new Date(commits[0].date).toISOString();
