@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { commitFiles } from '../../knotless/test/helpers/git.ts';
 import { checkPage } from './browser-kit.ts';
 import { base, useSite } from './browser-site.ts';
-import { waitFor } from './helpers.ts';
+import { appviewOn, waitFor } from './helpers.ts';
 
 const site = useSite();
 
@@ -132,6 +132,24 @@ describe('more pages a reader expects, in Chromium', () => {
     const feed = await (await fetch(`${site.app.url}${base}/atom/${enc(branch)}`)).text();
     // Escaped, and the control character (no XML 1.0 document may hold it) replaced.
     assert.match(feed, /<title>&lt;script&gt;window\.pwned = 2&lt;\/script&gt;\ufffd<\/title>/);
-    assert.doesNotMatch(feed, /\x01/);
+    assert.ok(!feed.includes('\x01'), 'no control character in the feed');
+  });
+
+  it('the clone box says HTTPS only when the public URL is https', async () => {
+    const other = await appviewOn(site.net, ':memory:', undefined, {
+      publicUrl: 'https://code.example',
+      backfillDids: [site.net.dids['alice.test']!],
+    });
+    try {
+      const text = await waitFor('the backfilled repository page', async () => {
+        const r = await fetch(`${other.url}${base}`);
+        return r.status === 200 ? r.text() : undefined;
+      });
+      assert.match(text, /plain git over HTTPS, read-only/);
+      assert.match(text, /value="git clone https:\/\/code\.example\/alice\.test\/site"/);
+      assert.doesNotMatch(text, /unencrypted/);
+    } finally {
+      await other.close();
+    }
   });
 });

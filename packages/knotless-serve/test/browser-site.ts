@@ -19,6 +19,7 @@ import { appviewOn, waitFor, xrpc } from './helpers.ts';
 
 /** What the tests read: set up by {@link useSite}'s `setUp`. */
 export interface Site {
+  net: TestNet;
   alice: GitUser;
   shots: string;
   app: Appview;
@@ -41,6 +42,7 @@ export const base = '/alice.test/site';
 export function useSite(): Site {
   const t = useNetwork(['alice.test']);
   const site = {
+    net: t,
     alice: useGitUser(t, 'alice.test'),
     shots: fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-serve-pages-')),
     c: [] as string[],
