@@ -92,6 +92,11 @@ describe('the pages a reader expects, in Chromium', () => {
     await site.visit(base, 'repository-again');
     await site.page.locator('details.switch summary').click();
     await site.visit(`${base}/tree/main/docs`, 'tree');
+    // A README in a directory: its relative links start from that directory.
+    assert.deepEqual(
+      await site.page.locator('.readme a').evaluateAll((as) => as.map((a) => a.getAttribute('href'))),
+      [`${base}/blob/main/COPYING`, `${base}/blob/main/docs/guide.md`],
+    );
     await site.page.locator('details.switch summary').click();
     await site.page.screenshot({ path: path.join(site.shots, 'switcher.png') });
     await site.page.locator('details.switch a', { hasText: 'topic' }).click();

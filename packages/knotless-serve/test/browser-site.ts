@@ -80,6 +80,7 @@ async function setUp(t: TestNet, s: Site): Promise<void> {
         COPYING: 'x'.repeat(1536),
         'docs/guide.md': '# Guide\n\none\n',
         'docs/logo.png': PNG,
+        'docs/README.md': 'Back to [the licence](../COPYING) or [the guide](guide.md).\n',
       },
       'add licence and docs',
     ),
