@@ -241,25 +241,47 @@ describe('appview limits and README images', () => {
   });
 
   it('answers a page past its time limit with 503 and kills the git working for it', async () => {
-    fs.writeFileSync(path.join(marks, 'slow-for-each-ref'), '');
-    fs.rmSync(path.join(marks, 'for-each-ref.pid'), { force: true });
+    // Blame of a file not blamed before: its git work is not cached yet (a killed one never is).
+    fs.writeFileSync(path.join(marks, 'slow-blame'), '');
+    fs.rmSync(path.join(marks, 'blame.pid'), { force: true });
     try {
       const started = Date.now();
-      const res = await get(`${app.url}/alice.test/pics`);
+      const res = await get(`${app.url}/alice.test/pics/blame/main/README.md`);
       const took = Date.now() - started;
       assert.equal(res.status, 503);
       assert.match(res.text, /took longer than 1\.5 s/);
       assert.ok(took >= 1400 && took < 5000, `answered after ${took} ms`);
-      const pid = Number(fs.readFileSync(path.join(marks, 'for-each-ref.pid'), 'utf8'));
+      const pid = Number(fs.readFileSync(path.join(marks, 'blame.pid'), 'utf8'));
       await waitFor(
         'the slow git to be killed',
         () => Promise.resolve(isAlive(pid) ? undefined : true),
         3000,
       );
     } finally {
-      fs.rmSync(path.join(marks, 'slow-for-each-ref'));
+      fs.rmSync(path.join(marks, 'slow-blame'));
     }
-    assert.equal((await get(`${app.url}/alice.test/pics`)).status, 200, 'later requests are unaffected');
+    assert.equal(
+      (await get(`${app.url}/alice.test/pics/blame/main/README.md`)).status,
+      200,
+      'later requests are unaffected',
+    );
+  });
+
+  it('stops an archive download past its time limit and kills git archive', async () => {
+    fs.writeFileSync(path.join(marks, 'slow-archive'), '');
+    fs.rmSync(path.join(marks, 'archive.pid'), { force: true });
+    try {
+      const res = await get(`${app.url}/alice.test/pics/archive/main.tar.gz`);
+      assert.equal(res.status, 503);
+      assert.match(res.text, /took longer than 1\.5 s/);
+      const pid = Number(fs.readFileSync(path.join(marks, 'archive.pid'), 'utf8'));
+      await waitFor('git archive to be killed', () => Promise.resolve(isAlive(pid) ? undefined : true), 3000);
+    } finally {
+      fs.rmSync(path.join(marks, 'slow-archive'));
+    }
+    const ok = await fetch(`${app.url}/alice.test/pics/archive/main.tar.gz`);
+    assert.equal(ok.status, 200);
+    assert.deepEqual([...Buffer.from(await ok.arrayBuffer()).subarray(0, 2)], [0x1f, 0x8b], 'gzip');
   });
 
   it('stops a smart-HTTP request past its limit and kills git http-backend', async () => {

@@ -19,6 +19,7 @@ import type { ServeConfig } from '../config.ts';
 import type { Index, RefRow } from '../db/index-store.ts';
 import type { Identities } from '../ingest/identities.ts';
 import { guardedTransport } from './guard.ts';
+import { refsChanged } from './ref-cache.ts';
 
 /** Thrown when a repository's packs exceed the configured bounds. */
 export class MirrorLimit extends Error {
@@ -201,10 +202,18 @@ export class Mirror {
     for (const [ref, oid] of wanted)
       if (present.has(oid) && current.get(ref) !== oid) lines.push(`update ${ref} ${oid}`);
     for (const ref of current.keys()) if (!wanted.has(ref)) lines.push(`delete ${ref}`);
-    if (lines.length > 0)
+    if (lines.length > 0) {
       await runGit(['update-ref', '--stdin'], { gitDir: dir, input: lines.join('\n') + '\n' });
+      refsChanged(dir);
+      // Pages read every ref: one packed-refs file instead of thousands of loose ones, and a
+      // commit-graph (written in layers, so a push adds only its own commits) for counts, logs and
+      // ahead/behind. Both only speed reads up; the refs are already in place.
+      await runGit(['pack-refs', '--all', '--prune'], { gitDir: dir });
+      await runGit(['commit-graph', 'write', '--reachable', '--split', '--no-progress'], { gitDir: dir });
+    }
     const head = refs.find((r) => r.ref === 'HEAD')?.symref;
     if (head !== undefined && head !== null) await runGit(['symbolic-ref', 'HEAD', head], { gitDir: dir });
+    refsChanged(dir);
   }
 
   /** Closes connections. */

@@ -6,6 +6,8 @@ import {
   type RunGitOptions,
 } from 'knotless';
 import { requestSignal } from '../web/deadline.ts';
+import { Memo } from './history.ts';
+import { mirrorRefs } from './ref-cache.ts';
 
 /** A ref of a mirror. */
 export interface GitRef {
@@ -43,23 +45,24 @@ async function git(dir: string, args: string[], input?: string): Promise<Buffer>
   return (await runGit(args, { gitDir: dir, ...(input === undefined ? {} : { input }) })).stdout;
 }
 
-/** The branches and tags of a mirror, and HEAD's branch. */
+/** The branches and tags of a mirror (newest first), and HEAD's branch. */
 export async function listRefs(
   dir: string,
 ): Promise<{ branches: GitRef[]; tags: GitRef[]; head: string | undefined }> {
-  const out = (await git(dir, ['for-each-ref', '--format=%(objectname) %(refname)'])).toString('utf8');
-  const refs = out
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => ({ oid: l.slice(0, 40), name: l.slice(41) }));
-  const head = (await runGit(['symbolic-ref', '-q', 'HEAD'], { gitDir: dir, okCodes: [1] })).stdout
-    .toString('utf8')
-    .trim();
-  return {
-    branches: refs.filter((r) => r.name.startsWith('refs/heads/')),
-    tags: refs.filter((r) => r.name.startsWith('refs/tags/')),
-    head: head === '' ? undefined : head,
-  };
+  return mirrorRefs(dir);
+}
+
+/** The ref HEAD points at (refs/heads/…), if it is a symbolic ref. */
+export async function symbolicHead(dir: string): Promise<string | undefined> {
+  return (await mirrorRefs(dir)).head;
+}
+
+/** Object ids known to be commits (an id names the same object forever). */
+const commits = new Set<string>();
+
+function rememberCommit(dir: string, oid: string): void {
+  if (commits.size > 100_000) commits.clear();
+  commits.add(`${dir}\0${oid}`);
 }
 
 /**
@@ -67,6 +70,11 @@ export async function listRefs(
  * Anything else (options, revision syntax) is refused before git sees it.
  */
 export async function resolveCommit(dir: string, name: string): Promise<string | undefined> {
+  // A branch or tag: from the cached list, no git process.
+  const known = (await mirrorRefs(dir)).byName.get(name);
+  if (known !== undefined && (await isCommit(dir, known))) return known;
+  // A full commit id seen before: no git process.
+  if (commits.has(`${dir}\0${name}`)) return name;
   const candidates: string[] = [];
   if (/^[0-9a-f]{4,40}$/.test(name)) candidates.push(name);
   if (isValidRefName(name)) candidates.push(name);
@@ -77,21 +85,80 @@ export async function resolveCommit(dir: string, name: string): Promise<string |
       okCodes: [1, 128],
     });
     const oid = out.stdout.toString('utf8').trim();
-    if (out.code === 0 && isObjectId(oid)) return oid;
+    if (out.code === 0 && isObjectId(oid)) {
+      rememberCommit(dir, oid);
+      return oid;
+    }
   }
   return undefined;
 }
 
+/** Whether `oid` is a commit (a tag may point at a tree or blob); remembered once seen. */
+async function isCommit(dir: string, oid: string): Promise<boolean> {
+  if (commits.has(`${dir}\0${oid}`)) return true;
+  const out = await runGit(['cat-file', '-t', oid], { gitDir: dir, okCodes: [128] });
+  const yes = out.stdout.toString('utf8').trim() === 'commit';
+  if (yes) rememberCommit(dir, oid);
+  return yes;
+}
+
+/** An object named by a commit and a path in it. */
+export interface ObjectAt {
+  oid: string;
+  type: string;
+  size: number;
+}
+
+// Answers about a commit's content never change: kept per commit, path and question.
+const objects = new Memo<ObjectAt | null>(4096);
+const trees = new Memo<TreeEntry[]>(512);
+const logs = new Memo<CommitInfo[]>(512);
+/** Blobs kept in memory only up to this size (256 of them: at most 16 MiB). */
+const SMALL_BLOB = 64 * 1024;
+const blobs = new Memo<Buffer>(256);
+
+/** The object at `path` in commit `oid` (type, size, id), from one `cat-file --batch-check`. */
+export async function objectAt(dir: string, oid: string, path: string): Promise<ObjectAt | undefined> {
+  const spec = path === '' ? `${oid}^{tree}` : `${oid}:${path}`;
+  // A newline would end the batch line early: such a path is asked for as a lone argument.
+  const found = await objects.through(`${dir}\0${spec}`, async () => {
+    let line: string;
+    if (spec.includes('\n')) {
+      const ask = async (flag: string) =>
+        (await runGit(['cat-file', flag, spec], { gitDir: dir, okCodes: [128] })).stdout
+          .toString('utf8')
+          .trim();
+      const id = (
+        await runGit(['rev-parse', '--verify', '--quiet', spec], { gitDir: dir, okCodes: [1, 128] })
+      ).stdout
+        .toString('utf8')
+        .trim();
+      line = `${id} ${await ask('-t')} ${await ask('-s')}`;
+    } else {
+      const out = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'], {
+        gitDir: dir,
+        input: spec + '\n',
+      });
+      line = out.stdout.toString('utf8').trim();
+    }
+    const m = /^([0-9a-f]{40}) (\w+) (\d+)$/.exec(line);
+    return m === null ? null : { oid: m[1]!, type: m[2]!, size: Number(m[3]) };
+  });
+  return found ?? undefined;
+}
+
 /** What is at `path` in commit `oid`: a tree, a blob, or nothing. */
 export async function pathType(dir: string, oid: string, path: string): Promise<'tree' | 'blob' | undefined> {
-  if (path === '') return 'tree';
-  const out = await runGit(['cat-file', '-t', `${oid}:${path}`], { gitDir: dir, okCodes: [128] });
-  const t = out.stdout.toString('utf8').trim();
-  return t === 'tree' || t === 'blob' ? t : undefined;
+  const o = await objectAt(dir, oid, path);
+  return o?.type === 'tree' || o?.type === 'blob' ? o.type : undefined;
 }
 
 /** The entries of the tree at `path` in commit `oid`, directories first. */
-export async function listTree(dir: string, oid: string, path: string): Promise<TreeEntry[]> {
+export function listTree(dir: string, oid: string, path: string): Promise<TreeEntry[]> {
+  return trees.through(`${dir}\0${oid}\0${path}`, () => readTree(dir, oid, path));
+}
+
+async function readTree(dir: string, oid: string, path: string): Promise<TreeEntry[]> {
   const out = await git(dir, ['ls-tree', '-z', '-l', `${oid}:${path}`]);
   const entries = out
     .toString('utf8')
@@ -120,10 +187,12 @@ export async function readBlob(
   path: string,
   max: number,
 ): Promise<{ size: number; content: Buffer | undefined }> {
-  const spec = `${oid}:${path}`;
-  const size = Number((await git(dir, ['cat-file', '-s', spec])).toString('utf8').trim());
-  if (size > max) return { size, content: undefined };
-  return { size, content: await git(dir, ['cat-file', 'blob', spec]) };
+  const o = await objectAt(dir, oid, path);
+  if (o === undefined || o.type !== 'blob') throw new Error(`no blob at ${path}`);
+  if (o.size > max) return { size: o.size, content: undefined };
+  if (o.size > SMALL_BLOB) return { size: o.size, content: await git(dir, ['cat-file', 'blob', o.oid]) };
+  const content = await blobs.through(`${dir}\0${o.oid}`, () => git(dir, ['cat-file', 'blob', o.oid]));
+  return { size: o.size, content };
 }
 
 const LOG_FORMAT = '%H%x00%P%x00%an%x00%ae%x00%aI%x00%s%x00%b%x1e';
@@ -148,34 +217,43 @@ function parseLog(out: Buffer): CommitInfo[] {
     });
 }
 
-/** Commits reachable from `range` (an object id, or `base..head` of object ids), newest first. */
-export async function log(dir: string, range: string, limit: number, skip = 0): Promise<CommitInfo[]> {
+/**
+ * Commits reachable from `range` (an object id, or `base..head` of object ids), newest first; only
+ * those touching `path` when given (a literal path: no pathspec magic).
+ */
+export async function log(
+  dir: string,
+  range: string,
+  limit: number,
+  skip = 0,
+  path?: string,
+): Promise<CommitInfo[]> {
   if (!/^[0-9a-f]{40}(\.\.[0-9a-f]{40})?$/.test(range)) throw new Error('log takes resolved object ids');
-  return parseLog(
-    await git(dir, ['log', `--format=${LOG_FORMAT}`, `--max-count=${limit}`, `--skip=${skip}`, range, '--']),
-  );
+  const args = ['log', `--format=${LOG_FORMAT}`, `--max-count=${limit}`, `--skip=${skip}`, range, '--'];
+  if (path !== undefined && path !== '') args.push(path);
+  return logs.through(`${dir}\0${range}\0${limit}\0${skip}\0${path ?? ''}`, async () => {
+    const out = await runGit(args, { gitDir: dir, env: { GIT_LITERAL_PATHSPECS: '1' } });
+    return parseLog(out.stdout);
+  });
 }
 
 /** One commit. */
 export async function commitInfo(dir: string, oid: string): Promise<CommitInfo> {
-  return parseLog(await git(dir, ['show', '-s', `--format=${LOG_FORMAT}`, oid]))[0]!;
-}
-
-/** Largest diff shown; the rest is cut with a note. */
-export const MAX_DIFF_BYTES = 512 * 1024;
-
-/** The unified diff between two commits (from = undefined: the root commit against nothing). */
-export async function diff(dir: string, from: string | undefined, to: string): Promise<string> {
-  const args =
-    from === undefined
-      ? ['diff-tree', '-p', '-M', '--root', '--no-color', '--no-ext-diff', to]
-      : ['diff', '-M', '--no-color', '--no-ext-diff', from, to, '--'];
-  const out = await git(dir, args);
-  return out.subarray(0, MAX_DIFF_BYTES).toString('utf8');
+  const [c] = await logs.through(`${dir}\0show\0${oid}`, async () =>
+    parseLog(await git(dir, ['show', '-s', `--format=${LOG_FORMAT}`, oid])),
+  );
+  return c!;
 }
 
 /** The best common ancestor of two commits, if any. */
 export async function mergeBase(dir: string, a: string, b: string): Promise<string | undefined> {
+  const found = await bases.through(`${dir}\0${a}\0${b}`, async () => (await findBase(dir, a, b)) ?? '');
+  return found === '' ? undefined : found;
+}
+
+const bases = new Memo<string>(1024);
+
+async function findBase(dir: string, a: string, b: string): Promise<string | undefined> {
   try {
     const out = await runGit(['merge-base', a, b], { gitDir: dir, okCodes: [1] });
     const oid = out.stdout.toString('utf8').trim();

@@ -57,8 +57,16 @@ export function pathHref(prefix: string[], rest: string): string {
   return href(...prefix) + tail;
 }
 
+export interface PageOptions {
+  q?: string;
+  /** OpenGraph description (link previews); the title is the page's own. */
+  description?: string;
+  /** An Atom feed to announce in the head. */
+  feed?: string;
+}
+
 /** The whole page around `body`. */
-export function page(title: string, body: SafeHtml, opts: { q?: string } = {}): string {
+export function page(title: string, body: SafeHtml, opts: PageOptions = {}): string {
   return (
     '<!doctype html>' +
     html`<html lang="en">
@@ -66,7 +74,22 @@ export function page(title: string, body: SafeHtml, opts: { q?: string } = {}): 
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>${title} · knotless</title>
+        <meta property="og:title" content="${title}" />
+        <meta property="og:type" content="website" />
+        <meta property="og:site_name" content="knotless" />
+        ${
+          opts.description === undefined
+            ? ''
+            : html`<meta name="description" content="${opts.description}" />
+                <meta property="og:description" content="${opts.description}" />`
+        }
+        ${
+          opts.feed === undefined
+            ? ''
+            : html`<link rel="alternate" type="application/atom+xml" title="Commits" href="${opts.feed}" />`
+        }
         <link rel="stylesheet" href="/static/style.css" />
+        <script src="/static/app.js" defer></script>
       </head>
       <body>
         <header class="top">
@@ -94,4 +117,29 @@ export function when(iso: string | null | undefined): SafeHtml {
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return html``;
   return html`<time datetime="${d.toISOString()}">${d.toISOString().slice(0, 16).replace('T', ' ')}</time>`;
+}
+
+/** A byte count as people read it: 812 B, 12.4 KiB, 3.1 MiB. */
+export function humanSize(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let n = bytes / 1024;
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${n >= 100 ? Math.round(n) : n.toFixed(1)} ${units[i]!}`;
+}
+
+/** A read-only field holding `text`, with a button that copies it (static/app.js). */
+export function copyField(label: string, text: string): SafeHtml {
+  return html`<label class="copyrow"
+    ><span>${label}</span
+    ><span class="copyline"
+      ><input readonly value="${text}" aria-label="${label}" /><button type="button" data-copy="${text}">
+        Copy
+      </button></span
+    ></label
+  >`;
 }

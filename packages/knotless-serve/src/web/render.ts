@@ -15,6 +15,15 @@ const defaultLinkOpen = md.renderer.rules['link_open'];
 md.renderer.rules['link_open'] = (tokens, idx, options, env, self) => {
   // Links in someone else's README: no referrer, no opener, marked as user content.
   tokens[idx]!.attrSet('rel', 'nofollow noopener noreferrer ugc');
+  const images = (env as Partial<RenderEnv>).images;
+  const target = String(tokens[idx]!.attrGet('href') ?? '');
+  if (images?.link !== undefined && !target.startsWith('#')) {
+    // A relative link names a file of the repository, as on forges: `COPYING` beside the README,
+    // `/docs/x.md` from the root. It goes to that file's page at the shown ref, not to a path of
+    // the appview (where `COPYING` would be /<owner>/COPYING, a 404).
+    const file = repoFile(target, images.dir);
+    if (file !== undefined) tokens[idx]!.attrSet('href', images.link(file.path) + file.hash);
+  }
   return defaultLinkOpen
     ? defaultLinkOpen(tokens, idx, options, env, self)
     : self.renderToken(tokens, idx, options);
@@ -26,6 +35,8 @@ export interface ImageSources {
   remote(url: string): string;
   /** The address of a file of the repository, by its path from the root (its raw bytes). */
   local(path: string): string;
+  /** The page of a file or directory of the repository, by its path from the root ('' is the root). */
+  link?(path: string): string;
   /** The README's directory in the repository ('' at the root): relative paths start there. */
   dir: string;
 }
@@ -37,6 +48,24 @@ interface RenderEnv {
 // Stands in for the page's own origin when telling a README's relative images from remote ones;
 // `//host/x.png` and `/\host/x.png` are remote although they carry no scheme.
 const LOCAL = 'https://appview.invalid/';
+
+/** The repository path a relative link or image names, or undefined for another host. */
+function repoFile(src: string, dir: string): { path: string; hash: string } | undefined {
+  let url: URL;
+  try {
+    url = new URL(src, dir === '' ? LOCAL : `${LOCAL}${dir}/`);
+  } catch {
+    return undefined;
+  }
+  if (url.origin !== new URL(LOCAL).origin) return undefined;
+  let path: string;
+  try {
+    path = decodeURIComponent(url.pathname.slice(1));
+  } catch {
+    path = url.pathname.slice(1);
+  }
+  return { path: path.replace(/\/+$/, ''), hash: url.hash };
+}
 
 const defaultImage = md.renderer.rules['image']!;
 md.renderer.rules['image'] = (tokens, idx, options, env, self) => {
@@ -130,34 +159,4 @@ function splitHighlighted(markup: string): SafeHtml[] {
   }
   out.push(trusted(line));
   return out;
-}
-
-/** A unified diff, one row per line, coloured by kind; every line escaped. */
-export function renderDiff(diff: string): SafeHtml {
-  if (diff.trim() === '') return html`<p class="muted">No changes.</p>`;
-  const files = diff.split(/^(?=diff --git )/m).filter(Boolean);
-  return html`${files.map((f) => {
-    const lines = f.replace(/\n$/, '').split('\n');
-    const name = /^diff --git a\/(.*) b\/(.*)$/.exec(lines[0] ?? '')?.[2] ?? lines[0] ?? '';
-    const body = lines
-      .slice(1)
-      .filter((l) => !/^(index |--- |\+\+\+ |similarity |new file|deleted file)/.test(l));
-    return html`<div class="box">
-      <div class="head mono">${name}</div>
-      <table class="code">
-        ${body.map((l) => {
-          const cls = l.startsWith('@@')
-            ? 'd-hunk'
-            : l.startsWith('+')
-              ? 'd-add'
-              : l.startsWith('-')
-                ? 'd-del'
-                : '';
-          return html`<tr>
-            <td class="${cls}">${l}</td>
-          </tr>`;
-        })}
-      </table>
-    </div>`;
-  })}`;
 }

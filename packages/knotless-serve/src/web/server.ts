@@ -5,12 +5,16 @@ import { RequestTimeout, requestSignal, withSignal } from './deadline.ts';
 import { serveGit } from './git-http.ts';
 import { html, page, type SafeHtml } from './html.ts';
 import { accountPage } from './pages/account.ts';
+import { archive, atomFeed } from './pages/archive.ts';
 import { blobPage, rawBlob } from './pages/blob.ts';
 import { commitPage, comparePage } from './pages/commit.ts';
 import { commitsPage } from './pages/commits.ts';
+import { blamePage, historyPage } from './pages/history.ts';
 import { homePage } from './pages/home.ts';
+import { branchesPage, tagsPage } from './pages/refs.ts';
 import { repoPage, treePage } from './pages/repo.ts';
-import { HttpError, type Site } from './site.ts';
+import { HttpError, Redirect, type Site } from './site.ts';
+import { SCRIPT } from './script.ts';
 import { STYLE } from './style.ts';
 
 /** A repository addressed by a URL: its owner, name and mirror. */
@@ -29,9 +33,10 @@ const GIT_SERVICES = new Set(['info/refs', 'git-upload-pack', 'git-receive-pack'
 const HTML_HEADERS = {
   'content-type': 'text/html; charset=utf-8',
   'content-security-policy':
-    // Images only from here: README images from other hosts come through /-/img/ (src/web/images.ts),
+    // Scripts and styles only from files here, never inline: a page cannot carry a script even if
+    // escaping failed somewhere. Images only from here: README images from other hosts come through /-/img/ (src/web/images.ts),
     // so a reader's browser never contacts a host a README names.
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
 };
@@ -59,6 +64,16 @@ async function route(
     res
       .writeHead(200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'max-age=300' })
       .end(STYLE);
+    return undefined;
+  }
+  if (url.pathname === '/static/app.js') {
+    res
+      .writeHead(200, {
+        'content-type': 'text/javascript; charset=utf-8',
+        'cache-control': 'max-age=300',
+        'x-content-type-options': 'nosniff',
+      })
+      .end(SCRIPT);
     return undefined;
   }
   if (url.pathname.startsWith('/-/img/')) {
@@ -104,14 +119,34 @@ async function route(
       await rawBlob(repo, tail, res);
       return undefined;
     case 'commits':
-      return commitsPage(site, repo, tail, Number(url.searchParams.get('page') ?? '1'));
+      return commitsPage(site, repo, tail, pageParam(url));
     case 'commit':
-      return commitPage(site, repo, tail);
+      return commitPage(site, repo, tail, pageParam(url));
     case 'compare':
-      return comparePage(site, repo, tail);
+      return comparePage(site, repo, tail, pageParam(url));
+    case 'branches':
+      return branchesPage(site, repo, pageParam(url));
+    case 'tags':
+      return tagsPage(site, repo, pageParam(url));
+    case 'history':
+      return historyPage(site, repo, tail, pageParam(url));
+    case 'blame':
+      return blamePage(site, repo, tail);
+    case 'archive':
+      await archive(repo, tail, res);
+      return undefined;
+    case 'atom':
+      await atomFeed(site, repo, tail, res);
+      return undefined;
     default:
       throw new HttpError(404, 'No such page.');
   }
+}
+
+/** The `?page=` of a paged view, 1 when absent or nonsense. */
+function pageParam(url: URL): number {
+  const n = Number(url.searchParams.get('page') ?? '1');
+  return Number.isInteger(n) && n > 0 && n < 1e6 ? n : 1;
 }
 
 /** Smart-HTTP git requests get the longer limit: a clone of a big repository is one long answer. */
@@ -145,6 +180,8 @@ export function handleRequest(site: Site, req: http.IncomingMessage, res: http.S
     (err: unknown) => {
       // Work stopped by the time limit was already answered (or the reader left): nothing to say.
       if (controller.signal.aborted) return void (res.headersSent ? res.destroy() : undefined);
+      if (err instanceof Redirect && !res.headersSent)
+        return void res.writeHead(302, { location: err.location }).end();
       const status = err instanceof HttpError ? err.status : 500;
       if (!(err instanceof HttpError)) site.log(`${req.method} ${req.url}: ${String(err)}`);
       const message = err instanceof HttpError ? err.message : 'Something went wrong; the log says what.';

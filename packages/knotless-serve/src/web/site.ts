@@ -25,3 +25,13 @@ export class HttpError extends Error {
     this.status = status;
   }
 }
+
+/** Sends the reader elsewhere (302): a README link to a directory lands on its tree page. */
+export class Redirect extends Error {
+  override name = 'Redirect';
+  readonly location: string;
+  constructor(location: string) {
+    super(`redirect to ${location}`);
+    this.location = location;
+  }
+}

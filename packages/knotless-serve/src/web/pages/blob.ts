@@ -1,9 +1,9 @@
 import type http from 'node:http';
 import { pathType, readBlob } from '../../mirror/read.ts';
-import { html, page, pathHref } from '../html.ts';
+import { html, humanSize, page, pathHref } from '../html.ts';
 import { renderCode } from '../render.ts';
 import type { RepoTarget } from '../server.ts';
-import { HttpError, type Site } from '../site.ts';
+import { HttpError, Redirect, type Site } from '../site.ts';
 import { crumbs, refPath, repoHeader } from './common.ts';
 
 /** Largest file shown in a page; bigger ones only raw. */
@@ -18,23 +18,30 @@ function isBinary(b: Buffer): boolean {
 /** A file at a ref, highlighted, with a link to its raw bytes. */
 export async function blobPage(_site: Site, repo: RepoTarget, tail: string): Promise<string> {
   const at = await refPath(repo, tail);
-  if ((await pathType(repo.gitDir, at.oid, at.path)) !== 'blob')
-    throw new HttpError(404, `No file ${at.path} at ${at.ref}.`);
+  const type = await pathType(repo.gitDir, at.oid, at.path);
+  // README links name directories too (`docs/`); they land on the directory's page.
+  if (type === 'tree') throw new Redirect(pathHref([repo.owner, repo.name, 'tree'], tail));
+  if (type !== 'blob') throw new HttpError(404, `No file ${at.path} at ${at.ref}.`);
   const blob = await readBlob(repo.gitDir, at.oid, at.path, MAX_SHOWN);
-  const raw = pathHref([repo.owner, repo.name, 'raw'], `${at.ref}/${at.path}`);
+  const base = [repo.owner, repo.name];
+  const at2 = `${at.ref}/${at.path}`;
   const body =
     blob.content === undefined
-      ? html`<p class="muted">This file is too large to show (${blob.size} bytes).</p>`
+      ? html`<p class="pad muted">This file is too large to show (${humanSize(blob.size)}).</p>`
       : isBinary(blob.content)
-        ? html`<p class="muted">Binary file (${blob.size} bytes).</p>`
+        ? html`<p class="pad muted">Binary file (${humanSize(blob.size)}).</p>`
         : renderCode(at.path, blob.content.toString('utf8'));
   return page(
     `${at.path} at ${at.ref}`,
     html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}
       <div class="box">
-        <div class="head">
-          <span class="mono">${at.path}</span> <span class="muted">${blob.size} bytes</span> ·
-          <a href="${raw}">Raw</a>
+        <div class="head bar">
+          <span class="mono">${at.path.split('/').pop()}</span>
+          <span class="muted">${humanSize(blob.size)}</span>
+          <span class="grow"></span>
+          <a href="${pathHref([...base, 'raw'], at2)}">Raw</a>
+          <a href="${pathHref([...base, 'blame'], at2)}">Blame</a>
+          <a href="${pathHref([...base, 'history'], at2)}">History</a>
         </div>
         ${body}
       </div>`,

@@ -1,33 +1,73 @@
-import { commitInfo, diff, log, mergeBase, resolveCommit } from '../../mirror/read.ts';
-import { html, href, page, when } from '../html.ts';
-import { renderDiff } from '../render.ts';
+import { diffStat, patchOf, type FileStat } from '../../mirror/diff.ts';
+import { commitInfo, log, mergeBase, resolveCommit } from '../../mirror/read.ts';
+import { FILES_PER_PAGE, diffStatView, pager, patchView } from '../diff-view.ts';
+import { html, href, page, when, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../server.ts';
 import { HttpError, type Site } from '../site.ts';
-import { repoHeader, requireMirror, short } from './common.ts';
+import { commitLink, repoHeader, requireMirror, short } from './common.ts';
 import { commitList } from './commits.ts';
 
-/** One commit: its message, author, parents and diff (against the first parent). */
-export async function commitPage(_site: Site, repo: RepoTarget, tail: string): Promise<string> {
+/** The diffstat and one page of a diff's files; `link` makes the address of a page. */
+async function pagedDiff(
+  repo: RepoTarget,
+  from: string | undefined,
+  to: string,
+  pageNo: number,
+  link: (p: number) => string,
+): Promise<SafeHtml> {
+  const files = await diffStat(repo.gitDir, from, to);
+  const pages = Math.max(1, Math.ceil(files.length / FILES_PER_PAGE));
+  const p = Math.min(Math.max(1, Number.isInteger(pageNo) ? pageNo : 1), pages);
+  const first = (p - 1) * FILES_PER_PAGE;
+  const shown: FileStat[] = files.slice(first, first + FILES_PER_PAGE);
+  const patch = await patchOf(repo.gitDir, from, to, shown);
+  const fileLink = (i: number) => {
+    const fp = Math.floor(i / FILES_PER_PAGE) + 1;
+    return `${fp === p ? '' : link(fp)}#f${i}`;
+  };
+  return html`${diffStatView(files, fileLink)} ${pager(p, pages, link)}
+  ${patchView(patch.text, shown, first, patch.cut)} ${pager(p, pages, link)}`;
+}
+
+/** One commit: message, author, parents, short and full id, browse link, diffstat and paged diff. */
+export async function commitPage(
+  _site: Site,
+  repo: RepoTarget,
+  tail: string,
+  pageNo: number,
+): Promise<string> {
   requireMirror(repo);
   const oid = /^[0-9a-f]{4,40}$/.test(tail) ? await resolveCommit(repo.gitDir, tail) : undefined;
   if (oid === undefined) throw new HttpError(404, `No commit ${tail} in this repository.`);
   const c = await commitInfo(repo.gitDir, oid);
-  const patch = await diff(repo.gitDir, c.parents[0], oid);
+  const self = href(repo.owner, repo.name, 'commit', oid);
+  const diff = await pagedDiff(repo, c.parents[0], oid, pageNo, (p) => `${self}?page=${p}`);
   return page(
     `${c.subject} · ${short(oid)}`,
-    html`${repoHeader(repo)}
+    html`${repoHeader(repo, undefined, 'commits')}
       <div class="box">
-        <div class="head"><strong>${c.subject}</strong></div>
-        <div style="padding:.6rem .8rem">
+        <div class="head bar">
+          <strong>${c.subject}</strong><span class="grow"></span>
+          <a class="btn" href="${href(repo.owner, repo.name, 'tree', oid)}">Browse files</a>
+        </div>
+        <div class="pad">
           ${c.body === '' ? '' : html`<pre>${c.body}</pre>`}
           <p class="muted">${c.author} &lt;${c.email}&gt; · ${when(c.date)}</p>
-          <p class="mono">
-            commit
-            ${oid}${c.parents.map((p) => html`<br />parent <a href="${href(repo.owner, repo.name, 'commit', p)}">${p}</a>`)}
+          <p class="bar">
+            <span>commit <span class="mono">${short(oid)}</span></span>
+            <button type="button" data-copy="${oid}" title="Copy the full id ${oid}">Copy full id</button>
+            ${
+              c.parents.length === 0
+                ? html`<span class="muted">no parent (first commit)</span>`
+                : html`<span
+                    >parent${c.parents.length === 1 ? '' : 's'}
+                    ${c.parents.map((p) => html`${commitLink(repo, p)} `)}</span
+                  >`
+            }
           </p>
         </div>
       </div>
-      ${renderDiff(patch)}`,
+      ${diff}`,
   );
 }
 
@@ -35,7 +75,12 @@ export async function commitPage(_site: Site, repo: RepoTarget, tail: string): P
  * Compares two refs as a pull request would: the commits on `head` since the merge base, and the
  * diff from the merge base to `head` (`base...head`). Both sides may hold slashes.
  */
-export async function comparePage(_site: Site, repo: RepoTarget, tail: string): Promise<string> {
+export async function comparePage(
+  _site: Site,
+  repo: RepoTarget,
+  tail: string,
+  pageNo: number,
+): Promise<string> {
   requireMirror(repo);
   const dots = tail.indexOf('...');
   if (dots === -1) throw new HttpError(404, 'A comparison is written base...head.');
@@ -46,17 +91,29 @@ export async function comparePage(_site: Site, repo: RepoTarget, tail: string): 
   if (base === undefined) throw new HttpError(404, `No branch, tag or commit ${baseName}.`);
   if (head === undefined) throw new HttpError(404, `No branch, tag or commit ${headName}.`);
   const mb = await mergeBase(repo.gitDir, base, head);
-  const commits = await log(repo.gitDir, mb === undefined ? head : `${mb}..${head}`, 250);
-  const patch = await diff(repo.gitDir, mb ?? base, head);
+  // One more than shown, to say that there are more.
+  const commits = await log(repo.gitDir, mb === undefined ? head : `${mb}..${head}`, COMPARE_COMMITS + 1);
+  const self =
+    href(repo.owner, repo.name, 'compare') + '/' + tail.split('/').map(encodeURIComponent).join('/');
+  const diff = await pagedDiff(repo, mb ?? base, head, pageNo, (p) => `${self}?page=${p}`);
+  const more = commits.length > COMPARE_COMMITS;
+  const count = more
+    ? `More than ${COMPARE_COMMITS} commits`
+    : `${commits.length} commit${commits.length === 1 ? '' : 's'}`;
+  const summary = `${count} on ${headName} since ${mb === undefined ? 'no common ancestor' : short(mb)}.`;
   return page(
     `Compare ${baseName}...${headName}`,
     html`${repoHeader(repo)}
       <h2>Comparing <span class="pill">${baseName}</span> ... <span class="pill">${headName}</span></h2>
-      <p class="muted">
-        ${commits.length} commit${commits.length === 1 ? '' : 's'} on ${headName} since
-        ${mb === undefined ? 'no common ancestor' : short(mb)}.
-      </p>
-      ${commits.length === 0 ? html`<p>${headName} has nothing that ${baseName} lacks.</p>` : commitList(repo, commits)}
-      ${renderDiff(patch)}`,
+      <p class="muted">${summary}</p>
+      ${
+        commits.length === 0
+          ? html`<p>${headName} has nothing that ${baseName} lacks.</p>`
+          : commitList(repo, commits.slice(0, COMPARE_COMMITS))
+      }
+      ${diff}`,
   );
 }
+
+/** Commits listed on a compare page; the log of the head ref shows the rest. */
+const COMPARE_COMMITS = 100;

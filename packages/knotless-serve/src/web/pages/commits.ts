@@ -10,15 +10,20 @@ const PAGE = 50;
 export function commitList(repo: RepoTarget, commits: CommitInfo[]): SafeHtml {
   return html`<div class="box">
     <table class="list">
+      <caption class="sr">
+        Commits, newest first
+      </caption>
       ${commits.map(
         (c) =>
           html`<tr>
             <td>
-              <a class="mono" href="${href(repo.owner, repo.name, 'commit', c.oid)}">${short(c.oid)}</a>
+              <a class="mono" href="${href(repo.owner, repo.name, 'commit', c.oid)}" title="${c.oid}"
+                >${short(c.oid)}</a
+              >
             </td>
             <td>${c.subject}</td>
-            <td class="muted">${c.author}</td>
-            <td class="muted">${when(c.date)}</td>
+            <td class="muted hide-narrow">${c.author}</td>
+            <td class="muted nowrap">${when(c.date)}</td>
           </tr>`,
       )}
     </table>
@@ -42,13 +47,16 @@ export async function commitsPage(
   const commits = await log(repo.gitDir, at.oid, PAGE + 1, (n - 1) * PAGE);
   const more = commits.length > PAGE;
   const link = (p: number) => `${pathHref([repo.owner, repo.name, 'commits'], at.ref)}?page=${p}`;
+  const feed = pathHref([repo.owner, repo.name, 'atom'], at.ref);
   return page(
     `Commits of ${at.ref}`,
-    html`${repoHeader(repo, at.ref)}
+    html`${repoHeader(repo, at.ref, 'commits')}
       <h2>Commits on <span class="pill">${at.ref}</span></h2>
       ${commitList(repo, commits.slice(0, PAGE))}
-      <p>
-        ${n > 1 ? html`<a href="${link(n - 1)}">Newer</a> ` : ''}${more ? html`<a href="${link(n + 1)}">Older</a>` : ''}
-      </p>`,
+      <nav class="pager" aria-label="Pages">
+        ${n > 1 ? html`<a href="${link(n - 1)}">← Newer</a> ` : ''}${more ? html`<a href="${link(n + 1)}">Older →</a>` : ''}
+      </nav>
+      <p><a href="${feed}">Atom feed of ${at.ref}</a></p>`,
+    { feed },
   );
 }

@@ -1,5 +1,7 @@
 import fs from 'node:fs';
-import { listRefs, resolveCommit } from '../../mirror/read.ts';
+import type { DatedRef } from '../../mirror/history.ts';
+import { mirrorRefs } from '../../mirror/ref-cache.ts';
+import { resolveCommit } from '../../mirror/read.ts';
 import { html, href, pathHref, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../server.ts';
 import { HttpError } from '../site.ts';
@@ -24,11 +26,8 @@ export function requireMirror(repo: RepoTarget): void {
 export async function refPath(repo: RepoTarget, tail: string): Promise<RefPath> {
   requireMirror(repo);
   const segs = tail.split('/').filter(Boolean);
-  const { branches, tags } = await listRefs(repo.gitDir);
-  const names = new Set([
-    ...branches.map((b) => b.name.slice('refs/heads/'.length)),
-    ...tags.map((t) => t.name.slice('refs/tags/'.length)),
-  ]);
+  const { byName } = await mirrorRefs(repo.gitDir);
+  const names = { has: (n: string) => byName.has(n) && !n.startsWith('refs/') };
   for (let n = segs.length; n >= 1; n--) {
     const ref = segs.slice(0, n).join('/');
     if (!names.has(ref) && !(n === 1 && /^[0-9a-f]{7,40}$/.test(ref))) continue;
@@ -38,18 +37,70 @@ export async function refPath(repo: RepoTarget, tail: string): Promise<RefPath> 
   throw new HttpError(404, `No branch, tag or commit ${segs[0] ?? ''} in this repository.`);
 }
 
+/** The repository's tabs, the current one marked for readers and screen readers alike. */
+export type Tab = 'code' | 'commits' | 'branches' | 'tags';
+
 /** The owner/name heading and the repository's tabs. */
-export function repoHeader(repo: RepoTarget, ref?: string): SafeHtml {
+export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): SafeHtml {
   const base = [repo.owner, repo.name];
   const refTail = ref === undefined ? '' : '/' + ref.split('/').map(encodeURIComponent).join('/');
+  const tabs: [Tab, string, string][] = [
+    ['code', 'Code', ref === undefined ? href(...base) : href(...base, 'tree') + refTail],
+    ['commits', 'Commits', href(...base, 'commits') + refTail],
+    ['branches', 'Branches', href(...base, 'branches')],
+    ['tags', 'Tags', href(...base, 'tags')],
+  ];
   return html`<h1>
       <a href="${href(repo.owner)}">${repo.owner}</a> / <a href="${href(...base)}">${repo.name}</a>
     </h1>
     ${repo.description === null ? '' : html`<p class="muted">${repo.description}</p>`}
-    <nav class="crumbs">
-      <a href="${href(...base)}">Code</a> · <a href="${href(...base, 'commits') + refTail}">Commits</a>
+    <nav class="tabs" aria-label="Repository">
+      ${tabs.map(([id, label, link]) =>
+        id === tab
+          ? html`<a href="${link}" aria-current="page">${label}</a>`
+          : html`<a href="${link}">${label}</a>`,
+      )}
     </nav>`;
 }
+
+/**
+ * A branch and tag switcher without script: a <details> list of the most recent of each, with
+ * links to the same view (tree, blob, commits) at the other ref, and to the full lists.
+ */
+export function refSwitcher(
+  repo: RepoTarget,
+  current: string,
+  refs: { branches: DatedRef[]; tags: DatedRef[] },
+  link: (ref: string) => string,
+): SafeHtml {
+  const base = [repo.owner, repo.name];
+  const list = (items: DatedRef[], prefix: string, more: string, total: number) =>
+    html`<ul>
+      ${items.slice(0, SWITCHER_MAX).map((r) => {
+        const n = r.name.slice(prefix.length);
+        return html`<li>
+          <a href="${link(n)}" ${n === current ? html`aria-current="true"` : ''}>${n}</a>
+        </li>`;
+      })}
+      ${total > SWITCHER_MAX ? html`<li><a href="${more}">All ${total}…</a></li>` : ''}
+    </ul>`;
+  return html`<details class="switch">
+    <summary><span class="muted">ref:</span> <span class="mono">${current}</span></summary>
+    <div class="menu">
+      <div class="muted">Branches</div>
+      ${list(refs.branches, 'refs/heads/', href(...base, 'branches'), refs.branches.length)}
+      ${
+        refs.tags.length === 0
+          ? ''
+          : html`<div class="muted">Tags</div>
+              ${list(refs.tags, 'refs/tags/', href(...base, 'tags'), refs.tags.length)}`
+      }
+    </div>
+  </details>`;
+}
+
+/** Refs listed in a switcher; the branches and tags pages list them all. */
+const SWITCHER_MAX = 30;
 
 /** Breadcrumbs for a path inside a ref: each directory a link to its tree. */
 export function crumbs(repo: RepoTarget, ref: string, path: string): SafeHtml {
@@ -67,4 +118,11 @@ export function crumbs(repo: RepoTarget, ref: string, path: string): SafeHtml {
 /** A short commit id. */
 export function short(oid: string): string {
   return oid.slice(0, 8);
+}
+
+/** A short commit id as a link, the full id a click away in its title. */
+export function commitLink(repo: RepoTarget, oid: string): SafeHtml {
+  return html`<a class="mono" href="${href(repo.owner, repo.name, 'commit', oid)}" title="${oid}"
+    >${short(oid)}</a
+  >`;
 }

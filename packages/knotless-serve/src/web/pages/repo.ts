@@ -1,18 +1,29 @@
 import fs from 'node:fs';
-import { listRefs, listTree, log, pathType, readBlob, type TreeEntry } from '../../mirror/read.ts';
-import { html, href, page, pathHref, when, type SafeHtml } from '../html.ts';
+import { mirrorRefs } from '../../mirror/ref-cache.ts';
+import { commitCount, lastCommits, type DatedRef, type LastCommit } from '../../mirror/history.ts';
+import { listTree, log, pathType, readBlob, symbolicHead, type TreeEntry } from '../../mirror/read.ts';
+import { copyField, html, href, humanSize, page, pathHref, when, type SafeHtml } from '../html.ts';
 import { renderMarkdown } from '../render.ts';
 import type { RepoTarget } from '../server.ts';
 import { HttpError, type Site } from '../site.ts';
-import { crumbs, refPath, repoHeader, short } from './common.ts';
+import { commitLink, crumbs, refPath, refSwitcher, repoHeader, short } from './common.ts';
 
 const README = /^readme(\.(md|markdown|txt))?$/i;
 
-function treeTable(repo: RepoTarget, ref: string, path: string, entries: TreeEntry[]): SafeHtml {
+function treeTable(
+  repo: RepoTarget,
+  ref: string,
+  path: string,
+  entries: TreeEntry[],
+  last: Map<string, LastCommit>,
+): SafeHtml {
   const base = [repo.owner, repo.name];
   const join = (name: string) => (path === '' ? name : `${path}/${name}`);
   return html`<div class="box">
-    <table class="list">
+    <table class="list tree">
+      <caption class="sr">
+        Files at ${ref}${path === '' ? '' : ` in ${path}`}
+      </caption>
       ${entries.map((e) => {
         const kind = e.type === 'tree' ? 'tree' : 'blob';
         const link =
@@ -21,9 +32,20 @@ function treeTable(repo: RepoTarget, ref: string, path: string, entries: TreeEnt
             : html`<a href="${pathHref([...base, kind], `${ref}/${join(e.name)}`)}"
                 >${e.name}${e.type === 'tree' ? '/' : ''}</a
               >`;
+        const c = last.get(e.name);
         return html`<tr>
-          <td class="mono">${link}</td>
-          <td class="muted">${e.size === undefined ? '' : `${e.size} B`}</td>
+          <td class="mono name">${link}</td>
+          <td class="msg">
+            ${
+              c === undefined
+                ? ''
+                : html`<a class="muted" href="${href(...base, 'commit', c.oid)}" title="${c.oid}"
+                    >${c.subject}</a
+                  >`
+            }
+          </td>
+          <td class="muted nowrap">${c === undefined ? '' : when(c.date)}</td>
+          <td class="muted nowrap num">${e.size === undefined ? '' : humanSize(e.size)}</td>
         </tr>`;
       })}
     </table>
@@ -43,10 +65,12 @@ async function readme(
   const blob = await readBlob(repo.gitDir, oid, path === '' ? file.name : `${path}/${file.name}`, 512 * 1024);
   if (blob.content === undefined) return html``;
   const text = blob.content.toString('utf8');
+  const base = [repo.owner, repo.name];
   const body = /\.(md|markdown)$/i.test(file.name)
     ? renderMarkdown(text, {
         remote: (url) => site.images.url(url),
-        local: (file) => pathHref([repo.owner, repo.name, 'raw'], `${ref}/${file}`),
+        local: (file) => pathHref([...base, 'raw'], `${ref}/${file}`),
+        link: (file) => pathHref([...base, 'blob'], file === '' ? ref : `${ref}/${file}`),
         dir: path,
       })
     : html`<pre>${text}</pre>`;
@@ -56,64 +80,103 @@ async function readme(
   </div>`;
 }
 
-/** The clone commands: plain git from the appview, and the knotless helper. */
+/**
+ * The clone commands, first on the page: the knotless URL (push too) and plain git from the
+ * appview, labelled by the scheme the appview's public URL really has.
+ */
 function cloneBox(site: Site, repo: RepoTarget): SafeHtml {
   const httpUrl = `${site.publicUrl}/${repo.owner}/${repo.name}`;
-  return html`<div class="box clone">
-    <div class="head">Clone</div>
-    <div style="padding:.6rem .8rem">
-      <label>git over HTTPS (read-only)<input readonly value="git clone ${httpUrl}" /></label>
-      <label
-        >with the knotless helper (push too)<input
-          readonly
-          value="git clone knotless://${repo.owner}/${repo.name}"
-      /></label>
+  const scheme = httpUrl.startsWith('https:') ? 'HTTPS' : 'HTTP (unencrypted)';
+  return html`<details class="clone" open>
+    <summary>Clone</summary>
+    <div class="pad">
+      ${copyField('knotless (clone and push)', `git clone knotless://${repo.owner}/${repo.name}`)}
+      ${copyField(`plain git over ${scheme}, read-only`, `git clone ${httpUrl}`)}
     </div>
-  </div>`;
+  </details>`;
 }
 
-/** A repository's front page: default branch tree, README, branches, tags, clone commands. */
-export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
-  const header = repoHeader(repo);
-  if (!fs.existsSync(repo.gitDir))
-    return page(
-      repo.name,
-      html`${header}
-        <p>Empty repository.</p>
-        ${cloneBox(site, repo)}`,
-    );
-  const { branches, tags, head } = await listRefs(repo.gitDir);
-  const headRef = branches.find((b) => b.name === head) ?? branches[0];
-  if (headRef === undefined)
-    return page(
-      repo.name,
-      html`${header}
-        <p>Empty repository.</p>
-        ${cloneBox(site, repo)}`,
-    );
-  const branch = headRef.name.slice('refs/heads/'.length);
-  const entries = await listTree(repo.gitDir, headRef.oid, '');
-  const [last] = await log(repo.gitDir, headRef.oid, 1);
+/** Switcher, latest commit, tree with each entry's last commit, README: the Code view of a directory. */
+async function codeView(
+  site: Site,
+  repo: RepoTarget,
+  ref: string,
+  oid: string,
+  path: string,
+  refs: { branches: DatedRef[]; tags: DatedRef[] },
+  extra: SafeHtml,
+): Promise<SafeHtml> {
+  const entries = await listTree(repo.gitDir, oid, path);
+  const [[latest], last] = await Promise.all([
+    log(repo.gitDir, oid, 1),
+    lastCommits(
+      repo.gitDir,
+      oid,
+      path,
+      entries.map((e) => e.name),
+    ),
+  ]);
   const base = [repo.owner, repo.name];
-  const refLinks = (list: typeof branches, prefix: string) =>
-    list.map((r) => {
-      const n = r.name.slice(prefix.length);
-      return html`<a class="pill" href="${pathHref([...base, 'tree'], n)}">${n}</a>`;
-    });
+  const switcher = refSwitcher(repo, ref, refs, (r) =>
+    pathHref([...base, 'tree'], path === '' ? r : `${r}/${path}`),
+  );
+  return html`<div class="bar">
+      ${switcher} ${extra}
+      <span class="grow"></span>
+      <a href="${pathHref([...base, 'archive'], `${ref}.tar.gz`)}">.tar.gz</a>
+      <a href="${pathHref([...base, 'archive'], `${ref}.zip`)}">.zip</a>
+    </div>
+    ${path === '' ? '' : crumbs(repo, ref, path)}
+    ${
+      latest === undefined
+        ? ''
+        : html`<p class="latest">
+            ${commitLink(repo, latest.oid)} ${latest.subject}
+            <span class="muted">${latest.author}, ${when(latest.date)}</span>
+          </p>`
+    }
+    ${treeTable(repo, ref, path, entries, last)} ${await readme(site, repo, ref, oid, path, entries)}`;
+}
+
+function emptyPage(site: Site, repo: RepoTarget): string {
+  return page(
+    repo.name,
+    html`${repoHeader(repo)} ${cloneBox(site, repo)}
+      <p>Empty repository.</p>`,
+  );
+}
+
+/** A repository's front page: clone commands, counts, default branch tree and README. */
+export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
+  if (!fs.existsSync(repo.gitDir)) return emptyPage(site, repo);
+  const refs = await mirrorRefs(repo.gitDir);
+  const head = await headBranch(repo.gitDir, refs.branches);
+  if (head === undefined) return emptyPage(site, repo);
+  const branch = head.name.slice('refs/heads/'.length);
+  const base = [repo.owner, repo.name];
+  const commits = await commitCount(repo.gitDir, head.oid);
+  const plural = (n: number, one: string, many = `${one}s`) =>
+    `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
+  const counts = html`<span class="counts">
+    <a href="${pathHref([...base, 'commits'], branch)}">${plural(commits, 'commit')}</a>
+    <a href="${href(...base, 'branches')}">${plural(refs.branches.length, 'branch', 'branches')}</a>
+    <a href="${href(...base, 'tags')}">${plural(refs.tags.length, 'tag')}</a>
+  </span>`;
   return page(
     `${repo.owner}/${repo.name}`,
-    html`${header}
-      <p>
-        <span class="pill">${branch}</span>
-        ${last === undefined ? '' : html`<a class="mono" href="${href(...base, 'commit', last.oid)}">${short(last.oid)}</a> ${last.subject} <span class="muted">${last.author}, ${when(last.date)}</span>`}
-      </p>
-      ${treeTable(repo, branch, '', entries)} ${await readme(site, repo, branch, headRef.oid, '', entries)}
-      ${cloneBox(site, repo)}
-      <h2>Branches</h2>
-      <p>${refLinks(branches, 'refs/heads/')}</p>
-      <h2>Tags</h2>
-      <p>${tags.length === 0 ? html`<span class="muted">none</span>` : refLinks(tags, 'refs/tags/')}</p>`,
+    html`${repoHeader(repo)} ${cloneBox(site, repo)}
+    ${await codeView(site, repo, branch, head.oid, '', refs, counts)}`,
+    {
+      description: repo.description ?? `${repo.name}, a git repository of ${repo.owner} on knotless`,
+      feed: href(...base, 'atom'),
+    },
   );
+}
+
+/** HEAD's branch, else the most recent one. */
+async function headBranch(dir: string, branches: DatedRef[]): Promise<DatedRef | undefined> {
+  const head = await symbolicHead(dir);
+  return branches.find((b) => b.name === head) ?? branches[0];
 }
 
 /** A directory at a ref. */
@@ -121,9 +184,9 @@ export async function treePage(site: Site, repo: RepoTarget, tail: string): Prom
   const at = await refPath(repo, tail);
   const type = await pathType(repo.gitDir, at.oid, at.path);
   if (type !== 'tree') throw new HttpError(404, `No directory ${at.path} at ${at.ref}.`);
-  const entries = await listTree(repo.gitDir, at.oid, at.path);
+  const refs = await mirrorRefs(repo.gitDir);
   return page(
     `${at.path || repo.name} at ${at.ref}`,
-    html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}${treeTable(repo, at.ref, at.path, entries)}${await readme(site, repo, at.ref, at.oid, at.path, entries)}`,
+    html`${repoHeader(repo, at.ref)}${await codeView(site, repo, at.ref, at.oid, at.path, refs, html``)}`,
   );
 }
