@@ -5,7 +5,7 @@ import https from 'node:https';
 import path from 'node:path';
 import { safeText } from 'knotless';
 import { AddressRefused, checkUrl, guardedAgents } from '../mirror/guard.ts';
-import { HttpError } from './site.ts';
+import { HttpError } from './http-error.ts';
 
 /**
  * Image types passed through. SVG is included because most README badges are SVG; it is safe here

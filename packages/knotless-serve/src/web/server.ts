@@ -13,20 +13,11 @@ import { blamePage, historyPage } from './pages/history.ts';
 import { homePage } from './pages/home.ts';
 import { branchesPage, tagsPage } from './pages/refs.ts';
 import { repoPage, treePage } from './pages/repo.ts';
-import { HttpError, Redirect, type Site } from './site.ts';
+import { HttpError, Redirect, type RepoTarget, type Site } from './site.ts';
 import { SCRIPT } from './script.ts';
 import { STYLE } from './style.ts';
 
 /** A repository addressed by a URL: its owner, name and mirror. */
-export interface RepoTarget {
-  did: string;
-  /** How the URL named the owner (handle, else DID): links keep using it. */
-  owner: string;
-  name: string;
-  description: string | null;
-  gitDir: string;
-}
-
 const GIT_SERVICES = new Set(['info/refs', 'git-upload-pack', 'git-receive-pack']);
 
 /** HTML response headers: no scripts, no framing, no sniffing, whatever a page contains. */

@@ -16,22 +16,14 @@ export interface Site {
   images: ImageProxy;
 }
 
-/** A page-level failure with the HTTP status to answer. */
-export class HttpError extends Error {
-  override name = 'HttpError';
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-  }
+/** A repository a request is about, found in the index and its mirror. */
+export interface RepoTarget {
+  did: string;
+  /** How the URL named the owner (handle, else DID): links keep using it. */
+  owner: string;
+  name: string;
+  description: string | null;
+  gitDir: string;
 }
 
-/** Sends the reader elsewhere (302): a README link to a directory lands on its tree page. */
-export class Redirect extends Error {
-  override name = 'Redirect';
-  readonly location: string;
-  constructor(location: string) {
-    super(`redirect to ${location}`);
-    this.location = location;
-  }
-}
+export { HttpError, Redirect } from './http-error.ts';

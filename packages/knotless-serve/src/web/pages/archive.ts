@@ -2,8 +2,7 @@ import type http from 'node:http';
 import { spawnGit } from '../../mirror/history.ts';
 import { listRefs, log } from '../../mirror/read.ts';
 import { escapeHtml, href } from '../html.ts';
-import type { RepoTarget } from '../server.ts';
-import { HttpError, type Site } from '../site.ts';
+import { HttpError, type Site, type RepoTarget } from '../site.ts';
 import { refPath, requireMirror } from './common.ts';
 
 const FORMATS: Record<string, string> = { '.tar.gz': 'application/gzip', '.zip': 'application/zip' };

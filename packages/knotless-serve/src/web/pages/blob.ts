@@ -2,8 +2,7 @@ import type http from 'node:http';
 import { pathType, readBlob } from '../../mirror/read.ts';
 import { html, humanSize, page, pathHref } from '../html.ts';
 import { renderCode } from '../render.ts';
-import type { RepoTarget } from '../server.ts';
-import { HttpError, Redirect, type Site } from '../site.ts';
+import { HttpError, Redirect, type Site, type RepoTarget } from '../site.ts';
 import { crumbs, refPath, repoHeader } from './common.ts';
 
 /** Largest file shown in a page; bigger ones only raw. */

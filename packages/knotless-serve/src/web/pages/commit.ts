@@ -2,8 +2,7 @@ import { diffStat, patchOf, type FileStat } from '../../mirror/diff.ts';
 import { commitInfo, log, mergeBase, resolveCommit } from '../../mirror/read.ts';
 import { FILES_PER_PAGE, diffStatView, pager, patchView } from '../diff-view.ts';
 import { html, href, page, when, type SafeHtml } from '../html.ts';
-import type { RepoTarget } from '../server.ts';
-import { HttpError, type Site } from '../site.ts';
+import { HttpError, type Site, type RepoTarget } from '../site.ts';
 import { commitLink, repoHeader, requireMirror, short } from './common.ts';
 import { commitList } from './commits.ts';
 

@@ -1,7 +1,6 @@
 import { listRefs, log, type CommitInfo } from '../../mirror/read.ts';
 import { html, href, page, pathHref, when, type SafeHtml } from '../html.ts';
-import type { RepoTarget } from '../server.ts';
-import type { Site } from '../site.ts';
+import type { RepoTarget, Site } from '../site.ts';
 import { refPath, repoHeader, requireMirror, short } from './common.ts';
 
 const PAGE = 50;

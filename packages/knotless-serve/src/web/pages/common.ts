@@ -3,8 +3,7 @@ import type { DatedRef } from '../../mirror/history.ts';
 import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { resolveCommit } from '../../mirror/read.ts';
 import { html, href, pathHref, type SafeHtml } from '../html.ts';
-import type { RepoTarget } from '../server.ts';
-import { HttpError } from '../site.ts';
+import { HttpError, type RepoTarget } from '../site.ts';
 
 /** A ref (or commit id) and a path inside it, split from a URL tail like `feature/x/src/a.ts`. */
 export interface RefPath {

@@ -1,8 +1,7 @@
 import { collect, Memo, spawnGit } from '../../mirror/history.ts';
 import { log, pathType, readBlob } from '../../mirror/read.ts';
 import { html, href, page, pathHref, when, type SafeHtml } from '../html.ts';
-import type { RepoTarget } from '../server.ts';
-import { HttpError, type Site } from '../site.ts';
+import { HttpError, type Site, type RepoTarget } from '../site.ts';
 import { commitLink, crumbs, refPath, repoHeader } from './common.ts';
 import { commitList } from './commits.ts';
 

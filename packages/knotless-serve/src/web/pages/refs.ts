@@ -3,8 +3,7 @@ import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { symbolicHead } from '../../mirror/read.ts';
 import { pager } from '../diff-view.ts';
 import { html, href, page, pathHref, when } from '../html.ts';
-import type { RepoTarget } from '../server.ts';
-import type { Site } from '../site.ts';
+import type { RepoTarget, Site } from '../site.ts';
 import { commitLink, repoHeader, requireMirror } from './common.ts';
 
 /** Refs per page of the branches and tags pages. */

@@ -4,8 +4,7 @@ import { commitCount, lastCommits, type DatedRef, type LastCommit } from '../../
 import { listTree, log, pathType, readBlob, symbolicHead, type TreeEntry } from '../../mirror/read.ts';
 import { copyField, html, href, humanSize, page, pathHref, when, type SafeHtml } from '../html.ts';
 import { renderMarkdown } from '../render.ts';
-import type { RepoTarget } from '../server.ts';
-import { HttpError, type Site } from '../site.ts';
+import { HttpError, type Site, type RepoTarget } from '../site.ts';
 import { commitLink, crumbs, refPath, refSwitcher, repoHeader, short } from './common.ts';
 
 const README = /^readme(\.(md|markdown|txt))?$/i;
