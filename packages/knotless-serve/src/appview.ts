@@ -98,7 +98,11 @@ export async function startAppview(
     }
     // Mirrors may lag the index after a crash: bring every one up to date once.
     for (const r of await index.reposWithRefs()) void mirror.schedule(r.did, r.repo);
-  })();
+  })().catch((err: unknown) => {
+    // Each account's failure is logged above; this is anything else (the index failing, a fault of
+    // ours). It is logged, not rethrown: the appview keeps serving what it has, and shutdown goes on.
+    log(`backfill stopped: ${String(err)}`);
+  });
 
   return {
     url,
@@ -110,7 +114,7 @@ export async function startAppview(
     },
     async close() {
       await Promise.all(subs.map((s) => s.stop()));
-      await backfill.catch(() => {});
+      await backfill;
       await mirror.idle();
       mirror.close();
       transport.close();
