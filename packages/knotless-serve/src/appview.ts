@@ -37,10 +37,13 @@ export async function startAppview(
   const log = (line: string): void => write(safeText(line, 2000));
   const { db, engine } = await openDatabase(config.database);
   const index = new Index(db, engine);
-  const identities = await Identities.create(index, config.dev, config.plcUrl, {
-    totalMs: config.fetchTimeoutMs,
-    idleMs: config.fetchIdleMs,
-  });
+  const identities = await Identities.create(
+    index,
+    config.dev,
+    config.plcUrl,
+    { totalMs: config.fetchTimeoutMs, idleMs: config.fetchIdleMs },
+    log,
+  );
   const mirror = new Mirror(config, index, identities, log);
   // Node's own limit on receiving a request, kept in line with ours (it defaults to five minutes).
   const server = http.createServer({
