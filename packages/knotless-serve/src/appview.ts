@@ -60,6 +60,7 @@ export async function startAppview(
     dev: config.dev,
     maxBytes: config.imageMaxBytes,
     timeoutMs: config.imageTimeoutMs,
+    log,
   });
   const site: Site = {
     index,
