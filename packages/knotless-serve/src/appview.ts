@@ -37,10 +37,13 @@ export async function startAppview(
   const log = (line: string): void => write(safeText(line, 2000));
   const { db, engine } = await openDatabase(config.database);
   const index = new Index(db, engine);
-  const identities = await Identities.create(index, config.dev, config.plcUrl, {
-    totalMs: config.fetchTimeoutMs,
-    idleMs: config.fetchIdleMs,
-  });
+  const identities = await Identities.create(
+    index,
+    config.dev,
+    config.plcUrl,
+    { totalMs: config.fetchTimeoutMs, idleMs: config.fetchIdleMs },
+    log,
+  );
   const mirror = new Mirror(config, index, identities, log);
   // Node's own limit on receiving a request, kept in line with ours (it defaults to five minutes).
   const server = http.createServer({
@@ -57,6 +60,7 @@ export async function startAppview(
     dev: config.dev,
     maxBytes: config.imageMaxBytes,
     timeoutMs: config.imageTimeoutMs,
+    log,
   });
   const site: Site = {
     index,
@@ -98,7 +102,11 @@ export async function startAppview(
     }
     // Mirrors may lag the index after a crash: bring every one up to date once.
     for (const r of await index.reposWithRefs()) void mirror.schedule(r.did, r.repo);
-  })();
+  })().catch((err: unknown) => {
+    // Each account's failure is logged above; this is anything else (the index failing, a fault of
+    // ours). It is logged, not rethrown: the appview keeps serving what it has, and shutdown goes on.
+    log(`backfill stopped: ${String(err)}`);
+  });
 
   return {
     url,
@@ -110,7 +118,7 @@ export async function startAppview(
     },
     async close() {
       await Promise.all(subs.map((s) => s.stop()));
-      await backfill.catch(() => {});
+      await backfill;
       await mirror.idle();
       mirror.close();
       transport.close();

@@ -1,9 +1,12 @@
 // The appview's settings from options and the environment (the time limits), and its log.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import Sqlite from 'better-sqlite3';
 import { startAppview } from '../src/appview.ts';
 import { defaultConfig } from '../src/config.ts';
 import { configFrom } from '../src/main.ts';
@@ -60,5 +63,50 @@ describe('appview log', () => {
     assert.match(line, /did:plc:\\x1b\]0;pwned\\x07\\x1b\[2J\\u\{202e\}abc/);
     // eslint-disable-next-line no-control-regex
     assert.doesNotMatch(lines.join(''), /[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/);
+  });
+
+  it('logs a backfill that fails outside any one account, and still closes', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-serve-backfill-'));
+    const database = path.join(dir, 'index.sqlite');
+    // A PDS whose account listing waits until the test has broken the index under the appview.
+    let asked!: () => void;
+    const listed = new Promise<void>((r) => (asked = r));
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const pds = http.createServer((_req, res) => {
+      asked();
+      void released.then(() =>
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"repos":[]}'),
+      );
+    });
+    await new Promise<void>((r) => pds.listen(0, '127.0.0.1', r));
+    const lines: string[] = [];
+    const app = await startAppview(
+      {
+        ...defaultConfig(dir),
+        database,
+        port: 0,
+        plcUrl: 'http://127.0.0.1:9',
+        backfillPdses: [`http://127.0.0.1:${(pds.address() as AddressInfo).port}`],
+        dev: true,
+      },
+      (line) => lines.push(line),
+    );
+    try {
+      await listed;
+      // The index fails for real: its refs table is gone when the backfill reads it last.
+      const other = new Sqlite(database);
+      other.exec('DROP TABLE refs');
+      other.close();
+      release();
+      await app.idle();
+    } finally {
+      await app.close();
+      pds.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    const line = lines.find((l) => l.startsWith('backfill stopped: '));
+    assert.ok(line !== undefined, lines.join('\n'));
+    assert.match(line, /no such table: refs/);
   });
 });

@@ -91,6 +91,11 @@ describe('address guard', () => {
         assert.throws(() => checkUrl(new URL(`http://${literal}/`), false), AddressRefused);
     });
 
+  it('names a string that is not an IP address as such', () => {
+    assert.equal(refusedReason('not-an-address'), 'not an IP address');
+    assert.equal(refusedReason('example.com'), 'not an IP address');
+  });
+
   for (const address of ALLOWED)
     it(`allows public ${address}`, () => {
       assert.equal(refusedReason(address), undefined);

@@ -214,6 +214,7 @@ describe('appview limits and README images', () => {
       dev: false,
       maxBytes: MAX_IMAGE,
       timeoutMs: 1000,
+      log: (line) => assert.fail(`unexpected log line: ${line}`),
     });
     const server = http.createServer((req, res) => {
       void proxy.serve((req.url ?? '').slice('/-/img/'.length), res, undefined);

@@ -24,6 +24,7 @@ export class Identities {
   readonly #mod: typeof IdentityModule;
   readonly #pending = new Map<string, Promise<Owner>>();
   readonly #fetch: typeof globalThis.fetch;
+  readonly #log: (line: string) => void;
 
   private constructor(
     index: Index,
@@ -31,17 +32,28 @@ export class Identities {
     mod: typeof IdentityModule,
     plcUrl: string,
     limits: FetchLimits,
+    log: (line: string) => void,
   ) {
     this.#index = index;
     this.#dev = dev;
+    this.#log = log;
     this.#mod = mod;
     this.#fetch = guardedFetch(dev, limits);
     this.#resolver = new mod.IdResolver({ plcUrl, timeout: 10_000, fetch: this.#fetch });
   }
 
-  /** Loads @atproto/identity and makes a resolver for `plcUrl` whose requests go through the address guard. */
-  static async create(index: Index, dev: boolean, plcUrl: string, limits: FetchLimits): Promise<Identities> {
-    return new Identities(index, dev, await import('@atproto/identity'), plcUrl, limits);
+  /**
+   * Loads @atproto/identity and makes a resolver for `plcUrl` whose requests go through the address
+   * guard. `log` hears why a handle could not be checked (the appview's log, which escapes).
+   */
+  static async create(
+    index: Index,
+    dev: boolean,
+    plcUrl: string,
+    limits: FetchLimits,
+    log: (line: string) => void,
+  ): Promise<Identities> {
+    return new Identities(index, dev, await import('@atproto/identity'), plcUrl, limits, log);
   }
 
   /** The resolver the firehose verifies signatures with. */
@@ -70,19 +82,42 @@ export class Identities {
     const claimed = this.#mod.getHandle(doc)?.toLowerCase();
     let handle: string | null = null;
     if (claimed !== undefined) {
-      const back = await this.#resolveHandle(claimed, pds).catch(() => undefined);
+      const back = await this.#resolveHandle(claimed, pds);
       if (back === did) handle = claimed;
     }
     await this.#index.putOwner(did, handle, pds);
     return { did, handle, pds };
   }
 
+  /**
+   * The DID `handle` resolves to, or undefined when it cannot be resolved now: the handle is then not
+   * verified. Only a failure to get an answer means that; anything else surfaces.
+   */
   async #resolveHandle(handle: string, pds: string | null): Promise<string | undefined> {
+    // @atproto/identity answers undefined itself for every DNS and HTTPS failure: nothing to catch.
     if (!handle.endsWith('.test')) return this.#resolver.handle.resolve(handle);
     if (!this.#dev || pds === null) return undefined;
     const url = `${pds}/xrpc/com.atproto.identity.resolveHandle?handle=${encodeURIComponent(handle)}`;
-    const res = await this.#fetch(url);
+    let res: Response;
+    try {
+      res = await this.#fetch(url);
+    } catch (err) {
+      // fetch rejects only when no answer came (refused, reset, timed out, a refused address).
+      this.#log(`checking the handle ${handle} at ${pds}: ${String(err)}`);
+      return undefined;
+    }
     if (!res.ok) return undefined;
-    return ((await res.json()) as { did?: string }).did;
+    // The body is already read (fetchOver buffers it): text() cannot fail, and JSON.parse is checked.
+    const text = await res.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      this.#log(`checking the handle ${handle} at ${pds}: the answer is not JSON`);
+      return undefined;
+    }
+    const did = typeof body === 'object' && body !== null ? (body as { did?: unknown }).did : undefined;
+    return typeof did === 'string' ? did : undefined;
   }
 }

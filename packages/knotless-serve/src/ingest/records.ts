@@ -1,5 +1,5 @@
 import { CID } from 'multiformats/cid';
-import { parseRefRecord, type RefRecord } from 'knotless';
+import { isKnotlessError, parseRefRecord, type RefRecord } from 'knotless';
 
 /**
  * A record decoded from CBOR (bytes as Uint8Array, links as CID objects) in its JSON form
@@ -15,12 +15,16 @@ export function lexToJson(value: unknown): unknown {
   return value;
 }
 
-/** A ref record, or undefined when it is not valid (it is then skipped, as the helper skips it). */
+/**
+ * A ref record, or undefined when the parser refuses it as invalid (it is then skipped, as the helper
+ * skips it). Only that refusal means "skip": any other failure is a fault of ours and surfaces.
+ */
 export function refRecordOf(json: unknown): RefRecord | undefined {
   try {
     return parseRefRecord(json);
-  } catch {
-    return undefined;
+  } catch (err) {
+    if (isKnotlessError(err, 'corrupt-remote')) return undefined;
+    throw err;
   }
 }
 

@@ -30,12 +30,9 @@ IPV4_COMPATIBLE.addSubnet('::', 96, 'ipv6');
  */
 export function refusedReason(address: string): string | undefined {
   if (net.isIPv6(address) && IPV4_COMPATIBLE.check(address, 'ipv6')) return 'IPv4-compatible or unspecified';
-  let addr: ipaddr.IPv4 | ipaddr.IPv6;
-  try {
-    addr = ipaddr.parse(address);
-  } catch {
-    return 'not an IP address';
-  }
+  // Checked first, so that parse's throw is never the answer: it fails only on what isValid refuses.
+  if (!ipaddr.isValid(address)) return 'not an IP address';
+  let addr = ipaddr.parse(address);
   if (addr.kind() === 'ipv6') {
     const v6 = addr as ipaddr.IPv6;
     if (v6.isIPv4MappedAddress()) addr = v6.toIPv4Address();

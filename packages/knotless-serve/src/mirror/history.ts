@@ -224,6 +224,7 @@ export function aheadBehind(dir: string, base: string, head: string): Promise<Ah
     return v;
   });
   aheadMemo.set(key, walk);
+  // Not a swallow: the caller awaits `walk` and sees its failure; this only forgets a failed walk.
   walk.catch(() => {
     if (aheadMemo.get(key) === walk) aheadMemo.delete(key);
   });

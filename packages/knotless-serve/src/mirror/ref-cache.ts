@@ -23,8 +23,10 @@ function statKey(file: string): string {
   try {
     const s = fs.statSync(file);
     return `${s.ino}:${s.mtimeMs}:${s.size}`;
-  } catch {
-    return 'none';
+  } catch (err) {
+    // No packed-refs file yet (a new mirror) is normal; any other failure to read it surfaces.
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'none';
+    throw err;
   }
 }
 
@@ -72,7 +74,8 @@ export function mirrorRefs(dir: string): Promise<MirrorRefs> {
   if (hit !== undefined && hit.key === key) return hit.refs;
   const refs = load(dir);
   cache.set(dir, { key, refs });
-  // A failed read (a request's time limit killed git) is not kept.
+  // A failed read (a request's time limit killed git) is not kept. Not a swallow: the caller
+  // awaits `refs` and sees its failure; this only forgets it.
   refs.catch(() => {
     if (cache.get(dir)?.refs === refs) cache.delete(dir);
   });

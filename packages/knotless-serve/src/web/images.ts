@@ -43,6 +43,8 @@ export interface ImageProxyOptions {
   dev: boolean;
   maxBytes: number;
   timeoutMs: number;
+  /** Hears a failure that is not the image's host refusing or failing us (the appview's log). */
+  log: (line: string) => void;
 }
 
 /**
@@ -87,6 +89,9 @@ export class ImageProxy {
       image = this.#fromCache(remote) ?? (await this.#fetch(remote, signal));
     } catch (err) {
       if (signal?.aborted === true) throw err;
+      // The reader gets a 502 whatever went wrong; what is not the host's doing is worth knowing.
+      if (!(err instanceof ImageRefused) && !(err instanceof AddressRefused))
+        this.#opts.log(`image ${remote}: ${String(err)}`);
       answer(res, 502, 'text/plain; charset=utf-8', `The image could not be shown: ${readerReason(err)}.\n`);
       return;
     }

@@ -51,20 +51,25 @@ const LOCAL = 'https://appview.invalid/';
 
 /** The repository path a relative link or image names, or undefined for another host. */
 function repoFile(src: string, dir: string): { path: string; hash: string } | undefined {
-  let url: URL;
-  try {
-    url = new URL(src, dir === '' ? LOCAL : `${LOCAL}${dir}/`);
-  } catch {
-    return undefined;
-  }
+  const base = dir === '' ? LOCAL : `${LOCAL}${dir}/`;
+  // A README may link to anything; one that is not a URL at all names no file of the repository.
+  if (!URL.canParse(src, base)) return undefined;
+  const url = new URL(src, base);
   if (url.origin !== new URL(LOCAL).origin) return undefined;
-  let path: string;
+  return { path: localPath(url).replace(/\/+$/, ''), hash: url.hash };
+}
+
+/** The repository path of a local URL, percent-decoded; a malformed escape is kept as written. */
+function localPath(url: URL): string {
+  const raw = url.pathname.slice(1);
   try {
-    path = decodeURIComponent(url.pathname.slice(1));
-  } catch {
-    path = url.pathname.slice(1);
+    return decodeURIComponent(raw);
+  } catch (err) {
+    // URIError is decodeURIComponent's only failure: a stray `%` in the README's link, which then
+    // names the file literally, as a forge would show it.
+    if (err instanceof URIError) return raw;
+    throw err;
   }
-  return { path: path.replace(/\/+$/, ''), hash: url.hash };
 }
 
 const defaultImage = md.renderer.rules['image']!;
@@ -72,12 +77,11 @@ md.renderer.rules['image'] = (tokens, idx, options, env, self) => {
   const images = (env as Partial<RenderEnv>).images;
   const token = tokens[idx]!;
   const src = String(token.attrGet('src') ?? '');
-  let url: URL;
-  try {
-    url = new URL(src, images === undefined || images.dir === '' ? LOCAL : `${LOCAL}${images.dir}/`);
-  } catch {
+  const base = images === undefined || images.dir === '' ? LOCAL : `${LOCAL}${images.dir}/`;
+  // An image whose source is not a URL is shown as its alt text.
+  if (!URL.canParse(src, base))
     return md.utils.escapeHtml(self.renderInlineAsText(token.children ?? [], options, env));
-  }
+  const url = new URL(src, base);
   if (url.origin !== new URL(LOCAL).origin) {
     // A remote image is never named in the page: the reader's browser would send its IP address to
     // whatever host the README chose. It goes through the proxy, or becomes a plain link.
@@ -88,13 +92,7 @@ md.renderer.rules['image'] = (tokens, idx, options, env, self) => {
     token.attrSet('src', images.remote(url.href));
   } else if (images !== undefined) {
     // A file of the repository: `x.png` beside the README, `/x.png` from the root, as on forges.
-    let file: string;
-    try {
-      file = decodeURIComponent(url.pathname.slice(1));
-    } catch {
-      file = url.pathname.slice(1);
-    }
-    token.attrSet('src', images.local(file));
+    token.attrSet('src', images.local(localPath(url)));
   }
   return defaultImage(tokens, idx, options, env, self);
 };

@@ -77,8 +77,10 @@ async function route(
   let segs: string[];
   try {
     segs = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
-  } catch {
-    throw new HttpError(400, 'The address is not valid.');
+  } catch (err) {
+    // decodeURIComponent's only failure: a malformed %-escape in the path the client sent.
+    if (err instanceof URIError) throw new HttpError(400, 'The address is not valid.');
+    throw err;
   }
   if (segs.length === 0) return homePage(site, url.searchParams.get('q') ?? '');
   const [actor, rawName, view, ...rest] = segs as [
