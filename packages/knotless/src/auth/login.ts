@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
@@ -7,11 +6,23 @@ import { printErr, safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure } from '../xrpc/client.ts';
 import { PasswordSession } from './password-session.ts';
 import { OAuthSession } from './oauth-session.ts';
-import { SessionStore, type PasswordStoredSession, type SessionAuthorizer } from './store.ts';
+import {
+  SessionStore,
+  withSessionLock,
+  type PasswordStoredSession,
+  type SessionAuthorizer,
+} from './store.ts';
 
 /** How an identity is named in messages: its verified handle, else its DID. */
 export function label(identity: { did: string; handle: string | undefined }): string {
   return safeText(identity.handle ?? identity.did);
+}
+
+/** How a login names the account it is about to sign in to: the verified handle and the DID. */
+export function accountLine(identity: Identity): string {
+  return identity.handle === undefined
+    ? `${identity.did} (its DID document names no handle that points back to it)`
+    : `${label(identity)} (${identity.did})`;
 }
 
 /**
@@ -67,11 +78,7 @@ export async function login(
 ): Promise<PasswordStoredSession> {
   const identity = await ctx.resolver.resolve(identifier, { fresh: true });
   const where = ctx.resolver.serviceFor(identity);
-  const who =
-    identity.handle === undefined
-      ? `${identity.did} (its DID document names no handle that points back to it)`
-      : `${label(identity)} (${identity.did})`;
-  notice(`Logging in as ${who} on ${safeText(where)}`);
+  notice(`Logging in as ${accountLine(identity)} on ${safeText(where)}`);
   const previous = ctx.sessions.get(identity.did);
   const session = await createSession(ctx, identity, password);
   // An OAuth session this login replaces is revoked first (it reads its tokens from the file this
@@ -116,20 +123,10 @@ async function firstSession(
   did: string,
   create: () => Promise<PasswordStoredSession>,
 ): Promise<PasswordStoredSession> {
-  const file = store.fileFor(did);
-  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-  const { default: lockfile } = await import('proper-lockfile');
-  const release = await lockfile.lock(file, {
-    realpath: false,
-    stale: 15_000,
-    retries: { retries: 100, minTimeout: 20, maxTimeout: 200 },
-  });
-  try {
+  return withSessionLock(store.fileFor(did), async () => {
     const found = store.get(did);
     return found?.kind === 'password' ? found : await create();
-  } finally {
-    await release();
-  }
+  });
 }
 
 /**

@@ -10,7 +10,7 @@ import { KnotlessError } from '../errors.ts';
 import { readJson, writeFileAtomic } from '../fsutil.ts';
 import { safeText } from '../text/terminal.ts';
 import { fetchOver } from '../xrpc/transport.ts';
-import type { OAuthStoredSession, SessionStore } from './store.ts';
+import { withSessionLock, type OAuthStoredSession, type SessionStore } from './store.ts';
 
 /** What `knotless login` asks for: its own two collections and pack blobs, nothing else. */
 export const DEFAULT_SCOPE =
@@ -72,18 +72,8 @@ function fileLock(store: SessionStore) {
   return async <T>(name: string, fn: () => T | PromiseLike<T>): Promise<T> => {
     const did = name.replace(/^@atproto-oauth-client-/, '');
     const file = did.startsWith('did:') ? store.fileFor(did) : path.join(store.dir, 'sessions', 'oauth');
-    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-    const { default: lockfile } = await import('proper-lockfile');
-    const release = await lockfile.lock(file, {
-      realpath: false,
-      stale: 15_000,
-      retries: { retries: 200, minTimeout: 20, maxTimeout: 200 },
-    });
-    try {
-      return await fn();
-    } finally {
-      await release();
-    }
+    // More patience than a password refresh: the library holds it across a whole token exchange.
+    return withSessionLock(file, async () => fn(), 200);
   };
 }
 

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
+import { accountLine } from './login.ts';
 import { DEFAULT_SCOPE, loadOAuth, oauthClientFor } from './oauth-client.ts';
 import { PasswordSession } from './password-session.ts';
 import type { OAuthStoredSession } from './store.ts';
@@ -82,11 +83,7 @@ export async function oauthLogin(
 ): Promise<OAuthStoredSession> {
   const identity = await ctx.resolver.resolve(identifier, { fresh: true });
   const pds = ctx.resolver.serviceFor(identity);
-  const who =
-    identity.handle === undefined
-      ? `${identity.did} (its DID document names no handle that points back to it)`
-      : `${safeText(identity.handle)} (${identity.did})`;
-  opts.notice(`Signing in as ${who} at ${safeText(pds)}`);
+  opts.notice(`Signing in as ${accountLine(identity)} at ${safeText(pds)}`);
   const previous = ctx.sessions.get(identity.did);
   const callback = await listenForCallback();
   try {

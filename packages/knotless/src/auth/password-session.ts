@@ -3,7 +3,12 @@ import { safeText } from '../text/terminal.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
 import { XrpcError, generalFailure } from '../xrpc/client.ts';
 import { isAuthRejection } from '../xrpc/pds-errors.ts';
-import type { PasswordStoredSession, SessionAuthorizer, SessionStore } from './store.ts';
+import {
+  withSessionLock,
+  type PasswordStoredSession,
+  type SessionAuthorizer,
+  type SessionStore,
+} from './store.ts';
 
 /** Seconds before expiry at which an access token is renewed rather than sent. */
 const RENEW_MARGIN_S = 60;
@@ -64,15 +69,7 @@ export class PasswordSession implements SessionAuthorizer {
 
   async renew(): Promise<boolean> {
     const stale = this.#session.accessJwt;
-    const file = this.#store.fileFor(this.#session.did);
-    // Loaded only here: most commands never refresh, and it costs start-up time.
-    const { default: lockfile } = await import('proper-lockfile');
-    const release = await lockfile.lock(file, {
-      realpath: false,
-      stale: 15_000,
-      retries: { retries: 100, minTimeout: 20, maxTimeout: 200 },
-    });
-    try {
+    return withSessionLock(this.#store.fileFor(this.#session.did), async () => {
       const found = this.#store.get(this.#session.did);
       // A session replaced meanwhile by an OAuth login is not this one's to refresh.
       const onDisk = found?.kind === 'password' ? found : undefined;
@@ -83,9 +80,7 @@ export class PasswordSession implements SessionAuthorizer {
       this.#session = await this.#refresh(onDisk ?? this.#session);
       this.#store.put(this.#session);
       return true;
-    } finally {
-      await release();
-    }
+    });
   }
 
   async #refresh(current: PasswordStoredSession): Promise<PasswordStoredSession> {

@@ -3,6 +3,26 @@ import path from 'node:path';
 import { isMissing, readJson, writeFileAtomic } from '../fsutil.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
+/**
+ * Runs `fn` holding the lock on a session file, across processes: refresh tokens are single-use, so
+ * whoever waited re-reads the file inside the lock and finds what the holder wrote instead of
+ * spending a token again. proper-lockfile is loaded only here (most commands never refresh).
+ */
+export async function withSessionLock<T>(file: string, fn: () => Promise<T>, retries = 100): Promise<T> {
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  const { default: lockfile } = await import('proper-lockfile');
+  const release = await lockfile.lock(file, {
+    realpath: false,
+    stale: 15_000,
+    retries: { retries, minTimeout: 20, maxTimeout: 200 },
+  });
+  try {
+    return await fn();
+  } finally {
+    await release();
+  }
+}
+
 /** A session made with an app password. Tokens never leave this file except towards its PDS. */
 export interface PasswordStoredSession {
   kind: 'password';
