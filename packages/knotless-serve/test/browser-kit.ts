@@ -5,32 +5,12 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import os from 'node:os';
-import path from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { chromiumBinary } from './chromium.ts';
+import type { BrowserContext, Page } from 'playwright-core';
 
 /** axe-core's browser bundle, read from its npm package. */
 const AXE_SOURCE = fs.readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
-/** A fresh headless Chromium with its own profile directory. */
-export async function launchBrowser(): Promise<BrowserContext> {
-  const bin = await chromiumBinary();
-  return chromium.launchPersistentContext(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-chromium-')), {
-    executablePath: bin.executablePath,
-    env: { ...process.env, ...bin.env },
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-}
+export { launchChromium as launchBrowser } from './chromium.ts';
 
 /**
  * A page that records CSP violations: a listener installed before any page script runs (through

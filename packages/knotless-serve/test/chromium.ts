@@ -7,9 +7,11 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
+import { chromium, type BrowserContext } from 'playwright-core';
 
 /** The unpacked browser: the executable and the environment it must be started with. */
 export interface ChromiumBinary {
@@ -106,4 +108,27 @@ export async function chromiumBinary(): Promise<ChromiumBinary> {
       FONTCONFIG_PATH: path.join(dir, 'fonts'),
     },
   };
+}
+
+/**
+ * A fresh headless Chromium with its own profile directory, started as the probe of this machine kind
+ * does: no sandbox (tests run as root), and none of the background connections a closed network
+ * refuses. Both packages' browser tests start it here.
+ */
+export async function launchChromium(): Promise<BrowserContext> {
+  const bin = await chromiumBinary();
+  return chromium.launchPersistentContext(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-chromium-')), {
+    executablePath: bin.executablePath,
+    env: { ...process.env, ...bin.env },
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
 }

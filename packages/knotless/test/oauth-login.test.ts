@@ -7,8 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { spawn } from 'node:child_process';
-import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
+import { spawnAgent } from './helpers/agent.ts';
+import { knotless, runProcess } from './helpers/cli.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 import { approveWith, closeBrowser, denyWith, oauthLogin } from './helpers/oauth-browser.ts';
@@ -141,19 +141,8 @@ describe('OAuth login', () => {
   it('the agent carries OAuth requests, and repo compact uses the session', async () => {
     const socket = path.join(t.tmpdir(), 'agent.sock');
     const env = { ...alice.env, KNOTLESS_AGENT_SOCKET: socket, KNOTLESS_COMPACT: '0' };
-    const agent = spawn(process.execPath, [KNOTLESS_BIN, 'agent', '--socket', socket], {
-      env,
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const agent = await spawnAgent(socket, env);
     try {
-      await new Promise<void>((resolve, reject) => {
-        let out = '';
-        agent.stdout.setEncoding('utf8').on('data', (d: string) => {
-          out += d;
-          if (/^ready$/m.test(out)) resolve();
-        });
-        agent.on('exit', (code) => reject(new Error(`agent exited ${code}`)));
-      });
       const work = alice.dir();
       await runProcess('git', ['clone', '-q', 'knotless://alice.test/oauth-demo', work], { env });
       for (const n of [1, 2, 3]) {
@@ -166,7 +155,7 @@ describe('OAuth login', () => {
       const compact = await knotless(['repo', 'compact', 'oauth-demo'], { env });
       assert.equal(compact.code, 0, compact.stderr);
     } finally {
-      agent.kill('SIGTERM');
+      await agent.stop();
     }
   });
 

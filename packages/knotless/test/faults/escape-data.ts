@@ -1,9 +1,10 @@
 // Hostile text and helpers for the escape cases (escape-cases.ts): records written straight to the
 // PDS under any key, a check that output holds no raw control character, and the agent's log.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
-import { KNOTLESS_BIN, type Run } from '../helpers/cli.ts';
+import { spawnAgent } from '../helpers/agent.ts';
+import type { Run } from '../helpers/cli.ts';
 import { lastLine } from './checks.ts';
 import type { FaultEnv } from './env.ts';
 
@@ -59,21 +60,8 @@ export async function agentLog(
   steps: Array<{ repo: string; before?: () => void; until: RegExp }>,
 ): Promise<string> {
   const socket = path.join(env.alice.dir(), 'agent.sock');
-  const agent = spawn(process.execPath, [KNOTLESS_BIN, 'agent', '--socket', socket], {
-    env: { ...env.alice.env, KNOTLESS_SERVICE: env.proxy.url },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let log = '';
-  agent.stderr.setEncoding('utf8').on('data', (d: string) => (log += d));
+  const agent = await spawnAgent(socket, { ...env.alice.env, KNOTLESS_SERVICE: env.proxy.url });
   try {
-    await new Promise<void>((resolve, reject) => {
-      let out = '';
-      agent.stdout.setEncoding('utf8').on('data', (d: string) => {
-        out += d;
-        if (/^ready$/m.test(out)) resolve();
-      });
-      agent.on('exit', (code) => reject(new Error(`agent exited ${code}: ${log}`)));
-    });
     for (const step of steps) {
       step.before?.();
       const q = new URLSearchParams({ did: env.did, repo: step.repo, pds: env.t.net.pdsUrl });
@@ -88,14 +76,14 @@ export async function agentLog(
       // message (an idle PDS sends none): a write of an unrelated record now and then makes one. Its
       // log says when it has listed.
       const deadline = Date.now() + 30_000;
-      for (let n = 0; !step.until.test(log) && Date.now() < deadline; n++) {
+      for (let n = 0; !step.until.test(agent.log()) && Date.now() < deadline; n++) {
         if (n % 10 === 0) await poke(env);
         await new Promise((r) => setTimeout(r, 100));
       }
     }
-    return log;
+    return agent.log();
   } finally {
-    await stop(agent);
+    await stop(agent.child);
   }
 }
 

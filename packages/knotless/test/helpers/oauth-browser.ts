@@ -2,11 +2,8 @@
 // the PDS's sign-in address, and headless Chromium (the npm-packaged one, see knotless-serve's
 // chromium.ts) opens it, signs in with the account's password and approves access.
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { chromiumBinary } from '../../../knotless-serve/test/chromium.ts';
+import type { BrowserContext, Page } from 'playwright-core';
+import { launchChromium } from '../../../knotless-serve/test/chromium.ts';
 import { KNOTLESS_BIN, type Run } from './cli.ts';
 
 let browser: BrowserContext | undefined;
@@ -14,23 +11,7 @@ let browser: BrowserContext | undefined;
 /** The shared headless browser of this test process, started on first use. */
 export async function headless(): Promise<BrowserContext> {
   if (browser !== undefined) return browser;
-  const bin = await chromiumBinary();
-  browser = await chromium.launchPersistentContext(
-    fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-chromium-')),
-    {
-      executablePath: bin.executablePath,
-      env: { ...process.env, ...bin.env },
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    },
-  );
+  browser = await launchChromium();
   return browser;
 }
 
