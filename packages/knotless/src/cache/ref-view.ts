@@ -5,13 +5,11 @@ import { parseRefRecord, writeRefRecord } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
 
 interface ViewFile {
-  confirmedAt: number;
   refs: Array<{ key: string; cid: string; record: unknown }>;
 }
 
-/** A repository's refs as last seen, and when a listing last confirmed them. */
+/** A repository's refs as last seen (listed, or written by this machine). */
 export interface View {
-  confirmedAt: number;
   refs: RemoteRef[];
 }
 
@@ -33,11 +31,9 @@ export class RefView {
   /** The view, or undefined when there is none or it cannot be read. */
   read(): View | undefined {
     const data = readJson<ViewFile>(this.#file);
-    if (data === undefined || typeof data.confirmedAt !== 'number' || !Array.isArray(data.refs))
-      return undefined;
+    if (data === undefined || !Array.isArray(data.refs)) return undefined;
     try {
       return {
-        confirmedAt: data.confirmedAt,
         refs: data.refs.map((r) => ({ key: r.key, cid: r.cid, record: parseRefRecord(r.record) })),
       };
     } catch (err) {
@@ -51,7 +47,6 @@ export class RefView {
   /** Replaces the view. */
   write(view: View): void {
     const data: ViewFile = {
-      confirmedAt: view.confirmedAt,
       refs: view.refs.map((r) => ({ key: r.key, cid: r.cid, record: writeRefRecord(r.record) })),
     };
     writeFileAtomic(this.#file, JSON.stringify(data), 0o644);

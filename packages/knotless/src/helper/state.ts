@@ -30,8 +30,6 @@ export class HelperState {
   refs: Map<string, RemoteRef> | undefined;
   /** Refs that several records claim, as last listed: never fetched, pushed only to delete them. */
   contested = new Map<string, RemoteRef[]>();
-  /** When a listing last confirmed `refs`. */
-  #confirmedAt = 0;
 
   constructor(ctx: Context, url: KnotlessUrl) {
     this.ctx = ctx;
@@ -59,11 +57,7 @@ export class HelperState {
     const fromAgent = forPush
       ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
       : undefined;
-    if (fromAgent !== undefined) {
-      this.#confirmedAt = Date.now();
-      return this.#keep(fromAgent);
-    }
-    const started = Date.now();
+    if (fromAgent !== undefined) return this.#keep(fromAgent);
     const refs = await remote.listRefs();
     if (refs.length === 0 && !(await remote.exists())) {
       throw new KnotlessError(
@@ -71,9 +65,8 @@ export class HelperState {
         `${remote.label} does not exist; create it with \`knotless repo create ${remote.name}\` (as its owner) and try again.`,
       );
     }
-    this.#confirmedAt = started;
     // Kept for `knotless repo commit`, which writes with compare-and-swap and lets no one decide locally.
-    this.#view(remote).write({ confirmedAt: started, refs });
+    this.#view(remote).write({ refs });
     return this.#keep(refs);
   }
 
@@ -86,8 +79,9 @@ export class HelperState {
   }
 
   /**
-   * Folds a push's results into the view: refs written with their new CIDs, deleted refs gone.
-   * A write whose new CID is unknown (an atomic batch) voids the view's confirmation.
+   * Folds a push's results into the view: refs written with their new CIDs, deleted refs gone. A
+   * write whose new CID is unknown (an atomic batch) leaves its ref as it was listed: `repo commit`'s
+   * compare-and-swap then meets a conflict and reads the record again.
    */
   async remember(
     written: Array<{ dst: string; error?: string; record?: RemoteRef | null; conflicted?: boolean }>,
@@ -97,20 +91,18 @@ export class HelperState {
       .filter((w) => w.error === undefined && w.record === null)
       .flatMap((w) => [this.refs?.get(w.dst)?.key, ...(this.contested.get(w.dst) ?? []).map((r) => r.key)]);
     if (this.refs === undefined) return;
-    let confirmedAt = this.#confirmedAt;
     for (const w of written) {
       if (w.error !== undefined) continue;
       if (w.record === null) this.contested.delete(w.dst);
       if (w.record === null) this.refs.delete(w.dst);
       else if (w.record !== undefined) this.refs.set(w.dst, w.record);
-      else confirmedAt = 0;
     }
     // Other processes (agents pushing other branches) write this view too: fold our writes into what
     // is on disk rather than putting back the refs as we listed them, which may be older than theirs.
     const view = this.#view(remote);
     const onDisk = view.read();
     const apart = [...this.contested.values()].flat();
-    if (onDisk === undefined) view.write({ confirmedAt, refs: [...this.refs.values(), ...apart] });
+    if (onDisk === undefined) view.write({ refs: [...this.refs.values(), ...apart] });
     else {
       // By record key, not ref name: the records of a ref that several claim all stay in the view.
       const merged = new Map(onDisk.refs.map((r) => [r.key, r]));
@@ -119,10 +111,7 @@ export class HelperState {
         for (const r of onDisk.refs) if (r.record.ref === w.dst) merged.delete(r.key);
         if (w.record !== null) merged.set(w.record.key, w.record);
       }
-      view.write({
-        confirmedAt: confirmedAt === 0 ? 0 : Math.min(onDisk.confirmedAt, confirmedAt),
-        refs: [...merged.values()],
-      });
+      view.write({ refs: [...merged.values()] });
     }
     try {
       await this.ctx.agent?.wrote(remote.owner.did, remote.name, {

@@ -125,11 +125,9 @@ export async function commitToBranch(
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
   const seen = view.read();
   let refs = seen?.refs;
-  let listedAt = seen?.confirmedAt ?? 0;
   const headOf = (list: RemoteRef[] | undefined) => list?.find((r) => r.record.ref === 'HEAD')?.record.symref;
   const ref = req.branch !== undefined ? `refs/heads/${req.branch}` : (headOf(refs) ?? 'refs/heads/main');
   if (refs === undefined || !refs.some((r) => r.record.ref === ref)) {
-    listedAt = Date.now();
     refs = await remote.listRefs();
     if (refs.length === 0 && !(await remote.exists())) {
       throw new KnotlessError(
@@ -162,7 +160,6 @@ export async function commitToBranch(
       // A compaction or force push freed a blob of the list we read: read the refs again.
       if (!(err instanceof BlobGone)) throw err;
       if (++relists > MAX_RELISTS) throw remoteChanged(remote.label);
-      listedAt = Date.now();
       refs = await remote.listRefs();
       current = refs.find((r) => r.record.ref === ref);
       const fresh = (current ?? startingPoint(refs))?.record.packs ?? [];
@@ -211,14 +208,13 @@ export async function commitToBranch(
       const { cid, rev } = await remote.putRef(env.auth, key, record, current?.cid ?? null);
       const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, rev, record }];
       if (headOf(refs) === undefined) written.push(...(await writeHead(remote, env.auth, ref)));
-      view.write({ confirmedAt: listedAt, refs: written });
+      view.write({ refs: written });
       return commit;
     } catch (err) {
       // A new branch builds on another branch's packs, which a compaction may have freed since the
       // listing: list again and rebuild, once.
       if (err instanceof BlobMissing && !relisted) {
         relisted = true;
-        listedAt = Date.now();
         refs = await remote.listRefs();
         current = refs.find((r) => r.record.ref === ref);
         continue;
@@ -236,7 +232,7 @@ export async function commitToBranch(
     refs = [...refs.filter((r) => r.record.ref !== ref), ...(current === undefined ? [] : [current])];
     // A retried write whose first copy landed (its answer was lost) conflicts with itself: done.
     if (current?.record.target === commit) {
-      view.write({ confirmedAt: 0, refs });
+      view.write({ refs });
       return commit;
     }
   }
