@@ -96,8 +96,10 @@ export class OAuthSession implements SessionAuthorizer {
     let e: { error?: unknown; message?: unknown };
     try {
       e = JSON.parse(body.toString('utf8')) as typeof e;
-    } catch {
-      return;
+    } catch (err) {
+      // A 403 whose body is not JSON names no scope: it stays the PDS's answer, for the caller.
+      if (err instanceof SyntaxError) return;
+      throw err;
     }
     const m = typeof e.message === 'string' ? /Missing required scope "([^"]+)"/.exec(e.message) : null;
     if (m === null) return;

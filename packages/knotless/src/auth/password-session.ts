@@ -14,7 +14,7 @@ import {
 const RENEW_MARGIN_S = 60;
 
 /** The `exp` claim of a JWT, in seconds; undefined when the token cannot be read. */
-function expiry(jwt: string): number | undefined {
+export function expiry(jwt: string): number | undefined {
   const payload = jwt.split('.')[1];
   if (payload === undefined) return undefined;
   try {

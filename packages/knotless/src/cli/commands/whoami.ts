@@ -1,4 +1,5 @@
 import { activeSession } from '../../auth/login.ts';
+import { expiry } from '../../auth/password-session.ts';
 import { KnotlessError } from '../../errors.ts';
 import { safeJson, safeText } from '../../text/terminal.ts';
 import { generalFailure } from '../../xrpc/client.ts';
@@ -8,16 +9,9 @@ import { JSON_OPTION, type Command } from '../command.ts';
 /** Loopback (public) OAuth clients' sessions end this long after they were granted, at the latest. */
 const OAUTH_SESSION_LIFETIME_MS = 14 * 24 * 3600_000;
 
-/** The `exp` of a JWT as a Date; undefined when unreadable. */
-function jwtExpiry(jwt: string): Date | undefined {
-  try {
-    const exp = (
-      JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')) as { exp?: unknown }
-    ).exp;
-    return typeof exp === 'number' ? new Date(exp * 1000) : undefined;
-  } catch {
-    return undefined;
-  }
+/** A JWT's `exp` (seconds) as a Date. */
+function seconds(exp: number | undefined): Date | undefined {
+  return exp === undefined ? undefined : new Date(exp * 1000);
 }
 
 /** How a session was made and when it ends, from what is stored (read again: it may just have been refreshed). */
@@ -40,7 +34,8 @@ function describe(
       summary: `Logged in with OAuth on ${s.createdAt}; the session ends by ${ends} at the latest (then log in again). Scopes: ${safeText(scope ?? 'unknown')}.`,
     };
   }
-  const refresh = 'refreshJwt' in s && typeof s.refreshJwt === 'string' ? jwtExpiry(s.refreshJwt) : undefined;
+  const refresh =
+    'refreshJwt' in s && typeof s.refreshJwt === 'string' ? seconds(expiry(s.refreshJwt)) : undefined;
   const ends = refresh?.toISOString();
   if (oneOff) {
     return {
