@@ -66,7 +66,25 @@ async function rewound(user: GitUser): Promise<{ url: string; dir: string; c1: s
   await other.ok(od, 'clone', '-q', url, 'c');
   await other.ok(`${od}/c`, 'reset', '-q', '--hard', c1);
   await other.ok(`${od}/c`, 'push', '-q', 'origin', '+main:refs/heads/main', 'main:refs/heads/side');
+  // "Warm" is a precondition, not a hope: on a loaded machine the agent's first listing or the
+  // stream's delivery of the rewind can lag the pushes above.
+  if (user === warm) await untilAgentSees(name, c1);
   return { url, dir, c1, c2 };
+}
+
+/**
+ * Waits (bounded) until the agent has a current view of `name` whose main is `oid`, so that the
+ * next push through it is answered from that view.
+ */
+async function untilAgentSees(name: string, oid: string): Promise<void> {
+  const q = { did: t.dids['alice.test']!, repo: name, pds: t.net.pdsUrl };
+  let main: string | undefined;
+  for (let i = 0; i < 50; i++) {
+    main = (await agentView(socket, q))?.get('refs/heads/main')?.target;
+    if (main === oid) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(main, oid, "the agent's view of main");
 }
 
 /** The remote's refs as the other machine lists them: ref → oid. */
@@ -175,6 +193,7 @@ describe('list for-push', () => {
       await other.ok(`${od}/c`, 'push', '-q', 'origin', 'main');
       await warm.ok(dir, 'pull', '-q', '--ff-only', 'origin', 'main');
       assert.equal((await warm.ok(dir, 'rev-parse', 'HEAD')).trim(), theirs);
+      await untilAgentSees(name, theirs);
       await commitFiles(warm, dir, { w: 'small' }, 'on top');
       // The view followed the event: one check that it is current, then the write.
       assert.deepEqual(await requestsOf(() => warm.ok(dir, 'push', '-q', 'origin', 'main')), [
