@@ -1,8 +1,10 @@
+import fs from 'node:fs';
 import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { readConfig } from '../config/env.ts';
 import { KnotlessError } from '../errors.ts';
 import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
+import { claimMarker, compactionMarker } from '../repo/compact-marker.ts';
 import { internalErrorLines, printErr, safeText } from '../text/terminal.ts';
 import { closeTransport } from '../xrpc/transport.ts';
 import { formatList } from './list.ts';
@@ -10,10 +12,16 @@ import { CommandReader, answer, commandInput } from './protocol.ts';
 import { HelperState } from './state.ts';
 import { parseKnotlessUrl } from './url.ts';
 
-/** Starts a detached `knotless repo compact` for the refs that need it, unless KNOTLESS_COMPACT=0. */
+/**
+ * Starts a detached `knotless repo compact` for the refs that need it, unless KNOTLESS_COMPACT=0 or
+ * one of this repository runs already. Its marker exists before git is answered (see compact-marker.ts).
+ */
 async function startCompaction(state: HelperState, refs: string[]): Promise<void> {
   if (!state.ctx.config.autoCompact) return;
   const remote = await state.remote();
+  const marker = compactionMarker(state.ctx.config.cacheDir, remote.owner.did, remote.name);
+  const fd = claimMarker(marker);
+  if (fd === undefined) return;
   const args = [
     'repo',
     'compact',
@@ -22,7 +30,17 @@ async function startCompaction(state: HelperState, refs: string[]): Promise<void
     ...refs.flatMap((r) => ['--ref', r]),
   ];
   const { spawn } = await import('node:child_process');
-  spawn(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], { detached: true, stdio: 'ignore' }).unref();
+  try {
+    const child = spawn(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], {
+      detached: true,
+      stdio: 'ignore',
+    });
+    child.unref();
+    if (child.pid === undefined) fs.rmSync(marker, { force: true });
+    else fs.writeSync(fd, String(child.pid));
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /** Answers one `option <name> <value>` line. */
@@ -127,7 +145,8 @@ export async function helperMain(argv: string[]): Promise<number> {
           batch.filter((l) => l.startsWith('push ')),
         );
         answer([...result.lines, '']);
-        // git has its answer; merging packs happens in a process of its own that outlives us.
+        // Past its threshold only (pushes fold small packs into their own write): merging happens in
+        // a process of its own that outlives us.
         if (result.compact.length > 0) await startCompaction(state, result.compact);
       } else {
         throw new KnotlessError(

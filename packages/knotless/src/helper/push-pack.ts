@@ -1,6 +1,9 @@
+import path from 'node:path';
 import { BlobCache } from '../cache/blob-cache.ts';
 import { crashPoint } from '../crash.ts';
 import { buildPack, parsePackInfo } from '../git/pack.ts';
+import { gitText } from '../git/run.ts';
+import { foldPacks } from '../remote/fold.ts';
 import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
 import { storePacks } from '../remote/store-packs.ts';
@@ -35,7 +38,8 @@ export function baseRefs(
 
 /**
  * Builds the push's one thin pack (objects the remote lacks, deltas against what it has) and
- * returns the pack list every updated ref will carry: the base refs' packs, then the new pack.
+ * returns the pack list every updated ref will carry: the base refs' packs, then the new pack —
+ * or, when the list wants merging, the small packs at its end and the new one folded into one.
  * Large packs, and inline packs that would overfill a record, are uploaded as blobs first — so a
  * record is only ever written once everything it lists is stored. The base packs come from `refs`:
  * the true listing git decided on (or the agent's current view), or a re-listing after the PDS said
@@ -50,7 +54,7 @@ export async function preparePacks(
 ): Promise<PackEntry[]> {
   const bases = baseRefs(refs, updates, present);
   const tips = [...new Set(updates.map((u) => u.oid).filter((o): o is string => o !== undefined))];
-  const list = unionPacks(bases.map((b) => b.record.packs));
+  let list = unionPacks(bases.map((b) => b.record.packs));
   if (tips.length === 0) return list;
   const pack = await buildPack({
     tips,
@@ -60,6 +64,13 @@ export async function preparePacks(
   crashPoint('push:pack-built');
   const info = parsePackInfo(pack);
   if (info.count > 0) list.push({ id: info.id, size: pack.length, count: info.count, inline: pack });
+  // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
+  if (state.ctx.config.autoCompact) {
+    const objects = (await gitText(['rev-parse', '--git-path', 'objects'])).trim();
+    const folded = await foldPacks(list, path.resolve(objects));
+    if (folded !== list) crashPoint('push:packs-folded');
+    list = folded;
+  }
 
   const remote = await state.remote();
   return storePacks(list, updates.length, {

@@ -2,7 +2,7 @@ import { activeSession } from '../auth/login.ts';
 import { KnotlessError, isKnotlessError, type PushReason } from '../errors.ts';
 import { presentObjects, resolveObjects } from '../git/objects.ts';
 import { GitError, gitText } from '../git/run.ts';
-import { planMerge } from '../remote/geometric.ts';
+import { compactionDue } from '../remote/geometric.ts';
 import { BlobMissing, contestedSentence, type RemoteRepo } from '../remote/remote-repo.ts';
 import { hasUnsafe, printErr, safeText } from '../text/terminal.ts';
 import { pushContested } from './push-contested.ts';
@@ -22,7 +22,7 @@ function parsePushLine(line: string): { src: string; dst: string; force: boolean
   return { src: spec.slice(0, colon), dst: spec.slice(colon + 1), force };
 }
 
-/** A push's answer for git, and the refs whose pack lists now want compacting. */
+/** A push's answer for git, and the refs whose pack lists now want a compaction of their own. */
 export interface PushResult {
   lines: string[];
   compact: string[];
@@ -139,7 +139,8 @@ async function push(
   const isNew = new Set(toWrite.filter((u) => u.oid !== undefined && !refs.has(u.dst)).map((u) => u.dst));
   const written = await writeRebuildingOnce(job);
   await state.remember(written);
-  const compact = planMerge(packs) !== undefined;
+  // Only a list far past logarithmic gets a compaction of its own: preparePacks folded the rest.
+  const compact = compactionDue(packs);
   for (const o of written)
     outcomes.set(o.dst, {
       ...o,

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
@@ -8,6 +9,7 @@ import { buildPack, parsePackInfo } from '../git/pack.ts';
 import { checkTreePath, parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../remote/packs.ts';
+import { foldPacks } from '../remote/fold.ts';
 import { refKey } from '../remote/ref-key.ts';
 import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
 import {
@@ -39,6 +41,8 @@ export interface CommitEnv {
   auth: Authorizer;
   cache: BlobCache;
   cacheDir: string;
+  /** Fold the small packs at the end of the list into the commit's write (off with KNOTLESS_COMPACT=0). */
+  fold?: boolean;
 }
 
 const MAX_ATTEMPTS = 5;
@@ -185,16 +189,19 @@ export async function commitToBranch(
     const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
     // Should the two ever disagree, the next sync indexes the pack as it would any other.
     if (objects.length === info.count) mirror.adopt(info.id, objects);
-    const packs = await storePacks(
-      [...list, { id: info.id, size: pack.length, count: info.count, inline: pack }],
-      1,
-      {
-        writer: remote.writer(env.auth),
-        cache: env.cache,
-        cacheDir: env.cacheDir,
-        chatter: { verbosity: 0, progress: false },
-      },
-    );
+    let built: PackEntry[] = [...list, { id: info.id, size: pack.length, count: info.count, inline: pack }];
+    // The record is rewritten anyway: small packs at the end of its list merge in the same write.
+    if (env.fold) {
+      const folded = await foldPacks(built, path.join(mirror.gitDir, 'objects'));
+      if (folded !== built) crashPoint('commit:packs-folded');
+      built = folded;
+    }
+    const packs = await storePacks(built, 1, {
+      writer: remote.writer(env.auth),
+      cache: env.cache,
+      cacheDir: env.cacheDir,
+      chatter: { verbosity: 0, progress: false },
+    });
     const record: RefRecord = {
       repo: remote.name,
       ref,

@@ -53,7 +53,12 @@ export const command: Command = {
     const author = stringOption(args, 'author');
     const commit = await commitToBranch(
       remote,
-      { auth, cache: new BlobCache(c.config.cacheDir), cacheDir: c.config.cacheDir },
+      {
+        auth,
+        cache: new BlobCache(c.config.cacheDir),
+        cacheDir: c.config.cacheDir,
+        fold: c.config.autoCompact,
+      },
       {
         message,
         changes,
