@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import { compactionsDone } from './helpers/compacting.ts';
 import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -32,20 +32,6 @@ const WRITES = new Set([
   'com.atproto.repo.deleteRecord',
   'com.atproto.repo.applyWrites',
 ]);
-
-/**
- * Waits until no background compaction of `user` runs: the helper leaves a marker in the cache for
- * each one it starts (before git is answered), and the compaction removes it when it ends.
- */
-async function compactionsDone(user: GitUser): Promise<void> {
-  const dir = path.join(user.env['KNOTLESS_CACHE_DIR']!, 'compacting');
-  const deadline = Date.now() + 60_000;
-  const running = () => (fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => !f.startsWith('.')) : []);
-  while (running().length > 0) {
-    if (Date.now() > deadline) throw new Error(`compactions still running: ${running().join(', ')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** The pack list of a ref, read straight from the PDS (not through the proxy). */
 async function packsOf(repo: string, ref: string): Promise<Array<{ id: string; size: number }>> {

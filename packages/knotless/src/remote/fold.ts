@@ -6,6 +6,10 @@ import { GitError, runGit } from '../git/run.ts';
 import { planMerge } from './geometric.ts';
 import type { PackEntry } from './ref-record.ts';
 
+/** A fold may make the merged pack at most this many times the packs it replaces (plus the slack). */
+export const FOLD_GROWTH_MAX = 2;
+const FOLD_SLACK_BYTES = 4096;
+
 /**
  * Where a fold can start: the geometric cut, but never before the last pack stored in blobs. Blob
  * packs are the big old ones: merging them would download and upload again bytes the PDS already
@@ -32,8 +36,9 @@ export function foldStart(list: PackEntry[]): number | undefined {
  * directory holding every object those packs build on (the pusher's repository, or `repo commit`'s
  * mirror); the packs are indexed in a scratch repository that borrows from it, and their own
  * objects packed again there, not thin. Returns the list unchanged when there is nothing to fold,
- * or when git cannot index a pack against `objectsDir` (it lacks a base the pack is thin on): the
- * list is still valid, only longer, and a separate compaction merges it past its threshold.
+ * when git cannot index a pack against `objectsDir` (it lacks a base the pack is thin on), or when
+ * the merged pack would be far bigger than the packs it replaces: the list is still valid, only
+ * longer, and a separate compaction merges it past its threshold.
  */
 export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<PackEntry[]> {
   const from = foldStart(list);
@@ -55,6 +60,10 @@ export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<
     const info = parsePackInfo(merged);
     // pack-objects packs exactly the objects it is given, or fails: anything else is not a fold.
     if (info.count !== wanted.size) return list;
+    // Not thin, the merged pack holds in full what the packs held as deltas against older packs: a
+    // small change to a big file would come back whole. Such a fold is not made; the list stays.
+    const before = list.slice(from).reduce((n, p) => n + p.size, 0);
+    if (merged.length > FOLD_GROWTH_MAX * before + FOLD_SLACK_BYTES) return list;
     return [...list.slice(0, from), { id: info.id, size: merged.length, count: info.count, inline: merged }];
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
