@@ -224,6 +224,23 @@ describe('OAuth login', () => {
     );
   });
 
+  it('a forged answer on the loopback port neither ends nor takes over the sign-in', async () => {
+    const env = t.env();
+    const forged: number[] = [];
+    const res = await oauthLogin(env, 'bob.test', async (page) => {
+      // The loopback client_id names the redirect, and with it the port a hostile page would guess.
+      const clientId = new URL(new URL(page.url()).searchParams.get('client_id')!);
+      const redirect = new URL(clientId.searchParams.get('redirect_uri')!);
+      assert.equal(redirect.hostname, '127.0.0.1');
+      for (const q of ['error=access_denied', 'state=forged&code=stolen&iss=http%3A%2F%2Fevil', ''])
+        forged.push((await fetch(`${redirect.origin}/callback?${q}`)).status);
+      await approveWith(t.password)(page);
+    });
+    assert.deepEqual(forged, [400, 400, 400]);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stderr, /Logged in as bob\.test \(did:plc:[a-z0-9]+\) with OAuth\./);
+  });
+
   it('refuses access denied at the consent page with one sentence and stores nothing', async () => {
     const env = t.env();
     const res = await oauthLogin(env, 'bob.test', denyWith(t.password));
