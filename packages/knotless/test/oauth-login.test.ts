@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import { spawnAgent } from './helpers/agent.ts';
 import { knotless, runProcess } from './helpers/cli.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
+import { startImpostor } from './helpers/impostor.ts';
 import { useNetwork } from './helpers/network.ts';
 import { approveWith, closeBrowser, denyWith, oauthLogin } from './helpers/oauth-browser.ts';
 
@@ -222,6 +223,28 @@ describe('OAuth login', () => {
       blob.stderr,
       /does not grant the scope blob:application\/x-git-packed-objects that this needs/,
     );
+  });
+
+  it("never sends the session's tokens to another account's server", async () => {
+    const impostor = await startImpostor(t.net.plcUrl, 'mallory.test');
+    try {
+      const url = `knotless://${impostor.did}/x`;
+      const dir = alice.dir();
+      // Its server says there is no such repository; what matters is what was sent to it.
+      const listed = await alice.git(dir, 'ls-remote', url);
+      assert.match(listed.stderr, /does not exist/);
+      await alice.ok(dir, 'init', '-q', 'w');
+      await commitFiles(alice, `${dir}/w`, { a: '1' }, 'one');
+      const pushed = await alice.git(`${dir}/w`, 'push', url, 'HEAD:refs/heads/main');
+      assert.notEqual(pushed.code, 0);
+      assert.ok(impostor.methods().includes('com.atproto.repo.listRecords'), 'the impostor was asked');
+      for (const r of impostor.requests) {
+        assert.equal(r.headers.authorization, undefined, `${r.method} ${r.url} carried a token`);
+        assert.equal(r.headers.dpop, undefined, `${r.method} ${r.url} carried a DPoP proof`);
+      }
+    } finally {
+      await impostor.close();
+    }
   });
 
   it('a forged answer on the loopback port neither ends nor takes over the sign-in', async () => {
