@@ -1,9 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCodes, KnotlessError } from '../src/errors.ts';
-import { XrpcError, generalFailure } from '../src/xrpc/client.ts';
-import { NoAnswer, unreachable } from '../src/xrpc/no-answer.ts';
-import { isAuthRejection, missingScope, pdsRefusal, type XrpcAnswer } from '../src/xrpc/pds-errors.ts';
+import { ErrorCodes, KnotlessError } from '../../knotless-core/src/errors.ts';
+import { XrpcError, generalFailure } from '../../knotless-core/src/xrpc/client.ts';
+import { NoAnswer, unreachable } from '../../knotless-core/src/xrpc/no-answer.ts';
+import {
+  isAuthRejection,
+  missingScope,
+  pdsRefusal,
+  type XrpcAnswer,
+} from '../../knotless-core/src/xrpc/pds-errors.ts';
 
 const answer = (status: number, error: string, message = ''): XrpcAnswer => ({ status, error, message });
 

@@ -6,10 +6,10 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type * as OAuthModule from '@atproto/oauth-client-node';
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import { readJson, writeFileAtomic } from '../fsutil.ts';
-import { safeText } from '../text/terminal.ts';
-import { fetchOver } from '../xrpc/transport.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
+import { safeText } from 'knotless-core/text/terminal';
+import { fetchOver } from 'knotless-core/xrpc/transport';
 import { withSessionLock, type OAuthStoredSession, type SessionStore } from './store.ts';
 
 /** What `knotless login` asks for: its own two collections and pack blobs, nothing else. */

@@ -1,8 +1,8 @@
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import { safeText } from '../text/terminal.ts';
-import type { HttpRequest, HttpResponse } from '../xrpc/transport.ts';
-import { missingScope } from '../xrpc/pds-errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
+import type { HttpRequest, HttpResponse } from 'knotless-core/xrpc/transport';
+import { missingScope } from 'knotless-core/xrpc/pds-errors';
 import { loadOAuth, oauthClientFor, type OAuth } from './oauth-client.ts';
 import type { OAuthStoredSession, SessionAuthorizer, SessionStore } from './store.ts';
 
