@@ -33,7 +33,7 @@ const WRITES = new Set([
 
 /**
  * Waits until no background compaction that `client` started runs: each leaves a marker in its
- * cache's `compacting/` until it ends (packages/knotless/src/repo/compact-marker.ts).
+ * cache's `compacting/` until it ends (packages/knotless-core/src/ops/compact-marker.ts).
  */
 async function backgroundDone(client: Client): Promise<void> {
   const markers = () =>

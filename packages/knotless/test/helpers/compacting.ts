@@ -5,7 +5,7 @@ import type { GitUser } from './git.ts';
 /**
  * Waits (bounded) until no background compaction of `user` runs: the helper leaves a marker in the
  * cache's `compacting/` for each one it starts, before git is answered, and the compaction removes
- * it when it ends (src/repo/compact-marker.ts). Returns how many were seen running.
+ * it when it ends (knotless-core/src/ops/compact-marker.ts). Returns how many were seen running.
  */
 export async function compactionsDone(user: GitUser, timeoutMs = 60_000): Promise<number> {
   const dir = path.join(user.env['KNOTLESS_CACHE_DIR']!, 'compacting');

@@ -1,10 +1,10 @@
-import { BlobCache } from '../../cache/blob-cache.ts';
-import { RefView } from '../../cache/ref-view.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { RefView } from 'knotless-core/cache/ref-view';
+import { compactRef, type CompactEnv } from 'knotless-core/ops/compact';
+import { compactionMarker, releaseMarker } from 'knotless-core/ops/compact-marker';
+import { refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/records/remote-repo';
+import { safeText } from 'knotless-core/text/terminal';
 import type { Context } from '../../context.ts';
-import { compactRef, type CompactEnv } from '../../repo/compact.ts';
-import { releaseMarker, compactionMarker } from '../../repo/compact-marker.ts';
-import { refsByName, type RemoteRef, type RemoteRepo } from '../../remote/remote-repo.ts';
-import { safeText } from '../../text/terminal.ts';
 import type { Command } from '../command.ts';
 import type { Io } from '../io.ts';
 import { ownRepo } from './owner.ts';

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
 import { GitError, runGit } from '../git/run.ts';
 import { planMerge } from './geometric.ts';
-import type { PackEntry } from './ref-record.ts';
+import type { PackEntry } from '../records/ref-record.ts';
 
 /** A fold may make the merged pack at most this many times the packs it replaces (plus the slack). */
 export const FOLD_GROWTH_MAX = 2;
