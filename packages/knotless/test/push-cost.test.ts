@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
@@ -34,7 +35,8 @@ const WRITES = new Set([
 ]);
 
 /** The pack list of a ref, read straight from the PDS (not through the proxy). */
-async function packsOf(repo: string, ref: string): Promise<Array<{ id: string; size: number }>> {
+type Pack = { id: string; size: number; parts?: Array<{ ref: { $link: string } }> };
+async function packsOf(repo: string, ref: string): Promise<Pack[]> {
   const q = new URLSearchParams({
     repo: t.dids['alice.test']!,
     collection: 'dev.knotless.ref',
@@ -42,7 +44,7 @@ async function packsOf(repo: string, ref: string): Promise<Array<{ id: string; s
   });
   const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.listRecords?${q.toString()}`);
   const body = (await res.json()) as {
-    records: Array<{ value: { repo: string; ref: string; packs: Array<{ id: string; size: number }> } }>;
+    records: Array<{ value: { repo: string; ref: string; packs: Pack[] } }>;
   };
   const rec = body.records.find((r) => r.value.repo === repo && r.value.ref === ref);
   assert.ok(rec, `no record for ${ref} of ${repo}`);
@@ -135,5 +137,27 @@ describe('20 small pushes in a loop, compaction on', () => {
     assert.equal(c.uploads, 0);
     await logarithmic('cost-agent');
     await roundTrips(warm, 'cost-agent', c.dir);
+  });
+
+  it('keeps a big pack referenced as it is while the small pushes after it fold, uploading nothing', async () => {
+    assert.equal((await plain.knotless('repo', 'create', 'cost-big')).code, 0);
+    const dir = await newRepo(plain, 'knotless://alice.test/cost-big');
+    await commitFiles(plain, dir, { 'big.bin': crypto.randomBytes(40_000) }, 'big');
+    await plain.ok(dir, 'push', '-q', 'origin', 'main');
+    const [big] = await packsOf('cost-big', 'refs/heads/main');
+    assert.ok(big?.parts !== undefined, 'the first pack is stored in a blob');
+    proxy!.reset();
+    for (let i = 0; i < 8; i++) {
+      await commitFiles(plain, dir, { 'notes.txt': `line ${i}\n`.repeat(i + 1) }, `small ${i}`);
+      await plain.ok(dir, 'push', '-q', 'origin', 'main');
+    }
+    await compactionsDone(plain);
+    const names = proxy!.requests.map((r) => r.nsid ?? r.path);
+    assert.equal(names.filter((n) => n === 'com.atproto.repo.uploadBlob').length, 0);
+    assert.equal(names.filter((n) => n === 'com.atproto.repo.putRecord').length, 8);
+    const packs = await packsOf('cost-big', 'refs/heads/main');
+    assert.deepEqual(packs[0], big, 'the big pack is listed as it was, the same blob');
+    assert.ok(packs.length <= 4, `${packs.length} packs after 9 pushes`);
+    await roundTrips(plain, 'cost-big', dir);
   });
 });
