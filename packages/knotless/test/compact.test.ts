@@ -194,6 +194,37 @@ describe('compaction', () => {
     await cloneAndCheck('piled', 7);
   });
 
+  it('compacts in the background after a `repo commit` that leaves the list far past logarithmic', async () => {
+    autoCompact = true;
+    try {
+      assert.equal((await alice.knotless('repo', 'create', 'piled-commit')).code, 0);
+      const dir = await newRepo(alice, 'knotless://alice.test/piled-commit');
+      for (let i = 0; i < 6; i++) {
+        await commitFiles(alice, dir, { [`b${i}.bin`]: crypto.randomBytes(20_000) }, `b${i}`);
+        await alice.ok(dir, 'push', '-q', 'origin', 'main');
+      }
+      assert.equal(await compactionsDone(alice), 0);
+      const file = `${alice.dir()}/b6.bin`;
+      (await import('node:fs')).writeFileSync(file, crypto.randomBytes(20_000));
+      const res = await alice.knotless(
+        'repo',
+        'commit',
+        'piled-commit',
+        '-m',
+        'b6',
+        '--add',
+        `b6.bin=${file}`,
+      );
+      assert.equal(res.code, 0, res.stderr);
+      assert.equal(await compactionsDone(alice), 1);
+      const sizes = await packSizes('piled-commit', 'refs/heads/main');
+      assert.equal(planMerge(packs(...sizes)), undefined, `not compacted: ${sizes.join(', ')}`);
+    } finally {
+      autoCompact = false;
+    }
+    await cloneAndCheck('piled-commit', 7);
+  });
+
   it('refuses to compact another account’s repository', async () => {
     const res = await alice.knotless('repo', 'compact', 'bob.test/x');
     assert.notEqual(res.code, 0);

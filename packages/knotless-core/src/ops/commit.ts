@@ -119,13 +119,14 @@ function startingPoint(refs: RemoteRef[]): RemoteRef | undefined {
  * Makes one commit on a branch without a clone: the objects come from the cache's mirror of the
  * repository, the refs from the cached view (no request) or one listing. The write is one
  * compare-and-swap `putRecord` (plus blob uploads for a large change); when the branch moved
- * meanwhile, the same changes are applied again on top of the new tip. Returns the commit id.
+ * meanwhile, the same changes are applied again on top of the new tip. Returns the commit id, the
+ * branch's full ref name and the pack list its record now holds.
  */
 export async function commitToBranch(
   remote: RemoteRepo,
   env: CommitEnv,
   req: CommitRequest,
-): Promise<string> {
+): Promise<{ commit: string; ref: string; packs: PackEntry[] }> {
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
   const seen = view.read();
   let refs = seen?.refs;
@@ -216,7 +217,7 @@ export async function commitToBranch(
       const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, rev, record }];
       if (headOf(refs) === undefined) written.push(...(await writeHead(remote, env.auth, ref)));
       view.write({ refs: written });
-      return commit;
+      return { commit, ref, packs };
     } catch (err) {
       // A new branch builds on another branch's packs, which a compaction may have freed since the
       // listing: list again and rebuild, once.
@@ -240,7 +241,7 @@ export async function commitToBranch(
     // A retried write whose first copy landed (its answer was lost) conflicts with itself: done.
     if (current?.record.target === commit) {
       view.write({ refs });
-      return commit;
+      return { commit, ref, packs: current.record.packs };
     }
   }
   throw new KnotlessError('push-rejected', `${ref} of ${remote.label} kept changing; try again.`);

@@ -1,47 +1,14 @@
-import fs from 'node:fs';
-import { BIN_SCRIPTS } from '../bin/paths.ts';
+import { compactLater } from '../compact-later.ts';
 import { Context } from '../context.ts';
 import { readConfig } from 'knotless-core/config/env';
 import { KnotlessError } from 'knotless-core/errors';
 import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
-import { claimMarker, compactionMarker } from 'knotless-core/ops/compact-marker';
 import { internalErrorLines, printErr, safeText } from 'knotless-core/text/terminal';
 import { closeTransport } from 'knotless-core/xrpc/transport';
 import { formatList } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
 import { HelperState } from './state.ts';
 import { parseKnotlessUrl } from './url.ts';
-
-/**
- * Starts a detached `knotless repo compact` for the refs that need it, unless KNOTLESS_COMPACT=0 or
- * one of this repository runs already. Its marker exists before git is answered (see compact-marker.ts).
- */
-async function startCompaction(state: HelperState, refs: string[]): Promise<void> {
-  if (!state.ctx.config.autoCompact) return;
-  const remote = await state.remote();
-  const marker = compactionMarker(state.ctx.config.cacheDir, remote.owner.did, remote.name);
-  const fd = claimMarker(marker);
-  if (fd === undefined) return;
-  const args = [
-    'repo',
-    'compact',
-    `${remote.owner.did}/${remote.name}`,
-    '--quiet',
-    ...refs.flatMap((r) => ['--ref', r]),
-  ];
-  const { spawn } = await import('node:child_process');
-  try {
-    const child = spawn(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], {
-      detached: true,
-      stdio: 'ignore',
-    });
-    child.unref();
-    if (child.pid === undefined) fs.rmSync(marker, { force: true });
-    else fs.writeSync(fd, String(child.pid));
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 /** Answers one `option <name> <value>` line. */
 function setOption(state: HelperState, name: string, value: string): string {
@@ -147,7 +114,10 @@ export async function helperMain(argv: string[]): Promise<number> {
         answer([...result.lines, '']);
         // Past its threshold only (pushes fold small packs into their own write): merging happens in
         // a process of its own that outlives us.
-        if (result.compact.length > 0) await startCompaction(state, result.compact);
+        if (result.compact.length > 0) {
+          const remote = await state.remote();
+          await compactLater(state.ctx.config, remote.owner.did, remote.name, result.compact);
+        }
       } else {
         throw new KnotlessError(
           'usage',

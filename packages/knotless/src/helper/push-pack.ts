@@ -3,7 +3,7 @@ import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { crashPoint } from 'knotless-core/crash';
 import { buildPack, parsePackInfo } from 'knotless-core/git/pack';
 import { gitText } from 'knotless-core/git/run';
-import { foldPacks } from 'knotless-core/packs/fold';
+import { foldPacks, foldStart } from 'knotless-core/packs/fold';
 import { unionPacks, type PackEntry } from 'knotless-core/records/ref-record';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { storePacks } from 'knotless-core/packs/store-packs';
@@ -65,7 +65,7 @@ export async function preparePacks(
   const info = parsePackInfo(pack);
   if (info.count > 0) list.push({ id: info.id, size: pack.length, count: info.count, inline: pack });
   // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
-  if (state.ctx.config.autoCompact) {
+  if (state.ctx.config.autoCompact && foldStart(list) !== undefined) {
     const objects = (await gitText(['rev-parse', '--git-path', 'objects'])).trim();
     const folded = await foldPacks(list, path.resolve(objects));
     if (folded !== list) crashPoint('push:packs-folded');
