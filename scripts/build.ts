@@ -93,8 +93,8 @@ async function buildExecutable(name: string): Promise<void> {
     platform: 'node',
     target: 'node20',
     plugins: [vendored],
-    // The dev network (with the PDS) is the workspace's, for `knotless dev` only; never installed.
-    external: ['knotless-devnet'],
+    // The CLI imports no other workspace package but knotless-core: `knotless dev` runs the dev
+    // network's own program (knotless-devnet), so nothing of the PDS or the appview is bundled here.
     define: { 'import.meta.url': '__knotlessUrl' },
     banner: { js: "const __knotlessUrl = require('node:url').pathToFileURL(__filename).href;" },
     logLevel: 'warning',

@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { AgentClient } from '../src/agent/client.ts';
 import { SessionStore } from '../src/auth/store.ts';
 import { NESTED_MARKER, readConfig } from '../../knotless-core/src/config/env.ts';
-import { shellQuote } from '../src/dev/env-file.ts';
+import { shellQuote } from '../../knotless-devnet/src/dev/env-file.ts';
 import { isKnotlessError } from '../../knotless-core/src/errors.ts';
 import { readJson } from '../../knotless-core/src/fsutil.ts';
 import { IdentityCache } from '../../knotless-core/src/identity/cache.ts';
