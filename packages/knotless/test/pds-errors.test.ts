@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { ErrorCodes, KnotlessError } from 'knotless-core/errors';
 import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
 import { NoAnswer, unreachable } from 'knotless-core/xrpc/no-answer';
-import { isAuthRejection, pdsRefusal, type XrpcAnswer } from 'knotless-core/xrpc/pds-errors';
+import { isAuthRejection, missingScope, pdsRefusal, type XrpcAnswer } from 'knotless-core/xrpc/pds-errors';
 
 const answer = (status: number, error: string, message = ''): XrpcAnswer => ({ status, error, message });
 
@@ -80,6 +80,18 @@ describe('PDS refusals, classified by their XRPC error name', () => {
     assert.equal(code(new XrpcError(413, 'PayloadTooLarge', 'request entity too large')), 'too-large');
     const quoted = generalFailure(new XrpcError(400, 'Odd\u001b[2J', 'bad\nline'), 'writing') as Error;
     assert.ok(!quoted.message.includes('\u001b') && !quoted.message.includes('\n'), quoted.message);
+  });
+
+  it('reads the missing OAuth scope only from a 403 whose whole message says so', () => {
+    const a = (status: number, message: string): XrpcAnswer => ({ status, error: 'Forbidden', message });
+    assert.equal(
+      missingScope(a(403, 'Missing required scope "repo:dev.knotless.ref?action=create"')),
+      'repo:dev.knotless.ref?action=create',
+    );
+    assert.equal(missingScope(a(400, 'Missing required scope "x"')), undefined);
+    assert.equal(missingScope(a(403, 'Oops. Missing required scope "x"')), undefined);
+    assert.equal(missingScope(a(403, 'Missing required scope "x" and more')), undefined);
+    assert.equal(missingScope(a(403, 'Missing required scope "a\nb"')), undefined);
   });
 });
 

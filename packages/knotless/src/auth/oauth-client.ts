@@ -20,6 +20,9 @@ export type OAuth = typeof OAuthModule;
 export type OAuthClient = InstanceType<OAuth['NodeOAuthClient']>;
 type SavedSession = OAuthModule.NodeSavedSession;
 
+/** The states of the authorizations a `knotless login` has in flight. */
+export type LoginStates = ReturnType<typeof memoryStore<OAuthModule.NodeSavedState>>;
+
 /** Loads the client library (a vendored bundle in the installed CLI) only when OAuth is used. */
 export async function loadOAuth(): Promise<OAuth> {
   try {
@@ -127,9 +130,11 @@ function diskCache<V>(dir: string, ttlMs: number) {
 }
 
 /** In-memory state store: an authorization in flight lives only as long as `knotless login`. */
-function memoryStore<V>() {
+export function memoryStore<V>() {
   const m = new Map<string, V>();
   return {
+    /** True when `k` is the state of an authorization this process started and has not finished. */
+    has: (k: string) => m.has(k),
     get: (k: string) => Promise.resolve(m.get(k)),
     set: (k: string, v: V) => Promise.resolve(void m.set(k, v)),
     del: (k: string) => Promise.resolve(void m.delete(k)),
@@ -141,6 +146,7 @@ export async function oauthClientFor(
   ctx: AuthServices,
   store: SessionStore,
   meta: Omit<OAuthStoredSession, 'oauth'>,
+  states: LoginStates = memoryStore(),
 ): Promise<{ oauth: OAuth; client: OAuthClient }> {
   const oauth = await loadOAuth();
   const client = new oauth.NodeOAuthClient({
@@ -148,7 +154,7 @@ export async function oauthClientFor(
     responseMode: 'query',
     // Plain http only for a PDS on this machine (the dev network); never a downgrade elsewhere.
     allowHttp: isLoopbackUrl(meta.pds),
-    stateStore: memoryStore(),
+    stateStore: states,
     sessionStore: sessionStoreFor(store, meta),
     requestLock: fileLock(store),
     identityResolver: identityResolverFor(ctx),
