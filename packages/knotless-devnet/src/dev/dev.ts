@@ -13,17 +13,14 @@ import { knotlessScripts, writeEnvFile, writeWrappers } from './env-file.ts';
 
 const ACCOUNTS = ['alice.test', 'bob.test'];
 
-/** What `knotless dev --help` prints (the knotless CLI lists the command; this program runs it). */
+/**
+ * What `knotless-dev --help` prints. The command's full help is the knotless CLI's (`knotless dev
+ * --help`, from its command module), kept in one place so the two cannot drift.
+ */
 export const DEV_USAGE = [
-  'usage: knotless dev [--dir DIR]',
+  'usage: knotless-dev [--dir DIR]',
   '',
-  'Runs a local network (PLC, PDS and appview) to try knotless on. Creates the accounts alice.test',
-  'and bob.test, logs alice in, writes DIR/env (source it in another shell) and prints "ready". Data',
-  'stays in DIR for the next start; Ctrl-C stops the network.',
-  '',
-  'options:',
-  '  --dir DIR   keep the network here (default: ~/.local/share/knotless/dev)',
-  '  -h, --help  print this help',
+  'The program `knotless dev` runs: a local PLC, PDS and appview. See `knotless dev --help`.',
 ];
 
 /**
