@@ -55,30 +55,37 @@ function devPassword(dir: string): string {
 }
 
 /**
- * Logs alice in with the knotless CLI itself, in the environment the env file sets up: exactly as a
- * user of that file would be, and without this package loading knotless's session code.
+ * Runs the knotless CLI in the environment the env file sets up (`vars`, with the variables it
+ * unsets removed), exactly as a user of that file would, so that this package never loads knotless's
+ * own code (sessions, the agent). Resolves with its exit status and the last line of its stderr.
  */
-async function loginAlice(vars: Record<string, string>, password: string): Promise<void> {
+export async function runKnotless(
+  args: string[],
+  vars: Record<string, string>,
+  input = '',
+): Promise<{ code: number | null; lastLine: string }> {
   const env: NodeJS.ProcessEnv = { ...process.env, ...vars };
   for (const name of ['KNOTLESS_SERVICE', 'KNOTLESS_IDENTIFIER', 'KNOTLESS_PASSWORD']) delete env[name];
   const cli = knotlessScripts()['knotless'];
   if (cli === undefined) throw new Error('the knotless package names no knotless executable');
-  const child = spawn(process.execPath, [cli, 'login', 'alice.test', '--password'], {
-    env,
-    stdio: ['pipe', 'ignore', 'pipe'],
-  });
+  const child = spawn(process.execPath, [cli, ...args], { env, stdio: ['pipe', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  child.stdin.end(`${password}\n`);
+  child.stdin.end(input);
   const code = await new Promise<number | null>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', resolve);
   });
+  return { code, lastLine: stderr.trim().split('\n').at(-1) ?? '' };
+}
+
+/** Logs alice in with `knotless login`, her password on its standard input. */
+async function loginAlice(vars: Record<string, string>, password: string): Promise<void> {
+  const { code, lastLine } = await runKnotless(['login', 'alice.test', '--password'], vars, `${password}\n`);
   if (code !== 0) {
-    const why = stderr.trim().split('\n').at(-1) ?? '';
     throw new KnotlessError(
       'dev-network',
-      `Logging alice.test in on the dev network failed (${safeText(why)}); see the messages above.`,
+      `Logging alice.test in on the dev network failed: ${safeText(lastLine.replace(/^knotless: /, ''))}`,
     );
   }
 }
