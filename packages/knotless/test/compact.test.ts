@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
-import { foldStart } from '../../knotless-core/src/packs/fold.ts';
-import { compactionDue, planMerge } from '../../knotless-core/src/packs/geometric.ts';
-import type { PackEntry } from '../../knotless-core/src/records/ref-record.ts';
+import { foldStart } from 'knotless-core/packs/fold';
+import { compactionDue, planMerge } from 'knotless-core/packs/geometric';
+import type { PackEntry } from 'knotless-core/records/ref-record';
 import { compactionsDone } from './helpers/compacting.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
