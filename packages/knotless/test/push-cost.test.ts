@@ -160,4 +160,24 @@ describe('20 small pushes in a loop, compaction on', () => {
     assert.ok(packs.length <= 4, `${packs.length} packs after 9 pushes`);
     await roundTrips(plain, 'cost-big', dir);
   });
+
+  it('counts the background compaction when one runs: seven big pushes cost eight record writes', async () => {
+    assert.equal((await plain.knotless('repo', 'create', 'cost-piled')).code, 0);
+    const dir = await newRepo(plain, 'knotless://alice.test/cost-piled');
+    proxy!.reset();
+    // 20 KB that does not compress: each push is a blob pack, which pushes never fold; the seventh
+    // leaves the list past twice logarithmic, and its helper starts a compaction.
+    for (let i = 0; i < 7; i++) {
+      await commitFiles(plain, dir, { [`b${i}.bin`]: crypto.randomBytes(20_000) }, `b${i}`);
+      await plain.ok(dir, 'push', '-q', 'origin', 'main');
+    }
+    assert.equal(await compactionsDone(plain), 1);
+    const names = proxy!.requests.map((r) => r.nsid ?? r.path);
+    const writes = names.filter((n) => WRITES.has(n)).length;
+    // Seven pushes (the first also names HEAD, in the same applyWrites), then the compaction's one.
+    assert.equal(writes, 8, names.join(' '));
+    assert.ok(names.includes('com.atproto.repo.getRecord'), 'the compaction read the record');
+    assert.ok((await packsOf('cost-piled', 'refs/heads/main')).length <= 4);
+    await roundTrips(plain, 'cost-piled', dir);
+  });
 });
