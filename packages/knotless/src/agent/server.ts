@@ -1,8 +1,8 @@
-import fs from 'node:fs';
 import http from 'node:http';
 import type { Context } from '../context.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { safeText } from '../text/terminal.ts';
+import { AgentLife, type LifeOptions } from './lifecycle.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
 
@@ -18,7 +18,10 @@ const WRITES = /\/xrpc\/com\.atproto\.repo\.(putRecord|applyWrites|deleteRecord|
 /** A running agent. */
 export interface Agent {
   socket: string;
-  close(): Promise<void>;
+  /** Lists a repository now, so that the next push to it finds its view ready. */
+  warm(owner: Identity, name: string): void;
+  /** Stops accepting, answers what is in flight, stops following; then `exit` is called. */
+  stop(why: string): void;
 }
 
 function readBody(req: http.IncomingMessage): Promise<Buffer> {
@@ -48,7 +51,12 @@ function writeTarget(body: Buffer): string | undefined {
  * account's event stream. A view answers git's `list for-push` only once the stream has delivered
  * the account's latest revision; anything the agent cannot apply drops the view, and the helper lists.
  */
-export async function startAgent(ctx: Context, socket: string, log: (line: string) => void): Promise<Agent> {
+export async function startAgent(
+  ctx: Context,
+  socket: string,
+  log: (line: string) => void,
+  life: LifeOptions,
+): Promise<Agent | undefined> {
   const views = new Views();
   const streams = new Map<string, PdsStream>();
   const loading = new Map<string, Promise<void>>();
@@ -237,9 +245,15 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
     res.writeHead(404).end();
   }
 
-  // A socket file left by an agent that died would refuse our listen: remove it.
-  fs.rmSync(socket, { force: true });
+  const lifecycle = new AgentLife(socket, log, {
+    ...life,
+    exit: (why) => {
+      for (const s of streams.values()) s.stop();
+      life.exit(why);
+    },
+  });
   const server = http.createServer((req, res) => {
+    if (lifecycle.answer(req, res)) return;
     handle(req, res).catch((err: unknown) => {
       log(`request failed: ${String(err)}`);
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' });
@@ -252,20 +266,7 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
     });
   });
   server.keepAliveTimeout = 60_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(socket, resolve);
-  });
-  fs.chmodSync(socket, 0o600);
-  return {
-    socket,
-    close: async () => {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
-      for (const s of streams.values()) s.stop();
-      fs.rmSync(socket, { force: true });
-    },
-  };
+  // Another agent already answers at this socket: it serves, this one is not needed.
+  if (!(await lifecycle.bind(server))) return undefined;
+  return { socket, warm: load, stop: (why) => lifecycle.stop(why) };
 }
