@@ -25,6 +25,7 @@ const VENDOR: Record<string, string> = {
   // The agent's event stream: loaded by `knotless agent` only.
   '@atproto/sync': 'sync.cjs',
   '@atproto/xrpc-server': 'xrpc-server.cjs',
+  '@atproto/ws-client': 'ws-client.cjs',
   '@atproto/lex-json': 'lex-json.cjs',
   'proper-lockfile': 'lockfile.cjs',
   // OAuth (PAR, PKCE, DPoP): loaded by `knotless login` and by requests with an OAuth session only.

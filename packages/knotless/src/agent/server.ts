@@ -71,6 +71,7 @@ export async function startAgent(
       pds,
       {
         follows: (did) => views.follows(did),
+        followed: () => views.dids(),
         apply: (did, changes, rev) => {
           for (const c of changes) views.apply(did, c.key, c.ref, rev);
         },
@@ -248,7 +249,10 @@ export async function startAgent(
   const lifecycle = new AgentLife(socket, log, {
     ...life,
     exit: (why) => {
-      for (const s of streams.values()) s.stop();
+      for (const [pds, s] of streams) {
+        log(`${safeText(pds)}: ${s.frames} frames read, ${s.decoded} decoded`);
+        s.stop();
+      }
       life.exit(why);
     },
   });
