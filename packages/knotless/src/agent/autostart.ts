@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { agentChildEnv, type Config } from '../config/env.ts';
-import { KnotlessError } from '../errors.ts';
+import { agentChildEnv, type Config } from 'knotless-core/config/env';
+import { KnotlessError } from 'knotless-core/errors';
 
 /** Set by scripts/build.ts in the bundles: `<version>-<hash of the sources>`. */
 declare const __KNOTLESS_BUILD__: string | undefined;

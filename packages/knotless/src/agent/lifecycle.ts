@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import type http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
-import { KnotlessError } from '../errors.ts';
-import { safeText } from '../text/terminal.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
 import { agentBuild, checkPrivateDir, checkSocket } from './autostart.ts';
 
 /** How an agent lives. */

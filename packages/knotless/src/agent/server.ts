@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { Context } from '../context.ts';
-import type { Identity } from '../identity/resolver.ts';
-import { safeText } from '../text/terminal.ts';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { safeText } from 'knotless-core/text/terminal';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
@@ -82,7 +82,7 @@ export async function startAgent(
     streams.set(pds, stream);
     const [{ IdResolver, MemoryCache }, { fetchOver }] = await Promise.all([
       import('@atproto/identity'),
-      import('../xrpc/transport.ts'),
+      import('knotless-core/xrpc/transport'),
     ]);
     // Keys cached: @atproto/sync refreshes a cached key by itself when a commit's signature fails.
     const idResolver = new IdResolver({

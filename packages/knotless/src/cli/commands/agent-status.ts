@@ -1,6 +1,6 @@
 import { findAgent } from '../../agent/autostart.ts';
 import { post, type AgentStatus } from '../../agent/lifecycle.ts';
-import { KnotlessError } from '../../errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
 import { JSON_OPTION, type Command } from '../command.ts';
 
 /** The agent's status, or undefined when none answers at its socket. */

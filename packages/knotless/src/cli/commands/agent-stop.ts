@@ -1,5 +1,5 @@
 import { post } from '../../agent/lifecycle.ts';
-import { KnotlessError } from '../../errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
 import type { Command } from '../command.ts';
 import { agentStatus } from './agent-status.ts';
 

@@ -1,8 +1,8 @@
 import { agentSocket } from '../../agent/autostart.ts';
 import { startAgent } from '../../agent/server.ts';
 import { Context } from '../../context.ts';
-import { KnotlessError } from '../../errors.ts';
-import { safeText } from '../../text/terminal.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
 import { stringOption, type Command } from '../command.ts';
 
 export const command: Command = {
