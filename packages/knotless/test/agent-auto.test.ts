@@ -134,6 +134,14 @@ describe('the agent starts itself', () => {
         const log = agentLog(user);
         assert.equal(log.match(/^ready$/gm)?.length, 1, log);
         assert.doesNotMatch(log, /not needed/);
+        // Bob's commits filled the stream; the agent decoded only frames that name alice (her
+        // pushes' commits), the rest it dropped before decoding their bodies (agent/stream.ts).
+        assert.equal((await user.knotless('agent', 'stop')).code, 0);
+        const counts = /: (\d+) frames read, (\d+) decoded$/m.exec(agentLog(user));
+        assert.ok(counts !== null, agentLog(user));
+        const [read, decoded] = [Number(counts[1]), Number(counts[2])];
+        assert.ok(decoded >= 1 && decoded <= 3, `${decoded} frames decoded`);
+        assert.ok(read - decoded >= 5, `${read} frames read, ${decoded} decoded`);
       } else {
         assert.deepEqual(second, {
           requests: ['com.atproto.repo.listRecords', 'com.atproto.repo.putRecord'],
