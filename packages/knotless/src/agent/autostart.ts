@@ -102,9 +102,16 @@ export function findAgent(config: Config): AgentLookup {
     const found = checkSocket(socket);
     return { socket: found === 'ours' ? socket : undefined, refusal: undefined, mayStart };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT')
-      return { socket: undefined, refusal: undefined, mayStart };
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { socket: undefined, refusal: undefined, mayStart };
     if (err instanceof KnotlessError) return { socket: undefined, refusal: err.message, mayStart: false };
+    // Unreadable (EACCES, ENOTDIR…): this command goes direct and says why.
+    if (code !== undefined)
+      return {
+        socket: undefined,
+        refusal: `The warm agent's socket ${socket} could not be checked (${code}), so knotless will not use it.`,
+        mayStart: false,
+      };
     throw err;
   }
 }

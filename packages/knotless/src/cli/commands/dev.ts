@@ -7,7 +7,9 @@ import { Context } from '../../context.ts';
 import { writeEnvFile, writeWrappers } from '../../dev/env-file.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
+import type { Config } from 'knotless-core/config/env';
 import { stringOption, type Command } from '../command.ts';
+import { stopAgent } from './agent-stop.ts';
 
 const ACCOUNTS = ['alice.test', 'bob.test'];
 
@@ -81,11 +83,18 @@ export const command: Command = {
       throw err;
     }
     // Filled in once the appview runs; a signal before then stops only the network.
-    const running: { appview?: { url: string; close(): Promise<void> } | undefined } = {};
+    const running: {
+      appview?: { url: string; close(): Promise<void> } | undefined;
+      devConfig?: Config | undefined;
+    } = {};
     const stop = (): void => {
       void (running.appview?.close() ?? Promise.resolve())
         // Stopping goes on whatever the appview's close says: the network must still be closed.
         .catch((err: unknown) => io.err(`appview: closing failed: ${String(err)}`))
+        // The agent a push in the env file's shell started follows the PDS's event stream, which the
+        // PDS waits for as it closes: stop it first.
+        .then(() => (running.devConfig === undefined ? undefined : stopAgent(running.devConfig)))
+        .catch((err: unknown) => io.err(`agent: stopping failed: ${String(err)}`))
         .then(() => net.close())
         .then(() => process.exit(0));
     };
@@ -127,11 +136,15 @@ export const command: Command = {
       devPds: net.pdsUrl,
       configDir: vars['KNOTLESS_CONFIG_DIR']!,
       cacheDir: vars['KNOTLESS_CACHE_DIR']!,
+      // The env file's shell starts its agent here (see `stop`).
+      agentDir: path.join(vars['KNOTLESS_CACHE_DIR']!, 'agent'),
+      agentSocket: undefined,
       service: undefined,
       identifier: undefined,
       password: undefined,
     });
     await login(devCtx, 'alice.test', password);
+    running.devConfig = devCtx.config;
 
     const binDir = path.join(dir, 'bin');
     const envFile = path.join(dir, 'env');
