@@ -89,6 +89,10 @@ try {
   // Still current after the window: the agent kept up (and served, not only survived).
   const current = (await view(socket, q)).confirmed;
   await traffic.stop();
+  // The same window with nobody writing: what the agent costs by itself (heartbeats, timers).
+  const i0 = usage(agent.pid!);
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const i1 = usage(agent.pid!);
   agent.kill('SIGTERM');
   await new Promise((r) => agent.once('exit', r));
   const perMinute = 60 / elapsed;
@@ -106,6 +110,7 @@ try {
           bytesReadPerMinute: Math.round((u1.bytes - u0.bytes) * perMinute),
           bytesPerCommit: Math.round((u1.bytes - u0.bytes) / Math.max(writes, 1)),
           viewCurrentAfter: current,
+          idleCpuSecondsPerMinute: Math.round((i1.cpu - i0.cpu) * perMinute * 100) / 100,
         },
       },
       null,
