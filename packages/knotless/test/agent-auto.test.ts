@@ -5,7 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, startTraffic, type Proxy } from 'knotless-devnet';
 import { agentView } from './helpers/agent.ts';
-import { KNOTLESS_BIN } from './helpers/cli.ts';
+import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
 import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -251,6 +251,22 @@ describe('the agent starts itself', () => {
       assert.deepEqual(fs.readdirSync(dir), []);
       fs.chownSync(dir, 0, 0);
     }
+  });
+
+  it('never starts an agent when the socket is set by hand (KNOTLESS_AGENT_SOCKET): that one you run yourself', async () => {
+    const user = more[0]!;
+    const socket = path.join(user.dir(), 'mine.sock');
+    assert.equal((await user.knotless('repo', 'create', 'by-hand')).code, 0);
+    const repo = await newRepo(user, 'knotless://alice.test/by-hand');
+    await commitFiles(user, repo, { a: '1' }, 'one');
+    // The same push without the variable starts one (the first test); with it, none anywhere.
+    const res = await runProcess('git', ['push', '-q', 'origin', 'main'], {
+      env: { ...user.env, KNOTLESS_AGENT_SOCKET: socket, KNOTLESS_AGENT_IDLE: '30', ...via() },
+      cwd: repo,
+    });
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(fs.existsSync(socket), false);
+    assert.equal((await status(user)).running, false);
   });
 
   it('exits by itself after KNOTLESS_AGENT_IDLE seconds without a request', async () => {
