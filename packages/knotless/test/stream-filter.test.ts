@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ErrorFrame, MessageFrame } from '@atproto/xrpc-server';
-import { mayConcern } from '../src/agent/stream.ts';
+import { mayConcern } from '../src/agent/frame-filter.ts';
 
 // Frames as the reference PDS's own encoder (@atproto/xrpc-server) makes them.
 const alice = 'did:plc:aliceaaaaaaaaaaaaaaaaaaa';
