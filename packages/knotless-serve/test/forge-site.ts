@@ -36,6 +36,8 @@ export interface Forge {
   issues: { bobs: { uri: string; rkey: string }; carols: { uri: string; rkey: string } };
   comments: { uri: string; rkey: string }[];
   repoUri: string;
+  /** bob's clone of alice's repository, on his branch, with his fork as the remote "fork". */
+  clone: string;
   setUp(): Promise<void>;
 }
 
@@ -136,8 +138,11 @@ async function setUp(f: Forge): Promise<void> {
   const fork = await f.w.bob.get('dev.knotless.repo', 'site');
   await f.w.bob.put('dev.knotless.repo', 'site', { ...fork, forkOf: f.repoUri });
   const clone = bob.dir();
+  f.clone = clone;
   await bob.ok(clone, 'clone', '-q', 'knotless://alice.test/site', '.');
   await bob.ok(clone, 'remote', 'add', 'fork', 'knotless://bob.test/site');
+  // main first, so that the fork's HEAD names it, as a fork's would.
+  await bob.ok(clone, 'push', '-q', 'fork', 'main');
   await bob.ok(clone, 'checkout', '-q', '-b', 'feature');
   const h0 = await commitFiles(
     bob,
@@ -145,7 +150,7 @@ async function setUp(f: Forge): Promise<void> {
     { 'a.txt': 'one\nTWO\nthree\n', 'b.txt': 'bee\n' },
     'feature: shout two',
   );
-  await bob.ok(clone, 'push', '-q', 'fork', 'main', 'feature');
+  await bob.ok(clone, 'push', '-q', 'fork', 'feature');
   const round = async (head: string, n: number) => ({
     head,
     base: f.base,
