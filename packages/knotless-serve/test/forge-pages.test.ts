@@ -36,7 +36,7 @@ async function inAliceMirror(oid: string): Promise<boolean> {
   const out = await runGit(['cat-file', '-e', oid], {
     gitDir: f.app.mirror.gitDir(f.dids.alice, 'site'),
     okCodes: [1, 128],
-  } as never);
+  });
   return out.code === 0;
 }
 
