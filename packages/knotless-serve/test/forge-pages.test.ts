@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { runGit } from 'knotless';
+import { runGit } from 'knotless-core';
 import type { BrowserContext, Page } from 'playwright-core';
 import { runProcess } from '../../knotless/test/helpers/cli.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';

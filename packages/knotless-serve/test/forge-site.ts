@@ -6,7 +6,7 @@
 // bob and carol with state records, one of them forged by carol.
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { runGit } from 'knotless';
+import { runGit } from 'knotless-core';
 import { commitFiles, newRepo, useGitUser, type GitUser } from '../../knotless/test/helpers/git.ts';
 import { useNetwork, type TestNet } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
