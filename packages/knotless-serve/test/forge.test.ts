@@ -234,6 +234,14 @@ describe('forge records in the appview (issue 16)', () => {
       rounds: [{ ...written.rounds[0], head: 'z'.repeat(40) }],
       createdAt: at(80),
     });
+    const badBranch = await f.w.bob.create('dev.knotless.pull', {
+      repo: f.repoUri,
+      base: 'main',
+      head: { repo: f.repoUri, branch: 'a..b\u001b[2J' },
+      title: 'bad branch',
+      rounds: written.rounds,
+      createdAt: at(80),
+    });
     const stray = await f.w.bob.create('dev.knotless.comment', {
       subject: f.repoUri,
       body: 'hi',
@@ -250,7 +258,7 @@ describe('forge records in the appview (issue 16)', () => {
       [f.pull.uri],
     );
     assert.ok(!(await listIssues('all')).issues.some((i) => i.uri === noTitle.uri));
-    invalid.push(bad.uri, stray.uri, noTitle.uri);
+    invalid.push(bad.uri, badBranch.uri, stray.uri, noTitle.uri);
   });
 
   it('a backfill into PostgreSQL gives the same answers, and logs why it skipped the invalid records', async () => {
@@ -276,7 +284,7 @@ describe('forge records in the appview (issue 16)', () => {
         assert.deepEqual(strip(await listPulls(s, app)), strip(await listPulls(s)));
       for (const s of ['open', 'closed', 'all'])
         assert.deepEqual(strip(await listIssues(s, app)), strip(await listIssues(s)));
-      assert.equal(invalid.length, 3);
+      assert.equal(invalid.length, 4);
       for (const uri of invalid)
         assert.ok(
           lines.some((l) => l.startsWith(`skipping ${uri}: `)),
