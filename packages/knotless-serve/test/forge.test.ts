@@ -176,6 +176,23 @@ describe('forge records in the appview (issue 16)', () => {
       (await listIssues('all')).issues.map((i) => i.title),
       ['Docs typo', 'Crash on start'],
     );
+    // Pages: limit and cursor walk the same list.
+    const first = await xrpc<{ issues: IssueView[]; cursor?: string }>(f.app, 'dev.knotless.listIssues', {
+      repo: f.repoUri,
+      state: 'all',
+      limit: '1',
+    });
+    assert.deepEqual([first.issues.map((i) => i.title), first.cursor], [['Docs typo'], '1']);
+    const second = await xrpc<{ issues: IssueView[]; cursor?: string }>(f.app, 'dev.knotless.listIssues', {
+      repo: f.repoUri,
+      state: 'all',
+      limit: '1',
+      cursor: first.cursor!,
+    });
+    assert.deepEqual(
+      second.issues.map((i) => i.title),
+      ['Crash on start'],
+    );
     const got = await xrpc<{ issue: IssueView; comments: Record<string, unknown>[] }>(
       f.app,
       'dev.knotless.getIssue',
