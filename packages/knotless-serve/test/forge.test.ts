@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { startAppview, type Appview } from '../src/appview.ts';
 import { defaultConfig } from '../src/config.ts';
 import { at, useForge } from './forge-site.ts';
-import { waitFor, xrpc } from './helpers.ts';
+import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
 
 const f = useForge();
@@ -307,6 +307,43 @@ describe('forge records in the appview (issue 16)', () => {
           lines.some((l) => l.startsWith(`skipping ${uri}: `)),
           `${uri} skipped in ${lines.join('\n')}`,
         );
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('round packs a mirror takes in are bounded: past maxRoundBytes a round is refused in one sentence', async () => {
+    const { pull } = await getPull();
+    // Room for round 0's pack only: round 1's (which holds round 0's commits too) is one too many.
+    const limit = pull.rounds[0]!.pack.size;
+    const app = await appviewOn(f.t, ':memory:', undefined, {
+      maxRoundBytes: limit,
+      backfillDids: Object.values(f.dids),
+    });
+    try {
+      await waitFor('the pull request on the second appview', async () =>
+        (await xrpc<{ pulls: unknown[] }>(app, 'dev.knotless.listPulls', { repo: f.repoUri, state: 'all' }))
+          .pulls.length === 1
+          ? true
+          : undefined,
+      );
+      await waitFor('alice.test/site mirrored', async () =>
+        fs.existsSync(app.mirror.gitDir(f.dids.alice, 'site')) ? true : undefined,
+      );
+      await app.idle();
+      const url = `${app.url}/alice.test/site/pulls/${f.dids.bob}/${f.pull.rkey}`;
+      const first = await get(`${url}?round=0`);
+      assert.equal(first.status, 200);
+      assert.match(first.text, /Round 0: changes/);
+      const last = await get(`${url}?round=1`);
+      assert.equal(last.status, 200);
+      assert.match(
+        last.text,
+        new RegExp(
+          `cannot be shown: this repository&#39;s mirror already holds ${limit} bytes of pull request rounds, and this round&#39;s ${pull.rounds[1]!.pack.size} more would pass the limit of ${limit}\\.`,
+        ),
+      );
+      assert.doesNotMatch(last.text, /Round 1: changes/);
     } finally {
       await app.close();
     }
