@@ -327,8 +327,8 @@ describe('forge records in the appview (issue 16)', () => {
           ? true
           : undefined,
       );
-      await waitFor('alice.test/site mirrored', async () =>
-        fs.existsSync(app.mirror.gitDir(f.dids.alice, 'site')) ? true : undefined,
+      await waitFor('alice.test/site mirrored', () =>
+        Promise.resolve(fs.existsSync(app.mirror.gitDir(f.dids.alice, 'site')) ? true : undefined),
       );
       await app.idle();
       const url = `${app.url}/alice.test/site/pulls/${f.dids.bob}/${f.pull.rkey}`;
