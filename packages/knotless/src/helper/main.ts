@@ -1,3 +1,4 @@
+import { settleCache } from '../cache/budget.ts';
 import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { readConfig } from '../config/env.ts';
@@ -115,6 +116,8 @@ export async function helperMain(argv: string[]): Promise<number> {
         // fetch and push load git plumbing and pack code only when git asks for them.
         const { fetchBatch } = await import('./fetch.ts');
         answer([...(await fetchBatch(state, await reader.batch(line))), '']);
+        // git has its answer; the cache goes back within its cap before git's next command.
+        await settleCache(config);
       } else if (line.startsWith('push ')) {
         const batch = await reader.batch(line);
         for (const l of batch.filter((l) => l.startsWith('option '))) {
@@ -129,6 +132,7 @@ export async function helperMain(argv: string[]): Promise<number> {
         answer([...result.lines, '']);
         // git has its answer; merging packs happens in a process of its own that outlives us.
         if (result.compact.length > 0) await startCompaction(state, result.compact);
+        await settleCache(config);
       } else {
         throw new KnotlessError(
           'usage',
