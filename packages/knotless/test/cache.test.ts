@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { DEFAULT_CACHE_MAX_BYTES, parseSize, readConfig } from '../src/config/env.ts';
+import { DEFAULT_CACHE_MAX_BYTES, parseSize, readConfig } from '../../knotless-core/src/config/env.ts';
 import { commitFiles, newRepo, refsOf, repoMaker, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../bin/paths.ts';
-import { settleCache } from '../cache/budget.ts';
+import { settleCache } from 'knotless-core/cache/budget';
 import { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
 import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
-import { internalErrorLines } from '../text/terminal.ts';
-import { closeTransport } from '../xrpc/transport.ts';
+import { internalErrorLines } from 'knotless-core/text/terminal';
+import { closeTransport } from 'knotless-core/xrpc/transport';
 import { parseCommandArgs } from './args.ts';
 import type { Command } from './command.ts';
 import { commandHelp, groupHelp, overview } from './help.ts';

@@ -1,5 +1,5 @@
-import { clearCache } from '../../cache/budget.ts';
-import { safeJson } from '../../text/terminal.ts';
+import { clearCache } from 'knotless-core/cache/budget';
+import { safeJson } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { formatBytes, usageJson, usageLines } from './cache.ts';
 

@@ -1,5 +1,5 @@
-import { CACHE_KINDS, cacheUsage, type CacheUsage } from '../../cache/usage.ts';
-import { safeJson } from '../../text/terminal.ts';
+import { CACHE_KINDS, cacheUsage, type CacheUsage } from 'knotless-core/cache/usage';
+import { safeJson } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 
 /** Bytes as people read them: B, KiB, MiB, GiB with one decimal. */
