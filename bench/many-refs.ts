@@ -4,6 +4,7 @@
 // each RTT; figures are medians of --rounds. See docs/reference/performance.md.
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { makeClient } from './client.ts';
 import { startRig } from './setup.ts';
 
 const { values } = parseArgs({
@@ -32,9 +33,10 @@ const encode = (ref: string) => ref.replaceAll('/', '_');
 
 const rig = await startRig(rtts, true);
 try {
+  const client = await makeClient(rig, true);
   let accounts = 0;
   /** A fresh account, so that each run writes into an empty repository (the PDS slows as one grows). */
-  const account = async (): Promise<{ did: string; jwt: string }> => {
+  const account = async (): Promise<{ did: string; jwt: string; handle: string }> => {
     const handle = `refs${++accounts}.test`;
     await rig.net.ensureAccount(handle, rig.password);
     const res = (await (
@@ -44,7 +46,7 @@ try {
         body: JSON.stringify({ identifier: handle, password: rig.password }),
       })
     ).json()) as { did: string; accessJwt: string };
-    return { did: res.did, jwt: res.accessJwt };
+    return { did: res.did, jwt: res.accessJwt, handle };
   };
 
   for (const rtt of rtts) {
@@ -59,6 +61,7 @@ try {
       await res.arrayBuffer();
     };
     let did = '';
+    let handle = '';
     const page = async (
       cursor: string | undefined,
       reverse: boolean,
@@ -133,7 +136,7 @@ try {
       for (let i = 0; i < writes.length; i += 199) out.push({ repo: did, writes: writes.slice(i, i + 199) });
       return out;
     };
-    const timeCreates = async (parallel: number): Promise<{ ms: number; did: string }> => {
+    const timeCreates = async (parallel: number): Promise<{ ms: number; did: string; handle: string }> => {
       const who = await account();
       const all = batches(who.did, 'r');
       const t0 = performance.now();
@@ -143,7 +146,7 @@ try {
           while (next < all.length) await post(who.jwt, all[next++]);
         }),
       );
-      return { ms: performance.now() - t0, did: who.did };
+      return { ms: performance.now() - t0, did: who.did, handle: who.handle };
     };
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     const show = (what: string, xs: number[]) =>
@@ -159,6 +162,7 @@ try {
         const run = await timeCreates(parallel);
         created.get(parallel)!.push(run.ms);
         did = run.did;
+        handle = run.handle;
       }
     }
     for (const parallel of parallels)
@@ -166,8 +170,16 @@ try {
 
     const repo = 'r';
     const strategies: Array<[string, () => Promise<string[]>]> = [
-      ['pages one after another (today)', () => ascending(`${repo}~`, `${repo}~\x7f`)],
-      ['both ends of the key range', () => twoEnded(`${repo}~`, `${repo}~\x7f`)],
+      ['pages one after another (before)', () => ascending(`${repo}~`, `${repo}~\x7f`)],
+      [
+        'first page, then both ends (list-range.ts)',
+        async () => {
+          const first = await page(`${repo}~`, true);
+          const keys = first.keys.filter((k) => k.startsWith(`${repo}~`));
+          if (keys.length < 100) return keys;
+          return [...keys, ...(await twoEnded(keys.at(-1)!, `${repo}~\x7f`))];
+        },
+      ],
       [
         'heads / pull / tags+rest, each from both ends',
         async () =>
@@ -200,6 +212,15 @@ try {
       }
     }
     for (const [name] of strategies) show(`list ${total} refs, ${name}`, listed.get(name)!);
+    // The same listing as git gets it: `git ls-remote` through the helper as built (npm run build).
+    const lsRemote: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      const res = await client.git(rtt, client.home, ['ls-remote', `knotless://${handle}/r`]);
+      const count = res.stdout.trim().split('\n').length;
+      if (count !== total) throw new Error(`git ls-remote listed ${count} of ${total}`);
+      lsRemote.push(res.ms);
+    }
+    show(`git ls-remote of ${total} refs (the helper as built)`, lsRemote);
   }
 } finally {
   await rig.close();
