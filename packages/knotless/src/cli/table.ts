@@ -17,6 +17,8 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   cache: () => import('./commands/cache.ts'),
   'cache clear': () => import('./commands/cache-clear.ts'),
   agent: () => import('./commands/agent.ts'),
+  'agent status': () => import('./commands/agent-status.ts'),
+  'agent stop': () => import('./commands/agent-stop.ts'),
   dev: () => import('./commands/dev.ts'),
 };
 
