@@ -127,6 +127,16 @@ export async function commitToBranch(
   env: CommitEnv,
   req: CommitRequest,
 ): Promise<{ commit: string; ref: string; packs: PackEntry[] }> {
+  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
+  return mirror.hold(() => commitInMirror(remote, env, req, mirror));
+}
+
+async function commitInMirror(
+  remote: RemoteRepo,
+  env: CommitEnv,
+  req: CommitRequest,
+  mirror: Mirror,
+): Promise<{ commit: string; ref: string; packs: PackEntry[] }> {
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
   const seen = view.read();
   let refs = seen?.refs;
@@ -142,7 +152,6 @@ export async function commitToBranch(
     }
   }
   for (const c of req.changes) checkTreePath(c.path);
-  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   // Committing on one of several records that claim the branch would be choosing between them.
   const claims = refs.filter((r) => r.record.ref === ref);
   if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);

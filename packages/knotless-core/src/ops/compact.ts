@@ -40,19 +40,23 @@ async function mergePacks(
   cut: number,
 ): Promise<PackEntry> {
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
-  await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
-  const wanted = [...new Set(list.slice(cut).flatMap((p) => mirror.objectsOf(p.id)))];
-  const merged = await packObjectList(mirror.gitDir, wanted);
-  const info = parsePackInfo(merged);
-  const { hash } = await indexPack(merged, mirror.gitDir, false);
-  const held = new Set(await packObjects(mirror.gitDir, hash, info.count));
-  const lost = wanted.filter((oid) => !held.has(oid));
-  if (lost.length > 0) {
-    throw new KnotlessError(
-      'corrupt-remote',
-      `compaction would drop ${lost.length} objects (e.g. ${lost[0]}); nothing was written.`,
-    );
-  }
+  const { merged, info } = await mirror.hold(async () => {
+    await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
+    const wanted = [...new Set(list.slice(cut).flatMap((p) => mirror.objectsOf(p.id)))];
+    const merged = await packObjectList(mirror.gitDir, wanted);
+    const info = parsePackInfo(merged);
+    const { hash } = await indexPack(merged, mirror.gitDir, false);
+    const held = new Set(await packObjects(mirror.gitDir, hash, info.count));
+    const lost = wanted.filter((oid) => !held.has(oid));
+    if (lost.length > 0) {
+      throw new KnotlessError(
+        'corrupt-remote',
+        `compaction would drop ${lost.length} objects (e.g. ${lost[0]}); nothing was written.`,
+      );
+    }
+    mirror.adoptIndexed({ id: info.id, size: merged.length, count: info.count }, hash, [...held]);
+    return { merged, info };
+  });
   if (merged.length <= INLINE_MERGED_MAX)
     return { id: info.id, size: merged.length, count: info.count, inline: merged };
   const writer = remote.writer(env.auth);
@@ -64,7 +68,27 @@ async function mergePacks(
     env.cache,
     'compact:blob-uploaded',
   );
-  return { id: info.id, size: merged.length, count: info.count, parts };
+  const entry = { id: info.id, size: merged.length, count: info.count, parts };
+  mirror.share(entry);
+  return entry;
+}
+
+/**
+ * After a compaction landed: the packs it replaced leave the mirror (the merged pack holds their
+ * objects) and the blob cache (the PDS frees their blobs once no record lists them), so the cache
+ * keeps each object once. Another ref that still lists one of them downloads it again if it must.
+ */
+async function retireReplaced(remote: RemoteRepo, env: CompactEnv, replaced: PackEntry[], merged: PackEntry) {
+  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
+  await mirror.hold(() =>
+    Promise.resolve(
+      mirror.retire(
+        replaced.map((p) => p.id),
+        merged.id,
+      ),
+    ),
+  );
+  for (const p of replaced) for (const part of p.parts ?? []) env.cache.drop(part.ref.$link);
 }
 
 const sameIds = (a: PackEntry[], b: PackEntry[]) =>
@@ -145,6 +169,7 @@ export async function compactRef(
         crashPoint('compact:before-record-write');
         const { cid, rev } = await remote.putRef(env.auth, key, record, base.cid);
         crashPoint('compact:after-record-write');
+        if (merged !== undefined) await retireReplaced(remote, env, list.slice(cut), merged);
         return {
           ref: base.record.ref,
           before: base.record.packs.length,

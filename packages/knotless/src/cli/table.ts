@@ -14,6 +14,8 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo delete': () => import('./commands/repo-delete.ts'),
   'repo commit': () => import('./commands/repo-commit.ts'),
   'repo compact': () => import('./commands/repo-compact.ts'),
+  cache: () => import('./commands/cache.ts'),
+  'cache clear': () => import('./commands/cache-clear.ts'),
   agent: () => import('./commands/agent.ts'),
   'agent status': () => import('./commands/agent-status.ts'),
   'agent stop': () => import('./commands/agent-stop.ts'),
