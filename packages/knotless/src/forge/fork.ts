@@ -1,0 +1,113 @@
+import type { SessionAuthorizer } from '../auth/store.ts';
+import type { BlobCache } from '../cache/blob-cache.ts';
+import type { Context } from '../context.ts';
+import { KnotlessError } from '../errors.ts';
+import type { Identity } from '../identity/resolver.ts';
+import { blobMatchesCid } from '../remote/cid.ts';
+import { MAX_BLOB_PART_BYTES, mapLimit } from '../remote/packs.ts';
+import { refKey } from '../remote/ref-key.ts';
+import type { BlobRef } from '../remote/ref-record.ts';
+import { refsByName } from '../remote/remote-repo.ts';
+import { safeText } from '../text/terminal.ts';
+import { XrpcError, generalFailure } from '../xrpc/client.ts';
+import { pdsRefusal } from '../xrpc/pds-errors.ts';
+import { PACK_MIME, repoUri } from './records.ts';
+
+/**
+ * Copies a blob into the session's account. A record may only reference blobs of its own account,
+ * so a fork stores its own copy of every pack blob; uploading the same bytes gives the same CID.
+ */
+async function copyBlob(
+  ctx: Context,
+  auth: SessionAuthorizer,
+  source: Identity,
+  blob: BlobRef,
+  cache: BlobCache,
+): Promise<void> {
+  const cid = blob.ref.$link;
+  let bytes = cache.get(cid);
+  if (bytes === undefined) {
+    if (blob.size > MAX_BLOB_PART_BYTES)
+      throw new KnotlessError(
+        'corrupt-remote',
+        `A blob of the repository claims ${blob.size} bytes; nothing was copied.`,
+      );
+    try {
+      bytes = await ctx
+        .client(source.pds)
+        .queryBytes('com.atproto.sync.getBlob', { did: source.did, cid }, blob.size);
+    } catch (err) {
+      const kind = err instanceof XrpcError ? pdsRefusal(err) : undefined;
+      if (kind === 'blob-missing' || kind === 'not-found')
+        throw new KnotlessError(
+          'remote-changed',
+          'The repository changed while it was copied (a push or compaction replaced its packs); fork again.',
+          {
+            cause: err,
+          },
+        );
+      throw generalFailure(err, 'downloading a pack to copy');
+    }
+    if (!blobMatchesCid(bytes, cid))
+      throw new KnotlessError(
+        'corrupt-remote',
+        `A blob does not match its CID ${safeText(cid)}; nothing was copied.`,
+      );
+    cache.put(cid, bytes);
+  }
+  try {
+    const res = await ctx
+      .client(auth.session.pds, auth)
+      .procedure<{ blob: BlobRef }>('com.atproto.repo.uploadBlob', bytes, {
+        contentType: blob.mimeType || PACK_MIME,
+      });
+    if (res.blob.ref.$link !== cid)
+      throw new KnotlessError(
+        'pds-error',
+        `Your PDS stored a copied blob under another CID (${safeText(res.blob.ref.$link)}); nothing was written.`,
+      );
+  } catch (err) {
+    throw generalFailure(err, 'copying a pack into your account');
+  }
+}
+
+/**
+ * Forks `source/name` into the session's account as `newName`: the repository record (with
+ * `forkOf`), then every ref record, their blobs copied first so that no record ever names a blob
+ * the account lacks. Refs are created in batches like a mirror push. Returns the number of refs.
+ */
+export async function forkRepo(
+  ctx: Context,
+  auth: SessionAuthorizer,
+  source: Identity,
+  name: string,
+  newName: string,
+  cache: BlobCache,
+  warn: (message: string) => void,
+): Promise<number> {
+  const records = ctx.repoRecords();
+  const original = await records.get(source, name);
+  const from = ctx.remoteRepo(source, name, warn);
+  const refs = await from.listRefs();
+  const usable = refs.filter((r) => !refsByName(refs).contested.has(r.record.ref));
+  const blobs = new Map<string, BlobRef>();
+  for (const r of usable)
+    for (const p of r.record.packs) for (const b of p.parts ?? []) blobs.set(b.ref.$link, b);
+  await records.create(auth, newName, original.description, repoUri(source.did, name));
+  const mine = { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds };
+  const to = ctx.remoteRepo(mine, newName, warn);
+  await mapLimit([...blobs.values()], 4, (b) => copyBlob(ctx, auth, source, b, cache));
+  const creates = usable.map((r) => ({
+    key: refKey(newName, r.record.ref),
+    record: { ...r.record, repo: newName, updatedAt: new Date().toISOString() },
+  }));
+  for (let i = 0; i < creates.length; i += 199) {
+    const batch = creates.slice(i, i + 199);
+    const written = await to.createRefs(auth, batch);
+    for (const [j, w] of written.entries()) {
+      const c = batch[j]!;
+      if (w === undefined) await to.putRef(auth, c.key, c.record, null);
+    }
+  }
+  return usable.length;
+}
