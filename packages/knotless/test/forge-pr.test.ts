@@ -1,0 +1,306 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
+import { json, writeRaw } from './helpers/forge.ts';
+import { commitFiles, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test', 'bob.test', 'carol.test']);
+const quiet = () => ({ KNOTLESS_COMPACT: '0' });
+const alice = useGitUser(t, 'alice.test', quiet);
+const bob = useGitUser(t, 'bob.test', quiet);
+const carol = useGitUser(t, 'carol.test', quiet);
+
+interface ItemJson {
+  id: string;
+  uri: string;
+  state: string;
+  title: string;
+  author: string;
+  merged?: string;
+  rounds?: { head: string; base: string }[] | number;
+  comments?: { author: string; body: string; round?: number }[];
+  diff?: { files: number; insertions: number; deletions: number };
+}
+
+let aliceClone = '';
+let bobClone = '';
+let firstPr = '';
+
+async function tipOf(user: typeof alice, url: string, branch: string): Promise<string> {
+  const out = await user.ok(user.dir(), 'ls-remote', url, `refs/heads/${branch}`);
+  return out.split('\t')[0]!.trim();
+}
+
+describe('forks and pull requests across accounts', () => {
+  it('forks alice.test/site into bob.test: every ref copied, forkOf names the original', async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
+    aliceClone = alice.dir();
+    await alice.ok(aliceClone, 'init', '-q');
+    await commitFiles(alice, aliceClone, { 'README.md': 'hello\n', 'a.txt': 'one\ntwo\nthree\n' }, 'first');
+    await alice.ok(aliceClone, 'remote', 'add', 'origin', 'knotless://alice.test/site');
+    await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
+
+    const fork = await bob.knotless('repo', 'fork', 'alice.test/site', '--json');
+    const forked = json<{ forkOf: string; refs: number }>(fork);
+    assert.equal(forked.forkOf, `at://${t.dids['alice.test']}/dev.knotless.repo/site`);
+    assert.equal(forked.refs, 2, 'main and HEAD');
+    const info = json<{ forkOf?: string }>(await bob.knotless('repo', 'info', 'bob.test/site', '--json'));
+    assert.equal(info.forkOf, forked.forkOf);
+
+    const dir = bob.dir();
+    await bob.ok(dir, 'clone', '-q', 'knotless://bob.test/site', 'c');
+    bobClone = `${dir}/c`;
+    assert.equal(
+      (await bob.ok(bobClone, 'rev-parse', 'HEAD')).trim(),
+      (await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim(),
+    );
+  });
+
+  it('bob pushes a branch to his fork and opens a pull request; ids printed are taken back', async () => {
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'fix');
+    await commitFiles(bob, bobClone, { 'b.txt': 'from bob\n' }, 'bob adds b');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'fix');
+    const res = await bob.knotless(
+      'pr',
+      'create',
+      'alice.test/site',
+      '--head',
+      'site:fix',
+      '--base',
+      'main',
+      '--title',
+      'Add b',
+      '--body',
+      'Please.',
+      '--json',
+    );
+    const pr = json<ItemJson>(res);
+    assert.equal(pr.state, 'open');
+    assert.equal(pr.title, 'Add b');
+    assert.equal(pr.author, 'bob.test');
+    assert.match(pr.id, /^did:plc:[a-z0-9]+\/[a-z2-7]{13}$/);
+    firstPr = pr.id;
+
+    const listed = json<ItemJson[]>(await bob.knotless('pr', 'list', 'alice.test/site', '--json'));
+    assert.deepEqual(
+      listed.map((p) => p.id),
+      [pr.id],
+    );
+    const rkey = pr.id.split('/')[1]!;
+    for (const id of [pr.id, pr.uri, `bob.test/${rkey}`, rkey]) {
+      const view = json<ItemJson>(await bob.knotless('pr', 'view', 'alice.test/site', id, '--json'));
+      assert.equal(view.id, pr.id, `id form ${id}`);
+    }
+    const view = json<ItemJson>(await alice.knotless('pr', 'view', 'alice.test/site', pr.id, '--json'));
+    assert.deepEqual(view.diff, { files: 1, insertions: 1, deletions: 0 });
+    const text = await alice.knotless('pr', 'view', 'alice.test/site', pr.id);
+    assert.match(text.stdout, /Add b/);
+    assert.match(text.stdout, /rounds \(1\)/);
+  });
+
+  it('alice comments on round 0, bob pushes again and adds round 1', async () => {
+    const c = await alice.knotless(
+      'pr',
+      'comment',
+      'alice.test/site',
+      firstPr,
+      '--round',
+      '0',
+      '--body',
+      'Add a newline too?',
+    );
+    assert.equal(c.code, 0, c.stderr);
+    await commitFiles(bob, bobClone, { 'b.txt': 'from bob\n\n' }, 'bob adds a newline');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'fix');
+    const up = json<ItemJson>(await bob.knotless('pr', 'update', 'alice.test/site', firstPr, '--json'));
+    assert.equal(up.rounds, 2);
+    const again = await bob.knotless('pr', 'update', 'alice.test/site', firstPr);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stderr, /nothing was written/);
+    const view = json<ItemJson>(await bob.knotless('pr', 'view', 'alice.test/site', firstPr, '--json'));
+    assert.equal((view.rounds as unknown[]).length, 2);
+    assert.deepEqual(
+      view.comments?.map((x) => [x.author, x.round, x.body]),
+      [['alice.test', 0, 'Add a newline too?']],
+    );
+    // Only the author adds rounds.
+    const foreign = await alice.knotless('pr', 'update', 'alice.test/site', firstPr);
+    assert.equal(foreign.code, 5, foreign.stderr);
+  });
+
+  it('ignores status records nobody may write: a third party, and the author claiming a merge', async () => {
+    const uri = `at://${firstPr.replace('/', '/dev.knotless.pull/')}`;
+    await writeRaw(t, 'carol.test', 'dev.knotless.pull.status', {
+      pull: uri,
+      status: 'closed',
+      createdAt: new Date().toISOString(),
+    });
+    await writeRaw(t, 'bob.test', 'dev.knotless.pull.status', {
+      pull: uri,
+      status: 'merged',
+      merged: 'f'.repeat(40),
+      createdAt: new Date().toISOString(),
+    });
+    for (const user of [alice, bob, carol]) {
+      const view = json<ItemJson>(await user.knotless('pr', 'view', 'alice.test/site', firstPr, '--json'));
+      assert.equal(view.state, 'open');
+      assert.equal(view.merged, undefined);
+    }
+  });
+
+  it('refuses the merge to bob with one sentence and writes nothing', async () => {
+    const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    const res = await bob.knotless('pr', 'merge', 'alice.test/site', firstPr);
+    assert.equal(res.code, 5);
+    assert.equal(
+      res.stderr.trim(),
+      'knotless: Only alice.test can merge pull requests into alice.test/site; you are bob.test.',
+    );
+    assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), before);
+  });
+
+  it("alice merges: her main then holds bob's commits, and the pull request is merged", async () => {
+    const res = await alice.knotless('pr', 'merge', 'alice.test/site', firstPr, '--json');
+    const merged = json<ItemJson & { fastForward: boolean }>(res);
+    assert.equal(merged.state, 'merged');
+    assert.equal(merged.fastForward, true);
+    const bobTip = (await bob.ok(bobClone, 'rev-parse', 'fix')).trim();
+    assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), bobTip);
+    await alice.ok(aliceClone, 'pull', '-q', '--ff-only', 'origin', 'main');
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim(), bobTip);
+    const view = json<ItemJson>(await carol.knotless('pr', 'view', 'alice.test/site', firstPr, '--json'));
+    assert.equal(view.state, 'merged');
+    assert.equal(view.merged, bobTip);
+    const again = await alice.knotless('pr', 'merge', 'alice.test/site', firstPr);
+    assert.equal(again.code, 2, again.stderr);
+  });
+
+  it('reports a conflict in one sentence and writes nothing (no push, no status)', async () => {
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'clash', 'FETCH_HEAD');
+    await commitFiles(bob, bobClone, { 'a.txt': 'one\nBOB\nthree\n' }, 'bob edits a');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'clash');
+    const pr = json<ItemJson>(
+      await bob.knotless(
+        'pr',
+        'create',
+        'alice.test/site',
+        '--head',
+        'bob.test/site:clash',
+        '--title',
+        'Edit a',
+        '--json',
+      ),
+    );
+    await commitFiles(alice, aliceClone, { 'a.txt': 'one\nALICE\nthree\n' }, 'alice edits a');
+    await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
+    const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    const res = await alice.knotless('pr', 'merge', 'alice.test/site', pr.id);
+    assert.equal(res.code, 16, res.stderr);
+    assert.equal(res.stderr.trim().split('\n').length, 1, res.stderr);
+    assert.match(res.stderr, /conflicts with main of alice\.test\/site; nothing was written/);
+    assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), before);
+    const view = json<ItemJson>(await alice.knotless('pr', 'view', 'alice.test/site', pr.id, '--json'));
+    assert.equal(view.state, 'open');
+    const closed = json<ItemJson>(await bob.knotless('pr', 'close', 'alice.test/site', pr.id, '--json'));
+    assert.equal(closed.state, 'closed');
+    const seen = json<ItemJson>(await alice.knotless('pr', 'view', 'alice.test/site', pr.id, '--json'));
+    assert.equal(seen.state, 'closed');
+    const open = json<ItemJson[]>(await bob.knotless('pr', 'list', 'alice.test/site', '--json'));
+    assert.deepEqual(open, []);
+    const all = json<ItemJson[]>(
+      await bob.knotless('pr', 'list', 'alice.test/site', '--state', 'all', '--json'),
+    );
+    assert.deepEqual(
+      all.map((p) => [p.id, p.state]).sort(),
+      [
+        [pr.id, 'closed'],
+        [firstPr, 'merged'],
+      ].sort(),
+    );
+  });
+
+  it('checks out, and merges (--rebase onto a moved base), a pull request whose branch was deleted', async () => {
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'gone', 'FETCH_HEAD~1');
+    const c1 = await commitFiles(bob, bobClone, { 'c.txt': 'c\n' }, 'bob adds c');
+    const c2 = await commitFiles(bob, bobClone, { 'd.txt': 'd\n' }, 'bob adds d');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'gone');
+    const pr = json<ItemJson>(
+      await bob.knotless(
+        'pr',
+        'create',
+        'alice.test/site',
+        '--head',
+        'site:gone',
+        '--title',
+        'Add c and d',
+        '--json',
+      ),
+    );
+    await bob.ok(bobClone, 'push', '-q', 'origin', ':gone');
+    assert.equal(await tipOf(bob, 'knotless://bob.test/site', 'gone'), '');
+
+    const checkout = await runProcess(
+      process.execPath,
+      [KNOTLESS_BIN, 'pr', 'checkout', 'alice.test/site', pr.id],
+      {
+        env: { ...alice.env, ...quiet() },
+        cwd: aliceClone,
+      },
+    );
+    assert.equal(checkout.code, 0, checkout.stderr);
+    const branch = `pr/${pr.id.split('/')[1]!}`;
+    assert.equal(checkout.stdout.trim(), branch);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim(), c2);
+    assert.equal((await alice.ok(aliceClone, 'symbolic-ref', '--short', 'HEAD')).trim(), branch);
+    await alice.ok(aliceClone, 'switch', '-q', 'main');
+
+    const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    const res = await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--rebase', '--json');
+    const merged = json<ItemJson & { fastForward: boolean }>(res);
+    assert.equal(merged.fastForward, false);
+    await alice.ok(aliceClone, 'pull', '-q', '--ff-only', 'origin', 'main');
+    const head = (await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim();
+    assert.equal(head, merged.merged);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD~2')).trim(), before);
+    assert.equal(
+      await alice.ok(aliceClone, 'log', '--format=%an %s', '-2'),
+      'bob.test bob adds d\nbob.test bob adds c\n',
+    );
+    assert.notEqual(head, c2, 'replayed, not fast-forwarded');
+    assert.equal(await alice.ok(aliceClone, 'show', 'HEAD:c.txt'), 'c\n');
+    assert.equal(await alice.ok(aliceClone, 'show', 'HEAD:a.txt'), 'one\nALICE\nthree\n');
+    void c1;
+  });
+
+  it('squashes a pull request into one commit by alice with the title as message', async () => {
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'two', 'FETCH_HEAD');
+    await commitFiles(bob, bobClone, { 'e.txt': 'e\n' }, 'e');
+    await commitFiles(bob, bobClone, { 'f.txt': 'f\n' }, 'f');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'two');
+    const pr = json<ItemJson>(
+      await bob.knotless(
+        'pr',
+        'create',
+        'alice.test/site',
+        '--head',
+        'site:two',
+        '--title',
+        'E and F',
+        '--json',
+      ),
+    );
+    const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    const merged = json<ItemJson>(
+      await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--squash', '--json'),
+    );
+    await alice.ok(aliceClone, 'pull', '-q', '--ff-only', 'origin', 'main');
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim(), merged.merged);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD~1')).trim(), before);
+    assert.equal((await alice.ok(aliceClone, 'log', '--format=%s', '-1')).trim(), 'E and F');
+    assert.equal(await alice.ok(aliceClone, 'show', 'HEAD:f.txt'), 'f\n');
+  });
+});
