@@ -57,4 +57,7 @@ table.code td.n{color:var(--muted);text-align:right;user-select:none;width:1%}
 .box>.head.bar{margin:0}
 .hljs-keyword,.hljs-built_in,.hljs-selector-tag{color:#cf222e}.hljs-string,.hljs-attr{color:#0a3069}.hljs-comment{color:var(--muted);font-style:italic}.hljs-number,.hljs-literal{color:#0550ae}.hljs-title,.hljs-function{color:#8250df}
 @media (prefers-color-scheme:dark){.hljs-keyword,.hljs-built_in,.hljs-selector-tag{color:#ff7b72}.hljs-string,.hljs-attr{color:#a5d6ff}.hljs-number,.hljs-literal{color:#79c0ff}.hljs-title,.hljs-function{color:#d2a8ff}}
+.st-open{border-color:#1a7f37;border-width:2px}.st-closed{border-color:#cf222e;border-width:2px}.st-merged{border-color:#8250df;border-width:2px}
+h2.title{font-size:1.3rem}.box.comment>.readme{padding:.2rem .8rem}.newpull h2{margin:0;font-size:1rem}
+table.rounds a[aria-current]{font-weight:700}
 `;

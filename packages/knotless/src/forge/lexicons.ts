@@ -1,8 +1,8 @@
 import type { LexiconDoc, Lexicons } from '@atproto/lexicon';
 import comment from '../../../../lexicons/dev/knotless/comment.json' with { type: 'json' };
-import issueState from '../../../../lexicons/dev/knotless/issue.state.json' with { type: 'json' };
+import issueState from '../../../../lexicons/dev/knotless/issue/state.json' with { type: 'json' };
 import issue from '../../../../lexicons/dev/knotless/issue.json' with { type: 'json' };
-import pullStatus from '../../../../lexicons/dev/knotless/pull.status.json' with { type: 'json' };
+import pullStatus from '../../../../lexicons/dev/knotless/pull/status.json' with { type: 'json' };
 import pull from '../../../../lexicons/dev/knotless/pull.json' with { type: 'json' };
 import repo from '../../../../lexicons/dev/knotless/repo.json' with { type: 'json' };
 

@@ -178,6 +178,8 @@ export async function parsePull(value: unknown): Promise<PullRecord> {
 export async function parsePullStatus(value: unknown): Promise<PullStatusRecord> {
   const v = (await validated(PULL_STATUS, value)) as unknown as PullStatusRecord;
   checkSubject(PULL_STATUS, v.pull, [PULL]);
+  // The lexicon lists known values only (open to new ones): a state this version does not know is no state.
+  if (!['open', 'closed', 'merged'].includes(v.status)) throw invalid(PULL_STATUS, 'its status is unknown');
   if (v.merged !== undefined && !isObjectId(v.merged)) throw invalid(PULL_STATUS, 'merged is no commit');
   return {
     pull: v.pull,
@@ -202,6 +204,7 @@ export async function parseIssue(value: unknown): Promise<IssueRecord> {
 export async function parseIssueState(value: unknown): Promise<IssueStateRecord> {
   const v = (await validated(ISSUE_STATE, value)) as unknown as IssueStateRecord;
   checkSubject(ISSUE_STATE, v.issue, [ISSUE]);
+  if (!['open', 'closed'].includes(v.state)) throw invalid(ISSUE_STATE, 'its state is unknown');
   return {
     issue: v.issue,
     state: v.state,
