@@ -128,7 +128,7 @@ export class Appview {
       res = await this.#client.query<Record<string, unknown>>(nsid, { uri });
     } catch (err) {
       // Not indexed (yet): the caller reads the record from its author's PDS instead.
-      if (err instanceof XrpcError && (err.status === 404 || err.error === 'NotFound')) return undefined;
+      if (err instanceof XrpcError && (err.status === 404 || /NotFound$/.test(err.error))) return undefined;
       throw generalFailure(err, `asking the appview ${this.url} (${nsid})`);
     }
     const comments = res['comments'];
