@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
+import { after, before, describe, it } from 'node:test';
+import { startProxy, type Proxy } from 'knotless-devnet';
+import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
 import { json, writeRaw } from './helpers/forge.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -32,7 +33,31 @@ async function tipOf(user: typeof alice, url: string, branch: string): Promise<s
   return out.split('\t')[0]!.trim();
 }
 
+/** When set, runs once as the proxy forwards the next putRecord (before it is forwarded). */
+let beforePut: (() => Promise<void>) | undefined;
+let proxy: Proxy | undefined;
+let hookFailure: unknown;
+
 describe('forks and pull requests across accounts', () => {
+  before(async () => {
+    await t.ready;
+    proxy = await startProxy({
+      target: t.net.pdsUrl,
+      onRequest: async ({ nsid }) => {
+        if (nsid !== 'com.atproto.repo.putRecord') return;
+        const hook = beforePut;
+        beforePut = undefined;
+        await hook?.().catch((err: unknown) => {
+          hookFailure = err;
+          throw err;
+        });
+      },
+    });
+  });
+  after(async () => {
+    await proxy?.close();
+  });
+
   it('forks alice.test/site into bob.test: every ref copied, forkOf names the original', async () => {
     assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
     aliceClone = alice.dir();
@@ -302,5 +327,49 @@ describe('forks and pull requests across accounts', () => {
     assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD~1')).trim(), before);
     assert.equal((await alice.ok(aliceClone, 'log', '--format=%s', '-1')).trim(), 'E and F');
     assert.equal(await alice.ok(aliceClone, 'show', 'HEAD:f.txt'), 'f\n');
+  });
+
+  it('writes nothing when the base moves while merging, then merges with a merge commit', async () => {
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'late', 'FETCH_HEAD');
+    const bobCommit = await commitFiles(bob, bobClone, { 'g.txt': 'g\n' }, 'bob adds g');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'late');
+    const pr = json<ItemJson>(
+      await bob.knotless('pr', 'create', 'alice.test/site', '--head', 'site:late', '--title', 'G', '--json'),
+    );
+    let aliceCommit = '';
+    // Alice's own push lands (directly, not through the proxy) just before the merge's write does.
+    beforePut = async () => {
+      aliceCommit = await commitFiles(alice, aliceClone, { 'h.txt': 'h\n' }, 'alice adds h');
+      await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
+    };
+    const res = await knotless(['pr', 'merge', 'alice.test/site', pr.id], {
+      env: { ...alice.env, KNOTLESS_SERVICE: proxy!.url },
+    });
+    assert.equal(hookFailure, undefined);
+    assert.equal(res.code, 15, res.stderr);
+    assert.equal(
+      res.stderr.trim(),
+      'knotless: main of alice.test/site moved while merging; nothing was written: run `knotless pr merge` again.',
+    );
+    assert.notEqual(aliceCommit, '');
+    assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), aliceCommit);
+    assert.equal(
+      json<ItemJson>(await bob.knotless('pr', 'view', 'alice.test/site', pr.id, '--json')).state,
+      'open',
+    );
+
+    const merged = json<ItemJson & { fastForward: boolean }>(
+      await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--merge', '--json'),
+    );
+    assert.equal(merged.fastForward, false);
+    await alice.ok(aliceClone, 'pull', '-q', '--ff-only', 'origin', 'main');
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim(), merged.merged);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD^1')).trim(), aliceCommit);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD^2')).trim(), bobCommit);
+    assert.match(
+      await alice.ok(aliceClone, 'log', '--format=%s', '-1'),
+      new RegExp(`^Merge pull request ${pr.id} from late`),
+    );
   });
 });
