@@ -66,6 +66,9 @@ describe('forks and pull requests across accounts', () => {
     await alice.ok(aliceClone, 'remote', 'add', 'origin', 'knotless://alice.test/site');
     await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
 
+    const denied = await bob.git(aliceClone, 'push', 'knotless://alice.test/site', 'main:bob');
+    assert.notEqual(denied.code, 0);
+    assert.match(denied.stderr, /fork it with `knotless repo fork alice\.test\/site` and push to the fork/);
     const fork = await bob.knotless('repo', 'fork', 'alice.test/site', '--json');
     const forked = json<{ forkOf: string; refs: number }>(fork);
     assert.equal(forked.forkOf, `at://${t.dids['alice.test']}/dev.knotless.repo/site`);
