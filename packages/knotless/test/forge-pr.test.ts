@@ -157,6 +157,24 @@ describe('forks and pull requests across accounts', () => {
     assert.equal(foreign.code, 5, foreign.stderr);
   });
 
+  it('writes a comment whose answer was lost once: the retry meets its first copy', async () => {
+    proxy!.inject({ nsid: 'com.atproto.repo.putRecord', fault: { kind: 'cut', bytes: 0 } });
+    const res = await knotless(['pr', 'comment', 'alice.test/site', firstPr, '--body', 'once only'], {
+      env: { ...bob.env, KNOTLESS_SERVICE: proxy!.url, KNOTLESS_RETRY_BASE_MS: '10' },
+    });
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(proxy!.faultsFired.length, 1);
+    assert.equal(proxy!.count('com.atproto.repo.putRecord'), 2, 'sent again after the lost answer');
+    const listed = (await (
+      await fetch(
+        `${t.net.pdsUrl}/xrpc/com.atproto.repo.listRecords?repo=${t.dids['bob.test']!}&collection=dev.knotless.comment`,
+      )
+    ).json()) as { records: { value: { body: string } }[] };
+    assert.equal(listed.records.filter((r) => r.value.body === 'once only').length, 1);
+    proxy!.clearFaults();
+    proxy!.reset();
+  });
+
   it('ignores status records nobody may write: a third party, and the author claiming a merge', async () => {
     const uri = `at://${firstPr.replace('/', '/dev.knotless.pull/')}`;
     await writeRaw(t, 'carol.test', 'dev.knotless.pull.status', {

@@ -25,7 +25,7 @@ let lastMicros = 0;
  * A TID record key (microseconds since 1970, then a 10-bit clock id, in sortable base32). Written
  * here rather than taken from @atproto/common, which is not bundled: it is thirteen characters.
  * Choosing the key ourselves makes a create retried after a lost answer conflict with itself
- * instead of writing the record twice.
+ * instead of writing the record twice (see {@link ForgeStore.create}).
  */
 export function newTid(): string {
   const micros = Math.max(Date.now() * 1000, lastMicros + 1);
@@ -49,7 +49,11 @@ export class ForgeStore {
     this.#warn = warn;
   }
 
-  /** Creates a record with a fresh TID key in the session's account; returns where it is. */
+  /**
+   * Creates a record with a fresh TID key in the session's account; returns where it is. Written as
+   * a putRecord with `swapRecord: null` (create only if absent), which is safe to retry: a retry
+   * after a lost answer meets its own first copy, which is read back and taken, never written twice.
+   */
   async create(
     auth: Authorizer & { session: { did: string; pds: string } },
     collection: string,
@@ -58,18 +62,19 @@ export class ForgeStore {
     const rkey = newTid();
     const client = this.#ctx.client(auth.session.pds, auth);
     try {
-      const res = await client.procedure<{ uri: string; cid: string }>('com.atproto.repo.createRecord', {
+      const res = await client.procedure<{ uri: string; cid: string }>('com.atproto.repo.putRecord', {
         repo: auth.session.did,
         collection,
         rkey,
         record,
+        swapRecord: null,
       });
       return { uri: res.uri, cid: res.cid, rkey };
     } catch (err) {
-      // Retried after a lost answer, the create meets itself: the record under our fresh key is ours.
       if (err instanceof XrpcError && err.attempts > 1 && pdsRefusal(err) === 'swap-conflict') {
         const mine = await this.getRaw(auth.session, collection, rkey);
-        if (mine !== undefined) return { uri: mine.uri, cid: mine.cid, rkey };
+        const same = (mine?.value as { createdAt?: unknown } | undefined)?.createdAt === record['createdAt'];
+        if (mine !== undefined && same) return { uri: mine.uri, cid: mine.cid, rkey };
       }
       throw generalFailure(err, `writing a ${collection} record`);
     }
