@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { RefRecord } from 'knotless';
+import type { RefRecord } from 'knotless-core';
 import type { Database, OwnerTable, PushTable, RefTable, RepoTable } from './schema.ts';
 import { saveCursor, type EventSource } from './cursor.ts';
 import { ForgeStore } from './forge-store.ts';

@@ -1,5 +1,5 @@
 import { CID } from 'multiformats/cid';
-import { REPO_COLLECTION, isKnotlessError, parseRefRecord, type RefRecord } from 'knotless';
+import { REPO_COLLECTION, isKnotlessError, parseRefRecord, type RefRecord } from 'knotless-core';
 import { parseRecordUri } from './forge-records.ts';
 
 /**

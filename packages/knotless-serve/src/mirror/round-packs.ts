@@ -9,7 +9,7 @@ import {
   XrpcError,
   type BlobCache,
   type Transport,
-} from 'knotless';
+} from 'knotless-core';
 import type { Round } from '../ingest/forge-records.ts';
 import type { Identities } from '../ingest/identities.ts';
 

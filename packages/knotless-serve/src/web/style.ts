@@ -60,4 +60,5 @@ table.code td.n{color:var(--muted);text-align:right;user-select:none;width:1%}
 .st-open{border-color:#1a7f37;border-width:2px}.st-closed{border-color:#cf222e;border-width:2px}.st-merged{border-color:#8250df;border-width:2px}
 h2.title{font-size:1.3rem}.box.comment>.readme{padding:.2rem .8rem}.newpull h2{margin:0;font-size:1rem}
 table.rounds a[aria-current]{font-weight:700}
+a.who{text-decoration:underline}
 `;

@@ -59,7 +59,7 @@ export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): S
         ? ''
         : html`<p class="muted">
             forked from
-            <a href="${href(repo.forkOf.owner, repo.forkOf.name)}"
+            <a class="who" href="${href(repo.forkOf.owner, repo.forkOf.name)}"
               >${repo.forkOf.owner}/${repo.forkOf.name}</a
             >
           </p>`

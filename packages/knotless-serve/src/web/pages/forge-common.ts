@@ -17,7 +17,7 @@ export function statePill(state: string): SafeHtml {
 /** An author by verified handle, else DID, linked to their account page. */
 export function authorLink(did: string, handle: string | null): SafeHtml {
   const name = handle ?? did;
-  return html`<a href="${href(name)}">${name}</a>`;
+  return html`<a class="who" href="${href(name)}">${name}</a>`;
 }
 
 /** The `?state=` of a list page: open by default; anything else not offered is a 404. */
