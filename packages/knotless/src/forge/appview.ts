@@ -1,6 +1,6 @@
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import { XrpcClient, XrpcError, generalFailure } from '../xrpc/client.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { XrpcClient, XrpcError, generalFailure } from 'knotless-core/xrpc/client';
 
 /** An author as the appview shows one. */
 export interface AuthorView {

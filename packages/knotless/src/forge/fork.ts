@@ -1,16 +1,16 @@
 import type { SessionAuthorizer } from '../auth/store.ts';
-import type { BlobCache } from '../cache/blob-cache.ts';
+import type { BlobCache } from 'knotless-core/cache/blob-cache';
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import type { Identity } from '../identity/resolver.ts';
-import { blobMatchesCid } from '../remote/cid.ts';
-import { MAX_BLOB_PART_BYTES, mapLimit } from '../remote/packs.ts';
-import { refKey } from '../remote/ref-key.ts';
-import type { BlobRef } from '../remote/ref-record.ts';
-import { refsByName } from '../remote/remote-repo.ts';
-import { safeText } from '../text/terminal.ts';
-import { XrpcError, generalFailure } from '../xrpc/client.ts';
-import { pdsRefusal } from '../xrpc/pds-errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { blobMatchesCid } from 'knotless-core/packs/cid';
+import { MAX_BLOB_PART_BYTES, mapLimit } from 'knotless-core/packs/transfer';
+import { refKey } from 'knotless-core/records/ref-key';
+import type { BlobRef } from 'knotless-core/records/ref-record';
+import { refsByName } from 'knotless-core/records/remote-repo';
+import { safeText } from 'knotless-core/text/terminal';
+import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
+import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
 import { PACK_MIME, repoUri } from './records.ts';
 
 /**

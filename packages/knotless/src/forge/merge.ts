@@ -1,17 +1,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { BlobCache } from '../cache/blob-cache.ts';
-import { Mirror } from '../cache/mirror.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { Mirror } from 'knotless-core/cache/mirror';
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import { buildPack, parsePackInfo } from '../git/pack.ts';
-import { GitError, gitText, runGit } from '../git/run.ts';
-import type { Identity } from '../identity/resolver.ts';
-import type { RefRecord } from '../remote/ref-record.ts';
-import { SwapConflict, type RemoteRepo } from '../remote/remote-repo.ts';
-import { storePacks } from '../remote/store-packs.ts';
-import { safeText } from '../text/terminal.ts';
-import type { Authorizer } from '../xrpc/client.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { buildPack, parsePackInfo } from 'knotless-core/git/pack';
+import { GitError, gitText, runGit } from 'knotless-core/git/run';
+import type { Identity } from 'knotless-core/identity/resolver';
+import type { RefRecord } from 'knotless-core/records/ref-record';
+import { SwapConflict, type RemoteRepo } from 'knotless-core/records/remote-repo';
+import { storePacks } from 'knotless-core/packs/store-packs';
+import { safeText } from 'knotless-core/text/terminal';
+import type { Authorizer } from 'knotless-core/xrpc/client';
 import { branchOf, loadRoundPack, scratchRepo, syncRef, type Scratch } from './packs.ts';
 import type { PullRecord } from './records.ts';
 

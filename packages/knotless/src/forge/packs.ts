@@ -1,22 +1,22 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { BlobCache } from '../cache/blob-cache.ts';
-import { Mirror } from '../cache/mirror.ts';
+import type { BlobCache } from 'knotless-core/cache/blob-cache';
+import { Mirror } from 'knotless-core/cache/mirror';
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import { checkPackBounds } from '../git/pack-check.ts';
-import { indexPack, parsePackInfo } from '../git/pack.ts';
-import { runGit } from '../git/run.ts';
-import type { Identity } from '../identity/resolver.ts';
-import { blobMatchesCid } from '../remote/cid.ts';
-import { MAX_BLOB_PART_BYTES, loadPack, verifyPack } from '../remote/packs.ts';
-import type { BlobRef } from '../remote/ref-record.ts';
-import type { RemoteRef, RemoteRepo } from '../remote/remote-repo.ts';
-import { blobUploadLimit } from '../remote/server-info.ts';
-import { safeText } from '../text/terminal.ts';
-import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
-import { pdsRefusal } from '../xrpc/pds-errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { checkPackBounds } from 'knotless-core/git/pack-check';
+import { indexPack, parsePackInfo } from 'knotless-core/git/pack';
+import { runGit } from 'knotless-core/git/run';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { blobMatchesCid } from 'knotless-core/packs/cid';
+import { MAX_BLOB_PART_BYTES, loadPack, verifyPack } from 'knotless-core/packs/transfer';
+import type { BlobRef } from 'knotless-core/records/ref-record';
+import type { RemoteRef, RemoteRepo } from 'knotless-core/records/remote-repo';
+import { blobUploadLimit } from 'knotless-core/packs/server-info';
+import { safeText } from 'knotless-core/text/terminal';
+import { XrpcError, generalFailure, type Authorizer } from 'knotless-core/xrpc/client';
+import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
 import { PACK_MIME, type Round } from './records.ts';
 
 /** A branch of a repository as read now: its record (for compare-and-swap) or a sentence why not. */

@@ -1,9 +1,9 @@
-import { KnotlessError } from '../errors.ts';
-import { isObjectId, isValidRefName } from '../git/refname.ts';
-import { REPO_COLLECTION } from '../repo/collections.ts';
-import { isValidRepoName } from '../repo/name.ts';
-import type { BlobRef } from '../remote/ref-record.ts';
-import { hasUnsafe, safeText } from '../text/terminal.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { isObjectId, isValidRefName } from 'knotless-core/git/refname';
+import { REPO_COLLECTION } from 'knotless-core/records/collections';
+import { isValidRepoName } from 'knotless-core/records/name';
+import type { BlobRef } from 'knotless-core/records/ref-record';
+import { hasUnsafe, safeText } from 'knotless-core/text/terminal';
 import { lexiconProblem } from './lexicons.ts';
 
 /** The forge's collections (lexicons in lexicons/dev/knotless/, FORGE.md). */

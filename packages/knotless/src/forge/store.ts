@@ -1,12 +1,12 @@
 import crypto from 'node:crypto';
 import type { Context } from '../context.ts';
-import { KnotlessError, isKnotlessError } from '../errors.ts';
-import type { Identity } from '../identity/resolver.ts';
-import { listRecords, rkeyOf } from '../repo/list-records.ts';
-import { RECORD_ANSWER_BYTES } from '../remote/ref-record.ts';
-import { safeText } from '../text/terminal.ts';
-import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
-import { pdsRefusal } from '../xrpc/pds-errors.ts';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { listRecords, rkeyOf } from 'knotless-core/records/list-records';
+import { RECORD_ANSWER_BYTES } from 'knotless-core/records/ref-record';
+import { safeText } from 'knotless-core/text/terminal';
+import { XrpcError, generalFailure, type Authorizer } from 'knotless-core/xrpc/client';
+import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
 import { atUri } from './records.ts';
 
 /** A record as read: where it is, its CID (for compare-and-swap) and its parsed value. */

@@ -1,7 +1,7 @@
 import type { Context } from '../context.ts';
-import { KnotlessError, isKnotlessError } from '../errors.ts';
-import type { Identity } from '../identity/resolver.ts';
-import { safeText } from '../text/terminal.ts';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { safeText } from 'knotless-core/text/terminal';
 import { Appview, type CommentView } from './appview.ts';
 import { decide, type Decision } from './authority.ts';
 import type { Kind } from './kinds.ts';

@@ -1,7 +1,7 @@
-import { KnotlessError } from '../../errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
 import type { Kind } from '../../forge/kinds.ts';
 import { listItems } from '../../forge/subjects.ts';
-import { safeJson } from '../../text/terminal.ts';
+import { safeJson } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { currentDid, forgeReader, itemJson, itemLine, targetOf } from './forge-shared.ts';
 

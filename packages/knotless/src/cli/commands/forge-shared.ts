@@ -1,13 +1,13 @@
 import { activeSession } from '../../auth/login.ts';
 import type { SessionAuthorizer } from '../../auth/store.ts';
 import type { Context } from '../../context.ts';
-import { KnotlessError } from '../../errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
 import type { Kind } from '../../forge/kinds.ts';
 import { COMMENT, checkToWrite, parseComment, repoUri, writeRecord } from '../../forge/records.ts';
 import { findItem, reader, type CommentItem, type Item, type Reader } from '../../forge/subjects.ts';
-import type { Identity } from '../../identity/resolver.ts';
-import { parseRepoSpec } from '../../repo/name.ts';
-import { safeJson, safeText } from '../../text/terminal.ts';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { parseRepoSpec } from 'knotless-core/records/name';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Args, type Command } from '../command.ts';
 import type { Io } from '../io.ts';
 import { ownerOf } from './owner.ts';

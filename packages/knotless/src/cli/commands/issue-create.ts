@@ -1,7 +1,7 @@
 import { activeSession } from '../../auth/login.ts';
-import { KnotlessError } from '../../errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
 import { ISSUE, checkToWrite, parseIssue, writeRecord } from '../../forge/records.ts';
-import { safeJson } from '../../text/terminal.ts';
+import { safeJson } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { forgeReader, itemJson, targetOf } from './forge-shared.ts';
 

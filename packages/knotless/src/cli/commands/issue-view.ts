@@ -1,6 +1,6 @@
 import { ISSUES } from '../../forge/kinds.ts';
 import { commentsOn } from '../../forge/subjects.ts';
-import { safeJson, safeText } from '../../text/terminal.ts';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { commentJson, currentDid, itemFor, itemJson, printBody, printComments } from './forge-shared.ts';
 

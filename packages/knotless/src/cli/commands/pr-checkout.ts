@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { BlobCache } from '../../cache/blob-cache.ts';
-import { KnotlessError } from '../../errors.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
 import { loadRoundPack } from '../../forge/packs.ts';
-import { indexPack } from '../../git/pack.ts';
-import { GitError, gitText, runGit } from '../../git/run.ts';
-import { safeJson, safeText } from '../../text/terminal.ts';
+import { indexPack } from 'knotless-core/git/pack';
+import { GitError, gitText, runGit } from 'knotless-core/git/run';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { itemFor, itemJson } from './forge-shared.ts';
 

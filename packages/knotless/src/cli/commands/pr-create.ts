@@ -1,10 +1,10 @@
 import { activeSession } from '../../auth/login.ts';
-import { BlobCache } from '../../cache/blob-cache.ts';
-import { KnotlessError } from '../../errors.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { KnotlessError } from 'knotless-core/errors';
 import { makeRound } from '../../forge/packs.ts';
 import { PULL, checkToWrite, isValidBranch, parsePull, repoUri, writeRecord } from '../../forge/records.ts';
-import { checkRepoName } from '../../repo/name.ts';
-import { safeJson, safeText } from '../../text/terminal.ts';
+import { checkRepoName } from 'knotless-core/records/name';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { forgeReader, itemJson, targetOf } from './forge-shared.ts';
 

@@ -1,8 +1,8 @@
 import { activeSession } from '../../auth/login.ts';
-import { KnotlessError } from '../../errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
 import { mergePull, type MergeMethod } from '../../forge/merge.ts';
-import { safeJson, safeText } from '../../text/terminal.ts';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { itemFor, itemJson, writeState } from './forge-shared.ts';
 

@@ -1,10 +1,10 @@
 import { activeSession } from '../../auth/login.ts';
-import { BlobCache } from '../../cache/blob-cache.ts';
-import { KnotlessError } from '../../errors.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
 import { makeRound } from '../../forge/packs.ts';
 import { PULL, parseAtUri, writeRecord } from '../../forge/records.ts';
-import { safeJson, safeText } from '../../text/terminal.ts';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { itemFor, itemJson } from './forge-shared.ts';
 

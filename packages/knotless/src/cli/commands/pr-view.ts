@@ -1,13 +1,13 @@
-import { BlobCache } from '../../cache/blob-cache.ts';
-import { Mirror } from '../../cache/mirror.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { Mirror } from 'knotless-core/cache/mirror';
 import type { Context } from '../../context.ts';
-import { isKnotlessError } from '../../errors.ts';
+import { isKnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
 import { branchOf, loadRoundPack, scratchRepo, syncRef } from '../../forge/packs.ts';
 import type { PullRecord } from '../../forge/records.ts';
 import { commentsOn, type Item } from '../../forge/subjects.ts';
-import { GitError, gitText } from '../../git/run.ts';
-import { safeJson, safeText } from '../../text/terminal.ts';
+import { GitError, gitText } from 'knotless-core/git/run';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import type { Io } from '../io.ts';
 import {
