@@ -2,6 +2,7 @@
 // PDS's event stream) finds records in anyone's account; the CLI still decides states by the
 // authority rule itself when it reads records directly.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import type { Appview } from '../../knotless-serve/src/appview.ts';
 import { appviewOn, waitFor } from '../../knotless-serve/test/helpers.ts';
@@ -196,5 +197,43 @@ describe('issues, through the appview and directly', () => {
       );
       return l.length === 1 ? l : undefined;
     });
+  });
+
+  it("skips an appview's view that is not a valid record, with a warning, and shows the rest", async () => {
+    const repo = `at://${t.dids['alice.test']!}/dev.knotless.repo/proj`;
+    const view = (rkey: string, title: string) => ({
+      uri: `at://${t.dids['bob.test']!}/dev.knotless.issue/${rkey}`,
+      cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm',
+      author: { did: t.dids['bob.test']!, handle: 'bob.test' },
+      repo,
+      title,
+      state: 'open',
+      labels: [],
+      createdAt: new Date().toISOString(),
+      indexedAt: new Date().toISOString(),
+    });
+    const server = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({ issues: [view('3kaaaaaaaaaa2', 'x'.repeat(400)), view('3kaaaaaaaaab2', 'fine')] }),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const res = await knotless(['issue', 'list', 'alice.test/proj', '--json'], {
+        env: { ...carol.env, KNOTLESS_APPVIEW: `http://127.0.0.1:${port}` },
+      });
+      assert.deepEqual(
+        json<ItemJson[]>(res).map((i) => i.title),
+        ['fine'],
+      );
+      assert.match(
+        res.stderr,
+        /warning: the appview's An invalid dev\.knotless\.issue record \(.*title.*\) was ignored/,
+      );
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });

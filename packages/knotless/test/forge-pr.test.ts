@@ -220,6 +220,9 @@ describe('forks and pull requests across accounts', () => {
     assert.equal(view.merged, bobTip);
     const again = await alice.knotless('pr', 'merge', 'alice.test/site', firstPr);
     assert.equal(again.code, 2, again.stderr);
+    const close = await bob.knotless('pr', 'close', 'alice.test/site', firstPr);
+    assert.equal(close.code, 2, close.stderr);
+    assert.match(close.stderr, /is merged; there is nothing to close/);
   });
 
   it('reports a conflict in one sentence and writes nothing (no push, no status)', async () => {
@@ -253,6 +256,18 @@ describe('forks and pull requests across accounts', () => {
     assert.equal(closed.state, 'closed');
     const seen = json<ItemJson>(await alice.knotless('pr', 'view', 'alice.test/site', pr.id, '--json'));
     assert.equal(seen.state, 'closed');
+    assert.equal(
+      json<ItemJson>(await bob.knotless('pr', 'reopen', 'alice.test/site', pr.id, '--json')).state,
+      'open',
+    );
+    assert.equal(
+      json<ItemJson>(await alice.knotless('pr', 'view', 'alice.test/site', pr.id, '--json')).state,
+      'open',
+    );
+    assert.equal(
+      json<ItemJson>(await alice.knotless('pr', 'close', 'alice.test/site', pr.id, '--json')).state,
+      'closed',
+    );
     const open = json<ItemJson[]>(await bob.knotless('pr', 'list', 'alice.test/site', '--json'));
     assert.deepEqual(open, []);
     const all = json<ItemJson[]>(

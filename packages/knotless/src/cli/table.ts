@@ -23,6 +23,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'pr comment': () => import('./commands/pr-comment.ts'),
   'pr merge': () => import('./commands/pr-merge.ts'),
   'pr close': () => import('./commands/pr-close.ts'),
+  'pr reopen': () => import('./commands/pr-reopen.ts'),
   'issue create': () => import('./commands/issue-create.ts'),
   'issue list': () => import('./commands/issue-list.ts'),
   'issue view': () => import('./commands/issue-view.ts'),
@@ -36,6 +37,6 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
 /** Words that only group subcommands (`knotless repo` lists its own). */
 export const GROUPS: Record<string, string> = {
   repo: 'create, list, inspect, fork, delete and commit to repositories',
-  pr: 'pull requests: propose, review, update, merge and close',
+  pr: 'pull requests: propose, review, update, merge, close and reopen',
   issue: 'issues: open, list, comment on, close and reopen',
 };

@@ -2,10 +2,10 @@ import type { Context } from '../context.ts';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { safeText } from 'knotless-core/text/terminal';
-import { Appview, type CommentView } from './appview.ts';
+import { Appview, type CommentView, type SubjectView } from './appview.ts';
 import { decide, type Decision } from './authority.ts';
 import type { Kind } from './kinds.ts';
-import { COMMENT, parseAtUri, parseComment, type CommentRecord } from './records.ts';
+import { COMMENT, InvalidRecord, parseAtUri, parseComment, type CommentRecord } from './records.ts';
 import { ForgeStore, type Stored } from './store.ts';
 
 /** A pull request or an issue with the state the authority rule gives it. */
@@ -112,23 +112,27 @@ export async function listItems<R extends Base>(
 ): Promise<Item<R>[]> {
   if (r.appview !== undefined) {
     const views = await r.appview.list(kind.list, repo, state);
-    return views
-      .filter((v) => v.repo === repo && parseAtUri(v.uri)?.collection === kind.collection)
-      .map((v) => {
-        const u = parseAtUri(v.uri)!;
-        return {
-          id: `${u.did}/${u.rkey}`,
-          uri: v.uri,
-          did: u.did,
-          handle: v.author.handle,
-          rkey: u.rkey,
-          cid: v.cid,
-          record: kind.fromView(v),
-          state: v.state,
-          ...(v.merged === undefined ? {} : { merged: v.merged }),
-          labels: v.labels,
-        };
+    const out: Item<R>[] = [];
+    for (const v of views) {
+      const u = parseAtUri(v.uri);
+      if (v.repo !== repo || u?.collection !== kind.collection) continue;
+      // What a view says of its record is checked as the record would be: never half used.
+      const record = await checkedView(r, kind, v);
+      if (record === undefined) continue;
+      out.push({
+        id: `${u.did}/${u.rkey}`,
+        uri: v.uri,
+        did: u.did,
+        handle: v.author.handle,
+        rkey: u.rkey,
+        cid: v.cid,
+        record,
+        state: v.state,
+        ...(v.merged === undefined ? {} : { merged: v.merged }),
+        labels: v.labels,
       });
+    }
+    return out;
   }
   r.note(
     `KNOTLESS_APPVIEW is not set: listing only the ${kind.noun}s in ${safeText(owner.handle ?? owner.did)}'s${me === undefined || me === owner.did ? '' : ' and your'} account.`,
@@ -232,6 +236,19 @@ export async function commentsOn(
       if (c.value.subject === subject) out.push({ uri: c.uri, did, handle: who.handle, record: c.value });
   }
   return out.sort((a, b) => (a.record.createdAt < b.record.createdAt ? -1 : 1));
+}
+
+/** The record a pull or issue view describes, checked as the record; an invalid one is skipped. */
+async function checkedView<R extends Base>(r: Reader, kind: Kind<R>, v: SubjectView): Promise<R | undefined> {
+  try {
+    const record = await kind.parse(JSON.parse(JSON.stringify(kind.fromView(v))));
+    if (!kind.states.includes(v.state)) throw new InvalidRecord(kind.collection, 'its state is unknown');
+    return record;
+  } catch (err) {
+    if (!(err instanceof InvalidRecord)) throw err;
+    r.note(`warning: the appview's ${err.message.replace(/\.$/, '')} (${safeText(v.uri)})`);
+    return undefined;
+  }
 }
 
 /** A comment view checked as its record would be; an invalid one is skipped with a warning. */

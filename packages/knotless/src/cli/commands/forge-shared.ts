@@ -189,13 +189,15 @@ export function stateCommand<R extends Base>(kind: Kind<R>, verb: 'close' | 'reo
   return {
     name: `${kind.word} ${verb}`,
     args: '<[handle/]repo> <id>',
-    summary: `${verb} a${kind.word === 'pr' ? ' pull request' : 'n issue'} (the repository's owner, or its author)`,
+    summary: `${verb} a${kind.word === 'pr' ? ' pull request' : 'n issue'} (the repository's owner, or its author; a record in your account)`,
     options: { json: JSON_OPTION },
     positionals: { min: 2, max: 2 },
     async run({ ctx, io, args }) {
       const c = ctx();
       const { target, item, r } = await itemFor(c, io, kind, args);
       const auth = await activeSession(c);
+      if (item.state === 'merged')
+        throw new KnotlessError('usage', `${safeText(item.id)} is merged; there is nothing to ${verb}.`);
       if (item.state === state) {
         io.err(`${safeText(item.id)} is already ${state}; nothing was written.`);
       } else {
