@@ -408,4 +408,41 @@ describe('forks and pull requests across accounts', () => {
       new RegExp(`^Merge pull request ${pr.id} from late`),
     );
   });
+
+  it('costs a few requests: create, view, comment, merge (counted with KNOTLESS_TRACE)', async (ctx) => {
+    const calls = (res: { stderr: string }) =>
+      res.stderr
+        .split('\n')
+        .filter((l) => l.startsWith('knotless: trace GET') || l.startsWith('knotless: trace POST'))
+        .map((l) => l.split(' ')[4]!);
+    const traced = (user: typeof alice, ...args: string[]) =>
+      knotless(args, { env: { ...user.env, KNOTLESS_COMPACT: '0', KNOTLESS_TRACE: '1' } });
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'costs', 'FETCH_HEAD');
+    await commitFiles(bob, bobClone, { 'i.txt': 'i\n' }, 'i');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'costs');
+    const create = await traced(
+      bob,
+      'pr',
+      'create',
+      'alice.test/site',
+      '--head',
+      'site:costs',
+      '--title',
+      'I',
+      '--json',
+    );
+    const id = json<ItemJson>(create).id;
+    const view = await traced(alice, 'pr', 'view', 'alice.test/site', id, '--json');
+    const comment = await traced(alice, 'pr', 'comment', 'alice.test/site', id, '--body', 'ok');
+    const merge = await traced(alice, 'pr', 'merge', 'alice.test/site', id);
+    assert.equal(merge.code, 0, merge.stderr);
+    for (const [name, res] of Object.entries({ create, view, comment, merge }))
+      ctx.diagnostic(`pr ${name}: ${calls(res).length} requests: ${calls(res).join(', ')}`);
+    // Upper bounds: the records read, the listings of the two branches, the pack, the writes.
+    assert.ok(calls(create).length <= 8, calls(create).join(', '));
+    assert.ok(calls(view).length <= 8, calls(view).join(', '));
+    assert.ok(calls(comment).length <= 6, calls(comment).join(', '));
+    assert.ok(calls(merge).length <= 9, calls(merge).join(', '));
+  });
 });
