@@ -199,6 +199,35 @@ describe('issues, through the appview and directly', () => {
     });
   });
 
+  it('a pull request from a branch of the repository itself, merged by its owner', async () => {
+    const dir = alice.dir();
+    await alice.ok(dir, 'clone', '-q', 'knotless://alice.test/proj', 'c');
+    await alice.ok(`${dir}/c`, 'switch', '-q', '-c', 'feature');
+    const tip = await commitFiles(alice, `${dir}/c`, { 'feature.txt': 'new\n' }, 'a feature');
+    await alice.ok(`${dir}/c`, 'push', '-q', 'origin', 'feature');
+    const pr = json<ItemJson>(
+      await alice.knotless(
+        'pr',
+        'create',
+        'proj',
+        '--head',
+        'proj:feature',
+        '--base',
+        'main',
+        '--title',
+        'Feature',
+        '--json',
+      ),
+    );
+    assert.equal(pr.author, 'alice.test');
+    const merged = json<ItemJson & { merged: string }>(
+      await alice.knotless('pr', 'merge', 'proj', pr.id, '--json'),
+    );
+    assert.equal(merged.merged, tip);
+    const ls = await alice.ok(`${dir}/c`, 'ls-remote', 'origin', 'refs/heads/main');
+    assert.equal(ls.split('\t')[0], tip);
+  });
+
   it("skips an appview's view that is not a valid record, with a warning, and shows the rest", async () => {
     const repo = `at://${t.dids['alice.test']!}/dev.knotless.repo/proj`;
     const view = (rkey: string, title: string) => ({
