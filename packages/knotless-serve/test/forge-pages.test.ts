@@ -196,4 +196,49 @@ describe('pull request and issue pages, in Chromium', () => {
     assert.match(main, /carol\.test commented/);
     assert.match(main, /Same here\./);
   });
+
+  it('a round whose pack is not a git pack: the page says so in one sentence, no diff, no 500', async () => {
+    const junk = await f.w.carol.upload(
+      new TextEncoder().encode('this is not a git pack, only text\n'.repeat(3)),
+    );
+    const bad = await f.w.carol.create('dev.knotless.pull', {
+      repo: f.repoUri,
+      base: 'main',
+      head: { repo: f.repoUri, branch: 'junk' },
+      title: 'Junk round',
+      rounds: [{ head: 'e'.repeat(40), base: f.base, pack: junk, createdAt: at(90) }],
+      createdAt: at(90),
+    });
+    await waitFor('the junk pull request', async () => {
+      const r = await xrpc<{ pulls: { uri: string }[] }>(f.app, 'dev.knotless.listPulls', {
+        repo: f.repoUri,
+      });
+      return r.pulls.some((p) => p.uri === bad.uri) ? true : undefined;
+    });
+    const main = await visit(`${repo}/pulls/${f.dids.carol}/${bad.rkey}`, 'pull-junk');
+    assert.match(main, /The commits of this round cannot be shown: the round's pack is not a git pack\./);
+    assert.equal(await page.locator('details.stat').count(), 0);
+    assert.equal(await inAliceMirror('e'.repeat(40)), false);
+  });
+
+  it('the forge pages in dark mode and at phone width, without sideways scrolling', async () => {
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      for (const [url, shot] of [
+        [repo, 'phone-repo'],
+        [`${repo}/pulls?state=all`, 'phone-pulls'],
+        [pullPath(), 'phone-pull'],
+        [`${repo}/issues`, 'phone-issues'],
+        [`${repo}/issues/${f.dids.bob}/${f.issues.bobs.rkey}`, 'phone-issue'],
+      ] as const) {
+        await visit(url, shot);
+        const width = await page.evaluate(() => document.documentElement.scrollWidth);
+        assert.ok(width <= 390, `${url} is ${width} px wide at phone width`);
+      }
+    } finally {
+      await page.emulateMedia({ colorScheme: 'light' });
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
+  });
 });

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { startAppview, type Appview } from '../src/appview.ts';
 import { defaultConfig } from '../src/config.ts';
 import { at, useForge } from './forge-site.ts';
-import { waitFor, xrpc } from './helpers.ts';
+import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
 
 const f = useForge();
@@ -176,6 +176,23 @@ describe('forge records in the appview (issue 16)', () => {
       (await listIssues('all')).issues.map((i) => i.title),
       ['Docs typo', 'Crash on start'],
     );
+    // Pages: limit and cursor walk the same list.
+    const first = await xrpc<{ issues: IssueView[]; cursor?: string }>(f.app, 'dev.knotless.listIssues', {
+      repo: f.repoUri,
+      state: 'all',
+      limit: '1',
+    });
+    assert.deepEqual([first.issues.map((i) => i.title), first.cursor], [['Docs typo'], '1']);
+    const second = await xrpc<{ issues: IssueView[]; cursor?: string }>(f.app, 'dev.knotless.listIssues', {
+      repo: f.repoUri,
+      state: 'all',
+      limit: '1',
+      cursor: first.cursor!,
+    });
+    assert.deepEqual(
+      second.issues.map((i) => i.title),
+      ['Crash on start'],
+    );
     const got = await xrpc<{ issue: IssueView; comments: Record<string, unknown>[] }>(
       f.app,
       'dev.knotless.getIssue',
@@ -234,6 +251,14 @@ describe('forge records in the appview (issue 16)', () => {
       rounds: [{ ...written.rounds[0], head: 'z'.repeat(40) }],
       createdAt: at(80),
     });
+    const badBranch = await f.w.bob.create('dev.knotless.pull', {
+      repo: f.repoUri,
+      base: 'main',
+      head: { repo: f.repoUri, branch: 'a..b\u001b[2J' },
+      title: 'bad branch',
+      rounds: written.rounds,
+      createdAt: at(80),
+    });
     const stray = await f.w.bob.create('dev.knotless.comment', {
       subject: f.repoUri,
       body: 'hi',
@@ -250,7 +275,7 @@ describe('forge records in the appview (issue 16)', () => {
       [f.pull.uri],
     );
     assert.ok(!(await listIssues('all')).issues.some((i) => i.uri === noTitle.uri));
-    invalid.push(bad.uri, stray.uri, noTitle.uri);
+    invalid.push(bad.uri, badBranch.uri, stray.uri, noTitle.uri);
   });
 
   it('a backfill into PostgreSQL gives the same answers, and logs why it skipped the invalid records', async () => {
@@ -276,12 +301,49 @@ describe('forge records in the appview (issue 16)', () => {
         assert.deepEqual(strip(await listPulls(s, app)), strip(await listPulls(s)));
       for (const s of ['open', 'closed', 'all'])
         assert.deepEqual(strip(await listIssues(s, app)), strip(await listIssues(s)));
-      assert.equal(invalid.length, 3);
+      assert.equal(invalid.length, 4);
       for (const uri of invalid)
         assert.ok(
           lines.some((l) => l.startsWith(`skipping ${uri}: `)),
           `${uri} skipped in ${lines.join('\n')}`,
         );
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('round packs a mirror takes in are bounded: past maxRoundBytes a round is refused in one sentence', async () => {
+    const { pull } = await getPull();
+    // Room for round 0's pack only: round 1's (which holds round 0's commits too) is one too many.
+    const limit = pull.rounds[0]!.pack.size;
+    const app = await appviewOn(f.t, ':memory:', undefined, {
+      maxRoundBytes: limit,
+      backfillDids: Object.values(f.dids),
+    });
+    try {
+      await waitFor('the pull request on the second appview', async () =>
+        (await xrpc<{ pulls: unknown[] }>(app, 'dev.knotless.listPulls', { repo: f.repoUri, state: 'all' }))
+          .pulls.length === 1
+          ? true
+          : undefined,
+      );
+      await waitFor('alice.test/site mirrored', async () =>
+        fs.existsSync(app.mirror.gitDir(f.dids.alice, 'site')) ? true : undefined,
+      );
+      await app.idle();
+      const url = `${app.url}/alice.test/site/pulls/${f.dids.bob}/${f.pull.rkey}`;
+      const first = await get(`${url}?round=0`);
+      assert.equal(first.status, 200);
+      assert.match(first.text, /Round 0: changes/);
+      const last = await get(`${url}?round=1`);
+      assert.equal(last.status, 200);
+      assert.match(
+        last.text,
+        new RegExp(
+          `cannot be shown: this repository&#39;s mirror already holds ${limit} bytes of pull request rounds, and this round&#39;s ${pull.rounds[1]!.pack.size} more would pass the limit of ${limit}\\.`,
+        ),
+      );
+      assert.doesNotMatch(last.text, /Round 1: changes/);
     } finally {
       await app.close();
     }

@@ -1,4 +1,6 @@
 import { Lexicons, jsonToLex, type LexiconDoc } from '@atproto/lexicon';
+import { REPO_COLLECTION, isValidRefName, isValidRepoName } from 'knotless-core';
+import { hasUnsafe } from 'knotless-core/text/terminal';
 import comment from '../../../../lexicons/dev/knotless/comment.json' with { type: 'json' };
 import issue from '../../../../lexicons/dev/knotless/issue.json' with { type: 'json' };
 import issueState from '../../../../lexicons/dev/knotless/issue/state.json' with { type: 'json' };
@@ -57,7 +59,16 @@ function uriIn(uri: string, collections: string[], field: string): RecordUri {
   const u = parseRecordUri(uri);
   if (u === undefined || !collections.includes(u.collection))
     throw new InvalidRecord(`${field} is not an at://<did>/${collections.join('|')}/<key> uri`);
+  if (u.collection === REPO_COLLECTION && !isValidRepoName(u.rkey))
+    throw new InvalidRecord(`${field} names no valid repository`);
   return u;
+}
+
+/** A branch name as git takes it and nothing a terminal would act on: the CLI's rule too. */
+function branch(name: string, field: string): string {
+  if (!isValidRefName(`refs/heads/${name}`) || hasUnsafe(name))
+    throw new InvalidRecord(`${field} is not a valid branch name`);
+  return name;
 }
 
 const OID = /^[0-9a-f]{40}$/;
@@ -152,13 +163,13 @@ export function forgeRecordOf(collection: ForgeCollection, json: unknown): Forge
   switch (collection) {
     case PULL_COLLECTION: {
       const r = validate<RawPull>(collection, json);
-      uriIn(r.head.repo, ['dev.knotless.repo'], 'head.repo');
+      uriIn(r.head.repo, [REPO_COLLECTION], 'head.repo');
       return {
         collection,
         record: {
-          repo: uriIn(r.repo, ['dev.knotless.repo'], 'repo'),
-          base: r.base,
-          head: { repo: r.head.repo, branch: r.head.branch },
+          repo: uriIn(r.repo, [REPO_COLLECTION], 'repo'),
+          base: branch(r.base, 'base'),
+          head: { repo: r.head.repo, branch: branch(r.head.branch, 'head.branch') },
           title: r.title,
           body: r.body,
           rounds: r.rounds.map((x, i) => ({
@@ -197,7 +208,7 @@ export function forgeRecordOf(collection: ForgeCollection, json: unknown): Forge
       return {
         collection,
         record: {
-          repo: uriIn(r.repo, ['dev.knotless.repo'], 'repo'),
+          repo: uriIn(r.repo, [REPO_COLLECTION], 'repo'),
           title: r.title,
           body: r.body,
           createdAt: time(r.createdAt),

@@ -234,6 +234,7 @@ export class Mirror {
           transport: this.#transport,
           cache: this.#cache,
           maxPackBytes: this.#config.maxPackBytes,
+          maxRoundBytes: this.#config.maxRoundBytes,
         },
         authorDid,
         gitDir,

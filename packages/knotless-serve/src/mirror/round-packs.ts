@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import {
   blobMatchesCid,
   indexPack,
@@ -19,6 +20,29 @@ export interface RoundPackDeps {
   transport: Transport;
   cache: BlobCache;
   maxPackBytes: number;
+  maxRoundBytes: number;
+}
+
+/**
+ * The round packs a mirror took in, one `<cid> <size>` line each, kept beside its objects: anyone
+ * may open pull requests against any repository, so what they make the mirror store is bounded.
+ */
+function ledger(gitDir: string): string {
+  return path.join(gitDir, 'knotless-rounds');
+}
+
+function roundBytes(gitDir: string): number {
+  let text: string;
+  try {
+    text = fs.readFileSync(ledger(gitDir), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw err;
+  }
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .reduce((n, l) => n + Number(l.split(' ')[1] ?? 0), 0);
 }
 
 /** Thrown when a round's commits cannot be had; the page says so instead of the diff. */
@@ -41,6 +65,11 @@ export async function loadRoundPack(
   const { cid, size } = round.pack;
   if (size > deps.maxPackBytes)
     throw new RoundUnavailable(`the round's pack has ${size} bytes, over the limit of ${deps.maxPackBytes}`);
+  const taken = roundBytes(gitDir);
+  if (taken + size > deps.maxRoundBytes)
+    throw new RoundUnavailable(
+      `this repository's mirror already holds ${taken} bytes of pull request rounds, and this round's ${size} more would pass the limit of ${deps.maxRoundBytes}`,
+    );
   const author = await deps.identities.owner(authorDid);
   if (author.pds === null) throw new RoundUnavailable(`${authorDid} names no PDS`);
   const client = new XrpcClient(author.pds, { transport: deps.transport });
@@ -82,4 +111,5 @@ export async function loadRoundPack(
   }
   const { keepFile } = await indexPack(checked, gitDir, false);
   fs.rmSync(keepFile, { force: true });
+  fs.appendFileSync(ledger(gitDir), `${cid} ${size}\n`);
 }

@@ -23,7 +23,7 @@ pre{margin:0;padding:.8rem;overflow:auto}
 .pad{padding:.6rem .8rem}
 .sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 .nowrap{white-space:nowrap}.num{text-align:right}.grow{flex:1}
-.tabs{display:flex;gap:1.2rem;border-bottom:1px solid var(--line);margin:.6rem 0}
+.tabs{display:flex;flex-wrap:wrap;gap:0 1.2rem;border-bottom:1px solid var(--line);margin:.6rem 0}
 .tabs a{padding:.3rem 0;color:var(--fg)}.tabs a[aria-current]{border-bottom:2px solid var(--link);font-weight:600}
 .bar{display:flex;flex-wrap:wrap;gap:.6rem;align-items:center;margin:.6rem 0}
 .counts a{margin-right:.8rem}
