@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { knotless } from './helpers/cli.ts';
-import { json, writeRaw } from './helpers/forge.ts';
+import { deleteRaw, json, writeRaw } from './helpers/forge.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -62,6 +62,12 @@ describe('forks and pull requests across accounts: fork, rounds, comments, who m
     const info = json<{ forkOf?: string }>(await bob.knotless('repo', 'info', 'bob.test/site', '--json'));
     assert.equal(info.forkOf, forked.forkOf);
 
+    // A fork that stopped half way is finished by running it again; a whole one is refused.
+    await deleteRaw(t, 'bob.test', 'dev.knotless.ref', 'site~refs_heads_main');
+    const resumed = json<{ refs: number }>(await bob.knotless('repo', 'fork', 'alice.test/site', '--json'));
+    assert.equal(resumed.refs, 1);
+    const again = await bob.knotless('repo', 'fork', 'alice.test/site');
+    assert.equal(again.code, 6, again.stderr);
     const dir = bob.dir();
     await bob.ok(dir, 'clone', '-q', 'knotless://bob.test/site', 'c');
     bobClone = `${dir}/c`;

@@ -1,7 +1,7 @@
 import type { SessionAuthorizer } from '../auth/store.ts';
 import type { BlobCache } from 'knotless-core/cache/blob-cache';
 import type { Context } from '../context.ts';
-import { KnotlessError } from 'knotless-core/errors';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { blobMatchesCid } from 'knotless-core/packs/cid';
 import { MAX_BLOB_PART_BYTES, mapLimit } from 'knotless-core/packs/transfer';
@@ -74,7 +74,9 @@ async function copyBlob(
 /**
  * Forks `source/name` into the session's account as `newName`: the repository record (with
  * `forkOf`), then every ref record, their blobs copied first so that no record ever names a blob
- * the account lacks. Refs are created in batches like a mirror push. Returns the number of refs.
+ * the account lacks. Refs are created in batches like a mirror push. Run again on a fork of the
+ * same original that stopped half way, it copies the refs the fork lacks. Returns the number of
+ * refs copied.
  */
 export async function forkRepo(
   ctx: Context,
@@ -90,14 +92,27 @@ export async function forkRepo(
   const from = ctx.remoteRepo(source, name, warn);
   const refs = await from.listRefs();
   const usable = refs.filter((r) => !refsByName(refs).contested.has(r.record.ref));
-  const blobs = new Map<string, BlobRef>();
-  for (const r of usable)
-    for (const p of r.record.packs) for (const b of p.parts ?? []) blobs.set(b.ref.$link, b);
-  await records.create(auth, newName, original.description, repoUri(source.did, name));
   const mine = { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds };
   const to = ctx.remoteRepo(mine, newName, warn);
+  const forkOf = repoUri(source.did, name);
+  let have = new Set<string>();
+  let exists: KnotlessError | undefined;
+  try {
+    await records.create(auth, newName, original.description, forkOf);
+  } catch (err) {
+    // A fork that stopped half way (its record written, not every ref) is finished, not refused.
+    if (!isKnotlessError(err, 'repo-exists') || (await records.get(mine, newName)).forkOf !== forkOf)
+      throw err;
+    exists = err;
+    have = new Set((await to.listRefs()).map((r) => r.record.ref));
+  }
+  const missing = usable.filter((r) => !have.has(r.record.ref));
+  if (exists !== undefined && missing.length === 0) throw exists;
+  const blobs = new Map<string, BlobRef>();
+  for (const r of missing)
+    for (const p of r.record.packs) for (const b of p.parts ?? []) blobs.set(b.ref.$link, b);
   await mapLimit([...blobs.values()], 4, (b) => copyBlob(ctx, auth, source, b, cache));
-  const creates = usable.map((r) => ({
+  const creates = missing.map((r) => ({
     key: refKey(newName, r.record.ref),
     record: { ...r.record, repo: newName, updatedAt: new Date().toISOString() },
   }));
@@ -109,5 +124,5 @@ export async function forkRepo(
       if (w === undefined) await to.putRef(auth, c.key, c.record, null);
     }
   }
-  return usable.length;
+  return missing.length;
 }

@@ -60,7 +60,8 @@ export async function withStates<R extends Base>(
   owner: Identity,
   items: Stored<R>[],
 ): Promise<Item<R>[]> {
-  const accounts = new Map<string, Promise<Decision<string>[]>>();
+  // Each decision keeps what it is about, so one listing of an account serves every item.
+  const accounts = new Map<string, Promise<(Decision<string> & { subject: string })[]>>();
   const decisionsOf = (did: string) => {
     let found = accounts.get(did);
     if (found === undefined) {
@@ -79,7 +80,7 @@ export async function withStates<R extends Base>(
         ...(await decisionsOf(owner.did)),
         ...(it.did === owner.did ? [] : await decisionsOf(it.did)),
       ];
-      const mine = all.filter((d) => (d as unknown as { subject: string }).subject === it.uri);
+      const mine = all.filter((d) => d.subject === it.uri);
       const decided = decide(mine, owner.did, it.did, kind.authorMay);
       return {
         id: `${it.did}/${it.rkey}`,

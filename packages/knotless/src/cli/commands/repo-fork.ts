@@ -52,7 +52,7 @@ export const command: Command = {
       );
     else io.out(url);
     io.err(
-      `Forked ${safeText(source.handle ?? source.did)}/${safeText(spec.name)} (${refs} refs). Clone it: git clone ${url}`,
+      `Forked ${safeText(source.handle ?? source.did)}/${safeText(spec.name)} (${refs} refs copied). Clone it: git clone ${url}`,
     );
   },
 };
