@@ -157,6 +157,36 @@ describe('issues, through the appview and directly', () => {
     );
   });
 
+  it('the owner labels an issue, keeping its state; nobody else can', async () => {
+    const labelled = json<ItemJson & { labels: string[] }>(
+      await alice.knotless(
+        'issue',
+        'label',
+        'alice.test/proj',
+        issue,
+        '--add',
+        'bug',
+        '--add',
+        'ui',
+        '--json',
+      ),
+    );
+    assert.deepEqual(labelled.labels, ['bug', 'ui']);
+    const seen = json<ItemJson & { labels: string[] }>(
+      await direct(carol, 'issue', 'view', 'alice.test/proj', issue, '--json'),
+    );
+    assert.deepEqual([seen.state, seen.labels], ['open', ['bug', 'ui']]);
+    const refused = await bob.knotless('issue', 'label', 'alice.test/proj', issue, '--add', 'mine');
+    assert.equal(refused.code, 5, refused.stderr);
+    json(await alice.knotless('issue', 'label', 'alice.test/proj', issue, '--remove', 'ui', '--json'));
+    const after = json<ItemJson & { labels: string[] }>(
+      await direct(bob, 'issue', 'view', 'alice.test/proj', issue, '--json'),
+    );
+    assert.deepEqual([after.state, after.labels], ['open', ['bug']]);
+    const tooLong = await alice.knotless('issue', 'label', 'alice.test/proj', issue, '--add', 'é'.repeat(40));
+    assert.equal(tooLong.code, 2, tooLong.stderr);
+  });
+
   it("alice lists bob's pull request through the appview and sees it merged after she merges it", async () => {
     const dir = alice.dir();
     await alice.ok(dir, 'init', '-q');

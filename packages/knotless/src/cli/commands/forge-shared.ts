@@ -180,6 +180,7 @@ export async function writeState<R extends Base>(
   const field = kind.word === 'pr' ? { pull: item.uri, status: state } : { issue: item.uri, state };
   const labels = isOwner && item.labels.length > 0 ? { labels: item.labels } : {};
   const record = { ...field, ...extra, ...labels, createdAt: new Date().toISOString() };
+  await checkToWrite(kind.parseState, writeRecord(kind.stateCollection, record), `${kind.noun}'s state`);
   await r.store.create(auth, kind.stateCollection, writeRecord(kind.stateCollection, record));
 }
 
