@@ -45,7 +45,7 @@ export const command: Command = {
     body: { type: 'string', short: 'b', value: 'B', help: 'the description' },
     json: JSON_OPTION,
   },
-  examples: ['knotless pr create alice.test/site --head site:fix-typo --base main --title "Fix a typo"'],
+  examples: ['knotless pr create alice.test/site --head site:fix --base main --title "Fix"'],
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const headText = stringOption(args, 'head');
