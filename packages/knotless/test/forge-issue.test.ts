@@ -74,6 +74,14 @@ describe('issues, through the appview and directly', () => {
     const alone = await direct(alice, 'issue', 'list', 'alice.test/proj', '--json');
     assert.deepEqual(json(alone), []);
     assert.match(alone.stderr, /KNOTLESS_APPVIEW is not set/);
+    // Without the appview, the author finds their own: the account named by handle in the environment.
+    const own = await knotless(['issue', 'list', 'alice.test/proj', '--json'], {
+      env: t.env({ KNOTLESS_IDENTIFIER: 'bob.test', KNOTLESS_PASSWORD: t.password }),
+    });
+    assert.deepEqual(
+      json<ItemJson[]>(own).map((i) => i.id),
+      [issue],
+    );
     // The bare record key is unambiguous among the repository's issues: taken back too.
     const view = json<ItemJson>(
       await alice.knotless('issue', 'view', 'alice.test/proj', issue.split('/')[1]!, '--json'),

@@ -29,7 +29,14 @@ export function listCommand<R extends Base>(kind: Kind<R>): Command {
         throw new KnotlessError('usage', `--state must be one of ${states.join(', ')}.`);
       const c = ctx();
       const target = await targetOf(c, args.positionals[0]!);
-      const items = await listItems(forgeReader(c, io), kind, target.owner, target.uri, state, currentDid(c));
+      const items = await listItems(
+        forgeReader(c, io),
+        kind,
+        target.owner,
+        target.uri,
+        state,
+        await currentDid(c),
+      );
       if (args.values['json'] === true) {
         io.out(safeJson(items.map(itemJson)));
         return;

@@ -36,10 +36,14 @@ export async function targetOf(ctx: Context, spec: string): Promise<Target> {
   };
 }
 
-/** The current account's DID when one is logged in; reading needs no login. */
-export function currentDid(ctx: Context): string | undefined {
+/**
+ * The current account's DID when there is one (KNOTLESS_IDENTIFIER, which may be a handle, or the
+ * saved account); reading needs no login, so no session is made for it.
+ */
+export async function currentDid(ctx: Context): Promise<string | undefined> {
   const id = ctx.config.identifier ?? ctx.sessions.current();
-  return id?.startsWith('did:') ? id : undefined;
+  if (id === undefined) return undefined;
+  return id.startsWith('did:') ? id : (await ctx.resolver.resolve(id)).did;
 }
 
 export function forgeReader(ctx: Context, io: Io): Reader {
@@ -103,7 +107,7 @@ export async function itemFor<R extends Base>(
 ): Promise<{ target: Target; item: Item<R>; r: Reader }> {
   const target = await targetOf(ctx, args.positionals[0]!);
   const r = forgeReader(ctx, io);
-  const item = await findItem(r, kind, target.owner, target.uri, args.positionals[1]!, currentDid(ctx));
+  const item = await findItem(r, kind, target.owner, target.uri, args.positionals[1]!, await currentDid(ctx));
   return { target, item, r };
 }
 

@@ -13,7 +13,7 @@ export const command: Command = {
   async run({ ctx, io, args }) {
     const c = ctx();
     const { target, item, r } = await itemFor(c, io, ISSUES, args);
-    const me = currentDid(c);
+    const me = await currentDid(c);
     const comments = await commentsOn(r, ISSUES, item.uri, [
       target.owner.did,
       item.did,

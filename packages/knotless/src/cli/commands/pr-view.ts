@@ -70,7 +70,7 @@ export const command: Command = {
     const c = ctx();
     const { target, item, r } = await itemFor(c, io, PULLS, args);
     const pull = item.record;
-    const me = currentDid(c);
+    const me = await currentDid(c);
     const comments = await commentsOn(r, PULLS, item.uri, [
       target.owner.did,
       item.did,
