@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Lexicons, type LexiconDoc } from '@atproto/lexicon';
 import { startAppview, type Appview } from '../src/appview.ts';
 import { defaultConfig } from '../src/config.ts';
 import { at, useForge } from './forge-site.ts';
@@ -327,8 +328,8 @@ describe('forge records in the appview (issue 16)', () => {
           ? true
           : undefined,
       );
-      await waitFor('alice.test/site mirrored', async () =>
-        fs.existsSync(app.mirror.gitDir(f.dids.alice, 'site')) ? true : undefined,
+      await waitFor('alice.test/site mirrored', () =>
+        Promise.resolve(fs.existsSync(app.mirror.gitDir(f.dids.alice, 'site')) ? true : undefined),
       );
       await app.idle();
       const url = `${app.url}/alice.test/site/pulls/${f.dids.bob}/${f.pull.rkey}`;
@@ -347,5 +348,33 @@ describe('forge records in the appview (issue 16)', () => {
     } finally {
       await app.close();
     }
+  });
+
+  it("every answer is valid by its query's lexicon (lexicons/dev/knotless/*.json)", async () => {
+    const docs: LexiconDoc[] = [];
+    const walk = (dir: string): void => {
+      for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+        const p = path.join(dir, e.name);
+        if (e.isDirectory()) walk(p);
+        else if (e.name.endsWith('.json')) docs.push(JSON.parse(fs.readFileSync(p, 'utf8')) as LexiconDoc);
+      }
+    };
+    walk(path.join(import.meta.dirname, '..', '..', '..', 'lexicons'));
+    const lex = new Lexicons(docs);
+    lex.assertValidXrpcOutput('dev.knotless.getPull', await getPull());
+    for (const s of ['open', 'closed', 'merged', 'all'])
+      lex.assertValidXrpcOutput('dev.knotless.listPulls', await listPulls(s));
+    for (const s of ['open', 'closed', 'all'])
+      lex.assertValidXrpcOutput('dev.knotless.listIssues', await listIssues(s));
+    for (const i of [f.issues.bobs, f.issues.carols])
+      lex.assertValidXrpcOutput(
+        'dev.knotless.getIssue',
+        await xrpc(f.app, 'dev.knotless.getIssue', { uri: i.uri }),
+      );
+    // And the checker is not lenient: a pull request view without its rounds fails it.
+    const { pull, comments } = await getPull();
+    assert.throws(() =>
+      lex.assertValidXrpcOutput('dev.knotless.getPull', { pull: { ...pull, rounds: undefined }, comments }),
+    );
   });
 });

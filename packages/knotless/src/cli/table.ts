@@ -33,6 +33,8 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'issue reopen': () => import('./commands/issue-reopen.ts'),
   'issue label': () => import('./commands/issue-label.ts'),
   agent: () => import('./commands/agent.ts'),
+  'agent status': () => import('./commands/agent-status.ts'),
+  'agent stop': () => import('./commands/agent-stop.ts'),
   dev: () => import('./commands/dev.ts'),
 };
 

@@ -140,6 +140,7 @@ export async function pullPage(
   const self = pullHref(repo, pull);
   const headRepo = await headRepoName(site, repo, pull.head_repo);
   const id = `${pull.did}/${pull.rkey}`;
+  const merged = pull.merged === null ? '' : html`; merged as ${commitLink(repo, pull.merged)}`;
   return page(
     `${pull.title} · Pull request · ${repo.owner}/${repo.name}`,
     html`${repoHeader(repo, undefined, 'pulls')}
@@ -147,8 +148,7 @@ export async function pullPage(
       <p>
         ${statePill(pull.state)} ${authorLink(pull.did, pull.handle)} wants to merge
         <span class="mono">${headRepo}${pull.head_branch}</span> into <span class="mono">${pull.base}</span>,
-        opened ${when(pull.created_at)}
-        ${pull.merged === null ? '' : html`; merged as ${commitLink(repo, pull.merged)}`}
+        opened ${when(pull.created_at)}${merged}
         ${(JSON.parse(pull.labels) as string[]).map((l) => html` <span class="pill">${l}</span>`)}
       </p>
       <div class="box">${userText(pull.body)}</div>
