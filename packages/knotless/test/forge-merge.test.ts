@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
-import { json } from './helpers/forge.ts';
+import { NO_CLONE, json } from './helpers/forge.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -23,8 +23,10 @@ interface ItemJson {
   diff?: { files: number; insertions: number; deletions: number };
 }
 
-let aliceClone = '';
-let bobClone = '';
+// Until the first test makes them: a path that does not exist, so that a test running after a
+// failed setup fails to start git instead of running it in the current directory.
+let aliceClone = NO_CLONE;
+let bobClone = NO_CLONE;
 
 async function tipOf(user: typeof alice, url: string, branch: string): Promise<string> {
   const out = await user.ok(user.dir(), 'ls-remote', url, `refs/heads/${branch}`);

@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
+import os from 'node:os';
+import path from 'node:path';
 import type { Run } from './cli.ts';
 import type { TestNet } from './network.ts';
+
+/** A working directory that never exists (see its use in the forge tests). */
+export const NO_CLONE = path.join(os.tmpdir(), 'knotless-forge-no-clone-yet', String(process.pid));
 
 /** A session on the test PDS, for writing straight to an account. */
 async function sessionOf(t: TestNet, handle: string): Promise<{ accessJwt: string; did: string }> {
