@@ -16,6 +16,24 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo compact': () => import('./commands/repo-compact.ts'),
   cache: () => import('./commands/cache.ts'),
   'cache clear': () => import('./commands/cache-clear.ts'),
+  'repo fork': () => import('./commands/repo-fork.ts'),
+  'pr create': () => import('./commands/pr-create.ts'),
+  'pr list': () => import('./commands/pr-list.ts'),
+  'pr view': () => import('./commands/pr-view.ts'),
+  'pr checkout': () => import('./commands/pr-checkout.ts'),
+  'pr update': () => import('./commands/pr-update.ts'),
+  'pr comment': () => import('./commands/pr-comment.ts'),
+  'pr merge': () => import('./commands/pr-merge.ts'),
+  'pr close': () => import('./commands/pr-close.ts'),
+  'pr reopen': () => import('./commands/pr-reopen.ts'),
+  'pr label': () => import('./commands/pr-label.ts'),
+  'issue create': () => import('./commands/issue-create.ts'),
+  'issue list': () => import('./commands/issue-list.ts'),
+  'issue view': () => import('./commands/issue-view.ts'),
+  'issue comment': () => import('./commands/issue-comment.ts'),
+  'issue close': () => import('./commands/issue-close.ts'),
+  'issue reopen': () => import('./commands/issue-reopen.ts'),
+  'issue label': () => import('./commands/issue-label.ts'),
   agent: () => import('./commands/agent.ts'),
   'agent status': () => import('./commands/agent-status.ts'),
   'agent stop': () => import('./commands/agent-stop.ts'),
@@ -24,5 +42,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
 
 /** Words that only group subcommands (`knotless repo` lists its own). */
 export const GROUPS: Record<string, string> = {
-  repo: 'create, list, inspect, delete and commit to repositories',
+  repo: 'create, list, inspect, fork, delete and commit to repositories',
+  pr: 'pull requests: propose, review, update, merge, close and reopen',
+  issue: 'issues: open, list, comment on, close and reopen',
 };
