@@ -31,3 +31,4 @@ export {
   type HttpResponse,
 } from './xrpc/transport.ts';
 export { listRecords, rkeyOf, type ListedRecord } from './records/list-records.ts';
+export { decide, ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY, type Decided, type Decision } from './records/forge-authority.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isValidTid } from '@atproto/syntax';
-import { decide, type Decision } from '../src/forge/authority.ts';
+import { decide, type Decision } from 'knotless-core/records/forge-authority';
 import {
   COMMENT,
   ISSUE,

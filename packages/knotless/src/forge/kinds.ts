@@ -1,5 +1,5 @@
 import type { SubjectView } from './appview.ts';
-import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from './authority.ts';
+import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
 import {
   ISSUE,
   ISSUE_STATE,

@@ -3,7 +3,7 @@ import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { safeText } from 'knotless-core/text/terminal';
 import { Appview, type CommentView, type SubjectView } from './appview.ts';
-import { decide, type Decision } from './authority.ts';
+import { decide, type Decision } from 'knotless-core/records/forge-authority';
 import type { Kind } from './kinds.ts';
 import { COMMENT, InvalidRecord, parseAtUri, parseComment, type CommentRecord } from './records.ts';
 import { ForgeStore, type Stored } from './store.ts';

@@ -1,4 +1,5 @@
-import type { IssueStateValue, PullState } from './records.ts';
+// The authority rule for pull requests and issues, in one place for the CLI and the appview: who
+// may decide a state, and which of their records decides it.
 
 /** One status or state record, as the authority rule needs it. */
 export interface Decision<S extends string> {
@@ -35,8 +36,7 @@ function newest<T extends { createdAt: string; rkey: string }>(list: T[]): T | u
 /**
  * The authority rule (FORGE.md): the repository owner's records count with any state and labels;
  * the author's count only to close or reopen their own (and not once the owner merged it); anyone
- * else's are ignored, whatever they
- * claim. The newest counting record wins (ties: the later key); with none, the subject is open.
+ * else's are ignored, whatever they claim. The newest counting record wins (ties: the later key); with none, the subject is open.
  */
 export function decide<S extends string>(
   decisions: Decision<S>[],
@@ -61,5 +61,7 @@ export function decide<S extends string>(
   };
 }
 
-export const PULL_AUTHOR_MAY: readonly PullState[] = ['open', 'closed'];
-export const ISSUE_AUTHOR_MAY: readonly IssueStateValue[] = ['open', 'closed'];
+/** What a pull request's author may decide of their own: close it and reopen it, never merge it. */
+export const PULL_AUTHOR_MAY = ['open', 'closed'] as const;
+/** What an issue's author may decide of their own. */
+export const ISSUE_AUTHOR_MAY = ['open', 'closed'] as const;
