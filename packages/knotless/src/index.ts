@@ -20,6 +20,7 @@ export { blobMatchesCid } from './remote/cid.ts';
 export { BlobCache } from './cache/blob-cache.ts';
 export { IndexedPacks } from './cache/indexed-packs.ts';
 export { indexPack, parsePackInfo } from './git/pack.ts';
+export { PackFile } from './git/pack-file.ts';
 export { runGit, gitText, GitError, type RunGitOptions } from './git/run.ts';
 export { serveHttpBackend, type HttpBackendRequest } from './git/http-backend.ts';
 export { safeText } from './text/terminal.ts';

@@ -2,6 +2,7 @@ import type { Context } from '../context.ts';
 import { KnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import type { HttpRequest, HttpResponse } from '../xrpc/transport.ts';
+import { isBodySource, type RequestBody } from '../xrpc/http1.ts';
 import { loadOAuth, oauthClientFor, type OAuth } from './oauth-client.ts';
 import type { OAuthStoredSession, SessionAuthorizer, SessionStore } from './store.ts';
 
@@ -79,7 +80,7 @@ export class OAuthSession implements SessionAuthorizer {
       res = await session.fetchHandler(`${url.pathname}${url.search}`, {
         method: init.method,
         headers: init.headers,
-        ...(init.body === null ? {} : { body: init.body as BodyInit }),
+        ...(init.body === null ? {} : { body: (await bodyBytes(init.body)) as BodyInit }),
       });
     } catch (err) {
       throw this.#failure(await loadOAuth(), err);
@@ -131,4 +132,15 @@ export class OAuthSession implements SessionAuthorizer {
       if (!isEnded(oauth, err)) throw this.#failure(oauth, err);
     }
   }
+}
+
+/**
+ * A request body as bytes: the OAuth library's fetch may send a request twice (a new DPoP nonce), so
+ * a body read from a file (a blob part, at most the PDS's blob limit) is read whole here.
+ */
+async function bodyBytes(body: RequestBody): Promise<Uint8Array | string | null> {
+  if (!isBodySource(body)) return body;
+  const pieces: Uint8Array[] = [];
+  for await (const piece of body.open()) pieces.push(piece);
+  return Buffer.concat(pieces);
 }

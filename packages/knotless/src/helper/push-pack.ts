@@ -1,9 +1,10 @@
 import { BlobCache } from '../cache/blob-cache.ts';
 import { crashPoint } from '../crash.ts';
-import { buildPack, parsePackInfo } from '../git/pack.ts';
+import path from 'node:path';
+import { buildPack } from '../git/pack.ts';
 import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
 import type { RemoteRef } from '../remote/remote-repo.ts';
-import { storePacks } from '../remote/store-packs.ts';
+import { newPackEntry, storePacks } from '../remote/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import type { HelperState } from './state.ts';
 import type { Update } from './push-check.ts';
@@ -56,10 +57,11 @@ export async function preparePacks(
     tips,
     exclude: bases.map((b) => b.record.target!),
     progress: state.options.progress && state.options.verbosity > 0,
+    tmpDir: path.join(state.ctx.config.cacheDir, 'tmp'),
   });
   crashPoint('push:pack-built');
-  const info = parsePackInfo(pack);
-  if (info.count > 0) list.push({ id: info.id, size: pack.length, count: info.count, inline: pack });
+  const entry = newPackEntry(pack);
+  if (entry !== undefined) list.push(entry);
 
   const remote = await state.remote();
   return storePacks(list, updates.length, {

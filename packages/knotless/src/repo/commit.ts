@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
@@ -17,7 +18,7 @@ import {
   type RemoteRef,
   type RemoteRepo,
 } from '../remote/remote-repo.ts';
-import { storePacks } from '../remote/store-packs.ts';
+import { newPackEntry, storePacks } from '../remote/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
@@ -176,6 +177,7 @@ export async function commitToBranch(
         tips: [commit],
         exclude: parent === undefined ? [] : [parent],
         progress: false,
+        tmpDir: path.join(env.cacheDir, 'tmp'),
         gitDir: mirror.gitDir,
       }),
       gitText(['rev-list', '--objects', ...range], { gitDir: mirror.gitDir }),
@@ -185,16 +187,13 @@ export async function commitToBranch(
     const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
     // Should the two ever disagree, the next sync indexes the pack as it would any other.
     if (objects.length === info.count) mirror.adopt(info.id, objects);
-    const packs = await storePacks(
-      [...list, { id: info.id, size: pack.length, count: info.count, inline: pack }],
-      1,
-      {
-        writer: remote.writer(env.auth),
-        cache: env.cache,
-        cacheDir: env.cacheDir,
-        chatter: { verbosity: 0, progress: false },
-      },
-    );
+    const entry = newPackEntry(pack);
+    const packs = await storePacks([...list, ...(entry === undefined ? [] : [entry])], 1, {
+      writer: remote.writer(env.auth),
+      cache: env.cache,
+      cacheDir: env.cacheDir,
+      chatter: { verbosity: 0, progress: false },
+    });
     const record: RefRecord = {
       repo: remote.name,
       ref,

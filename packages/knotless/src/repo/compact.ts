@@ -1,8 +1,10 @@
+import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
 import { KnotlessError } from '../errors.ts';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
+import { PackFile } from '../git/pack-file.ts';
 import { planMerge } from '../remote/geometric.ts';
 import { BlobGone, loadPack, uploadPack } from '../remote/packs.ts';
 import type { PackEntry } from '../remote/ref-record.ts';
@@ -42,29 +44,33 @@ async function mergePacks(
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
   const wanted = [...new Set(list.slice(cut).flatMap((p) => mirror.objectsOf(p.id)))];
-  const merged = await packObjectList(mirror.gitDir, wanted);
-  const info = parsePackInfo(merged);
-  const { hash } = await indexPack(merged, mirror.gitDir, false);
-  const held = new Set(await packObjects(mirror.gitDir, hash, info.count));
-  const lost = wanted.filter((oid) => !held.has(oid));
-  if (lost.length > 0) {
-    throw new KnotlessError(
-      'corrupt-remote',
-      `compaction would drop ${lost.length} objects (e.g. ${lost[0]}); nothing was written.`,
+  const merged = await packObjectList(mirror.gitDir, wanted, path.join(env.cacheDir, 'tmp'));
+  try {
+    const info = parsePackInfo(merged);
+    const { hash } = await indexPack(merged, mirror.gitDir, false);
+    const held = new Set(await packObjects(mirror.gitDir, hash, info.count));
+    const lost = wanted.filter((oid) => !held.has(oid));
+    if (lost.length > 0) {
+      throw new KnotlessError(
+        'corrupt-remote',
+        `compaction would drop ${lost.length} objects (e.g. ${lost[0]}); nothing was written.`,
+      );
+    }
+    if (merged.length <= INLINE_MERGED_MAX)
+      return { id: info.id, size: merged.length, count: info.count, inline: merged.bytes() };
+    const writer = remote.writer(env.auth);
+    const parts = await uploadPack(
+      writer,
+      merged,
+      await blobUploadLimit(writer, env.cacheDir),
+      () => {},
+      env.cache,
+      'compact:blob-uploaded',
     );
+    return { id: info.id, size: merged.length, count: info.count, parts };
+  } finally {
+    merged.close();
   }
-  if (merged.length <= INLINE_MERGED_MAX)
-    return { id: info.id, size: merged.length, count: info.count, inline: merged };
-  const writer = remote.writer(env.auth);
-  const parts = await uploadPack(
-    writer,
-    merged,
-    await blobUploadLimit(writer, env.cacheDir),
-    () => {},
-    env.cache,
-    'compact:blob-uploaded',
-  );
-  return { id: info.id, size: merged.length, count: info.count, parts };
 }
 
 const sameIds = (a: PackEntry[], b: PackEntry[]) =>
@@ -94,7 +100,14 @@ async function hoistInline(
     if (inlineBytes(out) <= RECORD_INLINE_MAX) break;
     const p = out[i]!;
     limit ??= await blobUploadLimit(writer, env.cacheDir);
-    const parts = await uploadPack(writer, p.inline!, limit, () => {}, env.cache, 'compact:blob-uploaded');
+    const parts = await uploadPack(
+      writer,
+      PackFile.fromBytes(p.inline!),
+      limit,
+      () => {},
+      env.cache,
+      'compact:blob-uploaded',
+    );
     const moved: PackEntry = { id: p.id, size: p.size, count: p.count, parts };
     hoisted.set(p.id, moved);
     out[i] = moved;

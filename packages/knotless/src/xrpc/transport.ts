@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import type { Config } from '../config/env.ts';
 import type { ResponseHeaders } from './http1-codec.ts';
-import { Http1Pool } from './http1.ts';
+import { Http1Pool, type RequestBody } from './http1.ts';
 
 /** A finished HTTP exchange. */
 export interface HttpResponse {
@@ -14,7 +14,8 @@ export interface HttpResponse {
 export interface HttpRequest {
   method: string;
   headers: Record<string, string>;
-  body: Uint8Array | string | null;
+  /** In memory, or read from a file as it is sent (a blob upload). */
+  body: RequestBody;
   /** Most bytes the answer's body may have; past it the connection is cut (ETOOLARGE). Default 4 MiB. */
   maxBytes?: number;
   /** Abandons the request; it rejects with the signal's reason. */
