@@ -1,5 +1,5 @@
-import zlib from 'node:zlib';
 import { KnotlessError } from '../errors.ts';
+import { ObjectInflater, type Inflated } from './inflate.ts';
 import { PackFile, type ByteSource } from './pack-file.ts';
 
 /** An object bigger than this many times its compressed size (and over 1 MiB) is a decompression bomb. */
@@ -79,78 +79,78 @@ export function checkPackBounds(pack: Uint8Array | ByteSource, id: string, maxOb
   const count = top.readUInt32BE(4);
   const end = src.length - 20;
   const win = new Window(src);
-  let off = 12;
-  for (let n = 0; n < count; n++) {
-    if (off >= end) throw refuse(id, `it is truncated (${n} of ${count} objects)`);
-    // An object's header: at most 10 bytes of type and size, then 10 of offset or 20 of base id.
-    const hdr = win.get(off, 32, end);
-    let i = 0;
-    let byte = hdr[i++]!;
-    const type = (byte >> 4) & 7;
-    let size = byte & 0x0f;
-    let shift = 4;
-    while (byte & 0x80) {
-      if (i >= hdr.length || shift > 49) throw refuse(id, 'an object header is malformed');
-      byte = hdr[i++]!;
-      size += (byte & 0x7f) * 2 ** shift;
-      shift += 7;
-    }
-    if (type === 0 || type === 5) throw refuse(id, `object ${n} has unknown type ${type}`);
-    if (type === OFS_DELTA) {
-      do byte = hdr[i++] ?? 0;
-      while (byte & 0x80 && i < hdr.length);
-    } else if (type === REF_DELTA) i += 20;
-    off += i;
-    if (off >= end) throw refuse(id, `it is truncated (${n} of ${count} objects)`);
-    if (size > maxObjectBytes)
-      throw refuse(
-        id,
-        `object ${n} would inflate to ${size} bytes, more than the limit of ${maxObjectBytes}`,
-      );
-    const out = inflateObject(win, off, end, size, () =>
-      refuse(id, `object ${n} is damaged or larger than it says`),
-    );
-    const used = out.engine.bytesWritten;
-    if (out.buffer.length !== size) throw refuse(id, `object ${n} is not the size it says`);
-    if (size > RATIO_FLOOR && size > MAX_INFLATE_RATIO * used)
-      throw refuse(id, `object ${n} is a decompression bomb (${used} bytes inflating to ${size})`);
-    if (type === OFS_DELTA || type === REF_DELTA) {
-      const result = deltaSize(out.buffer, deltaSize(out.buffer, 0).next).value;
-      if (!(result <= maxObjectBytes))
+  const inflater = new ObjectInflater();
+  try {
+    walk();
+  } finally {
+    inflater.close();
+  }
+  function walk(): void {
+    let off = 12;
+    for (let n = 0; n < count; n++) {
+      if (off >= end) throw refuse(id, `it is truncated (${n} of ${count} objects)`);
+      // An object's header: at most 10 bytes of type and size, then 10 of offset or 20 of base id.
+      const hdr = win.get(off, 32, end);
+      let i = 0;
+      let byte = hdr[i++]!;
+      const type = (byte >> 4) & 7;
+      let size = byte & 0x0f;
+      let shift = 4;
+      while (byte & 0x80) {
+        if (i >= hdr.length || shift > 49) throw refuse(id, 'an object header is malformed');
+        byte = hdr[i++]!;
+        size += (byte & 0x7f) * 2 ** shift;
+        shift += 7;
+      }
+      if (type === 0 || type === 5) throw refuse(id, `object ${n} has unknown type ${type}`);
+      if (type === OFS_DELTA) {
+        do byte = hdr[i++] ?? 0;
+        while (byte & 0x80 && i < hdr.length);
+      } else if (type === REF_DELTA) i += 20;
+      off += i;
+      if (off >= end) throw refuse(id, `it is truncated (${n} of ${count} objects)`);
+      if (size > maxObjectBytes)
         throw refuse(
           id,
-          `object ${n} is a delta to ${result} bytes, more than the limit of ${maxObjectBytes}`,
+          `object ${n} would inflate to ${size} bytes, more than the limit of ${maxObjectBytes}`,
         );
+      const out = inflateObject(win, inflater, off, end, size);
+      if (out === undefined) throw refuse(id, `object ${n} is damaged or larger than it says`);
+      const used = out.used;
+      if (out.size !== size) throw refuse(id, `object ${n} is not the size it says`);
+      if (size > RATIO_FLOOR && size > MAX_INFLATE_RATIO * used)
+        throw refuse(id, `object ${n} is a decompression bomb (${used} bytes inflating to ${size})`);
+      if (type === OFS_DELTA || type === REF_DELTA) {
+        const result = deltaSize(out.head, deltaSize(out.head, 0).next).value;
+        if (!(result <= maxObjectBytes))
+          throw refuse(
+            id,
+            `object ${n} is a delta to ${result} bytes, more than the limit of ${maxObjectBytes}`,
+          );
+      }
+      off += used;
     }
-    off += used;
+    if (off !== end) throw refuse(id, 'it has bytes after its last object');
   }
-  if (off !== end) throw refuse(id, 'it has bytes after its last object');
 }
 
 /**
- * Inflates one object at most to its declared size. Its compressed bytes are read in one window
- * sized for what git writes (zlib's worst case is a little over the object's size); a stream longer
- * than that (legal, if odd) is read again with a window twice as large, up to the pack's end.
+ * Inflates one object at most to its declared size; undefined when it is damaged or larger. Its
+ * compressed bytes are read in one window sized for what git writes (zlib's worst case is a little
+ * over the object's size); a stream longer than that (legal, if odd) is read again with a window
+ * twice as large, up to the pack's end.
  */
 function inflateObject(
   win: Window,
+  inflater: ObjectInflater,
   off: number,
   end: number,
   size: number,
-  damaged: () => KnotlessError,
-): { buffer: Buffer; engine: zlib.Inflate } {
+): Inflated | undefined {
   for (let span = Math.max(64 * 1024, size + (size >>> 8) + 1024); ; span *= 2) {
     const input = win.get(off, span, end);
-    try {
-      return zlib.inflateSync(input, {
-        info: true,
-        maxOutputLength: Math.max(1, size),
-        // One output chunk the size the object declares: no growing and joining of 16 KiB chunks.
-        chunkSize: Math.min(Math.max(size + 1, 64), 64 * 1024 * 1024),
-      }) as unknown as { buffer: Buffer; engine: zlib.Inflate };
-    } catch (err) {
-      const short = (err as { code?: string }).code === 'Z_BUF_ERROR';
-      if (!short || off + input.length >= end) throw damaged();
-    }
+    const out = inflater.inflate(input, size);
+    if (out === 'damaged' || (out === 'short' && off + input.length >= end)) return undefined;
+    if (out !== 'short') return out;
   }
 }

@@ -68,7 +68,7 @@ export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdo
       void pump(input, child.stdin!).catch((err: unknown) => {
         // Reading the input failed (a pack file): git must not wait for the rest of it.
         child.kill();
-        reject(err as Error);
+        reject(err);
       });
   });
 }
