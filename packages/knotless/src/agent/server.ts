@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import type { Context } from '../context.ts';
-import type { Identity } from '../identity/resolver.ts';
-import { safeText } from '../text/terminal.ts';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { safeText } from 'knotless-core/text/terminal';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
 
@@ -73,7 +73,7 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
     streams.set(pds, stream);
     const [{ IdResolver, MemoryCache }, { fetchOver }] = await Promise.all([
       import('@atproto/identity'),
-      import('../xrpc/transport.ts'),
+      import('knotless-core/xrpc/transport'),
     ]);
     // Keys cached: @atproto/sync refreshes a cached key by itself when a commit's signature fails.
     const idResolver = new IdResolver({

@@ -10,7 +10,7 @@ import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
 import type { BodySource } from '../xrpc/http1.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { CidHasher } from './cid.ts';
-import type { BlobRef, PackEntry } from './ref-record.ts';
+import type { BlobRef, PackEntry } from '../records/ref-record.ts';
 
 /**
  * The largest blob part a record may name: above any PDS's blob limit in use (the reference PDS's is

@@ -65,7 +65,7 @@ export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdo
     if (typeof input === 'string' || input instanceof Uint8Array) child.stdin!.end(input);
     // Piped with backpressure: a piece is read only when git has taken the last one.
     else
-      void pump(input, child.stdin!).catch((err: unknown) => {
+      void pump(input, child.stdin!).catch((err: Error) => {
         // Reading the input failed (a pack file): git must not wait for the rest of it.
         child.kill();
         reject(err);
