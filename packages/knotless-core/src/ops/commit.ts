@@ -123,6 +123,9 @@ export async function commitToBranch(
   env: CommitEnv,
   req: CommitRequest,
 ): Promise<string> {
+  // git's work (fast-import, pack-objects) comes before the first request: the connection's
+  // handshakes (TCP, TLS) overlap with it instead of following it.
+  remote.writer(env.auth).preconnect();
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
   const seen = view.read();
   let refs = seen?.refs;

@@ -87,6 +87,11 @@ export class XrpcClient {
     this.#opts = opts;
   }
 
+  /** Opens a connection to the service now, for a request that follows local work (see Transport). */
+  preconnect(): void {
+    this.#opts.transport.preconnect?.(new URL(this.service));
+  }
+
   /** Calls a query (HTTP GET); `maxBytes` caps its answer. */
   query<T>(nsid: string, params?: CallOptions['params'], maxBytes?: number): Promise<T> {
     return this.call<T>('GET', nsid, {

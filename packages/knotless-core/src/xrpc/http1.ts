@@ -100,6 +100,8 @@ const net = process.getBuiltinModule('node:net');
 export class Http1Pool {
   /** Idle connections by endpoint, each with the function that takes it back out of the pool. */
   readonly #idle = new Map<string, { socket: Net.Socket; unpark: () => void }[]>();
+  /** Connections opened ahead of a request (see preconnect), by endpoint. */
+  readonly #warm = new Map<string, { socket: Net.Socket; release: () => void }>();
   readonly #ca: string[] | undefined;
   readonly #idleMs: number;
   readonly #deadlineMs: number;
@@ -128,7 +130,47 @@ export class Http1Pool {
         if (!(err instanceof StaleConnection)) throw err;
       }
     }
+    const warm = this.#warm.get(key);
+    if (warm !== undefined) {
+      this.#warm.delete(key);
+      warm.release();
+      try {
+        // Like an idle connection, the server may have dropped it before the request: then the
+        // request goes again on a fresh one.
+        return await this.#exchange(warm.socket, key, req, true);
+      } catch (err) {
+        if (!(err instanceof StaleConnection)) throw err;
+      }
+    }
     return this.#exchange(this.#connect(endpoint), key, req, false);
+  }
+
+  /**
+   * Opens a connection (TCP, and TLS) to `endpoint` now, for the next request to use: a caller that
+   * has local work to do first (`repo commit` runs git) overlaps the handshakes' round trips with it.
+   * Does nothing when a connection is idle or warming already. A failure is silent: the request
+   * connects again and meets it.
+   */
+  preconnect(endpoint: Endpoint): void {
+    const key = endpointKey(endpoint);
+    if (this.#closed || this.#warm.has(key) || (this.#idle.get(key)?.length ?? 0) > 0) return;
+    const socket = this.#connect(endpoint);
+    // It must not keep the process alive, nor outlive a server that drops it.
+    socket.unref();
+    const drop = (): void => {
+      if (this.#warm.get(key)?.socket === socket) this.#warm.delete(key);
+      release();
+      socket.destroy();
+    };
+    const release = (): void => {
+      socket.off('error', drop);
+      socket.off('close', drop);
+      socket.off('data', drop);
+    };
+    socket.on('error', drop);
+    socket.on('close', drop);
+    socket.on('data', drop);
+    this.#warm.set(key, { socket, release });
   }
 
   /** Closes idle connections; requests in flight finish. */
@@ -136,6 +178,8 @@ export class Http1Pool {
     this.#closed = true;
     for (const sockets of this.#idle.values()) for (const s of sockets) s.socket.destroy();
     this.#idle.clear();
+    for (const w of this.#warm.values()) w.socket.destroy();
+    this.#warm.clear();
   }
 
   #connect(endpoint: Endpoint): Net.Socket {
