@@ -3,7 +3,8 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { Http1Pool, type BodySource, type Endpoint } from '../../knotless-core/src/xrpc/http1.ts';
+import type { BodySource } from '../../knotless-core/src/xrpc/http1-body.ts';
+import { Http1Pool, type Endpoint } from '../../knotless-core/src/xrpc/http1.ts';
 
 // A local HTTP server that counts connections and answers each request with the sha-256 of its body.
 let server: http.Server;

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import type { Config } from '../config/env.ts';
 import type { ResponseHeaders } from './http1-codec.ts';
-import { Http1Pool, type Endpoint, type RequestBody } from './http1.ts';
+import { Http1Pool, type Endpoint } from './http1.ts';
+import type { RequestBody } from './http1-body.ts';
 
 /** A finished HTTP exchange. */
 export interface HttpResponse {

@@ -2,7 +2,7 @@ import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { safeText } from 'knotless-core/text/terminal';
 import type { HttpRequest, HttpResponse } from 'knotless-core/xrpc/transport';
-import { isBodySource, type RequestBody } from 'knotless-core/xrpc/http1';
+import { isBodySource, type RequestBody } from 'knotless-core/xrpc/http1-body';
 import { missingScope } from 'knotless-core/xrpc/pds-errors';
 import { loadOAuth, oauthClientFor, type OAuth } from './oauth-client.ts';
 import type { OAuthStoredSession, SessionAuthorizer, SessionStore } from './store.ts';
