@@ -2,6 +2,8 @@ import fs from 'node:fs';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { commitToBranch, type Change } from 'knotless-core/ops/commit';
+import { compactionDue } from 'knotless-core/packs/geometric';
+import { compactLater } from '../../compact-later.ts';
 import { stringOption, type Command } from '../command.ts';
 import { ownRepo } from './owner.ts';
 
@@ -51,9 +53,14 @@ export const command: Command = {
     const { auth, remote } = await ownRepo(c, args.positionals[0]!, 'commit to', io);
     const branch = stringOption(args, 'branch');
     const author = stringOption(args, 'author');
-    const commit = await commitToBranch(
+    const { commit, ref, packs } = await commitToBranch(
       remote,
-      { auth, cache: new BlobCache(c.config.cacheDir), cacheDir: c.config.cacheDir },
+      {
+        auth,
+        cache: new BlobCache(c.config.cacheDir),
+        cacheDir: c.config.cacheDir,
+        fold: c.config.autoCompact,
+      },
       {
         message,
         changes,
@@ -62,5 +69,8 @@ export const command: Command = {
       },
     );
     io.out(commit);
+    // The commit folded small packs into its own write; a list still far past logarithmic (big
+    // commits pile up as blob packs) gets a compaction of its own, as after a push.
+    if (compactionDue(packs)) await compactLater(c.config, remote.owner.did, remote.name, [ref]);
   },
 };
