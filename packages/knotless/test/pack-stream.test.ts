@@ -5,9 +5,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { after, describe, it } from 'node:test';
 import { BlobCache } from '../../knotless-core/src/cache/blob-cache.ts';
 import { KnotlessError } from '../../knotless-core/src/errors.ts';
+import { ObjectInflater, inflateWhole } from '../../knotless-core/src/git/inflate.ts';
 import { PackFile } from '../../knotless-core/src/git/pack-file.ts';
 import { parsePackInfo } from '../../knotless-core/src/git/pack.ts';
 import { runGit } from '../../knotless-core/src/git/run.ts';
@@ -212,6 +214,35 @@ describe('the helper does not hold a pack in memory', () => {
       assert.ok(fs.readFileSync(path.join(out, 'c', 'f7.bin')).equals(Buffer.from(files['f7.bin']!)));
     } finally {
       trace = false;
+    }
+  });
+});
+
+describe('the pack check inflates into one reused buffer', () => {
+  it('answers as zlib.inflateSync does: sizes, bytes used, first bytes, short and damaged streams', () => {
+    const inflater = new ObjectInflater();
+    try {
+      const cases: Array<{ input: Buffer; max: number }> = [];
+      for (const size of [0, 1, 1000, 64 * 1024, 3 * 64 * 1024, 200_001]) {
+        const data = crypto.randomBytes(size);
+        const z = zlib.deflateSync(data);
+        cases.push({ input: z, max: size });
+        // Followed by the next object's bytes: only the stream's own are used.
+        cases.push({ input: Buffer.concat([z, crypto.randomBytes(50)]), max: size });
+        // Cut short: more input is needed.
+        cases.push({ input: z.subarray(0, Math.max(1, z.length - 10)), max: size });
+        // Larger than declared: refused.
+        if (size > 0) cases.push({ input: z, max: size - 1 });
+      }
+      cases.push({ input: crypto.randomBytes(100), max: 1000 });
+      for (const [i, c] of cases.entries()) {
+        const a = inflater.inflate(c.input, c.max);
+        const b = inflateWhole(c.input, c.max);
+        assert.deepEqual(a, b, `case ${i}`);
+      }
+      assert.equal(inflater.inflate(zlib.deflateSync(Buffer.alloc(10)).subarray(0, 5), 10), 'short');
+    } finally {
+      inflater.close();
     }
   });
 });

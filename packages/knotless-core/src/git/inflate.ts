@@ -60,7 +60,7 @@ export class ObjectInflater {
 
   /** Inflates the zlib stream at the start of `input`, refusing more than `max` bytes of output. */
   inflate(input: Buffer, max: number): InflateResult {
-    if (this.#raw === undefined) return fallback(input, max);
+    if (this.#raw === undefined) return inflateWhole(input, max);
     const { handle, state } = this.#raw;
     handle.reset();
     this.#error = undefined;
@@ -74,7 +74,8 @@ export class ObjectInflater {
       const made = OUT_BYTES - outLeft;
       head ??= Buffer.from(this.#out.subarray(0, Math.min(32, made)));
       size += made;
-      if (size > max) return 'damaged';
+      // As inflateSync's maxOutputLength, which cannot be 0: a zero-size object may inflate to one byte.
+      if (size > Math.max(1, max)) return 'damaged';
       inOff = input.length - inLeft;
       // Output room left over with Z_FINISH means the stream ended (an error would have been reported).
       if (outLeft !== 0) return { size, used: inOff, head };
@@ -86,7 +87,8 @@ export class ObjectInflater {
   }
 }
 
-function fallback(input: Buffer, max: number): InflateResult {
+/** What `ObjectInflater` answers through `zlib.inflateSync` (exported to test that both agree). */
+export function inflateWhole(input: Buffer, max: number): InflateResult {
   try {
     const out = zlib.inflateSync(input, {
       info: true,
