@@ -1,3 +1,4 @@
+import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { compactLater } from '../compact-later.ts';
 import { Context } from '../context.ts';
 import { readConfig } from 'knotless-core/config/env';
@@ -101,6 +102,15 @@ export async function helperMain(argv: string[]): Promise<number> {
         // update of it is refused), and never to a fetch, which would have to pick one.
         const claimed = [...state.contested].map(([name, claims]) => [name, claims[0]!] as const);
         answer([...formatList(forPush ? new Map([...refs, ...claimed]) : refs, forPush), '']);
+        // git decides what to send meanwhile; the next push finds the agent (agent/autostart.ts).
+        if (forPush) {
+          const remote = await state.remote();
+          state.ctx.startAgent({
+            bin: BIN_SCRIPTS['knotless']!,
+            warn: (m) => printErr(`knotless: warning: ${m}`),
+            warm: `${remote.owner.did}/${remote.name}`,
+          });
+        }
       } else if (line.startsWith('fetch ')) {
         // fetch and push load git plumbing and pack code only when git asks for them.
         const { fetchBatch } = await import('./fetch.ts');

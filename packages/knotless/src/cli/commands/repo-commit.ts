@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { BIN_SCRIPTS } from '../../bin/paths.ts';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { commitToBranch, type Change } from 'knotless-core/ops/commit';
@@ -51,6 +52,8 @@ export const command: Command = {
       throw new KnotlessError('usage', 'Nothing to commit: pass --add PATH=FILE or --delete PATH.');
     const c = ctx();
     const { auth, remote } = await ownRepo(c, args.positionals[0]!, 'commit to', io);
+    // A bot's next commit then travels on the agent's open connection (agent/autostart.ts).
+    c.startAgent({ bin: BIN_SCRIPTS['knotless']!, warn: (m) => io.err(`warning: ${m}`) });
     const branch = stringOption(args, 'branch');
     const author = stringOption(args, 'author');
     const { commit, ref, packs } = await commitToBranch(
