@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import module from 'node:module';
 import path from 'node:path';
 import { isMissing } from '../fsutil.ts';
 import { lockMirror } from './mirror-lock.ts';
@@ -23,6 +24,8 @@ export function noteCacheGrowth(bytes: number): void {
  * Returns the bytes freed; 0 when it was in use or already gone.
  */
 async function evict(entry: CacheEntry): Promise<number> {
+  // A temporary file another process may still be writing (see TEMP_FILE_GRACE_MS): never taken.
+  if (entry.usedAt === Infinity) return 0;
   if (entry.kind !== 'mirrors' || path.basename(entry.path).startsWith('.trash-')) {
     try {
       fs.rmSync(entry.path, { recursive: true });
@@ -81,6 +84,9 @@ export async function trimCache(cacheDir: string, maxBytes: number): Promise<num
 export async function settleCache(config: { cacheDir: string; cacheMaxBytes: number }): Promise<void> {
   if (grown === 0) return;
   grown = 0;
+  // Node writes its compile cache (v8/, see the bin stubs) at exit, after this trim: write it now so
+  // that the cap counts it (flushCompileCache exists from Node 22.10; older ones skip this).
+  (module as { flushCompileCache?: () => void }).flushCompileCache?.();
   await trimCache(config.cacheDir, config.cacheMaxBytes);
 }
 

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { isMissing, writeFileAtomic } from '../fsutil.ts';
 import { indexPack, packObjects } from '../git/pack.ts';
+import type { PackFile } from '../git/pack-file.ts';
 import { GitError, runGit } from '../git/run.ts';
 import { KnotlessError } from '../errors.ts';
 import type { PackEntry } from '../records/ref-record.ts';
@@ -100,22 +101,24 @@ export class Mirror {
     await this.#creating;
   }
 
-  /** Indexes, in order, the packs of `list` the mirror lacks; `load` supplies their bytes. */
-  async sync(list: PackEntry[], load: (pack: PackEntry) => Promise<Uint8Array>): Promise<void> {
+  /** Indexes, in order, the packs of `list` the mirror lacks; `load` supplies each (closed once indexed). */
+  async sync(list: PackEntry[], load: (pack: PackEntry) => Promise<PackFile>): Promise<void> {
     await this.create();
     const done = this.#indexed.read();
     for (const pack of list) {
       if (done.has(pack.id) && fs.existsSync(this.#listFile(pack.id))) continue;
-      const bytes = await load(pack);
-      const { hash } = await indexPack(bytes, this.gitDir, false).catch((err: unknown) => {
-        // A pack the checks let through but git cannot index: the remote's data, not a bug here.
-        if (!(err instanceof GitError)) throw err;
-        throw new KnotlessError(
-          'corrupt-remote',
-          `git could not index pack ${pack.id} (${err.stderr.trim().split('\n').pop() ?? ''}): the remote's packs are damaged or lack their delta bases; nothing was written.`,
-          { cause: err },
-        );
-      });
+      const file = await load(pack);
+      const { hash } = await indexPack(file, this.gitDir, false)
+        .finally(() => file.close())
+        .catch((err: unknown) => {
+          // A pack the checks let through but git cannot index: the remote's data, not a bug here.
+          if (!(err instanceof GitError)) throw err;
+          throw new KnotlessError(
+            'corrupt-remote',
+            `git could not index pack ${pack.id} (${err.stderr.trim().split('\n').pop() ?? ''}): the remote's packs are damaged or lack their delta bases; nothing was written.`,
+            { cause: err },
+          );
+        });
       this.#record(pack, hash, await packObjects(this.gitDir, hash, pack.count));
     }
   }

@@ -79,18 +79,20 @@ function fileEntries(
   depth: number,
   now: number,
   seen: Set<string>,
+  allTemp = false,
 ): CacheEntry[] {
   const out: CacheEntry[] = [];
   for (const e of list(dir)) {
     const p = path.join(dir, e.name);
     if (e.isDirectory() && depth > 0) {
-      out.push(...fileEntries(p, kind, depth - 1, now, seen));
+      out.push(...fileEntries(p, kind, depth - 1, now, seen, allTemp));
       continue;
     }
     const st = statOf(p);
     if (st === undefined || !st.isFile()) continue;
     // Counted either way; taken only once its writer is surely gone.
-    const usedAt = isTemp(e.name) && now - st.mtimeMs < TEMP_FILE_GRACE_MS ? Infinity : st.mtimeMs;
+    const temp = allTemp || isTemp(e.name);
+    const usedAt = temp && now - st.mtimeMs < TEMP_FILE_GRACE_MS ? Infinity : st.mtimeMs;
     out.push({ kind, path: p, bytes: fileBytes(st, seen), usedAt });
   }
   return out;
@@ -124,6 +126,9 @@ export function cacheUsage(cacheDir: string, now = Date.now()): CacheUsage {
     ...fileEntries(path.join(cacheDir, 'blobs'), 'blobs', 0, now, seen),
     ...mirrorEntries(path.join(cacheDir, 'mirrors'), seen),
     ...fileEntries(path.join(cacheDir, 'views'), 'views', 1, now, seen),
+    // Packs being downloaded, built or uploaded (tmp/): a process that died mid-way leaves its file,
+    // taken once surely abandoned; counted with the blobs they would have become.
+    ...fileEntries(path.join(cacheDir, 'tmp'), 'blobs', 0, now, seen, true),
   ].sort((a, b) => a.usedAt - b.usedAt);
   const kinds = Object.fromEntries(CACHE_KINDS.map((k) => [k, { bytes: 0, entries: 0 }])) as Record<
     CacheKind,
@@ -134,7 +139,7 @@ export function cacheUsage(cacheDir: string, now = Date.now()): CacheUsage {
     kinds[e.kind].entries++;
   }
   for (const e of list(cacheDir)) {
-    if (['blobs', 'mirrors', 'views'].includes(e.name)) continue;
+    if (['blobs', 'mirrors', 'views', 'tmp'].includes(e.name)) continue;
     kinds.other.bytes += treeBytes(path.join(cacheDir, e.name));
     kinds.other.entries++;
   }

@@ -19,7 +19,7 @@ import {
   type RemoteRef,
   type RemoteRepo,
 } from '../records/remote-repo.ts';
-import { storePacks } from '../packs/store-packs.ts';
+import { newPackEntry, storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
@@ -137,6 +137,9 @@ async function commitInMirror(
   req: CommitRequest,
   mirror: Mirror,
 ): Promise<{ commit: string; ref: string; packs: PackEntry[] }> {
+  // git's work (fast-import, pack-objects) comes before the first request: the connection's
+  // handshakes (TCP, TLS) overlap with it instead of following it.
+  remote.writer(env.auth).preconnect();
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
   const seen = view.read();
   let refs = seen?.refs;
@@ -190,6 +193,7 @@ async function commitInMirror(
         tips: [commit],
         exclude: parent === undefined ? [] : [parent],
         progress: false,
+        tmpDir: path.join(env.cacheDir, 'tmp'),
         gitDir: mirror.gitDir,
       }),
       gitText(['rev-list', '--objects', ...range], { gitDir: mirror.gitDir }),
@@ -199,7 +203,8 @@ async function commitInMirror(
     const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
     // Should the two ever disagree, the next sync indexes the pack as it would any other.
     if (objects.length === info.count) mirror.adopt(info.id, objects);
-    let built: PackEntry[] = [...list, { id: info.id, size: pack.length, count: info.count, inline: pack }];
+    const entry = newPackEntry(pack);
+    let built: PackEntry[] = [...list, ...(entry === undefined ? [] : [entry])];
     // The record is rewritten anyway: small packs at the end of its list merge in the same write.
     if (env.fold) {
       const folded = await foldPacks(built, path.join(mirror.gitDir, 'objects'));

@@ -4,12 +4,12 @@ import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { Mirror } from 'knotless-core/cache/mirror';
 import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
-import { buildPack, parsePackInfo } from 'knotless-core/git/pack';
+import { buildPack } from 'knotless-core/git/pack';
 import { GitError, gitText, runGit } from 'knotless-core/git/run';
 import type { Identity } from 'knotless-core/identity/resolver';
 import type { RefRecord } from 'knotless-core/records/ref-record';
 import { SwapConflict, type RemoteRepo } from 'knotless-core/records/remote-repo';
-import { storePacks } from 'knotless-core/packs/store-packs';
+import { newPackEntry, storePacks } from 'knotless-core/packs/store-packs';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Authorizer } from 'knotless-core/xrpc/client';
 import { branchOf, loadRoundPack, scratchRepo, syncRef, type Scratch } from './packs.ts';
@@ -123,10 +123,16 @@ export async function mergePull(ctx: Context, req: MergeRequest): Promise<MergeR
         { cause: err },
       );
     });
-    const bytes = await buildPack({ tips: [tip], exclude: [before], progress: false, gitDir: s.gitDir });
-    const info = parsePackInfo(bytes);
+    const pack = await buildPack({
+      tips: [tip],
+      exclude: [before],
+      progress: false,
+      gitDir: s.gitDir,
+      tmpDir: path.join(ctx.config.cacheDir, 'tmp'),
+    });
+    const entry = newPackEntry(pack);
     const packs = await storePacks(
-      [...baseRef.record.packs, { id: info.id, size: bytes.length, count: info.count, inline: bytes }],
+      entry === undefined ? baseRef.record.packs : [...baseRef.record.packs, entry],
       1,
       {
         writer: req.target.writer(req.auth),

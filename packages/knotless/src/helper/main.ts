@@ -83,6 +83,11 @@ export async function helperMain(argv: string[]): Promise<number> {
         'git-remote-knotless is run by git: use a knotless:// URL as a remote.',
       );
     const state = new HelperState((ctx = new Context(config)), parseKnotlessUrl(url));
+    // The process's peak memory, for checking that packs stream (performance.md) without a profiler.
+    if (config.trace)
+      process.once('exit', () =>
+        printErr(`knotless: memory peak ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`),
+      );
     const reader = new CommandReader(commandInput());
     for (;;) {
       const line = await reader.next();
