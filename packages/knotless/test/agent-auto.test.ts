@@ -140,7 +140,10 @@ describe('the agent starts itself', () => {
         const counts = /: (\d+) frames read, (\d+) decoded$/m.exec(agentLog(user));
         assert.ok(counts !== null, agentLog(user));
         const [read, decoded] = [Number(counts[1]), Number(counts[2])];
-        assert.ok(decoded >= 1 && decoded <= 3, `${decoded} frames decoded`);
+        // Alice's own commits may all have reached the view another way (its listing, or the writes
+        // it forwarded) before the stop: at most they are decoded, never bob's. That the filter keeps
+        // every frame naming her is stream-filter.test.ts's, on frames the PDS's encoder made.
+        assert.ok(decoded <= 3, `${decoded} frames decoded`);
         assert.ok(read - decoded >= 5, `${read} frames read, ${decoded} decoded`);
       } else {
         assert.deepEqual(second, {

@@ -92,11 +92,15 @@ describe('failures a user can cause', () => {
       assert.equal(same.code, 0);
       assert.equal(same.stdout, overview.stdout);
     }
-    const names = [...overview.stdout.matchAll(/^ {2}((?:(?:repo|pr|issue) )?[a-z]+) {2,}/gm)].map(
-      (m) => m[1]!,
-    );
+    const names = [
+      ...overview.stdout.matchAll(/^ {2}((?:(?:repo|pr|issue|cache|agent) )?[a-z]+) {2,}/gm),
+    ].map((m) => m[1]!);
     assert.deepEqual(names.sort(), [
       'agent',
+      'agent status',
+      'agent stop',
+      'cache',
+      'cache clear',
       'dev',
       'issue close',
       'issue comment',
