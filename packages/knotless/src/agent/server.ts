@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { Context } from '../context.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { safeText } from '../text/terminal.ts';
+import { GroupCommit } from './group-commit.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
 
@@ -52,6 +53,7 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
   const views = new Views();
   const streams = new Map<string, PdsStream>();
   const loading = new Map<string, Promise<void>>();
+  const group = new GroupCommit(ctx.transport, log);
   const drop = (dropped: { repo: string; did: string }[], why: string): void => {
     for (const v of dropped) log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
   };
@@ -168,12 +170,15 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
       const cap = Number(req.headers['x-knotless-max-bytes']);
       let out;
       try {
-        out = await ctx.transport.request(target, {
-          method: req.method ?? 'GET',
-          headers,
-          body: body.length > 0 ? body : null,
-          ...(Number.isSafeInteger(cap) && cap >= 0 ? { maxBytes: cap } : {}),
-        });
+        // A ref write goes into the account's next group commit; anything else as it came.
+        const grouped = req.method === 'POST' ? group.accept(target, headers, body) : undefined;
+        out = await (grouped ??
+          ctx.transport.request(target, {
+            method: req.method ?? 'GET',
+            headers,
+            body: body.length > 0 ? body : null,
+            ...(Number.isSafeInteger(cap) && cap >= 0 ? { maxBytes: cap } : {}),
+          }));
       } catch (err) {
         // Whether it landed is unknown: the views of that account cannot be trusted any more.
         failedWrite('a write through the agent failed');
@@ -228,6 +233,10 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
       for (const r of parseWireRefs(body.written ?? [])) views.apply(body.did, r.key, r, r.rev ?? '');
       for (const d of body.deleted ?? []) views.apply(body.did, d.key, null, d.rev);
       res.writeHead(204).end();
+      return;
+    }
+    if (url.pathname === '/writes') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(group.pending()));
       return;
     }
     if (url.pathname === '/health') {
