@@ -9,6 +9,7 @@ import type { FaultCase } from './faults/checks.ts';
 import { CRASH_CASES } from './faults/crash-cases.ts';
 import { useFaultEnv } from './faults/env.ts';
 import { ESCAPE_CASES } from './faults/escape-cases.ts';
+import { GROUP_CASES } from './faults/group-cases.ts';
 import { HOSTILE_CASES } from './faults/hostile-cases.ts';
 import { IDENTITY_CASES } from './faults/identity-cases.ts';
 import { HTTP_CASES } from './faults/http-cases.ts';
@@ -26,6 +27,7 @@ const all = [
   ...READER_CASES,
   ...HTTP_CASES,
   ...AGENT_CASES,
+  ...GROUP_CASES,
 ];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =
