@@ -15,6 +15,13 @@ const MAX_WRITES = 200;
 /** Commits refused because the account moved, before each write is sent on its own instead. */
 const MAX_ROUNDS = 5;
 
+/** One write of a landed commit: its record key, its record (null: deleted) and the record's CID. */
+export interface Landed {
+  rkey: string;
+  record: unknown;
+  cid: string | null;
+}
+
 /** A ref write a helper forwarded, waiting for the commit that will hold it. */
 interface Pending {
   url: URL;
@@ -49,11 +56,32 @@ interface Account {
 export class GroupCommit {
   readonly #transport: Transport;
   readonly #log: (line: string) => void;
+  readonly #landed: (did: string, rev: string, writes: Landed[]) => void;
   readonly #accounts = new Map<string, Account>();
 
-  constructor(transport: Transport, log: (line: string) => void) {
+  /** `landed` is told of each commit's writes before any helper hears of it (the views take them). */
+  constructor(
+    transport: Transport,
+    log: (line: string) => void,
+    landed: (did: string, rev: string, writes: Landed[]) => void,
+  ) {
     this.#transport = transport;
     this.#log = log;
+    this.#landed = landed;
+  }
+
+  /**
+   * True when the account's latest revision `rev` is our own last commit, and the agent had seen
+   * the account up to where our unbroken run of commits began (`seen`): our own writes, applied as
+   * each commit landed, are then all that happened since, and a view is current without waiting
+   * for the event stream to deliver our own commits back.
+   */
+  caughtUp(did: string, rev: string, seen: string): boolean {
+    for (const a of this.#accounts.values()) {
+      const from = a.state.did === did ? a.state.ownSince(rev) : undefined;
+      if (from !== undefined && seen >= from) return true;
+    }
+    return false;
   }
 
   /**
@@ -162,12 +190,12 @@ export class GroupCommit {
       return;
     }
     if (res.status === 200) {
-      const answers = state.landed(
+      const done = state.landed(
         at.commit,
         going.map((p) => p.op),
         res.body,
       );
-      if (answers === undefined) {
+      if (done === undefined) {
         // Landed, but the answer does not say how: the helpers read their refs back as after a lost answer.
         state.forget();
         const err = Object.assign(new Error('the PDS answered applyWrites without its results'), {
@@ -176,7 +204,13 @@ export class GroupCommit {
         for (const p of going) p.reject(err);
         return;
       }
-      going.forEach((p, i) => p.resolve(answers[i]!));
+      const writes = going.map((p, i) => ({
+        rkey: p.op.rkey,
+        record: p.op.kind === 'put' ? p.op.record : null,
+        cid: done.cids[i]!,
+      }));
+      this.#landed(state.did, done.rev, writes);
+      going.forEach((p, i) => p.resolve(done.answers[i]!));
       if (going.length > 1)
         this.#log(`group commit: ${going.length} ref writes of ${safeText(state.did)} in one commit`);
       return;

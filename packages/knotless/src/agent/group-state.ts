@@ -90,6 +90,8 @@ function json(status: number, body: unknown): HttpResponse {
 /** The records the group commit has touched, as they are at one commit of the account. */
 interface Known {
   commit: string;
+  /** The revision of `commit`. */
+  rev: string;
   /** Record key → CID at `commit` (null: no such record). */
   cids: Map<string, string | null>;
 }
@@ -108,6 +110,12 @@ export class AccountState {
   readonly #xrpc: string;
   readonly #collection: string;
   #known: Known | undefined;
+  /**
+   * Our own commits, one after another with nothing between (each swapped on the one before): the
+   * revision they started from and the latest. While the account is at `to`, whoever has seen the
+   * account up to `from` and applied our writes has seen all of it.
+   */
+  #chain: { from: string; to: string } | undefined;
 
   /** `xrpcBase`: the PDS's XRPC root as the helpers address it (`https://pds/xrpc`). */
   constructor(transport: Transport, xrpcBase: string, did: string, collection: string) {
@@ -128,11 +136,17 @@ export class AccountState {
 
   forget(): void {
     this.#known = undefined;
+    this.#chain = undefined;
+  }
+
+  /** When `rev` is the latest of our own unbroken commits, the revision they started from. */
+  ownSince(rev: string): string | undefined {
+    return this.#chain?.to === rev ? this.#chain.from : undefined;
   }
 
   /** The commit to swap against and the CIDs of these records at it (read when not known). */
   async current(rkeys: string[]): Promise<Known> {
-    const known = this.#known ?? { commit: await this.#latestCommit(), cids: new Map() };
+    const known = this.#known ?? { ...(await this.#latestCommit()), cids: new Map() };
     const missing = rkeys.filter((k) => !known.cids.has(k));
     const read = await mapLimit(missing, 8, (k) => this.#recordCid(k));
     missing.forEach((k, i) => known.cids.set(k, read[i]!));
@@ -150,9 +164,14 @@ export class AccountState {
 
   /**
    * Takes a landed commit's answer: records the new state, and returns for each write the answer its
-   * own putRecord or deleteRecord would have had; undefined when the answer does not say enough.
+   * own putRecord or deleteRecord would have had, and the record's new CID (null: deleted), with the
+   * commit's revision; undefined when the answer does not say enough.
    */
-  landed(swapCommit: string, ops: RefOp[], body: Buffer): HttpResponse[] | undefined {
+  landed(
+    swapCommit: string,
+    ops: RefOp[],
+    body: Buffer,
+  ): { answers: HttpResponse[]; cids: Array<string | null>; rev: string } | undefined {
     const res = jsonOf(body) as
       | {
           commit?: { cid?: unknown; rev?: unknown };
@@ -180,15 +199,18 @@ export class AccountState {
         }),
       );
     }
+    const cids = ops.map((op, i) => (op.kind === 'delete' ? null : (results[i]!.cid as string)));
     const known = this.#known;
-    if (known === undefined || known.commit !== swapCommit) this.#known = undefined;
+    if (known === undefined || known.commit !== swapCommit) this.forget();
     else {
+      const before = known.rev;
       known.commit = commit.cid;
-      ops.forEach((op, i) =>
-        known.cids.set(op.rkey, op.kind === 'delete' ? null : (results[i]!.cid as string)),
-      );
+      known.rev = commit.rev;
+      ops.forEach((op, i) => known.cids.set(op.rkey, cids[i]!));
+      const from = this.#chain?.to === before ? this.#chain.from : before;
+      this.#chain = { from, to: commit.rev };
     }
-    return answers;
+    return { answers, cids, rev: commit.rev };
   }
 
   async #get(nsid: string, params: Record<string, string>): Promise<HttpResponse> {
@@ -197,11 +219,13 @@ export class AccountState {
     return this.#transport.request(url, { method: 'GET', headers: {}, body: null });
   }
 
-  async #latestCommit(): Promise<string> {
+  async #latestCommit(): Promise<{ commit: string; rev: string }> {
     const res = await this.#get('com.atproto.sync.getLatestCommit', { did: this.did });
-    const cid = res.status === 200 ? (jsonOf(res.body) as { cid?: unknown } | undefined)?.cid : undefined;
-    if (typeof cid !== 'string') throw new Error(`getLatestCommit answered ${res.status}`);
-    return cid;
+    const body =
+      res.status === 200 ? (jsonOf(res.body) as { cid?: unknown; rev?: unknown } | undefined) : undefined;
+    if (typeof body?.cid !== 'string' || typeof body.rev !== 'string')
+      throw new Error(`getLatestCommit answered ${res.status}`);
+    return { commit: body.cid, rev: body.rev };
   }
 
   async #recordCid(rkey: string): Promise<string | null> {

@@ -1,7 +1,9 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import type { Context } from '../context.ts';
+import { isKnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
+import { parseRefRecord } from '../remote/ref-record.ts';
 import { safeText } from '../text/terminal.ts';
 import { GroupCommit } from './group-commit.ts';
 import { PdsStream } from './stream.ts';
@@ -53,7 +55,19 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
   const views = new Views();
   const streams = new Map<string, PdsStream>();
   const loading = new Map<string, Promise<void>>();
-  const group = new GroupCommit(ctx.transport, log);
+  const group = new GroupCommit(ctx.transport, log, (did, rev, writes) => {
+    try {
+      for (const w of writes) {
+        const ref =
+          w.cid === null ? null : { key: w.rkey, cid: w.cid, rev, record: parseRefRecord(w.record) };
+        views.apply(did, w.rkey, ref, rev);
+      }
+    } catch (err) {
+      // A record the views cannot read (no helper of ours writes one): they cannot follow this account.
+      if (!isKnotlessError(err)) throw err;
+      drop(views.drop({ did }), 'a group commit wrote a record it cannot read');
+    }
+  });
   const drop = (dropped: { repo: string; did: string }[], why: string): void => {
     for (const v of dropped) log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
   };
@@ -138,9 +152,11 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
       log(`reading the latest revision of ${safeText(owner.did)}: ${safeText(String(err))}`);
       return undefined;
     }
+    const seen = stream.seen(owner.did);
     const caughtUp =
       view.baseRev >= latest ||
-      stream.seen(owner.did) >= latest ||
+      seen >= latest ||
+      group.caughtUp(owner.did, latest, seen > view.baseRev ? seen : view.baseRev) ||
       (await stream.waitForRev(owner.did, latest, CATCH_UP_MS));
     // Dropped or replaced while we waited: the helper lists.
     if (!caughtUp || views.get(owner.did, name) !== view || !view.ready) return undefined;
