@@ -28,9 +28,9 @@ export default tseslint.config(
     },
   },
   {
-    // Text reaches a terminal through one escaping sink (packages/knotless/src/text/terminal.ts):
+    // Text reaches a terminal through one escaping sink (packages/knotless-core/src/text/terminal.ts):
     // a hostile ref name or PDS message must never be written raw (issue 11).
-    files: ['packages/knotless/src/**/*.ts'],
+    files: ['packages/knotless/src/**/*.ts', 'packages/knotless-core/src/**/*.ts'],
     rules: {
       'no-restricted-syntax': [
         'error',
@@ -38,12 +38,12 @@ export default tseslint.config(
           selector:
             "MemberExpression[object.object.name='process'][object.property.name=/^(stdout|stderr)$/][property.name='write']",
           message:
-            'Print through printErr/safeIo (src/text/terminal.ts, src/cli/io.ts), which escape network text.',
+            'Print through printErr/safeIo (text/terminal.ts in knotless-core, cli/io.ts in knotless), which escape network text.',
         },
         {
           selector: "MemberExpression[object.name='console'][property.name=/^(log|error|warn|info)$/]",
           message:
-            'Print through printErr/safeIo (src/text/terminal.ts, src/cli/io.ts), which escape network text.',
+            'Print through printErr/safeIo (text/terminal.ts in knotless-core, cli/io.ts in knotless), which escape network text.',
         },
       ],
     },

@@ -1,5 +1,5 @@
 // One https GET with the helper's client (xrpc/http1.ts), then exit: bundled and run by tls-start.ts.
-import { Http1Pool } from '../../packages/knotless/src/xrpc/http1.ts';
+import { Http1Pool } from '../../packages/knotless-core/src/xrpc/http1.ts';
 
 const fs = process.getBuiltinModule('node:fs');
 const port = Number(process.env['TLS_START_PORT']);

@@ -5,11 +5,15 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
-import { isKnotlessError } from '../../packages/knotless/src/errors.ts';
-import { checkPackBounds } from '../../packages/knotless/src/git/pack-check.ts';
-import { isObjectId, isValidRefName } from '../../packages/knotless/src/git/refname.ts';
-import { MAX_PACKS, parseRefRecord, writeRefRecord } from '../../packages/knotless/src/remote/ref-record.ts';
-import { parseRepoRecord } from '../../packages/knotless/src/repo/records.ts';
+import { isKnotlessError } from '../../packages/knotless-core/src/errors.ts';
+import { checkPackBounds } from '../../packages/knotless-core/src/git/pack-check.ts';
+import { isObjectId, isValidRefName } from '../../packages/knotless-core/src/git/refname.ts';
+import {
+  MAX_PACKS,
+  parseRefRecord,
+  writeRefRecord,
+} from '../../packages/knotless-core/src/records/ref-record.ts';
+import { parseRepoRecord } from '../../packages/knotless-core/src/records/repo-records.ts';
 import { main, type Gen } from './gen.ts';
 
 function fail(what: string, input: unknown): never {

@@ -1,4 +1,4 @@
-// Fuzzes the ref-name key encoding (packages/knotless/src/remote/ref-key.ts): every key uses only
+// Fuzzes the ref-name key encoding (packages/knotless-core/src/records/ref-key.ts): every key uses only
 // record-key characters and never `~`, decoding gives the name back, no two names share a key (in one
 // repository or across repositories), keys fit in 512 characters, and decoding garbage never throws.
 // `node scripts/fuzz/ref-key.ts [--cases N] [--seed S]`.
@@ -7,8 +7,8 @@ import {
   parseRefName,
   refKey,
   writeRefName,
-} from '../../packages/knotless/src/remote/ref-key.ts';
-import { isValidRepoName } from '../../packages/knotless/src/repo/name.ts';
+} from '../../packages/knotless-core/src/records/ref-key.ts';
+import { isValidRepoName } from '../../packages/knotless-core/src/records/name.ts';
 import { main, type Gen } from './gen.ts';
 
 const KEY_CHARS = /^[A-Za-z0-9._:~-]+$/;

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { serveHttpBackend } from 'knotless';
+import { serveHttpBackend } from 'knotless-core';
 import { listenOnFreePort } from './ports.ts';
 
 /** A running `git http-backend` server: git's own smart HTTP, the peer knotless is measured against. */

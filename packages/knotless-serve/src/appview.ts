@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { safeText } from 'knotless';
+import { safeText } from 'knotless-core';
 import type { ServeConfig } from './config.ts';
 import { Index } from './db/index-store.ts';
 import { openDatabase } from './db/open.ts';

@@ -3,7 +3,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { safeText } from 'knotless';
+import { safeText } from 'knotless-core';
 import { startAppview } from './appview.ts';
 import { defaultConfig, type ServeConfig } from './config.ts';
 

@@ -1,11 +1,11 @@
 import { AgentClient } from './agent/client.ts';
 import { SessionStore } from './auth/store.ts';
-import { readConfig, type Config } from './config/env.ts';
-import { IdentityResolver, type Identity } from './identity/resolver.ts';
-import { RemoteRepo } from './remote/remote-repo.ts';
-import { RepoRecords } from './repo/records.ts';
-import { transportFor, type Transport } from './xrpc/transport.ts';
-import { XrpcClient, type Authorizer } from './xrpc/client.ts';
+import { readConfig, type Config } from 'knotless-core/config/env';
+import { IdentityResolver, type Identity } from 'knotless-core/identity/resolver';
+import { RemoteRepo } from 'knotless-core/records/remote-repo';
+import { RepoRecords } from 'knotless-core/records/repo-records';
+import { transportFor, type Transport } from 'knotless-core/xrpc/transport';
+import { XrpcClient, type Authorizer } from 'knotless-core/xrpc/client';
 
 /** What every command needs: configuration, the connection pool, identity and sessions. */
 export class Context {

@@ -1,4 +1,4 @@
-import type { ErrorCode } from './errors.ts';
+import type { ErrorCode } from 'knotless-core/errors';
 
 /**
  * The exit status for each kind of failure, decided here and nowhere else. Grouped so scripts can

@@ -5,8 +5,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { IdResolver } from '@atproto/identity';
-import { Http1Pool, type Endpoint } from '../src/xrpc/http1.ts';
-import { fetchOver, transportFor } from '../src/xrpc/transport.ts';
+import { Http1Pool, type Endpoint } from '../../knotless-core/src/xrpc/http1.ts';
+import { fetchOver, transportFor } from '../../knotless-core/src/xrpc/transport.ts';
 import { closed, flood, rawServer } from './helpers/hostile-server.ts';
 
 const at = (port: number): Endpoint => ({ kind: 'tcp', host: '127.0.0.1', port, secure: false });
@@ -57,7 +57,7 @@ describe('HTTP client against hostile servers', () => {
       count = flood(sock, Buffer.alloc(256 * 1024, 120));
     });
     // A process of its own, so that its peak RSS is the client's alone (not the server's, nor the tests').
-    const client = new URL('../src/xrpc/http1.ts', import.meta.url).href;
+    const client = new URL('../../knotless-core/src/xrpc/http1.ts', import.meta.url).href;
     const script = `
       const { Http1Pool } = await import(${JSON.stringify(client)});
       const req = { method: 'GET', target: '/', headers: { host: 'x' }, body: null, maxBytes: 32 * 1024 * 1024 };

@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import { spawnAgent } from './helpers/agent.ts';
 import { knotless, runProcess } from './helpers/cli.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
+import { startImpostor } from './helpers/impostor.ts';
 import { useNetwork } from './helpers/network.ts';
 import { approveWith, closeBrowser, denyWith, oauthLogin } from './helpers/oauth-browser.ts';
 
@@ -222,6 +223,45 @@ describe('OAuth login', () => {
       blob.stderr,
       /does not grant the scope blob:application\/x-git-packed-objects that this needs/,
     );
+  });
+
+  it("never sends the session's tokens to another account's server", async () => {
+    const impostor = await startImpostor(t.net.plcUrl, 'mallory.test');
+    try {
+      const url = `knotless://${impostor.did}/x`;
+      const dir = alice.dir();
+      // Its server says there is no such repository; what matters is what was sent to it.
+      const listed = await alice.git(dir, 'ls-remote', url);
+      assert.match(listed.stderr, /does not exist/);
+      await alice.ok(dir, 'init', '-q', 'w');
+      await commitFiles(alice, `${dir}/w`, { a: '1' }, 'one');
+      const pushed = await alice.git(`${dir}/w`, 'push', url, 'HEAD:refs/heads/main');
+      assert.notEqual(pushed.code, 0);
+      assert.ok(impostor.methods().includes('com.atproto.repo.listRecords'), 'the impostor was asked');
+      for (const r of impostor.requests) {
+        assert.equal(r.headers.authorization, undefined, `${r.method} ${r.url} carried a token`);
+        assert.equal(r.headers.dpop, undefined, `${r.method} ${r.url} carried a DPoP proof`);
+      }
+    } finally {
+      await impostor.close();
+    }
+  });
+
+  it('a forged answer on the loopback port neither ends nor takes over the sign-in', async () => {
+    const env = t.env();
+    const forged: number[] = [];
+    const res = await oauthLogin(env, 'bob.test', async (page) => {
+      // The loopback client_id names the redirect, and with it the port a hostile page would guess.
+      const clientId = new URL(new URL(page.url()).searchParams.get('client_id')!);
+      const redirect = new URL(clientId.searchParams.get('redirect_uri')!);
+      assert.equal(redirect.hostname, '127.0.0.1');
+      for (const q of ['error=access_denied', 'state=forged&code=stolen&iss=http%3A%2F%2Fevil', ''])
+        forged.push((await fetch(`${redirect.origin}/callback?${q}`)).status);
+      await approveWith(t.password)(page);
+    });
+    assert.deepEqual(forged, [400, 400, 400]);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stderr, /Logged in as bob\.test \(did:plc:[a-z0-9]+\) with OAuth\./);
   });
 
   it('refuses access denied at the consent page with one sentence and stores nothing', async () => {

@@ -1,9 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCodes, KnotlessError } from '../src/errors.ts';
-import { XrpcError, generalFailure } from '../src/xrpc/client.ts';
-import { NoAnswer, unreachable } from '../src/xrpc/no-answer.ts';
-import { isAuthRejection, pdsRefusal, type XrpcAnswer } from '../src/xrpc/pds-errors.ts';
+import { ErrorCodes, KnotlessError } from '../../knotless-core/src/errors.ts';
+import { XrpcError, generalFailure } from '../../knotless-core/src/xrpc/client.ts';
+import { NoAnswer, unreachable } from '../../knotless-core/src/xrpc/no-answer.ts';
+import {
+  isAuthRejection,
+  missingScope,
+  pdsRefusal,
+  type XrpcAnswer,
+} from '../../knotless-core/src/xrpc/pds-errors.ts';
 
 const answer = (status: number, error: string, message = ''): XrpcAnswer => ({ status, error, message });
 
@@ -80,6 +85,18 @@ describe('PDS refusals, classified by their XRPC error name', () => {
     assert.equal(code(new XrpcError(413, 'PayloadTooLarge', 'request entity too large')), 'too-large');
     const quoted = generalFailure(new XrpcError(400, 'Odd\u001b[2J', 'bad\nline'), 'writing') as Error;
     assert.ok(!quoted.message.includes('\u001b') && !quoted.message.includes('\n'), quoted.message);
+  });
+
+  it('reads the missing OAuth scope only from a 403 whose whole message says so', () => {
+    const a = (status: number, message: string): XrpcAnswer => ({ status, error: 'Forbidden', message });
+    assert.equal(
+      missingScope(a(403, 'Missing required scope "repo:dev.knotless.ref?action=create"')),
+      'repo:dev.knotless.ref?action=create',
+    );
+    assert.equal(missingScope(a(400, 'Missing required scope "x"')), undefined);
+    assert.equal(missingScope(a(403, 'Oops. Missing required scope "x"')), undefined);
+    assert.equal(missingScope(a(403, 'Missing required scope "x" and more')), undefined);
+    assert.equal(missingScope(a(403, 'Missing required scope "a\nb"')), undefined);
   });
 });
 

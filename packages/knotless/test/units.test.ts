@@ -7,12 +7,12 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { AgentClient } from '../src/agent/client.ts';
 import { SessionStore } from '../src/auth/store.ts';
-import { NESTED_MARKER, readConfig } from '../src/config/env.ts';
+import { NESTED_MARKER, readConfig } from '../../knotless-core/src/config/env.ts';
 import { shellQuote } from '../src/dev/env-file.ts';
-import { isKnotlessError } from '../src/errors.ts';
-import { readJson } from '../src/fsutil.ts';
-import { IdentityCache } from '../src/identity/cache.ts';
-import { isValidRepoName, parseRepoSpec } from '../src/repo/name.ts';
+import { isKnotlessError } from '../../knotless-core/src/errors.ts';
+import { readJson } from '../../knotless-core/src/fsutil.ts';
+import { IdentityCache } from '../../knotless-core/src/identity/cache.ts';
+import { isValidRepoName, parseRepoSpec } from '../../knotless-core/src/records/name.ts';
 
 describe('repository names', () => {
   it('parses [handle/]name', () => {
@@ -116,14 +116,16 @@ describe('configuration', () => {
   });
 
   it('is the only reader of the environment: other modules take a Config (git/run.ts only passes it on)', () => {
-    const src = path.join(import.meta.dirname, '..', 'src');
+    const packages = path.join(import.meta.dirname, '..', '..');
     const readers: string[] = [];
-    for (const file of fs.readdirSync(src, { recursive: true, encoding: 'utf8' })) {
-      if (!file.endsWith('.ts') || file === path.join('config', 'env.ts')) continue;
-      const text = fs.readFileSync(path.join(src, file), 'utf8');
-      // Spreading the whole environment into a child's is passing it, not reading a variable.
-      const reads = text.replaceAll('...process.env,', '').match(/process\.env|\benv\[\s*['"`]/g);
-      if (reads !== null) readers.push(`${file}: ${reads.join(', ')}`);
+    for (const src of ['knotless/src', 'knotless-core/src'].map((p) => path.join(packages, p))) {
+      for (const file of fs.readdirSync(src, { recursive: true, encoding: 'utf8' })) {
+        if (!file.endsWith('.ts') || file === path.join('config', 'env.ts')) continue;
+        const text = fs.readFileSync(path.join(src, file), 'utf8');
+        // Spreading the whole environment into a child's is passing it, not reading a variable.
+        const reads = text.replaceAll('...process.env,', '').match(/process\.env|\benv\[\s*['"`]/g);
+        if (reads !== null) readers.push(`${file}: ${reads.join(', ')}`);
+      }
     }
     assert.deepEqual(readers, []);
   });

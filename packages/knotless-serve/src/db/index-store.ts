@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import type { RefRecord } from 'knotless';
+import type { RefRecord } from 'knotless-core';
 import type { Database, OwnerTable, PushTable, RefTable, RepoTable } from './schema.ts';
 import type { Engine } from './open.ts';
 

@@ -1,4 +1,4 @@
-import { REF_COLLECTION, REPO_COLLECTION } from 'knotless';
+import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import type { EventSource, Index } from '../db/index-store.ts';
 import { repoOfKey } from '../db/index-store.ts';
 import { refRecordOf, repoRecordOf } from './records.ts';

@@ -1,4 +1,11 @@
-import { REF_COLLECTION, REPO_COLLECTION, XrpcClient, listRecords, rkeyOf, type Transport } from 'knotless';
+import {
+  REF_COLLECTION,
+  REPO_COLLECTION,
+  XrpcClient,
+  listRecords,
+  rkeyOf,
+  type Transport,
+} from 'knotless-core';
 import type { Index } from '../db/index-store.ts';
 import { applyWrite } from './apply.ts';
 import type { Identities } from './identities.ts';

@@ -1,4 +1,4 @@
-import { REF_COLLECTION, REPO_COLLECTION } from 'knotless';
+import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import type { Index } from '../db/index-store.ts';
 import { applyWrite } from './apply.ts';
 import type { Identities } from './identities.ts';

@@ -1,5 +1,5 @@
 import { CID } from 'multiformats/cid';
-import { isKnotlessError, parseRefRecord, type RefRecord } from 'knotless';
+import { isKnotlessError, parseRefRecord, type RefRecord } from 'knotless-core';
 
 /**
  * A record decoded from CBOR (bytes as Uint8Array, links as CID objects) in its JSON form

@@ -3,7 +3,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { fetchOver, type Transport } from 'knotless';
+import { fetchOver, type Transport } from 'knotless-core';
 
 /** Thrown when a PDS, blob or image would be fetched from an address the appview must not reach. */
 export class AddressRefused extends Error {

@@ -14,7 +14,7 @@ import {
   withRelist,
   type PackEntry,
   type Transport,
-} from 'knotless';
+} from 'knotless-core';
 import type { ServeConfig } from '../config.ts';
 import type { Index, RefRow } from '../db/index-store.ts';
 import type { Identities } from '../ingest/identities.ts';

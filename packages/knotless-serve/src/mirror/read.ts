@@ -4,7 +4,7 @@ import {
   isValidRefName,
   runGit as runGitUnbounded,
   type RunGitOptions,
-} from 'knotless';
+} from 'knotless-core';
 import { requestSignal } from '../web/deadline.ts';
 import { Memo } from './history.ts';
 import { mirrorRefs } from './ref-cache.ts';

@@ -1,6 +1,6 @@
 import type http from 'node:http';
 import path from 'node:path';
-import { serveHttpBackend } from 'knotless';
+import { serveHttpBackend } from 'knotless-core';
 
 /**
  * Serves one mirror read-only over git's smart HTTP protocol (knotless's `git http-backend` bridge).

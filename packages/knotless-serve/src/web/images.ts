@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
-import { safeText } from 'knotless';
+import { safeText } from 'knotless-core';
 import { AddressRefused, checkUrl, guardedAgents } from '../mirror/guard.ts';
 import { HttpError } from './http-error.ts';
 

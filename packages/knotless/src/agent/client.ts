@@ -1,8 +1,8 @@
 import fs from 'node:fs';
-import type { RemoteRef } from '../remote/remote-repo.ts';
-import { safeText } from '../text/terminal.ts';
-import { Http1Pool } from '../xrpc/http1.ts';
-import type { HttpRequest, HttpResponse, Transport } from '../xrpc/transport.ts';
+import type { RemoteRef } from 'knotless-core/records/remote-repo';
+import { safeText } from 'knotless-core/text/terminal';
+import { Http1Pool } from 'knotless-core/xrpc/http1';
+import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
 
 /**

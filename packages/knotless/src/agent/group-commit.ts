@@ -1,7 +1,7 @@
-import { REF_COLLECTION } from '../repo/collections.ts';
-import { safeText } from '../text/terminal.ts';
-import { pdsRefusal } from '../xrpc/pds-errors.ts';
-import type { HttpResponse, Transport } from '../xrpc/transport.ts';
+import { REF_COLLECTION } from 'knotless-core/records/collections';
+import { safeText } from 'knotless-core/text/terminal';
+import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
+import type { HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import { AccountState, parseWrite, swapAnswer, type RefOp } from './group-state.ts';
 
 /**

@@ -1,5 +1,5 @@
-import { mapLimit } from '../remote/packs.ts';
-import type { HttpResponse, Transport } from '../xrpc/transport.ts';
+import { mapLimit } from 'knotless-core/packs/transfer';
+import type { HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 
 /** One ref write a helper sent (`putRecord` or `deleteRecord`), as the group commit needs it. */
 export interface RefOp {

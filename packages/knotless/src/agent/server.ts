@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import type { Context } from '../context.ts';
-import { isKnotlessError } from '../errors.ts';
-import type { Identity } from '../identity/resolver.ts';
-import { parseRefRecord } from '../remote/ref-record.ts';
-import { safeText } from '../text/terminal.ts';
+import { isKnotlessError } from 'knotless-core/errors';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { parseRefRecord } from 'knotless-core/records/ref-record';
+import { safeText } from 'knotless-core/text/terminal';
 import { GroupCommit } from './group-commit.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
@@ -89,7 +89,7 @@ export async function startAgent(ctx: Context, socket: string, log: (line: strin
     streams.set(pds, stream);
     const [{ IdResolver, MemoryCache }, { fetchOver }] = await Promise.all([
       import('@atproto/identity'),
-      import('../xrpc/transport.ts'),
+      import('knotless-core/xrpc/transport'),
     ]);
     // Keys cached: @atproto/sync refreshes a cached key by itself when a commit's signature fails.
     const idResolver = new IdResolver({

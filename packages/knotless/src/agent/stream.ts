@@ -1,10 +1,10 @@
 import type { IdResolver } from '@atproto/identity';
 import type { lexToJson as LexToJson } from '@atproto/lex-json';
 import type { parseCommitAuthenticated as ParseCommit } from '@atproto/sync';
-import { MAX_RECORD_BYTES, parseRefRecord } from '../remote/ref-record.ts';
-import type { RemoteRef } from '../remote/remote-repo.ts';
-import { REF_COLLECTION, refKeyPrefix } from '../repo/collections.ts';
-import { safeText } from '../text/terminal.ts';
+import { MAX_RECORD_BYTES, parseRefRecord } from 'knotless-core/records/ref-record';
+import type { RemoteRef } from 'knotless-core/records/remote-repo';
+import { REF_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
+import { safeText } from 'knotless-core/text/terminal';
 
 const METHOD = 'com.atproto.sync.subscribeRepos';
 

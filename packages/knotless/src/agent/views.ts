@@ -1,6 +1,6 @@
-import { parseRefRecord, writeRefRecord } from '../remote/ref-record.ts';
-import type { RemoteRef } from '../remote/remote-repo.ts';
-import { refKeyPrefix } from '../repo/collections.ts';
+import { parseRefRecord, writeRefRecord } from 'knotless-core/records/ref-record';
+import type { RemoteRef } from 'knotless-core/records/remote-repo';
+import { refKeyPrefix } from 'knotless-core/records/collections';
 
 /** The agent's view of one repository's refs. */
 export interface RepoView {

@@ -1,9 +1,9 @@
 import path from 'node:path';
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import type { Identity } from '../identity/resolver.ts';
-import { printErr, safeText } from '../text/terminal.ts';
-import { XrpcError, generalFailure } from '../xrpc/client.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { printErr, safeText } from 'knotless-core/text/terminal';
+import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
 import { PasswordSession } from './password-session.ts';
 import { OAuthSession } from './oauth-session.ts';
 import {

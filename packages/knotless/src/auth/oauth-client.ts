@@ -6,10 +6,10 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type * as OAuthModule from '@atproto/oauth-client-node';
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import { readJson, writeFileAtomic } from '../fsutil.ts';
-import { safeText } from '../text/terminal.ts';
-import { fetchOver } from '../xrpc/transport.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
+import { safeText } from 'knotless-core/text/terminal';
+import { fetchOver } from 'knotless-core/xrpc/transport';
 import { withSessionLock, type OAuthStoredSession, type SessionStore } from './store.ts';
 
 /** What `knotless login` asks for: its own two collections and pack blobs, nothing else. */
@@ -19,6 +19,9 @@ export const DEFAULT_SCOPE =
 export type OAuth = typeof OAuthModule;
 export type OAuthClient = InstanceType<OAuth['NodeOAuthClient']>;
 type SavedSession = OAuthModule.NodeSavedSession;
+
+/** The states of the authorizations a `knotless login` has in flight. */
+export type LoginStates = ReturnType<typeof memoryStore<OAuthModule.NodeSavedState>>;
 
 /** Loads the client library (a vendored bundle in the installed CLI) only when OAuth is used. */
 export async function loadOAuth(): Promise<OAuth> {
@@ -127,9 +130,11 @@ function diskCache<V>(dir: string, ttlMs: number) {
 }
 
 /** In-memory state store: an authorization in flight lives only as long as `knotless login`. */
-function memoryStore<V>() {
+export function memoryStore<V>() {
   const m = new Map<string, V>();
   return {
+    /** True when `k` is the state of an authorization this process started and has not finished. */
+    has: (k: string) => m.has(k),
     get: (k: string) => Promise.resolve(m.get(k)),
     set: (k: string, v: V) => Promise.resolve(void m.set(k, v)),
     del: (k: string) => Promise.resolve(void m.delete(k)),
@@ -141,6 +146,7 @@ export async function oauthClientFor(
   ctx: Context,
   store: SessionStore,
   meta: Omit<OAuthStoredSession, 'oauth'>,
+  states: LoginStates = memoryStore(),
 ): Promise<{ oauth: OAuth; client: OAuthClient }> {
   const oauth = await loadOAuth();
   const client = new oauth.NodeOAuthClient({
@@ -148,7 +154,7 @@ export async function oauthClientFor(
     responseMode: 'query',
     // Plain http only for a PDS on this machine (the dev network); never a downgrade elsewhere.
     allowHttp: isLoopbackUrl(meta.pds),
-    stateStore: memoryStore(),
+    stateStore: states,
     sessionStore: sessionStoreFor(store, meta),
     requestLock: fileLock(store),
     identityResolver: identityResolverFor(ctx),

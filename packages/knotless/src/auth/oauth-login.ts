@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import { safeText } from '../text/terminal.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
 import { accountLine } from './login.ts';
-import { DEFAULT_SCOPE, loadOAuth, oauthClientFor } from './oauth-client.ts';
+import { DEFAULT_SCOPE, loadOAuth, memoryStore, oauthClientFor, type LoginStates } from './oauth-client.ts';
 import { PasswordSession } from './password-session.ts';
 import type { OAuthStoredSession } from './store.ts';
 
@@ -27,14 +27,26 @@ interface Callback {
   answer(ok: boolean, text: string): void;
 }
 
-/** Listens on 127.0.0.1 (RFC 8252 loopback redirect) for the authorization server's redirect. */
-async function listenForCallback(): Promise<{ port: number; next: Promise<Callback>; close(): void }> {
+/**
+ * Listens on 127.0.0.1 (RFC 8252 loopback redirect) for the authorization server's redirect. Only a
+ * request carrying the state of the authorization this login started is taken: any other local
+ * process, or a web page guessing the port, gets a 400 and cannot end or hijack the sign-in.
+ */
+async function listenForCallback(
+  expected: (state: string) => boolean,
+): Promise<{ port: number; next: Promise<Callback>; close(): void }> {
   let deliver!: (cb: Callback) => void;
   const next = new Promise<Callback>((resolve) => (deliver = resolve));
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     if (url.pathname !== '/callback') {
       res.writeHead(404).end();
+      return;
+    }
+    if (!expected(url.searchParams.get('state') ?? '')) {
+      res
+        .writeHead(400, { 'content-type': 'text/plain; charset=utf-8' })
+        .end('This is not the answer to a sign-in knotless started.\n');
       return;
     }
     deliver({
@@ -85,7 +97,8 @@ export async function oauthLogin(
   const pds = ctx.resolver.serviceFor(identity);
   opts.notice(`Signing in as ${accountLine(identity)} at ${safeText(pds)}`);
   const previous = ctx.sessions.get(identity.did);
-  const callback = await listenForCallback();
+  const states: LoginStates = memoryStore();
+  const callback = await listenForCallback((state) => states.has(state));
   try {
     const redirect = `http://127.0.0.1:${callback.port}/callback` as const;
     const scope = opts.scope ?? DEFAULT_SCOPE;
@@ -107,7 +120,7 @@ export async function oauthLogin(
       clientId,
       createdAt: new Date().toISOString(),
     };
-    const { client } = await oauthClientFor(ctx, ctx.sessions, meta);
+    const { client } = await oauthClientFor(ctx, ctx.sessions, meta, states);
     let url: URL;
     try {
       url = await client.authorize(identity.did, { scope, redirect_uri: redirect });

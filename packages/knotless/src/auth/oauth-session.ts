@@ -1,7 +1,8 @@
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import { safeText } from '../text/terminal.ts';
-import type { HttpRequest, HttpResponse } from '../xrpc/transport.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
+import type { HttpRequest, HttpResponse } from 'knotless-core/xrpc/transport';
+import { missingScope } from 'knotless-core/xrpc/pds-errors';
 import { loadOAuth, oauthClientFor, type OAuth } from './oauth-client.ts';
 import type { OAuthStoredSession, SessionAuthorizer, SessionStore } from './store.ts';
 
@@ -101,12 +102,16 @@ export class OAuthSession implements SessionAuthorizer {
       if (err instanceof SyntaxError) return;
       throw err;
     }
-    const m = typeof e.message === 'string' ? /Missing required scope "([^"]+)"/.exec(e.message) : null;
-    if (m === null) return;
+    const scope = missingScope({
+      status: 403,
+      error: typeof e.error === 'string' ? e.error : 'HTTP403',
+      message: typeof e.message === 'string' ? e.message : '',
+    });
+    if (scope === undefined) return;
     const h = safeText(this.#stored.handle);
     throw new KnotlessError(
       'scope-missing',
-      `Your OAuth session does not grant the scope ${safeText(m[1]!, 200)} that this needs; run \`knotless login ${h}\` again to grant it.`,
+      `Your OAuth session does not grant the scope ${safeText(scope, 200)} that this needs; run \`knotless login ${h}\` again to grant it.`,
     );
   }
 

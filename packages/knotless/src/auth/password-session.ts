@@ -1,8 +1,8 @@
-import { KnotlessError, isKnotlessError } from '../errors.ts';
-import { safeText } from '../text/terminal.ts';
-import type { XrpcClient } from '../xrpc/client.ts';
-import { XrpcError, generalFailure } from '../xrpc/client.ts';
-import { isAuthRejection } from '../xrpc/pds-errors.ts';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
+import type { XrpcClient } from 'knotless-core/xrpc/client';
+import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
+import { isAuthRejection } from 'knotless-core/xrpc/pds-errors';
 import {
   withSessionLock,
   type PasswordStoredSession,

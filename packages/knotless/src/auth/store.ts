@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { isMissing, readJson, writeFileAtomic } from '../fsutil.ts';
-import type { Authorizer } from '../xrpc/client.ts';
+import { isMissing, readJson, writeFileAtomic } from 'knotless-core/fsutil';
+import type { Authorizer } from 'knotless-core/xrpc/client';
 
 /**
  * Runs `fn` holding the lock on a session file, across processes: refresh tokens are single-use, so

@@ -1,5 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { KnotlessError } from '../errors.ts';
+import { KnotlessError } from 'knotless-core/errors';
 import type { Args, Command } from './command.ts';
 
 /** What the words after a command ask for: its help, or a run with these arguments. */

@@ -1,4 +1,4 @@
-import { safeLine } from '../text/terminal.ts';
+import { safeLine } from 'knotless-core/text/terminal';
 
 /** Where a command writes: results to stdout, messages to stderr; stdin for prompts. */
 export interface Io {

@@ -1,6 +1,6 @@
 import readline from 'node:readline';
-import { KnotlessError } from '../errors.ts';
-import { safeLine } from '../text/terminal.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { safeLine } from 'knotless-core/text/terminal';
 import type { Io } from './io.ts';
 
 /** Reads one line from a non-terminal stdin (a pipe or file), e.g. a password piped in by a script. */

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { BIN_SCRIPTS } from '../bin/paths.ts';
-import { writeFileAtomic } from '../fsutil.ts';
+import { writeFileAtomic } from 'knotless-core/fsutil';
 
 /** Quotes a value for a POSIX shell. */
 export function shellQuote(value: string): string {

@@ -1,15 +1,15 @@
 import fs from 'node:fs';
-import { BlobCache } from '../cache/blob-cache.ts';
-import { crashPoint } from '../crash.ts';
-import { IndexedPacks } from '../cache/indexed-packs.ts';
-import { gitDir, presentObjects } from '../git/objects.ts';
-import { indexPack } from '../git/pack.ts';
-import { GitError } from '../git/run.ts';
-import { KnotlessError } from '../errors.ts';
-import { loadPack, mapLimit, remoteChanged, withRelist } from '../remote/packs.ts';
-import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
-import { safeText } from '../text/terminal.ts';
-import { Meter } from './progress.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { crashPoint } from 'knotless-core/crash';
+import { IndexedPacks } from 'knotless-core/cache/indexed-packs';
+import { gitDir, presentObjects } from 'knotless-core/git/objects';
+import { indexPack } from 'knotless-core/git/pack';
+import { GitError } from 'knotless-core/git/run';
+import { KnotlessError } from 'knotless-core/errors';
+import { loadPack, mapLimit, remoteChanged, withRelist } from 'knotless-core/packs/transfer';
+import { unionPacks, type PackEntry } from 'knotless-core/records/ref-record';
+import { safeText } from 'knotless-core/text/terminal';
+import { Meter } from 'knotless-core/text/progress';
 import type { HelperState } from './state.ts';
 
 /**

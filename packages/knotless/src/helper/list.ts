@@ -1,4 +1,4 @@
-import type { RemoteRef } from '../remote/remote-repo.ts';
+import type { RemoteRef } from 'knotless-core/records/remote-repo';
 
 /**
  * The answer to `list` / `list for-push`. HEAD is a symref line (so a clone checks out the default

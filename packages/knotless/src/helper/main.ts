@@ -1,10 +1,10 @@
 import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
-import { readConfig } from '../config/env.ts';
-import { KnotlessError } from '../errors.ts';
+import { readConfig } from 'knotless-core/config/env';
+import { KnotlessError } from 'knotless-core/errors';
 import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
-import { internalErrorLines, printErr, safeText } from '../text/terminal.ts';
-import { closeTransport } from '../xrpc/transport.ts';
+import { internalErrorLines, printErr, safeText } from 'knotless-core/text/terminal';
+import { closeTransport } from 'knotless-core/xrpc/transport';
 import { formatList } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
 import { HelperState } from './state.ts';

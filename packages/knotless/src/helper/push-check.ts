@@ -1,8 +1,8 @@
-import type { GitReason } from '../errors.ts';
-import { isAncestor } from '../git/objects.ts';
-import { ZERO_OID } from '../git/refname.ts';
-import { GitError } from '../git/run.ts';
-import type { RemoteRef } from '../remote/remote-repo.ts';
+import type { GitReason } from 'knotless-core/errors';
+import { isAncestor } from 'knotless-core/git/objects';
+import { ZERO_OID } from 'knotless-core/git/refname';
+import { GitError } from 'knotless-core/git/run';
+import type { RemoteRef } from 'knotless-core/records/remote-repo';
 
 /** One `push` line, resolved: where to, what to (undefined: delete), forced or not. */
 export interface Update {

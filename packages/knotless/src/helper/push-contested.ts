@@ -1,6 +1,6 @@
-import type { Authorizer } from '../xrpc/client.ts';
-import { SwapConflict, contestedSentence, type RemoteRepo } from '../remote/remote-repo.ts';
-import { printErr } from '../text/terminal.ts';
+import type { Authorizer } from 'knotless-core/xrpc/client';
+import { SwapConflict, contestedSentence, type RemoteRepo } from 'knotless-core/records/remote-repo';
+import { printErr } from 'knotless-core/text/terminal';
 import type { Update } from './push-check.ts';
 import type { Written } from './push-write.ts';
 import type { HelperState } from './state.ts';

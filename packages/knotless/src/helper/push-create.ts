@@ -1,7 +1,7 @@
-import { crashPoint } from '../crash.ts';
-import { mapLimit } from '../remote/packs.ts';
-import { refKey } from '../remote/ref-key.ts';
-import type { RefRecord } from '../remote/ref-record.ts';
+import { crashPoint } from 'knotless-core/crash';
+import { mapLimit } from 'knotless-core/packs/transfer';
+import { refKey } from 'knotless-core/records/ref-key';
+import type { RefRecord } from 'knotless-core/records/ref-record';
 import type { Update } from './push-check.ts';
 import { headRecord, MAX_WRITES_PER_COMMIT, recordFor, type Written, type WriteJob } from './push-write.ts';
 

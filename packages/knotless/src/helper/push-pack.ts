@@ -1,10 +1,10 @@
-import { BlobCache } from '../cache/blob-cache.ts';
-import { crashPoint } from '../crash.ts';
-import { buildPack, parsePackInfo } from '../git/pack.ts';
-import { unionPacks, type PackEntry } from '../remote/ref-record.ts';
-import type { RemoteRef } from '../remote/remote-repo.ts';
-import { storePacks } from '../remote/store-packs.ts';
-import type { Authorizer } from '../xrpc/client.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { crashPoint } from 'knotless-core/crash';
+import { buildPack, parsePackInfo } from 'knotless-core/git/pack';
+import { unionPacks, type PackEntry } from 'knotless-core/records/ref-record';
+import type { RemoteRef } from 'knotless-core/records/remote-repo';
+import { storePacks } from 'knotless-core/packs/store-packs';
+import type { Authorizer } from 'knotless-core/xrpc/client';
 import type { HelperState } from './state.ts';
 import type { Update } from './push-check.ts';
 

@@ -1,8 +1,8 @@
-import { crashPoint } from '../crash.ts';
-import { isKnotlessError, type PushReason } from '../errors.ts';
-import { presentObjects } from '../git/objects.ts';
-import { refKey, hashedRefKey } from '../remote/ref-key.ts';
-import { unionPacks, type PackEntry, type RefRecord } from '../remote/ref-record.ts';
+import { crashPoint } from 'knotless-core/crash';
+import { isKnotlessError, type PushReason } from 'knotless-core/errors';
+import { presentObjects } from 'knotless-core/git/objects';
+import { refKey, hashedRefKey } from 'knotless-core/records/ref-key';
+import { unionPacks, type PackEntry, type RefRecord } from 'knotless-core/records/ref-record';
 import {
   BlobMissing,
   KeyRefused,
@@ -11,10 +11,10 @@ import {
   type RemoteRef,
   type RemoteRepo,
   type RefWrite,
-} from '../remote/remote-repo.ts';
-import { mapLimit } from '../remote/packs.ts';
-import { printErr } from '../text/terminal.ts';
-import type { Authorizer } from '../xrpc/client.ts';
+} from 'knotless-core/records/remote-repo';
+import { mapLimit } from 'knotless-core/packs/transfer';
+import { printErr } from 'knotless-core/text/terminal';
+import type { Authorizer } from 'knotless-core/xrpc/client';
 import { checkUpdate, type Update } from './push-check.ts';
 import type { HelperState } from './state.ts';
 

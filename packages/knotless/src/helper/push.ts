@@ -1,10 +1,10 @@
 import { activeSession } from '../auth/login.ts';
-import { KnotlessError, isKnotlessError, type PushReason } from '../errors.ts';
-import { presentObjects, resolveObjects } from '../git/objects.ts';
-import { GitError, gitText } from '../git/run.ts';
-import { planMerge } from '../remote/geometric.ts';
-import { BlobMissing, contestedSentence, type RemoteRepo } from '../remote/remote-repo.ts';
-import { hasUnsafe, printErr, safeText } from '../text/terminal.ts';
+import { KnotlessError, isKnotlessError, type PushReason } from 'knotless-core/errors';
+import { presentObjects, resolveObjects } from 'knotless-core/git/objects';
+import { GitError, gitText } from 'knotless-core/git/run';
+import { planMerge } from 'knotless-core/packs/geometric';
+import { BlobMissing, contestedSentence, type RemoteRepo } from 'knotless-core/records/remote-repo';
+import { hasUnsafe, printErr, safeText } from 'knotless-core/text/terminal';
 import { pushContested } from './push-contested.ts';
 import { checkUpdate, type Update } from './push-check.ts';
 import { preparePacks } from './push-pack.ts';

@@ -1,9 +1,9 @@
-import { RefView } from '../cache/ref-view.ts';
+import { RefView } from 'knotless-core/cache/ref-view';
 import type { Context } from '../context.ts';
-import { KnotlessError } from '../errors.ts';
-import { refsByName, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
-import { printErr, safeText } from '../text/terminal.ts';
-import type { Chatter } from './progress.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/records/remote-repo';
+import { printErr, safeText } from 'knotless-core/text/terminal';
+import type { Chatter } from 'knotless-core/text/progress';
 import type { KnotlessUrl } from './url.ts';
 
 /** Options git set with `option`. */

@@ -1,5 +1,5 @@
-import { KnotlessError } from '../errors.ts';
-import { checkRepoName } from '../repo/name.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { checkRepoName } from 'knotless-core/records/name';
 
 /** What a `knotless://` URL names. */
 export interface KnotlessUrl {

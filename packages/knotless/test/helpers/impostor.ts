@@ -14,6 +14,7 @@ export interface Recorded {
   method: string;
   url: string;
   body: string;
+  headers: http.IncomingHttpHeaders;
 }
 
 /** The impostor: its DID, its PDS's URL and what reached it. */
@@ -41,7 +42,12 @@ export async function startImpostor(plcUrl: string, handle: string): Promise<Imp
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const url = req.url ?? '/';
-      requests.push({ method: req.method ?? '', url, body: Buffer.concat(chunks).toString('utf8') });
+      requests.push({
+        method: req.method ?? '',
+        url,
+        body: Buffer.concat(chunks).toString('utf8'),
+        headers: req.headers,
+      });
       const nsid = new URL(url, 'http://x').pathname.replace(/^\/xrpc\//, '');
       const answers: Record<string, unknown> = {
         'com.atproto.server.describeServer': { did: 'did:web:localhost', availableUserDomains: ['.test'] },

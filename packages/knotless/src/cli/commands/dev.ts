@@ -5,8 +5,8 @@ import type * as Serve from 'knotless-serve';
 import { login } from '../../auth/login.ts';
 import { Context } from '../../context.ts';
 import { writeEnvFile, writeWrappers } from '../../dev/env-file.ts';
-import { KnotlessError } from '../../errors.ts';
-import { readJson, writeFileAtomic } from '../../fsutil.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { stringOption, type Command } from '../command.ts';
 
 const ACCOUNTS = ['alice.test', 'bob.test'];

@@ -1,8 +1,8 @@
 import { login } from '../../auth/login.ts';
 import { DEFAULT_SCOPE } from '../../auth/oauth-client.ts';
 import { oauthLogin } from '../../auth/oauth-login.ts';
-import { KnotlessError } from '../../errors.ts';
-import { safeText } from '../../text/terminal.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
 import { stringOption, type Command } from '../command.ts';
 import { readSecret } from '../prompt.ts';
 

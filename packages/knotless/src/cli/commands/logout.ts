@@ -1,7 +1,7 @@
 import { OAuthSession } from '../../auth/oauth-session.ts';
 import { PasswordSession } from '../../auth/password-session.ts';
-import { KnotlessError } from '../../errors.ts';
-import { safeText } from '../../text/terminal.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
 import type { Command } from '../command.ts';
 
 export const command: Command = {

@@ -1,12 +1,12 @@
 import type { SessionAuthorizer } from '../../auth/store.ts';
 import { activeSession } from '../../auth/login.ts';
-import { KnotlessError } from '../../errors.ts';
-import { parseRepoSpec } from '../../repo/name.ts';
-import type { RemoteRepo } from '../../remote/remote-repo.ts';
-import { safeText } from '../../text/terminal.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { parseRepoSpec } from 'knotless-core/records/name';
+import type { RemoteRepo } from 'knotless-core/records/remote-repo';
+import { safeText } from 'knotless-core/text/terminal';
 import type { Io } from '../io.ts';
 import type { Context } from '../../context.ts';
-import type { Identity } from '../../identity/resolver.ts';
+import type { Identity } from 'knotless-core/identity/resolver';
 
 /** The account a read command is about: the one named, else the current one (no login needed to read). */
 export async function ownerOf(ctx: Context, named: string | undefined): Promise<Identity> {

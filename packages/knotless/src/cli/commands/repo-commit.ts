@@ -1,7 +1,7 @@
 import fs from 'node:fs';
-import { BlobCache } from '../../cache/blob-cache.ts';
-import { KnotlessError } from '../../errors.ts';
-import { commitToBranch, type Change } from '../../repo/commit.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { KnotlessError } from 'knotless-core/errors';
+import { commitToBranch, type Change } from 'knotless-core/ops/commit';
 import { stringOption, type Command } from '../command.ts';
 import { ownRepo } from './owner.ts';
 

@@ -1,8 +1,8 @@
-import { BlobCache } from '../../cache/blob-cache.ts';
-import { RefView } from '../../cache/ref-view.ts';
-import { compactRef } from '../../repo/compact.ts';
-import { refsByName } from '../../remote/remote-repo.ts';
-import { safeText } from '../../text/terminal.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { RefView } from 'knotless-core/cache/ref-view';
+import { compactRef } from 'knotless-core/ops/compact';
+import { refsByName } from 'knotless-core/records/remote-repo';
+import { safeText } from 'knotless-core/text/terminal';
 import type { Command } from '../command.ts';
 import { ownRepo } from './owner.ts';
 

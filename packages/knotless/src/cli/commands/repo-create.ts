@@ -1,5 +1,5 @@
 import { activeSession } from '../../auth/login.ts';
-import { checkRepoName } from '../../repo/name.ts';
+import { checkRepoName } from 'knotless-core/records/name';
 import { stringOption, type Command } from '../command.ts';
 
 export const command: Command = {

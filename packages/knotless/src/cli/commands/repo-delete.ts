@@ -1,6 +1,6 @@
 import { activeSession } from '../../auth/login.ts';
-import { KnotlessError } from '../../errors.ts';
-import { checkRepoName } from '../../repo/name.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { checkRepoName } from 'knotless-core/records/name';
 import type { Command } from '../command.ts';
 import { confirm } from '../prompt.ts';
 

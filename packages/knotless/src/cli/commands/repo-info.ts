@@ -1,6 +1,6 @@
-import { refKey } from '../../remote/ref-key.ts';
-import { parseRepoSpec } from '../../repo/name.ts';
-import { safeJson, safeText } from '../../text/terminal.ts';
+import { refKey } from 'knotless-core/records/ref-key';
+import { parseRepoSpec } from 'knotless-core/records/name';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
 

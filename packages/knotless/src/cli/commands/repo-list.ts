@@ -1,4 +1,4 @@
-import { safeJson, safeText } from '../../text/terminal.ts';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
 

@@ -1,8 +1,8 @@
 import { activeSession } from '../../auth/login.ts';
 import { expiry } from '../../auth/password-session.ts';
-import { KnotlessError } from '../../errors.ts';
-import { safeJson, safeText } from '../../text/terminal.ts';
-import { generalFailure } from '../../xrpc/client.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
+import { generalFailure } from 'knotless-core/xrpc/client';
 import type { StoredSession } from '../../auth/store.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
 

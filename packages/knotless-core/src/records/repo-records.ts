@@ -1,10 +1,14 @@
-import type { SessionAuthorizer } from '../auth/store.ts';
 import { KnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
 import { listRecords, rkeyOf } from './list-records.ts';
+
+/** An authorizer that knows the account it acts as (the CLI's sessions are these). */
+export interface SessionAuthorizer extends Authorizer {
+  readonly session: { readonly did: string; readonly pds: string };
+}
 
 /** A `dev.knotless.repo` record. */
 export interface RepoRecord {

@@ -7,7 +7,7 @@ import { checkPackBounds } from '../git/pack-check.ts';
 import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { blobMatchesCid } from './cid.ts';
-import type { BlobRef, PackEntry } from './ref-record.ts';
+import type { BlobRef, PackEntry } from '../records/ref-record.ts';
 
 /**
  * The largest blob part a record may name: above any PDS's blob limit in use (the reference PDS's is

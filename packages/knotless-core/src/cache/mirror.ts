@@ -4,7 +4,7 @@ import { writeFileAtomic } from '../fsutil.ts';
 import { indexPack, packObjects } from '../git/pack.ts';
 import { GitError, runGit } from '../git/run.ts';
 import { KnotlessError } from '../errors.ts';
-import type { PackEntry } from '../remote/ref-record.ts';
+import type { PackEntry } from '../records/ref-record.ts';
 import { IndexedPacks } from './indexed-packs.ts';
 
 /**

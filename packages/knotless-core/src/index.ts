@@ -1,12 +1,10 @@
-export { Context } from './context.ts';
 export { readConfig, type Config } from './config/env.ts';
 export { KnotlessError, isKnotlessError, type ErrorCode } from './errors.ts';
-export { login, activeSession } from './auth/login.ts';
 export { IdentityResolver, type Identity } from './identity/resolver.ts';
-export { RepoRecords } from './repo/records.ts';
-export { checkRepoName, isValidRepoName, parseRepoSpec } from './repo/name.ts';
+export { RepoRecords } from './records/repo-records.ts';
+export { checkRepoName, isValidRepoName, parseRepoSpec } from './records/name.ts';
 // For the appview (knotless-serve): reading records and verifying packs exactly as the helper does.
-export { REPO_COLLECTION, REF_COLLECTION, refKeyPrefix } from './repo/collections.ts';
+export { REPO_COLLECTION, REF_COLLECTION, refKeyPrefix } from './records/collections.ts';
 export {
   parseRefRecord,
   unionPacks,
@@ -14,9 +12,9 @@ export {
   type RefRecord,
   type PackEntry,
   type BlobRef,
-} from './remote/ref-record.ts';
-export { BlobGone, loadPack, verifyPack, mapLimit, withRelist } from './remote/packs.ts';
-export { blobMatchesCid } from './remote/cid.ts';
+} from './records/ref-record.ts';
+export { BlobGone, loadPack, verifyPack, mapLimit, withRelist } from './packs/transfer.ts';
+export { blobMatchesCid } from './packs/cid.ts';
 export { BlobCache } from './cache/blob-cache.ts';
 export { IndexedPacks } from './cache/indexed-packs.ts';
 export { indexPack, parsePackInfo } from './git/pack.ts';
@@ -32,4 +30,4 @@ export {
   type HttpRequest,
   type HttpResponse,
 } from './xrpc/transport.ts';
-export { listRecords, rkeyOf, type ListedRecord } from './repo/list-records.ts';
+export { listRecords, rkeyOf, type ListedRecord } from './records/list-records.ts';

@@ -1,7 +1,7 @@
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
-import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../repo/collections.ts';
-import { listRecords, rkeyOf } from '../repo/list-records.ts';
+import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
+import { listRecords, rkeyOf } from './list-records.ts';
 import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';

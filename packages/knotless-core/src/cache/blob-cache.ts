@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { isMissing, writeFileAtomic } from '../fsutil.ts';
-import { blobMatchesCid } from '../remote/cid.ts';
+import { blobMatchesCid } from '../packs/cid.ts';
 
 /**
  * Downloaded blobs by CID, shared by every git process of the user. Each file is written whole

@@ -7,17 +7,17 @@ import { KnotlessError } from '../errors.ts';
 import { buildPack, parsePackInfo } from '../git/pack.ts';
 import { checkTreePath, parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
 import { GitError, gitText } from '../git/run.ts';
-import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../remote/packs.ts';
-import { refKey } from '../remote/ref-key.ts';
-import type { PackEntry, RefRecord } from '../remote/ref-record.ts';
+import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfer.ts';
+import { refKey } from '../records/ref-key.ts';
+import type { PackEntry, RefRecord } from '../records/ref-record.ts';
 import {
   BlobMissing,
   SwapConflict,
   contestedSentence,
   type RemoteRef,
   type RemoteRepo,
-} from '../remote/remote-repo.ts';
-import { storePacks } from '../remote/store-packs.ts';
+} from '../records/remote-repo.ts';
+import { storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 

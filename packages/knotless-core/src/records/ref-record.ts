@@ -1,6 +1,6 @@
 import { KnotlessError } from '../errors.ts';
 import { isObjectId, isValidRefName } from '../git/refname.ts';
-import { REF_COLLECTION } from '../repo/collections.ts';
+import { REF_COLLECTION } from './collections.ts';
 import { hasUnsafe, safeText } from '../text/terminal.ts';
 
 /** A blob reference exactly as uploadBlob returned it; the PDS counts only these as references. */

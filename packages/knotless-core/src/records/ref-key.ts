@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { refKeyPrefix } from '../repo/collections.ts';
+import { refKeyPrefix } from './collections.ts';
 
 /** Record keys are at most 512 characters. */
 export const MAX_RECORD_KEY = 512;

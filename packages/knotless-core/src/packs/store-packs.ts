@@ -1,8 +1,8 @@
 import type { BlobCache } from '../cache/blob-cache.ts';
-import { Meter, type Chatter } from '../helper/progress.ts';
+import { Meter, type Chatter } from '../text/progress.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
-import { uploadPack } from './packs.ts';
-import { inlineBytes, type PackEntry } from './ref-record.ts';
+import { uploadPack } from './transfer.ts';
+import { inlineBytes, type PackEntry } from '../records/ref-record.ts';
 import { blobUploadLimit } from './server-info.ts';
 
 /** A pack travels inline in the ref record when it is at most this big… */

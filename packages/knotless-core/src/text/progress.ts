@@ -1,4 +1,4 @@
-import { printErr } from '../text/terminal.ts';
+import { printErr } from './terminal.ts';
 
 /** How chatty the helper may be on stderr, as git asked with `option verbosity` and `option progress`. */
 export interface Chatter {

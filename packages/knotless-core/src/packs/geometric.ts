@@ -1,4 +1,4 @@
-import type { PackEntry } from './ref-record.ts';
+import type { PackEntry } from '../records/ref-record.ts';
 
 /** Each pack kept must be at least this many times the size of everything listed after it. */
 export const GEOMETRIC_FACTOR = 2;

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { isKnotlessError } from '../errors.ts';
 import { readJson, writeFileAtomic } from '../fsutil.ts';
-import { parseRefRecord, writeRefRecord } from '../remote/ref-record.ts';
-import type { RemoteRef } from '../remote/remote-repo.ts';
+import { parseRefRecord, writeRefRecord } from '../records/ref-record.ts';
+import type { RemoteRef } from '../records/remote-repo.ts';
 
 interface ViewFile {
   refs: Array<{ key: string; cid: string; record: unknown }>;

@@ -91,6 +91,17 @@ export function pdsRefusal(err: XrpcAnswer): PdsRefusal {
   return BY_STATUS[err.status] ?? 'other';
 }
 
+/**
+ * The scope an OAuth token lacked, when that is what a 403 says. The reference PDS throws
+ * @atproto/oauth-scopes' ScopeMissingError, which reaches the wire under the generic 403 name with
+ * the message `Missing required scope "<scope>"` as its only trace; the match is anchored and takes
+ * the scope from between the quotes, nothing else.
+ */
+export function missingScope(err: XrpcAnswer): string | undefined {
+  if (err.status !== 403) return undefined;
+  return /^Missing required scope "([^"\n]{1,300})"$/.exec(err.message)?.[1];
+}
+
 /** True when the server refused the credentials themselves, so that renewing them may help. */
 export function isAuthRejection(err: XrpcAnswer): boolean {
   return err.status === 401 || pdsRefusal(err) === 'token-rejected';

@@ -3,12 +3,12 @@ import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
 import { KnotlessError } from '../errors.ts';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
-import { planMerge } from '../remote/geometric.ts';
-import { BlobGone, loadPack, uploadPack } from '../remote/packs.ts';
-import type { PackEntry } from '../remote/ref-record.ts';
-import { SwapConflict, type RemoteRef, type RemoteRepo } from '../remote/remote-repo.ts';
-import { blobUploadLimit } from '../remote/server-info.ts';
-import { RECORD_INLINE_MAX } from '../remote/store-packs.ts';
+import { planMerge } from '../packs/geometric.ts';
+import { BlobGone, loadPack, uploadPack } from '../packs/transfer.ts';
+import type { PackEntry } from '../records/ref-record.ts';
+import { SwapConflict, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
+import { blobUploadLimit } from '../packs/server-info.ts';
+import { RECORD_INLINE_MAX } from '../packs/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
 /** Merged packs up to this size stay inline in the record. */
