@@ -21,8 +21,11 @@ export interface SwarmResult {
   p50: number;
   p95: number;
   max: number;
-  /** Commits the PDS made per second during the run (putRecord, deleteRecord, applyWrites). */
+  /** Commits the PDS made during the run (putRecord, deleteRecord, applyWrites), compactions' too. */
+  commits: number;
+  /** Commits per second, over the run and the pushes still in flight at its end (`elapsed_s`). */
   commits_per_second: number;
+  elapsed_s: number;
   /** Pushes landed per second. */
   pushes_per_second: number;
   /** What git printed for the first failed push, if one failed. */
@@ -180,7 +183,9 @@ async function swarm(
     p50: Math.round(percentile(latencies, 50)),
     p95: Math.round(percentile(latencies, 95)),
     max: Math.round(Math.max(0, ...latencies)),
+    commits,
     commits_per_second: perSecond(commits),
+    elapsed_s: Math.round(elapsed),
     pushes_per_second: perSecond(landed),
     ...(sample === undefined ? {} : { sample_error: sample }),
   };
