@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startProxy, type Proxy } from 'knotless-devnet';
+import { startProxy, type FaultRule, type Proxy } from 'knotless-devnet';
 import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -55,23 +55,36 @@ async function pending(): Promise<number> {
   return (JSON.parse(body) as Record<string, number>)[t.dids['alice.test']!] ?? 0;
 }
 
+/** Waits (bounded) until `n` ref writes of alice's are unanswered in the agent; false if they never were. */
+async function reach(n: number): Promise<boolean> {
+  const deadline = Date.now() + 60_000;
+  while ((await pending()) < n) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return true;
+}
+
 /**
- * Runs `pushes` at once, each writing one ref, with the first commit that reaches the PDS held there
- * until every push's write has reached the agent; returns each push's result.
+ * Runs `pushes`, each writing one ref, so that they share commits by construction: the first
+ * push's write goes alone (the agent sends a lone write as it came) and is held at the PDS until
+ * every other push's write waits in the agent behind it; then `rule`, if any, is scripted at the PDS
+ * and all go on. The first push's write lands first; the others go as one commit. Returns each result.
  */
-async function together<T>(pushes: Array<() => Promise<T>>): Promise<T[]> {
+async function together<T>(pushes: Array<() => Promise<T>>, rule?: FaultRule): Promise<T[]> {
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   proxy.inject({ method: 'POST', fault: { kind: 'hold', until: held } });
-  const running = pushes.map((p) => p());
-  const deadline = Date.now() + 60_000;
-  let reached: number;
-  while ((reached = await pending()) < pushes.length && Date.now() < deadline)
-    await new Promise((r) => setTimeout(r, 100));
+  const running = [pushes[0]!()];
+  let reached = await reach(1);
+  if (reached) {
+    running.push(...pushes.slice(1).map((p) => p()));
+    reached = await reach(pushes.length);
+  }
+  if (rule !== undefined) proxy.inject(rule);
   release();
   const results = await Promise.all(running);
-  if (reached < pushes.length)
-    throw new Error(`only ${reached} writes reached the agent together: ${JSON.stringify(results)}`);
+  if (!reached) throw new Error(`the writes never waited in the agent together: ${JSON.stringify(results)}`);
   return results;
 }
 
@@ -116,10 +129,10 @@ describe('group commit through the agent', () => {
     proxy.clearFaults();
     results.forEach((r, i) => assert.equal(r.code, 0, `push of ${names[i]}: ${r.stderr}`));
     for (const b of names) assert.equal(await tip(url, `refs/heads/${b}`), want.get(b), b);
-    // The held commit (the writes that came within its few milliseconds), then all the others in one.
-    assert.ok(count <= 2, `${count} commits for ${names.length} pushes`);
-    assert.ok(proxy.count('com.atproto.repo.applyWrites') >= 1);
-    assert.match(agent.log(), /group commit: [2-6] ref writes of did:plc:\S+ in one commit/);
+    // The first write alone, then the other five in one commit.
+    assert.equal(count, 2, `${count} commits for ${names.length} pushes`);
+    assert.equal(proxy.count('com.atproto.repo.applyWrites'), 1);
+    assert.match(agent.log(), /group commit: 5 ref writes of did:plc:\S+ in one commit/);
   });
 
   it("rejects a non-fast-forward push of the batch alone, with git's reason, and lands its neighbours", async () => {
@@ -136,14 +149,17 @@ describe('group commit through the agent', () => {
     ]);
     const count = commits();
     proxy.clearFaults();
-    // Both saw x at `top` and both are fast-forwards of it; whichever came second is not one of the other.
-    assert.ok((r1!.code === 0) !== (r2!.code === 0), `${r1!.stderr}\n${r2!.stderr}`);
-    const [lost, won] = r1!.code === 0 ? [r2!, b] : [r1!, c];
-    assert.match(lost.stderr, /\[rejected\] +p[12] -> x \(non-fast-forward\)/);
-    assert.equal(await tip(url, 'refs/heads/x'), won);
+    // Both saw x at `top` and checked a fast-forward of it. p1's write landed first; p2's came in
+    // the batch still naming `top`, was refused alone, and p2 decided again: c is no descendant of b.
+    assert.equal(r1!.code, 0, r1!.stderr);
+    assert.notEqual(r2!.code, 0);
+    assert.match(r2!.stderr, /\[rejected\] +p2 -> x \(non-fast-forward\)/);
+    assert.equal(await tip(url, 'refs/heads/x'), b);
+    assert.notEqual(await tip(url, 'refs/heads/x'), c);
     rest.forEach((r) => assert.equal(r.code, 0, r.stderr));
     for (const [n, oid] of next) assert.equal(await tip(url, `refs/heads/${n}`), oid, n);
-    assert.ok(count < 5, `${count} commits for 5 pushes`);
+    // p1 alone, then the three neighbours in one commit (p2's write refused before it went).
+    assert.equal(count, 2, `${count} commits for 5 pushes`);
   });
 
   it('keeps leases in a batch: a lease that holds lands, a lease overtaken in the batch is stale', async () => {
@@ -165,16 +181,42 @@ describe('group commit through the agent', () => {
     assert.equal(await tip(url, 'refs/heads/y'), rewrite);
     assert.equal(rN1!.code, 0, rN1!.stderr);
     assert.equal(await tip(url, 'refs/heads/n1'), n1);
-    // x: one of the two won. A lease overtaken is "stale info"; a plain push overtaken by the forced
-    // rewrite is no fast-forward of it.
-    assert.ok((rPlain!.code === 0) !== (rLeased!.code === 0), `${rPlain!.stderr}\n${rLeased!.stderr}`);
-    if (rPlain!.code === 0) {
-      assert.match(rLeased!.stderr, /\[rejected\] +leased -> x \(stale info\)/);
-      assert.equal(await tip(url, 'refs/heads/x'), plain);
-    } else {
-      assert.match(rPlain!.stderr, /\[rejected\] +plain -> x \(non-fast-forward\)/);
-      assert.equal(await tip(url, 'refs/heads/x'), leased);
-    }
+    // x: the plain push landed first; the lease expected `top` and was overtaken: "stale info", as
+    // git's own receive-pack says, although the forced write itself would have been allowed.
+    assert.equal(rPlain!.code, 0, rPlain!.stderr);
+    assert.match(rLeased!.stderr, /\[rejected\] +leased -> x \(stale info\)/);
+    assert.equal(await tip(url, 'refs/heads/x'), plain);
+    assert.notEqual(await tip(url, 'refs/heads/x'), leased);
+  });
+
+  it('sends a batch the PDS refuses for one write as its writes, each answered on its own', async () => {
+    const names = ['s1', 's2', 's3', 's4'];
+    const { url, dir, top } = await seeded('group-split', names);
+    const want = new Map<string, string>();
+    for (const b of names) want.set(b, await branchCommit(dir, `${b}-next`, top, `${b}.txt`));
+    proxy.reset();
+    // The refusal one record key gets (the PDS filters words out of keys), for the whole commit.
+    const refused: FaultRule = {
+      nsid: 'com.atproto.repo.applyWrites',
+      fault: {
+        kind: 'status',
+        status: 400,
+        error: 'InvalidRequest',
+        message: 'Unacceptable slur in record key',
+      },
+    };
+    const results = await together(
+      names.map((b) => () => alice.git(dir, 'push', url, `${b}-next:${b}`)),
+      refused,
+    );
+    const fired = proxy.faultsFired.filter((f) => f.nsid === 'com.atproto.repo.applyWrites').length;
+    proxy.clearFaults();
+    assert.equal(fired, 1);
+    results.forEach((r, i) => assert.equal(r.code, 0, `push of ${names[i]}: ${r.stderr}`));
+    for (const b of names) assert.equal(await tip(url, `refs/heads/${b}`), want.get(b), b);
+    // The first write alone, then each of the refused batch's writes again as it came, each with its
+    // own answer. Had the batch's refusal been passed to every helper, every push would have failed.
+    assert.equal(proxy.count('com.atproto.repo.putRecord'), 1 + names.length - 1);
   });
 
   it('lets one of two clones pushing the same branch win; the other is told to fetch first', async () => {
@@ -196,10 +238,11 @@ describe('group commit through the agent', () => {
       () => alice.git(clones[0]!, 'push', url, 'n1-next:n1'),
     ]);
     proxy.clearFaults();
-    assert.ok((one!.code === 0) !== (two!.code === 0), `${one!.stderr}\n${two!.stderr}`);
-    const [lost, won] = one!.code === 0 ? [two!, mine[0]] : [one!, mine[1]];
-    assert.match(lost.stderr, /\[rejected\] +main -> main \(fetch first\)/);
-    assert.equal(await tip(url, 'refs/heads/main'), won);
+    // The first clone's write landed first; the second's, in the batch, was refused alone, and that
+    // clone has not the winner's commit: git's "fetch first".
+    assert.equal(one!.code, 0, one!.stderr);
+    assert.match(two!.stderr, /\[rejected\] +main -> main \(fetch first\)/);
+    assert.equal(await tip(url, 'refs/heads/main'), mine[0]);
     assert.equal(r3!.code, 0, r3!.stderr);
     assert.equal(await tip(url, 'refs/heads/n1'), n1);
   });
