@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
-import { writeWrappers } from '../packages/knotless/src/dev/env-file.ts';
+import { writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
 import type { Rig } from './setup.ts';
 
 /** A finished command and how long it took. */

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startNetwork } from 'knotless-devnet';
 import { run } from './client.ts';
-import { writeWrappers } from '../packages/knotless/src/dev/env-file.ts';
+import { writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
 import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
 import { percentile } from './stats.ts';
 

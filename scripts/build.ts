@@ -3,10 +3,18 @@
 // libraries they load only sometimes are bundled beside them (dist/vendor), so that an installed
 // knotless needs no dependencies at all: a small install that runs on Node 20 as well as 22.
 // Then the appview, packages/knotless-serve/dist: one bundle whose only dependency left is
-// better-sqlite3 (native code, built by npm on install).
+// better-sqlite3 (native code, built by npm on install). And the core library,
+// packages/knotless-core/dist: JavaScript and type declarations, one file per source, which Node
+// runs when the workspace's sources import knotless-core without the `development` condition.
+//
+// The bundles read the sources themselves (the `development` condition of knotless-core's exports),
+// so they never wait for, or bundle a stale copy of, the library's own build.
 import fs from 'node:fs';
 import path from 'node:path';
+import { execFile } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { build, type Plugin } from 'esbuild';
 
 const pkg = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'knotless');
@@ -17,6 +25,7 @@ const dist = path.join(pkg, 'dist');
 const next = `${dist}.next-${process.pid}`;
 const serveDist = path.join(servePkg, 'dist');
 const serveNext = `${serveDist}.next-${process.pid}`;
+const corePkg = path.join(pkg, '..', 'knotless-core');
 
 /** Libraries imported with import() when a command needs them, each bundled into dist/vendor/<file>. */
 const VENDOR: Record<string, string> = {
@@ -93,8 +102,9 @@ async function buildExecutable(name: string): Promise<void> {
     platform: 'node',
     target: 'node20',
     plugins: [vendored],
-    // The dev network (with the PDS) is the workspace's, for `knotless dev` only; never installed.
-    external: ['knotless-devnet'],
+    conditions: ['development'],
+    // The CLI imports no other workspace package but knotless-core: `knotless dev` runs the dev
+    // network's own program (knotless-devnet), so nothing of the PDS or the appview is bundled here.
     define: { 'import.meta.url': '__knotlessUrl' },
     banner: { js: "const __knotlessUrl = require('node:url').pathToFileURL(__filename).href;" },
     logLevel: 'warning',
@@ -108,13 +118,16 @@ async function buildExecutable(name: string): Promise<void> {
  */
 async function buildServe(): Promise<void> {
   await build({
-    entryPoints: [path.join(servePkg, 'src', 'main.ts')],
+    // The library's entry (startAppview, defaultConfig… and main, which the bin stub calls): the
+    // package's exports point here, so the dev network loads the same bundle users run.
+    entryPoints: [path.join(servePkg, 'src', 'index.ts')],
     outfile: path.join(serveNext, 'knotless-serve.cjs'),
     bundle: true,
     format: 'cjs',
     platform: 'node',
     target: 'node20',
     plugins: [noDefaultFetch],
+    conditions: ['development'],
     external: [
       // Native: npm builds it (or fetches a prebuilt binary) for the Node it installs with.
       'better-sqlite3',
@@ -129,7 +142,24 @@ async function buildServe(): Promise<void> {
   });
 }
 
+/**
+ * knotless-core's JavaScript and declarations, compiled by tsc from its sources into its dist/ (see
+ * its tsconfig.build.json). Incremental: a build with no change to the library takes about a second.
+ */
+async function buildCore(): Promise<void> {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const config = path.join(corePkg, 'tsconfig.build.json');
+  try {
+    await promisify(execFile)(process.execPath, [tsc, '-p', config]);
+  } catch (err) {
+    // tsc reports type errors on stdout.
+    const { stdout } = err as { stdout?: string };
+    throw new Error(`knotless-core did not compile:\n${stdout ?? String(err)}`, { cause: err });
+  }
+}
+
 await Promise.all([
+  buildCore(),
   ...Object.entries(VENDOR).map(([spec, file]) => buildVendor(spec, file)),
   buildExecutable('knotless'),
   buildExecutable('git-remote-knotless'),

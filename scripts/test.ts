@@ -28,6 +28,9 @@ const files =
 const child = spawn(
   process.execPath,
   [
+    // The workspace's packages import knotless-core's TypeScript sources, not its build (see its
+    // package.json's exports), so that a test runs the code as it is now.
+    '--conditions=development',
     '--test',
     '--test-timeout=300000',
     '--test-concurrency=2',

@@ -5,15 +5,11 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
-import { isKnotlessError } from '../../packages/knotless-core/src/errors.ts';
-import { checkPackBounds } from '../../packages/knotless-core/src/git/pack-check.ts';
-import { isObjectId, isValidRefName } from '../../packages/knotless-core/src/git/refname.ts';
-import {
-  MAX_PACKS,
-  parseRefRecord,
-  writeRefRecord,
-} from '../../packages/knotless-core/src/records/ref-record.ts';
-import { parseRepoRecord } from '../../packages/knotless-core/src/records/repo-records.ts';
+import { isKnotlessError } from 'knotless-core/errors';
+import { checkPackBounds } from 'knotless-core/git/pack-check';
+import { isObjectId, isValidRefName } from 'knotless-core/git/refname';
+import { MAX_PACKS, parseRefRecord, writeRefRecord } from 'knotless-core/records/ref-record';
+import { parseRepoRecord } from 'knotless-core/records/repo-records';
 import { main, type Gen } from './gen.ts';
 
 function fail(what: string, input: unknown): never {

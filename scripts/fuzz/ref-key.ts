@@ -2,13 +2,8 @@
 // record-key characters and never `~`, decoding gives the name back, no two names share a key (in one
 // repository or across repositories), keys fit in 512 characters, and decoding garbage never throws.
 // `node scripts/fuzz/ref-key.ts [--cases N] [--seed S]`.
-import {
-  MAX_RECORD_KEY,
-  parseRefName,
-  refKey,
-  writeRefName,
-} from '../../packages/knotless-core/src/records/ref-key.ts';
-import { isValidRepoName } from '../../packages/knotless-core/src/records/name.ts';
+import { MAX_RECORD_KEY, parseRefName, refKey, writeRefName } from 'knotless-core/records/ref-key';
+import { isValidRepoName } from 'knotless-core/records/name';
 import { main, type Gen } from './gen.ts';
 
 const KEY_CHARS = /^[A-Za-z0-9._:~-]+$/;

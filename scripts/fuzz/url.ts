@@ -1,9 +1,9 @@
 // Fuzzes the knotless:// URL parser (packages/knotless/src/helper/url.ts): any string either parses to
 // a valid owner and repository name or is refused with `invalid-url`/`invalid-name` (never another
 // exception), and well-formed URLs round-trip. `node scripts/fuzz/url.ts [--cases N] [--seed S]`.
-import { isKnotlessError } from '../../packages/knotless-core/src/errors.ts';
+import { isKnotlessError } from 'knotless-core/errors';
 import { parseKnotlessUrl } from '../../packages/knotless/src/helper/url.ts';
-import { isValidRepoName } from '../../packages/knotless-core/src/records/name.ts';
+import { isValidRepoName } from 'knotless-core/records/name';
 import { main, type Gen } from './gen.ts';
 
 const OWNER = /^(did:[a-z]+:[A-Za-z0-9._:%-]+|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*)$/;

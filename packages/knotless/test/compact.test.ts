@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
-import { planMerge } from '../../knotless-core/src/packs/geometric.ts';
-import type { PackEntry } from '../../knotless-core/src/records/ref-record.ts';
+import { planMerge } from 'knotless-core/packs/geometric';
+import type { PackEntry } from 'knotless-core/records/ref-record';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, describe, it } from 'node:test';
-import { loadServe } from '../src/cli/commands/dev.ts';
+import { loadServe } from '../../knotless-devnet/src/dev/dev.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-dev-appview-'));
 after(() => fs.rmSync(dir, { recursive: true, force: true }));

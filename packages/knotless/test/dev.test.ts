@@ -89,4 +89,30 @@ describe('knotless dev', () => {
     dev.child.kill('SIGINT');
     assert.equal(await dev.exited, 0);
   });
+
+  it('is a separate program: a knotless without knotless-devnet beside it says so in one sentence', async () => {
+    // An installed knotless: its package (stubs, bundles) alone, with no knotless-dev on PATH.
+    const alone = path.join(dir, 'alone', 'knotless');
+    const pkg = path.dirname(path.dirname(KNOTLESS_BIN));
+    for (const part of ['package.json', 'bin', 'dist'])
+      fs.cpSync(path.join(pkg, part), path.join(alone, part), { recursive: true });
+    const res = await runProcess(process.execPath, [path.join(alone, 'bin', 'knotless.cjs'), 'dev'], {
+      env: { PATH: '/usr/bin:/bin', HOME: dir },
+    });
+    assert.equal(res.code, 11);
+    assert.equal(
+      res.stderr,
+      'knotless: `knotless dev` needs the knotless-devnet package (the local PLC and PDS), which is not installed here; run `npm install` and `npm start` in the knotless workspace.\n',
+    );
+    // Neither the dev network nor the appview is part of the CLI's bundle or its dependencies.
+    const bundle = fs.readFileSync(path.join(alone, 'dist', 'knotless-main.cjs'), 'utf8');
+    assert.doesNotMatch(bundle, /require\("knotless-(devnet|serve)"\)|@atproto\/pds/);
+    const manifest = JSON.parse(fs.readFileSync(path.join(alone, 'package.json'), 'utf8')) as Record<
+      string,
+      Record<string, string> | undefined
+    >;
+    for (const deps of ['dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies'])
+      for (const name of ['knotless-devnet', 'knotless-serve'])
+        assert.equal(manifest[deps]?.[name], undefined);
+  });
 });

@@ -4,12 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import {
-  checkTreePath,
-  parseIdents,
-  quotePath,
-  writeCommitStream,
-} from '../../knotless-core/src/git/fast-import.ts';
+import { checkTreePath, parseIdents, quotePath, writeCommitStream } from 'knotless-core/git/fast-import';
 
 describe('one commit through git fast-import', () => {
   it('stores odd paths byte for byte, executables, deletes, and prints the commit id', () => {

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { parseCgiHead, serveHttpBackend } from '../../knotless-core/src/git/http-backend.ts';
+import { parseCgiHead, serveHttpBackend } from 'knotless-core/git/http-backend';
 
 describe('git http-backend bridge', () => {
   it("takes the status from CGI's Status header and passes the others", () => {

@@ -5,8 +5,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { IdResolver } from '@atproto/identity';
-import { Http1Pool, type Endpoint } from '../../knotless-core/src/xrpc/http1.ts';
-import { fetchOver, transportFor } from '../../knotless-core/src/xrpc/transport.ts';
+import { Http1Pool, type Endpoint } from 'knotless-core/xrpc/http1';
+import { fetchOver, transportFor } from 'knotless-core/xrpc/transport';
 import { closed, flood, rawServer } from './helpers/hostile-server.ts';
 
 const at = (port: number): Endpoint => ({ kind: 'tcp', host: '127.0.0.1', port, secure: false });

@@ -5,17 +5,17 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { CID } from 'multiformats/cid';
 import { create as createDigest } from 'multiformats/hashes/digest';
-import { DEFAULT_HTTP_TIMEOUT_MS, readConfig } from '../../knotless-core/src/config/env.ts';
-import { blobMatchesCid, cidForBlob } from '../../knotless-core/src/packs/cid.ts';
+import { DEFAULT_HTTP_TIMEOUT_MS, readConfig } from 'knotless-core/config/env';
+import { blobMatchesCid, cidForBlob } from 'knotless-core/packs/cid';
 import {
   BodyDecoder,
   BodyTooLarge,
   bodyFraming,
   parseResponseHead,
   writeRequestHead,
-} from '../../knotless-core/src/xrpc/http1-codec.ts';
-import { Http1Pool } from '../../knotless-core/src/xrpc/http1.ts';
-import { transportFor } from '../../knotless-core/src/xrpc/transport.ts';
+} from 'knotless-core/xrpc/http1-codec';
+import { Http1Pool } from 'knotless-core/xrpc/http1';
+import { transportFor } from 'knotless-core/xrpc/transport';
 
 describe('blob CIDs', () => {
   it('match what multiformats computes, for every length around the base32 block size', () => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { Lexicons, jsonToLex, type LexiconDoc } from '@atproto/lexicon';
-import { writeRefRecord } from '../../knotless-core/src/records/ref-record.ts';
+import { writeRefRecord } from 'knotless-core/records/ref-record';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'lexicons');
 

@@ -5,8 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { describe, it } from 'node:test';
-import { isKnotlessError } from '../../knotless-core/src/errors.ts';
-import { checkPackBounds } from '../../knotless-core/src/git/pack-check.ts';
+import { isKnotlessError } from 'knotless-core/errors';
+import { checkPackBounds } from 'knotless-core/git/pack-check';
 import { oneBlobPack, sealPack } from './faults/hostile-data.ts';
 
 const MiB = 1024 * 1024;

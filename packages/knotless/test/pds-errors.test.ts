@@ -1,14 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCodes, KnotlessError } from '../../knotless-core/src/errors.ts';
-import { XrpcError, generalFailure } from '../../knotless-core/src/xrpc/client.ts';
-import { NoAnswer, unreachable } from '../../knotless-core/src/xrpc/no-answer.ts';
-import {
-  isAuthRejection,
-  missingScope,
-  pdsRefusal,
-  type XrpcAnswer,
-} from '../../knotless-core/src/xrpc/pds-errors.ts';
+import { ErrorCodes, KnotlessError } from 'knotless-core/errors';
+import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
+import { NoAnswer, unreachable } from 'knotless-core/xrpc/no-answer';
+import { isAuthRejection, missingScope, pdsRefusal, type XrpcAnswer } from 'knotless-core/xrpc/pds-errors';
 
 const answer = (status: number, error: string, message = ''): XrpcAnswer => ({ status, error, message });
 

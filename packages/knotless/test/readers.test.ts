@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { shellQuote } from '../src/dev/env-file.ts';
+import { shellQuote } from '../../knotless-devnet/src/dev/env-file.ts';
 import { KNOTLESS_BIN } from './helpers/cli.ts';
 import { commitFiles, newRepo } from './helpers/git.ts';
 import { lastLine, noise } from './faults/checks.ts';

@@ -2,16 +2,10 @@
 // shown for every character that could act on it, and what a ref record may not hold.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isKnotlessError } from '../../knotless-core/src/errors.ts';
-import { parseRefRecord } from '../../knotless-core/src/records/ref-record.ts';
-import { refsByName, type RemoteRef } from '../../knotless-core/src/records/remote-repo.ts';
-import {
-  hasUnsafe,
-  internalErrorLines,
-  safeJson,
-  safeLine,
-  safeText,
-} from '../../knotless-core/src/text/terminal.ts';
+import { isKnotlessError } from 'knotless-core/errors';
+import { parseRefRecord } from 'knotless-core/records/ref-record';
+import { refsByName, type RemoteRef } from 'knotless-core/records/remote-repo';
+import { hasUnsafe, internalErrorLines, safeJson, safeLine, safeText } from 'knotless-core/text/terminal';
 
 /** Every character a terminal may act on: C0, DEL, C1, the line separators and the bidi controls. */
 const UNSAFE_CODES = [

@@ -7,12 +7,12 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { AgentClient } from '../src/agent/client.ts';
 import { SessionStore } from '../src/auth/store.ts';
-import { NESTED_MARKER, readConfig } from '../../knotless-core/src/config/env.ts';
-import { shellQuote } from '../src/dev/env-file.ts';
-import { isKnotlessError } from '../../knotless-core/src/errors.ts';
-import { readJson } from '../../knotless-core/src/fsutil.ts';
-import { IdentityCache } from '../../knotless-core/src/identity/cache.ts';
-import { isValidRepoName, parseRepoSpec } from '../../knotless-core/src/records/name.ts';
+import { NESTED_MARKER, readConfig } from 'knotless-core/config/env';
+import { shellQuote } from '../../knotless-devnet/src/dev/env-file.ts';
+import { isKnotlessError } from 'knotless-core/errors';
+import { readJson } from 'knotless-core/fsutil';
+import { IdentityCache } from 'knotless-core/identity/cache';
+import { isValidRepoName, parseRepoSpec } from 'knotless-core/records/name';
 
 describe('repository names', () => {
   it('parses [handle/]name', () => {

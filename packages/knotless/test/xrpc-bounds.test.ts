@@ -9,12 +9,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { makeCertificate } from 'knotless-devnet';
-import { BlobCache } from '../../knotless-core/src/cache/blob-cache.ts';
-import { isKnotlessError } from '../../knotless-core/src/errors.ts';
-import { MAX_BLOB_PART_BYTES, loadPack } from '../../knotless-core/src/packs/transfer.ts';
-import type { PackEntry } from '../../knotless-core/src/records/ref-record.ts';
-import { XrpcClient } from '../../knotless-core/src/xrpc/client.ts';
-import { closeTransport, fetchOver, transportFor } from '../../knotless-core/src/xrpc/transport.ts';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { isKnotlessError } from 'knotless-core/errors';
+import { MAX_BLOB_PART_BYTES, loadPack } from 'knotless-core/packs/transfer';
+import type { PackEntry } from 'knotless-core/records/ref-record';
+import { XrpcClient } from 'knotless-core/xrpc/client';
+import { closeTransport, fetchOver, transportFor } from 'knotless-core/xrpc/transport';
 import { flood, rawServer, servers } from './helpers/hostile-server.ts';
 
 describe('redirects', () => {

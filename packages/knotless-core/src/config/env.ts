@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { DEFAULT_RETRY, type RetryPolicy } from '../xrpc/retry.ts';
+import { DEFAULT_RETRY, type RetryPolicy } from './retry-policy.ts';
 
 /**
  * Set in the environment of every git command knotless runs. git-remote-knotless refuses to start

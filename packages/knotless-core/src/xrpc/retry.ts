@@ -5,18 +5,10 @@
  * with a swap conflict when the first one landed. Everything else fails at the first fault.
  */
 
-/** How hard to try; from KNOTLESS_RETRIES, KNOTLESS_RETRY_BASE_MS and KNOTLESS_RETRY_MAX_WAIT. */
-export interface RetryPolicy {
-  /** Retries after the first attempt (0: never retry). */
-  retries: number;
-  /** The first backoff; each retry doubles it, with full jitter. */
-  baseMs: number;
-  /** No retry starts later than this after the first attempt did; a longer Retry-After is not waited for. */
-  maxWaitMs: number;
-}
+import type { RetryPolicy } from '../config/retry-policy.ts';
 
-/** The policy when nothing is configured: 5 attempts, waits from 250 ms, at most 30 s in all. */
-export const DEFAULT_RETRY: RetryPolicy = { retries: 4, baseMs: 250, maxWaitMs: 30_000 };
+// The policy's shape and defaults live with the configuration that reads them (config/ is below xrpc/).
+export { DEFAULT_RETRY, type RetryPolicy } from '../config/retry-policy.ts';
 
 /** The HTTP statuses that mean "try again": rate limits and server or gateway faults. */
 const TRANSIENT_STATUS = new Set([408, 425, 429, 500, 502, 503, 504]);

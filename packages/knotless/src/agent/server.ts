@@ -1,9 +1,12 @@
 import fs from 'node:fs';
 import http from 'node:http';
-import type { Context } from '../context.ts';
+import type { Config } from 'knotless-core/config/env';
 import { isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRefRecord } from 'knotless-core/records/ref-record';
+import type { RemoteRepo } from 'knotless-core/records/remote-repo';
+import type { XrpcClient } from 'knotless-core/xrpc/client';
+import type { Transport } from 'knotless-core/xrpc/transport';
 import { safeText } from 'knotless-core/text/terminal';
 import { GroupCommit } from './group-commit.ts';
 import { PdsStream } from './stream.ts';
@@ -17,6 +20,17 @@ const CATCH_UP_MS = 3000;
 
 /** Writes whose failure means the view they were built on may be wrong. */
 const WRITES = /\/xrpc\/com\.atproto\.repo\.(putRecord|applyWrites|deleteRecord|createRecord)$/;
+
+/**
+ * What the agent is handed by `knotless agent` (a `Context` is one): the configuration, the direct
+ * transport, and clients and ref-record readers made over it.
+ */
+export interface AgentServices {
+  readonly config: Config;
+  readonly transport: Transport;
+  client(service: string): XrpcClient;
+  remoteRepo(owner: Identity, name: string, warn: (message: string) => void): RemoteRepo;
+}
 
 /** A running agent. */
 export interface Agent {
@@ -51,7 +65,11 @@ function writeTarget(body: Buffer): string | undefined {
  * account's event stream. A view answers git's `list for-push` only once the stream has delivered
  * the account's latest revision; anything the agent cannot apply drops the view, and the helper lists.
  */
-export async function startAgent(ctx: Context, socket: string, log: (line: string) => void): Promise<Agent> {
+export async function startAgent(
+  ctx: AgentServices,
+  socket: string,
+  log: (line: string) => void,
+): Promise<Agent> {
   const views = new Views();
   const streams = new Map<string, PdsStream>();
   const loading = new Map<string, Promise<void>>();

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { Context } from '../context.ts';
+import type { AuthServices } from './services.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { printErr, safeText } from 'knotless-core/text/terminal';
@@ -31,7 +31,7 @@ export function accountLine(identity: Identity): string {
  * any handle, and stored sessions are looked up by it.
  */
 async function createSession(
-  ctx: Context,
+  ctx: AuthServices,
   identity: Identity,
   password: string,
 ): Promise<PasswordStoredSession> {
@@ -71,7 +71,7 @@ async function createSession(
  * to go before it is sent, so a user can stop at a name or server they do not expect.
  */
 export async function login(
-  ctx: Context,
+  ctx: AuthServices,
   identifier: string,
   password: string,
   notice: (line: string) => void = () => {},
@@ -95,7 +95,7 @@ export async function login(
 }
 
 function authorizerFor(
-  ctx: Context,
+  ctx: AuthServices,
   store: SessionStore,
   stored: PasswordStoredSession,
   relogin?: () => Promise<PasswordStoredSession>,
@@ -109,7 +109,7 @@ function authorizerFor(
  * later `knotless login` never see them. They are kept at all only so that a CI job or an agent
  * running many commands does not spend one createSession each (bsky.social allows 30 per 5 minutes).
  */
-export function oneOffStore(ctx: Context): SessionStore {
+export function oneOffStore(ctx: AuthServices): SessionStore {
   return new SessionStore(path.join(ctx.config.configDir, 'one-off'));
 }
 
@@ -135,7 +135,7 @@ async function firstSession(
  * sent when there is none or it has died (a changed or revoked password shows up then). An OAuth
  * session (oauth-session.ts) authorizes requests the same way, through the same interface.
  */
-export async function activeSession(ctx: Context): Promise<SessionAuthorizer> {
+export async function activeSession(ctx: AuthServices): Promise<SessionAuthorizer> {
   const { identifier, password } = ctx.config;
   if (identifier !== undefined) {
     if (password === undefined) {

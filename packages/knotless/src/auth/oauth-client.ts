@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type * as OAuthModule from '@atproto/oauth-client-node';
-import type { Context } from '../context.ts';
+import type { AuthServices } from './services.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { safeText } from 'knotless-core/text/terminal';
@@ -84,7 +84,7 @@ function fileLock(store: SessionStore) {
  * Identities resolved by knotless's resolver (bidirectional handle checks, KNOTLESS_PLC_URL, the
  * cache), given to the library as the minimal DID document it reads: the PDS endpoint and handle.
  */
-function identityResolverFor(ctx: Context) {
+function identityResolverFor(ctx: AuthServices) {
   return {
     async resolve(input: string) {
       const id = await ctx.resolver.resolve(input);
@@ -143,7 +143,7 @@ export function memoryStore<V>() {
 
 /** A client for one session's metadata (the login's loopback client_id must be presented again). */
 export async function oauthClientFor(
-  ctx: Context,
+  ctx: AuthServices,
   store: SessionStore,
   meta: Omit<OAuthStoredSession, 'oauth'>,
   states: LoginStates = memoryStore(),

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Context } from '../context.ts';
+import type { AuthServices } from './services.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { safeText } from 'knotless-core/text/terminal';
 import { accountLine } from './login.ts';
@@ -89,7 +89,7 @@ function openBrowser(url: string): void {
  * session (0600, with its DPoP key) and makes it current.
  */
 export async function oauthLogin(
-  ctx: Context,
+  ctx: AuthServices,
   identifier: string,
   opts: OAuthLoginOptions,
 ): Promise<OAuthStoredSession> {

@@ -1,4 +1,4 @@
-import type { Context } from '../context.ts';
+import type { AuthServices } from './services.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { safeText } from 'knotless-core/text/terminal';
 import type { HttpRequest, HttpResponse } from 'knotless-core/xrpc/transport';
@@ -34,11 +34,11 @@ function isEnded(oauth: OAuth, err: unknown): boolean {
  */
 export class OAuthSession implements SessionAuthorizer {
   readonly #stored: OAuthStoredSession;
-  readonly #ctx: Context;
+  readonly #ctx: AuthServices;
   readonly #store: SessionStore;
   #restored: Promise<Session> | undefined;
 
-  constructor(ctx: Context, store: SessionStore, stored: OAuthStoredSession) {
+  constructor(ctx: AuthServices, store: SessionStore, stored: OAuthStoredSession) {
     this.#ctx = ctx;
     this.#store = store;
     this.#stored = stored;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { packageRoot } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
-import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
+import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { internalErrorLines } from 'knotless-core/text/terminal';
 import { closeTransport } from 'knotless-core/xrpc/transport';
 import { parseCommandArgs } from './args.ts';

@@ -2,7 +2,7 @@ import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { Context } from '../context.ts';
 import { readConfig } from 'knotless-core/config/env';
 import { KnotlessError } from 'knotless-core/errors';
-import { EXIT_CODES, EXIT_INTERNAL } from '../exit-codes.ts';
+import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { internalErrorLines, printErr, safeText } from 'knotless-core/text/terminal';
 import { closeTransport } from 'knotless-core/xrpc/transport';
 import { formatList } from './list.ts';

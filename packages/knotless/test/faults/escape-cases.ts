@@ -2,7 +2,7 @@
 // (git's own output included), and records that claim one ref twice, have the wrong types, or name
 // a target their packs do not hold are refused with our sentence.
 import path from 'node:path';
-import { hashedRefKey, refKey } from '../../../knotless-core/src/records/ref-key.ts';
+import { hashedRefKey, refKey } from 'knotless-core/records/ref-key';
 import { commitFiles } from '../helpers/git.ts';
 import { lastLine, type FaultCase } from './checks.ts';
 import { HOSTILE_TEXT, agentLog, clean, okOrSaid, parentOf, putAt } from './escape-data.ts';

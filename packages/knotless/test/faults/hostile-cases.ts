@@ -2,7 +2,7 @@
 // the repository, no crash, no hang; unknown fields tolerated.
 import fs from 'node:fs';
 import path from 'node:path';
-import { MAX_RECORD_BYTES } from '../../../knotless-core/src/records/ref-record.ts';
+import { MAX_RECORD_BYTES } from 'knotless-core/records/ref-record';
 import { lastLine, noise, type FaultCase } from './checks.ts';
 import {
   bytesOf,

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
-import { refKey } from '../../../knotless-core/src/records/ref-key.ts';
+import { refKey } from 'knotless-core/records/ref-key';
 import { commitFiles, newRepo } from '../helpers/git.ts';
 import { lastLine } from './checks.ts';
 import type { FaultEnv } from './env.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { before } from 'node:test';
-import { writeWrappers } from '../../src/dev/env-file.ts';
+import { writeWrappers } from '../../../knotless-devnet/src/dev/env-file.ts';
 import { knotless, runProcess, type Run } from './cli.ts';
 import type { TestNet } from './network.ts';
 

@@ -2,7 +2,7 @@
 // where Node's own server would refuse to misbehave; closed after the test file.
 import net from 'node:net';
 import { after } from 'node:test';
-import { closeTransport } from '../../../knotless-core/src/xrpc/transport.ts';
+import { closeTransport } from 'knotless-core/xrpc/transport';
 
 /** Every server started, closed when the file is done. */
 export const servers: net.Server[] = [];

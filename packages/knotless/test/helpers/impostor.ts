@@ -6,7 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { registerDid } from 'knotless-devnet';
-import { writeWrappers } from '../../src/dev/env-file.ts';
+import { writeWrappers } from '../../../knotless-devnet/src/dev/env-file.ts';
 import type { TestNet } from './network.ts';
 
 /** One request the impostor's PDS received. */

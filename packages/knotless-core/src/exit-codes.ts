@@ -1,4 +1,4 @@
-import type { ErrorCode } from 'knotless-core/errors';
+import type { ErrorCode } from './errors.ts';
 
 /**
  * The exit status for each kind of failure, decided here and nowhere else. Grouped so scripts can

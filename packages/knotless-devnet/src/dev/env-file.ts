@@ -1,7 +1,20 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { BIN_SCRIPTS } from '../bin/paths.ts';
+import { createRequire } from 'node:module';
 import { writeFileAtomic } from 'knotless-core/fsutil';
+
+/**
+ * The knotless package's executables (its bin stubs), by name. The dev network wraps the knotless
+ * it is installed beside; knotless itself never loads this package (`knotless dev` runs it as a
+ * separate program).
+ */
+export function knotlessScripts(): Record<string, string> {
+  const manifest = createRequire(import.meta.url).resolve('knotless/package.json');
+  const { bin } = JSON.parse(fs.readFileSync(manifest, 'utf8')) as { bin: Record<string, string> };
+  return Object.fromEntries(
+    Object.entries(bin).map(([name, script]) => [name, path.join(path.dirname(manifest), script)]),
+  );
+}
 
 /** Quotes a value for a POSIX shell. */
 export function shellQuote(value: string): string {
@@ -14,7 +27,7 @@ export function shellQuote(value: string): string {
  */
 export function writeWrappers(binDir: string, node: string = process.execPath): void {
   fs.mkdirSync(binDir, { recursive: true });
-  for (const [name, script] of Object.entries(BIN_SCRIPTS)) {
+  for (const [name, script] of Object.entries(knotlessScripts())) {
     if (!fs.existsSync(script)) continue;
     writeFileAtomic(
       path.join(binDir, name),

@@ -1,0 +1,118 @@
+// The workspace's packages as issue 13 lays them out: each has one job, none imports a package that
+// depends on it, and what one package imports of another is its build (JavaScript and declarations),
+// with the TypeScript sources only under the `development` condition the workspace runs with.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { describe, it } from 'node:test';
+
+const packages = path.join(import.meta.dirname, '..', '..');
+
+interface Manifest {
+  name: string;
+  files?: string[];
+  exports?: Record<string, unknown>;
+  dependencies?: Record<string, string>;
+  devDependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+}
+
+function manifest(dir: string): Manifest {
+  return JSON.parse(fs.readFileSync(path.join(packages, dir, 'package.json'), 'utf8')) as Manifest;
+}
+
+/** Every workspace package a package names, in any kind of dependency. */
+function workspaceDeps(m: Manifest): string[] {
+  const all = [m.dependencies, m.devDependencies, m.optionalDependencies, m.peerDependencies];
+  return all.flatMap((d) => Object.keys(d ?? {})).filter((n) => n.startsWith('knotless'));
+}
+
+/** The bare package names a package's sources import. */
+function importedPackages(dir: string): Set<string> {
+  const src = path.join(packages, dir, 'src');
+  const found = new Set<string>();
+  for (const file of fs.readdirSync(src, { recursive: true, encoding: 'utf8' })) {
+    if (!file.endsWith('.ts')) continue;
+    const text = fs.readFileSync(path.join(src, file), 'utf8');
+    for (const m of text.matchAll(/(?:from|import)\s*\(?\s*'(knotless[a-z-]*)(?:\/[^']*)?'/g))
+      found.add(m[1]!);
+  }
+  return found;
+}
+
+/** The file an exports entry gives Node when no condition but the defaults is set. */
+function defaultTarget(entry: unknown): string | undefined {
+  if (typeof entry === 'string') return entry;
+  if (typeof entry !== 'object' || entry === null) return undefined;
+  for (const [condition, value] of Object.entries(entry)) {
+    if (['node', 'import', 'default'].includes(condition)) return defaultTarget(value);
+  }
+  return undefined;
+}
+
+describe('the packages', () => {
+  it('depend downwards only: core on none, the appview and the CLI on the core, the dev network on the rest', () => {
+    assert.deepEqual(workspaceDeps(manifest('knotless-core')), []);
+    assert.deepEqual([...importedPackages('knotless-core')], []);
+    assert.deepEqual(workspaceDeps(manifest('knotless')), ['knotless-core']);
+    assert.deepEqual([...importedPackages('knotless')], ['knotless-core']);
+    assert.deepEqual(workspaceDeps(manifest('knotless-serve')), ['knotless-core']);
+    assert.deepEqual([...importedPackages('knotless-serve')], ['knotless-core']);
+    assert.deepEqual(workspaceDeps(manifest('knotless-devnet')).sort(), [
+      'knotless',
+      'knotless-core',
+      'knotless-serve',
+    ]);
+  });
+
+  it('export built JavaScript by default, never TypeScript sources, and ship it', () => {
+    for (const dir of ['knotless', 'knotless-core', 'knotless-serve']) {
+      const m = manifest(dir);
+      assert.ok(m.files?.includes('dist'), `${dir} ships dist/`);
+      for (const [subpath, entry] of Object.entries(m.exports ?? {})) {
+        const target = defaultTarget(entry);
+        assert.ok(target !== undefined, `${dir} ${subpath} has a default target`);
+        assert.doesNotMatch(target, /\.ts$|\/src\//, `${dir} ${subpath}`);
+        if (!target.includes('*'))
+          assert.ok(fs.existsSync(path.join(packages, dir, target)), `${dir} ${target} is built`);
+      }
+    }
+  });
+
+  it("knotless-core's build loads on its own and exports what its sources export", async () => {
+    const names = async (conditions: string[]): Promise<string> => {
+      const { stdout } = await promisify(execFile)(
+        process.execPath,
+        [
+          ...conditions,
+          '--input-type=module',
+          '-e',
+          "console.log(Object.keys(await import('knotless-core')).sort().join(' '))",
+        ],
+        { cwd: path.join(packages, 'knotless') },
+      );
+      return stdout.trim();
+    };
+    const [built, sources] = await Promise.all([names([]), names(['--conditions=development'])]);
+    assert.ok(built.split(' ').includes('parseRefRecord'));
+    assert.equal(built, sources);
+    const resolved = async (conditions: string[]): Promise<string> =>
+      (
+        await promisify(execFile)(
+          process.execPath,
+          [
+            ...conditions,
+            '--input-type=module',
+            '-e',
+            "console.log(import.meta.resolve('knotless-core/records/ref-key'))",
+          ],
+          { cwd: path.join(packages, 'knotless') },
+        )
+      ).stdout.trim();
+    assert.match(await resolved([]), /\/knotless-core\/dist\/records\/ref-key\.js$/);
+    assert.match(await resolved(['--conditions=development']), /\/knotless-core\/src\/records\/ref-key\.ts$/);
+  });
+});
