@@ -10,6 +10,8 @@ export interface Timed {
   ms: number;
   stdout: string;
   stderr: string;
+  /** Peak resident memory of the largest process in its tree, MiB (GNU time's %M), when measured. */
+  peakMib?: number;
 }
 
 /** Runs a command to completion; fails loudly when it fails, since a bench of failures measures nothing. */
@@ -32,6 +34,23 @@ export function run(
       else reject(new Error(`${cmd} ${args.join(' ')} exited ${code}:\n${stderr}`));
     });
   });
+}
+
+/**
+ * Runs a command under GNU time: the peak resident memory of the largest process in its tree (the
+ * kernel carries a reaped child's peak up to its parent, so git's figure covers the helper,
+ * pack-objects and index-pack). Detached processes and the agent are not in the tree.
+ */
+async function runMeasured(
+  cmd: string,
+  args: string[],
+  opts: { cwd: string; env: Record<string, string>; home: string },
+): Promise<Timed> {
+  const out = path.join(opts.home, `time-${process.hrtime.bigint()}`);
+  const t = await run('/usr/bin/time', ['-f', '%M', '-o', out, cmd, ...args], opts);
+  const kib = Number(fs.readFileSync(out, 'utf8').trim().split('\n').at(-1));
+  fs.rmSync(out);
+  return { ...t, peakMib: Math.round(kib / 1024) };
 }
 
 /** A user of the rig: git and knotless on PATH, logged in as alice, requests through one RTT's link. */
@@ -71,15 +90,18 @@ export async function makeClient(rig: Rig, plain: boolean): Promise<Client> {
         KNOTLESS_DEV_PDS: rig.net.pdsUrl,
         KNOTLESS_SERVICE: `${scheme}://127.0.0.1:${link.pds.port}`,
         KNOTLESS_CA_CERTS: rig.cert.certFile,
-        // Measure the general case: no listing window, no background compaction, no agent unless asked.
-        KNOTLESS_COMPACT: '0',
+        // Measure the general case: compaction on (the default; its whole cost is counted), no agent unless asked.
         KNOTLESS_AGENT: '0',
         ...extra,
       };
     },
-    git: (rtt, cwd, args, extra) => run('git', args, { cwd, env: client.env(rtt, extra) }),
+    git: (rtt, cwd, args, extra) => runMeasured('git', args, { cwd, env: client.env(rtt, extra), home }),
     knotless: (rtt, args, extra) =>
-      run(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], { cwd: home, env: client.env(rtt, extra) }),
+      runMeasured(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], {
+        cwd: home,
+        env: client.env(rtt, extra),
+        home,
+      }),
     coldCache() {
       const dir = path.join(home, `cold-cache-${++caches}`);
       fs.mkdirSync(dir, { recursive: true });

@@ -6,8 +6,8 @@ import { parseArgs } from 'node:util';
 import { bigTable, runBig, type BigResult } from './big.ts';
 import { makeClient } from './client.ts';
 import { findCeiling, runLimitedSwarm, type LimitedSwarm } from './limits.ts';
-import { knotlessRound, peerRound, type Sample } from './ops.ts';
-import { summarise, table } from './report.ts';
+import { knotlessRound, loopPushes, peerRound, type Sample } from './ops.ts';
+import { ACCOUNT, costTable, summarise, table } from './report.ts';
 import { startRig } from './setup.ts';
 import { runSwarm, swarmTable, type SwarmResult, type SwarmVia } from './swarm.ts';
 
@@ -30,11 +30,14 @@ const { values } = parseArgs({
     'limited-leave': { type: 'string', default: '100' },
     // A real repository to mirror-push and clone, both ways.
     big: { type: 'string' },
+    // One-line pushes in a row, in the first round at each RTT (0: skip), for the push-loop rows.
+    loop: { type: 'string', default: '20' },
   },
 });
 const rtts = values.rtt.split(',').map(Number);
 const rounds = Number(values.rounds);
 const plain = values.plain;
+loopPushes.n = Number(values.loop);
 
 const rig = await startRig(rtts, plain);
 try {
@@ -62,6 +65,12 @@ try {
   );
   console.log('');
   console.log(table(oursFig, peerFig, rtts));
+  console.log('');
+  console.log(
+    `The whole cost at the PDS (background compaction included; push-loop rows per push of ${loopPushes.n} in a row), and how many a bsky.social account sustains (${ACCOUNT.pointsPerHour} points an hour, ${ACCOUNT.pointsPerDay} a day, ${ACCOUNT.uploadsPerDay} blob uploads a day)`,
+  );
+  console.log('');
+  console.log(costTable(oursFig, peerFig));
   const swarmRtt = Number(values['swarm-rtt']);
   // Before the swarms: they leave the machine busy for a while (queued writes, compactions).
   let big: BigResult | null = null;

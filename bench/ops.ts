@@ -14,6 +14,52 @@ export interface Sample {
   requests: number;
   /** New connections the server saw. */
   connections: number;
+  /** Record writes (putRecord, createRecord, deleteRecord, applyWrites), background work included. */
+  writes: number;
+  /** Write points the PDS charged (create 3, update 2, delete 1; putRecord 2). */
+  points: number;
+  /** Blob uploads. */
+  uploads: number;
+  /** Peak resident memory of the command's largest process, MiB. */
+  peakMib: number;
+}
+
+const WRITES = new Set([
+  'com.atproto.repo.putRecord',
+  'com.atproto.repo.createRecord',
+  'com.atproto.repo.deleteRecord',
+  'com.atproto.repo.applyWrites',
+]);
+
+/**
+ * Waits until no background compaction that `client` started runs: each leaves a marker in its
+ * cache's `compacting/` until it ends (packages/knotless-core/src/ops/compact-marker.ts).
+ */
+async function backgroundDone(client: Client): Promise<void> {
+  const markers = () =>
+    fs
+      .readdirSync(client.home)
+      .map((d) => path.join(client.home, d, 'compacting'))
+      .filter((d) => fs.existsSync(d))
+      .flatMap((d) => fs.readdirSync(d));
+  const deadline = Date.now() + 120_000;
+  while (markers().length > 0) {
+    if (Date.now() > deadline)
+      throw new Error(`background compactions still running: ${markers().join(', ')}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** What reached `front` since its reset, background work included. */
+function counted(front: Rig['pdsFront']): Omit<Sample, 'op' | 'rtt' | 'ms' | 'peakMib'> {
+  const reqs = front.requests;
+  return {
+    requests: reqs.length,
+    connections: front.connections,
+    writes: reqs.filter((r) => r.nsid !== undefined && WRITES.has(r.nsid)).length,
+    points: reqs.reduce((n, r) => n + r.points, 0),
+    uploads: reqs.filter((r) => r.nsid === 'com.atproto.repo.uploadBlob').length,
+  };
 }
 
 let files = 0;
@@ -29,8 +75,12 @@ async function commit(client: Client, rtt: number, dir: string, note: string): P
   await client.git(rtt, dir, ['commit', '-q', '-m', note]);
 }
 
-/** Measures `fn`, counting what reached `front` meanwhile. */
+/**
+ * Measures `fn`: its time, and what reached `front` until any background work it started has ended
+ * (the time does not include that wait; git's own peer starts none).
+ */
 async function measure(
+  client: Client,
   samples: Sample[],
   op: string,
   rtt: number,
@@ -39,8 +89,50 @@ async function measure(
 ): Promise<void> {
   front.reset();
   const t = await fn();
-  samples.push({ op, rtt, ms: t.ms, requests: front.count(), connections: front.connections });
+  await backgroundDone(client);
+  samples.push({ op, rtt, ms: t.ms, peakMib: t.peakMib ?? NaN, ...counted(front) });
 }
+
+/**
+ * `n` one-line pushes in a row (`op`), compaction on: one sample whose counts are the loop's, per
+ * push (background included), and whose time and memory are the median push's.
+ */
+async function measureLoop(
+  client: Client,
+  samples: Sample[],
+  op: string,
+  rtt: number,
+  front: Rig['pdsFront'],
+  dir: string,
+  extra: Record<string, string> = {},
+): Promise<void> {
+  const n = loopPushes.n;
+  if (n === 0) return;
+  await backgroundDone(client);
+  front.reset();
+  const runs: Timed[] = [];
+  for (let i = 0; i < n; i++) {
+    await commit(client, rtt, dir, `loop ${i}`);
+    runs.push(await client.git(rtt, dir, ['push', '-q', 'origin', 'main'], extra));
+  }
+  await backgroundDone(client);
+  const c = counted(front);
+  const mid = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  samples.push({
+    op,
+    rtt,
+    ms: mid(runs.map((r) => r.ms)),
+    peakMib: mid(runs.map((r) => r.peakMib ?? NaN)),
+    requests: c.requests / n,
+    connections: c.connections / n,
+    writes: c.writes / n,
+    points: c.points / n,
+    uploads: c.uploads / n,
+  });
+}
+
+/** How many pushes the loop rows make (0: none); set by main.ts's --loop. */
+export const loopPushes = { n: 20 };
 
 /** One round of knotless operations at one RTT, on a fresh repository. */
 export async function knotlessRound(rig: Rig, client: Client, rtt: number, round: number): Promise<Sample[]> {
@@ -59,31 +151,33 @@ export async function knotlessRound(rig: Rig, client: Client, rtt: number, round
   const front = rig.pdsFront;
 
   await commit(client, rtt, work, 'small change');
-  await measure(samples, 'push', rtt, front, () => client.git(rtt, work, ['push', '-q', 'origin', 'main']));
-  await measure(samples, 'push-new-branch', rtt, front, () =>
+  await measure(client, samples, 'push', rtt, front, () =>
+    client.git(rtt, work, ['push', '-q', 'origin', 'main']),
+  );
+  await measure(client, samples, 'push-new-branch', rtt, front, () =>
     client.git(rtt, work, ['push', '-q', 'origin', `HEAD:refs/heads/topic-${round}`]),
   );
   await commit(client, rtt, work, 'with appview');
-  await measure(samples, 'push-with-appview', rtt, front, () =>
+  await measure(client, samples, 'push-with-appview', rtt, front, () =>
     client.git(rtt, work, ['push', 'origin', 'main'], { KNOTLESS_APPVIEW: 'https://appview.example' }),
   );
   await client.git(rtt, other, ['fetch', '-q']);
-  await measure(samples, 'fetch', rtt, front, () => client.git(rtt, other, ['fetch', '-q']));
+  await measure(client, samples, 'fetch', rtt, front, () => client.git(rtt, other, ['fetch', '-q']));
   await commit(client, rtt, work, 'for fetch');
   await client.git(rtt, work, ['push', '-q', 'origin', 'main']);
-  await measure(samples, 'fetch-small', rtt, front, () => client.git(rtt, other, ['fetch', '-q']));
+  await measure(client, samples, 'fetch-small', rtt, front, () => client.git(rtt, other, ['fetch', '-q']));
   const cache = client.coldCache();
-  await measure(samples, 'clone', rtt, front, () =>
+  await measure(client, samples, 'clone', rtt, front, () =>
     client.git(rtt, client.home, ['clone', '-q', url, path.join(client.home, `clone-${name}`)], {
       KNOTLESS_CACHE_DIR: cache,
     }),
   );
-  await measure(samples, 'clone-warm', rtt, front, () =>
+  await measure(client, samples, 'clone-warm', rtt, front, () =>
     client.git(rtt, client.home, ['clone', '-q', url, path.join(client.home, `clone2-${name}`)], {
       KNOTLESS_CACHE_DIR: cache,
     }),
   );
-  await measure(samples, 'repo-commit', rtt, front, () =>
+  await measure(client, samples, 'repo-commit', rtt, front, () =>
     client.knotless(rtt, [
       'repo',
       'commit',
@@ -94,6 +188,9 @@ export async function knotlessRound(rig: Rig, client: Client, rtt: number, round
       `bot.txt=${scratchFile(client, name)}`,
     ]),
   );
+
+  await client.git(rtt, work, ['pull', '-q', '--rebase', 'origin', 'main']);
+  if (round === 0) await measureLoop(client, samples, 'push-loop', rtt, front, work);
 
   // The same through the warm agent, which keeps its connection to the PDS and its view current.
   const socket = path.join(client.home, `agent-${name}.sock`);
@@ -108,25 +205,27 @@ export async function knotlessRound(rig: Rig, client: Client, rtt: number, round
       await new Promise((r) => setTimeout(r, 700));
     }
     await commit(client, rtt, work, 'through the agent');
-    await measure(samples, 'push-agent', rtt, front, () =>
+    await measure(client, samples, 'push-agent', rtt, front, () =>
       client.git(rtt, work, ['push', '-q', 'origin', 'main'], viaAgent),
     );
-    await measure(samples, 'fetch-agent', rtt, front, () =>
+    await measure(client, samples, 'fetch-agent', rtt, front, () =>
       client.git(rtt, other, ['fetch', '-q'], viaAgent),
     );
     await commit(client, rtt, work, 'for fetch through the agent');
     await client.git(rtt, work, ['push', '-q', 'origin', 'main'], viaAgent);
-    await measure(samples, 'fetch-small-agent', rtt, front, () =>
+    await measure(client, samples, 'fetch-small-agent', rtt, front, () =>
       client.git(rtt, other, ['fetch', '-q'], viaAgent),
     );
     await client.git(rtt, work, ['pull', '-q', '--rebase', 'origin', 'main'], viaAgent);
-    await measure(samples, 'repo-commit-agent', rtt, front, () =>
+    await measure(client, samples, 'repo-commit-agent', rtt, front, () =>
       client.knotless(
         rtt,
         ['repo', 'commit', name, '-m', 'bot', '--add', `bot2.txt=${scratchFile(client, name)}`],
         viaAgent,
       ),
     );
+    await client.git(rtt, work, ['pull', '-q', '--rebase', 'origin', 'main'], viaAgent);
+    if (round === 0) await measureLoop(client, samples, 'push-loop-agent', rtt, front, work, viaAgent);
   } finally {
     agent.kill('SIGTERM');
   }
@@ -166,16 +265,19 @@ export async function peerRound(rig: Rig, client: Client, rtt: number, round: nu
   const front = rig.gitFront;
 
   await commit(client, rtt, work, 'small change');
-  await measure(samples, 'push', rtt, front, () => client.git(rtt, work, ['push', '-q', 'origin', 'main']));
-  await measure(samples, 'push-new-branch', rtt, front, () =>
+  await measure(client, samples, 'push', rtt, front, () =>
+    client.git(rtt, work, ['push', '-q', 'origin', 'main']),
+  );
+  await measure(client, samples, 'push-new-branch', rtt, front, () =>
     client.git(rtt, work, ['push', '-q', 'origin', `HEAD:refs/heads/topic-${round}`]),
   );
-  await measure(samples, 'fetch', rtt, front, () => client.git(rtt, other, ['fetch', '-q']));
+  await measure(client, samples, 'fetch', rtt, front, () => client.git(rtt, other, ['fetch', '-q']));
   await commit(client, rtt, work, 'for fetch');
   await client.git(rtt, work, ['push', '-q', 'origin', 'main']);
-  await measure(samples, 'fetch-small', rtt, front, () => client.git(rtt, other, ['fetch', '-q']));
-  await measure(samples, 'clone', rtt, front, () =>
+  await measure(client, samples, 'fetch-small', rtt, front, () => client.git(rtt, other, ['fetch', '-q']));
+  await measure(client, samples, 'clone', rtt, front, () =>
     client.git(rtt, client.home, ['clone', '-q', url, path.join(client.home, `peer-clone-${name}`)]),
   );
+  if (round === 0) await measureLoop(client, samples, 'push-loop', rtt, front, work);
   return samples;
 }

@@ -34,6 +34,7 @@ const VENDOR: Record<string, string> = {
   // The agent's event stream: loaded by `knotless agent` only.
   '@atproto/sync': 'sync.cjs',
   '@atproto/xrpc-server': 'xrpc-server.cjs',
+  '@atproto/ws-client': 'ws-client.cjs',
   '@atproto/lex-json': 'lex-json.cjs',
   'proper-lockfile': 'lockfile.cjs',
   // OAuth (PAR, PKCE, DPoP): loaded by `knotless login` and by requests with an OAuth session only.
@@ -41,6 +42,32 @@ const VENDOR: Record<string, string> = {
 };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
+
+/**
+ * The build's identity, `<version>-<hash of the sources>`: a started agent listens at a socket named
+ * after it, so a helper of another build never talks to it (see agent/autostart.ts). The sources'
+ * hash, not the time, so that building the same code again keeps a running agent in use.
+ */
+function buildId(): string {
+  const { createHash } = process.getBuiltinModule('node:crypto');
+  const hash = createHash('sha256');
+  const packages = path.join(pkg, '..');
+  for (const name of fs.readdirSync(packages).sort()) {
+    if (name === 'knotless-serve' || name === 'knotless-devnet') continue;
+    const src = path.join(packages, name, 'src');
+    if (!fs.existsSync(src)) continue;
+    for (const file of (fs.readdirSync(src, { recursive: true }) as string[]).sort()) {
+      const full = path.join(src, file);
+      if (!fs.statSync(full).isFile()) continue;
+      hash.update(`${name}/${file}\0`).update(fs.readFileSync(full)).update('\0');
+    }
+  }
+  const { version } = JSON.parse(fs.readFileSync(path.join(pkg, 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  return `${version}-${hash.digest('hex').slice(0, 10)}`;
+}
+const BUILD_ID = buildId();
 
 /** Replaces @atproto-labs/fetch-node by a stub (see build/no-default-fetch.cjs). */
 const noDefaultFetch: Plugin = {
@@ -105,7 +132,7 @@ async function buildExecutable(name: string): Promise<void> {
     conditions: ['development'],
     // The CLI imports no other workspace package but knotless-core: `knotless dev` runs the dev
     // network's own program (knotless-devnet), so nothing of the PDS or the appview is bundled here.
-    define: { 'import.meta.url': '__knotlessUrl' },
+    define: { 'import.meta.url': '__knotlessUrl', __KNOTLESS_BUILD__: JSON.stringify(BUILD_ID) },
     banner: { js: "const __knotlessUrl = require('node:url').pathToFileURL(__filename).href;" },
     logLevel: 'warning',
   });

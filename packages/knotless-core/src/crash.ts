@@ -7,6 +7,7 @@ import { crashPointFromEnv } from './config/env.ts';
  */
 export const CRASH_POINTS = [
   'push:pack-built',
+  'push:packs-folded',
   'push:blob-uploaded',
   'push:before-record-write',
   'push:after-record-write',
@@ -15,6 +16,7 @@ export const CRASH_POINTS = [
   'compact:after-record-write',
   'fetch:blob-downloaded',
   'fetch:pack-indexed',
+  'commit:packs-folded',
   'commit:before-record-write',
 ] as const;
 

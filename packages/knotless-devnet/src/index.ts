@@ -6,3 +6,4 @@ export { type Fault, type FaultRule, type FiredFault } from './faults.ts';
 export { makeCertificate, type Certificate } from './tls.ts';
 export { startGitHttp, type GitHttpServer } from './git-http.ts';
 export { registerDid } from './plc.ts';
+export { startTraffic, type Traffic } from './traffic.ts';

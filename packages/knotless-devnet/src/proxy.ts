@@ -18,6 +18,12 @@ export interface RequestLog {
   connection: number;
   /** The scripted fault that hit it, if any. */
   fault?: string;
+  /**
+   * The write points the reference PDS (and bsky.social) charges the account for it: create 3,
+   * update 2, delete 1, putRecord always 2 (see writePoints); 0 for reads and for requests the proxy
+   * answered itself. Known once the request's body has passed.
+   */
+  points: number;
 }
 
 /** What an {@link ProxyOptions.onRequest} hook is told about a request. */
@@ -74,6 +80,46 @@ function nsidOf(path: string): string | undefined {
   return path.startsWith('/xrpc/') ? path.slice('/xrpc/'.length).split('?')[0] : undefined;
 }
 
+/** Points per write of applyWrites, as the reference PDS counts them (its `ratelimitPoints`). */
+const WRITE_KIND_POINTS: Record<string, number> = { create: 3, update: 2, delete: 1 };
+const FIXED_POINTS: Record<string, number> = {
+  'com.atproto.repo.createRecord': 3,
+  'com.atproto.repo.putRecord': 2,
+  'com.atproto.repo.deleteRecord': 1,
+};
+
+/**
+ * Sets `entry.points` from what the request asks the PDS to write; applyWrites's body is read as it
+ * passes (attached with the pipe, so no byte is missed), up to 4 MiB.
+ */
+function countPoints(req: http.IncomingMessage, entry: RequestLog): void {
+  if (entry.nsid !== undefined && FIXED_POINTS[entry.nsid] !== undefined) {
+    entry.points = FIXED_POINTS[entry.nsid]!;
+    return;
+  }
+  if (entry.nsid !== 'com.atproto.repo.applyWrites') return;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  req.on('data', (c: Buffer) => {
+    size += c.length;
+    if (size <= 4 * 1024 * 1024) chunks.push(c);
+  });
+  req.on('end', () => {
+    try {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+        writes?: Array<{ $type?: string }>;
+      };
+      entry.points = (body.writes ?? []).reduce(
+        (n, w) => n + (WRITE_KIND_POINTS[(w.$type ?? '').split('#')[1] ?? ''] ?? 0),
+        0,
+      );
+    } catch (err) {
+      // A body that is not JSON: the PDS refuses it before charging anything.
+      if (!(err instanceof SyntaxError)) throw err;
+    }
+  });
+}
+
 function answerError(res: http.ServerResponse, entry: RequestLog, status: number, body: object): void {
   entry.status = status;
   res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
@@ -95,7 +141,7 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     const path = req.url ?? '/';
     const method = req.method ?? 'GET';
     const connection = connectionIds.get(req.socket) ?? 0;
-    const entry: RequestLog = { method, path, nsid: nsidOf(path), status: 0, connection };
+    const entry: RequestLog = { method, path, nsid: nsidOf(path), status: 0, connection, points: 0 };
     requests.push(entry);
     try {
       await opts.onRequest?.({ method, path, nsid: entry.nsid });
@@ -143,6 +189,7 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     res.on('close', () => {
       if (!res.writableFinished) upstream.destroy();
     });
+    countPoints(req, entry);
     req.pipe(upstream);
   }
 

@@ -94,7 +94,7 @@ export async function startAppview(
     }
     for (const did of dids) {
       try {
-        for (const repo of await backfillAccount(did, index, identities, transport))
+        for (const repo of await backfillAccount(did, index, identities, transport, log))
           void mirror.schedule(did, repo);
       } catch (err) {
         log(`backfilling ${did}: ${String(err)}`);

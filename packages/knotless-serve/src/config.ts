@@ -23,6 +23,8 @@ export interface ServeConfig {
   /** Largest pack the mirror downloads, and the most bytes of packs one repository may have. */
   maxPackBytes: number;
   maxRepoBytes: number;
+  /** Bytes of pull request round packs one mirror takes in, all pull requests together. */
+  maxRoundBytes: number;
   /** Longest a page, raw file, image or XRPC query may take before a 503, in ms. */
   requestTimeoutMs: number;
   /** Longest a smart-HTTP git request (a clone or fetch) may take before git is stopped, in ms. */
@@ -50,6 +52,7 @@ export function defaultConfig(dataDir: string): ServeConfig {
     dev: false,
     maxPackBytes: 256 * 1024 * 1024,
     maxRepoBytes: 2 * 1024 * 1024 * 1024,
+    maxRoundBytes: 512 * 1024 * 1024,
     // A page takes milliseconds; a clone of a big mirror over a slow link may take minutes.
     requestTimeoutMs: 30_000,
     gitTimeoutMs: 600_000,

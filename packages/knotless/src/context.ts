@@ -1,6 +1,8 @@
+import { findAgent, startAgentDetached, type AgentStart } from './agent/autostart.ts';
 import { AgentClient } from './agent/client.ts';
 import { SessionStore } from './auth/store.ts';
 import { readConfig, type Config } from 'knotless-core/config/env';
+import { KnotlessError } from 'knotless-core/errors';
 import { IdentityResolver, type Identity } from 'knotless-core/identity/resolver';
 import { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { RepoRecords } from 'knotless-core/records/repo-records';
@@ -17,17 +19,41 @@ export class Context {
   retryNotice: ((notice: string) => void) | undefined;
   /** The warm agent, when one is running (and this is not the agent itself). */
   readonly agent: AgentClient | undefined;
+  /** Why an agent's socket or directory was not used (another user's…): one sentence to print. */
+  readonly agentRefusal: string | undefined;
+  #mayStartAgent: boolean;
 
   constructor(config: Config = readConfig(), opts: { agent?: boolean } = {}) {
     this.config = config;
     const direct = transportFor(config);
+    const found = opts.agent === false || !config.agent ? undefined : findAgent(config);
     this.agent =
-      opts.agent === false || !config.agent
-        ? undefined
-        : AgentClient.find(config.agentSocket, config.httpTimeoutMs);
+      found?.socket === undefined ? undefined : new AgentClient(found.socket, config.httpTimeoutMs);
+    this.agentRefusal = found?.refusal;
+    this.#mayStartAgent = found?.mayStart ?? false;
     this.transport = this.agent?.transport(direct) ?? direct;
     this.resolver = new IdentityResolver(config, this.transport);
     this.sessions = new SessionStore(config.configDir);
+  }
+
+  /**
+   * Starts the warm agent in the background when none answered (absent, or its socket left by one
+   * that died), at most once per process; this process carries on directly and a later one uses it.
+   * Failures are warnings: the command itself never needed the agent.
+   */
+  startAgent(how: AgentStart): void {
+    if (this.agentRefusal !== undefined) how.warn(this.agentRefusal);
+    if (!this.#mayStartAgent || (this.agent !== undefined && this.agent.alive)) return;
+    this.#mayStartAgent = false;
+    try {
+      startAgentDetached(this.config, how);
+    } catch (err) {
+      // This command goes direct whatever happened; a refused directory is said, once.
+      if (!(err instanceof KnotlessError) && (err as NodeJS.ErrnoException).code === undefined) throw err;
+      how.warn(
+        err instanceof KnotlessError ? err.message : `the warm agent could not be started (${String(err)})`,
+      );
+    }
   }
 
   /** Closes connections so the process can exit. */

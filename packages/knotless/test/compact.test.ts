@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
-import { planMerge } from 'knotless-core/packs/geometric';
+import { foldStart } from 'knotless-core/packs/fold';
+import { compactionDue, planMerge } from 'knotless-core/packs/geometric';
 import type { PackEntry } from 'knotless-core/records/ref-record';
+import { compactionsDone } from './helpers/compacting.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -57,6 +59,20 @@ describe('compaction', () => {
     assert.equal(planMerge([]), undefined);
   });
 
+  it('folds only inline packs into a write, and wants a compaction of its own only far past logarithmic', () => {
+    const inline = (...sizes: number[]) =>
+      packs(...sizes).map((p) => ({ ...p, inline: new Uint8Array(p.size) }));
+    // The whole list wants merging, but the blob pack in the middle stays: only what follows it folds.
+    assert.equal(foldStart([...inline(100), ...packs(90), ...inline(80, 70)]), 2);
+    assert.equal(foldStart(inline(2000, 300, 300)), 1);
+    assert.equal(foldStart([...inline(100), ...packs(100), ...inline(100)]), undefined);
+    assert.equal(foldStart(inline(1000, 300, 100)), undefined);
+    // Equal blob packs: 6 is within twice what a geometric list of these sizes holds (3), 7 is past it.
+    assert.equal(compactionDue(packs(...Array<number>(6).fill(20_000))), false);
+    assert.equal(compactionDue(packs(...Array<number>(7).fill(20_000))), true);
+    assert.equal(compactionDue(packs(1000, 300, 100)), false);
+  });
+
   it('after 50 small pushes, `repo compact` leaves at most log2(50)+2 packs and a sound clone', async () => {
     await pushMany('fifty', 50);
     assert.equal((await packSizes('fifty', 'refs/heads/main')).length, 50);
@@ -71,16 +87,13 @@ describe('compaction', () => {
     assert.match(again.stderr, /Nothing to compact/);
   });
 
-  it('compacts by itself in the background after pushes, without losing a concurrent push', async () => {
+  it("keeps the pack list geometric by itself after small pushes, merging in each push's own write", async () => {
     autoCompact = true;
     try {
       await pushMany('auto', 16);
-      const deadline = Date.now() + 60_000;
-      let sizes = await packSizes('auto', 'refs/heads/main');
-      while (planMerge(packs(...sizes)) !== undefined && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 500));
-        sizes = await packSizes('auto', 'refs/heads/main');
-      }
+      // Nothing runs in the background: each push left a geometric list.
+      assert.equal(await compactionsDone(alice), 0);
+      const sizes = await packSizes('auto', 'refs/heads/main');
       assert.equal(planMerge(packs(...sizes)), undefined, `not compacted: ${sizes.join(', ')}`);
       assert.ok(sizes.length <= Math.log2(16) + 2);
     } finally {
@@ -155,6 +168,61 @@ describe('compaction', () => {
     assert.ok(inline <= 32 * 1024, `${inline} inline bytes left`);
     assert.equal(after.value.packs.length, 2);
     await cloneAndCheck('hoist', 2);
+  });
+
+  it('compacts in the background once big pushes pile up past twice a logarithmic list', async () => {
+    autoCompact = true;
+    try {
+      assert.equal((await alice.knotless('repo', 'create', 'piled')).code, 0);
+      const dir = await newRepo(alice, 'knotless://alice.test/piled');
+      // 20 KB that does not compress: each push is a pack in a blob, which pushes never fold.
+      for (let i = 0; i < 6; i++) {
+        await commitFiles(alice, dir, { [`b${i}.bin`]: crypto.randomBytes(20_000) }, `b${i}`);
+        await alice.ok(dir, 'push', '-q', 'origin', 'main');
+        assert.equal(await compactionsDone(alice), 0, `a compaction after push ${i + 1}`);
+      }
+      assert.equal((await packSizes('piled', 'refs/heads/main')).length, 6);
+      await commitFiles(alice, dir, { b6: crypto.randomBytes(20_000) }, 'b6');
+      await alice.ok(dir, 'push', '-q', 'origin', 'main');
+      // The seventh is past the threshold: the helper started a compaction, and it ends.
+      assert.equal(await compactionsDone(alice), 1);
+      const sizes = await packSizes('piled', 'refs/heads/main');
+      assert.equal(planMerge(packs(...sizes)), undefined, `not compacted: ${sizes.join(', ')}`);
+    } finally {
+      autoCompact = false;
+    }
+    await cloneAndCheck('piled', 7);
+  });
+
+  it('compacts in the background after a `repo commit` that leaves the list far past logarithmic', async () => {
+    autoCompact = true;
+    try {
+      assert.equal((await alice.knotless('repo', 'create', 'piled-commit')).code, 0);
+      const dir = await newRepo(alice, 'knotless://alice.test/piled-commit');
+      for (let i = 0; i < 6; i++) {
+        await commitFiles(alice, dir, { [`b${i}.bin`]: crypto.randomBytes(20_000) }, `b${i}`);
+        await alice.ok(dir, 'push', '-q', 'origin', 'main');
+      }
+      assert.equal(await compactionsDone(alice), 0);
+      const file = `${alice.dir()}/b6.bin`;
+      (await import('node:fs')).writeFileSync(file, crypto.randomBytes(20_000));
+      const res = await alice.knotless(
+        'repo',
+        'commit',
+        'piled-commit',
+        '-m',
+        'b6',
+        '--add',
+        `b6.bin=${file}`,
+      );
+      assert.equal(res.code, 0, res.stderr);
+      assert.equal(await compactionsDone(alice), 1);
+      const sizes = await packSizes('piled-commit', 'refs/heads/main');
+      assert.equal(planMerge(packs(...sizes)), undefined, `not compacted: ${sizes.join(', ')}`);
+    } finally {
+      autoCompact = false;
+    }
+    await cloneAndCheck('piled-commit', 7);
   });
 
   it('refuses to compact another account’s repository', async () => {

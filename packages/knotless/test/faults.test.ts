@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import { describe, it } from 'node:test';
 import { AGENT_CASES } from './faults/agent-cases.ts';
 import type { FaultCase } from './faults/checks.ts';
+import { COMPACT_CASES } from './faults/compact-cases.ts';
 import { CRASH_CASES } from './faults/crash-cases.ts';
 import { useFaultEnv } from './faults/env.ts';
 import { ESCAPE_CASES } from './faults/escape-cases.ts';
@@ -27,6 +28,7 @@ const all = [
   ...READER_CASES,
   ...HTTP_CASES,
   ...AGENT_CASES,
+  ...COMPACT_CASES,
   ...GROUP_CASES,
 ];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];

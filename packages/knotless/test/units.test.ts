@@ -100,16 +100,19 @@ describe('configuration', () => {
     const base = { HOME: '/home/x', KNOTLESS_CACHE_DIR: '/c' };
     const plain = readConfig(base);
     assert.equal(plain.agent, true);
-    assert.equal(plain.agentSocket, path.join('/c', 'agent.sock'));
+    // No socket set by hand: the agent's private directory in the cache, and ten minutes' idle time.
+    assert.equal(plain.agentSocket, undefined);
+    assert.equal(plain.agentDir, path.join('/c', 'agent'));
+    assert.equal(plain.agentIdleMs, 600_000);
+    assert.equal(readConfig({ ...base, KNOTLESS_AGENT_IDLE: '2.5' }).agentIdleMs, 2500);
+    assert.equal(readConfig({ ...base, KNOTLESS_AGENT_IDLE: '0' }).agentIdleMs, 0);
+    assert.equal(readConfig({ ...base, KNOTLESS_AGENT_IDLE: 'soon' }).agentIdleMs, 600_000);
     assert.equal(plain.nested, false);
     for (const off of ['0', 'false', 'no', 'OFF'])
       assert.equal(readConfig({ ...base, KNOTLESS_AGENT: off }).agent, false);
     assert.equal(readConfig({ ...base, KNOTLESS_AGENT: '1' }).agent, true);
     assert.equal(readConfig({ ...base, KNOTLESS_AGENT_SOCKET: '/s/a.sock' }).agentSocket, '/s/a.sock');
-    assert.equal(
-      readConfig({ ...base, KNOTLESS_AGENT_SOCKET: '' }).agentSocket,
-      path.join('/c', 'agent.sock'),
-    );
+    assert.equal(readConfig({ ...base, KNOTLESS_AGENT_SOCKET: '' }).agentSocket, undefined);
     assert.equal(readConfig({ ...base, [NESTED_MARKER]: '1' }).nested, true);
     // HOME comes from the environment given, not from the process's.
     assert.equal(readConfig({ HOME: '/home/y' }).cacheDir, path.join('/home/y', '.cache', 'knotless'));

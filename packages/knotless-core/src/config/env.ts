@@ -43,8 +43,19 @@ export interface Config {
   retry: RetryPolicy;
   /** Use a running warm agent when its socket exists (KNOTLESS_AGENT=0 turns it off). */
   agent: boolean;
-  /** Where the warm agent listens (KNOTLESS_AGENT_SOCKET, else `agent.sock` in the cache directory). */
-  agentSocket: string;
+  /**
+   * Where the warm agent listens when set by hand (KNOTLESS_AGENT_SOCKET): an agent you run yourself,
+   * never started automatically. Unset: the agent's directory ({@link agentDir}) holds one socket per
+   * version, and helpers start the agent there themselves (agent/autostart.ts).
+   */
+  agentSocket: string | undefined;
+  /** The started agent's private (0700) directory: `agent/` in the cache directory. */
+  agentDir: string;
+  /**
+   * Milliseconds without a request after which a started agent exits (KNOTLESS_AGENT_IDLE, seconds,
+   * default 600); 0: no agent is started automatically (a running one is still used).
+   */
+  agentIdleMs: number;
   /** This process was started by a git command that knotless runs ({@link NESTED_MARKER} is set). */
   nested: boolean;
   /** Largest git object a fetched pack may inflate to (KNOTLESS_MAX_OBJECT_SIZE, bytes). */
@@ -55,6 +66,9 @@ export interface Config {
 
 /** Default for {@link Config.httpTimeoutMs}: two minutes, a 5 MB blob at 42 kB/s. */
 export const DEFAULT_HTTP_TIMEOUT_MS = 120_000;
+
+/** Default for {@link Config.agentIdleMs}: ten minutes. */
+export const DEFAULT_AGENT_IDLE_MS = 600_000;
 
 /** Default for {@link Config.maxObjectBytes}: 256 MiB. */
 export const DEFAULT_MAX_OBJECT_BYTES = 256 * 1024 * 1024;
@@ -70,6 +84,15 @@ export function crashPointFromEnv(env: NodeJS.ProcessEnv = process.env): string 
 /** The PATH a git subprocess gets where knotless builds its environment from nothing (git http-backend). */
 export function childPath(env: NodeJS.ProcessEnv = process.env): string {
   return nonEmpty(env['PATH']) ?? '/usr/bin:/bin';
+}
+
+/**
+ * The environment a started agent gets: this process's without git's variables. git sets GIT_DIR and
+ * others for its helper; the agent outlives the command and serves every repository, so none of one
+ * repository's settings may follow it.
+ */
+export function agentChildEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('GIT_')));
 }
 
 /** The public PLC directory, used unless KNOTLESS_PLC_URL says otherwise. */
@@ -111,7 +134,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
     agent: !/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? ''),
-    agentSocket: nonEmpty(env['KNOTLESS_AGENT_SOCKET']) ?? path.join(cacheDir, 'agent.sock'),
+    agentSocket: nonEmpty(env['KNOTLESS_AGENT_SOCKET']),
+    agentDir: path.join(cacheDir, 'agent'),
+    agentIdleMs: nonNegative(env['KNOTLESS_AGENT_IDLE'], DEFAULT_AGENT_IDLE_MS / 1000) * 1000,
     nested: env[NESTED_MARKER] !== undefined,
     retry: {
       retries: Math.floor(nonNegative(env['KNOTLESS_RETRIES'], DEFAULT_RETRY.retries)),

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
@@ -8,6 +9,7 @@ import { buildPack, parsePackInfo } from '../git/pack.ts';
 import { checkTreePath, parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfer.ts';
+import { foldPacks } from '../packs/fold.ts';
 import { refKey } from '../records/ref-key.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
 import {
@@ -39,6 +41,8 @@ export interface CommitEnv {
   auth: Authorizer;
   cache: BlobCache;
   cacheDir: string;
+  /** Fold the small packs at the end of the list into the commit's write (off with KNOTLESS_COMPACT=0). */
+  fold?: boolean;
 }
 
 const MAX_ATTEMPTS = 5;
@@ -115,13 +119,14 @@ function startingPoint(refs: RemoteRef[]): RemoteRef | undefined {
  * Makes one commit on a branch without a clone: the objects come from the cache's mirror of the
  * repository, the refs from the cached view (no request) or one listing. The write is one
  * compare-and-swap `putRecord` (plus blob uploads for a large change); when the branch moved
- * meanwhile, the same changes are applied again on top of the new tip. Returns the commit id.
+ * meanwhile, the same changes are applied again on top of the new tip. Returns the commit id, the
+ * branch's full ref name and the pack list its record now holds.
  */
 export async function commitToBranch(
   remote: RemoteRepo,
   env: CommitEnv,
   req: CommitRequest,
-): Promise<string> {
+): Promise<{ commit: string; ref: string; packs: PackEntry[] }> {
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
   const seen = view.read();
   let refs = seen?.refs;
@@ -185,16 +190,19 @@ export async function commitToBranch(
     const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
     // Should the two ever disagree, the next sync indexes the pack as it would any other.
     if (objects.length === info.count) mirror.adopt(info.id, objects);
-    const packs = await storePacks(
-      [...list, { id: info.id, size: pack.length, count: info.count, inline: pack }],
-      1,
-      {
-        writer: remote.writer(env.auth),
-        cache: env.cache,
-        cacheDir: env.cacheDir,
-        chatter: { verbosity: 0, progress: false },
-      },
-    );
+    let built: PackEntry[] = [...list, { id: info.id, size: pack.length, count: info.count, inline: pack }];
+    // The record is rewritten anyway: small packs at the end of its list merge in the same write.
+    if (env.fold) {
+      const folded = await foldPacks(built, path.join(mirror.gitDir, 'objects'));
+      if (folded !== built) crashPoint('commit:packs-folded');
+      built = folded;
+    }
+    const packs = await storePacks(built, 1, {
+      writer: remote.writer(env.auth),
+      cache: env.cache,
+      cacheDir: env.cacheDir,
+      chatter: { verbosity: 0, progress: false },
+    });
     const record: RefRecord = {
       repo: remote.name,
       ref,
@@ -209,7 +217,7 @@ export async function commitToBranch(
       const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, rev, record }];
       if (headOf(refs) === undefined) written.push(...(await writeHead(remote, env.auth, ref)));
       view.write({ refs: written });
-      return commit;
+      return { commit, ref, packs };
     } catch (err) {
       // A new branch builds on another branch's packs, which a compaction may have freed since the
       // listing: list again and rebuild, once.
@@ -233,7 +241,7 @@ export async function commitToBranch(
     // A retried write whose first copy landed (its answer was lost) conflicts with itself: done.
     if (current?.record.target === commit) {
       view.write({ refs });
-      return commit;
+      return { commit, ref, packs: current.record.packs };
     }
   }
   throw new KnotlessError('push-rejected', `${ref} of ${remote.label} kept changing; try again.`);

@@ -27,3 +27,21 @@ export function planMerge(packs: PackEntry[]): number | undefined {
   // and the sums after a cut do not change with the cut, so the first break is where to cut.
   return geometricUpTo;
 }
+
+/** How many times longer than a geometric list a pack list may grow before a compaction of its own runs. */
+export const COMPACT_SLACK = 2;
+
+/**
+ * Whether a pack list wants a compaction of its own (a separate record write): only when it is far
+ * longer than logarithmic. Pushes and `repo commit` fold the small packs at the end of the list into
+ * their own write (fold.ts), so in steady state this stays false; it turns true when big packs pile
+ * up (each large push adds one) or folding was not possible.
+ */
+export function compactionDue(packs: PackEntry[]): boolean {
+  if (packs.length < 2 || planMerge(packs) === undefined) return false;
+  const total = packs.reduce((n, p) => n + p.size, 0);
+  const smallest = Math.max(1, Math.min(...packs.map((p) => p.size)));
+  // A geometric list (factor 2) whose smallest pack is `smallest` holds at most this many packs.
+  const geometric = Math.floor(Math.log2(total / smallest)) + 1;
+  return packs.length > COMPACT_SLACK * geometric;
+}

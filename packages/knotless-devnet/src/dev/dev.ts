@@ -120,7 +120,10 @@ export async function runDev(argv: string[]): Promise<number> {
     throw err;
   }
   // Filled in once the appview runs; a signal before then stops only the network.
-  const running: { appview?: { url: string; close(): Promise<void> } | undefined } = {};
+  const running: {
+    appview?: { url: string; close(): Promise<void> } | undefined;
+    vars?: Record<string, string>;
+  } = {};
   let stopping = false;
   const stop = (): void => {
     // `knotless dev` passes its signals on, and Ctrl-C reaches this process from the terminal too:
@@ -130,6 +133,14 @@ export async function runDev(argv: string[]): Promise<number> {
     void (running.appview?.close() ?? Promise.resolve())
       // Stopping goes on whatever the appview's close says: the network must still be closed.
       .catch((err: unknown) => printErr(`appview: closing failed: ${String(err)}`))
+      // The warm agent a push in the env file's shell started follows the PDS's event stream, which
+      // the PDS waits for as it closes: stop it first (it answers what is in flight, then exits).
+      .then(async () => {
+        if (running.vars === undefined) return;
+        const { code, lastLine } = await runKnotless(['agent', 'stop'], running.vars);
+        if (code !== 0) printErr(`agent: stopping failed: ${safeText(lastLine)}`);
+      })
+      .catch((err: unknown) => printErr(`agent: stopping failed: ${String(err)}`))
       .then(() => net.close())
       .then(() => process.exit(0));
   };
@@ -164,6 +175,7 @@ export async function runDev(argv: string[]): Promise<number> {
     KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
     ...(appview === undefined ? {} : { KNOTLESS_APPVIEW: appview.url }),
   };
+  running.vars = vars;
   await loginAlice(vars, password);
 
   const binDir = path.join(dir, 'bin');

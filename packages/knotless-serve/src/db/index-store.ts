@@ -1,20 +1,18 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { RefRecord } from 'knotless-core';
 import type { Database, OwnerTable, PushTable, RefTable, RepoTable } from './schema.ts';
+import { saveCursor, type EventSource } from './cursor.ts';
+import { ForgeStore } from './forge-store.ts';
 import type { Engine } from './open.ts';
 
-/** Where an event came from, so that its sequence number can be saved with its writes. */
-export interface EventSource {
-  service: string;
-  seq: number;
-}
+export type { EventSource } from './cursor.ts';
 
 /** A repository record change: `record` null for a delete. */
 export interface RepoChange {
   did: string;
   name: string;
   rev: string;
-  record: { description?: string; createdAt?: string } | null;
+  record: { description?: string; createdAt?: string; forkOf?: string } | null;
   time: string;
 }
 
@@ -49,10 +47,13 @@ export function repoOfKey(rkey: string): string {
 export class Index {
   readonly db: Kysely<Database>;
   readonly engine: Engine;
+  /** Pull requests, issues and comments (issue 16). */
+  readonly forge: ForgeStore;
 
   constructor(db: Kysely<Database>, engine: Engine) {
     this.db = db;
     this.engine = engine;
+    this.forge = new ForgeStore(db);
   }
 
   /** The last fully indexed sequence number of an event stream. */
@@ -85,6 +86,7 @@ export class Index {
           name: change.name,
           description: change.record?.description ?? null,
           created_at: change.record?.createdAt ?? null,
+          fork_of: change.record?.forkOf ?? null,
           rev: change.rev,
           deleted: change.record === null ? 1 : 0,
           indexed_at: change.time,
@@ -199,6 +201,7 @@ export class Index {
         'repos.name',
         'repos.description',
         'repos.created_at',
+        'repos.fork_of',
         'repos.indexed_at',
         'owners.handle',
       ])
@@ -298,12 +301,4 @@ export class Index {
   close(): Promise<void> {
     return this.db.destroy();
   }
-}
-
-async function saveCursor(db: Kysely<Database> | Transaction<Database>, source: EventSource): Promise<void> {
-  await db
-    .insertInto('cursors')
-    .values({ service: source.service, seq: source.seq })
-    .onConflict((oc) => oc.column('service').doUpdateSet({ seq: source.seq }))
-    .execute();
 }

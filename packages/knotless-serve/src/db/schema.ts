@@ -19,6 +19,8 @@ export interface RepoTable {
   name: string;
   description: string | null;
   created_at: string | null;
+  /** The repository record this one was forked from (an at-uri), if any. */
+  fork_of: string | null;
   /** The account revision that last wrote this row: older events never overwrite newer ones. */
   rev: string;
   deleted: number;
@@ -55,6 +57,73 @@ export interface PushTable {
   seq: number | string | null;
 }
 
+/** Columns every forge record row has (issue 16): its author, key, revision and tombstone. */
+interface ForgeRow {
+  /** The record's author (the account whose repository holds it) and its key. */
+  did: string;
+  rkey: string;
+  cid: string | null;
+  rev: string;
+  deleted: number;
+  /** createdAt, normalised to UTC with milliseconds so that rows sort by it as text. */
+  created_at: string;
+  indexed_at: string;
+}
+
+/** A `dev.knotless.pull` record, with the state its status records give it by the authority rule. */
+export interface PullTable extends ForgeRow {
+  repo_did: string;
+  repo_name: string;
+  base: string;
+  head_repo: string;
+  head_branch: string;
+  title: string;
+  body: string | null;
+  /** The rounds as JSON: [{ head, base, pack: { cid, size }, createdAt }]. */
+  rounds: string;
+  /** Kept current from pull_statuses: open, closed or merged. */
+  state: string;
+  merged: string | null;
+  /** JSON array of the labels the repository's owner set. */
+  labels: string;
+}
+
+/** A `dev.knotless.pull.status` record, whoever wrote it; only some count (see refreshPull). */
+export interface PullStatusTable extends ForgeRow {
+  pull_did: string;
+  pull_rkey: string;
+  status: string;
+  merged: string | null;
+  labels: string;
+}
+
+/** A `dev.knotless.issue` record, with its state. */
+export interface IssueTable extends ForgeRow {
+  repo_did: string;
+  repo_name: string;
+  title: string;
+  body: string | null;
+  state: string;
+  labels: string;
+}
+
+/** A `dev.knotless.issue.state` record, whoever wrote it. */
+export interface IssueStateTable extends ForgeRow {
+  issue_did: string;
+  issue_rkey: string;
+  state: string;
+  labels: string;
+}
+
+/** A `dev.knotless.comment` record on a pull request or an issue. */
+export interface CommentTable extends ForgeRow {
+  subject_did: string;
+  subject_collection: string;
+  subject_rkey: string;
+  round: number | null;
+  body: string;
+}
+
 /** The whole index. */
 export interface Database {
   cursors: CursorTable;
@@ -62,4 +131,9 @@ export interface Database {
   repos: RepoTable;
   refs: RefTable;
   pushes: PushTable;
+  pulls: PullTable;
+  pull_statuses: PullStatusTable;
+  issues: IssueTable;
+  issue_states: IssueStateTable;
+  comments: CommentTable;
 }

@@ -1,6 +1,7 @@
 import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import type { EventSource, Index } from '../db/index-store.ts';
 import { repoOfKey } from '../db/index-store.ts';
+import { forgeRecordOf, InvalidRecord, isForgeCollection, type ForgeCollection } from './forge-records.ts';
 import { refRecordOf, repoRecordOf } from './records.ts';
 
 /** One record write seen on a stream or in a listing. */
@@ -23,7 +24,12 @@ export async function applyWrite(
   index: Index,
   w: RecordWrite,
   source?: EventSource,
+  log: (line: string) => void = () => {},
 ): Promise<string | undefined> {
+  if (isForgeCollection(w.collection)) {
+    await applyForgeWrite(index, w, w.collection, source, log);
+    return undefined;
+  }
   if (w.collection === REPO_COLLECTION) {
     const record = w.record === null ? null : repoRecordOf(w.record);
     await index.applyRepo({ did: w.did, name: w.rkey, rev: w.rev, record, time: w.time }, source);
@@ -44,4 +50,39 @@ export async function applyWrite(
   }
   if (source !== undefined) await index.saveCursor(source);
   return undefined;
+}
+
+/**
+ * A pull request, issue, state record or comment (issue 16). A record its lexicon refuses is
+ * skipped whole, with the reason logged, and counts as absent: an earlier valid version of it is
+ * deleted from the index, as a later invalid version replaces it in its author's repository.
+ */
+async function applyForgeWrite(
+  index: Index,
+  w: RecordWrite,
+  collection: ForgeCollection,
+  source: EventSource | undefined,
+  log: (line: string) => void,
+): Promise<void> {
+  let record = null;
+  if (w.record !== null) {
+    try {
+      record = forgeRecordOf(collection, w.record);
+    } catch (err) {
+      if (!(err instanceof InvalidRecord)) throw err;
+      log(`skipping at://${w.did}/${collection}/${w.rkey}: ${err.message}`);
+    }
+  }
+  await index.forge.apply(
+    {
+      did: w.did,
+      collection,
+      rkey: w.rkey,
+      rev: w.rev,
+      cid: record === null ? null : w.cid,
+      record,
+      time: w.time,
+    },
+    source,
+  );
 }

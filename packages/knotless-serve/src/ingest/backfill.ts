@@ -8,6 +8,7 @@ import {
 } from 'knotless-core';
 import type { Index } from '../db/index-store.ts';
 import { applyWrite } from './apply.ts';
+import { FORGE_COLLECTIONS, isForgeCollection } from './forge-records.ts';
 import type { Identities } from './identities.ts';
 
 /** The accounts a PDS hosts, from com.atproto.sync.listRepos (every page). */
@@ -36,6 +37,7 @@ export async function backfillAccount(
   index: Index,
   identities: Identities,
   transport: Transport,
+  log: (line: string) => void = () => {},
 ): Promise<string[]> {
   const owner = await identities.owner(did, true);
   if (owner.pds === null) throw new Error(`${did} names no PDS`);
@@ -43,18 +45,25 @@ export async function backfillAccount(
   const { rev } = await client.query<{ rev: string }>('com.atproto.sync.getLatestCommit', { did });
   const time = new Date().toISOString();
   const touched = new Set<string>();
-  for (const collection of [REPO_COLLECTION, REF_COLLECTION]) {
+  for (const collection of [REPO_COLLECTION, REF_COLLECTION, ...FORGE_COLLECTIONS]) {
     const seen = new Set<string>();
     for await (const r of listRecords(client, did, collection)) {
       const rkey = rkeyOf(r.uri);
       seen.add(rkey);
-      const repo = await applyWrite(index, { did, collection, rkey, rev, cid: r.cid, record: r.value, time });
+      const repo = await applyWrite(
+        index,
+        { did, collection, rkey, rev, cid: r.cid, record: r.value, time },
+        undefined,
+        log,
+      );
       if (repo !== undefined) touched.add(repo);
     }
     const known =
       collection === REPO_COLLECTION
         ? (await index.allRepoNames(did)).map((r) => ({ rkey: r.name, rev: r.rev, deleted: r.deleted }))
-        : await index.allRefKeys(did);
+        : isForgeCollection(collection)
+          ? await index.forge.keys(collection, did)
+          : await index.allRefKeys(did);
     for (const k of known) {
       if (seen.has(k.rkey) || k.deleted === 1 || k.rev >= rev) continue;
       const repo = await applyWrite(index, {

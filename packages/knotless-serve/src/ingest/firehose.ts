@@ -1,6 +1,7 @@
 import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import type { Index } from '../db/index-store.ts';
 import { applyWrite } from './apply.ts';
+import { FORGE_COLLECTIONS, isForgeCollection } from './forge-records.ts';
 import type { Identities } from './identities.ts';
 import { lexToJson } from './records.ts';
 
@@ -33,7 +34,7 @@ export async function follow(
   const firehose = new Firehose({
     idResolver: identities.idResolver,
     service,
-    filterCollections: [REPO_COLLECTION, REF_COLLECTION],
+    filterCollections: [REPO_COLLECTION, REF_COLLECTION, ...FORGE_COLLECTIONS],
     excludeSync: true,
     getCursor: () => index.cursor(service),
     handleEvent: async (evt) => {
@@ -61,7 +62,15 @@ export async function follow(
           time: evt.time,
         },
         source,
+        (line) => hooks.log(line),
       );
+      if (isForgeCollection(evt.collection) && evt.event !== 'delete') {
+        // Pages name a record's author by handle: resolve a new author once (kept in the index).
+        await identities
+          .owner(evt.did)
+          .catch((err: unknown) => hooks.log(`resolving ${evt.did}: ${String(err)}`));
+        return;
+      }
       if (repo === undefined) return;
       // The owner's PDS and handle are needed by the mirror and the pages; resolve them once.
       await identities

@@ -1,5 +1,6 @@
 import { CID } from 'multiformats/cid';
-import { isKnotlessError, parseRefRecord, type RefRecord } from 'knotless-core';
+import { REPO_COLLECTION, isKnotlessError, parseRefRecord, type RefRecord } from 'knotless-core';
+import { parseRecordUri } from './forge-records.ts';
 
 /**
  * A record decoded from CBOR (bytes as Uint8Array, links as CID objects) in its JSON form
@@ -29,10 +30,15 @@ export function refRecordOf(json: unknown): RefRecord | undefined {
 }
 
 /** The fields of a repository record the index keeps. */
-export function repoRecordOf(json: unknown): { description?: string; createdAt?: string } {
+export function repoRecordOf(json: unknown): { description?: string; createdAt?: string; forkOf?: string } {
   const v = (typeof json === 'object' && json !== null ? json : {}) as Record<string, unknown>;
+  const forkOf = v['forkOf'];
   return {
     ...(typeof v['description'] === 'string' ? { description: v['description'].slice(0, 3000) } : {}),
     ...(typeof v['createdAt'] === 'string' ? { createdAt: v['createdAt'] } : {}),
+    // Kept only when it names a repository record by DID: pages link to it and pull requests target it.
+    ...(typeof forkOf === 'string' && parseRecordUri(forkOf)?.collection === REPO_COLLECTION
+      ? { forkOf }
+      : {}),
   };
 }

@@ -19,7 +19,9 @@ import type { ServeConfig } from '../config.ts';
 import type { Index, RefRow } from '../db/index-store.ts';
 import type { Identities } from '../ingest/identities.ts';
 import { guardedTransport } from './guard.ts';
+import type { Round } from '../ingest/forge-records.ts';
 import { refsChanged } from './ref-cache.ts';
+import { loadRoundPack, RoundUnavailable } from './round-packs.ts';
 
 /** Thrown when a repository's packs exceed the configured bounds. */
 export class MirrorLimit extends Error {
@@ -59,6 +61,7 @@ export class Mirror {
   readonly #cache: BlobCache;
   readonly #running = new Map<string, Promise<void>>();
   readonly #again = new Set<string>();
+  readonly #rounds = new Map<string, Promise<void>>();
 
   constructor(config: ServeConfig, index: Index, identities: Identities, log: (line: string) => void) {
     this.#config = config;
@@ -214,6 +217,34 @@ export class Mirror {
     const head = refs.find((r) => r.ref === 'HEAD')?.symref;
     if (head !== undefined && head !== null) await runGit(['symbolic-ref', 'HEAD', head], { gitDir: dir });
     refsChanged(dir);
+  }
+
+  /**
+   * Makes sure a pull request round's commits are in the target repository's mirror, fetching the
+   * round's pack from its author's PDS when its head is missing. One download per pack at a time.
+   */
+  async loadRound(authorDid: string, gitDir: string, round: Round): Promise<void> {
+    if ((await presentObjects(gitDir, [round.head])).has(round.head)) return;
+    const key = `${gitDir}\n${round.pack.cid}`;
+    let p = this.#rounds.get(key);
+    if (p === undefined) {
+      p = loadRoundPack(
+        {
+          identities: this.#identities,
+          transport: this.#transport,
+          cache: this.#cache,
+          maxPackBytes: this.#config.maxPackBytes,
+          maxRoundBytes: this.#config.maxRoundBytes,
+        },
+        authorDid,
+        gitDir,
+        round,
+      ).finally(() => this.#rounds.delete(key));
+      this.#rounds.set(key, p);
+    }
+    await p;
+    if (!(await presentObjects(gitDir, [round.head])).has(round.head))
+      throw new RoundUnavailable(`the round's pack does not hold its head ${round.head}`);
   }
 
   /** Closes connections. */

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import type http from 'node:http';
+import { parseRecordUri } from '../ingest/forge-records.ts';
 import { handleXrpc } from '../xrpc/router.ts';
 import { RequestTimeout, requestSignal, withSignal } from './deadline.ts';
 import { serveGit } from './git-http.ts';
@@ -11,6 +12,9 @@ import { commitPage, comparePage } from './pages/commit.ts';
 import { commitsPage } from './pages/commits.ts';
 import { blamePage, historyPage } from './pages/history.ts';
 import { homePage } from './pages/home.ts';
+import { issuePage, issuesPage } from './pages/issues.ts';
+import { pullPage } from './pages/pull.ts';
+import { pullsPage } from './pages/pulls.ts';
 import { branchesPage, tagsPage } from './pages/refs.ts';
 import { repoPage, treePage } from './pages/repo.ts';
 import { HttpError, Redirect, type RepoTarget, type Site } from './site.ts';
@@ -38,7 +42,12 @@ async function findRepo(site: Site, actor: string, name: string): Promise<RepoTa
   if (owner === undefined || repo === undefined)
     throw new HttpError(404, `No repository ${actor}/${name} is known here.`);
   const gitDir = site.mirror.gitDir(owner.did, name);
-  return { did: owner.did, owner: actor, name, description: repo.description, gitDir };
+  const parent = repo.fork_of === null ? undefined : parseRecordUri(repo.fork_of);
+  const forkOf =
+    parent === undefined
+      ? null
+      : { owner: (await site.index.owner(parent.did))?.handle ?? parent.did, name: parent.rkey };
+  return { did: owner.did, owner: actor, name, description: repo.description, gitDir, forkOf };
 }
 
 async function route(
@@ -131,6 +140,15 @@ async function route(
     case 'atom':
       await atomFeed(site, repo, tail, res);
       return undefined;
+    case 'pulls':
+      if (rest.length === 0) return pullsPage(site, repo, url.searchParams.get('state'), pageParam(url));
+      if (rest.length === 2)
+        return pullPage(site, repo, rest[0]!, rest[1]!, url.searchParams, pageParam(url));
+      throw new HttpError(404, 'No such page.');
+    case 'issues':
+      if (rest.length === 0) return issuesPage(site, repo, url.searchParams.get('state'), pageParam(url));
+      if (rest.length === 2) return issuePage(site, repo, rest[0]!, rest[1]!);
+      throw new HttpError(404, 'No such page.');
     default:
       throw new HttpError(404, 'No such page.');
   }

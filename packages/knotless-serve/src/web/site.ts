@@ -24,6 +24,8 @@ export interface RepoTarget {
   name: string;
   description: string | null;
   gitDir: string;
+  /** The repository this one was forked from (its record's forkOf), as pages name it. */
+  forkOf: { owner: string; name: string } | null;
 }
 
 export { HttpError, Redirect } from './http-error.ts';

@@ -23,7 +23,7 @@ pre{margin:0;padding:.8rem;overflow:auto}
 .pad{padding:.6rem .8rem}
 .sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 .nowrap{white-space:nowrap}.num{text-align:right}.grow{flex:1}
-.tabs{display:flex;gap:1.2rem;border-bottom:1px solid var(--line);margin:.6rem 0}
+.tabs{display:flex;flex-wrap:wrap;gap:0 1.2rem;border-bottom:1px solid var(--line);margin:.6rem 0}
 .tabs a{padding:.3rem 0;color:var(--fg)}.tabs a[aria-current]{border-bottom:2px solid var(--link);font-weight:600}
 .bar{display:flex;flex-wrap:wrap;gap:.6rem;align-items:center;margin:.6rem 0}
 .counts a{margin-right:.8rem}
@@ -57,4 +57,8 @@ table.code td.n{color:var(--muted);text-align:right;user-select:none;width:1%}
 .box>.head.bar{margin:0}
 .hljs-keyword,.hljs-built_in,.hljs-selector-tag{color:#cf222e}.hljs-string,.hljs-attr{color:#0a3069}.hljs-comment{color:var(--muted);font-style:italic}.hljs-number,.hljs-literal{color:#0550ae}.hljs-title,.hljs-function{color:#8250df}
 @media (prefers-color-scheme:dark){.hljs-keyword,.hljs-built_in,.hljs-selector-tag{color:#ff7b72}.hljs-string,.hljs-attr{color:#a5d6ff}.hljs-number,.hljs-literal{color:#79c0ff}.hljs-title,.hljs-function{color:#d2a8ff}}
+.st-open{border-color:#1a7f37;border-width:2px}.st-closed{border-color:#cf222e;border-width:2px}.st-merged{border-color:#8250df;border-width:2px}
+h2.title{font-size:1.3rem}.box.comment>.readme{padding:.2rem .8rem}.newpull h2{margin:0;font-size:1rem}
+table.rounds a[aria-current]{font-weight:700}
+a.who{text-decoration:underline}
 `;

@@ -1,7 +1,11 @@
 import type http from 'node:http';
 import type { Site } from '../web/site.ts';
 import { XrpcHttpError, type XrpcHandler } from './common.ts';
+import { getIssue } from './get-issue.ts';
+import { getPull } from './get-pull.ts';
 import { getRepo } from './get-repo.ts';
+import { listIssues } from './list-issues.ts';
+import { listPulls } from './list-pulls.ts';
 import { listPushes } from './list-pushes.ts';
 import { listRefs } from './list-refs.ts';
 import { listRepos } from './list-repos.ts';
@@ -14,6 +18,10 @@ const HANDLERS: Record<string, XrpcHandler> = {
   'dev.knotless.listRefs': listRefs,
   'dev.knotless.searchRepos': searchRepos,
   'dev.knotless.listPushes': listPushes,
+  'dev.knotless.listPulls': listPulls,
+  'dev.knotless.getPull': getPull,
+  'dev.knotless.listIssues': listIssues,
+  'dev.knotless.getIssue': getIssue,
 };
 
 function send(res: http.ServerResponse, status: number, body: unknown): void {

@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import http from 'node:http';
 import type { Config } from 'knotless-core/config/env';
 import { isKnotlessError } from 'knotless-core/errors';
@@ -9,6 +8,7 @@ import type { XrpcClient } from 'knotless-core/xrpc/client';
 import type { Transport } from 'knotless-core/xrpc/transport';
 import { safeText } from 'knotless-core/text/terminal';
 import { GroupCommit } from './group-commit.ts';
+import { AgentLife, type LifeOptions } from './lifecycle.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
 
@@ -35,7 +35,10 @@ export interface AgentServices {
 /** A running agent. */
 export interface Agent {
   socket: string;
-  close(): Promise<void>;
+  /** Lists a repository now, so that the next push to it finds its view ready. */
+  warm(owner: Identity, name: string): void;
+  /** Stops accepting, answers what is in flight, stops following; then `exit` is called. */
+  stop(why: string): void;
 }
 
 function readBody(req: http.IncomingMessage): Promise<Buffer> {
@@ -69,7 +72,8 @@ export async function startAgent(
   ctx: AgentServices,
   socket: string,
   log: (line: string) => void,
-): Promise<Agent> {
+  life: LifeOptions,
+): Promise<Agent | undefined> {
   const views = new Views();
   const streams = new Map<string, PdsStream>();
   const loading = new Map<string, Promise<void>>();
@@ -97,6 +101,7 @@ export async function startAgent(
       pds,
       {
         follows: (did) => views.follows(did),
+        followed: () => views.dids(),
         apply: (did, changes, rev) => {
           for (const c of changes) views.apply(did, c.key, c.ref, rev);
         },
@@ -280,9 +285,18 @@ export async function startAgent(
     res.writeHead(404).end();
   }
 
-  // A socket file left by an agent that died would refuse our listen: remove it.
-  fs.rmSync(socket, { force: true });
+  const lifecycle = new AgentLife(socket, log, {
+    ...life,
+    exit: (why) => {
+      for (const [pds, s] of streams) {
+        log(`${safeText(pds)}: ${s.frames} frames read, ${s.decoded} decoded`);
+        s.stop();
+      }
+      life.exit(why);
+    },
+  });
   const server = http.createServer((req, res) => {
+    if (lifecycle.answer(req, res)) return;
     handle(req, res).catch((err: unknown) => {
       log(`request failed: ${String(err)}`);
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'application/json' });
@@ -295,20 +309,7 @@ export async function startAgent(
     });
   });
   server.keepAliveTimeout = 60_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(socket, resolve);
-  });
-  fs.chmodSync(socket, 0o600);
-  return {
-    socket,
-    close: async () => {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
-      for (const s of streams.values()) s.stop();
-      fs.rmSync(socket, { force: true });
-    },
-  };
+  // Another agent already answers at this socket: it serves, this one is not needed.
+  if (!(await lifecycle.bind(server))) return undefined;
+  return { socket, warm: load, stop: (why) => lifecycle.stop(why) };
 }

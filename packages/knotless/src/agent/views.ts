@@ -72,6 +72,11 @@ export class Views {
     return false;
   }
 
+  /** Every account some view is of. */
+  dids(): Set<string> {
+    return new Set([...this.#views.values()].map((v) => v.did));
+  }
+
   /** Starts a view whose listing is about to be made; changes delivered meanwhile wait in it. */
   begin(did: string, repo: string, pds: string): RepoView {
     const v: RepoView = {

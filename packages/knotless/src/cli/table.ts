@@ -15,6 +15,8 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo commit': () => import('./commands/repo-commit.ts'),
   'repo compact': () => import('./commands/repo-compact.ts'),
   agent: () => import('./commands/agent.ts'),
+  'agent status': () => import('./commands/agent-status.ts'),
+  'agent stop': () => import('./commands/agent-stop.ts'),
   dev: () => import('./commands/dev.ts'),
 };
 

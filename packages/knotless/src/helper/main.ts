@@ -1,4 +1,5 @@
 import { BIN_SCRIPTS } from '../bin/paths.ts';
+import { compactLater } from '../compact-later.ts';
 import { Context } from '../context.ts';
 import { readConfig } from 'knotless-core/config/env';
 import { KnotlessError } from 'knotless-core/errors';
@@ -9,21 +10,6 @@ import { formatList } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
 import { HelperState } from './state.ts';
 import { parseKnotlessUrl } from './url.ts';
-
-/** Starts a detached `knotless repo compact` for the refs that need it, unless KNOTLESS_COMPACT=0. */
-async function startCompaction(state: HelperState, refs: string[]): Promise<void> {
-  if (!state.ctx.config.autoCompact) return;
-  const remote = await state.remote();
-  const args = [
-    'repo',
-    'compact',
-    `${remote.owner.did}/${remote.name}`,
-    '--quiet',
-    ...refs.flatMap((r) => ['--ref', r]),
-  ];
-  const { spawn } = await import('node:child_process');
-  spawn(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], { detached: true, stdio: 'ignore' }).unref();
-}
 
 /** Answers one `option <name> <value>` line. */
 function setOption(state: HelperState, name: string, value: string): string {
@@ -111,6 +97,15 @@ export async function helperMain(argv: string[]): Promise<number> {
         // update of it is refused), and never to a fetch, which would have to pick one.
         const claimed = [...state.contested].map(([name, claims]) => [name, claims[0]!] as const);
         answer([...formatList(forPush ? new Map([...refs, ...claimed]) : refs, forPush), '']);
+        // git decides what to send meanwhile; the next push finds the agent (agent/autostart.ts).
+        if (forPush) {
+          const remote = await state.remote();
+          state.ctx.startAgent({
+            bin: BIN_SCRIPTS['knotless']!,
+            warn: (m) => printErr(`knotless: warning: ${m}`),
+            warm: `${remote.owner.did}/${remote.name}`,
+          });
+        }
       } else if (line.startsWith('fetch ')) {
         // fetch and push load git plumbing and pack code only when git asks for them.
         const { fetchBatch } = await import('./fetch.ts');
@@ -127,8 +122,12 @@ export async function helperMain(argv: string[]): Promise<number> {
           batch.filter((l) => l.startsWith('push ')),
         );
         answer([...result.lines, '']);
-        // git has its answer; merging packs happens in a process of its own that outlives us.
-        if (result.compact.length > 0) await startCompaction(state, result.compact);
+        // Past its threshold only (pushes fold small packs into their own write): merging happens in
+        // a process of its own that outlives us.
+        if (result.compact.length > 0) {
+          const remote = await state.remote();
+          await compactLater(state.ctx.config, remote.owner.did, remote.name, result.compact);
+        }
       } else {
         throw new KnotlessError(
           'usage',

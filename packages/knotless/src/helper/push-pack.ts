@@ -1,6 +1,9 @@
+import path from 'node:path';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { crashPoint } from 'knotless-core/crash';
 import { buildPack, parsePackInfo } from 'knotless-core/git/pack';
+import { gitText } from 'knotless-core/git/run';
+import { foldPacks, foldStart } from 'knotless-core/packs/fold';
 import { unionPacks, type PackEntry } from 'knotless-core/records/ref-record';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { storePacks } from 'knotless-core/packs/store-packs';
@@ -35,7 +38,8 @@ export function baseRefs(
 
 /**
  * Builds the push's one thin pack (objects the remote lacks, deltas against what it has) and
- * returns the pack list every updated ref will carry: the base refs' packs, then the new pack.
+ * returns the pack list every updated ref will carry: the base refs' packs, then the new pack —
+ * or, when the list wants merging, the small packs at its end and the new one folded into one.
  * Large packs, and inline packs that would overfill a record, are uploaded as blobs first — so a
  * record is only ever written once everything it lists is stored. The base packs come from `refs`:
  * the true listing git decided on (or the agent's current view), or a re-listing after the PDS said
@@ -50,7 +54,7 @@ export async function preparePacks(
 ): Promise<PackEntry[]> {
   const bases = baseRefs(refs, updates, present);
   const tips = [...new Set(updates.map((u) => u.oid).filter((o): o is string => o !== undefined))];
-  const list = unionPacks(bases.map((b) => b.record.packs));
+  let list = unionPacks(bases.map((b) => b.record.packs));
   if (tips.length === 0) return list;
   const pack = await buildPack({
     tips,
@@ -60,6 +64,13 @@ export async function preparePacks(
   crashPoint('push:pack-built');
   const info = parsePackInfo(pack);
   if (info.count > 0) list.push({ id: info.id, size: pack.length, count: info.count, inline: pack });
+  // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
+  if (state.ctx.config.autoCompact && foldStart(list) !== undefined) {
+    const objects = (await gitText(['rev-parse', '--git-path', 'objects'])).trim();
+    const folded = await foldPacks(list, path.resolve(objects));
+    if (folded !== list) crashPoint('push:packs-folded');
+    list = folded;
+  }
 
   const remote = await state.remote();
   return storePacks(list, updates.length, {

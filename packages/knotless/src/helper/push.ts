@@ -2,7 +2,7 @@ import { activeSession } from '../auth/login.ts';
 import { KnotlessError, isKnotlessError, type PushReason } from 'knotless-core/errors';
 import { presentObjects, resolveObjects } from 'knotless-core/git/objects';
 import { GitError, gitText } from 'knotless-core/git/run';
-import { planMerge } from 'knotless-core/packs/geometric';
+import { compactionDue } from 'knotless-core/packs/geometric';
 import { BlobMissing, contestedSentence, type RemoteRepo } from 'knotless-core/records/remote-repo';
 import { hasUnsafe, printErr, safeText } from 'knotless-core/text/terminal';
 import { pushContested } from './push-contested.ts';
@@ -22,7 +22,7 @@ function parsePushLine(line: string): { src: string; dst: string; force: boolean
   return { src: spec.slice(0, colon), dst: spec.slice(colon + 1), force };
 }
 
-/** A push's answer for git, and the refs whose pack lists now want compacting. */
+/** A push's answer for git, and the refs whose pack lists now want a compaction of their own. */
 export interface PushResult {
   lines: string[];
   compact: string[];
@@ -139,7 +139,8 @@ async function push(
   const isNew = new Set(toWrite.filter((u) => u.oid !== undefined && !refs.has(u.dst)).map((u) => u.dst));
   const written = await writeRebuildingOnce(job);
   await state.remember(written);
-  const compact = planMerge(packs) !== undefined;
+  // Only a list far past logarithmic gets a compaction of its own: preparePacks folded the rest.
+  const compact = compactionDue(packs);
   for (const o of written)
     outcomes.set(o.dst, {
       ...o,

@@ -6,10 +6,10 @@ import { commitFiles, newRepo } from '../helpers/git.ts';
 import { freshCloneCheck, lastLine, noise, reachable, type FaultCase } from './checks.ts';
 import type { FaultEnv } from './env.ts';
 
-const EXPECTED = 'killed; refs stored; ok commits kept; rerun ok; fsck clean';
+export const EXPECTED = 'killed; refs stored; ok commits kept; rerun ok; fsck clean';
 
 /** The facts every crash case reports, in the order of {@link EXPECTED}. */
-async function verdicts(
+export async function verdicts(
   env: FaultEnv,
   url: string,
   killed: boolean,
@@ -31,7 +31,7 @@ async function verdicts(
 }
 
 /** git's words when its helper was killed. */
-const diedOfKill = (stderr: string) => /died of signal 9|signal 9|Killed/.test(stderr);
+export const diedOfKill = (stderr: string) => /died of signal 9|signal 9|Killed/.test(stderr);
 
 function pushCrash(
   point: string,

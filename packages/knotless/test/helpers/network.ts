@@ -45,6 +45,9 @@ export function useNetwork(
         KNOTLESS_CACHE_DIR: path.join(home, 'cache'),
         KNOTLESS_PLC_URL: t.net.plcUrl,
         KNOTLESS_DEV_PDS: t.net.pdsUrl,
+        // No agent starts by itself in tests: one left running would outlive the test (and keep the
+        // PDS's event stream open while it closes). Tests of the started agent set an idle time.
+        KNOTLESS_AGENT_IDLE: '0',
         ...extra,
       };
     },

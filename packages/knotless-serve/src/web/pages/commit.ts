@@ -1,3 +1,4 @@
+import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { diffStat, patchOf, type FileStat } from '../../mirror/diff.ts';
 import { commitInfo, log, mergeBase, resolveCommit } from '../../mirror/read.ts';
 import { FILES_PER_PAGE, diffStatView, pager, patchView } from '../diff-view.ts';
@@ -5,9 +6,10 @@ import { html, href, page, when, type SafeHtml } from '../html.ts';
 import { HttpError, type Site, type RepoTarget } from '../site.ts';
 import { commitLink, repoHeader, requireMirror, short } from './common.ts';
 import { commitList } from './commits.ts';
+import { newPullBox } from './pulls.ts';
 
 /** The diffstat and one page of a diff's files; `link` makes the address of a page. */
-async function pagedDiff(
+export async function pagedDiff(
   repo: RepoTarget,
   from: string | undefined,
   to: string,
@@ -100,11 +102,19 @@ export async function comparePage(
     ? `More than ${COMPARE_COMMITS} commits`
     : `${commits.length} commit${commits.length === 1 ? '' : 's'}`;
   const summary = `${count} on ${headName} since ${mb === undefined ? 'no common ancestor' : short(mb)}.`;
+  // Where the link `git push` prints for a new branch lands: prefilled as GitHub's "new pull
+  // request", with the command to run, since the pull request is a record in the pusher's account.
+  const branches = (await mirrorRefs(repo.gitDir)).byName;
+  const proposal =
+    commits.length > 0 && branches.has(`refs/heads/${headName}`) && branches.has(`refs/heads/${baseName}`)
+      ? newPullBox(repo, baseName, headName, commits.length === 1 ? commits[0]!.subject : headName)
+      : '';
   return page(
     `Compare ${baseName}...${headName}`,
     html`${repoHeader(repo)}
       <h2>Comparing <span class="pill">${baseName}</span> ... <span class="pill">${headName}</span></h2>
       <p class="muted">${summary}</p>
+      ${proposal}
       ${
         commits.length === 0
           ? html`<p>${headName} has nothing that ${baseName} lacks.</p>`

@@ -37,7 +37,7 @@ export async function refPath(repo: RepoTarget, tail: string): Promise<RefPath> 
 }
 
 /** The repository's tabs, the current one marked for readers and screen readers alike. */
-export type Tab = 'code' | 'commits' | 'branches' | 'tags';
+export type Tab = 'code' | 'commits' | 'branches' | 'tags' | 'pulls' | 'issues';
 
 /** The owner/name heading and the repository's tabs. */
 export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): SafeHtml {
@@ -48,10 +48,22 @@ export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): S
     ['commits', 'Commits', href(...base, 'commits') + refTail],
     ['branches', 'Branches', href(...base, 'branches')],
     ['tags', 'Tags', href(...base, 'tags')],
+    ['pulls', 'Pull requests', href(...base, 'pulls')],
+    ['issues', 'Issues', href(...base, 'issues')],
   ];
   return html`<h1>
       <a href="${href(repo.owner)}">${repo.owner}</a> / <a href="${href(...base)}">${repo.name}</a>
     </h1>
+    ${
+      repo.forkOf === null
+        ? ''
+        : html`<p class="muted">
+            forked from
+            <a class="who" href="${href(repo.forkOf.owner, repo.forkOf.name)}"
+              >${repo.forkOf.owner}/${repo.forkOf.name}</a
+            >
+          </p>`
+    }
     ${repo.description === null ? '' : html`<p class="muted">${repo.description}</p>`}
     <nav class="tabs" aria-label="Repository">
       ${tabs.map(([id, label, link]) =>

@@ -156,10 +156,13 @@ export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
   const commits = await commitCount(repo.gitDir, head.oid);
   const plural = (n: number, one: string, many = `${one}s`) =>
     `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
+  const forge = await site.index.forge.counts(repo.did, repo.name);
   const counts = html`<span class="counts">
     <a href="${pathHref([...base, 'commits'], branch)}">${plural(commits, 'commit')}</a>
     <a href="${href(...base, 'branches')}">${plural(refs.branches.length, 'branch', 'branches')}</a>
     <a href="${href(...base, 'tags')}">${plural(refs.tags.length, 'tag')}</a>
+    <a href="${href(...base, 'pulls')}">${plural(forge.pulls['open'] ?? 0, 'open pull request')}</a>
+    <a href="${href(...base, 'issues')}">${plural(forge.issues['open'] ?? 0, 'open issue')}</a>
   </span>`;
   return page(
     `${repo.owner}/${repo.name}`,

@@ -1,7 +1,10 @@
 import fs from 'node:fs';
+import { BIN_SCRIPTS } from '../../bin/paths.ts';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { commitToBranch, type Change } from 'knotless-core/ops/commit';
+import { compactionDue } from 'knotless-core/packs/geometric';
+import { compactLater } from '../../compact-later.ts';
 import { stringOption, type Command } from '../command.ts';
 import { ownRepo } from './owner.ts';
 
@@ -49,11 +52,18 @@ export const command: Command = {
       throw new KnotlessError('usage', 'Nothing to commit: pass --add PATH=FILE or --delete PATH.');
     const c = ctx();
     const { auth, remote } = await ownRepo(c, args.positionals[0]!, 'commit to', io);
+    // A bot's next commit then travels on the agent's open connection (agent/autostart.ts).
+    c.startAgent({ bin: BIN_SCRIPTS['knotless']!, warn: (m) => io.err(`warning: ${m}`) });
     const branch = stringOption(args, 'branch');
     const author = stringOption(args, 'author');
-    const commit = await commitToBranch(
+    const { commit, ref, packs } = await commitToBranch(
       remote,
-      { auth, cache: new BlobCache(c.config.cacheDir), cacheDir: c.config.cacheDir },
+      {
+        auth,
+        cache: new BlobCache(c.config.cacheDir),
+        cacheDir: c.config.cacheDir,
+        fold: c.config.autoCompact,
+      },
       {
         message,
         changes,
@@ -62,5 +72,8 @@ export const command: Command = {
       },
     );
     io.out(commit);
+    // The commit folded small packs into its own write; a list still far past logarithmic (big
+    // commits pile up as blob packs) gets a compaction of its own, as after a push.
+    if (compactionDue(packs)) await compactLater(c.config, remote.owner.did, remote.name, [ref]);
   },
 };

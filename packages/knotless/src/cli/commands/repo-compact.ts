@@ -1,9 +1,12 @@
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { RefView } from 'knotless-core/cache/ref-view';
-import { compactRef } from 'knotless-core/ops/compact';
-import { refsByName } from 'knotless-core/records/remote-repo';
+import { compactRef, type CompactEnv } from 'knotless-core/ops/compact';
+import { compactionMarker, releaseMarker } from 'knotless-core/ops/compact-marker';
+import { refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/records/remote-repo';
 import { safeText } from 'knotless-core/text/terminal';
+import type { Context } from '../../context.ts';
 import type { Command } from '../command.ts';
+import type { Io } from '../io.ts';
 import { ownRepo } from './owner.ts';
 
 export const command: Command = {
@@ -20,25 +23,44 @@ export const command: Command = {
     const { auth, remote } = await ownRepo(c, args.positionals[0]!, 'compact', io);
     const ref = args.values['ref'];
     const wanted = Array.isArray(ref) ? ref : undefined;
-    // A ref that several records claim is not compacted: that would be writing one of them.
-    const refs = [...refsByName(await remote.listRefs()).byName.values()].filter(
-      (r) => r.record.target !== undefined && (wanted === undefined || wanted.includes(r.record.ref)),
-    );
     const env = { auth, cache: new BlobCache(c.config.cacheDir), cacheDir: c.config.cacheDir };
-    let changed = 0;
-    for (const r of refs) {
-      const done = await compactRef(remote, env, r.key);
-      if (done === undefined) continue;
-      changed++;
-      // Keep this machine's view current, so the next push's compare-and-swap does not miss.
-      const view = new RefView(c.config.cacheDir, remote.owner.did, remote.name);
-      const seen = view.read();
-      if (seen?.refs.some((x) => x.key === r.key && x.cid === done.replacedCid)) {
-        view.write({ ...seen, refs: seen.refs.map((x) => (x.key === r.key ? done.written : x)) });
-      }
-      if (args.values['quiet'] !== true)
-        io.err(`${safeText(done.ref)}: ${done.before} packs → ${done.after}`);
+    let changed: number;
+    // A helper that started this compaction in the background left a marker for it: gone when done.
+    const marker = compactionMarker(c.config.cacheDir, remote.owner.did, remote.name);
+    try {
+      // A ref that several records claim is not compacted: that would be writing one of them.
+      const refs = [...refsByName(await remote.listRefs()).byName.values()].filter(
+        (r) => r.record.target !== undefined && (wanted === undefined || wanted.includes(r.record.ref)),
+      );
+      changed = await compactAll(c, remote, env, refs, args.values['quiet'] === true, io);
+    } finally {
+      releaseMarker(marker);
     }
     if (args.values['quiet'] !== true && changed === 0) io.err(`Nothing to compact in ${remote.label}.`);
   },
 };
+
+/** Compacts each ref in turn; returns how many changed. */
+async function compactAll(
+  c: Context,
+  remote: RemoteRepo,
+  env: CompactEnv,
+  refs: RemoteRef[],
+  quiet: boolean,
+  io: Io,
+): Promise<number> {
+  let changed = 0;
+  for (const r of refs) {
+    const done = await compactRef(remote, env, r.key);
+    if (done === undefined) continue;
+    changed++;
+    // Keep this machine's view current, so the next push's compare-and-swap does not miss.
+    const view = new RefView(c.config.cacheDir, remote.owner.did, remote.name);
+    const seen = view.read();
+    if (seen?.refs.some((x) => x.key === r.key && x.cid === done.replacedCid)) {
+      view.write({ ...seen, refs: seen.refs.map((x) => (x.key === r.key ? done.written : x)) });
+    }
+    if (!quiet) io.err(`${safeText(done.ref)}: ${done.before} packs → ${done.after}`);
+  }
+  return changed;
+}

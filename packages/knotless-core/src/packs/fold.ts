@@ -1,0 +1,71 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
+import { GitError, runGit } from '../git/run.ts';
+import { planMerge } from './geometric.ts';
+import type { PackEntry } from '../records/ref-record.ts';
+
+/** A fold may make the merged pack at most this many times the packs it replaces (plus the slack). */
+export const FOLD_GROWTH_MAX = 2;
+const FOLD_SLACK_BYTES = 4096;
+
+/**
+ * Where a fold can start: the geometric cut, but never before the last pack stored in blobs. Blob
+ * packs are the big old ones: merging them would download and upload again bytes the PDS already
+ * holds, so a fold touches only the inline packs at the end of the list, whose bytes the record
+ * carries. Undefined when fewer than two packs would merge.
+ */
+export function foldStart(list: PackEntry[]): number | undefined {
+  const cut = planMerge(list);
+  if (cut === undefined) return undefined;
+  let from = cut;
+  for (let i = list.length - 1; i >= cut; i--) {
+    if (list[i]!.inline === undefined) {
+      from = i + 1;
+      break;
+    }
+  }
+  return list.length - from >= 2 ? from : undefined;
+}
+
+/**
+ * Folds compaction into a write that rewrites the record anyway: when the pack list wants merging,
+ * the small inline packs at its end (the new pack among them) become one pack, in the same record
+ * write, so steady pushes never need a compaction of their own. `objectsDir` is a git object
+ * directory holding every object those packs build on (the pusher's repository, or `repo commit`'s
+ * mirror); the packs are indexed in a scratch repository that borrows from it, and their own
+ * objects packed again there, not thin. Returns the list unchanged when there is nothing to fold,
+ * when git cannot index a pack against `objectsDir` (it lacks a base the pack is thin on), or when
+ * the merged pack would be far bigger than the packs it replaces: the list is still valid, only
+ * longer, and a separate compaction merges it past its threshold.
+ */
+export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<PackEntry[]> {
+  const from = foldStart(list);
+  if (from === undefined) return list;
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fold-'));
+  try {
+    await runGit(['init', '-q', '--bare', scratch]);
+    fs.writeFileSync(path.join(scratch, 'objects', 'info', 'alternates'), `${path.resolve(objectsDir)}\n`);
+    const wanted = new Set<string>();
+    for (const p of list.slice(from)) {
+      const indexed = await indexPack(p.inline!, scratch, false).catch((err: unknown) => {
+        if (err instanceof GitError) return undefined;
+        throw err;
+      });
+      if (indexed === undefined) return list;
+      for (const oid of await packObjects(scratch, indexed.hash, p.count)) wanted.add(oid);
+    }
+    const merged = await packObjectList(scratch, [...wanted]);
+    const info = parsePackInfo(merged);
+    // pack-objects packs exactly the objects it is given, or fails: anything else is not a fold.
+    if (info.count !== wanted.size) return list;
+    // Not thin, the merged pack holds in full what the packs held as deltas against older packs: a
+    // small change to a big file would come back whole. Such a fold is not made; the list stays.
+    const before = list.slice(from).reduce((n, p) => n + p.size, 0);
+    if (merged.length > FOLD_GROWTH_MAX * before + FOLD_SLACK_BYTES) return list;
+    return [...list.slice(0, from), { id: info.id, size: merged.length, count: info.count, inline: merged }];
+  } finally {
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}

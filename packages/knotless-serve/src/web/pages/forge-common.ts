@@ -1,0 +1,94 @@
+import type { CommentRow } from '../../db/forge-store.ts';
+import { html, href, when, type SafeHtml } from '../html.ts';
+import { renderMarkdown } from '../render.ts';
+import { HttpError, type RepoTarget, type Site } from '../site.ts';
+
+/** Pull requests and issues listed per page. */
+export const FORGE_PER_PAGE = 50;
+
+/** A state as a pill whose word carries the meaning (the colour only repeats it). */
+export function statePill(state: string): SafeHtml {
+  const label = state === 'merged' ? 'Merged' : state === 'closed' ? 'Closed' : 'Open';
+  return html`<span class="pill st-${state === 'merged' || state === 'closed' ? state : 'open'}"
+    >${label}</span
+  >`;
+}
+
+/** An author by verified handle, else DID, linked to their account page. */
+export function authorLink(did: string, handle: string | null): SafeHtml {
+  const name = handle ?? did;
+  return html`<a class="who" href="${href(name)}">${name}</a>`;
+}
+
+/** The `?state=` of a list page: open by default; anything else not offered is a 404. */
+export function stateOf(raw: string | null, allowed: string[]): string {
+  const s = raw ?? 'open';
+  if (!allowed.includes(s)) throw new HttpError(404, `No list of ${s} items; try ${allowed.join(', ')}.`);
+  return s;
+}
+
+/** Links to the list's states with their counts, the shown one marked. */
+export function stateNav(
+  base: string,
+  current: string,
+  counts: Record<string, number>,
+  allowed: string[],
+): SafeHtml {
+  const total = Object.values(counts).reduce((a, b) => a + b, 0);
+  return html`<nav class="tabs states" aria-label="States">
+    ${allowed.map((s) => {
+      const n = s === 'all' ? total : (counts[s] ?? 0);
+      const label = `${s[0]!.toUpperCase()}${s.slice(1)} (${n})`;
+      const link = `${base}?state=${s}`;
+      return s === current
+        ? html`<a href="${link}" aria-current="page">${label}</a>`
+        : html`<a href="${link}">${label}</a>`;
+    })}
+  </nav>`;
+}
+
+/** Text someone wrote in a record, as Markdown (raw HTML off, images from elsewhere as links). */
+export function userText(text: string | null): SafeHtml {
+  if (text === null || text.trim() === '') return html`<p class="muted">No description.</p>`;
+  return html`<div class="readme">${renderMarkdown(text)}</div>`;
+}
+
+/** The comments on a pull request or issue, oldest first; a review comment names its round. */
+export function commentList(comments: CommentRow[], roundLink?: (round: number) => string): SafeHtml {
+  return html`<h2>Comments (${comments.length})</h2>
+    ${comments.length === 0 ? html`<p class="muted">No comments yet.</p>` : ''}
+    ${comments.map(
+      (c) =>
+        html`<article class="box comment" id="c-${c.rkey}">
+          <div class="head">
+            ${authorLink(c.did, c.handle)} <span class="muted">commented ${when(c.created_at)}</span>
+            ${
+              c.round === null
+                ? ''
+                : roundLink === undefined
+                  ? html` <span class="pill">round ${c.round}</span>`
+                  : html` <a class="pill" href="${roundLink(Number(c.round))}">round ${c.round}</a>`
+            }
+          </div>
+          ${userText(c.body)}
+        </article>`,
+    )}`;
+}
+
+/** The owner's repository page path pieces. */
+export function repoBase(repo: RepoTarget): string[] {
+  return [repo.owner, repo.name];
+}
+
+/** The DID an author segment of a URL names (a handle or a DID). */
+export async function authorDid(site: Site, actor: string): Promise<string> {
+  if (actor.startsWith('did:')) return actor;
+  const owner = await site.index.owner(actor);
+  if (owner === undefined) throw new HttpError(404, `No account ${actor} is known here.`);
+  return owner.did;
+}
+
+/** Quotes a word for a POSIX shell when it needs it, so a copied command runs as shown. */
+export function shellWord(s: string): string {
+  return /^[A-Za-z0-9._/:@=+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}

@@ -1,0 +1,164 @@
+import fs from 'node:fs';
+import type { PullRow } from '../../db/forge-store.ts';
+import { parseRecordUri, type Round } from '../../ingest/forge-records.ts';
+import { log, mergeBase, resolveCommit } from '../../mirror/read.ts';
+import { RoundUnavailable } from '../../mirror/round-packs.ts';
+import { roundsOf } from '../../xrpc/forge-views.ts';
+import { copyField, html, href, page, when, type SafeHtml } from '../html.ts';
+import { HttpError, type RepoTarget, type Site } from '../site.ts';
+import { commitLink, repoHeader, short } from './common.ts';
+import { pagedDiff } from './commit.ts';
+import { commitList } from './commits.ts';
+import { authorDid, authorLink, commentList, statePill, userText } from './forge-common.ts';
+import { pullHref } from './pulls.ts';
+
+/** Which diff the page shows: a round's own (base...head), or the interdiff from the round before. */
+interface Shown {
+  round: number;
+  interdiff: boolean;
+}
+
+function shownOf(params: URLSearchParams, rounds: number): Shown {
+  const raw = params.get('round');
+  const n = raw === null ? rounds - 1 : Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n >= rounds)
+    throw new HttpError(404, `This pull request has no round ${raw}.`);
+  return { round: n, interdiff: params.get('interdiff') === '1' && n > 0 };
+}
+
+function link(self: string, s: Shown, pageNo?: number): string {
+  const q = new URLSearchParams({ round: String(s.round) });
+  if (s.interdiff) q.set('interdiff', '1');
+  if (pageNo !== undefined) q.set('page', String(pageNo));
+  return `${self}?${q.toString()}`;
+}
+
+function roundsTable(self: string, rounds: Round[], shown: Shown): SafeHtml {
+  return html`<div class="box">
+    <table class="list rounds">
+      <caption class="sr">
+        Rounds
+      </caption>
+      ${rounds.map((r, i) => {
+        const current = i === shown.round;
+        const mark = (on: boolean) => (on ? html`aria-current="true"` : '');
+        return html`<tr>
+          <td class="nowrap"><strong>Round ${i}</strong></td>
+          <td class="mono nowrap">${short(r.base)}..${short(r.head)}</td>
+          <td class="muted nowrap">${when(r.createdAt)}</td>
+          <td class="nowrap">
+            <a href="${link(self, { round: i, interdiff: false })}" ${mark(current && !shown.interdiff)}
+              >diff</a
+            >
+            ${
+              i === 0
+                ? ''
+                : html` ·
+                    <a href="${link(self, { round: i, interdiff: true })}" ${mark(current && shown.interdiff)}
+                      >interdiff ${i - 1}→${i}</a
+                    >`
+            }
+          </td>
+        </tr>`;
+      })}
+    </table>
+  </div>`;
+}
+
+/**
+ * The selected diff: the round's commits (its pack fetched from the author's PDS into the target's
+ * mirror when missing) against its base, or against the round before's head (the interdiff: what
+ * changed between the two rounds; when the author rebased in between, base changes show too).
+ */
+async function roundDiff(
+  site: Site,
+  repo: RepoTarget,
+  pull: PullRow,
+  rounds: Round[],
+  shown: Shown,
+  pageNo: number,
+): Promise<SafeHtml> {
+  if (!fs.existsSync(repo.gitDir))
+    return html`<p class="muted">This repository is not mirrored yet, so the diff cannot be shown.</p>`;
+  const round = rounds[shown.round]!;
+  const prev = shown.interdiff ? rounds[shown.round - 1] : undefined;
+  try {
+    await site.mirror.loadRound(pull.did, repo.gitDir, round);
+    if (prev !== undefined) await site.mirror.loadRound(pull.did, repo.gitDir, prev);
+  } catch (err) {
+    if (!(err instanceof RoundUnavailable)) throw err;
+    return html`<p class="muted">The commits of this round cannot be shown: ${err.message}.</p>`;
+  }
+  let from: string;
+  if (prev !== undefined) from = prev.head;
+  else {
+    if ((await resolveCommit(repo.gitDir, round.base)) === undefined)
+      return html`<p class="muted">
+        The round's base ${short(round.base)} is not in this repository any more (its branch was rewritten),
+        so the diff cannot be shown.
+      </p>`;
+    from = (await mergeBase(repo.gitDir, round.base, round.head)) ?? round.base;
+  }
+  const self = pullHref(repo, pull);
+  const commits = await log(repo.gitDir, `${from}..${round.head}`, 101);
+  const heading =
+    prev === undefined
+      ? `Round ${shown.round}: changes`
+      : `Interdiff: round ${shown.round - 1} → round ${shown.round}`;
+  return html`<h2>${heading}</h2>
+    <p class="muted">
+      ${commitLink(repo, from)} → ${commitLink(repo, round.head)},
+      ${commits.length > 100 ? 'more than 100' : commits.length} commit${commits.length === 1 ? '' : 's'}
+    </p>
+    ${commits.length === 0 ? '' : commitList(repo, commits.slice(0, 100))}
+    ${await pagedDiff(repo, from, round.head, pageNo, (p) => link(self, shown, p))}`;
+}
+
+/** The head's repository as `owner/name:` when it is not the target itself (a fork), else ''. */
+async function headRepoName(site: Site, repo: RepoTarget, uri: string): Promise<string> {
+  const u = parseRecordUri(uri);
+  if (u === undefined || (u.did === repo.did && u.rkey === repo.name)) return '';
+  return `${(await site.index.owner(u.did))?.handle ?? u.did}/${u.rkey}:`;
+}
+
+/** `/<owner>/<repo>/pulls/<author>/<rkey>`: a pull request with its rounds, a diff and its comments. */
+export async function pullPage(
+  site: Site,
+  repo: RepoTarget,
+  author: string,
+  rkey: string,
+  params: URLSearchParams,
+  pageNo: number,
+): Promise<string> {
+  const did = await authorDid(site, author);
+  const pull = await site.index.forge.pull(did, rkey);
+  if (pull === undefined || pull.repo_did !== repo.did || pull.repo_name !== repo.name)
+    throw new HttpError(404, 'No such pull request in this repository.');
+  const rounds = roundsOf(pull);
+  const shown = shownOf(params, rounds.length);
+  const comments = await site.index.forge.comments('dev.knotless.pull', did, rkey);
+  const self = pullHref(repo, pull);
+  const headRepo = await headRepoName(site, repo, pull.head_repo);
+  const id = `${pull.did}/${pull.rkey}`;
+  const merged = pull.merged === null ? '' : html`; merged as ${commitLink(repo, pull.merged)}`;
+  return page(
+    `${pull.title} · Pull request · ${repo.owner}/${repo.name}`,
+    html`${repoHeader(repo, undefined, 'pulls')}
+      <h2 class="title">${pull.title}</h2>
+      <p>
+        ${statePill(pull.state)} ${authorLink(pull.did, pull.handle)} wants to merge
+        <span class="mono">${headRepo}${pull.head_branch}</span> into <span class="mono">${pull.base}</span>,
+        opened ${when(pull.created_at)}${merged}
+        ${(JSON.parse(pull.labels) as string[]).map((l) => html` <span class="pill">${l}</span>`)}
+      </p>
+      <div class="box">${userText(pull.body)}</div>
+      ${copyField('Check it out in a clone', `knotless pr checkout ${repo.owner}/${repo.name} ${id}`)}
+      <h2>Rounds (${rounds.length})</h2>
+      ${roundsTable(self, rounds, shown)} ${await roundDiff(site, repo, pull, rounds, shown, pageNo)}
+      ${commentList(comments, (r) => (r < rounds.length ? link(self, { round: r, interdiff: false }) : '#'))}
+      <p class="muted">
+        Comment with <span class="mono">knotless pr comment ${repo.owner}/${repo.name} ${id} --body …</span>
+      </p>
+      <p><a href="${href(repo.owner, repo.name, 'pulls')}">← All pull requests</a></p>`,
+  );
+}

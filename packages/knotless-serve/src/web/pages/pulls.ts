@@ -1,0 +1,99 @@
+import type { PullRow } from '../../db/forge-store.ts';
+import { roundsOf } from '../../xrpc/forge-views.ts';
+import { copyField, html, href, page, when, type SafeHtml } from '../html.ts';
+import type { RepoTarget, Site } from '../site.ts';
+import { pager } from '../diff-view.ts';
+import { repoHeader } from './common.ts';
+import { FORGE_PER_PAGE, authorLink, shellWord, stateNav, stateOf, statePill } from './forge-common.ts';
+
+const STATES = ['open', 'closed', 'merged', 'all'];
+
+/** A pull request's page, by its author's DID and record key. */
+export function pullHref(repo: RepoTarget, p: Pick<PullRow, 'did' | 'rkey'>): string {
+  return href(repo.owner, repo.name, 'pulls', p.did, p.rkey);
+}
+
+/** `/<owner>/<repo>/pulls`: the repository's pull requests, open ones unless `?state=` says. */
+export async function pullsPage(
+  site: Site,
+  repo: RepoTarget,
+  rawState: string | null,
+  pageNo: number,
+): Promise<string> {
+  const state = stateOf(rawState, STATES);
+  const counts = (await site.index.forge.counts(repo.did, repo.name)).pulls;
+  const rows = await site.index.forge.pulls(
+    repo.did,
+    repo.name,
+    state as 'open',
+    FORGE_PER_PAGE,
+    (pageNo - 1) * FORGE_PER_PAGE,
+  );
+  const total = state === 'all' ? Object.values(counts).reduce((a, b) => a + b, 0) : (counts[state] ?? 0);
+  const self = href(repo.owner, repo.name, 'pulls');
+  const list =
+    rows.length === 0
+      ? html`<p class="muted">No ${state === 'all' ? '' : `${state} `}pull requests.</p>`
+      : html`<div class="box">
+          <table class="list">
+            <caption class="sr">
+              Pull requests
+            </caption>
+            ${rows.map((p) => {
+              const rounds = roundsOf(p).length;
+              return html`<tr>
+                <td class="nowrap">${statePill(p.state)}</td>
+                <td>
+                  <a href="${pullHref(repo, p)}"><strong>${p.title}</strong></a>
+                  <div class="muted">
+                    ${authorLink(p.did, p.handle)} wants to merge
+                    <span class="mono">${p.head_branch}</span> into <span class="mono">${p.base}</span>,
+                    opened ${when(p.created_at)}
+                  </div>
+                </td>
+                <td class="muted nowrap num">${rounds} round${rounds === 1 ? '' : 's'}</td>
+              </tr>`;
+            })}
+          </table>
+        </div>`;
+  return page(
+    `Pull requests · ${repo.owner}/${repo.name}`,
+    html`${repoHeader(repo, undefined, 'pulls')} ${stateNav(self, state, counts, STATES)} ${list}
+    ${pager(pageNo, Math.max(1, Math.ceil(total / FORGE_PER_PAGE)), (p) => `${self}?state=${state}&page=${p}`)}`,
+  );
+}
+
+/**
+ * The "new pull request" box of a compare page, where the link `git push` prints for a new branch
+ * lands. The appview cannot write to the reader's PDS, so it shows the exact command that does,
+ * aimed at the repository this one was forked from when it is a fork.
+ */
+export function newPullBox(repo: RepoTarget, base: string, head: string, title: string): SafeHtml {
+  const target = repo.forkOf ?? { owner: repo.owner, name: repo.name };
+  const command = [
+    'knotless',
+    'pr',
+    'create',
+    `${target.owner}/${target.name}`,
+    '--head',
+    `${repo.owner}/${repo.name}:${head}`,
+    '--base',
+    base,
+    '--title',
+    title,
+  ]
+    .map(shellWord)
+    .join(' ');
+  return html`<section class="box newpull" aria-labelledby="newpull-h">
+    <div class="head"><h2 id="newpull-h">Open a pull request</h2></div>
+    <div class="pad">
+      <p>
+        Propose <span class="mono">${repo.owner}/${repo.name}:${head}</span> for
+        <span class="mono">${target.owner}/${target.name}</span>'s <span class="mono">${base}</span>. A pull
+        request is a record in your own account: run this where you are logged in to knotless (edit the title,
+        add <span class="mono">--body</span>).
+      </p>
+      ${copyField('Command', command)}
+    </div>
+  </section>`;
+}

@@ -1,0 +1,167 @@
+// The forge's index without a network (issue 16): the authority rule case by case, the order
+// records arrive in (a status before its pull request, a stale revision after a newer one), deletes,
+// and replays, on the same ForgeStore both engines use (SQLite in memory here; forge.test.ts runs
+// PostgreSQL through a backfill).
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { Index } from '../src/db/index-store.ts';
+import { openDatabase } from '../src/db/open.ts';
+import { applyWrite, type RecordWrite } from '../src/ingest/apply.ts';
+
+const OWNER = 'did:plc:owner';
+const AUTHOR = 'did:plc:author';
+const OTHER = 'did:plc:other';
+const REPO = `at://${OWNER}/dev.knotless.repo/site`;
+const PULL = `at://${AUTHOR}/dev.knotless.pull/3pull`;
+const ISSUE = `at://${AUTHOR}/dev.knotless.issue/3issue`;
+const HEX = 'a'.repeat(40);
+
+let index: Index;
+let rev = 0;
+const lines: string[] = [];
+
+/** A write as the stream would give it, at the next revision unless one is given. */
+async function write(
+  did: string,
+  collection: string,
+  rkey: string,
+  record: object | null,
+  r?: string,
+): Promise<void> {
+  const w: RecordWrite = {
+    did,
+    collection,
+    rkey,
+    rev: r ?? `3rev${String(++rev).padStart(6, '0')}`,
+    cid: record === null ? null : `bafyreic${rkey}`,
+    record: record === null ? null : { $type: collection, ...record },
+    time: new Date().toISOString(),
+  };
+  await applyWrite(index, w, undefined, (l) => lines.push(l));
+}
+
+const t = (n: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString();
+const pull = {
+  repo: REPO,
+  base: 'main',
+  head: { repo: REPO, branch: 'feature' },
+  title: 'A change',
+  rounds: [
+    {
+      head: HEX,
+      base: 'b'.repeat(40),
+      pack: {
+        $type: 'blob',
+        ref: { $link: 'bafkreibme22gw2h7y2h7tg2fhqotaqjucnbc24deqo72b6mkl2egezxhvy' },
+        mimeType: 'application/x-git-packed-objects',
+        size: 100,
+      },
+      createdAt: t(0),
+    },
+  ],
+  createdAt: t(0),
+};
+const status = (s: string, n: number, extra: object = {}) => ({
+  pull: PULL,
+  status: s,
+  createdAt: t(n),
+  ...extra,
+});
+const state = async () => {
+  const p = await index.forge.pull(AUTHOR, '3pull');
+  return p === undefined ? undefined : [p.state, p.merged, JSON.parse(p.labels) as string[]];
+};
+
+describe('the forge index: authority, order, deletes and replays', () => {
+  before(async () => {
+    const { db, engine } = await openDatabase(':memory:');
+    index = new Index(db, engine);
+  });
+  after(async () => {
+    await index.close();
+  });
+
+  it('a status that arrives before its pull request counts once the pull request does', async () => {
+    await write(OWNER, 'dev.knotless.pull.status', '3s1', status('closed', 5, { labels: ['wontfix'] }));
+    assert.equal(await state(), undefined);
+    await write(AUTHOR, 'dev.knotless.pull', '3pull', pull);
+    assert.deepEqual(await state(), ['closed', null, ['wontfix']]);
+  });
+
+  it('the author may reopen; a third party and an author claiming merged do not count', async () => {
+    await write(AUTHOR, 'dev.knotless.pull.status', '3s2', status('open', 6));
+    assert.deepEqual(await state(), ['open', null, ['wontfix']], "labels stay the owner's");
+    await write(OTHER, 'dev.knotless.pull.status', '3s3', status('closed', 7, { labels: ['spam'] }));
+    await write(AUTHOR, 'dev.knotless.pull.status', '3s4', status('merged', 8, { merged: HEX }));
+    assert.deepEqual(await state(), ['open', null, ['wontfix']]);
+  });
+
+  it('the newest by createdAt wins, the later record key on a tie', async () => {
+    await write(OWNER, 'dev.knotless.pull.status', '3s6', status('merged', 10, { merged: HEX, labels: [] }));
+    await write(OWNER, 'dev.knotless.pull.status', '3s5', status('closed', 10));
+    assert.deepEqual(await state(), ['merged', HEX, []]);
+    // An older createdAt written later changes nothing.
+    await write(OWNER, 'dev.knotless.pull.status', '3s7', status('open', 9));
+    assert.deepEqual(await state(), ['merged', HEX, []]);
+  });
+
+  it('deleting the winning status falls back to the next; a stale revision never overwrites', async () => {
+    await write(OWNER, 'dev.knotless.pull.status', '3s6', null);
+    assert.deepEqual(await state(), ['closed', null, []]);
+    // The create of 3s6 again, at its old revision (a replay): the tombstone is newer and stays.
+    await write(
+      OWNER,
+      'dev.knotless.pull.status',
+      '3s6',
+      status('merged', 10, { merged: HEX }),
+      '3rev000001',
+    );
+    assert.deepEqual(await state(), ['closed', null, []]);
+  });
+
+  it('the pull request edited to a new round keeps its state; deleted, it leaves the lists', async () => {
+    await write(AUTHOR, 'dev.knotless.pull', '3pull', {
+      ...pull,
+      rounds: [...pull.rounds, { ...pull.rounds[0], head: 'c'.repeat(40) }],
+    });
+    const p = await index.forge.pull(AUTHOR, '3pull');
+    assert.equal((JSON.parse(p!.rounds) as unknown[]).length, 2);
+    assert.deepEqual(await state(), ['closed', null, []]);
+    assert.deepEqual((await index.forge.counts(OWNER, 'site')).pulls, { open: 0, closed: 1, merged: 0 });
+    await write(AUTHOR, 'dev.knotless.pull', '3pull', null);
+    assert.equal(await state(), undefined);
+    assert.deepEqual(await index.forge.pulls(OWNER, 'site', 'all', 10), []);
+  });
+
+  it("issues: the owner's or the author's state counts, nobody else's", async () => {
+    await write(AUTHOR, 'dev.knotless.issue', '3issue', { repo: REPO, title: 'Broken', createdAt: t(0) });
+    const issueState = async () => (await index.forge.issue(AUTHOR, '3issue'))?.state;
+    assert.equal(await issueState(), 'open');
+    await write(OTHER, 'dev.knotless.issue.state', '3i1', { issue: ISSUE, state: 'closed', createdAt: t(1) });
+    assert.equal(await issueState(), 'open');
+    await write(AUTHOR, 'dev.knotless.issue.state', '3i2', {
+      issue: ISSUE,
+      state: 'closed',
+      createdAt: t(2),
+    });
+    assert.equal(await issueState(), 'closed');
+    await write(OWNER, 'dev.knotless.issue.state', '3i3', {
+      issue: ISSUE,
+      state: 'open',
+      labels: ['bug'],
+      createdAt: t(3),
+    });
+    assert.equal(await issueState(), 'open');
+    assert.deepEqual(JSON.parse((await index.forge.issue(AUTHOR, '3issue'))!.labels), ['bug']);
+  });
+
+  it('a record that fails validation is skipped and logged, and replaces nothing with half of itself', async () => {
+    await write(AUTHOR, 'dev.knotless.issue', '3issue', { repo: REPO, title: '', createdAt: t(0) });
+    assert.ok(
+      lines.some((l) => l.startsWith(`skipping ${ISSUE}: `)),
+      lines.join('\n'),
+    );
+    // An invalid version counts as absent, as a deleted one does.
+    assert.equal(await index.forge.issue(AUTHOR, '3issue'), undefined);
+  });
+});

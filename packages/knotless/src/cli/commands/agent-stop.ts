@@ -1,0 +1,53 @@
+import { post } from '../../agent/lifecycle.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import type { Config } from 'knotless-core/config/env';
+import type { Command } from '../command.ts';
+import { agentStatus } from './agent-status.ts';
+
+/**
+ * Stops this build's agent for `config`'s cache, if one runs, and returns once its process has ended
+ * (bounded by the agent's own drain limit): its pid, or undefined when none ran.
+ */
+export async function stopAgent(config: Config): Promise<number | undefined> {
+  const status = await agentStatus(config);
+  if (status === undefined) return undefined;
+  try {
+    await post(status.socket, '/stop');
+  } catch (err) {
+    // It left between the two questions (idle): nothing to stop.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ECONNREFUSED' || code === 'ENOENT') return undefined;
+    throw err;
+  }
+  const deadline = Date.now() + config.httpTimeoutMs + 10_000;
+  while (alive(status.pid)) {
+    if (Date.now() > deadline)
+      throw new KnotlessError(
+        'usage',
+        `The agent (pid ${status.pid}) has not stopped; end it with \`kill ${status.pid}\`.`,
+      );
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return status.pid;
+}
+
+export const command: Command = {
+  name: 'agent stop',
+  args: '',
+  summary: "stop this build's warm agent once its requests in flight are answered",
+  positionals: { min: 0, max: 0 },
+  async run({ ctx, io }) {
+    const pid = await stopAgent(ctx().config);
+    io.out(pid === undefined ? 'no agent is running' : `stopped the agent (pid ${pid})`);
+  },
+};
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
+}
