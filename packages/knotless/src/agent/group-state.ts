@@ -148,7 +148,9 @@ export class AccountState {
   async current(rkeys: string[]): Promise<Known> {
     const known = this.#known ?? { ...(await this.#latestCommit()), cids: new Map() };
     const missing = rkeys.filter((k) => !known.cids.has(k));
-    const read = await mapLimit(missing, 8, (k) => this.#recordCid(k));
+    // 32 at once: a commit of a swarm's first pushes has a hundred records to read, and each
+    // round of reads is a round trip the whole batch waits for.
+    const read = await mapLimit(missing, 32, (k) => this.#recordCid(k));
     missing.forEach((k, i) => known.cids.set(k, read[i]!));
     this.#known = known;
     return known;
