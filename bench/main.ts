@@ -124,7 +124,13 @@ try {
     fs.writeFileSync(
       values.json,
       JSON.stringify(
-        { operations: oursFig, peer: peerFig, swarm: { runs: swarm, ceiling, limited }, big },
+        {
+          operations: oursFig,
+          peer: peerFig,
+          samples: { ours, peer },
+          swarm: { runs: swarm, ceiling, limited },
+          big,
+        },
         null,
         2,
       ),

@@ -36,6 +36,8 @@ const VENDOR: Record<string, string> = {
   '@atproto/xrpc-server': 'xrpc-server.cjs',
   '@atproto/ws-client': 'ws-client.cjs',
   '@atproto/lex-json': 'lex-json.cjs',
+  // Record validation against the lexicons: loaded by the forge commands (pr, issue) only.
+  '@atproto/lexicon': 'lexicon.cjs',
   'proper-lockfile': 'lockfile.cjs',
   // OAuth (PAR, PKCE, DPoP): loaded by `knotless login` and by requests with an OAuth session only.
   '@atproto/oauth-client-node': 'oauth.cjs',

@@ -25,6 +25,8 @@ export const ErrorCodes = [
   'push-rejected',
   'too-large',
   'remote-changed',
+  'merge-conflict',
+  'not-found',
 ] as const;
 
 /** A stable identifier for one kind of failure. */
@@ -62,6 +64,8 @@ export type OwnReason =
   | 'push rejected'
   | 'too large'
   | 'remote changed'
+  | 'merge conflict'
+  | 'not found'
   | 'login failed'
   | 'scope missing'
   | 'git failed'
@@ -98,6 +102,8 @@ const REASONS: Record<ErrorCode, OwnReason> = {
   'push-rejected': 'push rejected',
   'too-large': 'too large',
   'remote-changed': 'remote changed',
+  'merge-conflict': 'merge conflict',
+  'not-found': 'not found',
   'login-failed': 'login failed',
   'scope-missing': 'scope missing',
 };

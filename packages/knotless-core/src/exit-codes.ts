@@ -25,6 +25,8 @@ export const EXIT_CODES: Record<ErrorCode, number> = {
   'push-rejected': 13,
   'too-large': 14,
   'remote-changed': 15,
+  'merge-conflict': 16,
+  'not-found': 17,
   cancelled: 130,
 };
 

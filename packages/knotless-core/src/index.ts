@@ -18,6 +18,7 @@ export { blobMatchesCid } from './packs/cid.ts';
 export { BlobCache } from './cache/blob-cache.ts';
 export { IndexedPacks } from './cache/indexed-packs.ts';
 export { indexPack, parsePackInfo } from './git/pack.ts';
+export { PackFile } from './git/pack-file.ts';
 export { runGit, gitText, GitError, type RunGitOptions } from './git/run.ts';
 export { serveHttpBackend, type HttpBackendRequest } from './git/http-backend.ts';
 export { safeText } from './text/terminal.ts';
@@ -31,3 +32,10 @@ export {
   type HttpResponse,
 } from './xrpc/transport.ts';
 export { listRecords, rkeyOf, type ListedRecord } from './records/list-records.ts';
+export {
+  decide,
+  ISSUE_AUTHOR_MAY,
+  PULL_AUTHOR_MAY,
+  type Decided,
+  type Decision,
+} from './records/forge-authority.ts';

@@ -49,6 +49,8 @@ describe('startProxy', () => {
       nsid: 'com.atproto.server.describeServer',
       status: 200,
       connection: proxy.requests[0]?.connection,
+      // A read costs no write points.
+      points: 0,
     });
     assert.ok((proxy.requests[0]?.connection ?? 0) > 0);
   });

@@ -103,6 +103,12 @@ describe('the forge index: authority, order, deletes and replays', () => {
     // An older createdAt written later changes nothing.
     await write(OWNER, 'dev.knotless.pull.status', '3s7', status('open', 9));
     assert.deepEqual(await state(), ['merged', HEX, []]);
+    // Once the owner merged it, the author's newer "open" or "closed" changes nothing.
+    await write(AUTHOR, 'dev.knotless.pull.status', '3s8', status('open', 11));
+    await write(AUTHOR, 'dev.knotless.pull.status', '3s9', status('closed', 12));
+    assert.deepEqual(await state(), ['merged', HEX, []]);
+    await write(AUTHOR, 'dev.knotless.pull.status', '3s8', null);
+    await write(AUTHOR, 'dev.knotless.pull.status', '3s9', null);
   });
 
   it('deleting the winning status falls back to the next; a stale revision never overwrites', async () => {

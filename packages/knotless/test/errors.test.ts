@@ -92,16 +92,36 @@ describe('failures a user can cause', () => {
       assert.equal(same.code, 0);
       assert.equal(same.stdout, overview.stdout);
     }
-    const names = [...overview.stdout.matchAll(/^ {2}((?:repo )?[a-z]+) {2,}/gm)].map((m) => m[1]!);
+    const names = [...overview.stdout.matchAll(/^ {2}((?:(?:repo|pr|issue) )?[a-z]+) {2,}/gm)].map(
+      (m) => m[1]!,
+    );
     assert.deepEqual(names.sort(), [
       'agent',
       'dev',
+      'issue close',
+      'issue comment',
+      'issue create',
+      'issue label',
+      'issue list',
+      'issue reopen',
+      'issue view',
       'login',
       'logout',
+      'pr checkout',
+      'pr close',
+      'pr comment',
+      'pr create',
+      'pr label',
+      'pr list',
+      'pr merge',
+      'pr reopen',
+      'pr update',
+      'pr view',
       'repo commit',
       'repo compact',
       'repo create',
       'repo delete',
+      'repo fork',
       'repo info',
       'repo list',
       'whoami',

@@ -80,7 +80,17 @@ describe('OAuth login', () => {
     assert.ok(s.oauth.dpopJwk.d, 'the DPoP private key is kept with the session');
     assert.equal(
       s.oauth.tokenSet.scope.split(' ').sort().join(' '),
-      'atproto blob:application/x-git-packed-objects repo:dev.knotless.ref repo:dev.knotless.repo',
+      [
+        'atproto',
+        'blob:application/x-git-packed-objects',
+        'repo:dev.knotless.comment',
+        'repo:dev.knotless.issue',
+        'repo:dev.knotless.issue.state',
+        'repo:dev.knotless.pull',
+        'repo:dev.knotless.pull.status',
+        'repo:dev.knotless.ref',
+        'repo:dev.knotless.repo',
+      ].join(' '),
     );
     const who = await alice.knotless('whoami');
     assert.equal(who.code, 0, who.stderr);

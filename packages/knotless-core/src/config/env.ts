@@ -62,6 +62,23 @@ export interface Config {
   maxObjectBytes: number;
   /** Milliseconds one HTTP request may take from sending to the end of its answer (KNOTLESS_HTTP_TIMEOUT, seconds). */
   httpTimeoutMs: number;
+  /** The cache directory's size cap in bytes (KNOTLESS_CACHE_MAX); least recently used first out. */
+  cacheMaxBytes: number;
+}
+
+/** Default for {@link Config.cacheMaxBytes}: 1 GiB. */
+export const DEFAULT_CACHE_MAX_BYTES = 1024 ** 3;
+
+const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+
+/**
+ * A size in bytes: a number, optionally followed by K, M, G or T (binary multiples; `KiB`, `MB`… read
+ * the same). Undefined when unset or unreadable.
+ */
+export function parseSize(value: string | undefined): number | undefined {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$/i.exec(value ?? '');
+  if (m === null) return undefined;
+  return Math.floor(Number(m[1]) * SIZE_UNITS[m[2]!.toLowerCase()]!);
 }
 
 /** Default for {@link Config.httpTimeoutMs}: two minutes, a 5 MB blob at 42 kB/s. */
@@ -149,5 +166,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     httpTimeoutMs:
       nonNegative(env['KNOTLESS_HTTP_TIMEOUT'], DEFAULT_HTTP_TIMEOUT_MS / 1000) * 1000 ||
       DEFAULT_HTTP_TIMEOUT_MS,
+    cacheMaxBytes: parseSize(env['KNOTLESS_CACHE_MAX']) ?? DEFAULT_CACHE_MAX_BYTES,
   };
 }

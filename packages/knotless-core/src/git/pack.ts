@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { PackFile, tempFile } from './pack-file.ts';
 import { runGit } from './run.ts';
 
 /** Identity of a pack file: its trailing checksum and object count. */
@@ -9,10 +10,39 @@ export interface PackInfo {
 }
 
 /** Reads a pack's header and trailer (format: "PACK", version, count … 20-byte SHA-1). */
-export function parsePackInfo(pack: Uint8Array): PackInfo {
-  const buf = Buffer.from(pack.buffer, pack.byteOffset, pack.byteLength);
-  if (buf.length < 32 || buf.toString('latin1', 0, 4) !== 'PACK') throw new Error('not a git pack');
-  return { id: buf.subarray(buf.length - 20).toString('hex'), count: buf.readUInt32BE(8) };
+export function parsePackInfo(pack: Uint8Array | PackFile): PackInfo {
+  const file = pack instanceof PackFile ? pack : PackFile.fromBytes(pack);
+  const head = file.read(0, 12);
+  if (file.length < 32 || head.toString('latin1', 0, 4) !== 'PACK') throw new Error('not a git pack');
+  return { id: file.read(file.length - 20, 20).toString('hex'), count: head.readUInt32BE(8) };
+}
+
+/**
+ * Runs a pack-objects that writes a pack to stdout, into a file under `tmpDir` that is deleted at
+ * once (its descriptor keeps it until the pack is closed): the pack never passes through memory, and
+ * a crash leaves no file behind.
+ */
+async function packToFile(
+  args: string[],
+  input: string,
+  tmpDir: string,
+  gitDir?: string,
+  progress = false,
+): Promise<PackFile> {
+  const tmp = tempFile(tmpDir, 'pack');
+  fs.rmSync(tmp.path);
+  try {
+    await runGit(args, {
+      input,
+      stdoutFd: tmp.fd,
+      passStderr: progress,
+      ...(gitDir === undefined ? {} : { gitDir }),
+    });
+    return PackFile.fromFds([{ fd: tmp.fd, size: fs.fstatSync(tmp.fd).size }]);
+  } catch (err) {
+    fs.closeSync(tmp.fd);
+    throw err;
+  }
 }
 
 /**
@@ -23,8 +53,10 @@ export async function buildPack(opts: {
   tips: string[];
   exclude: string[];
   progress: boolean;
+  /** Where the pack's file is made (the cache's tmp directory). */
+  tmpDir: string;
   gitDir?: string;
-}): Promise<Buffer> {
+}): Promise<PackFile> {
   const input = [...opts.tips, ...opts.exclude.map((oid) => `^${oid}`)].join('\n') + '\n';
   const args = [
     'pack-objects',
@@ -34,13 +66,7 @@ export async function buildPack(opts: {
     '--delta-base-offset',
     opts.progress ? '--progress' : '-q',
   ];
-  return (
-    await runGit(args, {
-      input,
-      passStderr: opts.progress,
-      ...(opts.gitDir === undefined ? {} : { gitDir: opts.gitDir }),
-    })
-  ).stdout;
+  return packToFile(args, input, opts.tmpDir, opts.gitDir, opts.progress);
 }
 
 /** A pack indexed into a repository: its local name and the .keep file that protects it. */
@@ -54,12 +80,14 @@ export interface IndexedPack {
  * repository already has. The pack is kept (a .keep file) until git has updated its refs.
  */
 export async function indexPack(
-  pack: Uint8Array,
+  pack: Uint8Array | PackFile,
   gitDirPath: string,
   progress: boolean,
 ): Promise<IndexedPack> {
   const args = ['index-pack', '--stdin', '--fix-thin', '--keep=knotless', ...(progress ? ['-v'] : [])];
-  const out = (await runGit(args, { input: pack, passStderr: progress, gitDir: gitDirPath })).stdout.toString(
+  // A pack on disk is streamed to git a piece at a time.
+  const input = pack instanceof PackFile ? pack.chunks() : pack;
+  const out = (await runGit(args, { input, passStderr: progress, gitDir: gitDirPath })).stdout.toString(
     'utf8',
   );
   const hash = /^(?:keep|pack)\t([0-9a-f]+)/m.exec(out)?.[1];
@@ -86,10 +114,8 @@ export async function packObjects(gitDirPath: string, hash: string, count: numbe
     .map((o) => o.oid);
 }
 
-/** Packs exactly the given objects (not thin: deltas only among them). */
-export async function packObjectList(gitDirPath: string, oids: string[]): Promise<Buffer> {
+/** Packs exactly the given objects (not thin: deltas only among them), into a file under `tmpDir`. */
+export async function packObjectList(gitDirPath: string, oids: string[], tmpDir: string): Promise<PackFile> {
   const input = oids.join('\n') + '\n';
-  return (
-    await runGit(['pack-objects', '--stdout', '--delta-base-offset', '-q'], { input, gitDir: gitDirPath })
-  ).stdout;
+  return packToFile(['pack-objects', '--stdout', '--delta-base-offset', '-q'], input, tmpDir, gitDirPath);
 }

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import type { Writable } from 'node:stream';
 import { NESTED_MARKER } from '../config/env.ts';
 
 /** A git command that failed; its stderr says why. */
@@ -16,7 +17,10 @@ export class GitError extends Error {
 
 /** Options for {@link runGit}. */
 export interface RunGitOptions {
-  input?: Uint8Array | string;
+  /** stdin: bytes, or pieces written as git reads them (a pack streamed from disk). */
+  input?: Uint8Array | string | AsyncIterable<Uint8Array>;
+  /** Sends stdout to this open file instead of memory (a pack written by pack-objects). */
+  stdoutFd?: number;
   /** Let git's stderr through to ours (progress meters), instead of capturing it. */
   passStderr?: boolean;
   /** Exit codes that are answers rather than failures (e.g. 1 for merge-base --is-ancestor). */
@@ -41,12 +45,12 @@ export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdo
     };
     const child = spawn('git', args, {
       env,
-      stdio: ['pipe', 'pipe', opts.passStderr ? 'inherit' : 'pipe'],
+      stdio: ['pipe', opts.stdoutFd ?? 'pipe', opts.passStderr ? 'inherit' : 'pipe'],
       ...(opts.signal === undefined ? {} : { signal: opts.signal, killSignal: 'SIGKILL' as const }),
     });
     const out: Buffer[] = [];
     let err = '';
-    child.stdout!.on('data', (d: Buffer) => out.push(d));
+    child.stdout?.on('data', (d: Buffer) => out.push(d));
     child.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d));
     child.on('error', reject);
     child.on('close', (code) => {
@@ -57,8 +61,28 @@ export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdo
     child.stdin!.on('error', () => {
       // git may exit before reading all input (e.g. on a bad argument); its exit code tells.
     });
-    child.stdin!.end(opts.input ?? '');
+    const input = opts.input ?? '';
+    if (typeof input === 'string' || input instanceof Uint8Array) child.stdin!.end(input);
+    // Piped with backpressure: a piece is read only when git has taken the last one.
+    else
+      void pump(input, child.stdin!).catch((err: Error) => {
+        // Reading the input failed (a pack file): git must not wait for the rest of it.
+        child.kill();
+        reject(err);
+      });
   });
+}
+
+/**
+ * Writes pieces to git's stdin, each written before the next is read (a source may reuse one buffer),
+ * then closes it. Stops quietly when git has closed its end: its exit code tells why.
+ */
+async function pump(input: AsyncIterable<Uint8Array>, stdin: Writable): Promise<void> {
+  for await (const piece of input) {
+    if (stdin.destroyed || stdin.writableEnded) return;
+    await new Promise<void>((resolve) => stdin.write(piece, () => resolve()));
+  }
+  stdin.end();
 }
 
 /** Runs git and returns its stdout as text. */

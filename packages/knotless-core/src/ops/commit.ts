@@ -19,7 +19,7 @@ import {
   type RemoteRef,
   type RemoteRepo,
 } from '../records/remote-repo.ts';
-import { storePacks } from '../packs/store-packs.ts';
+import { newPackEntry, storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
@@ -127,6 +127,19 @@ export async function commitToBranch(
   env: CommitEnv,
   req: CommitRequest,
 ): Promise<{ commit: string; ref: string; packs: PackEntry[] }> {
+  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
+  return mirror.hold(() => commitInMirror(remote, env, req, mirror));
+}
+
+async function commitInMirror(
+  remote: RemoteRepo,
+  env: CommitEnv,
+  req: CommitRequest,
+  mirror: Mirror,
+): Promise<{ commit: string; ref: string; packs: PackEntry[] }> {
+  // git's work (fast-import, pack-objects) comes before the first request: the connection's
+  // handshakes (TCP, TLS) overlap with it instead of following it.
+  remote.writer(env.auth).preconnect();
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
   const seen = view.read();
   let refs = seen?.refs;
@@ -142,7 +155,6 @@ export async function commitToBranch(
     }
   }
   for (const c of req.changes) checkTreePath(c.path);
-  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   // Committing on one of several records that claim the branch would be choosing between them.
   const claims = refs.filter((r) => r.record.ref === ref);
   if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);
@@ -181,6 +193,7 @@ export async function commitToBranch(
         tips: [commit],
         exclude: parent === undefined ? [] : [parent],
         progress: false,
+        tmpDir: path.join(env.cacheDir, 'tmp'),
         gitDir: mirror.gitDir,
       }),
       gitText(['rev-list', '--objects', ...range], { gitDir: mirror.gitDir }),
@@ -190,7 +203,8 @@ export async function commitToBranch(
     const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
     // Should the two ever disagree, the next sync indexes the pack as it would any other.
     if (objects.length === info.count) mirror.adopt(info.id, objects);
-    let built: PackEntry[] = [...list, { id: info.id, size: pack.length, count: info.count, inline: pack }];
+    const entry = newPackEntry(pack);
+    let built: PackEntry[] = [...list, ...(entry === undefined ? [] : [entry])];
     // The record is rewritten anyway: small packs at the end of its list merge in the same write.
     if (env.fold) {
       const folded = await foldPacks(built, path.join(mirror.gitDir, 'objects'));

@@ -1,8 +1,10 @@
+import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
 import { KnotlessError } from '../errors.ts';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
+import { PackFile } from '../git/pack-file.ts';
 import { planMerge } from '../packs/geometric.ts';
 import { BlobGone, loadPack, uploadPack } from '../packs/transfer.ts';
 import type { PackEntry } from '../records/ref-record.ts';
@@ -40,31 +42,64 @@ async function mergePacks(
   cut: number,
 ): Promise<PackEntry> {
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
-  await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
-  const wanted = [...new Set(list.slice(cut).flatMap((p) => mirror.objectsOf(p.id)))];
-  const merged = await packObjectList(mirror.gitDir, wanted);
-  const info = parsePackInfo(merged);
-  const { hash } = await indexPack(merged, mirror.gitDir, false);
-  const held = new Set(await packObjects(mirror.gitDir, hash, info.count));
-  const lost = wanted.filter((oid) => !held.has(oid));
-  if (lost.length > 0) {
-    throw new KnotlessError(
-      'corrupt-remote',
-      `compaction would drop ${lost.length} objects (e.g. ${lost[0]}); nothing was written.`,
+  const { merged, info } = await mirror.hold(async () => {
+    await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
+    const wanted = [...new Set(list.slice(cut).flatMap((p) => mirror.objectsOf(p.id)))];
+    const merged = await packObjectList(mirror.gitDir, wanted, path.join(env.cacheDir, 'tmp'));
+    try {
+      const info = parsePackInfo(merged);
+      const { hash } = await indexPack(merged, mirror.gitDir, false);
+      const held = new Set(await packObjects(mirror.gitDir, hash, info.count));
+      const lost = wanted.filter((oid) => !held.has(oid));
+      if (lost.length > 0) {
+        throw new KnotlessError(
+          'corrupt-remote',
+          `compaction would drop ${lost.length} objects (e.g. ${lost[0]}); nothing was written.`,
+        );
+      }
+      mirror.adoptIndexed({ id: info.id, size: merged.length, count: info.count }, hash, [...held]);
+      return { merged, info };
+    } catch (err) {
+      merged.close();
+      throw err;
+    }
+  });
+  try {
+    if (merged.length <= INLINE_MERGED_MAX)
+      return { id: info.id, size: merged.length, count: info.count, inline: merged.bytes() };
+    const writer = remote.writer(env.auth);
+    const parts = await uploadPack(
+      writer,
+      merged,
+      await blobUploadLimit(writer, env.cacheDir),
+      () => {},
+      env.cache,
+      'compact:blob-uploaded',
     );
+    const entry = { id: info.id, size: merged.length, count: info.count, parts };
+    mirror.share(entry);
+    return entry;
+  } finally {
+    merged.close();
   }
-  if (merged.length <= INLINE_MERGED_MAX)
-    return { id: info.id, size: merged.length, count: info.count, inline: merged };
-  const writer = remote.writer(env.auth);
-  const parts = await uploadPack(
-    writer,
-    merged,
-    await blobUploadLimit(writer, env.cacheDir),
-    () => {},
-    env.cache,
-    'compact:blob-uploaded',
+}
+
+/**
+ * After a compaction landed: the packs it replaced leave the mirror (the merged pack holds their
+ * objects) and the blob cache (the PDS frees their blobs once no record lists them), so the cache
+ * keeps each object once. Another ref that still lists one of them downloads it again if it must.
+ */
+async function retireReplaced(remote: RemoteRepo, env: CompactEnv, replaced: PackEntry[], merged: PackEntry) {
+  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
+  await mirror.hold(() =>
+    Promise.resolve(
+      mirror.retire(
+        replaced.map((p) => p.id),
+        merged.id,
+      ),
+    ),
   );
-  return { id: info.id, size: merged.length, count: info.count, parts };
+  for (const p of replaced) for (const part of p.parts ?? []) env.cache.drop(part.ref.$link);
 }
 
 const sameIds = (a: PackEntry[], b: PackEntry[]) =>
@@ -94,7 +129,14 @@ async function hoistInline(
     if (inlineBytes(out) <= RECORD_INLINE_MAX) break;
     const p = out[i]!;
     limit ??= await blobUploadLimit(writer, env.cacheDir);
-    const parts = await uploadPack(writer, p.inline!, limit, () => {}, env.cache, 'compact:blob-uploaded');
+    const parts = await uploadPack(
+      writer,
+      PackFile.fromBytes(p.inline!),
+      limit,
+      () => {},
+      env.cache,
+      'compact:blob-uploaded',
+    );
     const moved: PackEntry = { id: p.id, size: p.size, count: p.count, parts };
     hoisted.set(p.id, moved);
     out[i] = moved;
@@ -145,6 +187,7 @@ export async function compactRef(
         crashPoint('compact:before-record-write');
         const { cid, rev } = await remote.putRef(env.auth, key, record, base.cid);
         crashPoint('compact:after-record-write');
+        if (merged !== undefined) await retireReplaced(remote, env, list.slice(cut), merged);
         return {
           ref: base.record.ref,
           before: base.record.packs.length,

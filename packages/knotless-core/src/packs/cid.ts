@@ -12,6 +12,19 @@ export function cidForBlob(bytes: Uint8Array): string {
   return `b${writeBase32(Buffer.concat([CID_PREFIX, digest]))}`;
 }
 
+/** A blob's CID computed as its bytes arrive, so a download is checked without holding it. */
+export class CidHasher {
+  readonly #hash = crypto.createHash('sha256');
+
+  update(part: Uint8Array): void {
+    this.#hash.update(part);
+  }
+
+  cid(): string {
+    return `b${writeBase32(Buffer.concat([CID_PREFIX, this.#hash.digest()]))}`;
+  }
+}
+
 /** True when `bytes` hash to the blob CID `cid`; false for any other CID, or any other form of it. */
 export function blobMatchesCid(bytes: Uint8Array, cid: string): boolean {
   return cid === cidForBlob(bytes);

@@ -56,7 +56,10 @@ export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<
       if (indexed === undefined) return list;
       for (const oid of await packObjects(scratch, indexed.hash, p.count)) wanted.add(oid);
     }
-    const merged = await packObjectList(scratch, [...wanted]);
+    // Folded packs are small (inline ones): the merged pack is read into memory, to travel inline.
+    const file = await packObjectList(scratch, [...wanted], scratch);
+    const merged = file.bytes();
+    file.close();
     const info = parsePackInfo(merged);
     // pack-objects packs exactly the objects it is given, or fails: anything else is not a fold.
     if (info.count !== wanted.size) return list;

@@ -1,4 +1,6 @@
 import type { BlobCache } from '../cache/blob-cache.ts';
+import { parsePackInfo } from '../git/pack.ts';
+import { PackFile } from '../git/pack-file.ts';
 import { Meter, type Chatter } from '../text/progress.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
 import { uploadPack } from './transfer.ts';
@@ -11,6 +13,23 @@ export const INLINE_PACK_MAX = 16 * 1024;
 export const RECORD_INLINE_MAX = 32 * 1024;
 /** A push that updates more refs than this stores its pack as a blob, not a copy in every record. */
 export const INLINE_REFS_MAX = 4;
+
+/**
+ * The list entry of a pack just built: its bytes inline when small (it may travel in the record),
+ * else the file itself, to be uploaded from disk. Undefined for an empty pack (which is closed).
+ */
+export function newPackEntry(pack: PackFile): PackEntry | undefined {
+  const info = parsePackInfo(pack);
+  if (info.count === 0) {
+    pack.close();
+    return undefined;
+  }
+  const entry = { id: info.id, size: pack.length, count: info.count };
+  if (pack.length > INLINE_PACK_MAX) return { ...entry, local: pack };
+  const inline = pack.bytes();
+  pack.close();
+  return { ...entry, inline };
+}
 
 /** Where and how packs are stored. */
 export interface PackStore {
@@ -28,15 +47,19 @@ export interface PackStore {
 export async function storePacks(list: PackEntry[], records: number, store: PackStore): Promise<PackEntry[]> {
   const last = list[list.length - 1];
   const fits =
+    last?.local === undefined &&
     (last?.inline === undefined || last.size <= INLINE_PACK_MAX) &&
     records <= INLINE_REFS_MAX &&
     inlineBytes(list) <= RECORD_INLINE_MAX;
   return fits ? list : hoist(list, store);
 }
 
-/** Replaces the inline packs of a list by blobs (uploaded in parts under the PDS's limit). */
+/**
+ * Replaces the inline and local packs of a list by blobs (uploaded in parts under the PDS's limit);
+ * a local pack's file is closed once uploaded.
+ */
 async function hoist(list: PackEntry[], store: PackStore): Promise<PackEntry[]> {
-  const inline = list.filter((p) => p.inline !== undefined);
+  const inline = list.filter((p) => p.inline !== undefined || p.local !== undefined);
   if (inline.length === 0) return list;
   const limit = await blobUploadLimit(store.writer, store.cacheDir);
   const totalParts = inline.reduce((n, p) => n + Math.ceil(p.size / limit), 0);
@@ -45,7 +68,10 @@ async function hoist(list: PackEntry[], store: PackStore): Promise<PackEntry[]> 
   await Promise.all(
     inline.map(async (p) => {
       const tick = () => meter.tick(Math.min(limit, p.size));
-      const parts = await uploadPack(store.writer, p.inline!, limit, tick, store.cache);
+      const file = p.local ?? PackFile.fromBytes(p.inline!);
+      const parts = await uploadPack(store.writer, file, limit, tick, store.cache).finally(() =>
+        file.close(),
+      );
       stored.set(p.id, { id: p.id, size: p.size, count: p.count, parts });
     }),
   );

@@ -1,12 +1,15 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { crashPoint, type CrashPoint } from '../crash.ts';
 import { DEFAULT_MAX_OBJECT_BYTES } from '../config/env.ts';
 import { KnotlessError } from '../errors.ts';
 import { checkPackBounds } from '../git/pack-check.ts';
+import { PackFile, tempFile } from '../git/pack-file.ts';
 import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
+import type { BodySource } from '../xrpc/http1-body.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
-import { blobMatchesCid } from './cid.ts';
+import { CidHasher } from './cid.ts';
 import type { BlobRef, PackEntry } from '../records/ref-record.ts';
 
 /**
@@ -36,29 +39,34 @@ export async function mapLimit<T, R>(
   return out;
 }
 
-/** Uploads a pack as blobs of at most `partSize` bytes, in parallel; returns the refs in order. */
+/**
+ * Uploads a pack as blobs of at most `partSize` bytes, in parallel; returns the refs in order. Each
+ * part is read from the pack as it is sent (a file on disk for any pack worth uploading).
+ */
 export async function uploadPack(
   writer: XrpcClient,
-  pack: Uint8Array,
+  pack: PackFile,
   partSize: number,
   onPart: (done: number, total: number) => void,
   cache?: BlobCache,
   point: CrashPoint = 'push:blob-uploaded',
 ): Promise<BlobRef[]> {
-  const parts: Uint8Array[] = [];
-  for (let off = 0; off < pack.length; off += partSize) parts.push(pack.subarray(off, off + partSize));
+  const parts: Array<{ at: number; length: number }> = [];
+  for (let at = 0; at < pack.length; at += partSize)
+    parts.push({ at, length: Math.min(partSize, pack.length - at) });
   let done = 0;
   return mapLimit(parts, 4, async (part) => {
+    const body: BodySource = { length: part.length, open: () => pack.chunks(part.at, part.length) };
     let res: { blob: BlobRef };
     try {
-      res = await writer.procedure<{ blob: BlobRef }>('com.atproto.repo.uploadBlob', part, {
+      res = await writer.procedure<{ blob: BlobRef }>('com.atproto.repo.uploadBlob', body, {
         contentType: PACK_MIME,
       });
     } catch (err) {
       throw generalFailure(err, 'uploading a pack');
     }
     // What we uploaded we have: cache it, so compaction and clones on this machine skip the download.
-    cache?.put(res.blob.ref.$link, part);
+    cache?.putRange(res.blob.ref.$link, pack, part.at, part.length);
     crashPoint(point);
     onPart(++done, parts.length);
     return res.blob;
@@ -124,26 +132,34 @@ export async function withRelist<T>(
   }
 }
 
+/** The sentence for a pack whose bytes are not the ones its checksum names. */
+function damagedPack(pack: PackEntry): KnotlessError {
+  return new KnotlessError(
+    'corrupt-remote',
+    `Pack ${pack.id} from the PDS is damaged (checksum mismatch); nothing was written.`,
+  );
+}
+
 /** Checks a pack's bytes against the checksum that names it, so a damaged pack never reaches git. */
-export function verifyPack(pack: PackEntry, bytes: Uint8Array): void {
-  const body = bytes.subarray(0, bytes.length - 20);
-  const sum = crypto.createHash('sha1').update(body).digest('hex');
-  if (
-    bytes.length !== pack.size ||
-    sum !== pack.id ||
-    Buffer.from(bytes.subarray(bytes.length - 20)).toString('hex') !== sum
-  ) {
-    throw new KnotlessError(
-      'corrupt-remote',
-      `Pack ${pack.id} from the PDS is damaged (checksum mismatch); nothing was written.`,
-    );
-  }
+export function verifyPack(pack: PackEntry, bytes: Uint8Array | PackFile): void {
+  const file = bytes instanceof PackFile ? bytes : PackFile.fromBytes(bytes);
+  if (file.length !== pack.size || file.length < 20) throw damagedPack(pack);
+  const hash = crypto.createHash('sha1');
+  const body = file.length - 20;
+  const buf = Buffer.allocUnsafe(Math.min(1024 * 1024, Math.max(1, body)));
+  for (let at = 0; at < body; at += buf.length)
+    hash.update(file.readInto(buf.subarray(0, Math.min(buf.length, body - at)), at));
+  const sum = hash.digest('hex');
+  if (sum !== pack.id || file.read(body, 20).toString('hex') !== sum) throw damagedPack(pack);
 }
 
 /**
- * The bytes of a pack: inline, or its blobs from the cache or the PDS. Every downloaded blob is
- * checked against its CID (sha-256) before it is cached or used, and the whole pack against its
- * checksum and for objects inflating past `maxObjectBytes` (pack-check.ts) before git sees it.
+ * A pack ready for git: inline, or its blobs from the cache or the PDS. Blobs are written to disk as
+ * they arrive, each checked against its CID (sha-256, computed as the bytes stream) before it is
+ * cached or used; the download is cut as soon as it passes the size the record gives. The whole pack
+ * is then checked against its checksum and for objects inflating past `maxObjectBytes`
+ * (pack-check.ts) before git sees it, reading the files a window at a time: memory does not grow
+ * with the pack. The caller closes the returned pack.
  */
 export async function loadPack(
   reader: XrpcClient,
@@ -152,26 +168,86 @@ export async function loadPack(
   cache: BlobCache,
   onBytes: (n: number) => void,
   maxObjectBytes = DEFAULT_MAX_OBJECT_BYTES,
-): Promise<Buffer> {
+): Promise<PackFile> {
   if (pack.inline !== undefined) {
     verifyPack(pack, pack.inline);
     checkPackBounds(pack.inline, pack.id, maxObjectBytes);
-    return Buffer.from(pack.inline);
+    return PackFile.fromBytes(Buffer.from(pack.inline));
   }
-  const parts = await mapLimit(pack.parts ?? [], 4, async (part) => {
-    const cid = part.ref.$link;
-    const cached = cache.get(cid);
-    if (cached !== undefined) return cached;
-    if (part.size > MAX_BLOB_PART_BYTES || part.size < 0) {
-      throw new KnotlessError(
-        'corrupt-remote',
-        `A blob of pack ${pack.id} claims ${part.size} bytes, over the ${MAX_BLOB_PART_BYTES} a blob may have; nothing was written.`,
-      );
+  const opened: Array<{ fd: number; size: number }> = [];
+  let failed = false;
+  // Parts still in flight when another failed are closed as they land.
+  const hold = (o: { fd: number; size: number }) => (failed ? fs.closeSync(o.fd) : opened.push(o));
+  const release = () => {
+    failed = true;
+    for (const o of opened.splice(0)) fs.closeSync(o.fd);
+  };
+  try {
+    const parts = await mapLimit(pack.parts ?? [], 4, async (part) => {
+      const cid = part.ref.$link;
+      const cached = cache.open(cid);
+      if (cached !== undefined) {
+        hold(cached);
+        return cached;
+      }
+      if (part.size > MAX_BLOB_PART_BYTES || part.size < 0) {
+        throw new KnotlessError(
+          'corrupt-remote',
+          `A blob of pack ${pack.id} claims ${part.size} bytes, over the ${MAX_BLOB_PART_BYTES} a blob may have; nothing was written.`,
+        );
+      }
+      const got = await downloadBlob(reader, did, pack, cid, part.size, cache);
+      hold(got);
+      onBytes(got.size);
+      return got;
+    });
+    const file = PackFile.fromFds(parts);
+    opened.length = 0;
+    try {
+      verifyPack(pack, file);
+      checkPackBounds(file, pack.id, maxObjectBytes);
+    } catch (err) {
+      file.close();
+      throw err;
     }
-    let bytes: Buffer;
+    return file;
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+/**
+ * Downloads one blob into a file of the cache's, hashing it as it arrives (never whole in memory);
+ * once its CID matches, the file joins the cache and stays open for the caller.
+ */
+async function downloadBlob(
+  reader: XrpcClient,
+  did: string,
+  pack: PackEntry,
+  cid: string,
+  size: number,
+  cache: BlobCache,
+): Promise<{ fd: number; size: number }> {
+  const tmp = tempFile(cache.tempDir, 'blob');
+  let hash = new CidHasher();
+  let written = 0;
+  let kept = false;
+  try {
     try {
       // The record says how big the blob is: a longer answer is cut off as soon as it passes that.
-      bytes = await reader.queryBytes('com.atproto.sync.getBlob', { did, cid }, part.size);
+      await reader.queryInto('com.atproto.sync.getBlob', { did, cid }, size, {
+        restart: () => {
+          hash = new CidHasher();
+          written = 0;
+          fs.ftruncateSync(tmp.fd, 0);
+        },
+        write: (part) => {
+          hash.update(part);
+          fs.writeSync(tmp.fd, part, 0, part.length, written);
+          written += part.length;
+        },
+      });
     } catch (err) {
       // pds-errors.ts knows the reference PDS's words for it; other servers answer 404 or a missing record.
       const kind = err instanceof XrpcError ? pdsRefusal(err) : undefined;
@@ -179,18 +255,19 @@ export async function loadPack(
         throw new BlobGone(pack.id, cid, err);
       throw generalFailure(err, `downloading pack ${pack.id}`);
     }
-    if (!blobMatchesCid(bytes, cid)) {
+    if (hash.cid() !== cid) {
       throw new KnotlessError(
         'corrupt-remote',
         `A blob of pack ${pack.id} does not match its CID ${cid}; nothing was written.`,
       );
     }
-    cache.put(cid, bytes);
-    onBytes(bytes.length);
-    return bytes;
-  });
-  const bytes = Buffer.concat(parts);
-  verifyPack(pack, bytes);
-  checkPackBounds(bytes, pack.id, maxObjectBytes);
-  return bytes;
+    cache.adopt(cid, tmp.path);
+    kept = true;
+    return { fd: tmp.fd, size: written };
+  } finally {
+    if (!kept) {
+      fs.closeSync(tmp.fd);
+      fs.rmSync(tmp.path, { force: true });
+    }
+  }
 }

@@ -1,4 +1,5 @@
 import { KnotlessError } from '../errors.ts';
+import type { PackFile } from '../git/pack-file.ts';
 import { isObjectId, isValidRefName } from '../git/refname.ts';
 import { REF_COLLECTION } from './collections.ts';
 import { hasUnsafe, safeText } from '../text/terminal.ts';
@@ -20,6 +21,11 @@ export interface PackEntry {
   count: number;
   inline?: Uint8Array;
   parts?: BlobRef[];
+  /**
+   * A pack just built here and too big to travel inline, on disk until it is uploaded as blobs
+   * (store-packs.ts); never written into a record.
+   */
+  local?: PackFile;
 }
 
 /** A `dev.knotless.ref` record: one ref (or the symbolic HEAD) of one repository. */

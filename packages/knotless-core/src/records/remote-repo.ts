@@ -1,7 +1,8 @@
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
-import { listRecords, rkeyOf } from './list-records.ts';
+import { listKeyRange } from './list-range.ts';
+import { rkeyOf } from './list-records.ts';
 import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
@@ -87,7 +88,8 @@ export class RemoteRepo {
   }
 
   /**
-   * Every valid ref record of the repository: one request per 100 refs. Two records that claim one
+   * Every valid ref record of the repository: one request per 100 refs, past the first page read
+   * from both ends at once (list-range.ts). Two records that claim one
    * ref (an encoded and a hashed key) are both returned, and warned of once; {@link refsByName}
    * leaves such a ref out, so that nothing ever picks one of them.
    */
@@ -95,10 +97,7 @@ export class RemoteRepo {
     const prefix = refKeyPrefix(this.name);
     const out: RemoteRef[] = [];
     try {
-      for await (const r of listRecords(this.#read, this.owner.did, REF_COLLECTION, {
-        after: prefix,
-        keep: (k) => k.startsWith(prefix),
-      })) {
+      for (const r of await listKeyRange(this.#read, this.owner.did, REF_COLLECTION, prefix)) {
         const ref = this.#parse(rkeyOf(r.uri), r.cid, r.value);
         if (ref !== undefined) out.push(ref);
       }

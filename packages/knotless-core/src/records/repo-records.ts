@@ -13,6 +13,8 @@ export interface SessionAuthorizer extends Authorizer {
 /** A `dev.knotless.repo` record. */
 export interface RepoRecord {
   description?: string;
+  /** The at-uri of the repository record this one was forked from. */
+  forkOf?: string;
   createdAt: string;
 }
 
@@ -27,6 +29,7 @@ export function parseRepoRecord(value: unknown): RepoRecord {
   const v = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
   const record: RepoRecord = { createdAt: typeof v['createdAt'] === 'string' ? v['createdAt'] : '' };
   if (typeof v['description'] === 'string') record.description = v['description'];
+  if (typeof v['forkOf'] === 'string' && v['forkOf'].startsWith('at://')) record.forkOf = v['forkOf'];
   return record;
 }
 
@@ -52,10 +55,19 @@ export class RepoRecords {
     this.#client = client;
   }
 
-  /** Creates a repository in the session's account; fails with `repo-exists` if the name is taken. */
-  async create(auth: SessionAuthorizer, name: string, description?: string): Promise<RepoRecord> {
+  /**
+   * Creates a repository in the session's account (a fork names its original in `forkOf`); fails
+   * with `repo-exists` if the name is taken.
+   */
+  async create(
+    auth: SessionAuthorizer,
+    name: string,
+    description?: string,
+    forkOf?: string,
+  ): Promise<RepoRecord> {
     const record: RepoRecord = { createdAt: new Date().toISOString() };
     if (description !== undefined && description !== '') record.description = description;
+    if (forkOf !== undefined) record.forkOf = forkOf;
     const client = this.#client(auth.session.pds, auth);
     try {
       // swapRecord: null makes the write conditional on the key being free.

@@ -1,5 +1,6 @@
 import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
 import { KnotlessError } from '../errors.ts';
+import { isBodySource, type RequestBody } from './http1-body.ts';
 import { printErr, safeText } from '../text/terminal.ts';
 import { NoAnswer, isCertificateFault, unreachable } from './no-answer.ts';
 import { isAuthRejection, pdsRefusal } from './pds-errors.ts';
@@ -45,6 +46,17 @@ export interface CallOptions {
   headers?: Record<string, string>;
   /** Most bytes the answer may have ({@link MAX_ANSWER_BYTES} when absent); a longer one is cut off. */
   maxBytes?: number;
+  /** Where a successful answer's body goes instead of memory (see {@link BodySink}). */
+  sink?: BodySink;
+}
+
+/**
+ * Receives a download as it arrives. `restart` is called before every attempt, a retry's included,
+ * so that what a failed attempt delivered is thrown away.
+ */
+export interface BodySink {
+  restart(): void;
+  write(part: Buffer): void;
 }
 
 /** Cap on an XRPC answer unless the call sets its own: JSON answers are kilobytes. */
@@ -75,6 +87,11 @@ export class XrpcClient {
     this.#opts = opts;
   }
 
+  /** Opens a connection to the service now, for a request that follows local work (see Transport). */
+  preconnect(): void {
+    this.#opts.transport.preconnect?.(new URL(this.service));
+  }
+
   /** Calls a query (HTTP GET); `maxBytes` caps its answer. */
   query<T>(nsid: string, params?: CallOptions['params'], maxBytes?: number): Promise<T> {
     return this.call<T>('GET', nsid, {
@@ -94,6 +111,33 @@ export class XrpcClient {
    */
   async queryBytes(nsid: string, params: CallOptions['params'], maxBytes: number): Promise<Buffer> {
     return this.#withRenewal(() => this.#retrying('GET', nsid, { params: params ?? {}, maxBytes }, false));
+  }
+
+  /**
+   * Like {@link queryBytes}, but the answer goes to `sink` piece by piece as it arrives (a download
+   * written to disk), never whole in memory; returns how many bytes it had.
+   */
+  async queryInto(
+    nsid: string,
+    params: CallOptions['params'],
+    maxBytes: number,
+    sink: BodySink,
+  ): Promise<number> {
+    let size = 0;
+    const counting: BodySink = {
+      restart: () => {
+        size = 0;
+        sink.restart();
+      },
+      write: (part) => {
+        size += part.length;
+        sink.write(part);
+      },
+    };
+    await this.#withRenewal(() =>
+      this.#retrying('GET', nsid, { params: params ?? {}, maxBytes, sink: counting }, false),
+    );
+    return size;
   }
 
   /** Sends one request (retried when safe), renewing credentials once when the server rejects them. */
@@ -153,8 +197,8 @@ export class XrpcClient {
     for (const [k, v] of Object.entries(opts.params ?? {}))
       if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { ...(await this.#opts.authorizer?.headers()), ...opts.headers };
-    let body: Uint8Array | string | null = null;
-    if (opts.body instanceof Uint8Array) {
+    let body: RequestBody = null;
+    if (opts.body instanceof Uint8Array || isBodySource(opts.body)) {
       body = opts.body;
       headers['content-type'] = opts.contentType ?? 'application/octet-stream';
     } else if (opts.body !== undefined) {
@@ -166,9 +210,25 @@ export class XrpcClient {
     const cpu = this.#opts.trace ? process.cpuUsage() : undefined;
     let res: HttpResponse;
     const auth = this.#opts.authorizer;
+    let sunk = 0;
     try {
       const maxBytes = opts.maxBytes ?? MAX_ANSWER_BYTES;
-      const init: HttpRequest = { method, headers, body, maxBytes };
+      opts.sink?.restart();
+      const sink = opts.sink;
+      const init: HttpRequest = {
+        method,
+        headers,
+        body,
+        maxBytes,
+        ...(sink === undefined
+          ? {}
+          : {
+              sink: (part: Buffer) => {
+                sunk += part.length;
+                sink.write(part);
+              },
+            }),
+      };
       // An authorizer that signs each request itself (DPoP) sends it; else the transport does.
       res =
         auth?.send === undefined ? await this.#opts.transport.request(url, init) : await auth.send(url, init);
@@ -179,7 +239,14 @@ export class XrpcClient {
       const c = err as { code?: string; cause?: { code?: string } };
       throw new NoAnswer(url, c.code ?? c.cause?.code ?? String(err), err);
     }
+    const ok = res.status >= 200 && res.status < 300;
+    // A sender that does not stream (an OAuth session's fetch) hands the body back whole.
+    if (ok && opts.sink !== undefined && sunk === 0 && res.body.length > 0) {
+      opts.sink.write(res.body);
+      sunk = res.body.length;
+    }
     const bytes = res.body;
+    const received = ok && opts.sink !== undefined ? sunk : bytes.length;
     this.#trace(method, nsid, String(res.status), started, cpu);
     // Not followed: an XRPC service is named by its own address, and a hop elsewhere would carry the
     // session's tokens to a server nobody chose.
@@ -191,9 +258,9 @@ export class XrpcClient {
     }
     // A connection cut mid-body can look like a short answer: a body shorter than announced is none.
     const length = Number(res.headers['content-length'] ?? NaN);
-    if (Number.isFinite(length) && length !== bytes.length)
-      throw new NoAnswer(url, 'ETRUNCATED', new Error(`${bytes.length} of ${length} bytes`));
-    if (res.status >= 200 && res.status < 300) {
+    if (Number.isFinite(length) && length !== received)
+      throw new NoAnswer(url, 'ETRUNCATED', new Error(`${received} of ${length} bytes`));
+    if (ok) {
       if (json && bytes.length > 0 && parseJson(bytes.toString('utf8')) === undefined)
         throw new NoAnswer(url, 'EBADANSWER', new Error('the answer is not JSON'));
       return bytes;

@@ -1,11 +1,11 @@
 import type * as Net from 'node:net';
 import type * as Tls from 'node:tls';
+import { writeRequest, type RequestBody } from './http1-body.ts';
 import {
   BodyDecoder,
   BodyTooLarge,
   bodyFraming,
   parseResponseHead,
-  writeRequestHead,
   type ResponseHead,
   type ResponseHeaders,
 } from './http1-codec.ts';
@@ -26,13 +26,13 @@ export type Endpoint =
   | { kind: 'tcp'; host: string; port: number; secure: boolean; address?: string }
   | { kind: 'unix'; path: string };
 
-/** One request, body in memory. */
+/** One request. */
 export interface Http1Request {
   method: string;
   /** Path and query, e.g. `/xrpc/com.atproto.repo.listRecords?repo=...`. */
   target: string;
   headers: Record<string, string>;
-  body: Uint8Array | string | null;
+  body: RequestBody;
   /** Most bytes the answer's body may have (the pool's default when absent); past it the answer is cut. */
   maxBytes?: number;
   /** Abandons the request (the connection is destroyed) and rejects with the signal's reason. */
@@ -80,6 +80,8 @@ const net = process.getBuiltinModule('node:net');
 export class Http1Pool {
   /** Idle connections by endpoint, each with the function that takes it back out of the pool. */
   readonly #idle = new Map<string, { socket: Net.Socket; unpark: () => void }[]>();
+  /** Connections opened ahead of a request (see preconnect), by endpoint. */
+  readonly #warm = new Map<string, { socket: Net.Socket; release: () => void }>();
   readonly #ca: string[] | undefined;
   readonly #idleMs: number;
   readonly #deadlineMs: number;
@@ -108,7 +110,47 @@ export class Http1Pool {
         if (!(err instanceof StaleConnection)) throw err;
       }
     }
+    const warm = this.#warm.get(key);
+    if (warm !== undefined) {
+      this.#warm.delete(key);
+      warm.release();
+      try {
+        // Like an idle connection, the server may have dropped it before the request: then the
+        // request goes again on a fresh one.
+        return await this.#exchange(warm.socket, key, req, true);
+      } catch (err) {
+        if (!(err instanceof StaleConnection)) throw err;
+      }
+    }
     return this.#exchange(this.#connect(endpoint), key, req, false);
+  }
+
+  /**
+   * Opens a connection (TCP, and TLS) to `endpoint` now, for the next request to use: a caller that
+   * has local work to do first (`repo commit` runs git) overlaps the handshakes' round trips with it.
+   * Does nothing when a connection is idle or warming already. A failure is silent: the request
+   * connects again and meets it.
+   */
+  preconnect(endpoint: Endpoint): void {
+    const key = endpointKey(endpoint);
+    if (this.#closed || this.#warm.has(key) || (this.#idle.get(key)?.length ?? 0) > 0) return;
+    const socket = this.#connect(endpoint);
+    // It must not keep the process alive, nor outlive a server that drops it.
+    socket.unref();
+    const drop = (): void => {
+      if (this.#warm.get(key)?.socket === socket) this.#warm.delete(key);
+      release();
+      socket.destroy();
+    };
+    const release = (): void => {
+      socket.off('error', drop);
+      socket.off('close', drop);
+      socket.off('data', drop);
+    };
+    socket.on('error', drop);
+    socket.on('close', drop);
+    socket.on('data', drop);
+    this.#warm.set(key, { socket, release });
   }
 
   /** Closes idle connections; requests in flight finish. */
@@ -116,6 +158,8 @@ export class Http1Pool {
     this.#closed = true;
     for (const sockets of this.#idle.values()) for (const s of sockets) s.socket.destroy();
     this.#idle.clear();
+    for (const w of this.#warm.values()) w.socket.destroy();
+    this.#warm.clear();
   }
 
   #connect(endpoint: Endpoint): Net.Socket {
@@ -142,7 +186,12 @@ export class Http1Pool {
       let head: ResponseHead | undefined;
       let decoder: BodyDecoder | undefined;
       const maxBytes = req.maxBytes ?? this.#maxBytes;
+      let settled = false;
+      // Until the whole body is written the connection cannot carry another request.
+      let sending = true;
       const finish = (err: ConnectionError | undefined, res?: Http1Response, ours = false): void => {
+        if (settled) return;
+        settled = true;
         clearTimeout(deadline);
         req.signal?.removeEventListener('abort', onAbort);
         socket.off('data', onData);
@@ -192,7 +241,7 @@ export class Http1Pool {
       const complete = (rest: Buffer, keep: boolean): void => {
         const res = { status: head!.status, headers: head!.headers, body: decoder!.body() };
         finish(undefined, res);
-        if (keep && rest.length === 0 && !this.#closed) this.#park(socket, key);
+        if (keep && !sending && rest.length === 0 && !this.#closed) this.#park(socket, key);
         else socket.destroy();
       };
       const onData = (data: Buffer): void => {
@@ -229,15 +278,13 @@ export class Http1Pool {
       socket.on('close', onClose);
       socket.on('timeout', onTimeout);
       req.signal?.addEventListener('abort', onAbort, { once: true });
-      const body = req.body === null ? null : typeof req.body === 'string' ? Buffer.from(req.body) : req.body;
-      // A POST without a body still says so, or a server would wait for one.
-      const length = body === null ? (req.method === 'GET' || req.method === 'HEAD' ? null : 0) : body.length;
-      try {
-        socket.write(writeRequestHead(req.method, req.target, req.headers, length));
-        if (body !== null && body.length > 0) socket.write(body);
-      } catch (err) {
-        finish(err as Error);
-      }
+      writeRequest(socket, req).then(
+        () => (sending = false),
+        (err: unknown) => {
+          sending = false;
+          finish(err as Error);
+        },
+      );
     });
   }
 

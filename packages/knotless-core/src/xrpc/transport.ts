@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import type { Config } from '../config/env.ts';
 import type { ResponseHeaders } from './http1-codec.ts';
-import { Http1Pool } from './http1.ts';
+import { Http1Pool, type Endpoint } from './http1.ts';
+import type { RequestBody } from './http1-body.ts';
 
 /** A finished HTTP exchange. */
 export interface HttpResponse {
@@ -14,7 +15,8 @@ export interface HttpResponse {
 export interface HttpRequest {
   method: string;
   headers: Record<string, string>;
-  body: Uint8Array | string | null;
+  /** In memory, or read from a file as it is sent (a blob upload). */
+  body: RequestBody;
   /** Most bytes the answer's body may have; past it the connection is cut (ETOOLARGE). Default 4 MiB. */
   maxBytes?: number;
   /** Abandons the request; it rejects with the signal's reason. */
@@ -26,6 +28,8 @@ export interface HttpRequest {
 /** Sends HTTP requests over this process's pooled connections. */
 export interface Transport {
   request(url: URL, init: HttpRequest): Promise<HttpResponse>;
+  /** Opens a connection to `url`'s server ahead of a request (see Http1Pool.preconnect); optional. */
+  preconnect?(url: URL): void;
   close(): void;
 }
 
@@ -42,27 +46,33 @@ function createTransport(config: TransportConfig): Transport {
     ca,
     ...(config.httpTimeoutMs === undefined ? {} : { deadlineMs: config.httpTimeoutMs }),
   });
+  const endpointOf = (url: URL, address?: string): Endpoint => {
+    const secure = url.protocol === 'https:';
+    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
+    // localhost is loopback by definition (RFC 6761), and resolved here as curl does: asking the
+    // resolver first costs the helper's start-up ~8 ms, most of it Node compiling its IPv6 regex.
+    const local = address ?? (isLocalhost(host) ? '127.0.0.1' : undefined);
+    return { kind: 'tcp', host, port, secure, ...(local === undefined ? {} : { address: local }) };
+  };
   return {
     request(url, init) {
-      const secure = url.protocol === 'https:';
-      if (!secure && url.protocol !== 'http:')
+      if (url.protocol !== 'https:' && url.protocol !== 'http:')
         return Promise.reject(new Error(`unsupported protocol ${url.protocol}`));
-      const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-      const port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
       const req = {
         ...init,
         target: `${url.pathname}${url.search}`,
         headers: { host: url.host, ...init.headers },
       };
-      if (!isLocalhost(host)) return pool.request({ kind: 'tcp', host, port, secure }, req);
-      // localhost is loopback by definition (RFC 6761), and resolved here as curl does: asking the
-      // resolver first costs the helper's start-up ~8 ms, most of it Node compiling its IPv6 regex.
-      return pool
-        .request({ kind: 'tcp', host, port, secure, address: '127.0.0.1' }, req)
-        .catch((err: NodeJS.ErrnoException) => {
-          if (err.code !== 'ECONNREFUSED') throw err;
-          return pool.request({ kind: 'tcp', host, port, secure, address: '::1' }, req);
-        });
+      const endpoint = endpointOf(url);
+      if (endpoint.kind !== 'tcp' || endpoint.address !== '127.0.0.1') return pool.request(endpoint, req);
+      return pool.request(endpoint, req).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ECONNREFUSED') throw err;
+        return pool.request(endpointOf(url, '::1'), req);
+      });
+    },
+    preconnect(url) {
+      if (url.protocol === 'https:' || url.protocol === 'http:') pool.preconnect(endpointOf(url));
     },
     close() {
       pool.close();

@@ -12,6 +12,7 @@ import {
   type ForgeRecord,
 } from '../ingest/forge-records.ts';
 import type { Database } from './schema.ts';
+import { decide, ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY, type Decision } from 'knotless-core';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
@@ -56,11 +57,28 @@ export async function refreshTarget(
   }
 }
 
-/**
- * The authority rule (FORGE.md): a status counts when written by the target repository's owner
- * (any status, labels), or by the pull request's author (only open or closed). The newest that
- * counts, by createdAt then record key, gives the state; labels come from the owner's newest.
- */
+/** The rows of state records as `decide` reads them (labels are stored as JSON text). */
+function decisions<S extends string>(
+  rows: Array<{
+    did: string;
+    rkey: string;
+    state: S;
+    merged?: string | null;
+    labels: string;
+    created_at: string;
+  }>,
+): Decision<S>[] {
+  return rows.map((r) => ({
+    by: r.did,
+    rkey: r.rkey,
+    state: r.state,
+    createdAt: r.created_at,
+    ...(r.merged !== undefined && r.merged !== null ? { merged: r.merged } : {}),
+    labels: JSON.parse(r.labels) as string[],
+  }));
+}
+
+/** A pull request's state, labels and merged commit, by the authority rule (knotless-core's `decide`). */
 async function refreshPull(tx: Db, did: string, rkey: string): Promise<void> {
   const pull = await tx
     .selectFrom('pulls')
@@ -72,26 +90,15 @@ async function refreshPull(tx: Db, did: string, rkey: string): Promise<void> {
   if (pull === undefined) return;
   const rows = await tx
     .selectFrom('pull_statuses')
-    .select(['did', 'status', 'merged', 'labels'])
+    .select(['did', 'rkey', 'status as state', 'merged', 'labels', 'created_at'])
     .where('pull_did', '=', did)
     .where('pull_rkey', '=', rkey)
     .where('deleted', '=', 0)
-    .orderBy('created_at', 'desc')
-    .orderBy('rkey', 'desc')
     .execute();
-  const owner = pull.repo_did;
-  const valid = rows.filter(
-    (s) => s.did === owner || (s.did === did && (s.status === 'open' || s.status === 'closed')),
-  );
-  const top = valid[0];
-  const labels = valid.find((s) => s.did === owner)?.labels ?? '[]';
+  const won = decide(decisions(rows), pull.repo_did, did, PULL_AUTHOR_MAY);
   await tx
     .updateTable('pulls')
-    .set({
-      state: top?.status ?? 'open',
-      merged: top?.status === 'merged' ? top.merged : null,
-      labels,
-    })
+    .set({ state: won.state, merged: won.merged ?? null, labels: JSON.stringify(won.labels) })
     .where('did', '=', did)
     .where('rkey', '=', rkey)
     .execute();
@@ -109,18 +116,15 @@ async function refreshIssue(tx: Db, did: string, rkey: string): Promise<void> {
   if (issue === undefined) return;
   const rows = await tx
     .selectFrom('issue_states')
-    .select(['did', 'state', 'labels'])
+    .select(['did', 'rkey', 'state', 'labels', 'created_at'])
     .where('issue_did', '=', did)
     .where('issue_rkey', '=', rkey)
     .where('deleted', '=', 0)
-    .orderBy('created_at', 'desc')
-    .orderBy('rkey', 'desc')
     .execute();
-  const owner = issue.repo_did;
-  const valid = rows.filter((s) => s.did === owner || s.did === did);
+  const won = decide(decisions(rows), issue.repo_did, did, ISSUE_AUTHOR_MAY);
   await tx
     .updateTable('issues')
-    .set({ state: valid[0]?.state ?? 'open', labels: valid.find((s) => s.did === owner)?.labels ?? '[]' })
+    .set({ state: won.state, labels: JSON.stringify(won.labels) })
     .where('did', '=', did)
     .where('rkey', '=', rkey)
     .execute();

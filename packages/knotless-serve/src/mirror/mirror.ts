@@ -162,8 +162,9 @@ export class Mirror {
     const done = indexed.read();
     const index = async (list: PackEntry[]): Promise<void> => {
       for (const p of list) {
-        const bytes = await loadPack(client, did, p, this.#cache, () => {});
-        const { keepFile } = await indexPack(bytes, dir, false);
+        // On disk, streamed to git: a mirror's memory does not grow with the pack.
+        const file = await loadPack(client, did, p, this.#cache, () => {});
+        const { keepFile } = await indexPack(file, dir, false).finally(() => file.close());
         fs.rmSync(keepFile, { force: true });
         indexed.add(p.id);
       }

@@ -9,6 +9,7 @@ import {
   XrpcClient,
   XrpcError,
   type BlobCache,
+  type PackFile,
   type Transport,
 } from 'knotless-core';
 import type { Round } from '../ingest/forge-records.ts';
@@ -96,7 +97,7 @@ export async function loadRoundPack(
   }
   // loadPack on the bytes as an inline pack: the same checks the helper makes on any pack (its
   // checksum, and no object inflating past the bound) before git sees it.
-  let checked: Buffer;
+  let checked: PackFile;
   try {
     checked = await loadPack(
       client,
@@ -109,7 +110,7 @@ export async function loadRoundPack(
     if (err instanceof KnotlessError) throw new RoundUnavailable(err.message, { cause: err });
     throw err;
   }
-  const { keepFile } = await indexPack(checked, gitDir, false);
+  const { keepFile } = await indexPack(checked, gitDir, false).finally(() => checked.close());
   fs.rmSync(keepFile, { force: true });
   fs.appendFileSync(ledger(gitDir), `${cid} ${size}\n`);
 }

@@ -71,6 +71,10 @@ export class AgentClient {
           ...(Number.isFinite(limit) ? { limit } : {}),
         });
       },
+      // The agent's connections are open already; without it, the direct pool warms one.
+      preconnect: (url) => {
+        if (!this.#alive) direct.preconnect?.(url);
+      },
       close: () => {
         this.#pool.close();
         direct.close();

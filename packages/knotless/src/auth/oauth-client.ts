@@ -12,9 +12,18 @@ import { safeText } from 'knotless-core/text/terminal';
 import { fetchOver } from 'knotless-core/xrpc/transport';
 import { withSessionLock, type OAuthStoredSession, type SessionStore } from './store.ts';
 
-/** What `knotless login` asks for: its own two collections and pack blobs, nothing else. */
-export const DEFAULT_SCOPE =
-  'atproto repo:dev.knotless.repo repo:dev.knotless.ref blob:application/x-git-packed-objects';
+/**
+ * What `knotless login` asks for: its own collections (repositories and refs; pull requests, issues,
+ * their states and comments) and pack blobs, nothing else. A repo scope names exact collections (no
+ * prefix wildcard exists), so each is listed.
+ */
+export const DEFAULT_SCOPE = [
+  'atproto',
+  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment'].map(
+    (c) => `repo:dev.knotless.${c}`,
+  ),
+  'blob:application/x-git-packed-objects',
+].join(' ');
 
 export type OAuth = typeof OAuthModule;
 export type OAuthClient = InstanceType<OAuth['NodeOAuthClient']>;

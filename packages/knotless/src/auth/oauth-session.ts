@@ -2,6 +2,7 @@ import type { AuthServices } from './services.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { safeText } from 'knotless-core/text/terminal';
 import type { HttpRequest, HttpResponse } from 'knotless-core/xrpc/transport';
+import { isBodySource, type RequestBody } from 'knotless-core/xrpc/http1-body';
 import { missingScope } from 'knotless-core/xrpc/pds-errors';
 import { loadOAuth, oauthClientFor, type OAuth } from './oauth-client.ts';
 import type { OAuthStoredSession, SessionAuthorizer, SessionStore } from './store.ts';
@@ -80,7 +81,7 @@ export class OAuthSession implements SessionAuthorizer {
       res = await session.fetchHandler(`${url.pathname}${url.search}`, {
         method: init.method,
         headers: init.headers,
-        ...(init.body === null ? {} : { body: init.body as BodyInit }),
+        ...(init.body === null ? {} : { body: (await bodyBytes(init.body)) as BodyInit }),
       });
     } catch (err) {
       throw this.#failure(await loadOAuth(), err);
@@ -136,4 +137,15 @@ export class OAuthSession implements SessionAuthorizer {
       if (!isEnded(oauth, err)) throw this.#failure(oauth, err);
     }
   }
+}
+
+/**
+ * A request body as bytes: the OAuth library's fetch may send a request twice (a new DPoP nonce), so
+ * a body read from a file (a blob part, at most the PDS's blob limit) is read whole here.
+ */
+async function bodyBytes(body: RequestBody): Promise<Uint8Array | string | null> {
+  if (!isBodySource(body)) return body;
+  const pieces: Uint8Array[] = [];
+  for await (const piece of body.open()) pieces.push(piece);
+  return Buffer.concat(pieces);
 }

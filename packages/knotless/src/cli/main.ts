@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../bin/paths.ts';
+import { settleCache } from 'knotless-core/cache/budget';
 import { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
@@ -85,6 +86,8 @@ export async function main(words: string[], rawIo: Io = processIo()): Promise<nu
       return 0;
     }
     await command.run({ ctx: () => (ctx ??= new Context()), io, args: parsed.args });
+    // Within the cap again once the command is done (a no-op unless it stored blobs or packs).
+    if (ctx !== undefined) await settleCache(ctx.config);
     return 0;
   } catch (err) {
     if (err instanceof KnotlessError) {

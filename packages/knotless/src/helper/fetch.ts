@@ -4,6 +4,7 @@ import { crashPoint } from 'knotless-core/crash';
 import { IndexedPacks } from 'knotless-core/cache/indexed-packs';
 import { gitDir, presentObjects } from 'knotless-core/git/objects';
 import { indexPack } from 'knotless-core/git/pack';
+import type { PackFile } from 'knotless-core/git/pack-file';
 import { GitError } from 'knotless-core/git/run';
 import { KnotlessError } from 'knotless-core/errors';
 import { loadPack, mapLimit, remoteChanged, withRelist } from 'knotless-core/packs/transfer';
@@ -108,26 +109,29 @@ async function indexAll(
   const blobs = packs.filter((p) => p.inline === undefined);
   const meter = new Meter(state.options, 'Downloading packs', blobs.length);
   const max = state.ctx.config.maxObjectBytes;
-  const bytes = await mapLimit(packs, 4, async (p) => {
-    const cache = new BlobCache(state.ctx.config.cacheDir);
-    const b = await loadPack(
-      remote.reader,
-      remote.owner.did,
-      p,
-      cache,
-      () => crashPoint('fetch:blob-downloaded'),
-      max,
-    );
-    if (p.inline === undefined) meter.tick(b.length);
-    return b;
-  });
-  meter.end();
+  // Each pack waits on disk (its blobs in the cache, open) until git takes it.
+  const files: PackFile[] = [];
   const keeps: string[] = [];
   try {
+    await mapLimit(packs, 4, async (p, i) => {
+      const cache = new BlobCache(state.ctx.config.cacheDir);
+      const f = await loadPack(
+        remote.reader,
+        remote.owner.did,
+        p,
+        cache,
+        () => crashPoint('fetch:blob-downloaded'),
+        max,
+      );
+      files[i] = f;
+      if (p.inline === undefined) meter.tick(f.length);
+    });
+    meter.end();
     for (const [i, p] of packs.entries()) {
       keeps.push(
-        (await indexPack(bytes[i]!, dir, state.options.progress && state.options.verbosity > 1)).keepFile,
+        (await indexPack(files[i]!, dir, state.options.progress && state.options.verbosity > 1)).keepFile,
       );
+      files[i]!.close();
       crashPoint('fetch:pack-indexed');
       indexed.add(p.id);
     }
@@ -135,6 +139,8 @@ async function indexAll(
     // No ref will name what was indexed: release it to git's ordinary gc.
     for (const k of keeps) fs.rmSync(k, { force: true });
     throw err;
+  } finally {
+    for (const f of files) f?.close();
   }
   // git accepts one lock file per fetch; the others are released now that their packs are in place.
   const last = keeps.pop();

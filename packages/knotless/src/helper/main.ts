@@ -1,3 +1,4 @@
+import { settleCache } from 'knotless-core/cache/budget';
 import { BIN_SCRIPTS } from '../bin/paths.ts';
 import { compactLater } from '../compact-later.ts';
 import { Context } from '../context.ts';
@@ -82,6 +83,11 @@ export async function helperMain(argv: string[]): Promise<number> {
         'git-remote-knotless is run by git: use a knotless:// URL as a remote.',
       );
     const state = new HelperState((ctx = new Context(config)), parseKnotlessUrl(url));
+    // The process's peak memory, for checking that packs stream (performance.md) without a profiler.
+    if (config.trace)
+      process.once('exit', () =>
+        printErr(`knotless: memory peak ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`),
+      );
     const reader = new CommandReader(commandInput());
     for (;;) {
       const line = await reader.next();
@@ -110,6 +116,8 @@ export async function helperMain(argv: string[]): Promise<number> {
         // fetch and push load git plumbing and pack code only when git asks for them.
         const { fetchBatch } = await import('./fetch.ts');
         answer([...(await fetchBatch(state, await reader.batch(line))), '']);
+        // git has its answer; the cache goes back within its cap before git's next command.
+        await settleCache(config);
       } else if (line.startsWith('push ')) {
         const batch = await reader.batch(line);
         for (const l of batch.filter((l) => l.startsWith('option '))) {
@@ -128,6 +136,7 @@ export async function helperMain(argv: string[]): Promise<number> {
           const remote = await state.remote();
           await compactLater(state.ctx.config, remote.owner.did, remote.name, result.compact);
         }
+        await settleCache(config);
       } else {
         throw new KnotlessError(
           'usage',

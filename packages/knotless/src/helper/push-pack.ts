@@ -1,12 +1,12 @@
 import path from 'node:path';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { crashPoint } from 'knotless-core/crash';
-import { buildPack, parsePackInfo } from 'knotless-core/git/pack';
+import { buildPack } from 'knotless-core/git/pack';
 import { gitText } from 'knotless-core/git/run';
 import { foldPacks, foldStart } from 'knotless-core/packs/fold';
 import { unionPacks, type PackEntry } from 'knotless-core/records/ref-record';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
-import { storePacks } from 'knotless-core/packs/store-packs';
+import { newPackEntry, storePacks } from 'knotless-core/packs/store-packs';
 import type { Authorizer } from 'knotless-core/xrpc/client';
 import type { HelperState } from './state.ts';
 import type { Update } from './push-check.ts';
@@ -60,10 +60,11 @@ export async function preparePacks(
     tips,
     exclude: bases.map((b) => b.record.target!),
     progress: state.options.progress && state.options.verbosity > 0,
+    tmpDir: path.join(state.ctx.config.cacheDir, 'tmp'),
   });
   crashPoint('push:pack-built');
-  const info = parsePackInfo(pack);
-  if (info.count > 0) list.push({ id: info.id, size: pack.length, count: info.count, inline: pack });
+  const entry = newPackEntry(pack);
+  if (entry !== undefined) list.push(entry);
   // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
   if (state.ctx.config.autoCompact && foldStart(list) !== undefined) {
     const objects = (await gitText(['rev-parse', '--git-path', 'objects'])).trim();

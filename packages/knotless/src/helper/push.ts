@@ -62,7 +62,7 @@ async function push(
   if (auth.session.did !== remote.owner.did) {
     throw new KnotlessError(
       'permission-denied',
-      `permission denied: you are ${auth.session.handle}, and only ${remote.owner.handle ?? remote.owner.did} can push to ${remote.label}; fork it into your account instead.`,
+      `permission denied: you are ${auth.session.handle}, and only ${remote.owner.handle ?? remote.owner.did} can push to ${remote.label}; fork it with \`knotless repo fork ${remote.label}\` and push to the fork.`,
     );
   }
   // Listing checks that the repository exists (git lists before it pushes).

@@ -1,0 +1,49 @@
+import { KnotlessError } from 'knotless-core/errors';
+import type { Kind } from '../../forge/kinds.ts';
+import { listItems } from '../../forge/subjects.ts';
+import { safeJson } from 'knotless-core/text/terminal';
+import { JSON_OPTION, stringOption, type Command } from '../command.ts';
+import { currentDid, forgeReader, itemJson, itemLine, targetOf } from './forge-shared.ts';
+
+type Base = { repo: string; title: string; createdAt: string };
+
+/** `pr list` / `issue list`: newest first, open ones unless --state says otherwise. */
+export function listCommand<R extends Base>(kind: Kind<R>): Command {
+  const states = [...kind.states, 'all'];
+  return {
+    name: `${kind.word} list`,
+    args: '<[handle/]repo>',
+    summary: `list a repository's ${kind.noun}s (open ones unless --state says otherwise)`,
+    details: [
+      `Anyone's ${kind.noun}s are found through the appview (KNOTLESS_APPVIEW, which \`knotless dev\` sets); without one, only those in the owner's account and yours.`,
+      'Each line: id, state, title, author. The id is accepted by every other command.',
+    ],
+    options: {
+      state: { type: 'string', value: states.join('|'), help: 'which to list (default: open)' },
+      json: JSON_OPTION,
+    },
+    positionals: { min: 1, max: 1 },
+    async run({ ctx, io, args }) {
+      const state = stringOption(args, 'state') ?? 'open';
+      if (!states.includes(state))
+        throw new KnotlessError('usage', `--state must be one of ${states.join(', ')}.`);
+      const c = ctx();
+      const target = await targetOf(c, args.positionals[0]!);
+      const items = await listItems(
+        forgeReader(c, io),
+        kind,
+        target.owner,
+        target.uri,
+        state,
+        await currentDid(c),
+      );
+      if (args.values['json'] === true) {
+        io.out(safeJson(items.map(itemJson)));
+        return;
+      }
+      if (items.length === 0)
+        io.err(`${target.label} has no ${state === 'all' ? '' : `${state} `}${kind.noun}s.`);
+      for (const it of items) io.out(itemLine(it));
+    },
+  };
+}

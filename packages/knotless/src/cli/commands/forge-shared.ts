@@ -1,0 +1,216 @@
+import { activeSession } from '../../auth/login.ts';
+import type { SessionAuthorizer } from '../../auth/store.ts';
+import type { Context } from '../../context.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import type { Kind } from '../../forge/kinds.ts';
+import { COMMENT, checkToWrite, parseComment, repoUri, writeRecord } from '../../forge/records.ts';
+import { findItem, reader, type CommentItem, type Item, type Reader } from '../../forge/subjects.ts';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { parseRepoSpec } from 'knotless-core/records/name';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
+import { JSON_OPTION, stringOption, type Args, type Command } from '../command.ts';
+import type { Io } from '../io.ts';
+import { ownerOf } from './owner.ts';
+
+type Base = { repo: string; title: string; body?: string; createdAt: string };
+
+/** The repository a forge command is about, `[handle/]name` (yours without a handle). */
+export interface Target {
+  owner: Identity;
+  name: string;
+  /** Its record's at-uri: what pull requests and issues name. */
+  uri: string;
+  label: string;
+}
+
+export async function targetOf(ctx: Context, spec: string): Promise<Target> {
+  const s = parseRepoSpec(spec);
+  const owner = await ownerOf(ctx, s.owner);
+  // The repository must exist: a pull request or issue into nothing helps nobody.
+  await ctx.repoRecords().get(owner, s.name);
+  return {
+    owner,
+    name: s.name,
+    uri: repoUri(owner.did, s.name),
+    label: `${safeText(owner.handle ?? owner.did)}/${safeText(s.name)}`,
+  };
+}
+
+/**
+ * The current account's DID when there is one (KNOTLESS_IDENTIFIER, which may be a handle, or the
+ * saved account); reading needs no login, so no session is made for it.
+ */
+export async function currentDid(ctx: Context): Promise<string | undefined> {
+  const id = ctx.config.identifier ?? ctx.sessions.current();
+  if (id === undefined) return undefined;
+  return id.startsWith('did:') ? id : (await ctx.resolver.resolve(id)).did;
+}
+
+export function forgeReader(ctx: Context, io: Io): Reader {
+  return reader(ctx, (m) => io.err(`knotless: ${m}`));
+}
+
+/** The fields `--json` prints for a pull request or an issue, at least id, state, title, author. */
+export function itemJson(item: Item<Base>): Record<string, unknown> {
+  return {
+    id: item.id,
+    uri: item.uri,
+    state: item.state,
+    title: item.record.title,
+    author: item.handle ?? item.did,
+    authorDid: item.did,
+    repo: item.record.repo,
+    ...(item.merged === undefined ? {} : { merged: item.merged }),
+    labels: item.labels,
+    createdAt: item.record.createdAt,
+  };
+}
+
+/** One line of a listing: id, state, title, author. */
+export function itemLine(item: Item<Base>): string {
+  return `${safeText(item.id, 120)}  ${item.state.padEnd(6)}  ${safeText(item.record.title, 100)}  (${safeText(item.handle ?? item.did)})`;
+}
+
+export function commentJson(c: CommentItem): Record<string, unknown> {
+  return {
+    uri: c.uri,
+    author: c.handle ?? c.did,
+    authorDid: c.did,
+    ...(c.record.round === undefined ? {} : { round: c.record.round }),
+    body: c.record.body,
+    createdAt: c.record.createdAt,
+  };
+}
+
+export function printComments(io: Io, comments: CommentItem[]): void {
+  io.out(`comments (${comments.length})`);
+  for (const c of comments) {
+    const round = c.record.round === undefined ? '' : ` on round ${c.record.round}`;
+    io.out(`  ${safeText(c.handle ?? c.did)}${round}, ${safeText(c.record.createdAt)}:`);
+    for (const line of c.record.body.split('\n')) io.out(`    ${safeText(line, 1000)}`);
+  }
+}
+
+export function printBody(io: Io, body: string | undefined): void {
+  if (body === undefined || body === '') return;
+  io.out('');
+  for (const line of body.split('\n')) io.out(`  ${safeText(line, 1000)}`);
+  io.out('');
+}
+
+/** Finds the item a command names and the session to write with. */
+export async function itemFor<R extends Base>(
+  ctx: Context,
+  io: Io,
+  kind: Kind<R>,
+  args: Args,
+): Promise<{ target: Target; item: Item<R>; r: Reader }> {
+  const target = await targetOf(ctx, args.positionals[0]!);
+  const r = forgeReader(ctx, io);
+  const item = await findItem(r, kind, target.owner, target.uri, args.positionals[1]!, await currentDid(ctx));
+  return { target, item, r };
+}
+
+/** `<kind> comment`: a comment record in your account. */
+export function commentCommand<R extends Base>(kind: Kind<R>): Command {
+  return {
+    name: `${kind.word} comment`,
+    args: '<[handle/]repo> <id>',
+    summary: `comment on a${kind.word === 'pr' ? ' pull request' : 'n issue'} (the comment is a record in your account)`,
+    options: {
+      body: { type: 'string', short: 'b', value: 'B', help: 'the comment (required)' },
+      ...(kind.word === 'pr'
+        ? { round: { type: 'string' as const, value: 'N', help: 'the round it reviews (0 is the first)' } }
+        : {}),
+      json: JSON_OPTION,
+    },
+    positionals: { min: 2, max: 2 },
+    async run({ ctx, io, args }) {
+      const body = stringOption(args, 'body');
+      if (body === undefined || body.trim() === '')
+        throw new KnotlessError('usage', 'Say what to comment with --body.');
+      const c = ctx();
+      const { item, r } = await itemFor(c, io, kind, args);
+      const roundText = stringOption(args, 'round');
+      const rounds = (item.record as { rounds?: unknown[] }).rounds?.length ?? 0;
+      const round = roundText === undefined ? undefined : Number(roundText);
+      if (round !== undefined && (!Number.isSafeInteger(round) || round < 0 || round >= rounds))
+        throw new KnotlessError(
+          'usage',
+          `--round must be one of the pull request's rounds, 0 to ${rounds - 1}.`,
+        );
+      const auth = await activeSession(c);
+      const record = {
+        subject: item.uri,
+        ...(round === undefined ? {} : { round }),
+        body,
+        createdAt: new Date().toISOString(),
+      };
+      await checkToWrite(parseComment, record, 'comment');
+      const made = await r.store.create(auth, COMMENT, writeRecord(COMMENT, record));
+      if (args.values['json'] === true)
+        io.out(safeJson({ ...itemJson(item), comment: { uri: made.uri, ...record } }));
+      else io.out(made.uri);
+    },
+  };
+}
+
+/**
+ * Writes a state record for an item in the session's account, after checking the authority rule
+ * (FORGE.md): the owner may set any state; the author only close or reopen their own. A record the
+ * rule would ignore is never written.
+ */
+export async function writeState<R extends Base>(
+  r: Reader,
+  auth: SessionAuthorizer,
+  kind: Kind<R>,
+  target: Target,
+  item: Item<R>,
+  state: string,
+  extra: Record<string, unknown> = {},
+): Promise<void> {
+  const me = auth.session.did;
+  const isOwner = me === target.owner.did;
+  if (!isOwner && !(me === item.did && kind.authorMay.includes(state)))
+    throw new KnotlessError(
+      'permission-denied',
+      `Only ${target.label}'s owner${kind.authorMay.includes(state) ? ` or the ${kind.noun}'s author` : ''} can ${state === 'open' ? 'reopen' : state === 'merged' ? 'merge' : 'close'} it; you are ${safeText(auth.session.handle)}.`,
+    );
+  if (!isOwner && item.state === 'merged')
+    throw new KnotlessError(
+      'usage',
+      `${safeText(item.id)} is merged; only ${target.label}'s owner can change that.`,
+    );
+  const field = kind.word === 'pr' ? { pull: item.uri, status: state } : { issue: item.uri, state };
+  const labels = isOwner && item.labels.length > 0 ? { labels: item.labels } : {};
+  const record = { ...field, ...extra, ...labels, createdAt: new Date().toISOString() };
+  await checkToWrite(kind.parseState, writeRecord(kind.stateCollection, record), `${kind.noun}'s state`);
+  await r.store.create(auth, kind.stateCollection, writeRecord(kind.stateCollection, record));
+}
+
+/** `close` / `reopen`: one state record, when the rule lets you write it. */
+export function stateCommand<R extends Base>(kind: Kind<R>, verb: 'close' | 'reopen'): Command {
+  const state = verb === 'close' ? 'closed' : 'open';
+  return {
+    name: `${kind.word} ${verb}`,
+    args: '<[handle/]repo> <id>',
+    summary: `${verb} a${kind.word === 'pr' ? ' pull request' : 'n issue'} (the repository's owner, or its author; a record in your account)`,
+    options: { json: JSON_OPTION },
+    positionals: { min: 2, max: 2 },
+    async run({ ctx, io, args }) {
+      const c = ctx();
+      const { target, item, r } = await itemFor(c, io, kind, args);
+      const auth = await activeSession(c);
+      if (item.state === 'merged')
+        throw new KnotlessError('usage', `${safeText(item.id)} is merged; there is nothing to ${verb}.`);
+      if (item.state === state) {
+        io.err(`${safeText(item.id)} is already ${state}; nothing was written.`);
+      } else {
+        await writeState(r, auth, kind, target, item, state);
+        io.err(`${verb === 'close' ? 'Closed' : 'Reopened'} ${safeText(item.id)}.`);
+      }
+      if (args.values['json'] === true) io.out(safeJson({ ...itemJson(item), state }));
+      else io.out(item.id);
+    },
+  };
+}

@@ -1,0 +1,80 @@
+import { activeSession } from '../../auth/login.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { PULLS } from '../../forge/kinds.ts';
+import { mergePull, type MergeMethod } from '../../forge/merge.ts';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
+import { JSON_OPTION, type Command } from '../command.ts';
+import { itemFor, itemJson, writeState } from './forge-shared.ts';
+
+export const command: Command = {
+  name: 'pr merge',
+  args: '<[handle/]repo> <id>',
+  summary: "merge a pull request's last round into its base branch (the repository's owner only)",
+  details: [
+    "The round's commits come from the pack in the author's account, so a pull request merges even after its branch was deleted. --merge (the default) fast-forwards when it can and otherwise makes a merge commit; --squash makes one commit; --rebase replays the commits on the base branch (fast-forwarding when it can).",
+    'The base branch is written like any push, with compare-and-swap: if it moved meanwhile, or the merge conflicts, nothing is written. Then the merged status is recorded in your account.',
+  ],
+  options: {
+    merge: { type: 'boolean', help: 'a merge commit, or a fast-forward when possible (default)' },
+    squash: { type: 'boolean', help: 'one commit with all the changes' },
+    rebase: { type: 'boolean', help: 'the commits replayed on the base branch' },
+    json: JSON_OPTION,
+  },
+  positionals: { min: 2, max: 2 },
+  async run({ ctx, io, args }) {
+    const methods = (['merge', 'squash', 'rebase'] as const).filter((m) => args.values[m] === true);
+    if (methods.length > 1) throw new KnotlessError('usage', 'Choose one of --merge, --squash and --rebase.');
+    const method: MergeMethod = methods[0] ?? 'merge';
+    const c = ctx();
+    const { target, item, r } = await itemFor(c, io, PULLS, args);
+    const auth = await activeSession(c);
+    if (auth.session.did !== target.owner.did)
+      throw new KnotlessError(
+        'permission-denied',
+        `Only ${safeText(target.owner.handle ?? target.owner.did)} can merge pull requests into ${target.label}; you are ${safeText(auth.session.handle)}.`,
+      );
+    if (item.state !== 'open')
+      throw new KnotlessError(
+        'usage',
+        `${safeText(item.id)} is ${item.state}; only an open pull request merges.`,
+      );
+    const author = await c.resolver.resolve(item.did);
+    const result = await mergePull(c, {
+      target: c.remoteRepo(target.owner, target.name, (m) => io.err(`knotless: warning: ${m}`)),
+      auth,
+      author,
+      pull: item.record,
+      id: item.id,
+      method,
+    });
+    await writeState(r, auth, PULLS, target, item, 'merged', { merged: result.after }).catch(
+      (err: unknown) => {
+        // The branch is written: say so, and how to record it (a second merge finds it merged and records only that).
+        throw new KnotlessError(
+          err instanceof KnotlessError ? err.code : 'pds-error',
+          `${safeText(item.record.base)} now holds the pull request (${result.after}), but its merged status was not written (${err instanceof Error ? safeText(err.message) : 'unknown'}); run \`knotless pr merge\` again to record it.`,
+          { cause: err },
+        );
+      },
+    );
+    const how = result.alreadyIn
+      ? 'already held it'
+      : result.fastForward
+        ? 'fast-forwarded'
+        : `${method === 'merge' ? 'merged' : method === 'squash' ? 'squashed' : 'rebased'}`;
+    io.err(
+      `Merged ${safeText(item.id)} into ${safeText(item.record.base)} of ${target.label} (${how}): ${result.before.slice(0, 12)} → ${result.after.slice(0, 12)}.`,
+    );
+    if (args.values['json'] === true)
+      io.out(
+        safeJson({
+          ...itemJson(item),
+          state: 'merged',
+          merged: result.after,
+          before: result.before,
+          fastForward: result.fastForward,
+        }),
+      );
+    else io.out(result.after);
+  },
+};

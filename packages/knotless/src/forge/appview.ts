@@ -1,0 +1,146 @@
+import type { Context } from '../context.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { XrpcClient, XrpcError, generalFailure } from 'knotless-core/xrpc/client';
+
+/** An author as the appview shows one. */
+export interface AuthorView {
+  did: string;
+  handle?: string;
+}
+
+/** The fields of PullView and IssueView (lexicons/dev/knotless/defs.json) the CLI reads. */
+export interface SubjectView {
+  uri: string;
+  cid: string;
+  author: AuthorView;
+  repo: string;
+  title: string;
+  body?: string;
+  state: string;
+  merged?: string;
+  labels: string[];
+  createdAt: string;
+  base?: string;
+  head?: { repo: string; branch: string };
+  rounds?: { head: string; base: string; pack: { cid: string; size: number }; createdAt: string }[];
+}
+
+export interface CommentView {
+  uri: string;
+  cid: string;
+  author: AuthorView;
+  subject: string;
+  round?: number;
+  body: string;
+  createdAt: string;
+}
+
+const isStr = (v: unknown): v is string => typeof v === 'string';
+
+/** A view the appview sent is used only when it has the shape its lexicon promises. */
+function checkSubject(v: unknown): SubjectView {
+  const s = v as Partial<SubjectView> | null;
+  if (
+    typeof s !== 'object' ||
+    s === null ||
+    !isStr(s.uri) ||
+    !isStr(s.cid) ||
+    !isStr(s.author?.did) ||
+    !isStr(s.repo) ||
+    !isStr(s.title) ||
+    !isStr(s.state) ||
+    !isStr(s.createdAt) ||
+    !Array.isArray(s.labels) ||
+    !s.labels.every(isStr)
+  )
+    throw unreadable();
+  return s as SubjectView;
+}
+
+function checkComment(v: unknown): CommentView {
+  const c = v as Partial<CommentView> | null;
+  if (
+    typeof c !== 'object' ||
+    c === null ||
+    !isStr(c.uri) ||
+    !isStr(c.author?.did) ||
+    !isStr(c.subject) ||
+    !isStr(c.body) ||
+    !isStr(c.createdAt) ||
+    (c.round !== undefined && !Number.isSafeInteger(c.round))
+  )
+    throw unreadable();
+  return c as CommentView;
+}
+
+function unreadable(): KnotlessError {
+  return new KnotlessError(
+    'corrupt-remote',
+    'The appview (KNOTLESS_APPVIEW) answered with something that is not a view of its lexicon; check the URL.',
+  );
+}
+
+/** The appview's forge queries (FORGE.md), at KNOTLESS_APPVIEW. */
+export class Appview {
+  readonly url: string;
+  readonly #client: XrpcClient;
+
+  constructor(ctx: Context, url: string) {
+    this.url = url;
+    // Not ctx.client(): KNOTLESS_SERVICE redirects PDS requests, never the appview's.
+    this.#client = new XrpcClient(url, {
+      transport: ctx.transport,
+      trace: ctx.config.trace,
+      retry: ctx.config.retry,
+    });
+  }
+
+  /** The configured appview, or undefined when KNOTLESS_APPVIEW is not set. */
+  static of(ctx: Context): Appview | undefined {
+    return ctx.config.appview === undefined ? undefined : new Appview(ctx, ctx.config.appview);
+  }
+
+  async list(kind: 'pulls' | 'issues', repo: string, state: string): Promise<SubjectView[]> {
+    const nsid = kind === 'pulls' ? 'dev.knotless.listPulls' : 'dev.knotless.listIssues';
+    const out: SubjectView[] = [];
+    let cursor: string | undefined;
+    // Bounded: a listing that never ends cannot hang the CLI.
+    for (let page = 0; page < 100; page++) {
+      const res = await this.#query<Record<string, unknown>>(nsid, { repo, state, limit: 100, cursor });
+      const items = res[kind];
+      if (!Array.isArray(items)) throw unreadable();
+      out.push(...items.map(checkSubject));
+      const next = res['cursor'];
+      if (!isStr(next) || items.length === 0 || next === cursor) return out;
+      cursor = next;
+    }
+    return out;
+  }
+
+  /** One pull request or issue with its comments, or undefined when the appview does not know it. */
+  async get(
+    kind: 'pull' | 'issue',
+    uri: string,
+  ): Promise<{ view: SubjectView; comments: CommentView[] } | undefined> {
+    const nsid = kind === 'pull' ? 'dev.knotless.getPull' : 'dev.knotless.getIssue';
+    let res: Record<string, unknown>;
+    try {
+      res = await this.#client.query<Record<string, unknown>>(nsid, { uri });
+    } catch (err) {
+      // Not indexed (yet): the caller reads the record from its author's PDS instead.
+      if (err instanceof XrpcError && (err.status === 404 || /NotFound$/.test(err.error))) return undefined;
+      throw generalFailure(err, `asking the appview ${this.url} (${nsid})`);
+    }
+    const comments = res['comments'];
+    if (!Array.isArray(comments)) throw unreadable();
+    return { view: checkSubject(res[kind]), comments: comments.map(checkComment) };
+  }
+
+  async #query<T>(nsid: string, params: Record<string, string | number | undefined>): Promise<T> {
+    try {
+      return await this.#client.query<T>(nsid, params);
+    } catch (err) {
+      throw generalFailure(err, `asking the appview ${this.url} (${nsid})`);
+    }
+  }
+}

@@ -1,0 +1,128 @@
+import type { SessionAuthorizer } from '../auth/store.ts';
+import type { BlobCache } from 'knotless-core/cache/blob-cache';
+import type { Context } from '../context.ts';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { blobMatchesCid } from 'knotless-core/packs/cid';
+import { MAX_BLOB_PART_BYTES, mapLimit } from 'knotless-core/packs/transfer';
+import { refKey } from 'knotless-core/records/ref-key';
+import type { BlobRef } from 'knotless-core/records/ref-record';
+import { refsByName } from 'knotless-core/records/remote-repo';
+import { safeText } from 'knotless-core/text/terminal';
+import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
+import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
+import { PACK_MIME, repoUri } from './records.ts';
+
+/**
+ * Copies a blob into the session's account. A record may only reference blobs of its own account,
+ * so a fork stores its own copy of every pack blob; uploading the same bytes gives the same CID.
+ */
+async function copyBlob(
+  ctx: Context,
+  auth: SessionAuthorizer,
+  source: Identity,
+  blob: BlobRef,
+  cache: BlobCache,
+): Promise<void> {
+  const cid = blob.ref.$link;
+  let bytes = cache.get(cid);
+  if (bytes === undefined) {
+    if (blob.size > MAX_BLOB_PART_BYTES)
+      throw new KnotlessError(
+        'corrupt-remote',
+        `A blob of the repository claims ${blob.size} bytes; nothing was copied.`,
+      );
+    try {
+      bytes = await ctx
+        .client(source.pds)
+        .queryBytes('com.atproto.sync.getBlob', { did: source.did, cid }, blob.size);
+    } catch (err) {
+      const kind = err instanceof XrpcError ? pdsRefusal(err) : undefined;
+      if (kind === 'blob-missing' || kind === 'not-found')
+        throw new KnotlessError(
+          'remote-changed',
+          'The repository changed while it was copied (a push or compaction replaced its packs); fork again.',
+          {
+            cause: err,
+          },
+        );
+      throw generalFailure(err, 'downloading a pack to copy');
+    }
+    if (!blobMatchesCid(bytes, cid))
+      throw new KnotlessError(
+        'corrupt-remote',
+        `A blob does not match its CID ${safeText(cid)}; nothing was copied.`,
+      );
+    cache.put(cid, bytes);
+  }
+  try {
+    const res = await ctx
+      .client(auth.session.pds, auth)
+      .procedure<{ blob: BlobRef }>('com.atproto.repo.uploadBlob', bytes, {
+        contentType: blob.mimeType || PACK_MIME,
+      });
+    if (res.blob.ref.$link !== cid)
+      throw new KnotlessError(
+        'pds-error',
+        `Your PDS stored a copied blob under another CID (${safeText(res.blob.ref.$link)}); nothing was written.`,
+      );
+  } catch (err) {
+    throw generalFailure(err, 'copying a pack into your account');
+  }
+}
+
+/**
+ * Forks `source/name` into the session's account as `newName`: the repository record (with
+ * `forkOf`), then every ref record, their blobs copied first so that no record ever names a blob
+ * the account lacks. Refs are created in batches like a mirror push. Run again on a fork of the
+ * same original that stopped half way, it copies the refs the fork lacks. Returns the number of
+ * refs copied.
+ */
+export async function forkRepo(
+  ctx: Context,
+  auth: SessionAuthorizer,
+  source: Identity,
+  name: string,
+  newName: string,
+  cache: BlobCache,
+  warn: (message: string) => void,
+): Promise<number> {
+  const records = ctx.repoRecords();
+  const original = await records.get(source, name);
+  const from = ctx.remoteRepo(source, name, warn);
+  const refs = await from.listRefs();
+  const usable = refs.filter((r) => !refsByName(refs).contested.has(r.record.ref));
+  const mine = { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds };
+  const to = ctx.remoteRepo(mine, newName, warn);
+  const forkOf = repoUri(source.did, name);
+  let have = new Set<string>();
+  let exists: KnotlessError | undefined;
+  try {
+    await records.create(auth, newName, original.description, forkOf);
+  } catch (err) {
+    // A fork that stopped half way (its record written, not every ref) is finished, not refused.
+    if (!isKnotlessError(err, 'repo-exists') || (await records.get(mine, newName)).forkOf !== forkOf)
+      throw err;
+    exists = err;
+    have = new Set((await to.listRefs()).map((r) => r.record.ref));
+  }
+  const missing = usable.filter((r) => !have.has(r.record.ref));
+  if (exists !== undefined && missing.length === 0) throw exists;
+  const blobs = new Map<string, BlobRef>();
+  for (const r of missing)
+    for (const p of r.record.packs) for (const b of p.parts ?? []) blobs.set(b.ref.$link, b);
+  await mapLimit([...blobs.values()], 4, (b) => copyBlob(ctx, auth, source, b, cache));
+  const creates = missing.map((r) => ({
+    key: refKey(newName, r.record.ref),
+    record: { ...r.record, repo: newName, updatedAt: new Date().toISOString() },
+  }));
+  for (let i = 0; i < creates.length; i += 199) {
+    const batch = creates.slice(i, i + 199);
+    const written = await to.createRefs(auth, batch);
+    for (const [j, w] of written.entries()) {
+      const c = batch[j]!;
+      if (w === undefined) await to.putRef(auth, c.key, c.record, null);
+    }
+  }
+  return missing.length;
+}

@@ -1,0 +1,160 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { Mirror } from 'knotless-core/cache/mirror';
+import type { Context } from '../context.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { buildPack } from 'knotless-core/git/pack';
+import { GitError, gitText, runGit } from 'knotless-core/git/run';
+import type { Identity } from 'knotless-core/identity/resolver';
+import type { RefRecord } from 'knotless-core/records/ref-record';
+import { SwapConflict, type RemoteRepo } from 'knotless-core/records/remote-repo';
+import { newPackEntry, storePacks } from 'knotless-core/packs/store-packs';
+import { safeText } from 'knotless-core/text/terminal';
+import type { Authorizer } from 'knotless-core/xrpc/client';
+import { branchOf, loadRoundPack, scratchRepo, syncRef, type Scratch } from './packs.ts';
+import type { PullRecord } from './records.ts';
+
+export type MergeMethod = 'merge' | 'squash' | 'rebase';
+
+export interface MergeRequest {
+  target: RemoteRepo;
+  auth: Authorizer;
+  author: Identity;
+  pull: PullRecord;
+  /** `<did>/<rkey>`, for the merge commit's message. */
+  id: string;
+  method: MergeMethod;
+}
+
+/** What a merge did: the base branch's commit before and after, and whether it fast-forwarded. */
+export interface MergeResult {
+  before: string;
+  after: string;
+  fastForward: boolean;
+  /** The base already held the round's head: nothing was pushed. */
+  alreadyIn: boolean;
+}
+
+function conflict(req: MergeRequest, cause: unknown): KnotlessError {
+  return new KnotlessError(
+    'merge-conflict',
+    `The pull request conflicts with ${safeText(req.pull.base)} of ${req.target.label}; nothing was written: the author can rebase and run \`knotless pr update\`.`,
+    { cause },
+  );
+}
+
+/** The new tip of the base branch, made in `s` by `method` (all plumbing but rebase's cherry-pick). */
+async function combine(
+  s: Scratch,
+  req: MergeRequest,
+  base: string,
+  head: string,
+): Promise<{ tip: string; ff: boolean }> {
+  const git = (args: string[], okCodes?: number[]) =>
+    runGit(args, { gitDir: s.gitDir, env: { GIT_WORK_TREE: s.workTree }, ...(okCodes ? { okCodes } : {}) });
+  const ff = (await git(['merge-base', '--is-ancestor', base, head], [1])).code === 0;
+  const title = `${req.pull.title}${req.pull.body === undefined ? '' : `\n\n${req.pull.body}`}`;
+  if (ff && req.method !== 'squash') return { tip: head, ff: true };
+  if (req.method === 'rebase') {
+    const merges = (await git(['rev-list', '--merges', `${base}..${head}`])).stdout.toString().trim();
+    if (merges !== '')
+      throw new KnotlessError(
+        'usage',
+        'The pull request holds merge commits, which --rebase cannot replay; use --merge or --squash.',
+      );
+    await git(['checkout', '-q', '--detach', base]);
+    try {
+      await git(['-c', 'core.hooksPath=/dev/null', 'cherry-pick', '--allow-empty', `${base}..${head}`]);
+    } catch (err) {
+      if (err instanceof GitError && fs.existsSync(path.join(s.gitDir, 'CHERRY_PICK_HEAD')))
+        throw conflict(req, err);
+      throw err;
+    }
+    return { tip: (await gitText(['rev-parse', 'HEAD'], { gitDir: s.gitDir })).trim(), ff: false };
+  }
+  // merge-tree --write-tree (git ≥ 2.38) merges without a work tree: exit 1 is a conflict.
+  const merged = await git(['merge-tree', '--write-tree', '--no-messages', base, head], [1]);
+  if (merged.code === 1) throw conflict(req, new Error(merged.stdout.toString()));
+  const tree = merged.stdout.toString().split('\n')[0]!.trim();
+  const message =
+    req.method === 'squash' ? title : `Merge pull request ${req.id} from ${req.pull.head.branch}\n\n${title}`;
+  const parents = req.method === 'squash' ? ['-p', base] : ['-p', base, '-p', head];
+  const tip = (await gitText(['commit-tree', tree, ...parents], { gitDir: s.gitDir, input: message })).trim();
+  return { tip, ff: false };
+}
+
+/**
+ * Merges a pull request's last round into its base branch: the base branch's packs into the cache's
+ * mirror, the round's pack (from the author's PDS, so a deleted head branch does not matter) into a
+ * scratch repository on top, the merge there, and then the same write as any push: one new pack
+ * after the branch's list, and a compare-and-swap putRecord on the branch's record. When the branch
+ * moved meanwhile, or the merge conflicts, nothing is written.
+ */
+export async function mergePull(ctx: Context, req: MergeRequest): Promise<MergeResult> {
+  const round = req.pull.rounds[req.pull.rounds.length - 1]!;
+  const cache = new BlobCache(ctx.config.cacheDir);
+  const baseRef = await branchOf(req.target, req.pull.base);
+  const before = baseRef.record.target!;
+  const mirror = new Mirror(ctx.config.cacheDir, req.target.owner.did, req.target.name);
+  await syncRef(mirror, req.target, baseRef, cache, ctx.config.maxObjectBytes);
+  const pack = await loadRoundPack(ctx, req.author, round.pack, cache);
+  const s = await scratchRepo(mirror, pack);
+  try {
+    const missing = await runGit(['cat-file', '-e', `${round.head}^{commit}`], {
+      gitDir: s.gitDir,
+      okCodes: [128, 1],
+    });
+    if (missing.code !== 0)
+      throw new KnotlessError(
+        'corrupt-remote',
+        `The round's pack and ${safeText(req.pull.base)} of ${req.target.label} do not hold the round's commit ${round.head}; the author can run \`knotless pr update\`.`,
+      );
+    const contained =
+      (await runGit(['merge-base', '--is-ancestor', round.head, before], { gitDir: s.gitDir, okCodes: [1] }))
+        .code === 0;
+    if (contained) return { before, after: before, fastForward: true, alreadyIn: true };
+    const { tip, ff } = await combine(s, req, before, round.head).catch((err: unknown) => {
+      // A conflict is a KnotlessError already; git failing otherwise (no committer identity…) is said.
+      if (!(err instanceof GitError)) throw err;
+      throw new KnotlessError(
+        'push-rejected',
+        `git could not merge (${safeText(err.stderr.trim().split('\n').pop() ?? '')}); nothing was written.`,
+        { cause: err },
+      );
+    });
+    const pack = await buildPack({
+      tips: [tip],
+      exclude: [before],
+      progress: false,
+      gitDir: s.gitDir,
+      tmpDir: path.join(ctx.config.cacheDir, 'tmp'),
+    });
+    const entry = newPackEntry(pack);
+    const packs = await storePacks(
+      entry === undefined ? baseRef.record.packs : [...baseRef.record.packs, entry],
+      1,
+      {
+        writer: req.target.writer(req.auth),
+        cache,
+        cacheDir: ctx.config.cacheDir,
+        chatter: { verbosity: 0, progress: false },
+      },
+    );
+    const record: RefRecord = { ...baseRef.record, target: tip, packs, updatedAt: new Date().toISOString() };
+    try {
+      await req.target.putRef(req.auth, baseRef.key, record, baseRef.cid);
+    } catch (err) {
+      if (err instanceof SwapConflict)
+        throw new KnotlessError(
+          'remote-changed',
+          `${safeText(req.pull.base)} of ${req.target.label} moved while merging; nothing was written: run \`knotless pr merge\` again.`,
+          { cause: err },
+        );
+      throw err;
+    }
+    return { before, after: tip, fastForward: ff, alreadyIn: false };
+  } finally {
+    s.close();
+  }
+}

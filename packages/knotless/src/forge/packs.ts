@@ -1,0 +1,177 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { BlobCache } from 'knotless-core/cache/blob-cache';
+import { Mirror } from 'knotless-core/cache/mirror';
+import type { Context } from '../context.ts';
+import { KnotlessError } from 'knotless-core/errors';
+import { checkPackBounds } from 'knotless-core/git/pack-check';
+import { indexPack, parsePackInfo } from 'knotless-core/git/pack';
+import { runGit } from 'knotless-core/git/run';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { blobMatchesCid } from 'knotless-core/packs/cid';
+import { MAX_BLOB_PART_BYTES, loadPack, verifyPack } from 'knotless-core/packs/transfer';
+import type { BlobRef } from 'knotless-core/records/ref-record';
+import type { RemoteRef, RemoteRepo } from 'knotless-core/records/remote-repo';
+import { blobUploadLimit } from 'knotless-core/packs/server-info';
+import { safeText } from 'knotless-core/text/terminal';
+import { XrpcError, generalFailure, type Authorizer } from 'knotless-core/xrpc/client';
+import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
+import { PACK_MIME, type Round } from './records.ts';
+
+/** A branch of a repository as read now: its record (for compare-and-swap) or a sentence why not. */
+export async function branchOf(remote: RemoteRepo, branch: string): Promise<RemoteRef> {
+  const refs = await remote.listRefs();
+  const found = refs.filter((r) => r.record.ref === `refs/heads/${branch}`);
+  if (found.length !== 1 || found[0]!.record.target === undefined)
+    throw new KnotlessError(
+      'not-found',
+      `${remote.label} has no branch ${safeText(branch)}; check it with \`git ls-remote knotless://${remote.label}\`.`,
+    );
+  return found[0]!;
+}
+
+/** Indexes a ref's packs into the cache's mirror of the repository they belong to. */
+export async function syncRef(
+  mirror: Mirror,
+  remote: RemoteRepo,
+  ref: RemoteRef,
+  cache: BlobCache,
+  maxObjectBytes: number,
+): Promise<void> {
+  await mirror.sync(ref.record.packs, (p) =>
+    loadPack(remote.reader, remote.owner.did, p, cache, () => {}, maxObjectBytes),
+  );
+}
+
+/**
+ * Makes a new round: the head branch's commit, the target base branch's commit, and a non-thin pack
+ * of everything reachable from the first and not the second, uploaded as one blob to the author's
+ * PDS (the round must not depend on the head branch, which its owner may delete).
+ */
+export async function makeRound(
+  ctx: Context,
+  auth: Authorizer & { session: { pds: string } },
+  target: RemoteRepo,
+  base: string,
+  head: RemoteRepo,
+  branch: string,
+  cache: BlobCache,
+): Promise<Round> {
+  const [baseRef, headRef] = await Promise.all([branchOf(target, base), branchOf(head, branch)]);
+  const mirror = new Mirror(ctx.config.cacheDir, head.owner.did, head.name);
+  await syncRef(mirror, head, headRef, cache, ctx.config.maxObjectBytes);
+  await syncRef(mirror, target, baseRef, cache, ctx.config.maxObjectBytes);
+  const headOid = headRef.record.target!;
+  const baseOid = baseRef.record.target!;
+  // Not buildPack: that pack is thin, and a round's pack must stand alone (FORGE.md).
+  const pack = (
+    await runGit(['pack-objects', '--stdout', '--revs', '--delta-base-offset', '-q'], {
+      gitDir: mirror.gitDir,
+      input: `${headOid}\n^${baseOid}\n`,
+    })
+  ).stdout;
+  const client = ctx.client(auth.session.pds, auth);
+  const limit = await blobUploadLimit(client, ctx.config.cacheDir);
+  if (pack.length > limit)
+    throw new KnotlessError(
+      'too-large',
+      `The round's pack is ${pack.length} bytes, over the ${limit} your PDS takes in one blob; nothing was written.`,
+    );
+  let blob: BlobRef;
+  try {
+    ({ blob } = await client.procedure<{ blob: BlobRef }>('com.atproto.repo.uploadBlob', pack, {
+      contentType: PACK_MIME,
+    }));
+  } catch (err) {
+    throw generalFailure(err, "uploading the round's pack");
+  }
+  cache.put(blob.ref.$link, pack);
+  return { head: headOid, base: baseOid, pack: blob, createdAt: new Date().toISOString() };
+}
+
+/**
+ * A round's pack from its author's PDS (or the blob cache), checked before git sees it: the blob
+ * against its CID, the pack against its own checksum, and its objects for decompression bombs.
+ */
+export async function loadRoundPack(
+  ctx: Context,
+  author: Identity,
+  blob: BlobRef,
+  cache: BlobCache,
+): Promise<Buffer> {
+  const cid = blob.ref.$link;
+  let bytes = cache.get(cid);
+  if (bytes === undefined) {
+    if (blob.size > MAX_BLOB_PART_BYTES || blob.size < 32)
+      throw new KnotlessError(
+        'corrupt-remote',
+        `The round's pack claims ${blob.size} bytes; it was not read.`,
+      );
+    try {
+      bytes = await ctx
+        .client(author.pds)
+        .queryBytes('com.atproto.sync.getBlob', { did: author.did, cid }, blob.size);
+    } catch (err) {
+      const kind = err instanceof XrpcError ? pdsRefusal(err) : undefined;
+      if (kind === 'blob-missing' || kind === 'not-found' || kind === 'record-missing')
+        throw new KnotlessError(
+          'corrupt-remote',
+          `The round's pack ${safeText(cid)} is missing from ${safeText(author.handle ?? author.did)}'s PDS; the pull request cannot be read.`,
+          { cause: err },
+        );
+      throw generalFailure(err, "downloading a round's pack");
+    }
+    if (!blobMatchesCid(bytes, cid))
+      throw new KnotlessError(
+        'corrupt-remote',
+        `The round's pack does not match its CID ${safeText(cid)}; it was not used.`,
+      );
+    cache.put(cid, bytes);
+  }
+  let info: { id: string; count: number };
+  try {
+    info = parsePackInfo(bytes);
+  } catch (err) {
+    throw new KnotlessError(
+      'corrupt-remote',
+      `The round's pack ${safeText(cid)} is not a git pack; it was not used.`,
+      {
+        cause: err,
+      },
+    );
+  }
+  verifyPack({ id: info.id, size: bytes.length, count: info.count }, bytes);
+  checkPackBounds(bytes, info.id, ctx.config.maxObjectBytes);
+  return bytes;
+}
+
+/** A scratch repository for one operation, removed by `close`. */
+export interface Scratch {
+  gitDir: string;
+  workTree: string;
+  close(): void;
+}
+
+/**
+ * A temporary repository that borrows the objects of `mirror` (alternates: nothing copied) and
+ * holds a round's pack besides, so that a merge or a diff sees both sides without touching the
+ * mirror, which holds only what records list.
+ */
+export async function scratchRepo(mirror: Mirror, pack: Uint8Array): Promise<Scratch> {
+  const workTree = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-pr-'));
+  const gitDir = path.join(workTree, '.git');
+  const close = () => fs.rmSync(workTree, { recursive: true, force: true });
+  try {
+    await runGit(['init', '-q', workTree]);
+    fs.writeFileSync(
+      path.join(gitDir, 'objects', 'info', 'alternates'),
+      `${path.resolve(mirror.gitDir, 'objects')}\n`,
+    );
+    await indexPack(pack, gitDir, false);
+  } catch (err) {
+    close();
+    throw err;
+  }
+  return { gitDir, workTree, close };
+}

@@ -1,0 +1,175 @@
+import crypto from 'node:crypto';
+import type { Context } from '../context.ts';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { listRecords, rkeyOf } from 'knotless-core/records/list-records';
+import { RECORD_ANSWER_BYTES } from 'knotless-core/records/ref-record';
+import { safeText } from 'knotless-core/text/terminal';
+import { XrpcError, generalFailure, type Authorizer } from 'knotless-core/xrpc/client';
+import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
+import { atUri } from './records.ts';
+
+/** A record as read: where it is, its CID (for compare-and-swap) and its parsed value. */
+export interface Stored<T> {
+  uri: string;
+  did: string;
+  rkey: string;
+  cid: string;
+  value: T;
+}
+
+const B32 = '234567abcdefghijklmnopqrstuvwxyz';
+let lastMicros = 0;
+
+/**
+ * A TID record key (microseconds since 1970, then a 10-bit clock id, in sortable base32). Written
+ * here rather than taken from @atproto/common, which is not bundled: it is thirteen characters.
+ * Choosing the key ourselves makes a create retried after a lost answer conflict with itself
+ * instead of writing the record twice (see {@link ForgeStore.create}).
+ */
+export function newTid(): string {
+  const micros = Math.max(Date.now() * 1000, lastMicros + 1);
+  lastMicros = micros;
+  let n = (BigInt(micros) << 10n) | BigInt(crypto.randomInt(1024));
+  let s = '';
+  for (let i = 0; i < 13; i++) {
+    s = B32[Number(n & 31n)]! + s;
+    n >>= 5n;
+  }
+  return s;
+}
+
+/** Reads and writes forge records (pulls, issues, statuses, comments) in their authors' PDSes. */
+export class ForgeStore {
+  readonly #ctx: Context;
+  readonly #warn: (message: string) => void;
+
+  constructor(ctx: Context, warn: (message: string) => void) {
+    this.#ctx = ctx;
+    this.#warn = warn;
+  }
+
+  /**
+   * Creates a record with a fresh TID key in the session's account; returns where it is. Written as
+   * a putRecord with `swapRecord: null` (create only if absent), which is safe to retry: a retry
+   * after a lost answer meets its own first copy, which is read back and taken, never written twice.
+   */
+  async create(
+    auth: Authorizer & { session: { did: string; pds: string } },
+    collection: string,
+    record: Record<string, unknown>,
+  ): Promise<{ uri: string; cid: string; rkey: string }> {
+    const rkey = newTid();
+    const client = this.#ctx.client(auth.session.pds, auth);
+    try {
+      const res = await client.procedure<{ uri: string; cid: string }>('com.atproto.repo.putRecord', {
+        repo: auth.session.did,
+        collection,
+        rkey,
+        record,
+        swapRecord: null,
+      });
+      return { uri: res.uri, cid: res.cid, rkey };
+    } catch (err) {
+      if (err instanceof XrpcError && err.attempts > 1 && pdsRefusal(err) === 'swap-conflict') {
+        const mine = await this.getRaw(auth.session, collection, rkey);
+        const same = (mine?.value as { createdAt?: unknown } | undefined)?.createdAt === record['createdAt'];
+        if (mine !== undefined && same) return { uri: mine.uri, cid: mine.cid, rkey };
+      }
+      throw generalFailure(err, `writing a ${collection} record`);
+    }
+  }
+
+  /** Replaces a record of the session's account if its CID is still `swap`. */
+  async put(
+    auth: Authorizer & { session: { did: string; pds: string } },
+    collection: string,
+    rkey: string,
+    record: Record<string, unknown>,
+    swap: string,
+  ): Promise<{ cid: string }> {
+    try {
+      return await this.#ctx
+        .client(auth.session.pds, auth)
+        .procedure<{ cid: string }>('com.atproto.repo.putRecord', {
+          repo: auth.session.did,
+          collection,
+          rkey,
+          record,
+          swapRecord: swap,
+        });
+    } catch (err) {
+      if (err instanceof XrpcError && pdsRefusal(err) === 'swap-conflict')
+        throw new KnotlessError(
+          'remote-changed',
+          `The ${collection} record ${safeText(rkey)} changed while it was updated; run the command again.`,
+          { cause: err },
+        );
+      throw generalFailure(err, `writing a ${collection} record`);
+    }
+  }
+
+  /** One record, unparsed, or undefined when there is none. */
+  async getRaw(
+    owner: Pick<Identity, 'did' | 'pds'>,
+    collection: string,
+    rkey: string,
+  ): Promise<{ uri: string; cid: string; value: unknown } | undefined> {
+    try {
+      const res = await this.#ctx
+        .client(owner.pds)
+        .query<{ cid: string; value: unknown }>(
+          'com.atproto.repo.getRecord',
+          { repo: owner.did, collection, rkey },
+          RECORD_ANSWER_BYTES,
+        );
+      return { uri: atUri(owner.did, collection, rkey), cid: res.cid, value: res.value };
+    } catch (err) {
+      if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing') return undefined;
+      throw generalFailure(err, `reading a ${collection} record`);
+    }
+  }
+
+  /** One record parsed by `parse`, or undefined when there is none or it is invalid (said on stderr). */
+  async get<T>(
+    owner: Pick<Identity, 'did' | 'pds'>,
+    collection: string,
+    rkey: string,
+    parse: (v: unknown) => Promise<T>,
+  ): Promise<Stored<T> | undefined> {
+    const raw = await this.getRaw(owner, collection, rkey);
+    if (raw === undefined) return undefined;
+    const value = await this.#parsed(raw.uri, raw.value, parse);
+    return value === undefined ? undefined : { ...raw, did: owner.did, rkey, value };
+  }
+
+  /** Every valid record of a collection in one account; invalid ones are skipped with a warning. */
+  async list<T>(
+    owner: Pick<Identity, 'did' | 'pds'>,
+    collection: string,
+    parse: (v: unknown) => Promise<T>,
+  ): Promise<Stored<T>[]> {
+    const out: Stored<T>[] = [];
+    try {
+      for await (const r of listRecords(this.#ctx.client(owner.pds), owner.did, collection)) {
+        if (typeof r.cid !== 'string') continue;
+        const value = await this.#parsed(r.uri, r.value, parse);
+        if (value !== undefined)
+          out.push({ uri: r.uri, did: owner.did, rkey: rkeyOf(r.uri), cid: r.cid, value });
+      }
+    } catch (err) {
+      throw generalFailure(err, `listing ${collection} records`);
+    }
+    return out;
+  }
+
+  async #parsed<T>(uri: string, value: unknown, parse: (v: unknown) => Promise<T>): Promise<T | undefined> {
+    try {
+      return await parse(value);
+    } catch (err) {
+      if (!isKnotlessError(err, 'corrupt-remote')) throw err;
+      this.#warn(`${err.message.replace(/\.$/, '')} (${safeText(uri)})`);
+      return undefined;
+    }
+  }
+}

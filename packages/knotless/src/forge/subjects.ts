@@ -1,0 +1,269 @@
+import type { Context } from '../context.ts';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { safeText } from 'knotless-core/text/terminal';
+import { Appview, type CommentView, type SubjectView } from './appview.ts';
+import { decide, type Decision } from 'knotless-core/records/forge-authority';
+import type { Kind } from './kinds.ts';
+import { COMMENT, InvalidRecord, parseAtUri, parseComment, type CommentRecord } from './records.ts';
+import { ForgeStore, type Stored } from './store.ts';
+
+/** A pull request or an issue with the state the authority rule gives it. */
+export interface Item<R> {
+  /** `<author-did>/<rkey>`: what the CLI prints and takes back. */
+  id: string;
+  uri: string;
+  did: string;
+  handle: string | undefined;
+  rkey: string;
+  cid: string;
+  record: R;
+  state: string;
+  merged?: string;
+  labels: string[];
+}
+
+export interface CommentItem {
+  uri: string;
+  did: string;
+  handle: string | undefined;
+  record: CommentRecord;
+}
+
+type Base = { repo: string; title: string; createdAt: string };
+
+/** What the forge commands read through: the context, a record store, the appview when set. */
+export interface Reader {
+  ctx: Context;
+  store: ForgeStore;
+  appview: Appview | undefined;
+  /** Said once on stderr (warnings, what a reading without appview leaves out). */
+  note(message: string): void;
+}
+
+export function reader(ctx: Context, note: (message: string) => void): Reader {
+  return { ctx, store: new ForgeStore(ctx, (m) => note(`warning: ${m}`)), appview: Appview.of(ctx), note };
+}
+
+async function handleOf(r: Reader, did: string): Promise<string | undefined> {
+  return (await r.ctx.resolver.resolve(did)).handle;
+}
+
+/**
+ * The states of records read from their authors' PDSes, by the authority rule: the state records
+ * of the repository's owner and of each author, read directly; nobody else's can count, so nobody
+ * else's are read.
+ */
+export async function withStates<R extends Base>(
+  r: Reader,
+  kind: Kind<R>,
+  owner: Identity,
+  items: Stored<R>[],
+): Promise<Item<R>[]> {
+  // Each decision keeps what it is about, so one listing of an account serves every item.
+  const accounts = new Map<string, Promise<(Decision<string> & { subject: string })[]>>();
+  const decisionsOf = (did: string) => {
+    let found = accounts.get(did);
+    if (found === undefined) {
+      found = (async () => {
+        const who = did === owner.did ? owner : await r.ctx.resolver.resolve(did);
+        const states = await r.store.list(who, kind.stateCollection, kind.parseState);
+        return states.map((s) => ({ by: did, rkey: s.rkey, ...s.value }));
+      })();
+      accounts.set(did, found);
+    }
+    return found;
+  };
+  return Promise.all(
+    items.map(async (it) => {
+      const all = [
+        ...(await decisionsOf(owner.did)),
+        ...(it.did === owner.did ? [] : await decisionsOf(it.did)),
+      ];
+      const mine = all.filter((d) => d.subject === it.uri);
+      const decided = decide(mine, owner.did, it.did, kind.authorMay);
+      return {
+        id: `${it.did}/${it.rkey}`,
+        uri: it.uri,
+        did: it.did,
+        handle: await handleOf(r, it.did),
+        rkey: it.rkey,
+        cid: it.cid,
+        record: it.value,
+        state: decided.state,
+        ...(decided.merged === undefined ? {} : { merged: decided.merged }),
+        labels: decided.labels,
+      };
+    }),
+  );
+}
+
+/**
+ * The pull requests or issues of a repository. With an appview, its listing (which applies the
+ * same authority rule); without one, only those in the owner's and the current account's PDS can be
+ * found, and the note says so.
+ */
+export async function listItems<R extends Base>(
+  r: Reader,
+  kind: Kind<R>,
+  owner: Identity,
+  repo: string,
+  state: string,
+  me: string | undefined,
+): Promise<Item<R>[]> {
+  if (r.appview !== undefined) {
+    const views = await r.appview.list(kind.list, repo, state);
+    const out: Item<R>[] = [];
+    for (const v of views) {
+      const u = parseAtUri(v.uri);
+      if (v.repo !== repo || u?.collection !== kind.collection) continue;
+      // What a view says of its record is checked as the record would be: never half used.
+      const record = await checkedView(r, kind, v);
+      if (record === undefined) continue;
+      out.push({
+        id: `${u.did}/${u.rkey}`,
+        uri: v.uri,
+        did: u.did,
+        handle: v.author.handle,
+        rkey: u.rkey,
+        cid: v.cid,
+        record,
+        state: v.state,
+        ...(v.merged === undefined ? {} : { merged: v.merged }),
+        labels: v.labels,
+      });
+    }
+    return out;
+  }
+  r.note(
+    `KNOTLESS_APPVIEW is not set: listing only the ${kind.noun}s in ${safeText(owner.handle ?? owner.did)}'s${me === undefined || me === owner.did ? '' : ' and your'} account.`,
+  );
+  const accounts = [
+    owner,
+    ...(me === undefined || me === owner.did ? [] : [await r.ctx.resolver.resolve(me)]),
+  ];
+  const found = (await Promise.all(accounts.map((a) => r.store.list(a, kind.collection, kind.parse)))).flat();
+  const items = await withStates(
+    r,
+    kind,
+    owner,
+    found.filter((s) => s.value.repo === repo),
+  );
+  return items
+    .filter((it) => state === 'all' || it.state === state)
+    .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : -1));
+}
+
+/**
+ * Finds the pull request or issue an id names: `<did>/<rkey>`, `<handle>/<rkey>`, its at-uri, or a
+ * bare record key when exactly one of the repository's has it. The record itself is read from its
+ * author's PDS and its state decided from the owner's and author's records.
+ */
+export async function findItem<R extends Base>(
+  r: Reader,
+  kind: Kind<R>,
+  owner: Identity,
+  repo: string,
+  id: string,
+  me: string | undefined,
+): Promise<Item<R>> {
+  let did: string;
+  let rkey: string;
+  const uri = parseAtUri(id);
+  if (uri !== undefined) {
+    if (uri.collection !== kind.collection)
+      throw new KnotlessError('usage', `${safeText(id)} is not a ${kind.noun} (${kind.collection}).`);
+    ({ did, rkey } = uri);
+  } else if (id.includes('/')) {
+    const slash = id.lastIndexOf('/');
+    did = (await r.ctx.resolver.resolve(id.slice(0, slash))).did;
+    rkey = id.slice(slash + 1);
+  } else {
+    const matches = (await listItems(r, kind, owner, repo, 'all', me)).filter((it) => it.rkey === id);
+    if (matches.length > 1)
+      throw new KnotlessError(
+        'usage',
+        `${safeText(id)} names ${matches.length} ${kind.noun}s (${matches.map((m) => m.id).join(', ')}); give the whole id.`,
+      );
+    if (matches[0] === undefined) throw missing(kind, id, repo);
+    ({ did, rkey } = matches[0]);
+  }
+  if (!/^[A-Za-z0-9._:~-]{1,512}$/.test(rkey)) throw missing(kind, id, repo);
+  const author = did === owner.did ? owner : await r.ctx.resolver.resolve(did);
+  const stored = await r.store.get(author, kind.collection, rkey, kind.parse);
+  if (stored === undefined || stored.value.repo !== repo) throw missing(kind, id, repo);
+  const [item] = await withStates(r, kind, owner, [stored]);
+  return item!;
+}
+
+function missing(kind: Kind<Base>, id: string, repo: string): KnotlessError {
+  const u = parseAtUri(repo);
+  return new KnotlessError(
+    'not-found',
+    `There is no ${kind.noun} ${safeText(id)} in ${safeText(u?.did ?? repo)}/${safeText(u?.rkey ?? '')}; list them with \`knotless ${kind.word} list\`.`,
+  );
+}
+
+/**
+ * The comments on a subject, oldest first: the appview's when set (anyone's), else those in the
+ * accounts of the people involved (`dids`), with a note that others' are not shown.
+ */
+export async function commentsOn(
+  r: Reader,
+  kind: Kind<Base>,
+  subject: string,
+  dids: string[],
+): Promise<CommentItem[]> {
+  if (r.appview !== undefined) {
+    const got = await r.appview.get(kind.view, subject);
+    if (got !== undefined) {
+      const out: CommentItem[] = [];
+      for (const c of got.comments) {
+        // The appview's words are checked like a record: a comment must still be a valid one.
+        const record = await checkedComment(r, c);
+        const u = parseAtUri(c.uri);
+        if (record === undefined || u === undefined || record.subject !== subject) continue;
+        out.push({ uri: c.uri, did: u.did, handle: c.author.handle, record });
+      }
+      return out;
+    }
+  } else {
+    r.note('KNOTLESS_APPVIEW is not set: showing only the comments of the owner, the author and you.');
+  }
+  const out: CommentItem[] = [];
+  for (const did of new Set(dids)) {
+    const who = await r.ctx.resolver.resolve(did);
+    for (const c of await r.store.list(who, COMMENT, parseComment))
+      if (c.value.subject === subject) out.push({ uri: c.uri, did, handle: who.handle, record: c.value });
+  }
+  return out.sort((a, b) => (a.record.createdAt < b.record.createdAt ? -1 : 1));
+}
+
+/** The record a pull or issue view describes, checked as the record; an invalid one is skipped. */
+async function checkedView<R extends Base>(r: Reader, kind: Kind<R>, v: SubjectView): Promise<R | undefined> {
+  try {
+    const record = await kind.parse(JSON.parse(JSON.stringify(kind.fromView(v))));
+    if (!kind.states.includes(v.state)) throw new InvalidRecord(kind.collection, 'its state is unknown');
+    return record;
+  } catch (err) {
+    if (!(err instanceof InvalidRecord)) throw err;
+    r.note(`warning: the appview's ${err.message.replace(/\.$/, '')} (${safeText(v.uri)})`);
+    return undefined;
+  }
+}
+
+/** A comment view checked as its record would be; an invalid one is skipped with a warning. */
+async function checkedComment(r: Reader, c: CommentView): Promise<CommentRecord | undefined> {
+  try {
+    return await parseComment({
+      subject: c.subject,
+      body: c.body,
+      createdAt: c.createdAt,
+      ...(c.round === undefined ? {} : { round: c.round }),
+    });
+  } catch (err) {
+    if (!isKnotlessError(err, 'corrupt-remote')) throw err;
+    r.note(`warning: ${err.message.replace(/\.$/, '')} (${safeText(c.uri)})`);
+    return undefined;
+  }
+}

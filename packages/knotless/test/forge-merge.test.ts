@@ -1,0 +1,291 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startProxy, type Proxy } from 'knotless-devnet';
+import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
+import { NO_CLONE, json } from './helpers/forge.ts';
+import { commitFiles, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test', 'bob.test']);
+const quiet = () => ({ KNOTLESS_COMPACT: '0' });
+const alice = useGitUser(t, 'alice.test', quiet);
+const bob = useGitUser(t, 'bob.test', quiet);
+
+interface ItemJson {
+  id: string;
+  uri: string;
+  state: string;
+  title: string;
+  author: string;
+  merged?: string;
+  rounds?: { head: string; base: string }[] | number;
+  comments?: { author: string; body: string; round?: number }[];
+  diff?: { files: number; insertions: number; deletions: number };
+}
+
+// Until the first test makes them: a path that does not exist, so that a test running after a
+// failed setup fails to start git instead of running it in the current directory.
+let aliceClone = NO_CLONE;
+let bobClone = NO_CLONE;
+
+async function tipOf(user: typeof alice, url: string, branch: string): Promise<string> {
+  const out = await user.ok(user.dir(), 'ls-remote', url, `refs/heads/${branch}`);
+  return out.split('\t')[0]!.trim();
+}
+
+/** When set, runs once as the proxy forwards the next putRecord (before it is forwarded). */
+let beforePut: (() => Promise<void>) | undefined;
+let proxy: Proxy | undefined;
+let hookFailure: unknown;
+
+describe('merging pull requests: conflicts, rebase, squash, a moving base', () => {
+  before(async () => {
+    await t.ready;
+    proxy = await startProxy({
+      target: t.net.pdsUrl,
+      onRequest: async ({ nsid }) => {
+        if (nsid !== 'com.atproto.repo.putRecord') return;
+        const hook = beforePut;
+        beforePut = undefined;
+        await hook?.().catch((err: unknown) => {
+          hookFailure = err;
+          throw err;
+        });
+      },
+    });
+  });
+  after(async () => {
+    await proxy?.close();
+  });
+
+  it('alice has a repository and bob a fork of it, both cloned', async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
+    aliceClone = alice.dir();
+    await alice.ok(aliceClone, 'init', '-q');
+    await commitFiles(alice, aliceClone, { 'README.md': 'hello\n', 'a.txt': 'one\ntwo\nthree\n' }, 'first');
+    await alice.ok(aliceClone, 'remote', 'add', 'origin', 'knotless://alice.test/site');
+    await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
+    assert.equal((await bob.knotless('repo', 'fork', 'alice.test/site')).code, 0);
+    const dir = bob.dir();
+    await bob.ok(dir, 'clone', '-q', 'knotless://bob.test/site', 'c');
+    bobClone = `${dir}/c`;
+  });
+
+  it('reports a conflict in one sentence and writes nothing (no push, no status)', async () => {
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'clash', 'FETCH_HEAD');
+    await commitFiles(bob, bobClone, { 'a.txt': 'one\nBOB\nthree\n' }, 'bob edits a');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'clash');
+    const pr = json<ItemJson>(
+      await bob.knotless(
+        'pr',
+        'create',
+        'alice.test/site',
+        '--head',
+        'bob.test/site:clash',
+        '--title',
+        'Edit a',
+        '--json',
+      ),
+    );
+    await commitFiles(alice, aliceClone, { 'a.txt': 'one\nALICE\nthree\n' }, 'alice edits a');
+    await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
+    const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    const res = await alice.knotless('pr', 'merge', 'alice.test/site', pr.id);
+    assert.equal(res.code, 16, res.stderr);
+    assert.equal(res.stderr.trim().split('\n').length, 1, res.stderr);
+    assert.match(res.stderr, /conflicts with main of alice\.test\/site; nothing was written/);
+    assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), before);
+    const view = json<ItemJson>(await alice.knotless('pr', 'view', 'alice.test/site', pr.id, '--json'));
+    assert.equal(view.state, 'open');
+    const closed = json<ItemJson>(await bob.knotless('pr', 'close', 'alice.test/site', pr.id, '--json'));
+    assert.equal(closed.state, 'closed');
+    const seen = json<ItemJson>(await alice.knotless('pr', 'view', 'alice.test/site', pr.id, '--json'));
+    assert.equal(seen.state, 'closed');
+    assert.equal(
+      json<ItemJson>(await bob.knotless('pr', 'reopen', 'alice.test/site', pr.id, '--json')).state,
+      'open',
+    );
+    assert.equal(
+      json<ItemJson>(await alice.knotless('pr', 'view', 'alice.test/site', pr.id, '--json')).state,
+      'open',
+    );
+    assert.equal(
+      json<ItemJson>(await alice.knotless('pr', 'close', 'alice.test/site', pr.id, '--json')).state,
+      'closed',
+    );
+    const open = json<ItemJson[]>(await bob.knotless('pr', 'list', 'alice.test/site', '--json'));
+    assert.deepEqual(open, []);
+    const all = json<ItemJson[]>(
+      await bob.knotless('pr', 'list', 'alice.test/site', '--state', 'all', '--json'),
+    );
+    assert.deepEqual(
+      all.map((p) => [p.id, p.state]),
+      [[pr.id, 'closed']],
+    );
+  });
+
+  it('checks out, and merges (--rebase onto a moved base), a pull request whose branch was deleted', async () => {
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'gone', 'FETCH_HEAD~1');
+    const c1 = await commitFiles(bob, bobClone, { 'c.txt': 'c\n' }, 'bob adds c');
+    const c2 = await commitFiles(bob, bobClone, { 'd.txt': 'd\n' }, 'bob adds d');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'gone');
+    const pr = json<ItemJson>(
+      await bob.knotless(
+        'pr',
+        'create',
+        'alice.test/site',
+        '--head',
+        'site:gone',
+        '--title',
+        'Add c and d',
+        '--json',
+      ),
+    );
+    await bob.ok(bobClone, 'push', '-q', 'origin', ':gone');
+    assert.equal(await tipOf(bob, 'knotless://bob.test/site', 'gone'), '');
+
+    const checkout = await runProcess(
+      process.execPath,
+      [KNOTLESS_BIN, 'pr', 'checkout', 'alice.test/site', pr.id],
+      {
+        env: { ...alice.env, ...quiet() },
+        cwd: aliceClone,
+      },
+    );
+    assert.equal(checkout.code, 0, checkout.stderr);
+    const branch = `pr/${pr.id.split('/')[1]!}`;
+    assert.equal(checkout.stdout.trim(), branch);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim(), c2);
+    assert.equal((await alice.ok(aliceClone, 'symbolic-ref', '--short', 'HEAD')).trim(), branch);
+    await alice.ok(aliceClone, 'switch', '-q', 'main');
+
+    const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    const res = await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--rebase', '--json');
+    const merged = json<ItemJson & { fastForward: boolean }>(res);
+    assert.equal(merged.fastForward, false);
+    await alice.ok(aliceClone, 'pull', '-q', '--ff-only', 'origin', 'main');
+    const head = (await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim();
+    assert.equal(head, merged.merged);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD~2')).trim(), before);
+    assert.equal(
+      await alice.ok(aliceClone, 'log', '--format=%an %s', '-2'),
+      'bob.test bob adds d\nbob.test bob adds c\n',
+    );
+    assert.notEqual(head, c2, 'replayed, not fast-forwarded');
+    assert.equal(await alice.ok(aliceClone, 'show', 'HEAD:c.txt'), 'c\n');
+    assert.equal(await alice.ok(aliceClone, 'show', 'HEAD:a.txt'), 'one\nALICE\nthree\n');
+    void c1;
+  });
+
+  it('squashes a pull request into one commit by alice with the title as message', async () => {
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'two', 'FETCH_HEAD');
+    await commitFiles(bob, bobClone, { 'e.txt': 'e\n' }, 'e');
+    await commitFiles(bob, bobClone, { 'f.txt': 'f\n' }, 'f');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'two');
+    const pr = json<ItemJson>(
+      await bob.knotless(
+        'pr',
+        'create',
+        'alice.test/site',
+        '--head',
+        'site:two',
+        '--title',
+        'E and F',
+        '--json',
+      ),
+    );
+    const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    const merged = json<ItemJson>(
+      await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--squash', '--json'),
+    );
+    await alice.ok(aliceClone, 'pull', '-q', '--ff-only', 'origin', 'main');
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim(), merged.merged);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD~1')).trim(), before);
+    assert.equal((await alice.ok(aliceClone, 'log', '--format=%s', '-1')).trim(), 'E and F');
+    assert.equal(await alice.ok(aliceClone, 'show', 'HEAD:f.txt'), 'f\n');
+  });
+
+  it('writes nothing when the base moves while merging, then merges with a merge commit', async () => {
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'late', 'FETCH_HEAD');
+    const bobCommit = await commitFiles(bob, bobClone, { 'g.txt': 'g\n' }, 'bob adds g');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'late');
+    const pr = json<ItemJson>(
+      await bob.knotless('pr', 'create', 'alice.test/site', '--head', 'site:late', '--title', 'G', '--json'),
+    );
+    let aliceCommit = '';
+    // Alice's own push lands (directly, not through the proxy) just before the merge's write does.
+    beforePut = async () => {
+      aliceCommit = await commitFiles(alice, aliceClone, { 'h.txt': 'h\n' }, 'alice adds h');
+      await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
+    };
+    const res = await knotless(['pr', 'merge', 'alice.test/site', pr.id], {
+      env: { ...alice.env, KNOTLESS_SERVICE: proxy!.url },
+    });
+    assert.equal(hookFailure, undefined);
+    assert.equal(res.code, 15, res.stderr);
+    assert.equal(
+      res.stderr.trim(),
+      'knotless: main of alice.test/site moved while merging; nothing was written: run `knotless pr merge` again.',
+    );
+    assert.notEqual(aliceCommit, '');
+    assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), aliceCommit);
+    assert.equal(
+      json<ItemJson>(await bob.knotless('pr', 'view', 'alice.test/site', pr.id, '--json')).state,
+      'open',
+    );
+
+    const merged = json<ItemJson & { fastForward: boolean }>(
+      await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--merge', '--json'),
+    );
+    assert.equal(merged.fastForward, false);
+    await alice.ok(aliceClone, 'pull', '-q', '--ff-only', 'origin', 'main');
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim(), merged.merged);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD^1')).trim(), aliceCommit);
+    assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD^2')).trim(), bobCommit);
+    assert.match(
+      await alice.ok(aliceClone, 'log', '--format=%s', '-1'),
+      new RegExp(`^Merge pull request ${pr.id} from late`),
+    );
+  });
+
+  it('costs a few requests: create, view, comment, merge (counted with KNOTLESS_TRACE)', async (ctx) => {
+    const calls = (res: { stderr: string }) =>
+      res.stderr
+        .split('\n')
+        .filter((l) => l.startsWith('knotless: trace GET') || l.startsWith('knotless: trace POST'))
+        .map((l) => l.split(' ')[4]!);
+    const traced = (user: typeof alice, ...args: string[]) =>
+      knotless(args, { env: { ...user.env, KNOTLESS_COMPACT: '0', KNOTLESS_TRACE: '1' } });
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'costs', 'FETCH_HEAD');
+    await commitFiles(bob, bobClone, { 'i.txt': 'i\n' }, 'i');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'costs');
+    const create = await traced(
+      bob,
+      'pr',
+      'create',
+      'alice.test/site',
+      '--head',
+      'site:costs',
+      '--title',
+      'I',
+      '--json',
+    );
+    const id = json<ItemJson>(create).id;
+    const view = await traced(alice, 'pr', 'view', 'alice.test/site', id, '--json');
+    const comment = await traced(alice, 'pr', 'comment', 'alice.test/site', id, '--body', 'ok');
+    const merge = await traced(alice, 'pr', 'merge', 'alice.test/site', id);
+    assert.equal(merge.code, 0, merge.stderr);
+    for (const [name, res] of Object.entries({ create, view, comment, merge }))
+      ctx.diagnostic(`pr ${name}: ${calls(res).length} requests: ${calls(res).join(', ')}`);
+    // Upper bounds: the records read, the listings of the two branches, the pack, the writes.
+    assert.ok(calls(create).length <= 8, calls(create).join(', '));
+    assert.ok(calls(view).length <= 8, calls(view).join(', '));
+    assert.ok(calls(comment).length <= 6, calls(comment).join(', '));
+    assert.ok(calls(merge).length <= 9, calls(merge).join(', '));
+  });
+});

@@ -1,0 +1,177 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { isValidTid } from '@atproto/syntax';
+import { decide, type Decision } from 'knotless-core/records/forge-authority';
+import {
+  COMMENT,
+  ISSUE,
+  ISSUE_STATE,
+  PULL,
+  PULL_STATUS,
+  checkToWrite,
+  parseComment,
+  parseIssue,
+  parseIssueState,
+  parsePull,
+  parsePullStatus,
+  writeRecord,
+} from '../src/forge/records.ts';
+import { newTid } from '../src/forge/store.ts';
+
+const now = '2026-01-01T00:00:00.000Z';
+const repo = 'at://did:plc:alice/dev.knotless.repo/site';
+const pullUri = 'at://did:plc:bob/dev.knotless.pull/3kabcdefghij2';
+const blob = {
+  $type: 'blob',
+  ref: { $link: 'bafkreibme22gw2h7y2h7tg2fhqotaqjucnbc24deqo72b6mkl2egezxhvy' },
+  mimeType: 'application/x-git-packed-objects',
+  size: 100,
+};
+const round = { head: 'a'.repeat(40), base: 'b'.repeat(40), pack: blob, createdAt: now };
+const pull = {
+  repo,
+  base: 'main',
+  head: { repo: 'at://did:plc:bob/dev.knotless.repo/site', branch: 'fix' },
+  title: 'Fix',
+  rounds: [round],
+  createdAt: now,
+};
+
+/** JSON as a PDS lists it: what the writer sent, through JSON. */
+const listed = (nsid: string, record: object) =>
+  JSON.parse(JSON.stringify(writeRecord(nsid, record))) as unknown;
+
+async function refused(p: Promise<unknown>, why: RegExp): Promise<void> {
+  await assert.rejects(p, (err: Error) => {
+    assert.match(err.message, why);
+    assert.equal((err as { code?: string }).code, 'corrupt-remote');
+    return true;
+  });
+}
+
+describe('forge records', () => {
+  it('reads back every record the CLI writes', async () => {
+    assert.deepEqual(await parsePull(listed(PULL, pull)), pull);
+    const status = {
+      pull: pullUri,
+      status: 'merged',
+      merged: 'c'.repeat(40),
+      labels: ['bug'],
+      createdAt: now,
+    };
+    assert.deepEqual(await parsePullStatus(listed(PULL_STATUS, status)), status);
+    const issue = { repo, title: 'It crashes', body: 'On start.', createdAt: now };
+    assert.deepEqual(await parseIssue(listed(ISSUE, issue)), issue);
+    const state = {
+      issue: 'at://did:plc:bob/dev.knotless.issue/3kabcdefghij2',
+      state: 'closed',
+      createdAt: now,
+    };
+    assert.deepEqual(await parseIssueState(listed(ISSUE_STATE, state)), state);
+    const comment = { subject: pullUri, round: 0, body: 'LGTM', createdAt: now };
+    assert.deepEqual(await parseComment(listed(COMMENT, comment)), comment);
+  });
+
+  it('refuses what the lexicons refuse: types, lengths in graphemes, formats, required fields', async () => {
+    await refused(parsePull({ ...pull, title: 'x'.repeat(301) }), /title/);
+    // 300 graphemes of several code units each are still 300 graphemes.
+    assert.equal((await parsePull({ ...pull, title: 'e\u0301'.repeat(300) })).title.length, 600);
+    await refused(parsePull({ ...pull, rounds: [] }), /rounds/);
+    await refused(parsePull({ ...pull, createdAt: 'yesterday' }), /createdAt/);
+    await refused(parsePull({ ...pull, repo: 'https://example.com' }), /repo/);
+    await refused(parsePull({ ...pull, rounds: [{ ...round, pack: 'not a blob' }] }), /pack/);
+    await refused(parseComment({ subject: pullUri, body: '', createdAt: now }), /body/);
+    await refused(parseIssue('a string'), /not an object|object/);
+  });
+
+  it('refuses what a lexicon cannot say', async () => {
+    await refused(parsePull({ ...pull, rounds: [{ ...round, head: 'G'.repeat(40) }] }), /names no commit/);
+    await refused(parsePull({ ...pull, repo: 'at://did:plc:alice/dev.knotless.issue/x' }), /no repository/);
+    await refused(parsePull({ ...pull, base: 'bad..name' }), /branch/);
+    await refused(parsePull({ ...pull, head: { ...pull.head, branch: 'evil\u202e' } }), /branch/);
+    await refused(
+      parsePullStatus({ pull: pullUri, status: 'reopened', createdAt: now }),
+      /status is unknown/,
+    );
+    await refused(parsePullStatus({ pull: repo, status: 'closed', createdAt: now }), /subject/);
+    await refused(parseIssueState({ issue: pullUri, state: 'closed', createdAt: now }), /subject/);
+    await refused(parseComment({ subject: repo, body: 'x', createdAt: now }), /subject/);
+  });
+
+  it('checks a record before writing it, with the reason as a usage error', async () => {
+    await assert.rejects(
+      checkToWrite(parseIssue, { repo, title: '', createdAt: now }, 'issue'),
+      (err: Error) => {
+        assert.equal((err as { code?: string }).code, 'usage');
+        assert.match(err.message, /^The issue cannot be written: .*title/);
+        return true;
+      },
+    );
+  });
+
+  it('makes TID record keys, increasing even within one millisecond', () => {
+    const keys = Array.from({ length: 50 }, newTid);
+    for (const k of keys) assert.ok(isValidTid(k), k);
+    assert.deepEqual([...keys].sort(), keys);
+    assert.equal(new Set(keys).size, keys.length);
+  });
+});
+
+describe('the authority rule', () => {
+  const owner = 'did:plc:alice';
+  const author = 'did:plc:bob';
+  const d = (
+    by: string,
+    state: string,
+    createdAt: string,
+    rkey = createdAt,
+    more = {},
+  ): Decision<string> => ({
+    by,
+    rkey,
+    state,
+    createdAt,
+    ...more,
+  });
+  const rule = (list: Decision<string>[]) => decide(list, owner, author, ['open', 'closed']);
+
+  it('is open with no decision, and ignores every account but the owner and the author', () => {
+    assert.deepEqual(rule([]), { state: 'open', labels: [] });
+    assert.equal(
+      rule([d('did:plc:carol', 'merged', '2026-01-02T00:00:00Z', 'a', { merged: 'c'.repeat(40) })]).state,
+      'open',
+    );
+    assert.equal(rule([d('did:plc:carol', 'closed', '2026-01-02T00:00:00Z')]).state, 'open');
+  });
+
+  it('lets the author close and reopen their own, but never merge or label', () => {
+    assert.equal(rule([d(author, 'closed', '2026-01-02T00:00:00Z')]).state, 'closed');
+    const claimed = rule([
+      d(author, 'merged', '2026-01-02T00:00:00Z', 'a', { merged: 'c'.repeat(40), labels: ['x'] }),
+    ]);
+    assert.deepEqual(claimed, { state: 'open', labels: [] });
+    assert.deepEqual(rule([d(author, 'closed', '2026-01-02T00:00:00Z', 'a', { labels: ['x'] })]).labels, []);
+  });
+
+  it('takes the newest counting decision (ties: the later key), and the owner labels', () => {
+    const list = [
+      d(owner, 'closed', '2026-01-02T00:00:00Z', 'a', { labels: ['wontfix'] }),
+      d(author, 'open', '2026-01-03T00:00:00Z', 'b'),
+      d('did:plc:carol', 'closed', '2026-01-04T00:00:00Z', 'c'),
+    ];
+    assert.deepEqual(rule(list), { state: 'open', labels: ['wontfix'], by: author });
+    const tie = [
+      d(owner, 'closed', '2026-01-05T00:00:00Z', 'b'),
+      d(author, 'open', '2026-01-05T00:00:00Z', 'a'),
+    ];
+    assert.equal(rule(tie).state, 'closed');
+  });
+
+  it("does not let the author reopen what the owner merged, and keeps the owner's merged commit", () => {
+    const list = [
+      d(owner, 'merged', '2026-01-02T00:00:00Z', 'a', { merged: 'c'.repeat(40) }),
+      d(author, 'open', '2026-01-03T00:00:00Z', 'b'),
+    ];
+    assert.deepEqual(rule(list), { state: 'merged', labels: [], by: owner, merged: 'c'.repeat(40) });
+  });
+});
