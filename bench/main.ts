@@ -9,7 +9,7 @@ import { findCeiling, runLimitedSwarm, type LimitedSwarm } from './limits.ts';
 import { knotlessRound, loopPushes, peerRound, type Sample } from './ops.ts';
 import { ACCOUNT, costTable, summarise, table } from './report.ts';
 import { startRig } from './setup.ts';
-import { runSwarm, swarmTable, type SwarmResult } from './swarm.ts';
+import { runSwarm, swarmTable, type SwarmResult, type SwarmVia } from './swarm.ts';
 
 const { values } = parseArgs({
   options: {
@@ -20,6 +20,8 @@ const { values } = parseArgs({
     swarm: { type: 'string', default: '1,4,16,64' },
     seconds: { type: 'string', default: '20' },
     'swarm-rtt': { type: 'string', default: '50' },
+    // How the swarm's pushes reach the PDS: through one warm agent, each on its own, or both.
+    'swarm-via': { type: 'string', default: 'agent,direct' },
     // Doubling the largest swarm until a push fails, up to this many agents (0: skip).
     'ceiling-max': { type: 'string', default: '256' },
     // Agents in the swarm run once more on a PDS with rate limits on (0: skip), and the write points
@@ -87,9 +89,14 @@ try {
   const sizes = values.swarm === '' ? [] : values.swarm.split(',').map(Number);
   if (sizes.length > 0 && !rig.links.has(swarmRtt))
     throw new Error(`--swarm-rtt ${swarmRtt} must be one of --rtt`);
+  const vias = values['swarm-via'].split(',').filter((v) => v !== '');
+  for (const v of vias)
+    if (v !== 'agent' && v !== 'direct') throw new Error(`--swarm-via takes agent, direct or both, not ${v}`);
   for (const n of sizes) {
-    process.stderr.write(`swarm of ${n} for ${values.seconds} s at ${swarmRtt} ms\n`);
-    swarm.push(await runSwarm(rig, client, swarmRtt, n, Number(values.seconds)));
+    for (const via of vias as SwarmVia[]) {
+      process.stderr.write(`swarm of ${n} ${via} for ${values.seconds} s at ${swarmRtt} ms\n`);
+      swarm.push(await runSwarm(rig, client, swarmRtt, n, Number(values.seconds), via));
+    }
   }
   if (swarm.length > 0) {
     console.log('');

@@ -1,21 +1,33 @@
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
 import type { Client } from './client.ts';
 import type { Rig } from './setup.ts';
 import { percentile } from './stats.ts';
 
+/** How the swarm's pushes reach the PDS: through one warm agent they share, or each on its own. */
+export type SwarmVia = 'agent' | 'direct';
+
 /** What N agents pushing at once achieved. */
 export interface SwarmResult {
   agents: number;
+  via: SwarmVia;
   seconds: number;
   attempted: number;
   landed: number;
   failures: Record<string, number>;
-  p50_ms: number;
-  p95_ms: number;
-  max_ms: number;
-  /** Record writes the PDS accepted per second during the run. */
-  writes_per_second: number;
+  /** Push latencies (git push, start to end), in ms. */
+  p50: number;
+  p95: number;
+  max: number;
+  /** Commits the PDS made during the run (putRecord, deleteRecord, applyWrites), compactions' too. */
+  commits: number;
+  /** Commits per second, over the run and the pushes still in flight at its end (`elapsed_s`). */
+  commits_per_second: number;
+  elapsed_s: number;
+  /** Pushes landed per second. */
+  pushes_per_second: number;
   /** What git printed for the first failed push, if one failed. */
   sample_error?: string;
 }
@@ -29,10 +41,49 @@ function failureKind(stderr: string): string {
   return 'other';
 }
 
+/** Requests that make a commit in the account. */
+const COMMITS = [
+  'com.atproto.repo.putRecord',
+  'com.atproto.repo.deleteRecord',
+  'com.atproto.repo.applyWrites',
+];
+
+/** Starts `knotless agent` on a socket of its own, its log in a file beside it; resolves once ready. */
+async function startAgent(
+  client: Client,
+  rtt: number,
+  dir: string,
+): Promise<{ socket: string; stop(): Promise<void> }> {
+  const socket = path.join(dir, 'agent.sock');
+  const log = fs.openSync(path.join(dir, 'agent.log'), 'a');
+  const child = spawn(process.execPath, [BIN_SCRIPTS['knotless']!, 'agent', '--socket', socket], {
+    env: client.env(rtt, { KNOTLESS_COMPACT: '1' }),
+    stdio: ['ignore', 'pipe', log],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      if (/^ready$/m.test(out)) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`the agent exited ${code}; see ${dir}/agent.log`)));
+  });
+  return {
+    socket,
+    stop: async () => {
+      const gone = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await gone;
+      fs.closeSync(log);
+    },
+  };
+}
+
 /**
  * N agents, each with its own clone and branch, all in one account, each committing and pushing a
- * small change every second (as soon as its previous push ends, when that took longer). They run
- * with the defaults agents get: the listing window and background compaction on.
+ * small change every second (as soon as its previous push ends, when that took longer), with
+ * background compaction on. `via`: every push goes through one warm agent (`knotless agent`, which
+ * group-commits the ref writes that reach it together), or each helper talks to the PDS itself.
  */
 export async function runSwarm(
   rig: Rig,
@@ -40,12 +91,38 @@ export async function runSwarm(
   rtt: number,
   agents: number,
   seconds: number,
+  via: SwarmVia = 'direct',
 ): Promise<SwarmResult> {
-  const name = `swarm-${agents}`;
+  const name = `swarm-${via}-${agents}`;
   const url = `knotless://alice.test/${name}`;
-  const defaults = { KNOTLESS_COMPACT: '1' };
+  const work = path.join(client.home, name);
+  fs.mkdirSync(work);
+  const agent = via === 'agent' ? await startAgent(client, rtt, work) : undefined;
+  try {
+    return await swarm(rig, client, rtt, agents, seconds, via, url, work, agent?.socket);
+  } finally {
+    await agent?.stop();
+  }
+}
+
+async function swarm(
+  rig: Rig,
+  client: Client,
+  rtt: number,
+  agents: number,
+  seconds: number,
+  via: SwarmVia,
+  url: string,
+  work: string,
+  socket: string | undefined,
+): Promise<SwarmResult> {
+  const name = path.basename(work);
+  const defaults = {
+    KNOTLESS_COMPACT: '1',
+    ...(socket === undefined ? {} : { KNOTLESS_AGENT: '1', KNOTLESS_AGENT_SOCKET: socket }),
+  };
   await client.knotless(rtt, ['repo', 'create', name]);
-  const seed = path.join(client.home, `${name}-seed`);
+  const seed = path.join(work, 'seed');
   fs.mkdirSync(seed);
   await client.git(rtt, seed, ['init', '-q', '-b', 'main']);
   fs.writeFileSync(path.join(seed, 'README.md'), 'swarm\n');
@@ -54,7 +131,7 @@ export async function runSwarm(
   await client.git(rtt, seed, ['push', '-q', url, 'main']);
   const dirs: string[] = [];
   for (let i = 0; i < agents; i++) {
-    const dir = path.join(client.home, `${name}-agent-${i}`);
+    const dir = path.join(work, `agent-${i}`);
     await client.git(rtt, client.home, ['clone', '-q', url, dir]);
     await client.git(rtt, dir, ['checkout', '-q', '-b', `agent-${i}`]);
     dirs.push(dir);
@@ -94,16 +171,22 @@ export async function runSwarm(
     }),
   );
   const elapsed = (performance.now() - started) / 1000;
+  const commits = COMMITS.reduce((n, nsid) => n + rig.pdsFront.count(nsid), 0);
+  const perSecond = (n: number) => Math.round((n / elapsed) * 10) / 10;
   return {
     agents,
+    via,
     seconds,
     attempted,
     landed,
     failures,
-    p50_ms: Math.round(percentile(latencies, 50)),
-    p95_ms: Math.round(percentile(latencies, 95)),
-    max_ms: Math.round(Math.max(0, ...latencies)),
-    writes_per_second: Math.round((rig.pdsFront.count('com.atproto.repo.putRecord') / elapsed) * 10) / 10,
+    p50: Math.round(percentile(latencies, 50)),
+    p95: Math.round(percentile(latencies, 95)),
+    max: Math.round(Math.max(0, ...latencies)),
+    commits,
+    commits_per_second: perSecond(commits),
+    elapsed_s: Math.round(elapsed),
+    pushes_per_second: perSecond(landed),
     ...(sample === undefined ? {} : { sample_error: sample }),
   };
 }
@@ -115,11 +198,11 @@ export function swarmTable(results: SwarmResult[]): string {
       Object.entries(r.failures)
         .map(([k, v]) => `${k}: ${v}`)
         .join(', ') || 'none';
-    return `| ${r.agents} | ${r.landed}/${r.attempted} | ${fails} | ${r.p50_ms} | ${r.p95_ms} | ${r.max_ms} | ${r.writes_per_second} |`;
+    return `| ${r.agents} | ${r.via} | ${r.landed}/${r.attempted} | ${fails} | ${r.p50} | ${r.p95} | ${r.max} | ${r.pushes_per_second} | ${r.commits_per_second} |`;
   });
   return [
-    '| agents | landed/attempted | failures | p50 ms | p95 ms | max ms | record writes/s at the PDS |',
-    '| ---: | ---: | --- | ---: | ---: | ---: | ---: |',
+    '| agents | via | landed/attempted | failures | p50 ms | p95 ms | max ms | pushes/s | PDS commits/s |',
+    '| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |',
     ...rows,
   ].join('\n');
 }

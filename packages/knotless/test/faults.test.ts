@@ -10,6 +10,7 @@ import { COMPACT_CASES } from './faults/compact-cases.ts';
 import { CRASH_CASES } from './faults/crash-cases.ts';
 import { useFaultEnv } from './faults/env.ts';
 import { ESCAPE_CASES } from './faults/escape-cases.ts';
+import { GROUP_CASES } from './faults/group-cases.ts';
 import { HOSTILE_CASES } from './faults/hostile-cases.ts';
 import { IDENTITY_CASES } from './faults/identity-cases.ts';
 import { HTTP_CASES } from './faults/http-cases.ts';
@@ -28,6 +29,7 @@ const all = [
   ...HTTP_CASES,
   ...AGENT_CASES,
   ...COMPACT_CASES,
+  ...GROUP_CASES,
 ];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =

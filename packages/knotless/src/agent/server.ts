@@ -1,10 +1,13 @@
 import http from 'node:http';
 import type { Config } from 'knotless-core/config/env';
+import { isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
+import { parseRefRecord } from 'knotless-core/records/ref-record';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import type { XrpcClient } from 'knotless-core/xrpc/client';
 import type { Transport } from 'knotless-core/xrpc/transport';
 import { safeText } from 'knotless-core/text/terminal';
+import { GroupCommit } from './group-commit.ts';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
@@ -74,6 +77,19 @@ export async function startAgent(
   const views = new Views();
   const streams = new Map<string, PdsStream>();
   const loading = new Map<string, Promise<void>>();
+  const group = new GroupCommit(ctx.transport, log, (did, rev, writes) => {
+    try {
+      for (const w of writes) {
+        const ref =
+          w.cid === null ? null : { key: w.rkey, cid: w.cid, rev, record: parseRefRecord(w.record) };
+        views.apply(did, w.rkey, ref, rev);
+      }
+    } catch (err) {
+      // A record the views cannot read (no helper of ours writes one): they cannot follow this account.
+      if (!isKnotlessError(err)) throw err;
+      drop(views.drop({ did }), 'a group commit wrote a record it cannot read');
+    }
+  });
   const drop = (dropped: { repo: string; did: string }[], why: string): void => {
     for (const v of dropped) log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
   };
@@ -159,9 +175,11 @@ export async function startAgent(
       log(`reading the latest revision of ${safeText(owner.did)}: ${safeText(String(err))}`);
       return undefined;
     }
+    const seen = stream.seen(owner.did);
     const caughtUp =
       view.baseRev >= latest ||
-      stream.seen(owner.did) >= latest ||
+      seen >= latest ||
+      group.caughtUp(owner.did, latest, seen > view.baseRev ? seen : view.baseRev) ||
       (await stream.waitForRev(owner.did, latest, CATCH_UP_MS));
     // Dropped or replaced while we waited: the helper lists.
     if (!caughtUp || views.get(owner.did, name) !== view || !view.ready) return undefined;
@@ -191,12 +209,15 @@ export async function startAgent(
       const cap = Number(req.headers['x-knotless-max-bytes']);
       let out;
       try {
-        out = await ctx.transport.request(target, {
-          method: req.method ?? 'GET',
-          headers,
-          body: body.length > 0 ? body : null,
-          ...(Number.isSafeInteger(cap) && cap >= 0 ? { maxBytes: cap } : {}),
-        });
+        // A ref write goes into the account's next group commit; anything else as it came.
+        const grouped = req.method === 'POST' ? group.accept(target, headers, body) : undefined;
+        out = await (grouped ??
+          ctx.transport.request(target, {
+            method: req.method ?? 'GET',
+            headers,
+            body: body.length > 0 ? body : null,
+            ...(Number.isSafeInteger(cap) && cap >= 0 ? { maxBytes: cap } : {}),
+          }));
       } catch (err) {
         // Whether it landed is unknown: the views of that account cannot be trusted any more.
         failedWrite('a write through the agent failed');
@@ -251,6 +272,10 @@ export async function startAgent(
       for (const r of parseWireRefs(body.written ?? [])) views.apply(body.did, r.key, r, r.rev ?? '');
       for (const d of body.deleted ?? []) views.apply(body.did, d.key, null, d.rev);
       res.writeHead(204).end();
+      return;
+    }
+    if (url.pathname === '/writes') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(group.pending()));
       return;
     }
     if (url.pathname === '/health') {

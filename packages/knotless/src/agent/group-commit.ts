@@ -1,0 +1,274 @@
+import { REF_COLLECTION } from 'knotless-core/records/collections';
+import { safeText } from 'knotless-core/text/terminal';
+import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
+import type { HttpResponse, Transport } from 'knotless-core/xrpc/transport';
+import { AccountState, parseWrite, swapAnswer, type RefOp } from './group-state.ts';
+
+/**
+ * How long the first write waits for others before its commit goes. Writes that arrive while a
+ * commit is under way wait for it anyway, so under load the batches grow by themselves; this only
+ * catches pushes that start together on an idle account.
+ */
+const WINDOW_MS = 5;
+/** The PDS's limit on writes in one applyWrites. */
+const MAX_WRITES = 200;
+/** Commits refused because the account moved, before each write is sent on its own instead. */
+const MAX_ROUNDS = 5;
+
+/** One write of a landed commit: its record key, its record (null: deleted) and the record's CID. */
+export interface Landed {
+  rkey: string;
+  record: unknown;
+  cid: string | null;
+}
+
+/** A ref write a helper forwarded, waiting for the commit that will hold it. */
+interface Pending {
+  url: URL;
+  headers: Record<string, string>;
+  body: Buffer;
+  op: RefOp;
+  resolve(res: HttpResponse): void;
+  reject(err: unknown): void;
+}
+
+/** One account's queue: at most one commit in flight, the writes that came meanwhile behind it. */
+interface Account {
+  queue: Pending[];
+  /** Writes in the commit under way. */
+  sending: number;
+  busy: boolean;
+  state: AccountState;
+}
+
+/**
+ * Group commit (issue 18): the ref writes helpers send through the agent (`putRecord` and
+ * `deleteRecord` of `dev.knotless.ref`, each with `swapRecord`) that reach it for one account while
+ * a commit is under way, or within a few milliseconds of each other, go to the PDS as one
+ * `applyWrites` commit. applyWrites takes no per-record swap, so the commit carries `swapCommit`:
+ * each write's `swapRecord` is checked against the records as they are at that commit (see
+ * AccountState), and a write whose record moved gets the PDS's own `InvalidSwap` answer, alone; the
+ * helper then decides again with git's rules, exactly as after a direct write. A commit refused
+ * because the account moved is tried again on the new state; a commit the PDS refuses for another
+ * reason is split into the writes as they came, each sent on its own, so that each helper hears its
+ * own answer. Each write is answered only once the commit that holds it is acknowledged.
+ */
+export class GroupCommit {
+  readonly #transport: Transport;
+  readonly #log: (line: string) => void;
+  readonly #landed: (did: string, rev: string, writes: Landed[]) => void;
+  readonly #accounts = new Map<string, Account>();
+
+  /** `landed` is told of each commit's writes before any helper hears of it (the views take them). */
+  constructor(
+    transport: Transport,
+    log: (line: string) => void,
+    landed: (did: string, rev: string, writes: Landed[]) => void,
+  ) {
+    this.#transport = transport;
+    this.#log = log;
+    this.#landed = landed;
+  }
+
+  /**
+   * True when the account's latest revision `rev` is our own last commit, and the agent had seen
+   * the account up to where our unbroken run of commits began (`seen`): our own writes, applied as
+   * each commit landed, are then all that happened since, and a view is current without waiting
+   * for the event stream to deliver our own commits back.
+   */
+  caughtUp(did: string, rev: string, seen: string): boolean {
+    for (const a of this.#accounts.values()) {
+      const from = a.state.did === did ? a.state.ownSince(rev) : undefined;
+      if (from !== undefined && seen >= from) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Takes a forwarded request into a group commit, or returns undefined when it is not a ref write
+   * this can group (then it is forwarded as it came). The promise settles as the forward would:
+   * with the PDS's answer for this write, or with the failure that left it without one.
+   */
+  accept(url: URL, headers: Record<string, string>, body: Buffer): Promise<HttpResponse> | undefined {
+    const op = parseWrite(url, headers, body, REF_COLLECTION);
+    if (op === undefined) return undefined;
+    const xrpc = `${url.origin}${url.pathname.replace(/\/[^/]*$/, '')}`;
+    const key = `${xrpc} ${op.did}`;
+    let acc = this.#accounts.get(key);
+    if (acc === undefined) {
+      const state = new AccountState(this.#transport, xrpc, op.did, REF_COLLECTION);
+      acc = { queue: [], sending: 0, busy: false, state };
+      this.#accounts.set(key, acc);
+    }
+    const account = acc;
+    return new Promise<HttpResponse>((resolve, reject) => {
+      account.queue.push({ url, headers, body, op, resolve, reject });
+      if (account.busy) return;
+      account.busy = true;
+      setTimeout(() => void this.#drain(account), WINDOW_MS);
+    });
+  }
+
+  /** Writes not yet answered (waiting, or in the commit under way), by account: for tests. */
+  pending(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const a of this.#accounts.values()) {
+      const n = a.queue.length + a.sending;
+      if (n > 0) out[a.state.did] = (out[a.state.did] ?? 0) + n;
+    }
+    return out;
+  }
+
+  async #drain(acc: Account): Promise<void> {
+    try {
+      while (acc.queue.length > 0) {
+        const batch = takeBatch(acc.queue);
+        acc.sending = batch.length;
+        try {
+          if (batch.length === 1 && !acc.state.knows(batch[0]!.op.rkey)) await this.#single(acc, batch[0]!);
+          else await this.#commit(acc, batch, 0);
+        } catch (err) {
+          // A failure of ours, not the PDS's answer: each write is told, none is left waiting.
+          for (const p of batch) p.reject(err);
+        }
+      }
+    } finally {
+      acc.sending = 0;
+      acc.busy = false;
+    }
+  }
+
+  /** Sends one write as it came; what it did to the account is not known exactly, so forget it. */
+  async #single(acc: Account, p: Pending): Promise<void> {
+    acc.state.forget();
+    try {
+      p.resolve(await this.#transport.request(p.url, { method: 'POST', headers: p.headers, body: p.body }));
+    } catch (err) {
+      p.reject(err);
+    }
+  }
+
+  async #commit(acc: Account, batch: Pending[], round: number): Promise<void> {
+    if (round >= MAX_ROUNDS) {
+      for (const p of batch) await this.#single(acc, p);
+      return;
+    }
+    const state = acc.state;
+    let at;
+    try {
+      at = await state.current(batch.map((p) => p.op.rkey));
+    } catch (err) {
+      // The records could not be read: each write goes as it came and meets its own swap at the PDS.
+      this.#log(`group commit: reading ${safeText(state.did)} failed (${safeText(String(err))})`);
+      for (const p of batch) await this.#single(acc, p);
+      return;
+    }
+    const going: Pending[] = [];
+    for (const p of batch) {
+      const now = at.cids.get(p.op.rkey) ?? null;
+      if (p.op.swap === now && (p.op.kind === 'put' || now !== null)) going.push(p);
+      else p.resolve(swapAnswer(now));
+    }
+    if (going.length === 0) return;
+    const auth = bestAuthorization(going);
+    let res: HttpResponse;
+    try {
+      res = await this.#transport.request(state.url('com.atproto.repo.applyWrites'), {
+        method: 'POST',
+        headers: { authorization: auth, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          repo: state.did,
+          swapCommit: at.commit,
+          writes: going.map((p) => state.writeOf(p.op, at.cids.get(p.op.rkey) ?? null)),
+        }),
+      });
+    } catch (err) {
+      // No answer: the commit may have landed. Each helper meets this as if it had sent its own write,
+      // and its retry (a swap) or its read-back finds out what happened.
+      state.forget();
+      for (const p of going) p.reject(err);
+      return;
+    }
+    if (res.status === 200) {
+      const done = state.landed(
+        at.commit,
+        going.map((p) => p.op),
+        res.body,
+      );
+      if (done === undefined) {
+        // Landed, but the answer does not say how: the helpers read their refs back as after a lost answer.
+        state.forget();
+        const err = Object.assign(new Error('the PDS answered applyWrites without its results'), {
+          code: 'EBADANSWER',
+        });
+        for (const p of going) p.reject(err);
+        return;
+      }
+      const writes = going.map((p, i) => ({
+        rkey: p.op.rkey,
+        record: p.op.kind === 'put' ? p.op.record : null,
+        cid: done.cids[i]!,
+      }));
+      this.#landed(state.did, done.rev, writes);
+      going.forEach((p, i) => p.resolve(done.answers[i]!));
+      if (going.length > 1)
+        this.#log(`group commit: ${going.length} ref writes of ${safeText(state.did)} in one commit`);
+      return;
+    }
+    const refusal = refusalOf(res);
+    if (refusal === 'swap-conflict') {
+      // The account moved since the state was read: read it again and decide each write anew.
+      state.forget();
+      await this.#commit(acc, going, round + 1);
+      return;
+    }
+    if (res.status === 429 || res.status >= 500) {
+      // The PDS's answer holds for each of them (rate limit, or down): each helper retries on its own.
+      if (res.status >= 500) state.forget();
+      for (const p of going) p.resolve(res);
+      return;
+    }
+    // Refused for one write's sake (a blob gone, a key refused, a token), or for each helper's token:
+    // sent on their own, each write gets its own answer and the others land.
+    for (const p of going) await this.#single(acc, p);
+  }
+}
+
+/** The next batch: up to the PDS's limit, one write per record (a second waits for the next commit). */
+function takeBatch(queue: Pending[]): Pending[] {
+  const batch: Pending[] = [];
+  const keys = new Set<string>();
+  for (let i = 0; i < queue.length && batch.length < MAX_WRITES;) {
+    const p = queue[i]!;
+    if (keys.has(p.op.rkey)) {
+      i++;
+      continue;
+    }
+    keys.add(p.op.rkey);
+    batch.push(p);
+    queue.splice(i, 1);
+  }
+  return batch;
+}
+
+/** The authorization that lives longest of those the writes came with (each is for this account). */
+function bestAuthorization(batch: Pending[]): string {
+  let best = batch[0]!;
+  for (const p of batch) if (p.op.expires > best.op.expires) best = p;
+  return best.op.authorization;
+}
+
+function refusalOf(res: HttpResponse): ReturnType<typeof pdsRefusal> {
+  let e: { error?: unknown; message?: unknown } = {};
+  try {
+    e = JSON.parse(res.body.toString('utf8')) as typeof e;
+  } catch (err) {
+    // A refusal without a JSON body is judged on its status alone.
+    if (!(err instanceof SyntaxError)) throw err;
+  }
+  return pdsRefusal({
+    status: res.status,
+    error: typeof e.error === 'string' ? e.error : `HTTP${res.status}`,
+    message: typeof e.message === 'string' ? e.message : '',
+  });
+}
