@@ -163,6 +163,53 @@ export class ForgeStore {
     return out;
   }
 
+  /**
+   * The newest valid records of a collection written after `since` (an ISO time), in one request:
+   * one listRecords page of `limit`, newest key first (the PDS's own order, TIDs by time), read
+   * until a record older than `since`. `since` in the answer is how far back the reading is
+   * complete: `since` itself, or the oldest record read when the page was full before reaching it.
+   */
+  async recent<T extends { createdAt: string }>(
+    owner: Pick<Identity, 'did' | 'pds'>,
+    collection: string,
+    parse: (v: unknown) => Promise<T>,
+    limit: number,
+    since: string,
+  ): Promise<{ records: Stored<T>[]; since: string }> {
+    let page: { records?: unknown };
+    try {
+      page = await this.#ctx
+        .client(owner.pds)
+        .query<{ records?: unknown }>(
+          'com.atproto.repo.listRecords',
+          { repo: owner.did, collection, limit },
+          limit * RECORD_ANSWER_BYTES,
+        );
+    } catch (err) {
+      throw generalFailure(err, `listing ${collection} records`);
+    }
+    const listed = page.records;
+    if (!Array.isArray(listed) || listed.length > limit)
+      throw new KnotlessError(
+        'corrupt-remote',
+        `The PDS answered a listing of ${collection} with something that is not one; check the account's PDS.`,
+      );
+    const records: Stored<T>[] = [];
+    // Keys and times may disagree (a hand-written record): the oldest time read bounds what was seen.
+    let complete = new Date(8.64e15).toISOString();
+    for (const r of listed as { uri?: unknown; cid?: unknown; value?: unknown }[]) {
+      if (typeof r?.uri !== 'string' || typeof r.cid !== 'string') continue;
+      // A record is taken as written by this account only where its uri says so.
+      if (r.uri !== atUri(owner.did, collection, rkeyOf(r.uri))) continue;
+      const value = await this.#parsed(r.uri, r.value, parse);
+      if (value === undefined) continue;
+      if (Date.parse(value.createdAt) <= Date.parse(since)) return { records, since };
+      records.push({ uri: r.uri, did: owner.did, rkey: rkeyOf(r.uri), cid: r.cid, value });
+      if (Date.parse(value.createdAt) < Date.parse(complete)) complete = value.createdAt;
+    }
+    return { records, since: listed.length < limit ? since : complete };
+  }
+
   async #parsed<T>(uri: string, value: unknown, parse: (v: unknown) => Promise<T>): Promise<T | undefined> {
     try {
       return await parse(value);

@@ -6,6 +6,7 @@ import { Appview, type CommentView, type SubjectView } from './appview.ts';
 import { decide, type Decision } from 'knotless-core/records/forge-authority';
 import type { Kind } from './kinds.ts';
 import { COMMENT, InvalidRecord, parseAtUri, parseComment, type CommentRecord } from './records.ts';
+import { freshen, withMyComments } from './fresh.ts';
 import { ForgeStore, type Stored } from './store.ts';
 
 /** A pull request or an issue with the state the authority rule gives it. */
@@ -113,27 +114,13 @@ export async function listItems<R extends Base>(
 ): Promise<Item<R>[]> {
   if (r.appview !== undefined) {
     const views = await r.appview.list(kind.list, repo, state);
+    const fromView = (v: SubjectView) => itemOfView(r, kind, repo, v);
     const out: Item<R>[] = [];
     for (const v of views) {
-      const u = parseAtUri(v.uri);
-      if (v.repo !== repo || u?.collection !== kind.collection) continue;
-      // What a view says of its record is checked as the record would be: never half used.
-      const record = await checkedView(r, kind, v);
-      if (record === undefined) continue;
-      out.push({
-        id: `${u.did}/${u.rkey}`,
-        uri: v.uri,
-        did: u.did,
-        handle: v.author.handle,
-        rkey: u.rkey,
-        cid: v.cid,
-        record,
-        state: v.state,
-        ...(v.merged === undefined ? {} : { merged: v.merged }),
-        labels: v.labels,
-      });
+      const item = await fromView(v);
+      if (item !== undefined) out.push(item);
     }
-    return out;
+    return freshen(r, kind, owner, state, out, me, fromView);
   }
   r.note(
     `KNOTLESS_APPVIEW is not set: listing only the ${kind.noun}s in ${safeText(owner.handle ?? owner.did)}'s${me === undefined || me === owner.did ? '' : ' and your'} account.`,
@@ -152,6 +139,32 @@ export async function listItems<R extends Base>(
   return items
     .filter((it) => state === 'all' || it.state === state)
     .sort((a, b) => (a.record.createdAt < b.record.createdAt ? 1 : -1));
+}
+
+/** The item an appview's view describes, when it is one of `repo`'s and a valid record. */
+async function itemOfView<R extends Base>(
+  r: Reader,
+  kind: Kind<R>,
+  repo: string,
+  v: SubjectView,
+): Promise<Item<R> | undefined> {
+  const u = parseAtUri(v.uri);
+  if (v.repo !== repo || u?.collection !== kind.collection) return undefined;
+  // What a view says of its record is checked as the record would be: never half used.
+  const record = await checkedView(r, kind, v);
+  if (record === undefined) return undefined;
+  return {
+    id: `${u.did}/${u.rkey}`,
+    uri: v.uri,
+    did: u.did,
+    handle: v.author.handle,
+    rkey: u.rkey,
+    cid: v.cid,
+    record,
+    state: v.state,
+    ...(v.merged === undefined ? {} : { merged: v.merged }),
+    labels: v.labels,
+  };
 }
 
 /**
@@ -205,14 +218,16 @@ function missing(kind: Kind<Base>, id: string, repo: string): KnotlessError {
 }
 
 /**
- * The comments on a subject, oldest first: the appview's when set (anyone's), else those in the
- * accounts of the people involved (`dids`), with a note that others' are not shown.
+ * The comments on a subject, oldest first: the appview's when set (anyone's, with the current
+ * user's own recent ones read from their PDS, which the appview may not have yet), else those in
+ * the accounts of the people involved (`dids`), with a note that others' are not shown.
  */
 export async function commentsOn(
   r: Reader,
   kind: Kind<Base>,
   subject: string,
   dids: string[],
+  me: string | undefined,
 ): Promise<CommentItem[]> {
   if (r.appview !== undefined) {
     const got = await r.appview.get(kind.view, subject);
@@ -225,7 +240,7 @@ export async function commentsOn(
         if (record === undefined || u === undefined || record.subject !== subject) continue;
         out.push({ uri: c.uri, did: u.did, handle: c.author.handle, record });
       }
-      return out;
+      return withMyComments(r, subject, out, me);
     }
   } else {
     r.note('KNOTLESS_APPVIEW is not set: showing only the comments of the owner, the author and you.');

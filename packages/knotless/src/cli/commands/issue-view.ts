@@ -14,11 +14,13 @@ export const command: Command = {
     const c = ctx();
     const { target, item, r } = await itemFor(c, io, ISSUES, args);
     const me = await currentDid(c);
-    const comments = await commentsOn(r, ISSUES, item.uri, [
-      target.owner.did,
-      item.did,
-      ...(me === undefined ? [] : [me]),
-    ]);
+    const comments = await commentsOn(
+      r,
+      ISSUES,
+      item.uri,
+      [target.owner.did, item.did, ...(me === undefined ? [] : [me])],
+      me,
+    );
     if (args.values['json'] === true) {
       io.out(safeJson({ ...itemJson(item), body: item.record.body, comments: comments.map(commentJson) }));
       return;

@@ -71,11 +71,13 @@ export const command: Command = {
     const { target, item, r } = await itemFor(c, io, PULLS, args);
     const pull = item.record;
     const me = await currentDid(c);
-    const comments = await commentsOn(r, PULLS, item.uri, [
-      target.owner.did,
-      item.did,
-      ...(me === undefined ? [] : [me]),
-    ]);
+    const comments = await commentsOn(
+      r,
+      PULLS,
+      item.uri,
+      [target.owner.did, item.did, ...(me === undefined ? [] : [me])],
+      me,
+    );
     const diff = await diffSummary(c, io, target, item);
     if (args.values['json'] === true) {
       io.out(
