@@ -1,0 +1,171 @@
+// Read-your-writes: a user who just commented, merged or closed sees it at once, though the appview
+// has not ingested it yet. The appview here is frozen, not slow: it is started on an index that the
+// records written after it stopped following the PDS never reach, so nothing depends on timing.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Appview } from '../../knotless-serve/src/appview.ts';
+import { appviewOn, waitFor, xrpc } from '../../knotless-serve/test/helpers.ts';
+import { json } from './helpers/forge.ts';
+import { commitFiles, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test', 'bob.test', 'carol.test']);
+let app: Appview | undefined;
+const extra = () => ({ KNOTLESS_COMPACT: '0', ...(app === undefined ? {} : { KNOTLESS_APPVIEW: app.url }) });
+const alice = useGitUser(t, 'alice.test', extra);
+const bob = useGitUser(t, 'bob.test', extra);
+const carol = useGitUser(t, 'carol.test', extra);
+
+interface ItemJson {
+  id: string;
+  uri: string;
+  state: string;
+  merged?: string;
+  comments?: { author: string; body: string }[];
+}
+
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fresh-'));
+const database = path.join(dataDir, 'index.sqlite');
+let first: ItemJson;
+let second: ItemJson;
+let third: ItemJson;
+let issue: ItemJson;
+
+const states = async (user: typeof alice, word: 'pr' | 'issue', state = 'all') =>
+  json<ItemJson[]>(await user.knotless(word, 'list', 'alice.test/proj', '--state', state, '--json')).map(
+    (p) => [p.id, p.state],
+  );
+const comments = async (user: typeof alice, word: 'pr' | 'issue', id: string) =>
+  (json<ItemJson>(await user.knotless(word, 'view', 'alice.test/proj', id, '--json')).comments ?? []).map(
+    (c) => [c.author, c.body],
+  );
+
+describe('read-your-writes: own records laid over an appview that has not ingested them', () => {
+  before(async () => {
+    await t.ready;
+    app = await appviewOn(t, database, dataDir);
+  });
+  after(async () => {
+    await app?.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('sets up pull requests, an issue and a comment, all ingested; then the appview stops following', async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'proj')).code, 0);
+    const dir = alice.dir();
+    await alice.ok(dir, 'init', '-q');
+    await commitFiles(alice, dir, { 'README.md': 'proj\n' }, 'first');
+    await alice.ok(dir, 'push', '-q', 'knotless://alice.test/proj', 'main');
+    assert.equal((await bob.knotless('repo', 'fork', 'alice.test/proj', '--name', 'fork')).code, 0);
+    const b = bob.dir();
+    await bob.ok(b, 'clone', '-q', 'knotless://bob.test/fork', 'c');
+    await commitFiles(bob, `${b}/c`, { 'fix.txt': 'fixed\n' }, 'the fix');
+    await bob.ok(`${b}/c`, 'push', '-q', 'origin', 'main:fix');
+    const open = async (title: string) =>
+      json<ItemJson>(
+        await bob.knotless(
+          'pr',
+          'create',
+          'alice.test/proj',
+          '--head',
+          'fork:fix',
+          '--title',
+          title,
+          '--json',
+        ),
+      );
+    first = await open('First');
+    second = await open('Second');
+    third = await open('Third');
+    issue = json<ItemJson>(
+      await bob.knotless('issue', 'create', 'alice.test/proj', '--title', 'It crashes', '--json'),
+    );
+    assert.equal(
+      (await carol.knotless('pr', 'comment', 'alice.test/proj', first.id, '--body', 'LGTM')).code,
+      0,
+    );
+    await waitFor('the appview to ingest everything', async () => {
+      const got = await xrpc<{ comments: unknown[] }>(app!, 'dev.knotless.getPull', { uri: first.uri });
+      const issues = await xrpc<{ issues: unknown[] }>(app!, 'dev.knotless.listIssues', {
+        repo: `at://${t.dids['alice.test']!}/dev.knotless.repo/proj`,
+      });
+      return got.comments.length === 1 && issues.issues.length === 1 ? true : undefined;
+    });
+    await app!.close();
+    app = await appviewOn(t, database, dataDir, { firehoses: [] });
+    assert.deepEqual(await states(alice, 'pr'), [
+      [third.id, 'open'],
+      [second.id, 'open'],
+      [first.id, 'open'],
+    ]);
+  });
+
+  it("a comment shows at once in its writer's view; the appview still supplies others' comments", async () => {
+    assert.equal(
+      (await bob.knotless('pr', 'comment', 'alice.test/proj', first.id, '--body', 'Thanks')).code,
+      0,
+    );
+    assert.deepEqual(await comments(bob, 'pr', first.id), [
+      ['carol.test', 'LGTM'],
+      ['bob.test', 'Thanks'],
+    ]);
+    // Alice reads only the appview's comments, which lack bob's: the appview is indeed behind.
+    assert.deepEqual(await comments(alice, 'pr', first.id), [['carol.test', 'LGTM']]);
+    const text = await bob.knotless('pr', 'view', 'alice.test/proj', first.id);
+    assert.match(text.stdout, /comments \(2\)/);
+
+    assert.equal(
+      (await carol.knotless('issue', 'comment', 'alice.test/proj', issue.id, '--body', 'Me too')).code,
+      0,
+    );
+    assert.deepEqual(await comments(carol, 'issue', issue.id), [['carol.test', 'Me too']]);
+    assert.deepEqual(await comments(bob, 'issue', issue.id), []);
+  });
+
+  it('a merge by the owner shows at once in her listing, in every state filter, and in the author’s', async () => {
+    const merged = json<ItemJson>(await alice.knotless('pr', 'merge', 'alice.test/proj', first.id, '--json'));
+    assert.equal(merged.state, 'merged');
+    assert.deepEqual(await states(alice, 'pr'), [
+      [third.id, 'open'],
+      [second.id, 'open'],
+      [first.id, 'merged'],
+    ]);
+    // Listed as merged though the appview lists it among the open ones, and no longer among those.
+    assert.deepEqual(await states(alice, 'pr', 'merged'), [[first.id, 'merged']]);
+    assert.deepEqual(await states(alice, 'pr', 'open'), [
+      [third.id, 'open'],
+      [second.id, 'open'],
+    ]);
+    const listed = json<ItemJson[]>(
+      await alice.knotless('pr', 'list', 'alice.test/proj', '--state', 'merged', '--json'),
+    );
+    assert.equal(listed[0]?.merged, merged.merged);
+    // The author reads the owner's recent records too: her decisions are the ones that count.
+    assert.deepEqual(await states(bob, 'pr', 'merged'), [[first.id, 'merged']]);
+    // Anyone reads the owner's recent records beside their own.
+    assert.deepEqual(await states(carol, 'pr', 'merged'), [[first.id, 'merged']]);
+  });
+
+  it('a close by the author shows at once; a reopen by the owner after it wins', async () => {
+    assert.equal((await bob.knotless('pr', 'close', 'alice.test/proj', second.id)).code, 0);
+    assert.deepEqual(await states(bob, 'pr', 'closed'), [[second.id, 'closed']]);
+    assert.deepEqual(await states(bob, 'pr', 'open'), [[third.id, 'open']]);
+    // Alice reads her own and the appview's, which is behind: bob's close is not seen yet by others.
+    assert.deepEqual(await states(alice, 'pr', 'closed'), []);
+    assert.equal((await alice.knotless('pr', 'reopen', 'alice.test/proj', second.id)).code, 0);
+    assert.deepEqual(await states(bob, 'pr', 'open'), [
+      [third.id, 'open'],
+      [second.id, 'open'],
+    ]);
+  });
+
+  it('an issue closed by the owner is listed closed at once', async () => {
+    assert.equal((await alice.knotless('issue', 'close', 'alice.test/proj', issue.id)).code, 0);
+    assert.deepEqual(await states(alice, 'issue', 'closed'), [[issue.id, 'closed']]);
+    assert.deepEqual(await states(alice, 'issue', 'open'), []);
+    assert.deepEqual(await states(bob, 'issue'), [[issue.id, 'closed']]);
+  });
+});
