@@ -6,8 +6,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { startProxy } from 'knotless-devnet';
 import type { Appview } from '../../knotless-serve/src/appview.ts';
 import { appviewOn, waitFor, xrpc } from '../../knotless-serve/test/helpers.ts';
+import { knotless } from './helpers/cli.ts';
 import { json } from './helpers/forge.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -167,5 +169,32 @@ describe('read-your-writes: own records laid over an appview that has not ingest
     assert.deepEqual(await states(alice, 'issue', 'closed'), [[issue.id, 'closed']]);
     assert.deepEqual(await states(alice, 'issue', 'open'), []);
     assert.deepEqual(await states(bob, 'issue'), [[issue.id, 'closed']]);
+  });
+
+  it("costs one listRecords page of the user's own records, one more of the owner's; none without a user", async () => {
+    const proxy = await startProxy({ target: t.net.pdsUrl });
+    try {
+      const via = (user: typeof alice) => ({ ...user.env, ...extra(), KNOTLESS_SERVICE: proxy.url });
+      const pages = (collection: string) =>
+        proxy.requests.filter(
+          (r) => r.nsid === 'com.atproto.repo.listRecords' && r.path.includes(`collection=${collection}`),
+        );
+      const cost = async (env: Record<string, string>, args: string[], collection: string) => {
+        proxy.reset();
+        const res = await knotless(args, { env });
+        assert.equal(res.code, 0, res.stderr);
+        return pages(collection).map((r) => new URL(r.path, proxy.url).searchParams.get('limit'));
+      };
+      const list = ['pr', 'list', 'alice.test/proj', '--state', 'all'];
+      assert.deepEqual(await cost(via(alice), list, 'dev.knotless.pull.status'), ['25']);
+      assert.deepEqual(await cost(via(bob), list, 'dev.knotless.pull.status'), ['25', '25']);
+      const anonymous = t.env({ KNOTLESS_APPVIEW: app!.url, KNOTLESS_SERVICE: proxy.url });
+      assert.deepEqual(await cost(anonymous, list, 'dev.knotless.pull.status'), []);
+      const view = ['issue', 'view', 'alice.test/proj', issue.id];
+      assert.deepEqual(await cost(via(carol), view, 'dev.knotless.comment'), ['25']);
+      assert.deepEqual(await cost(anonymous, view, 'dev.knotless.comment'), []);
+    } finally {
+      await proxy.close();
+    }
   });
 });
