@@ -10,7 +10,7 @@ import { startProxy } from 'knotless-devnet';
 import type { Appview } from '../../knotless-serve/src/appview.ts';
 import { appviewOn, waitFor, xrpc } from '../../knotless-serve/test/helpers.ts';
 import { knotless } from './helpers/cli.ts';
-import { json } from './helpers/forge.ts';
+import { json, writeRaw } from './helpers/forge.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -169,6 +169,30 @@ describe('read-your-writes: own records laid over an appview that has not ingest
     assert.deepEqual(await states(alice, 'issue', 'closed'), [[issue.id, 'closed']]);
     assert.deepEqual(await states(alice, 'issue', 'open'), []);
     assert.deepEqual(await states(bob, 'issue'), [[issue.id, 'closed']]);
+  });
+
+  it('checks what it reads from the PDS as records: an invalid one is skipped, one the rule ignores does not count, text is escaped', async () => {
+    const now = () => new Date().toISOString();
+    await writeRaw(t, 'bob.test', 'dev.knotless.comment', {
+      subject: third.uri,
+      body: 'evil \u001b[31mred',
+      createdAt: now(),
+    });
+    await writeRaw(t, 'bob.test', 'dev.knotless.pull.status', {
+      pull: third.uri,
+      status: 'merged',
+      createdAt: now(),
+    });
+    await writeRaw(t, 'bob.test', 'dev.knotless.pull.status', { pull: third.uri, status: 'closed' });
+    const listed = await bob.knotless('pr', 'list', 'alice.test/proj', '--state', 'all');
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, new RegExp(`${third.id}  open`));
+    assert.match(listed.stderr, /warning: An invalid dev\.knotless\.pull\.status record/);
+    const view = await bob.knotless('pr', 'view', 'alice.test/proj', third.id);
+    assert.equal(view.code, 0, view.stderr);
+    assert.match(view.stdout, /comments \(1\)/);
+    assert.match(view.stdout, /evil \\x1b\[31mred/);
+    assert.ok(!view.stdout.includes('\u001b'), 'no raw escape reaches the terminal');
   });
 
   it("costs one listRecords page of the user's own records, one more of the owner's; none without a user", async () => {

@@ -58,7 +58,9 @@ export async function freshen<R extends Base>(
   let since = read.map((x) => x.since).reduce((a, b) => (Date.parse(a) > Date.parse(b) ? a : b));
   let fresh = read.flatMap((x) => x.decisions);
   const byUri = new Map(listed.map((it) => [it.uri, it]));
-  const subjects = new Set(fresh.filter((d) => d.by === owner.did || d.by === me).map((d) => d.subject));
+  // Only the owner's records and an author's own (the author is in the subject's uri) can count.
+  const counts = (d: Fresh) => d.by === owner.did || d.by === parseAtUri(d.subject)?.did;
+  const subjects = new Set(fresh.filter(counts).map((d) => d.subject));
   if (subjects.size === 0) return listed;
   // Items the user's records touch that the appview listed under another state.
   for (const uri of subjects) {

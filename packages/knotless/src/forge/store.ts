@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Context } from '../context.ts';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
-import { listRecords, rkeyOf } from 'knotless-core/records/list-records';
+import { MAX_PAGE_BYTES, listRecords, rkeyOf } from 'knotless-core/records/list-records';
 import { RECORD_ANSWER_BYTES } from 'knotless-core/records/ref-record';
 import { safeText } from 'knotless-core/text/terminal';
 import { XrpcError, generalFailure, type Authorizer } from 'knotless-core/xrpc/client';
@@ -183,7 +183,7 @@ export class ForgeStore {
         .query<{ records?: unknown }>(
           'com.atproto.repo.listRecords',
           { repo: owner.did, collection, limit },
-          limit * RECORD_ANSWER_BYTES,
+          Math.min(MAX_PAGE_BYTES, limit * RECORD_ANSWER_BYTES),
         );
     } catch (err) {
       throw generalFailure(err, `listing ${collection} records`);
