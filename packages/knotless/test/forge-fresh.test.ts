@@ -221,4 +221,37 @@ describe('read-your-writes: own records laid over an appview that has not ingest
       await proxy.close();
     }
   });
+
+  it("an owner's close read fresh loses to the author's newer reopen the appview holds", async () => {
+    // The appview follows again until it holds both records, then stops again.
+    const following = async (what: string, state: string) => {
+      await app!.close();
+      app = await appviewOn(t, database, dataDir);
+      await waitFor(what, async () => {
+        const got = await xrpc<{ pull: { state: string } }>(app!, 'dev.knotless.getPull', { uri: third.uri });
+        return got.pull.state === state ? true : undefined;
+      });
+      await app.close();
+      app = await appviewOn(t, database, dataDir, { firehoses: [] });
+    };
+    assert.equal((await alice.knotless('pr', 'close', 'alice.test/proj', third.id)).code, 0);
+    await following('the close', 'closed');
+    assert.equal((await bob.knotless('pr', 'reopen', 'alice.test/proj', third.id)).code, 0);
+    await following('the reopen', 'open');
+    const proxy = await startProxy({ target: t.net.pdsUrl });
+    try {
+      const res = await knotless(['pr', 'list', 'alice.test/proj', '--state', 'all', '--json'], {
+        env: { ...alice.env, ...extra(), KNOTLESS_SERVICE: proxy.url },
+      });
+      const listed = json<ItemJson[]>(res).find((p) => p.id === third.id);
+      assert.equal(listed?.state, 'open');
+      // Alice's own page, then bob's: only his record could outweigh hers.
+      const pages = proxy.requests
+        .filter((r) => r.nsid === 'com.atproto.repo.listRecords')
+        .map((r) => new URL(r.path, proxy.url).searchParams.get('repo'));
+      assert.deepEqual(pages, [t.dids['alice.test'], t.dids['bob.test']]);
+    } finally {
+      await proxy.close();
+    }
+  });
 });
