@@ -3,8 +3,10 @@
 // missing. The few records written lately by the current user (and the repository's owner, whose
 // records decide states) are read straight from their PDSes and laid over the appview's answer.
 import { decide, type Decision } from 'knotless-core/records/forge-authority';
+import { isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
-import type { SubjectView } from './appview.ts';
+import { safeText } from 'knotless-core/text/terminal';
+import type { Appview, SubjectView } from './appview.ts';
 import type { Kind } from './kinds.ts';
 import { COMMENT, parseAtUri, parseComment } from './records.ts';
 import type { CommentItem, Item, Reader } from './subjects.ts';
@@ -65,7 +67,15 @@ export async function freshen<R extends Base>(
   // Items the user's records touch that the appview listed under another state.
   for (const uri of subjects) {
     if (byUri.has(uri) || parseAtUri(uri)?.collection !== kind.collection) continue;
-    const got = await r.appview.get(kind.view, uri);
+    let got: Awaited<ReturnType<Appview['get']>>;
+    try {
+      got = await r.appview.get(kind.view, uri);
+    } catch (err) {
+      // The listing itself was good: one bad view costs that item's freshness, not the listing.
+      if (!isKnotlessError(err, 'corrupt-remote')) throw err;
+      r.note(`warning: ${err.message.replace(/\.$/, '')} (${safeText(uri)})`);
+      continue;
+    }
     const item = got === undefined ? undefined : await fromView(got.view);
     if (item !== undefined) byUri.set(uri, item);
   }
