@@ -3,10 +3,8 @@
 // missing. The few records written lately by the current user (and the repository's owner, whose
 // records decide states) are read straight from their PDSes and laid over the appview's answer.
 import { decide, type Decision } from 'knotless-core/records/forge-authority';
-import { isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
-import { safeText } from 'knotless-core/text/terminal';
-import type { Appview, SubjectView } from './appview.ts';
+import type { SubjectView } from './appview.ts';
 import type { Kind } from './kinds.ts';
 import { COMMENT, parseAtUri, parseComment } from './records.ts';
 import type { CommentItem, Item, Reader } from './subjects.ts';
@@ -41,13 +39,14 @@ async function recentStates<R extends Base>(
  * read: it holds the owner's merge and labels, and the author's close counts over it exactly as
  * the rule says), and the records read are themselves. One request for the user's records, a
  * second for the owner's when that is someone else; a third only for an item whose author's newer
- * record could outweigh an owner's close or reopen just read, and for an item the user's records
- * move into the listed state (the appview's `get`).
+ * record could outweigh an owner's close or reopen just read, and, for a listing of one state, the
+ * appview's listing of all when the records touch an item it did not list.
  */
 export async function freshen<R extends Base>(
   r: Reader,
   kind: Kind<R>,
   owner: Identity,
+  repo: string,
   state: string,
   listed: Item<R>[],
   me: string | undefined,
@@ -64,21 +63,14 @@ export async function freshen<R extends Base>(
   const counts = (d: Fresh) => d.by === owner.did || d.by === parseAtUri(d.subject)?.did;
   const subjects = new Set(fresh.filter(counts).map((d) => d.subject));
   if (subjects.size === 0) return listed;
-  // Items the user's records touch that the appview listed under another state.
-  for (const uri of subjects) {
-    if (byUri.has(uri) || parseAtUri(uri)?.collection !== kind.collection) continue;
-    let got: Awaited<ReturnType<Appview['get']>>;
-    try {
-      got = await r.appview.get(kind.view, uri);
-    } catch (err) {
-      // The listing itself was good: one bad view costs that item's freshness, not the listing.
-      if (!isKnotlessError(err, 'corrupt-remote')) throw err;
-      r.note(`warning: ${err.message.replace(/\.$/, '')} (${safeText(uri)})`);
-      continue;
+  // Items the records touch that the appview listed under another state: one listing of all, not a
+  // query per item (a record may be about another repository's item, which no query here finds).
+  if (state !== 'all' && [...subjects].some((uri) => !byUri.has(uri)))
+    for (const v of await r.appview.list(kind.list, repo, 'all')) {
+      if (byUri.has(v.uri) || !subjects.has(v.uri)) continue;
+      const item = await fromView(v);
+      if (item !== undefined) byUri.set(v.uri, item);
     }
-    const item = got === undefined ? undefined : await fromView(got.view);
-    if (item !== undefined) byUri.set(uri, item);
-  }
   const decideAll = () =>
     new Map(
       [...subjects].flatMap((uri) => {

@@ -120,7 +120,7 @@ export async function listItems<R extends Base>(
       const item = await fromView(v);
       if (item !== undefined) out.push(item);
     }
-    return freshen(r, kind, owner, state, out, me, fromView);
+    return freshen(r, kind, owner, repo, state, out, me, fromView);
   }
   r.note(
     `KNOTLESS_APPVIEW is not set: listing only the ${kind.noun}s in ${safeText(owner.handle ?? owner.did)}'s${me === undefined || me === owner.did ? '' : ' and your'} account.`,
