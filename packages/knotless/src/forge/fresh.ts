@@ -7,7 +7,7 @@ import type { Identity } from 'knotless-core/identity/resolver';
 import type { SubjectView } from './appview.ts';
 import type { Kind } from './kinds.ts';
 import { COMMENT, parseAtUri, parseComment } from './records.ts';
-import type { CommentItem, Item, Reader } from './subjects.ts';
+import type { CommentItem, Item, Reader } from './items.ts';
 
 /** How far back a user's own records are read: far beyond an appview's usual lag of seconds. */
 export const FRESH_MS = 10 * 60 * 1000;

@@ -7,40 +7,12 @@ import { decide, type Decision } from 'knotless-core/records/forge-authority';
 import type { Kind } from './kinds.ts';
 import { COMMENT, InvalidRecord, parseAtUri, parseComment, type CommentRecord } from './records.ts';
 import { freshen, withMyComments } from './fresh.ts';
+import type { CommentItem, Item, Reader } from './items.ts';
 import { ForgeStore, type Stored } from './store.ts';
 
-/** A pull request or an issue with the state the authority rule gives it. */
-export interface Item<R> {
-  /** `<author-did>/<rkey>`: what the CLI prints and takes back. */
-  id: string;
-  uri: string;
-  did: string;
-  handle: string | undefined;
-  rkey: string;
-  cid: string;
-  record: R;
-  state: string;
-  merged?: string;
-  labels: string[];
-}
-
-export interface CommentItem {
-  uri: string;
-  did: string;
-  handle: string | undefined;
-  record: CommentRecord;
-}
+export type { CommentItem, Item, Reader } from './items.ts';
 
 type Base = { repo: string; title: string; createdAt: string };
-
-/** What the forge commands read through: the context, a record store, the appview when set. */
-export interface Reader {
-  ctx: Context;
-  store: ForgeStore;
-  appview: Appview | undefined;
-  /** Said once on stderr (warnings, what a reading without appview leaves out). */
-  note(message: string): void;
-}
 
 export function reader(ctx: Context, note: (message: string) => void): Reader {
   return { ctx, store: new ForgeStore(ctx, (m) => note(`warning: ${m}`)), appview: Appview.of(ctx), note };

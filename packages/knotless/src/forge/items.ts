@@ -1,0 +1,37 @@
+// The shapes the forge commands pass around (kept apart from subjects.ts, which reads them, so that
+// fresh.ts can use them without importing subjects.ts back).
+import type { Context } from '../context.ts';
+import type { Appview } from './appview.ts';
+import type { CommentRecord } from './records.ts';
+import type { ForgeStore } from './store.ts';
+
+/** A pull request or an issue with the state the authority rule gives it. */
+export interface Item<R> {
+  /** `<author-did>/<rkey>`: what the CLI prints and takes back. */
+  id: string;
+  uri: string;
+  did: string;
+  handle: string | undefined;
+  rkey: string;
+  cid: string;
+  record: R;
+  state: string;
+  merged?: string;
+  labels: string[];
+}
+
+export interface CommentItem {
+  uri: string;
+  did: string;
+  handle: string | undefined;
+  record: CommentRecord;
+}
+
+/** What the forge commands read through: the context, a record store, the appview when set. */
+export interface Reader {
+  ctx: Context;
+  store: ForgeStore;
+  appview: Appview | undefined;
+  /** Said once on stderr (warnings, what a reading without appview leaves out). */
+  note(message: string): void;
+}
