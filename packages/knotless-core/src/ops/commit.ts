@@ -235,6 +235,7 @@ async function commitInMirror(
     throw new KnotlessError(
       'push-rejected',
       `The PDS of ${safeText(remote.label)} kept refusing the commit because packs it builds on were removed meanwhile; try again.`,
+      { cause: outcome.last },
     );
   }
   throw new KnotlessError('push-rejected', `${ref} of ${remote.label} kept changing; try again.`);

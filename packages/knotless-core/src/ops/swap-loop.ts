@@ -17,7 +17,7 @@ export type SwapOutcome<R, Why> =
   | { kind: 'done'; value: R; conflicted: boolean }
   | { kind: 'refused'; why: Why; conflicted: boolean }
   /** Every attempt conflicted, or the write named missing blobs again after the one rebuild. */
-  | { kind: 'exhausted'; cause: 'conflict' | 'blob-missing'; conflicted: boolean };
+  | { kind: 'exhausted'; cause: 'conflict' | 'blob-missing'; conflicted: boolean; last?: unknown };
 
 /**
  * One compare-and-swap loop for every record write (the helper's ref writes, `repo commit`,
@@ -72,7 +72,7 @@ export async function swapLoop<S, W, R, Why>(plan: SwapPlan<S, W, R, Why>): Prom
         continue;
       }
       if (err instanceof BlobMissing && plan.relist !== undefined) {
-        if (relisted) return { kind: 'exhausted', cause: 'blob-missing', conflicted };
+        if (relisted) return { kind: 'exhausted', cause: 'blob-missing', conflicted, last: err };
         relisted = true;
         state = await plan.relist(state);
         continue;
