@@ -12,15 +12,10 @@ import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfe
 import { foldPacks } from '../packs/fold.ts';
 import { refKey } from '../records/ref-key.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
-import {
-  BlobMissing,
-  SwapConflict,
-  contestedSentence,
-  type RemoteRef,
-  type RemoteRepo,
-} from '../records/remote-repo.ts';
+import { SwapConflict, contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
 import { newPackEntry, storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
+import { swapLoop } from './swap-loop.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
 /** One change to the tree: a file's new content, or a path to remove. */
@@ -46,6 +41,13 @@ export interface CommitEnv {
 }
 
 const MAX_ATTEMPTS = 5;
+
+/** What a commit did: the commit id, the branch's full ref name and the pack list its record holds. */
+export interface Committed {
+  commit: string;
+  ref: string;
+  packs: PackEntry[];
+}
 
 /** Who the commit is by: git's identities (config and GIT_* variables), or --author for the author. */
 async function identities(
@@ -126,7 +128,7 @@ export async function commitToBranch(
   remote: RemoteRepo,
   env: CommitEnv,
   req: CommitRequest,
-): Promise<{ commit: string; ref: string; packs: PackEntry[] }> {
+): Promise<Committed> {
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   return mirror.hold(() => commitInMirror(remote, env, req, mirror));
 }
@@ -136,7 +138,7 @@ async function commitInMirror(
   env: CommitEnv,
   req: CommitRequest,
   mirror: Mirror,
-): Promise<{ commit: string; ref: string; packs: PackEntry[] }> {
+): Promise<Committed> {
   // git's work (fast-import, pack-objects) comes before the first request: the connection's
   // handshakes (TCP, TLS) overlap with it instead of following it.
   remote.writer(env.auth).preconnect();
@@ -158,105 +160,128 @@ async function commitInMirror(
   // Committing on one of several records that claim the branch would be choosing between them.
   const claims = refs.filter((r) => r.record.ref === ref);
   if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);
-  let current = refs.find((r) => r.record.ref === ref);
   let who: Promise<{ author: string; committer: string }> | undefined;
   let relists = 0;
-  let relisted = false;
-  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const base = current ?? startingPoint(refs);
-    const list: PackEntry[] = base?.record.packs ?? [];
-    const synced = mirror.sync(list, (p) =>
-      loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}),
-    );
-    // The identities need the mirror to exist; asked while the packs are indexed.
-    await mirror.create();
-    who ??= identities(mirror, req.author);
-    try {
-      await synced;
-    } catch (err) {
-      // A compaction or force push freed a blob of the list we read: read the refs again.
-      if (!(err instanceof BlobGone)) throw err;
-      if (++relists > MAX_RELISTS) throw remoteChanged(remote.label);
-      refs = await remote.listRefs();
-      current = refs.find((r) => r.record.ref === ref);
-      const fresh = (current ?? startingPoint(refs))?.record.packs ?? [];
-      if (fresh.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
-      attempt--;
-      continue;
-    }
-    const parent = base?.record.target;
-    const { commit, scratch } = await makeCommit(mirror, parent, req, await who);
-    const range = [commit, ...(parent === undefined ? [] : [`^${parent}`])];
-    // What the pack carries, listed beside it, so the mirror adopts it without indexing it again.
-    const [pack, listed] = await Promise.all([
-      buildPack({
-        tips: [commit],
-        exclude: parent === undefined ? [] : [parent],
-        progress: false,
-        tmpDir: path.join(env.cacheDir, 'tmp'),
-        gitDir: mirror.gitDir,
-      }),
-      gitText(['rev-list', '--objects', ...range], { gitDir: mirror.gitDir }),
-      gitText(['update-ref', '-d', scratch], { gitDir: mirror.gitDir }),
-    ]);
-    const info = parsePackInfo(pack);
-    const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
-    // Should the two ever disagree, the next sync indexes the pack as it would any other.
-    if (objects.length === info.count) mirror.adopt(info.id, objects);
-    const entry = newPackEntry(pack);
-    let built: PackEntry[] = [...list, ...(entry === undefined ? [] : [entry])];
-    // The record is rewritten anyway: small packs at the end of its list merge in the same write.
-    if (env.fold) {
-      const folded = await foldPacks(built, path.join(mirror.gitDir, 'objects'));
-      if (folded !== built) crashPoint('commit:packs-folded');
-      built = folded;
-    }
-    const packs = await storePacks(built, 1, {
-      writer: remote.writer(env.auth),
-      cache: env.cache,
-      cacheDir: env.cacheDir,
-      chatter: { verbosity: 0, progress: false },
-    });
-    const record: RefRecord = {
-      repo: remote.name,
-      ref,
-      target: commit,
-      packs,
-      updatedAt: new Date().toISOString(),
-    };
-    const key = current?.key ?? refKey(remote.name, ref);
-    try {
+  type Read = { refs: RemoteRef[]; current: RemoteRef | undefined };
+  type Write = { key: string; record: RefRecord; commit: string; packs: PackEntry[] };
+  const withRef = (list: RemoteRef[]): Read => ({
+    refs: list,
+    current: list.find((r) => r.record.ref === ref),
+  });
+  const outcome = await swapLoop<Read, Write, Committed, never>({
+    start: withRef(refs),
+    maxAttempts: MAX_ATTEMPTS,
+    decide: async ({ refs, current }) => {
+      const base = current ?? startingPoint(refs);
+      const list: PackEntry[] = base?.record.packs ?? [];
+      const synced = mirror.sync(list, (p) =>
+        loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}),
+      );
+      // The identities need the mirror to exist; asked while the packs are indexed.
+      await mirror.create();
+      who ??= identities(mirror, req.author);
+      try {
+        await synced;
+      } catch (err) {
+        // A compaction or force push freed a blob of the list we read: read the refs again.
+        if (!(err instanceof BlobGone)) throw err;
+        if (++relists > MAX_RELISTS) throw remoteChanged(remote.label);
+        const fresh = withRef(await remote.listRefs());
+        const packs = (fresh.current ?? startingPoint(fresh.refs))?.record.packs ?? [];
+        if (packs.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
+        return { kind: 'again', state: fresh, free: true };
+      }
+      const parent = base?.record.target;
+      const { commit, packs } = await buildCommit(remote, env, mirror, parent, list, req, await who);
+      const record: RefRecord = {
+        repo: remote.name,
+        ref,
+        target: commit,
+        packs,
+        updatedAt: new Date().toISOString(),
+      };
+      return {
+        kind: 'write',
+        write: { key: current?.key ?? refKey(remote.name, ref), record, commit, packs },
+      };
+    },
+    write: async ({ key, record, commit, packs }, { refs, current }) => {
       crashPoint('commit:before-record-write');
       const { cid, rev } = await remote.putRef(env.auth, key, record, current?.cid ?? null);
       const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, rev, record }];
       if (headOf(refs) === undefined) written.push(...(await writeHead(remote, env.auth, ref)));
       view.write({ refs: written });
       return { commit, ref, packs };
-    } catch (err) {
-      // A new branch builds on another branch's packs, which a compaction may have freed since the
-      // listing: list again and rebuild, once.
-      if (err instanceof BlobMissing && !relisted) {
-        relisted = true;
-        refs = await remote.listRefs();
-        current = refs.find((r) => r.record.ref === ref);
-        continue;
+    },
+    reread: async ({ refs: before }, { key, commit }) => {
+      const current = await remote.getRef(key);
+      const refs = [
+        ...before.filter((r) => r.record.ref !== ref),
+        ...(current === undefined ? [] : [current]),
+      ];
+      // A retried write whose first copy landed (its answer was lost) conflicts with itself: done.
+      if (current?.record.target === commit) {
+        view.write({ refs });
+        return { kind: 'done', value: { commit, ref, packs: current.record.packs } };
       }
-      if (err instanceof BlobMissing) {
-        throw new KnotlessError(
-          'push-rejected',
-          `The PDS of ${safeText(remote.label)} kept refusing the commit because packs it builds on were removed meanwhile; try again.`,
-          { cause: err },
-        );
-      }
-      if (!(err instanceof SwapConflict)) throw err;
-    }
-    current = await remote.getRef(key);
-    refs = [...refs.filter((r) => r.record.ref !== ref), ...(current === undefined ? [] : [current])];
-    // A retried write whose first copy landed (its answer was lost) conflicts with itself: done.
-    if (current?.record.target === commit) {
-      view.write({ refs });
-      return { commit, ref, packs: current.record.packs };
-    }
+      return { kind: 'again', state: { refs, current } };
+    },
+    // A new branch builds on another branch's packs, which a compaction may have freed since the
+    // listing: list again and rebuild, once.
+    relist: async () => withRef(await remote.listRefs()),
+  });
+  if (outcome.kind === 'done') return outcome.value;
+  if (outcome.kind === 'exhausted' && outcome.cause === 'blob-missing') {
+    throw new KnotlessError(
+      'push-rejected',
+      `The PDS of ${safeText(remote.label)} kept refusing the commit because packs it builds on were removed meanwhile; try again.`,
+      { cause: outcome.last },
+    );
   }
   throw new KnotlessError('push-rejected', `${ref} of ${remote.label} kept changing; try again.`);
+}
+
+/** Makes the commit on `parent` and the pack that carries it; returns the pack list to write. */
+async function buildCommit(
+  remote: RemoteRepo,
+  env: CommitEnv,
+  mirror: Mirror,
+  parent: string | undefined,
+  list: PackEntry[],
+  req: CommitRequest,
+  who: { author: string; committer: string },
+): Promise<{ commit: string; packs: PackEntry[] }> {
+  const { commit, scratch } = await makeCommit(mirror, parent, req, who);
+  const range = [commit, ...(parent === undefined ? [] : [`^${parent}`])];
+  // What the pack carries, listed beside it, so the mirror adopts it without indexing it again.
+  const [pack, listed] = await Promise.all([
+    buildPack({
+      tips: [commit],
+      exclude: parent === undefined ? [] : [parent],
+      progress: false,
+      tmpDir: path.join(env.cacheDir, 'tmp'),
+      gitDir: mirror.gitDir,
+    }),
+    gitText(['rev-list', '--objects', ...range], { gitDir: mirror.gitDir }),
+    gitText(['update-ref', '-d', scratch], { gitDir: mirror.gitDir }),
+  ]);
+  const info = parsePackInfo(pack);
+  const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
+  // Should the two ever disagree, the next sync indexes the pack as it would any other.
+  if (objects.length === info.count) mirror.adopt(info.id, objects);
+  const entry = newPackEntry(pack);
+  let built: PackEntry[] = [...list, ...(entry === undefined ? [] : [entry])];
+  // The record is rewritten anyway: small packs at the end of its list merge in the same write.
+  if (env.fold) {
+    const folded = await foldPacks(built, path.join(mirror.gitDir, 'objects'));
+    if (folded !== built) crashPoint('commit:packs-folded');
+    built = folded;
+  }
+  const packs = await storePacks(built, 1, {
+    writer: remote.writer(env.auth),
+    cache: env.cache,
+    cacheDir: env.cacheDir,
+    chatter: { verbosity: 0, progress: false },
+  });
+  return { commit, packs };
 }

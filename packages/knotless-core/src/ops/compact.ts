@@ -8,10 +8,11 @@ import { PackFile } from '../git/pack-file.ts';
 import { planMerge } from '../packs/geometric.ts';
 import { BlobGone, loadPack, uploadPack } from '../packs/transfer.ts';
 import type { PackEntry } from '../records/ref-record.ts';
-import { SwapConflict, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
+import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
 import { blobUploadLimit } from '../packs/server-info.ts';
 import { RECORD_INLINE_MAX } from '../packs/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
+import { swapLoop } from './swap-loop.ts';
 
 /** Merged packs up to this size stay inline in the record. */
 const INLINE_MERGED_MAX = 16 * 1024;
@@ -156,55 +157,67 @@ export async function compactRef(
   env: CompactEnv,
   key: string,
 ): Promise<Compacted | undefined> {
-  let current: RemoteRef | undefined = await remote.getRef(key);
-  for (let attempt = 0; attempt < MAX_ATTEMPTS && current?.record.target !== undefined; attempt++) {
-    const list = current.record.packs;
-    const cut = planMerge(list);
-    if (cut === undefined && inlineBytes(list) <= RECORD_INLINE_MAX) return undefined;
-    let merged: PackEntry | undefined;
-    try {
-      merged = cut === undefined ? undefined : await mergePacks(remote, env, list, cut);
-    } catch (err) {
-      // Another compaction or a force push freed a blob of the list we read: plan from the new one.
-      if (!(err instanceof BlobGone)) throw err;
-      const fresh = await remote.getRef(key);
-      if (fresh?.record.packs.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
-      current = fresh;
-      continue;
-    }
-    const kept = merged === undefined ? list : [...list.slice(0, cut), merged];
-    const hoisted = new Map<string, PackEntry>();
-    let base = current;
-    for (;;) {
-      const packs = await hoistInline(
-        remote,
-        env,
-        [...kept, ...base.record.packs.slice(list.length)],
-        hoisted,
-      );
-      try {
-        const record = { ...base.record, packs, updatedAt: new Date().toISOString() };
-        crashPoint('compact:before-record-write');
-        const { cid, rev } = await remote.putRef(env.auth, key, record, base.cid);
-        crashPoint('compact:after-record-write');
-        if (merged !== undefined) await retireReplaced(remote, env, list.slice(cut), merged);
-        return {
-          ref: base.record.ref,
-          before: base.record.packs.length,
-          after: packs.length,
-          replacedCid: base.cid,
-          written: { key, cid, rev, record },
-        };
-      } catch (err) {
-        if (!(err instanceof SwapConflict)) throw err;
+  /** A merge planned from `list` (the pack list read), kept while pushes only append to the list. */
+  type Plan = {
+    list: PackEntry[];
+    cut: number | undefined;
+    merged: PackEntry | undefined;
+    kept: PackEntry[];
+    /** Inline packs already moved into blobs, remembered across attempts. */
+    hoisted: Map<string, PackEntry>;
+  };
+  type Read = { current: RemoteRef | undefined; plan?: Plan };
+  type Write = { base: RemoteRef; packs: PackEntry[]; plan: Plan };
+  const outcome = await swapLoop<Read, Write, Compacted | undefined, never>({
+    start: { current: await remote.getRef(key) },
+    maxAttempts: MAX_ATTEMPTS,
+    decide: async ({ current, plan: planned }) => {
+      if (current?.record.target === undefined) return { kind: 'done', value: undefined };
+      let plan = planned;
+      if (plan === undefined) {
+        const list = current.record.packs;
+        const cut = planMerge(list);
+        if (cut === undefined && inlineBytes(list) <= RECORD_INLINE_MAX)
+          return { kind: 'done', value: undefined };
+        let merged: PackEntry | undefined;
+        try {
+          merged = cut === undefined ? undefined : await mergePacks(remote, env, list, cut);
+        } catch (err) {
+          // Another compaction or a force push freed a blob of the list we read: plan from the new one.
+          if (!(err instanceof BlobGone)) throw err;
+          const fresh = await remote.getRef(key);
+          if (fresh?.record.packs.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
+          return { kind: 'again', state: { current: fresh } };
+        }
+        const kept = merged === undefined ? list : [...list.slice(0, cut), merged];
+        plan = { list, cut, merged, kept, hoisted: new Map() };
       }
+      const appended = current.record.packs.slice(plan.list.length);
+      const packs = await hoistInline(remote, env, [...plan.kept, ...appended], plan.hoisted);
+      return { kind: 'write', write: { base: current, packs, plan } };
+    },
+    write: async ({ base, packs, plan }) => {
+      const record = { ...base.record, packs, updatedAt: new Date().toISOString() };
+      crashPoint('compact:before-record-write');
+      const { cid, rev } = await remote.putRef(env.auth, key, record, base.cid);
+      crashPoint('compact:after-record-write');
+      if (plan.merged !== undefined && plan.cut !== undefined)
+        await retireReplaced(remote, env, plan.list.slice(plan.cut), plan.merged);
+      return {
+        ref: base.record.ref,
+        before: base.record.packs.length,
+        after: packs.length,
+        replacedCid: base.cid,
+        written: { key, cid, rev, record },
+      };
+    },
+    reread: async (_state, { plan }) => {
       const fresh = await remote.getRef(key);
-      if (fresh === undefined) return undefined;
-      current = fresh;
+      if (fresh === undefined) return { kind: 'done', value: undefined };
       // A push that only appended packs: keep them. Anything else: plan again from what is there.
-      if (!sameIds(fresh.record.packs.slice(0, list.length), list)) break;
-      base = fresh;
-    }
-  }
-  return undefined;
+      const appendedOnly = sameIds(fresh.record.packs.slice(0, plan.list.length), plan.list);
+      return { kind: 'again', state: appendedOnly ? { current: fresh, plan } : { current: fresh } };
+    },
+  });
+  return outcome.kind === 'done' ? outcome.value : undefined;
 }

@@ -3,6 +3,7 @@ import { isKnotlessError, type PushReason } from 'knotless-core/errors';
 import { presentObjects } from 'knotless-core/git/objects';
 import { refKey, hashedRefKey } from 'knotless-core/records/ref-key';
 import { unionPacks, type PackEntry, type RefRecord } from 'knotless-core/records/ref-record';
+import { swapLoop } from 'knotless-core/ops/swap-loop';
 import {
   BlobMissing,
   KeyRefused,
@@ -37,6 +38,9 @@ export interface Written {
 
 /** git's reason for a ref whose write kept naming blobs the PDS no longer holds. */
 export const BLOB_GONE: PushReason = 'a pack it builds on was removed';
+
+/** Why an atomic push refused every ref: the one ref's reason (the others fail with it). */
+type Refusal = { dst: string; reason: PushReason };
 
 /** What every writer needs. */
 export interface WriteJob {
@@ -83,14 +87,17 @@ export function headRecord(remote: RemoteRepo, branch: string): RefRecord {
  */
 async function writeOne(job: WriteJob, u: Update): Promise<Written> {
   const { state, remote, auth } = job;
-  let packs = job.packs;
-  let current = state.refs?.get(u.dst);
-  let key = current?.key ?? refKey(remote.name, u.dst);
   const lease = state.options.cas.get(u.dst);
+  // Only a write that lands (or a delete found done) says the view was stale, as before the loop.
   let conflicted = false;
   const done = (w: Written): Written => (conflicted ? { ...w, conflicted } : w);
-  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    try {
+  type Read = { current: RemoteRef | undefined; key: string; packs: PackEntry[] };
+  const current = state.refs?.get(u.dst);
+  const outcome = await swapLoop<Read, Read, Written, PushReason>({
+    start: { current, key: current?.key ?? refKey(remote.name, u.dst), packs: job.packs },
+    maxAttempts: MAX_ATTEMPTS,
+    decide: (read) => Promise.resolve({ kind: 'write', write: read }),
+    write: async ({ current, key, packs }) => {
       crashPoint('push:before-record-write');
       if (u.oid === undefined) {
         if (current !== undefined) await remote.deleteRef(auth, current.key, current.cid);
@@ -101,29 +108,32 @@ async function writeOne(job: WriteJob, u: Update): Promise<Written> {
       const { cid, rev } = await remote.putRef(auth, key, record, current?.cid ?? null);
       crashPoint('push:after-record-write');
       return done({ dst: u.dst, record: { key, cid, rev, record } });
-    } catch (err) {
-      if (err instanceof KeyRefused && current === undefined) {
-        key = hashedRefKey(remote.name, u.dst);
-        continue;
-      }
-      if (!(err instanceof SwapConflict)) throw err;
+    },
+    recover: (err, read) =>
+      err instanceof KeyRefused && read.current === undefined
+        ? { ...read, key: hashedRefKey(remote.name, u.dst) }
+        : undefined,
+    reread: async ({ current: before, key, packs }) => {
       conflicted = true;
-    }
-    const before = current;
-    current = await remote.getRef(key);
-    // A delete that was retried after its first copy landed (the answer was lost) finds it done.
-    if (u.oid === undefined && current === undefined) return done({ dst: u.dst, record: null });
-    if (before !== undefined && current !== undefined && current.record.target === before.record.target) {
-      const old = new Set(before.record.packs.map((p) => p.id));
-      packs = unionPacks([current.record.packs, packs.filter((p) => !old.has(p.id))]);
-      continue;
-    }
-    if (u.force || u.oid === undefined || lease !== undefined) return { dst: u.dst, error: 'stale info' };
-    const verdict = await checkUpdate(u, current, undefined, (oid) => hasObject(job, oid));
-    if (verdict.kind === 'reject') return { dst: u.dst, error: verdict.reason };
-    if (verdict.kind === 'up-to-date')
-      return { dst: u.dst, ...(current === undefined ? {} : { record: current }) };
-  }
+      const current = await remote.getRef(key);
+      // A delete that was retried after its first copy landed (the answer was lost) finds it done.
+      if (u.oid === undefined && current === undefined)
+        return { kind: 'done', value: done({ dst: u.dst, record: null }) };
+      if (before !== undefined && current !== undefined && current.record.target === before.record.target) {
+        const old = new Set(before.record.packs.map((p) => p.id));
+        const union = unionPacks([current.record.packs, packs.filter((p) => !old.has(p.id))]);
+        return { kind: 'again', state: { current, key, packs: union } };
+      }
+      if (u.force || u.oid === undefined || lease !== undefined) return { kind: 'refuse', why: 'stale info' };
+      const verdict = await checkUpdate(u, current, undefined, (oid) => hasObject(job, oid));
+      if (verdict.kind === 'reject') return { kind: 'refuse', why: verdict.reason };
+      if (verdict.kind === 'up-to-date')
+        return { kind: 'done', value: { dst: u.dst, ...(current === undefined ? {} : { record: current }) } };
+      return { kind: 'again', state: { current, key, packs } };
+    },
+  });
+  if (outcome.kind === 'done') return outcome.value;
+  if (outcome.kind === 'refused') return { dst: u.dst, error: outcome.why };
   return { dst: u.dst, error: 'the ref kept changing; try again' };
 }
 
@@ -170,48 +180,52 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
     );
     return fail('atomic push exceeds 200 refs');
   }
-  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const commit = await remote.latestCommit();
-    const { byName: refs, contested } = refsByName(await remote.listRefs());
-    const writes: RefWrite[] = [];
-    for (const u of updates) {
-      if (contested.has(u.dst)) {
-        return updates.map((x) => ({
-          dst: x.dst,
-          error: x === u ? 'several records claim this ref' : 'atomic push failed',
-        }));
+  // Each attempt reads the account afresh (its commit and every ref), so the value carried is nothing.
+  const outcome = await swapLoop<null, { writes: RefWrite[]; commit: string }, Written[], Refusal>({
+    start: null,
+    maxAttempts: MAX_ATTEMPTS,
+    decide: async () => {
+      const commit = await remote.latestCommit();
+      const { byName: refs, contested } = refsByName(await remote.listRefs());
+      const writes: RefWrite[] = [];
+      for (const u of updates) {
+        if (contested.has(u.dst))
+          return { kind: 'refuse', why: { dst: u.dst, reason: 'several records claim this ref' } };
+        const current = refs.get(u.dst);
+        const verdict = await checkUpdate(u, current, state.options.cas.get(u.dst), (oid) =>
+          hasObject(job, oid),
+        );
+        if (verdict.kind === 'reject') return { kind: 'refuse', why: { dst: u.dst, reason: verdict.reason } };
+        if (verdict.kind === 'up-to-date') continue;
+        if (u.oid === undefined) {
+          if (current !== undefined) writes.push({ action: 'delete', key: current.key });
+        } else {
+          writes.push({
+            action: current === undefined ? 'create' : 'update',
+            key: current?.key ?? refKey(remote.name, u.dst),
+            record: recordFor(remote, u, packs),
+          });
+        }
       }
-      const current = refs.get(u.dst);
-      const verdict = await checkUpdate(u, current, state.options.cas.get(u.dst), (oid) =>
-        hasObject(job, oid),
-      );
-      if (verdict.kind === 'reject') {
-        return updates.map((x) => ({ dst: x.dst, error: x === u ? verdict.reason : 'atomic push failed' }));
+      if (head !== undefined && !refs.has('HEAD')) {
+        writes.push({ action: 'create', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, head) });
       }
-      if (verdict.kind === 'up-to-date') continue;
-      if (u.oid === undefined) {
-        if (current !== undefined) writes.push({ action: 'delete', key: current.key });
-      } else {
-        writes.push({
-          action: current === undefined ? 'create' : 'update',
-          key: current?.key ?? refKey(remote.name, u.dst),
-          record: recordFor(remote, u, packs),
-        });
-      }
-    }
-    if (head !== undefined && !refs.has('HEAD')) {
-      writes.push({ action: 'create', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, head) });
-    }
-    if (writes.length === 0) return updates.map((u) => ({ dst: u.dst }));
-    try {
+      if (writes.length === 0) return { kind: 'done', value: updates.map((u) => ({ dst: u.dst })) };
+      return { kind: 'write', write: { writes, commit } };
+    },
+    write: async ({ writes, commit }) => {
       crashPoint('push:before-record-write');
       await remote.applyWrites(auth, writes, commit);
       crashPoint('push:after-record-write');
       // applyWrites does not return the new CIDs: the view forgets these refs and lists next time.
       return updates.map((u) => ({ dst: u.dst }));
-    } catch (err) {
-      if (!(err instanceof SwapConflict)) throw err;
-    }
+    },
+    reread: () => Promise.resolve({ kind: 'again', state: null }),
+  });
+  if (outcome.kind === 'done') return outcome.value;
+  if (outcome.kind === 'refused') {
+    const { dst, reason } = outcome.why;
+    return updates.map((x) => ({ dst: x.dst, error: x.dst === dst ? reason : 'atomic push failed' }));
   }
   return fail('the account kept changing; try again');
 }
