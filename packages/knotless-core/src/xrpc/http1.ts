@@ -74,8 +74,12 @@ export interface Http1Request {
    * Receives a 2xx answer's body piece by piece as it arrives instead of keeping it (the response's
    * `body` is then empty), for downloads written to disk; the cap holds all the same. A piece is only
    * valid during the call: copy or write it before returning. Error answers are always kept, to be read.
+   * A sink that returns a promise (a piece written on to a slower peer) is given the piece until then:
+   * the connection stops reading until every such promise has settled.
    */
-  sink?: (part: Buffer) => void;
+  sink?: (part: Buffer) => void | Promise<void>;
+  /** Told a 2xx answer's status and headers before its body goes to `sink` (a proxy answers on). */
+  onHead?: (status: number, headers: ResponseHeaders) => void;
 }
 
 /** A complete response. */
@@ -277,6 +281,23 @@ export class Http1Pool {
         if (keep && !sending && rest.length === 0 && !this.#closed) this.#park(socket, key);
         else socket.destroy();
       };
+      // Reading stops while a sink's promise is pending: its piece is a view of the read buffer.
+      let pending = 0;
+      const sinkOf =
+        (sink: NonNullable<Http1Request['sink']>) =>
+        (part: Buffer): void => {
+          const wrote = sink(part);
+          if (!(wrote instanceof Promise)) return;
+          if (pending++ === 0) socket.pause();
+          const done = (): void => {
+            // Also once the answer is complete: a parked connection must read again to be reused.
+            if (--pending === 0) socket.resume();
+          };
+          wrote.then(done, (err: unknown) => {
+            done();
+            finish(err as Error, undefined, true);
+          });
+        };
       const onData = (data: Buffer): void => {
         received += data.length;
         try {
@@ -295,8 +316,9 @@ export class Http1Pool {
             decoder = new BodyDecoder(bodyFraming(req.method, head), {
               // An error's explanation may be longer than a tiny expected answer (a proxy's HTML page).
               max: ok ? maxBytes : Math.max(maxBytes, ERROR_BODY_BYTES),
-              ...(ok && req.sink !== undefined ? { sink: req.sink } : {}),
+              ...(ok && req.sink !== undefined ? { sink: sinkOf(req.sink) } : {}),
             });
+            if (ok && req.sink !== undefined) req.onHead?.(head.status, head.headers);
             data = buf.subarray(head.length);
           }
           const rest = decoder.push(data);
