@@ -182,8 +182,8 @@ function peakMib(stderr: string): number {
 }
 
 // Measured before streaming: 131 MiB for a 22 MiB pack, 526 MiB for 200 MiB (issue 14). The helper
-// now holds a piece of the pack at a time, whatever its size (about 90 MiB here: Node itself is
-// about 45, and read buffers wait for V8's collector). A helper holding this pack whole would need
+// now holds a piece of the pack at a time, whatever its size (about 65 MiB here since sockets read
+// into one reused buffer: Node itself is about 45). A helper holding this pack whole would need
 // Node's 45 MiB plus the pack's 64: over the limit.
 const PACK_MIB = 64;
 const LIMIT_MIB = 100;

@@ -5,6 +5,17 @@ import { READ_CHUNK, readFully, tempFile, type ByteSource } from '../git/pack-fi
 import { CidHasher, blobMatchesCid } from '../packs/cid.ts';
 import { noteCacheGrowth } from './budget.ts';
 
+let shared: Buffer | undefined;
+
+/**
+ * One buffer for the cache's synchronous reads (nothing else runs while one is used): a new
+ * megabyte for each blob part was garbage V8 collected only after tens of them, so a push's peak
+ * memory grew with its pack.
+ */
+function scratch(): Buffer {
+  return (shared ??= Buffer.allocUnsafe(READ_CHUNK));
+}
+
 /**
  * Downloaded blobs by CID, shared by every git process of the user. Each file is written whole
  * (temp file, then rename) and checked against its CID when read, so concurrent use is safe and a
@@ -100,7 +111,7 @@ export class BlobCache {
     try {
       const size = fs.fstatSync(fd).size;
       const hash = new CidHasher();
-      const buf = Buffer.allocUnsafe(Math.min(READ_CHUNK, Math.max(1, size)));
+      const buf = scratch();
       for (let at = 0; at < size; at += buf.length) {
         const n = Math.min(buf.length, size - at);
         readFully(fd, buf, 0, n, at);
@@ -130,7 +141,7 @@ export class BlobCache {
   /** Stores `length` bytes of `src` from `at` as a blob (an uploaded part), a piece at a time. */
   putRange(cid: string, src: ByteSource, at: number, length: number): void {
     const tmp = tempFile(this.tempDir, 'put');
-    const buf = Buffer.allocUnsafe(Math.min(READ_CHUNK, Math.max(1, length)));
+    const buf = scratch();
     try {
       for (let off = 0; off < length; off += READ_CHUNK) {
         const piece = src.readInto(buf.subarray(0, Math.min(READ_CHUNK, length - off)), at + off);

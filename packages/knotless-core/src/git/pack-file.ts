@@ -76,15 +76,15 @@ export class PackFile implements ByteSource {
   }
 
   /**
-   * The bytes from `at`, `length` of them, in pieces of at most {@link READ_CHUNK}, all read into one
+   * The bytes from `at`, `length` of them, in pieces of at most `piece` bytes, all read into one
    * buffer: a piece is valid only until the next is asked for, so a consumer writes it out (and
    * waits until it is written) first. Reusing the buffer matters: a new megabyte per piece is garbage
    * that V8 collects only after tens of megabytes, which is exactly the memory streaming saves.
    */
-  async *chunks(at = 0, length = this.length - at): AsyncGenerator<Buffer> {
-    const buf = Buffer.allocUnsafe(Math.min(READ_CHUNK, Math.max(1, length)));
-    for (let off = at; off < at + length; off += READ_CHUNK) {
-      yield this.readInto(buf.subarray(0, Math.min(READ_CHUNK, at + length - off)), off);
+  async *chunks(at = 0, length = this.length - at, piece = READ_CHUNK): AsyncGenerator<Buffer> {
+    const buf = Buffer.allocUnsafe(Math.min(piece, Math.max(1, length)));
+    for (let off = at; off < at + length; off += piece) {
+      yield this.readInto(buf.subarray(0, Math.min(piece, at + length - off)), off);
       // Lets the event loop breathe between megabytes (other downloads, timers).
       await new Promise<void>((resolve) => setImmediate(resolve));
     }

@@ -18,6 +18,9 @@ import type { BlobRef, PackEntry } from '../records/ref-record.ts';
  */
 export const MAX_BLOB_PART_BYTES = 100 * 1024 * 1024;
 
+/** Pieces an upload's body is read and sent in. */
+const UPLOAD_PIECE = 64 * 1024;
+
 /** The MIME type packs are uploaded with. */
 const PACK_MIME = 'application/x-git-packed-objects';
 
@@ -56,7 +59,12 @@ export async function uploadPack(
     parts.push({ at, length: Math.min(partSize, pack.length - at) });
   let done = 0;
   return mapLimit(parts, 4, async (part) => {
-    const body: BodySource = { length: part.length, open: () => pack.chunks(part.at, part.length) };
+    // Socket-sized pieces: each upload's buffer is its own, and a megabyte per part added up to tens
+    // of megabytes of garbage over a large pack.
+    const body: BodySource = {
+      length: part.length,
+      open: () => pack.chunks(part.at, part.length, UPLOAD_PIECE),
+    };
     let res: { blob: BlobRef };
     try {
       res = await writer.procedure<{ blob: BlobRef }>('com.atproto.repo.uploadBlob', body, {

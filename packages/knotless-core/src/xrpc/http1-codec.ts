@@ -110,7 +110,10 @@ export function bodyFraming(method: string, head: ResponseHead): BodyFraming {
 export interface BodyOptions {
   /** Most body bytes accepted; an announced or growing body past it throws {@link BodyTooLarge}. */
   max?: number;
-  /** Receives each piece of the body as it arrives (then nothing is kept in memory). */
+  /**
+   * Receives each piece of the body as it arrives (then nothing is kept in memory). A piece is valid
+   * only during the call.
+   */
   sink?: (part: Buffer) => void;
 }
 
@@ -182,7 +185,8 @@ export class BodyDecoder {
     this.#size += part.length;
     if (this.#size > this.#max) throw new BodyTooLarge(this.#max);
     if (this.#sink !== undefined) this.#sink(part);
-    else this.#parts.push(part);
+    // A copy: the piece may be a view of a buffer its reader reuses (http1.ts reads into one).
+    else this.#parts.push(Buffer.from(part));
   }
 
   #pushChunked(data: Buffer): Buffer | undefined {

@@ -21,6 +21,39 @@ import {
 // close-delimited bodies arrive), an idle timeout and a total deadline, abort signals, a sink for
 // bodies too large to keep. Redirects are the caller's business (see client.ts and fetchOver).
 
+/**
+ * The event a connection's bytes arrive as. A socket reads into one buffer of its own (`onread`)
+ * instead of a new one per read: those are garbage V8 collects only after some tens of megabytes of
+ * them, so a download's peak memory grew with its size (docs/reference/performance.md, "Memory").
+ * A listener sees a view of that buffer, valid only during the call: it copies what it keeps.
+ */
+const BYTES = 'knotless:bytes';
+const READ_BUFFER = 64 * 1024;
+
+/**
+ * A connection whose bytes arrive as {@link BYTES}, read into one buffer of its own: `connect` is
+ * net.connect or tls.connect (for TLS the buffer takes the decrypted bytes).
+ */
+function connectReading<O>(
+  connect: (opts: O & { onread: Net.OnReadOpts }) => Net.Socket,
+  opts: O,
+): Net.Socket {
+  const buffer = Buffer.allocUnsafe(READ_BUFFER);
+  const socket: Net.Socket = connect({
+    ...opts,
+    onread: {
+      buffer,
+      // Called only once the socket reads, after it is assigned.
+      callback: (n, buf) => {
+        socket.emit(BYTES, buf.subarray(0, n));
+        // Keep reading (false would pause the socket).
+        return true;
+      },
+    },
+  });
+  return socket;
+}
+
 /** Where a connection goes: a TCP host and port (TLS when secure), or a Unix socket. */
 export type Endpoint =
   | { kind: 'tcp'; host: string; port: number; secure: boolean; address?: string }
@@ -41,8 +74,12 @@ export interface Http1Request {
    * Receives a 2xx answer's body piece by piece as it arrives instead of keeping it (the response's
    * `body` is then empty), for downloads written to disk; the cap holds all the same. A piece is only
    * valid during the call: copy or write it before returning. Error answers are always kept, to be read.
+   * A sink that returns a promise (a piece written on to a slower peer) is given the piece until then:
+   * the connection stops reading until every such promise has settled.
    */
-  sink?: (part: Buffer) => void;
+  sink?: (part: Buffer) => void | Promise<void>;
+  /** Told a 2xx answer's status and headers before its body goes to `sink` (a proxy answers on). */
+  onHead?: (status: number, headers: ResponseHeaders) => void;
 }
 
 /** A complete response. */
@@ -145,11 +182,11 @@ export class Http1Pool {
     const release = (): void => {
       socket.off('error', drop);
       socket.off('close', drop);
-      socket.off('data', drop);
+      socket.off(BYTES, drop);
     };
     socket.on('error', drop);
     socket.on('close', drop);
-    socket.on('data', drop);
+    socket.on(BYTES, drop);
     this.#warm.set(key, { socket, release });
   }
 
@@ -163,12 +200,12 @@ export class Http1Pool {
   }
 
   #connect(endpoint: Endpoint): Net.Socket {
-    if (endpoint.kind === 'unix') return net.connect({ path: endpoint.path });
+    if (endpoint.kind === 'unix') return connectReading(net.connect, { path: endpoint.path });
     const host = endpoint.address ?? endpoint.host;
-    if (!endpoint.secure) return net.connect({ host, port: endpoint.port, noDelay: true });
+    if (!endpoint.secure) return connectReading(net.connect, { host, port: endpoint.port, noDelay: true });
     // node:tls loads on the first https request: a dev network on http never pays for it.
     const tls: typeof Tls = process.getBuiltinModule('node:tls');
-    const socket = tls.connect({
+    const socket = connectReading(tls.connect, {
       host,
       port: endpoint.port,
       ...(net.isIP(endpoint.host) === 0 ? { servername: endpoint.host } : {}),
@@ -194,7 +231,7 @@ export class Http1Pool {
         settled = true;
         clearTimeout(deadline);
         req.signal?.removeEventListener('abort', onAbort);
-        socket.off('data', onData);
+        socket.off(BYTES, onData);
         socket.off('error', onError);
         socket.off('close', onClose);
         socket.off('timeout', onTimeout);
@@ -244,11 +281,29 @@ export class Http1Pool {
         if (keep && !sending && rest.length === 0 && !this.#closed) this.#park(socket, key);
         else socket.destroy();
       };
+      // Reading stops while a sink's promise is pending: its piece is a view of the read buffer.
+      let pending = 0;
+      const sinkOf =
+        (sink: NonNullable<Http1Request['sink']>) =>
+        (part: Buffer): void => {
+          const wrote = sink(part);
+          if (!(wrote instanceof Promise)) return;
+          if (pending++ === 0) socket.pause();
+          const done = (): void => {
+            // Also once the answer is complete: a parked connection must read again to be reused.
+            if (--pending === 0) socket.resume();
+          };
+          wrote.then(done, (err: unknown) => {
+            done();
+            finish(err as Error, undefined, true);
+          });
+        };
       const onData = (data: Buffer): void => {
         received += data.length;
         try {
           if (decoder === undefined) {
-            buf = buf.length === 0 ? data : Buffer.concat([buf, data]);
+            // A copy: `data` is a view of the connection's read buffer (see BYTES).
+            buf = Buffer.concat([buf, data]);
             head = parseResponseHead(buf);
             if (head === undefined) return;
             // An interim 1xx response (100 Continue) precedes the real one.
@@ -261,8 +316,9 @@ export class Http1Pool {
             decoder = new BodyDecoder(bodyFraming(req.method, head), {
               // An error's explanation may be longer than a tiny expected answer (a proxy's HTML page).
               max: ok ? maxBytes : Math.max(maxBytes, ERROR_BODY_BYTES),
-              ...(ok && req.sink !== undefined ? { sink: req.sink } : {}),
+              ...(ok && req.sink !== undefined ? { sink: sinkOf(req.sink) } : {}),
             });
+            if (ok && req.sink !== undefined) req.onHead?.(head.status, head.headers);
             data = buf.subarray(head.length);
           }
           const rest = decoder.push(data);
@@ -273,7 +329,7 @@ export class Http1Pool {
       };
       socket.setTimeout(this.#idleMs);
       socket.ref();
-      socket.on('data', onData);
+      socket.on(BYTES, onData);
       socket.on('error', onError);
       socket.on('close', onClose);
       socket.on('timeout', onTimeout);
@@ -303,14 +359,14 @@ export class Http1Pool {
     const unpark = (): void => {
       socket.off('close', drop);
       socket.off('error', drop);
-      socket.off('data', drop);
+      socket.off(BYTES, drop);
     };
     const entry = { socket, unpark };
     list.push(entry);
     this.#idle.set(key, list);
     socket.on('close', drop);
     socket.on('error', drop);
-    socket.on('data', drop);
+    socket.on(BYTES, drop);
   }
 }
 

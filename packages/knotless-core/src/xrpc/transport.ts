@@ -22,7 +22,9 @@ export interface HttpRequest {
   /** Abandons the request; it rejects with the signal's reason. */
   signal?: AbortSignal;
   /** Takes a 2xx body piece by piece instead of buffering it (see Http1Request.sink). */
-  sink?: (part: Buffer) => void;
+  sink?: (part: Buffer) => void | Promise<void>;
+  /** Told a 2xx answer's status and headers before its body goes to `sink` (see Http1Request.onHead). */
+  onHead?: (status: number, headers: ResponseHeaders) => void;
 }
 
 /** Sends HTTP requests over this process's pooled connections. */

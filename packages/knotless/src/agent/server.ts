@@ -5,7 +5,9 @@ import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRefRecord } from 'knotless-core/records/ref-record';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import type { XrpcClient } from 'knotless-core/xrpc/client';
-import type { Transport } from 'knotless-core/xrpc/transport';
+import type { HttpRequest, Transport } from 'knotless-core/xrpc/transport';
+import type { BodySource } from 'knotless-core/xrpc/http1-body';
+import { BodyTooLarge, type ResponseHeaders } from 'knotless-core/xrpc/http1-codec';
 import { safeText } from 'knotless-core/text/terminal';
 import { GroupCommit } from './group-commit.ts';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
@@ -48,6 +50,37 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
     req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
+}
+
+/** An answer's headers as the agent passes them on (its own connection frames the body). */
+function answerHeaders(headers: ResponseHeaders): Record<string, string> {
+  const back: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers))
+    if (
+      typeof v === 'string' &&
+      !['connection', 'keep-alive', 'transfer-encoding', 'content-length'].includes(k)
+    )
+      back[k] = v;
+  return back;
+}
+
+/**
+ * Forwarded request bodies past this size are passed on as they arrive rather than read whole: blob
+ * uploads of megabytes. Ref writes (which group-commit.ts parses) are kilobytes of JSON.
+ */
+const STREAM_BODY_MIN = 64 * 1024;
+
+/** A request's body read as it is sent on, once: the helper retries by sending it again. */
+function streamedBody(req: http.IncomingMessage, length: number): BodySource {
+  let opened = false;
+  return {
+    length,
+    open: () => {
+      if (opened) throw new Error('a forwarded request body can be sent only once');
+      opened = true;
+      return req;
+    },
+  };
 }
 
 /** The account a forwarded write was for (its body's `repo`), if it says. */
@@ -199,26 +232,60 @@ export async function startAgent(
         )
           headers[k] = v;
       }
-      const body = await readBody(req);
       const isWrite = WRITES.test(target.pathname);
+      const length = Number(req.headers['content-length']);
+      const body =
+        !isWrite && Number.isSafeInteger(length) && length > STREAM_BODY_MIN
+          ? streamedBody(req, length)
+          : await readBody(req);
       const failedWrite = (why: string): void => {
-        const did = isWrite ? writeTarget(body) : undefined;
+        const did = isWrite && body instanceof Buffer ? writeTarget(body) : undefined;
         if (did !== undefined) drop(views.drop({ did }), why);
       };
       // The helper's cap for this answer travels with it, so the agent never holds more than it would.
       const cap = Number(req.headers['x-knotless-max-bytes']);
+      const capped = Number.isSafeInteger(cap) && cap >= 0;
+      // A download's answer (a blob) goes on to the helper as it arrives, unheld, and the helper counts
+      // it against its cap and hangs up past it, in its own words (see `gone`): the agent cutting it
+      // would look like a lost connection to the helper, which retries. An announced length is
+      // checked here, before a byte is read.
+      const streaming = req.method === 'GET';
+      const maxBytes = streaming ? Number.MAX_SAFE_INTEGER : capped ? cap : undefined;
+      // Stops the request to the PDS when the helper hangs up on a streamed answer.
+      const gone = new AbortController();
+      res.once('close', () => {
+        if (!res.writableFinished) gone.abort(new Error('the helper hung up'));
+      });
+      const stream: Pick<HttpRequest, 'sink' | 'onHead' | 'signal'> = !streaming
+        ? {}
+        : {
+            signal: gone.signal,
+            onHead: (status, headers) => {
+              if (capped && Number(headers['content-length']) > cap) throw new BodyTooLarge(cap);
+              res.writeHead(status, answerHeaders(headers));
+            },
+            // Written before the connection reads on: the piece is a view of its read buffer.
+            sink: (part) => new Promise<void>((resolve) => res.write(part, () => resolve())),
+          };
       let out;
       try {
         // A ref write goes into the account's next group commit; anything else as it came.
-        const grouped = req.method === 'POST' ? group.accept(target, headers, body) : undefined;
+        const grouped =
+          req.method === 'POST' && body instanceof Buffer ? group.accept(target, headers, body) : undefined;
         out = await (grouped ??
           ctx.transport.request(target, {
             method: req.method ?? 'GET',
             headers,
-            body: body.length > 0 ? body : null,
-            ...(Number.isSafeInteger(cap) && cap >= 0 ? { maxBytes: cap } : {}),
+            body: body instanceof Buffer && body.length === 0 ? null : body,
+            ...(maxBytes === undefined ? {} : { maxBytes }),
+            ...stream,
           }));
       } catch (err) {
+        // Part of a streamed answer has gone out already: the helper sees it cut, as it would directly.
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
         // Whether it landed is unknown: the views of that account cannot be trusted any more.
         failedWrite('a write through the agent failed');
         // The helper rebuilds the same fault from these headers, as if it had met it itself.
@@ -233,14 +300,8 @@ export async function startAgent(
         return;
       }
       if (out.status >= 400) failedWrite(`a write through the agent was refused (${out.status})`);
-      const back: Record<string, string> = {};
-      for (const [k, v] of Object.entries(out.headers))
-        if (
-          typeof v === 'string' &&
-          !['connection', 'keep-alive', 'transfer-encoding', 'content-length'].includes(k)
-        )
-          back[k] = v;
-      res.writeHead(out.status, back).end(out.body);
+      if (res.headersSent) res.end();
+      else res.writeHead(out.status, answerHeaders(out.headers)).end(out.body);
       return;
     }
     if (url.pathname === '/view') {
