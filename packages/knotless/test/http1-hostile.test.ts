@@ -80,7 +80,10 @@ describe('HTTP client against hostile servers', () => {
       sock.end(`HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nabcdef`);
     });
     const got: Buffer[] = [];
-    const res = await new Http1Pool().request(at(port), { ...get, sink: (p) => void got.push(Buffer.from(p)) });
+    const res = await new Http1Pool().request(at(port), {
+      ...get,
+      sink: (p) => void got.push(Buffer.from(p)),
+    });
     assert.equal(Buffer.concat(got).toString(), 'abcdef');
     assert.equal(res.body.length, 0);
     await assert.rejects(new Http1Pool().request(at(port), { ...get, maxBytes: 5, sink: () => undefined }), {
