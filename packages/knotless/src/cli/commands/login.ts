@@ -11,7 +11,7 @@ export const command: Command = {
   args: '<handle>',
   summary: 'log in to your account and make it the current one',
   details: [
-    'By default with OAuth: knotless prints an address (and opens it in your browser unless --no-browser); you sign in at your own PDS and approve access, and the PDS sends you back to knotless on 127.0.0.1. knotless asks only to write its own records (dev.knotless.repo, dev.knotless.ref) and to upload pack blobs; you can revoke it at your PDS, and `knotless logout` revokes it too. On bsky.social such a session lasts at most two weeks; then log in again.',
+    'By default with OAuth: knotless prints an address (and opens it in your browser unless --no-browser); you sign in at your own PDS and approve access, and the PDS sends you back to knotless on 127.0.0.1. knotless asks only to write its own records (dev.knotless.*: repositories, refs, pull requests, issues, their states and comments) and to upload pack blobs; you can revoke it at your PDS, and `knotless logout` revokes it too. On bsky.social such a session lasts at most two weeks; then log in again.',
     'With an app password instead: --app-password P, or --password to type it (read without echo, or as one line of standard input). Use an app password (Bluesky: Settings, Privacy and security, App passwords), not your main one.',
   ],
   options: {
