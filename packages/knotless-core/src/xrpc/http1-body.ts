@@ -9,6 +9,10 @@ import { writeRequestHead } from './http1-codec.ts';
  */
 export interface BodySource {
   readonly length: number;
+  /**
+   * The body, piece by piece. A piece is valid only until the next is asked for (a source may read
+   * every piece into one reused buffer): a consumer that keeps pieces copies them.
+   */
   open(): AsyncIterable<Uint8Array>;
 }
 

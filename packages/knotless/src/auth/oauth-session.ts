@@ -146,6 +146,7 @@ export class OAuthSession implements SessionAuthorizer {
 async function bodyBytes(body: RequestBody): Promise<Uint8Array | string | null> {
   if (!isBodySource(body)) return body;
   const pieces: Uint8Array[] = [];
-  for await (const piece of body.open()) pieces.push(piece);
+  // Copied: a source may hand out the same reused buffer for every piece (see BodySource).
+  for await (const piece of body.open()) pieces.push(Buffer.from(piece));
   return Buffer.concat(pieces);
 }
