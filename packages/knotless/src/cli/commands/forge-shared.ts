@@ -51,6 +51,25 @@ export function forgeReader(ctx: Context, io: Io): Reader {
 }
 
 /** The fields `--json` prints for a pull request or an issue, at least id, state, title, author. */
+/** The item a create just wrote, open and unlabelled, as the commands print it. */
+export function createdItem<R>(
+  session: { did: string; handle: string | undefined },
+  made: { uri: string; cid: string; rkey: string },
+  record: R,
+): Item<R> {
+  return {
+    id: `${session.did}/${made.rkey}`,
+    uri: made.uri,
+    did: session.did,
+    handle: session.handle,
+    rkey: made.rkey,
+    cid: made.cid,
+    record,
+    state: 'open',
+    labels: [],
+  };
+}
+
 export function itemJson(item: Item<Base>): Record<string, unknown> {
   return {
     id: item.id,

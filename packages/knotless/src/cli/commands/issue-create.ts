@@ -3,7 +3,7 @@ import { KnotlessError } from 'knotless-core/errors';
 import { ISSUE, checkToWrite, parseIssue, writeRecord } from '../../forge/records.ts';
 import { safeJson } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
-import { forgeReader, itemJson, targetOf } from './forge-shared.ts';
+import { createdItem, forgeReader, itemJson, targetOf } from './forge-shared.ts';
 
 export const command: Command = {
   name: 'issue create',
@@ -33,18 +33,8 @@ export const command: Command = {
     // Checked as any reader will check it: an issue too long for the lexicon is refused here.
     await checkToWrite(parseIssue, record, 'issue');
     const made = await forgeReader(c, io).store.create(auth, ISSUE, writeRecord(ISSUE, record));
-    const id = `${auth.session.did}/${made.rkey}`;
-    const item = {
-      id,
-      uri: made.uri,
-      did: auth.session.did,
-      handle: auth.session.handle,
-      rkey: made.rkey,
-      cid: made.cid,
-      record,
-      state: 'open',
-      labels: [],
-    };
+    const item = createdItem(auth.session, made, record);
+    const id = item.id;
     if (args.values['json'] === true) io.out(safeJson(itemJson(item)));
     else io.out(id);
     io.err(`Opened issue ${id} on ${target.label}.`);

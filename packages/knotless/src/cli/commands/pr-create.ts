@@ -6,7 +6,7 @@ import { PULL, checkToWrite, isValidBranch, parsePull, repoUri, writeRecord } fr
 import { checkRepoName } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
-import { forgeReader, itemJson, targetOf } from './forge-shared.ts';
+import { createdItem, forgeReader, itemJson, targetOf } from './forge-shared.ts';
 
 /** `--head [handle/]repo:branch`: the repository (yours without a handle) and branch to propose. */
 function parseHead(text: string): { owner: string | undefined; name: string; branch: string } {
@@ -115,18 +115,8 @@ export const command: Command = {
       );
     const record = { ...draft, rounds: [round], createdAt: new Date().toISOString() };
     const made = await forgeReader(c, io).store.create(auth, PULL, writeRecord(PULL, record));
-    const id = `${auth.session.did}/${made.rkey}`;
-    const item = {
-      id,
-      uri: made.uri,
-      did: auth.session.did,
-      handle: auth.session.handle,
-      rkey: made.rkey,
-      cid: made.cid,
-      record,
-      state: 'open',
-      labels: [],
-    };
+    const item = createdItem(auth.session, made, record);
+    const id = item.id;
     if (args.values['json'] === true)
       io.out(safeJson({ ...itemJson(item), head: round.head, base: round.base }));
     else io.out(id);
