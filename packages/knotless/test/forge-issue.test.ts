@@ -268,21 +268,30 @@ describe('issues, through the appview and directly', () => {
 
   it("skips an appview's view that is not a valid record, with a warning, and shows the rest", async () => {
     const repo = `at://${t.dids['alice.test']!}/dev.knotless.repo/proj`;
-    const view = (rkey: string, title: string) => ({
+    // The appview's handles are not believed: one claims alice's handle for bob, one gives none.
+    let made = Date.now();
+    const view = (rkey: string, title: string, handle?: string) => ({
       uri: `at://${t.dids['bob.test']!}/dev.knotless.issue/${rkey}`,
       cid: 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm',
-      author: { did: t.dids['bob.test']!, handle: 'bob.test' },
+      author: { did: t.dids['bob.test']!, ...(handle === undefined ? {} : { handle }) },
       repo,
       title,
       state: 'open',
       labels: [],
-      createdAt: new Date().toISOString(),
+      // Newest first in a listing: each view a second older than the one before.
+      createdAt: new Date((made -= 1000)).toISOString(),
       indexedAt: new Date().toISOString(),
     });
     const server = http.createServer((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(
-        JSON.stringify({ issues: [view('3kaaaaaaaaaa2', 'x'.repeat(400)), view('3kaaaaaaaaab2', 'fine')] }),
+        JSON.stringify({
+          issues: [
+            view('3kaaaaaaaaaa2', 'x'.repeat(400), 'bob.test'),
+            view('3kaaaaaaaaab2', 'fine', 'alice.test'),
+            view('3kaaaaaaaaac2', 'unnamed'),
+          ],
+        }),
       );
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -292,8 +301,11 @@ describe('issues, through the appview and directly', () => {
         env: { ...carol.env, KNOTLESS_APPVIEW: `http://127.0.0.1:${port}` },
       });
       assert.deepEqual(
-        json<ItemJson[]>(res).map((i) => i.title),
-        ['fine'],
+        json<ItemJson[]>(res).map((i) => [i.title, i.author]),
+        [
+          ['fine', 'bob.test'],
+          ['unnamed', 'bob.test'],
+        ],
       );
       assert.match(
         res.stderr,

@@ -129,7 +129,8 @@ async function itemOfView<R extends Base>(
     id: `${u.did}/${u.rkey}`,
     uri: v.uri,
     did: u.did,
-    handle: v.author.handle,
+    // The appview's word for a handle is not taken (it may not know it yet, or may lie): ours is verified.
+    handle: await handleOf(r, u.did),
     rkey: u.rkey,
     cid: v.cid,
     record,
@@ -210,7 +211,7 @@ export async function commentsOn(
         const record = await checkedComment(r, c);
         const u = parseAtUri(c.uri);
         if (record === undefined || u === undefined || record.subject !== subject) continue;
-        out.push({ uri: c.uri, did: u.did, handle: c.author.handle, record });
+        out.push({ uri: c.uri, did: u.did, handle: await handleOf(r, u.did), record });
       }
       return withMyComments(r, subject, out, me);
     }
