@@ -2,59 +2,33 @@
 // records changes: the state kept in the pull request's or issue's row is worked out again from the
 // state records that count.
 import { sql, type Kysely, type Transaction } from 'kysely';
-import {
-  COMMENT_COLLECTION,
-  ISSUE_COLLECTION,
-  ISSUE_STATE_COLLECTION,
-  PULL_COLLECTION,
-  PULL_STATUS_COLLECTION,
-  type ForgeCollection,
-  type ForgeRecord,
-} from '../ingest/forge-records.ts';
 import type { Database } from './schema.ts';
 import { decide, ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY, type Decision } from 'knotless-core';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-/** A forge record change: `record` null for a delete. */
-export interface ForgeChange {
-  did: string;
-  collection: ForgeCollection;
-  rkey: string;
-  rev: string;
-  cid: string | null;
-  record: ForgeRecord | null;
-  time: string;
-}
+/** The forge's tables, one a record collection. */
+export type ForgeTable = 'pulls' | 'pull_statuses' | 'issues' | 'issue_states' | 'comments';
 
-/** Works out again the state of the pull request or issue a change touched. */
+/**
+ * Works out again the state of the pull request or issue a write to `table` touched: the item
+ * `did`/`rkey` itself, or the items a state record names now (`row`, as written; undefined for a
+ * delete) and named before (`old`, the row it replaced: a record moved to another item, or deleted,
+ * leaves its old one too).
+ */
 export async function refreshTarget(
   tx: Db,
-  change: ForgeChange,
+  table: ForgeTable,
+  did: string,
+  rkey: string,
+  row: Record<string, unknown> | undefined,
   old: Record<string, unknown> | undefined,
 ): Promise<void> {
-  const r = change.record;
-  switch (change.collection) {
-    case PULL_COLLECTION:
-      return refresh(tx, PULLS, change.did, change.rkey);
-    case ISSUE_COLLECTION:
-      return refresh(tx, ISSUES, change.did, change.rkey);
-    case PULL_STATUS_COLLECTION:
-      return refreshBoth(
-        tx,
-        PULLS,
-        r?.collection === PULL_STATUS_COLLECTION ? r.record.pull : undefined,
-        old,
-      );
-    case ISSUE_STATE_COLLECTION:
-      return refreshBoth(
-        tx,
-        ISSUES,
-        r?.collection === ISSUE_STATE_COLLECTION ? r.record.issue : undefined,
-        old,
-      );
-    case COMMENT_COLLECTION:
-      return;
+  for (const kind of [PULLS, ISSUES]) {
+    if (table === kind.items) return refresh(tx, kind, did, rkey);
+    if (table !== kind.states) continue;
+    for (const r of [row, old])
+      if (r !== undefined) await refresh(tx, kind, String(r[kind.itemDid]), String(r[kind.itemRkey]));
   }
 }
 
@@ -95,18 +69,6 @@ const ISSUES: Kind = {
   merged: false,
   authorMay: ISSUE_AUTHOR_MAY,
 };
-
-/** A state record's item now, and the one it named before (moved to another item, or deleted). */
-async function refreshBoth(
-  tx: Db,
-  kind: Kind,
-  target: { did: string; rkey: string } | undefined,
-  old: Record<string, unknown> | undefined,
-): Promise<void> {
-  if (target !== undefined) await refresh(tx, kind, target.did, target.rkey);
-  // A record that moved to another item (or was deleted) leaves its old one too.
-  if (old !== undefined) await refresh(tx, kind, String(old[kind.itemDid]), String(old[kind.itemRkey]));
-}
 
 /** An item's state, labels and (for a pull request) merged commit, by knotless-core's `decide`. */
 async function refresh(tx: Db, kind: Kind, did: string, rkey: string): Promise<void> {

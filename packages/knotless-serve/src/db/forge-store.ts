@@ -9,10 +9,19 @@ import {
   type ForgeRecord,
 } from '../ingest/forge-records.ts';
 import { saveCursor, type EventSource } from './cursor.ts';
-import { refreshTarget, type ForgeChange } from './forge-state.ts';
+import { refreshTarget, type ForgeTable } from './forge-state.ts';
 import type { CommentTable, Database, IssueTable, PullTable } from './schema.ts';
 
-type ForgeTable = 'pulls' | 'pull_statuses' | 'issues' | 'issue_states' | 'comments';
+/** A forge record change: `record` null for a delete. */
+export interface ForgeChange {
+  did: string;
+  collection: ForgeCollection;
+  rkey: string;
+  rev: string;
+  cid: string | null;
+  record: ForgeRecord | null;
+  time: string;
+}
 
 const TABLES: Record<ForgeCollection, ForgeTable> = {
   [PULL_COLLECTION]: 'pulls',
@@ -21,8 +30,6 @@ const TABLES: Record<ForgeCollection, ForgeTable> = {
   [ISSUE_STATE_COLLECTION]: 'issue_states',
   [COMMENT_COLLECTION]: 'comments',
 };
-
-export type { ForgeChange } from './forge-state.ts';
 
 /** A row with its author's verified handle. */
 export type WithHandle<T> = Omit<T, 'deleted'> & { handle: string | null };
@@ -63,7 +70,8 @@ export class ForgeStore {
         .where('rkey', '=', change.rkey)
         .executeTakeFirst();
       if (old === undefined || old.rev <= change.rev) {
-        if (change.record === null) {
+        const row = change.record === null ? undefined : rowOf(change, change.record);
+        if (row === undefined) {
           if (old !== undefined)
             await tx
               .updateTable(t)
@@ -72,14 +80,13 @@ export class ForgeStore {
               .where('rkey', '=', change.rkey)
               .execute();
         } else {
-          const row = rowOf(change, change.record);
           await tx
             .insertInto(t)
             .values(row as unknown as CommentTable)
             .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
             .execute();
         }
-        await refreshTarget(tx, change, old);
+        await refreshTarget(tx, table, change.did, change.rkey, row, old);
       }
       if (source !== undefined) await saveCursor(tx, source);
     });
