@@ -63,41 +63,42 @@ export interface ItemList<R> {
   row(repo: RepoTarget, item: R): SafeHtml;
 }
 
-/** `/<owner>/<repo>/<tab>`: a repository's pull requests or issues, open ones unless `?state=` says. */
-export async function itemListPage<R>(
+/**
+ * The page `/<owner>/<repo>/<tab>` of `list`: a repository's pull requests or issues, open ones
+ * unless `?state=` says.
+ */
+export function itemListPage<R>(
   list: ItemList<R>,
-  site: Site,
-  repo: RepoTarget,
-  rawState: string | null,
-  pageNo: number,
-): Promise<string> {
-  const state = stateOf(rawState, list.states);
-  const counts = await list.counts(site, repo);
-  const rows = await list.rows(
-    site,
-    repo,
-    state as StateFilter,
-    FORGE_PER_PAGE,
-    (pageNo - 1) * FORGE_PER_PAGE,
-  );
-  const total = state === 'all' ? Object.values(counts).reduce((a, b) => a + b, 0) : (counts[state] ?? 0);
-  const self = href(repo.owner, repo.name, list.tab);
-  const table =
-    rows.length === 0
-      ? html`<p class="muted">No ${state === 'all' ? '' : `${state} `}${list.noun}.</p>`
-      : html`<div class="box">
-          <table class="list">
-            <caption class="sr">
-              ${list.title}
-            </caption>
-            ${rows.map((r) => list.row(repo, r))}
-          </table>
-        </div>`;
-  return page(
-    `${list.title} · ${repo.owner}/${repo.name}`,
-    html`${repoHeader(repo, undefined, list.tab)} ${stateNav(self, state, counts, list.states)} ${table}
-    ${pager(pageNo, Math.max(1, Math.ceil(total / FORGE_PER_PAGE)), (p) => `${self}?state=${state}&page=${p}`)}`,
-  );
+): (site: Site, repo: RepoTarget, rawState: string | null, pageNo: number) => Promise<string> {
+  return async (site, repo, rawState, pageNo) => {
+    const state = stateOf(rawState, list.states);
+    const counts = await list.counts(site, repo);
+    const rows = await list.rows(
+      site,
+      repo,
+      state as StateFilter,
+      FORGE_PER_PAGE,
+      (pageNo - 1) * FORGE_PER_PAGE,
+    );
+    const total = state === 'all' ? Object.values(counts).reduce((a, b) => a + b, 0) : (counts[state] ?? 0);
+    const self = href(repo.owner, repo.name, list.tab);
+    const table =
+      rows.length === 0
+        ? html`<p class="muted">No ${state === 'all' ? '' : `${state} `}${list.noun}.</p>`
+        : html`<div class="box">
+            <table class="list">
+              <caption class="sr">
+                ${list.title}
+              </caption>
+              ${rows.map((r) => list.row(repo, r))}
+            </table>
+          </div>`;
+    return page(
+      `${list.title} · ${repo.owner}/${repo.name}`,
+      html`${repoHeader(repo, undefined, list.tab)} ${stateNav(self, state, counts, list.states)} ${table}
+      ${pager(pageNo, Math.max(1, Math.ceil(total / FORGE_PER_PAGE)), (p) => `${self}?state=${state}&page=${p}`)}`,
+    );
+  };
 }
 
 /** Text someone wrote in a record, as Markdown (raw HTML off, images from elsewhere as links). */

@@ -2,21 +2,14 @@ import type { IssueRow } from '../../db/forge-store.ts';
 import { html, href, page, when } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { repoHeader } from './common.ts';
-import {
-  authorDid,
-  authorLink,
-  commentList,
-  itemListPage,
-  statePill,
-  userText,
-  type ItemList,
-} from './forge-common.ts';
+import { authorDid, authorLink, commentList, itemListPage, statePill, userText } from './forge-common.ts';
 
 function issueHref(repo: RepoTarget, i: Pick<IssueRow, 'did' | 'rkey'>): string {
   return href(repo.owner, repo.name, 'issues', i.did, i.rkey);
 }
 
-const ISSUE_LIST: ItemList<IssueRow> = {
+/** `/<owner>/<repo>/issues`: the repository's issues, open ones unless `?state=` says. */
+export const issuesPage = itemListPage<IssueRow>({
   tab: 'issues',
   states: ['open', 'closed', 'all'],
   title: 'Issues',
@@ -37,17 +30,7 @@ const ISSUE_LIST: ItemList<IssueRow> = {
         <div class="muted">${authorLink(i.did, i.handle)} opened ${when(i.created_at)}</div>
       </td>
     </tr>`,
-};
-
-/** `/<owner>/<repo>/issues`: the repository's issues, open ones unless `?state=` says. */
-export function issuesPage(
-  site: Site,
-  repo: RepoTarget,
-  rawState: string | null,
-  pageNo: number,
-): Promise<string> {
-  return itemListPage(ISSUE_LIST, site, repo, rawState, pageNo);
-}
+});
 
 /** `/<owner>/<repo>/issues/<author>/<rkey>`: an issue and its comments. */
 export async function issuePage(site: Site, repo: RepoTarget, author: string, rkey: string): Promise<string> {

@@ -1,15 +1,16 @@
 import type { PullRow } from '../../db/forge-store.ts';
 import { roundsOf } from '../../xrpc/forge-views.ts';
 import { copyField, html, href, when, type SafeHtml } from '../html.ts';
-import type { RepoTarget, Site } from '../site.ts';
-import { authorLink, itemListPage, shellWord, statePill, type ItemList } from './forge-common.ts';
+import type { RepoTarget } from '../site.ts';
+import { authorLink, itemListPage, shellWord, statePill } from './forge-common.ts';
 
 /** A pull request's page, by its author's DID and record key. */
 export function pullHref(repo: RepoTarget, p: Pick<PullRow, 'did' | 'rkey'>): string {
   return href(repo.owner, repo.name, 'pulls', p.did, p.rkey);
 }
 
-const PULL_LIST: ItemList<PullRow> = {
+/** `/<owner>/<repo>/pulls`: the repository's pull requests, open ones unless `?state=` says. */
+export const pullsPage = itemListPage<PullRow>({
   tab: 'pulls',
   states: ['open', 'closed', 'merged', 'all'],
   title: 'Pull requests',
@@ -32,17 +33,7 @@ const PULL_LIST: ItemList<PullRow> = {
       <td class="muted nowrap num">${rounds} round${rounds === 1 ? '' : 's'}</td>
     </tr>`;
   },
-};
-
-/** `/<owner>/<repo>/pulls`: the repository's pull requests, open ones unless `?state=` says. */
-export function pullsPage(
-  site: Site,
-  repo: RepoTarget,
-  rawState: string | null,
-  pageNo: number,
-): Promise<string> {
-  return itemListPage(PULL_LIST, site, repo, rawState, pageNo);
-}
+});
 
 /**
  * The "new pull request" box of a compare page, where the link `git push` prints for a new branch
