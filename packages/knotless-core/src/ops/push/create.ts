@@ -1,9 +1,9 @@
-import { crashPoint } from 'knotless-core/crash';
-import { mapLimit } from 'knotless-core/packs/transfer';
-import { refKey } from 'knotless-core/records/ref-key';
-import type { RefRecord } from 'knotless-core/records/ref-record';
-import type { Update } from './push-check.ts';
-import { headRecord, MAX_WRITES_PER_COMMIT, recordFor, type Written, type WriteJob } from './push-write.ts';
+import { crashPoint } from '../../crash.ts';
+import { mapLimit } from '../../packs/transfer.ts';
+import { refKey } from '../../records/ref-key.ts';
+import type { RefRecord } from '../../records/ref-record.ts';
+import type { Update } from './check.ts';
+import { MAX_WRITES_PER_COMMIT, headRecord, recordFor, type WriteJob, type Written } from './job.ts';
 
 /** What batching left for the one-by-one writer. */
 export interface Batched {
@@ -23,12 +23,11 @@ export interface Batched {
  * without HEAD gains nothing, so it is left to that writer too.
  */
 export async function createInBatches(job: WriteJob): Promise<Batched> {
-  const { state, remote, auth } = job;
-  const creates = job.updates.filter((u) => u.oid !== undefined && state.refs?.get(u.dst) === undefined);
+  const { remote, auth } = job.env;
+  const creates = job.updates.filter((u) => u.oid !== undefined && job.refs.get(u.dst) === undefined);
   // Worth a batch when it saves a request: two new refs, or one with the HEAD it brings.
   const headToo = job.head !== undefined && creates.some((u) => u.dst === job.head);
-  if (state.refs === undefined || creates.length + (headToo ? 1 : 0) < 2)
-    return { written: [], rest: job.updates, head: job.head };
+  if (creates.length + (headToo ? 1 : 0) < 2) return { written: [], rest: job.updates, head: job.head };
   const rest = job.updates.filter((u) => !creates.includes(u));
   const batches: Update[][] = [];
   // One slot per batch stays free for HEAD, which lands with its branch.
