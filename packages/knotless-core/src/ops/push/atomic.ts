@@ -1,11 +1,13 @@
 import { crashPoint } from '../../crash.ts';
 import type { PushReason } from '../../errors.ts';
 import { refKey } from '../../records/ref-key.ts';
+import type { PackEntry } from '../../records/ref-record.ts';
 import { refsByName, type RefWrite } from '../../records/remote-repo.ts';
 import { printErr } from '../../text/terminal.ts';
 import { swapLoop } from '../swap-loop.ts';
 import { checkUpdate } from './check.ts';
 import {
+  BLOB_GONE,
   MAX_ATTEMPTS,
   MAX_WRITES_PER_COMMIT,
   hasObject,
@@ -20,7 +22,7 @@ type Refusal = { dst: string; reason: PushReason };
 
 /** Writes every ref in one commit that applies only if nothing in the account changed since it was read. */
 export async function writeAtomic(job: WriteJob): Promise<Written[]> {
-  const { env, updates, packs, head } = job;
+  const { env, updates, head } = job;
   const { remote, auth } = env;
   const fail = (error: PushReason) => updates.map((u) => ({ dst: u.dst, error }));
   if (updates.length + (head === undefined ? 0 : 1) > MAX_WRITES_PER_COMMIT) {
@@ -29,11 +31,12 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
     );
     return fail('atomic push exceeds 200 refs');
   }
-  // Each attempt reads the account afresh (its commit and every ref), so the value carried is nothing.
-  const outcome = await swapLoop<null, { writes: RefWrite[]; commit: string }, Written[], Refusal>({
-    start: null,
+  // Each attempt reads the account afresh (its commit and every ref), so the value carried is only
+  // the pack list the records carry, which changes when a blob it lists is gone.
+  const outcome = await swapLoop<PackEntry[], { writes: RefWrite[]; commit: string }, Written[], Refusal>({
+    start: job.source.packs,
     maxAttempts: MAX_ATTEMPTS,
-    decide: async () => {
+    decide: async (packs) => {
       const commit = await remote.latestCommit();
       const { byName: refs, contested } = refsByName(await remote.listRefs());
       const writes: RefWrite[] = [];
@@ -73,12 +76,15 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
       // applyWrites does not return the new CIDs: the view forgets these refs and lists next time.
       return updates.map((u) => ({ dst: u.dst }));
     },
-    reread: () => Promise.resolve({ kind: 'again', state: null }),
+    reread: (packs) => Promise.resolve({ kind: 'again', state: packs }),
+    relist: () => job.source.rebuild(),
   });
   if (outcome.kind === 'done') return outcome.value;
   if (outcome.kind === 'refused') {
     const { dst, reason } = outcome.why;
     return updates.map((x) => ({ dst: x.dst, error: x.dst === dst ? reason : 'atomic push failed' }));
   }
+  if (outcome.cause === 'blob-missing')
+    return updates.map((u) => ({ dst: u.dst, error: BLOB_GONE, blobMissing: true }));
   return fail('the account kept changing; try again');
 }

@@ -55,7 +55,7 @@ export interface Written {
   record?: RemoteRef | null;
   /** A compare-and-swap found the ref changed: whatever view the push used was stale. */
   conflicted?: boolean;
-  /** The PDS no longer holds a blob the record listed: the push rebuilds its pack list and retries. */
+  /** The PDS still refused a blob the record listed after the push rebuilt its pack list. */
   blobMissing?: boolean;
 }
 
@@ -65,7 +65,8 @@ export interface WriteJob {
   /** The refs as git was shown them. */
   refs: Map<string, RemoteRef>;
   updates: Update[];
-  packs: PackEntry[];
+  /** The pack list the records carry (rebuilt once when the PDS says a blob it lists is gone). */
+  source: PackSource;
   present: (oid: string) => boolean;
   /** The branch HEAD should name, when the repository has no HEAD yet. */
   head: string | undefined;
@@ -102,4 +103,33 @@ export function recordFor(remote: RemoteRepo, u: Update, packs: PackEntry[]): Re
 /** The HEAD record naming `branch`. */
 export function headRecord(remote: RemoteRepo, branch: string): RefRecord {
   return { repo: remote.name, ref: 'HEAD', symref: branch, packs: [], updatedAt: new Date().toISOString() };
+}
+
+/**
+ * The pack list a push's records carry. When the PDS says a blob it lists is gone (a compaction or
+ * a rewind elsewhere freed it after the refs were read), each ref's loop asks for a rebuild
+ * (`swapLoop`'s `relist`): the first asks, the others wait on the same one, so a push lists the refs
+ * again and builds and uploads a pack at most once, however many refs it writes; refs whose loops
+ * start later take the rebuilt list at once.
+ */
+export class PackSource {
+  #packs: PackEntry[];
+  readonly #build: () => Promise<PackEntry[]>;
+  #rebuilt: Promise<PackEntry[]> | undefined;
+
+  constructor(packs: PackEntry[], build: () => Promise<PackEntry[]>) {
+    this.#packs = packs;
+    this.#build = build;
+  }
+
+  /** The list to write now: the first one, or the rebuilt one once it is there. */
+  get packs(): PackEntry[] {
+    return this.#packs;
+  }
+
+  /** Rebuilds the list from the refs as they are now, once for the whole push. */
+  rebuild(): Promise<PackEntry[]> {
+    this.#rebuilt ??= this.#build().then((packs) => (this.#packs = packs));
+    return this.#rebuilt;
+  }
 }

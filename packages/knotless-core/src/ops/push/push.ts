@@ -2,13 +2,13 @@ import { KnotlessError, type PushReason } from '../../errors.ts';
 import { presentObjects, resolveObjects } from '../../git/objects.ts';
 import { gitText } from '../../git/run.ts';
 import { compactionDue } from '../../packs/geometric.ts';
-import { BlobMissing, contestedSentence } from '../../records/remote-repo.ts';
+import type { PackEntry } from '../../records/ref-record.ts';
+import { contestedSentence } from '../../records/remote-repo.ts';
 import { hasUnsafe, printErr } from '../../text/terminal.ts';
 import { writeAtomic } from './atomic.ts';
 import { checkUpdate, type Update } from './check.ts';
 import { pushContested } from './contested.ts';
-import { createInBatches } from './create.ts';
-import { BLOB_GONE, type PushEnv, type WriteJob, type Written } from './job.ts';
+import { PackSource, type PushEnv, type WriteJob } from './job.ts';
 import { preparePacks } from './pack.ts';
 import { writeEach } from './write.ts';
 
@@ -120,9 +120,16 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
   }
   const packs = await preparePacks(env, toWrite, present, refs);
   const head = refs.has('HEAD') ? undefined : await defaultBranch(toWrite, env.gitDir);
-  const job: WriteJob = { env, refs, updates: toWrite, packs, present, head };
+  const source = new PackSource(packs, () => rebuildPacks(env, toWrite, present));
+  const job: WriteJob = { env, refs, updates: toWrite, source, present, head };
   const isNew = new Set(toWrite.filter((u) => u.oid !== undefined && !refs.has(u.dst)).map((u) => u.dst));
-  const written = await writeRebuildingOnce(job);
+  // Each ref on its own compare-and-swap loop (new ones batched first), or all in one commit.
+  const written = env.options.atomic ? await writeAtomic(job) : await writeEach(job);
+  if (written.some((w) => w.blobMissing === true)) {
+    printErr(
+      `knotless: The PDS of ${env.remote.label} kept refusing the push because packs it builds on were removed meanwhile (a compaction or a rewind on another machine); fetch and push again.`,
+    );
+  }
   await env.remember(written);
   // Only a list far past logarithmic gets a compaction of its own: preparePacks folded the rest.
   const compact = compactionDue(packs);
@@ -139,50 +146,21 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
   };
 }
 
-/** Writes the push: atomically, or new refs in batches then the rest one by one. */
-async function writeAll(job: WriteJob): Promise<Written[]> {
-  try {
-    return job.env.options.atomic ? await writeAtomic(job) : await writeBatchedThenEach(job);
-  } catch (err) {
-    if (!(err instanceof BlobMissing)) throw err;
-    return job.updates.map((u) => ({ dst: u.dst, error: BLOB_GONE, blobMissing: true }));
-  }
-}
-
 /**
- * Writes the push; when the PDS says a blob the new records list is gone (a compaction or a rewind
- * elsewhere freed it after the refs were read), reads the refs again, rebuilds the pack list of the
- * refs it hit from what is there now, and writes those once more. The compare-and-swap of each write
- * still names the value git was shown, so the re-read changes what is built on, never what is replaced.
+ * The push's pack list built again on the refs as they are now: after the PDS said a blob the
+ * first one lists is gone (a compaction or a rewind elsewhere freed it after the refs were read).
  */
-async function writeRebuildingOnce(job: WriteJob): Promise<Written[]> {
-  const first = await writeAll(job);
-  const missing = new Set(first.filter((w) => w.blobMissing === true).map((w) => w.dst));
-  if (missing.size === 0) return first;
-  const { env } = job;
+async function rebuildPacks(
+  env: PushEnv,
+  updates: Update[],
+  present: (oid: string) => boolean,
+): Promise<PackEntry[]> {
   const fresh = new Map((await env.remote.listRefs()).map((r) => [r.record.ref, r]));
   const have = await presentObjects(
     [...fresh.values()].flatMap((r) => (r.record.target === undefined ? [] : [r.record.target])),
     { gitDir: env.gitDir },
   );
-  const present = (oid: string) => job.present(oid) || have.has(oid);
-  const updates = job.updates.filter((u) => missing.has(u.dst));
-  const packs = await preparePacks(env, updates, present, fresh);
-  const head = first.some((w) => w.dst === 'HEAD' && w.error === undefined) ? undefined : job.head;
-  const again = await writeAll({ ...job, updates, packs, present, head });
-  if (again.some((w) => w.blobMissing === true)) {
-    printErr(
-      `knotless: The PDS of ${env.remote.label} kept refusing the push because packs it builds on were removed meanwhile (a compaction or a rewind on another machine); fetch and push again.`,
-    );
-  }
-  return [...first.filter((w) => !missing.has(w.dst)), ...again];
-}
-
-/** New refs in batches first (one commit per 199), then everything else one by one. */
-async function writeBatchedThenEach(job: WriteJob): Promise<Written[]> {
-  const batched = await createInBatches(job);
-  if (batched.rest.length === 0) return batched.written;
-  return [...batched.written, ...(await writeEach({ ...job, updates: batched.rest, head: batched.head }))];
+  return preparePacks(env, updates, (oid) => present(oid) || have.has(oid), fresh);
 }
 
 /** The branch a new repository's HEAD should name: the pusher's current branch, else main, master, the first. */
