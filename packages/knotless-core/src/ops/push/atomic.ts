@@ -1,6 +1,7 @@
 import { crashPoint } from '../../crash.ts';
 import type { PushReason } from '../../errors.ts';
 import { refKey } from '../../records/ref-key.ts';
+import { headRecord } from '../head.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { refsByName, type RefWrite } from '../../records/remote-repo.ts';
 import { printErr } from '../../text/terminal.ts';
@@ -11,7 +12,6 @@ import {
   MAX_ATTEMPTS,
   MAX_WRITES_PER_COMMIT,
   hasObject,
-  headRecord,
   recordFor,
   type WriteJob,
   type Written,

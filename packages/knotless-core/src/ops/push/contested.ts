@@ -1,5 +1,7 @@
-import { SwapConflict, contestedSentence } from '../../records/remote-repo.ts';
+import type { PushReason } from '../../errors.ts';
+import { contestedSentence } from '../../records/remote-repo.ts';
 import { printErr } from '../../text/terminal.ts';
+import { swapLoop } from '../swap-loop.ts';
 import type { Update } from './check.ts';
 import type { Listing, PushEnv, Written } from './job.ts';
 
@@ -22,13 +24,23 @@ export async function pushContested(env: PushEnv, listing: Listing, updates: Upd
       out.push({ dst: u.dst });
       continue;
     }
-    try {
-      for (const c of claims) await remote.deleteRef(auth, c.key, c.cid);
-      out.push({ dst: u.dst, record: null });
-    } catch (err) {
-      if (!(err instanceof SwapConflict)) throw err;
-      out.push({ dst: u.dst, error: 'stale info', conflicted: true });
-    }
+    // One attempt: a claim that moved since it was listed is one this push did not see, and git's
+    // rule for a delete from a value it did not see is to refuse it, without reading it again.
+    const outcome = await swapLoop<null, null, Written, PushReason>({
+      start: null,
+      maxAttempts: 1,
+      decide: () => Promise.resolve({ kind: 'write', write: null }),
+      write: async () => {
+        for (const c of claims) await remote.deleteRef(auth, c.key, c.cid);
+        return { dst: u.dst, record: null };
+      },
+      reread: () => Promise.resolve({ kind: 'refuse', why: 'stale info' }),
+    });
+    out.push(
+      outcome.kind === 'done'
+        ? outcome.value
+        : { dst: u.dst, error: outcome.kind === 'refused' ? outcome.why : 'stale info', conflicted: true },
+    );
   }
   return out;
 }

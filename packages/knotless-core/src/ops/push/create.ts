@@ -1,9 +1,10 @@
 import { crashPoint } from '../../crash.ts';
 import { refKey } from '../../records/ref-key.ts';
+import { headRecord } from '../head.ts';
 import type { RefRecord } from '../../records/ref-record.ts';
 import type { RemoteRef } from '../../records/remote-repo.ts';
 import type { Update } from './check.ts';
-import { MAX_WRITES_PER_COMMIT, headRecord, recordFor, type WriteJob } from './job.ts';
+import { MAX_WRITES_PER_COMMIT, recordFor, type WriteJob } from './job.ts';
 
 /** One commit of creates: its refs, and HEAD when it lands with its branch. */
 interface Batch {

@@ -100,11 +100,6 @@ export function recordFor(remote: RemoteRepo, u: Update, packs: PackEntry[]): Re
   };
 }
 
-/** The HEAD record naming `branch`. */
-export function headRecord(remote: RemoteRepo, branch: string): RefRecord {
-  return { repo: remote.name, ref: 'HEAD', symref: branch, packs: [], updatedAt: new Date().toISOString() };
-}
-
 /**
  * The pack list a push's records carry. When the PDS says a blob it lists is gone (a compaction or
  * a rewind elsewhere freed it after the refs were read), each ref's loop asks for a rebuild

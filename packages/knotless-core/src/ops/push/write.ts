@@ -5,18 +5,11 @@ import { hashedRefKey, refKey } from '../../records/ref-key.ts';
 import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
 import { KeyRefused, type RemoteRef } from '../../records/remote-repo.ts';
 import { printErr } from '../../text/terminal.ts';
+import { createHead } from '../head.ts';
 import { swapLoop } from '../swap-loop.ts';
 import { checkUpdate, type Update } from './check.ts';
 import { CreateBatches } from './create.ts';
-import {
-  BLOB_GONE,
-  MAX_ATTEMPTS,
-  hasObject,
-  headRecord,
-  recordFor,
-  type WriteJob,
-  type Written,
-} from './job.ts';
+import { BLOB_GONE, MAX_ATTEMPTS, hasObject, recordFor, type WriteJob, type Written } from './job.ts';
 
 /** A batched create that did not land: the ref's loop goes on with a write of its own. */
 class NotInBatch extends Error {}
@@ -96,28 +89,6 @@ async function writeOne(job: WriteJob, u: Update, batches: CreateBatches | undef
 }
 
 /**
- * Writes HEAD naming `branch` if the repository has none, on the same loop as every ref write: a
- * create (the swap names no record), where a conflict means another push's HEAD won. That settles
- * it without reading: any HEAD stands, and it is never moved from a value nobody here read.
- */
-async function writeHead(job: WriteJob, branch: string): Promise<Written | undefined> {
-  const { remote, auth } = job.env;
-  const key = refKey(remote.name, 'HEAD');
-  const record = headRecord(remote, branch);
-  const outcome = await swapLoop<null, null, Written | undefined, never>({
-    start: null,
-    maxAttempts: 1,
-    decide: () => Promise.resolve({ kind: 'write', write: null }),
-    write: async () => ({
-      dst: 'HEAD',
-      record: { key, ...(await remote.putRef(auth, key, record, null)), record },
-    }),
-    reread: () => Promise.resolve({ kind: 'done', value: undefined }),
-  });
-  return outcome.kind === 'done' ? outcome.value : undefined;
-}
-
-/**
  * Writes each ref on its own loop (8 at a time): new refs first, their first attempts in batches
  * (CreateBatches), then the others; then HEAD if the repository had none. A ref whose write fails
  * for good (the PDS down past the retries) is reported as failed on its own: the others may have
@@ -146,8 +117,8 @@ export async function writeEach(job: WriteJob): Promise<Written[]> {
   const headBatched = await batches?.head();
   if (headBatched !== undefined) outcomes.push({ dst: 'HEAD', record: headBatched });
   else if (head !== undefined && outcomes.some((o) => o.dst === head && o.error === undefined)) {
-    const wrote = await writeHead(job, head);
-    if (wrote !== undefined) outcomes.push(wrote);
+    const wrote = await createHead(job.env.remote, job.env.auth, head);
+    if (wrote !== undefined) outcomes.push({ dst: 'HEAD', record: wrote });
   }
   return outcomes;
 }
