@@ -12,6 +12,8 @@ interface Batch {
   withHead: boolean;
   /** Sent once, when its first ref's loop writes: each ref as it landed, or undefined. */
   sent?: Promise<Map<string, RemoteRef | undefined>>;
+  /** What `sent` gave, once it did (a batch that failed outright leaves it unset). */
+  landed?: Map<string, RemoteRef | undefined>;
 }
 
 /**
@@ -71,10 +73,12 @@ export class CreateBatches {
     return (await batch.sent).get(dst);
   }
 
-  /** HEAD as a batch created it, when one did. */
-  async head(): Promise<RemoteRef | undefined> {
-    const batch = this.#batches.find((b) => b.withHead);
-    return batch?.sent === undefined ? undefined : (await batch.sent).get('HEAD');
+  /**
+   * HEAD as a batch created it, when one did. Asked once every batched ref's loop has ended: a batch
+   * that failed outright has been reported through its refs, and created nothing.
+   */
+  get head(): RemoteRef | undefined {
+    return this.#batches.find((b) => b.withHead)?.landed?.get('HEAD');
   }
 
   async #send(batch: Batch): Promise<Map<string, RemoteRef | undefined>> {
@@ -91,11 +95,12 @@ export class CreateBatches {
     crashPoint('push:before-record-write');
     const res = await remote.createRefs(auth, writes);
     if (res.some((r) => r !== undefined)) crashPoint('push:after-record-write');
-    return new Map(
+    batch.landed = new Map(
       writes.map((w, n) => {
         const landed = res[n];
         return [w.dst, landed === undefined ? undefined : { key: w.key, ...landed, record: w.record }];
       }),
     );
+    return batch.landed;
   }
 }

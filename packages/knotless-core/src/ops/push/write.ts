@@ -114,7 +114,7 @@ export async function writeEach(job: WriteJob): Promise<Written[]> {
     )),
   ];
   const { head } = job;
-  const headBatched = await batches?.head();
+  const headBatched = batches?.head;
   if (headBatched !== undefined) outcomes.push({ dst: 'HEAD', record: headBatched });
   else if (head !== undefined && outcomes.some((o) => o.dst === head && o.error === undefined)) {
     const wrote = await createHead(job.env.remote, job.env.auth, head);
