@@ -8,14 +8,19 @@ export interface LocalObject {
   peeled: string;
 }
 
+/** Which repository: `gitDir`, or the one git's environment names (the current one) when absent. */
+export interface InRepo {
+  gitDir?: string;
+}
+
 /** Resolves names or ids in one `git cat-file` run; names that resolve to nothing are left out. */
-export async function resolveObjects(specs: string[]): Promise<Map<string, LocalObject>> {
+export async function resolveObjects(specs: string[], repo: InRepo = {}): Promise<Map<string, LocalObject>> {
   const found = new Map<string, LocalObject>();
   if (specs.length === 0) return found;
   const input = specs.map((s) => `${s}\n${s}^{}\n`).join('');
-  const lines = (await gitText(['cat-file', '--batch-check=%(objectname) %(objecttype)'], { input })).split(
-    '\n',
-  );
+  const lines = (
+    await gitText(['cat-file', '--batch-check=%(objectname) %(objecttype)'], { ...repo, input })
+  ).split('\n');
   specs.forEach((spec, i) => {
     const [oid, type] = (lines[2 * i] ?? '').split(' ');
     const [peeled] = (lines[2 * i + 1] ?? '').split(' ');
@@ -31,17 +36,23 @@ export async function resolveObjects(specs: string[]): Promise<Map<string, Local
 }
 
 /** The subset of ids whose objects this repository has. */
-export async function presentObjects(oids: Iterable<string>): Promise<Set<string>> {
+export async function presentObjects(oids: Iterable<string>, repo: InRepo = {}): Promise<Set<string>> {
   const list = [...new Set(oids)];
   if (list.length === 0) return new Set();
-  const out = await gitText(['cat-file', '--batch-check=%(objectname)'], { input: list.join('\n') + '\n' });
+  const out = await gitText(['cat-file', '--batch-check=%(objectname)'], {
+    ...repo,
+    input: list.join('\n') + '\n',
+  });
   return new Set(out.split('\n').filter((l) => l !== '' && !l.endsWith(' missing')));
 }
 
 /** True when `ancestor` is reachable from `descendant` (both must exist locally). */
-export async function isAncestor(ancestor: string, descendant: string): Promise<boolean> {
+export async function isAncestor(ancestor: string, descendant: string, repo: InRepo = {}): Promise<boolean> {
   if (ancestor === descendant) return true;
-  const { code } = await runGit(['merge-base', '--is-ancestor', ancestor, descendant], { okCodes: [1] });
+  const { code } = await runGit(['merge-base', '--is-ancestor', ancestor, descendant], {
+    ...repo,
+    okCodes: [1],
+  });
   return code === 0;
 }
 

@@ -12,9 +12,10 @@ import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfe
 import { foldPacks } from '../packs/fold.ts';
 import { refKey } from '../records/ref-key.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
-import { SwapConflict, contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
+import { contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
 import { newPackEntry, storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
+import { createHead } from './head.ts';
 import { swapLoop } from './swap-loop.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
@@ -91,24 +92,6 @@ async function makeCommit(
   const stream = writeCommitStream({ ref: scratch, parent, ...who, message: req.message, changes });
   const out = await gitText(['fast-import', '--done', '--quiet'], { gitDir: mirror.gitDir, input: stream });
   return { commit: out.trim(), scratch };
-}
-
-/** Names `ref` as HEAD of a repository that has none yet; a concurrent HEAD wins. */
-async function writeHead(remote: RemoteRepo, auth: Authorizer, ref: string): Promise<RemoteRef[]> {
-  const key = refKey(remote.name, 'HEAD');
-  const record: RefRecord = {
-    repo: remote.name,
-    ref: 'HEAD',
-    symref: ref,
-    packs: [],
-    updatedAt: new Date().toISOString(),
-  };
-  try {
-    return [{ key, ...(await remote.putRef(auth, key, record, null)), record }];
-  } catch (err) {
-    if (err instanceof SwapConflict) return [];
-    throw err;
-  }
 }
 
 /** The ref a new branch starts from: HEAD's branch when the repository has one. */
@@ -209,7 +192,10 @@ async function commitInMirror(
       crashPoint('commit:before-record-write');
       const { cid, rev } = await remote.putRef(env.auth, key, record, current?.cid ?? null);
       const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, rev, record }];
-      if (headOf(refs) === undefined) written.push(...(await writeHead(remote, env.auth, ref)));
+      if (headOf(refs) === undefined) {
+        const head = await createHead(remote, env.auth, ref);
+        if (head !== undefined) written.push(head);
+      }
       view.write({ refs: written });
       return { commit, ref, packs };
     },

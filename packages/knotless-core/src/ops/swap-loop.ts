@@ -20,8 +20,9 @@ export type SwapOutcome<R, Why> =
   | { kind: 'exhausted'; cause: 'conflict' | 'blob-missing'; conflicted: boolean; last?: unknown };
 
 /**
- * One compare-and-swap loop for every record write (the helper's ref writes, `repo commit`,
- * compaction). `S` is what was read (the ref and its CID, and whatever the caller keeps with it),
+ * One compare-and-swap loop for every ref record write: a push's (each ref, its batched creates'
+ * first attempt, `--atomic`'s one commit, contested deletes), HEAD's create-if-absent (ops/head.ts),
+ * `repo commit`, compaction. `S` is what was read (the ref and its CID, and whatever the caller keeps with it),
  * `W` one write, `R` what a finished loop gives back, `Why` a refusal's typed reason.
  */
 export interface SwapPlan<S, W, R, Why> {

@@ -3,16 +3,12 @@ import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/records/remote-repo';
 import { printErr, safeText } from 'knotless-core/text/terminal';
+import type { PushOptions } from 'knotless-core/ops/push/job';
 import type { Chatter } from 'knotless-core/text/progress';
 import type { KnotlessUrl } from './url.ts';
 
-/** Options git set with `option`. */
-export interface HelperOptions extends Chatter {
-  dryRun: boolean;
-  atomic: boolean;
-  /** `--force-with-lease` expectations: ref → expected oid (all zeros: must not exist). */
-  cas: Map<string, string>;
-}
+/** Options git set with `option`: how chatty to be, and what it asked of a push. */
+export interface HelperOptions extends Chatter, PushOptions {}
 
 /** Everything one helper process knows: where the remote is, what git asked, what was listed. */
 export class HelperState {

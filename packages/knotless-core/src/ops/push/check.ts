@@ -1,8 +1,8 @@
-import type { GitReason } from 'knotless-core/errors';
-import { isAncestor } from 'knotless-core/git/objects';
-import { ZERO_OID } from 'knotless-core/git/refname';
-import { GitError } from 'knotless-core/git/run';
-import type { RemoteRef } from 'knotless-core/records/remote-repo';
+import type { GitReason } from '../../errors.ts';
+import { isAncestor } from '../../git/objects.ts';
+import { ZERO_OID } from '../../git/refname.ts';
+import { GitError } from '../../git/run.ts';
+import type { RemoteRef } from '../../records/remote-repo.ts';
 
 /** One `push` line, resolved: where to, what to (undefined: delete), forced or not. */
 export interface Update {
@@ -20,13 +20,15 @@ export type Verdict = { kind: 'write' } | { kind: 'up-to-date' } | { kind: 'reje
 /**
  * Decides an update against the remote's current state with git's own rules and words (git's
  * transport reads the reason: "fetch first", "non-fast forward", "stale info", "already exists").
- * Run again after every compare-and-swap conflict, on the state read back.
+ * Run again after every compare-and-swap conflict, on the state read back. `gitDir` is the
+ * repository pushed from, where fast-forwards are checked.
  */
 export async function checkUpdate(
   u: Update,
   current: RemoteRef | undefined,
   lease: string | undefined,
   present: (oid: string) => boolean | Promise<boolean>,
+  gitDir: string,
 ): Promise<Verdict> {
   const cur = current?.record.target;
   if (lease !== undefined) {
@@ -39,7 +41,7 @@ export async function checkUpdate(
   if (u.dst.startsWith('refs/tags/')) return { kind: 'reject', reason: 'already exists' };
   if (!(await present(cur))) return { kind: 'reject', reason: 'fetch first' };
   try {
-    if (await isAncestor(cur, u.oid)) return { kind: 'write' };
+    if (await isAncestor(cur, u.oid, { gitDir })) return { kind: 'write' };
   } catch (err) {
     // git refuses objects that are not commits (e.g. a tree pushed to a ref): no fast-forward
     // relation exists. Any other failure surfaces.

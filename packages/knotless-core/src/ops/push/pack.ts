@@ -1,15 +1,13 @@
 import path from 'node:path';
-import { BlobCache } from 'knotless-core/cache/blob-cache';
-import { crashPoint } from 'knotless-core/crash';
-import { buildPack } from 'knotless-core/git/pack';
-import { gitText } from 'knotless-core/git/run';
-import { foldPacks, foldStart } from 'knotless-core/packs/fold';
-import { unionPacks, type PackEntry } from 'knotless-core/records/ref-record';
-import type { RemoteRef } from 'knotless-core/records/remote-repo';
-import { newPackEntry, storePacks } from 'knotless-core/packs/store-packs';
-import type { Authorizer } from 'knotless-core/xrpc/client';
-import type { HelperState } from './state.ts';
-import type { Update } from './push-check.ts';
+import { crashPoint } from '../../crash.ts';
+import { buildPack } from '../../git/pack.ts';
+import { gitText } from '../../git/run.ts';
+import { foldPacks, foldStart } from '../../packs/fold.ts';
+import { newPackEntry, storePacks } from '../../packs/store-packs.ts';
+import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
+import type { RemoteRef } from '../../records/remote-repo.ts';
+import type { Update } from './check.ts';
+import type { PushEnv } from './job.ts';
 
 /**
  * The refs whose packs a push builds on: the updated refs' current values and, for new refs, the
@@ -46,11 +44,10 @@ export function baseRefs(
  * a blob they name is gone.
  */
 export async function preparePacks(
-  state: HelperState,
-  auth: Authorizer,
+  env: PushEnv,
   updates: Update[],
   present: (oid: string) => boolean,
-  refs: Map<string, RemoteRef> = state.refs ?? new Map<string, RemoteRef>(),
+  refs: Map<string, RemoteRef>,
 ): Promise<PackEntry[]> {
   const bases = baseRefs(refs, updates, present);
   const tips = [...new Set(updates.map((u) => u.oid).filter((o): o is string => o !== undefined))];
@@ -59,25 +56,25 @@ export async function preparePacks(
   const pack = await buildPack({
     tips,
     exclude: bases.map((b) => b.record.target!),
-    progress: state.options.progress && state.options.verbosity > 0,
-    tmpDir: path.join(state.ctx.config.cacheDir, 'tmp'),
+    progress: env.chatter.progress && env.chatter.verbosity > 0,
+    tmpDir: path.join(env.cacheDir, 'tmp'),
+    gitDir: env.gitDir,
   });
   crashPoint('push:pack-built');
   const entry = newPackEntry(pack);
   if (entry !== undefined) list.push(entry);
   // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
-  if (state.ctx.config.autoCompact && foldStart(list) !== undefined) {
-    const objects = (await gitText(['rev-parse', '--git-path', 'objects'])).trim();
+  if (env.fold && foldStart(list) !== undefined) {
+    const objects = (await gitText(['rev-parse', '--git-path', 'objects'], { gitDir: env.gitDir })).trim();
     const folded = await foldPacks(list, path.resolve(objects));
     if (folded !== list) crashPoint('push:packs-folded');
     list = folded;
   }
 
-  const remote = await state.remote();
   return storePacks(list, updates.length, {
-    writer: remote.writer(auth),
-    cache: new BlobCache(state.ctx.config.cacheDir),
-    cacheDir: state.ctx.config.cacheDir,
-    chatter: state.options,
+    writer: env.remote.writer(env.auth),
+    cache: env.cache,
+    cacheDir: env.cacheDir,
+    chatter: env.chatter,
   });
 }

@@ -1,0 +1,175 @@
+import { KnotlessError, type PushReason } from '../../errors.ts';
+import { presentObjects, resolveObjects } from '../../git/objects.ts';
+import { gitText } from '../../git/run.ts';
+import { compactionDue } from '../../packs/geometric.ts';
+import type { PackEntry } from '../../records/ref-record.ts';
+import { contestedSentence } from '../../records/remote-repo.ts';
+import { hasUnsafe, printErr } from '../../text/terminal.ts';
+import { writeAtomic } from './atomic.ts';
+import { checkUpdate, type Update } from './check.ts';
+import { pushContested } from './contested.ts';
+import { PackSource, type PushEnv, type WriteJob } from './job.ts';
+import { preparePacks } from './pack.ts';
+import { writeEach } from './write.ts';
+
+/** One `push` line: the local source (empty: delete), the remote ref, forced or not. */
+export interface PushSpec {
+  src: string;
+  dst: string;
+  force: boolean;
+}
+
+/** How one ref's push ended; `compact`: its pack list now wants a compaction of its own. */
+export interface PushOutcome {
+  dst: string;
+  error?: PushReason;
+  compact?: boolean;
+}
+
+/** What a push did: one outcome per spec, in order; the new refs that landed; the HEAD branch. */
+export interface Pushed {
+  outcomes: PushOutcome[];
+  created: string[];
+  /** The branch the remote's HEAD names (written by this push when it had none). */
+  head: string | undefined;
+}
+
+/**
+ * Pushes refs from the repository at `env.gitDir` to `env.remote`, deciding each with git's rules
+ * against the refs git was shown, as git's own receive-pack would. A failure a user can cause is a
+ * KnotlessError for the whole push; a ref refused on its own is an outcome with git's reason.
+ */
+export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed> {
+  const { remote, pusher } = env;
+  if (pusher.did !== remote.owner.did) {
+    throw new KnotlessError(
+      'permission-denied',
+      `permission denied: you are ${pusher.handle}, and only ${remote.owner.handle ?? remote.owner.did} can push to ${remote.label}; fork it with \`knotless repo fork ${remote.label}\` and push to the fork.`,
+    );
+  }
+  // Listing checks that the repository exists (git lists before it pushes).
+  const listing = await env.listing();
+  const { refs, contested } = listing;
+  const inRepo = { gitDir: env.gitDir };
+
+  const local = await resolveObjects(
+    specs.filter((s) => s.src !== '').map((s) => s.src),
+    inRepo,
+  );
+  // git tells a helper nothing of the repository's hash; an object id's length does.
+  if ([...local.values()].some((o) => o.oid.length !== 40)) {
+    throw new KnotlessError(
+      'usage',
+      'This repository uses SHA-256 object names and knotless stores SHA-1 repositories only; convert it (git fast-export into git fast-import in a SHA-1 repository) to push it.',
+      { reason: 'sha-256 repository' },
+    );
+  }
+  const updates: Update[] = specs.map((s) => {
+    const obj = local.get(s.src);
+    if (s.src !== '' && obj === undefined)
+      throw new KnotlessError('usage', `${s.src} does not name an object here.`, {
+        reason: 'no such object',
+      });
+    return {
+      dst: s.dst,
+      force: s.force,
+      oid: obj?.oid,
+      peeled: obj?.type === 'tag' ? obj.peeled : undefined,
+    };
+  });
+  const have = await presentObjects(
+    [...refs.values()].flatMap((r) => (r.record.target === undefined ? [] : [r.record.target])),
+    inRepo,
+  );
+  const present = (oid: string) => have.has(oid);
+
+  const outcomes = new Map<string, PushOutcome>();
+  const toWrite: Update[] = [];
+  const apart = updates.filter((u) => contested.has(u.dst));
+  const done = (o: PushOutcome[]): Pushed => ({ outcomes: o, created: [], head: undefined });
+  if (apart.length > 0 && env.options.atomic) {
+    // Settling them is writes of their own, which an atomic push cannot make part of its one commit.
+    for (const u of apart) printErr(`knotless: ${contestedSentence(u.dst, contested.get(u.dst)!)}.`);
+    const reason = (u: Update): PushReason =>
+      apart.includes(u) ? 'several records claim this ref' : 'atomic push failed';
+    return done(updates.map((u) => ({ dst: u.dst, error: reason(u) })));
+  }
+  if (apart.length > 0) {
+    const settled = await pushContested(env, listing, apart);
+    await env.remember(settled);
+    for (const o of settled)
+      outcomes.set(o.dst, o.error === undefined ? { dst: o.dst } : { dst: o.dst, error: o.error });
+  }
+  for (const u of updates) {
+    if (contested.has(u.dst) || outcomes.has(u.dst)) continue;
+    // Readers refuse such a name (git would print it raw): it must not be written either.
+    if (hasUnsafe(u.dst)) {
+      outcomes.set(u.dst, { dst: u.dst, error: 'the name holds characters that act on a terminal' });
+      continue;
+    }
+    const verdict = await checkUpdate(u, refs.get(u.dst), env.options.cas.get(u.dst), present, env.gitDir);
+    if (verdict.kind === 'write') toWrite.push(u);
+    else
+      outcomes.set(u.dst, verdict.kind === 'reject' ? { dst: u.dst, error: verdict.reason } : { dst: u.dst });
+  }
+  if (env.options.atomic && outcomes.size > 0 && [...outcomes.values()].some((o) => o.error !== undefined)) {
+    return done(updates.map((u) => outcomes.get(u.dst) ?? { dst: u.dst, error: 'atomic push failed' }));
+  }
+  if (env.options.dryRun || toWrite.length === 0) {
+    return done(updates.map((u) => outcomes.get(u.dst) ?? { dst: u.dst }));
+  }
+  const packs = await preparePacks(env, toWrite, present, refs);
+  const head = refs.has('HEAD') ? undefined : await defaultBranch(toWrite, env.gitDir);
+  const source = new PackSource(packs, () => rebuildPacks(env, toWrite, present));
+  const job: WriteJob = { env, refs, updates: toWrite, source, present, head };
+  const isNew = new Set(toWrite.filter((u) => u.oid !== undefined && !refs.has(u.dst)).map((u) => u.dst));
+  // Each ref on its own compare-and-swap loop (new ones batched first), or all in one commit.
+  const written = env.options.atomic ? await writeAtomic(job) : await writeEach(job);
+  if (written.some((w) => w.blobMissing === true)) {
+    printErr(
+      `knotless: The PDS of ${env.remote.label} kept refusing the push because packs it builds on were removed meanwhile (a compaction or a rewind on another machine); fetch and push again.`,
+    );
+  }
+  await env.remember(written);
+  // Only a list far past logarithmic gets a compaction of its own: preparePacks folded the rest.
+  const compact = compactionDue(packs);
+  for (const o of written)
+    outcomes.set(o.dst, {
+      ...o,
+      compact: compact && toWrite.some((u) => u.dst === o.dst && u.oid !== undefined),
+    });
+  const created = [...isNew].filter((dst) => outcomes.get(dst)?.error === undefined);
+  return {
+    outcomes: updates.map((u) => outcomes.get(u.dst)!),
+    created,
+    head: refs.get('HEAD')?.record.symref ?? head,
+  };
+}
+
+/**
+ * The push's pack list built again on the refs as they are now: after the PDS said a blob the
+ * first one lists is gone (a compaction or a rewind elsewhere freed it after the refs were read).
+ */
+async function rebuildPacks(
+  env: PushEnv,
+  updates: Update[],
+  present: (oid: string) => boolean,
+): Promise<PackEntry[]> {
+  const fresh = new Map((await env.remote.listRefs()).map((r) => [r.record.ref, r]));
+  const have = await presentObjects(
+    [...fresh.values()].flatMap((r) => (r.record.target === undefined ? [] : [r.record.target])),
+    { gitDir: env.gitDir },
+  );
+  return preparePacks(env, updates, (oid) => present(oid) || have.has(oid), fresh);
+}
+
+/** The branch a new repository's HEAD should name: the pusher's current branch, else main, master, the first. */
+async function defaultBranch(updates: Update[], gitDir: string): Promise<string | undefined> {
+  const branches = updates
+    .filter((u) => u.oid !== undefined && u.dst.startsWith('refs/heads/'))
+    .map((u) => u.dst);
+  if (branches.length === 0) return undefined;
+  // Exit 1 (a detached HEAD) is an answer: no current branch. Any other failure of git surfaces.
+  const local = (await gitText(['symbolic-ref', '-q', 'HEAD'], { okCodes: [1], gitDir })).trim();
+  return [local, 'refs/heads/main', 'refs/heads/master'].find((b) => branches.includes(b)) ?? branches[0];
+}
