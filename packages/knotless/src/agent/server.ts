@@ -144,7 +144,7 @@ export async function startAgent(
     );
     streams.set(pds, stream);
     const [{ IdResolver, MemoryCache }, { fetchOver }] = await Promise.all([
-      import('@atproto/identity'),
+      import('./stream-libs.ts'),
       import('knotless-core/xrpc/transport'),
     ]);
     // Keys cached: @atproto/sync refreshes a cached key by itself when a commit's signature fails.

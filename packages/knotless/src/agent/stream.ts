@@ -117,13 +117,8 @@ export class PdsStream {
    * that cannot concern a followed account is dropped before its body is decoded ({@link #concerns}).
    */
   async run(idResolver: IdResolver): Promise<void> {
-    const [{ websocket }, { ensureChunkIsMessage }, { parseCommitAuthenticated }, { lexToJson }] =
-      await Promise.all([
-        import('@atproto/ws-client'),
-        import('@atproto/xrpc-server'),
-        import('@atproto/sync'),
-        import('@atproto/lex-json'),
-      ]);
+    const { websocket, ensureChunkIsMessage, parseCommitAuthenticated, lexToJson } =
+      await import('./stream-libs.ts');
     const ws = websocket(
       // Asked before every connection: a second one means the first was lost, with whatever it
       // had not yet delivered, so every view this stream kept is dropped.
