@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, mock } from 'node:test';
 import { Index } from '../src/db/index-store.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { Identities } from '../src/ingest/identities.ts';
@@ -13,9 +13,12 @@ import { Identities } from '../src/ingest/identities.ts';
 const GOOD = 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa';
 const GARBLED = 'did:plc:bbbbbbbbbbbbbbbbbbbbbbbb';
 const GONE = 'did:plc:cccccccccccccccccccccccc';
+const FLAKY = 'did:plc:dddddddddddddddddddddddd';
 
 describe('handle verification in dev mode', () => {
   let server: http.Server;
+  let flakyDown = true;
+  let flakyAsked = 0;
   let index: Index;
   let identities: Identities;
   const lines: string[] = [];
@@ -34,10 +37,15 @@ describe('handle verification in dev mode', () => {
         [GOOD]: { handle: 'good.test', pds: here },
         [GARBLED]: { handle: 'garbled.test', pds: here },
         [GONE]: { handle: 'gone.test', pds: `http://127.0.0.1:${gonePort}` },
+        [FLAKY]: { handle: 'flaky.test', pds: here },
       };
       if (url.pathname === '/xrpc/com.atproto.identity.resolveHandle') {
         const handle = url.searchParams.get('handle');
         if (handle === 'good.test') return res.end(JSON.stringify({ did: GOOD }));
+        if (handle === 'flaky.test') {
+          flakyAsked++;
+          return flakyDown ? res.writeHead(503).end() : res.end(JSON.stringify({ did: FLAKY }));
+        }
         return res.end('<html>not json</html>');
       }
       const did = decodeURIComponent(url.pathname.slice(1));
@@ -90,5 +98,25 @@ describe('handle verification in dev mode', () => {
       lines.some((l) => l.includes('checking the handle gone.test')),
       lines.join('\n'),
     );
+  });
+
+  it('tries again a minute after a handle could not be checked, not an hour', async () => {
+    mock.timers.enable({ apis: ['Date'], now: Date.now() });
+    try {
+      assert.equal((await identities.owner(FLAKY)).handle, null);
+      flakyDown = false;
+      mock.timers.tick(30_000);
+      assert.equal((await identities.owner(FLAKY)).handle, null, 'kept for a while: no request per event');
+      assert.equal(flakyAsked, 1);
+      mock.timers.tick(31_000);
+      assert.equal((await identities.owner(FLAKY)).handle, 'flaky.test');
+      assert.equal(flakyAsked, 2);
+      // A verified handle is kept for the hour.
+      mock.timers.tick(10 * 60_000);
+      assert.equal((await identities.owner(FLAKY)).handle, 'flaky.test');
+      assert.equal(flakyAsked, 2);
+    } finally {
+      mock.timers.reset();
+    }
   });
 });

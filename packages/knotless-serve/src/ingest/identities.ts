@@ -12,6 +12,11 @@ export interface Owner {
 
 /** How long a resolution is trusted before the next event of the account refreshes it. */
 const FRESH_MS = 60 * 60 * 1000;
+/**
+ * How long an account without a verified handle is trusted: a handle check that failed for want of an
+ * answer (a slow PDS, a DNS hiccup) must not leave the pages showing a bare DID for the hour.
+ */
+const UNVERIFIED_MS = 60 * 1000;
 
 /**
  * Resolves DIDs to their PDS and verified handle, and keeps the result in the index. `.test` handles
@@ -65,7 +70,8 @@ export class Identities {
   async owner(did: string, refresh = false): Promise<Owner> {
     if (!refresh) {
       const known = await this.#index.owner(did);
-      if (known !== undefined && Date.now() - Date.parse(known.resolved_at) < FRESH_MS) return known;
+      const fresh = known?.handle === null ? UNVERIFIED_MS : FRESH_MS;
+      if (known !== undefined && Date.now() - Date.parse(known.resolved_at) < fresh) return known;
     }
     let p = this.#pending.get(did);
     if (p === undefined) {
