@@ -49,6 +49,20 @@ install knotless
 "$root/node_modules/.bin/node" "$root/packages/knotless/bin/knotless.cjs" dev --dir "$work/dev" >"$work/dev.log" 2>&1 &
 dev_pid=$!
 install knotless-serve
+# A TypeScript program using the installed package compiles strictly, reading every declaration it
+# ships (no skipLibCheck) and without @types/node: none may name a package the bundle holds.
+mkdir -p "$work/consumer/node_modules"
+ln -s "$work/prefix/lib/node_modules/knotless-serve" "$work/consumer/node_modules/knotless-serve"
+printf '%s\n' '{"type":"module"}' >"$work/consumer/package.json"
+printf '%s\n' '{"compilerOptions": {"strict": true, "noEmit": true, "skipLibCheck": false, "types": [],
+  "module": "nodenext", "target": "es2022", "lib": ["es2022"]}, "files": ["consumer.ts"]}' >"$work/consumer/tsconfig.json"
+cat >"$work/consumer/consumer.ts" <<'EOF_TS'
+import { configFrom, defaultConfig, startAppview, type Appview } from 'knotless-serve';
+const app: Appview = await startAppview({ ...defaultConfig('data'), ...configFrom(['--port', '0'], {}) });
+await app.close();
+EOF_TS
+"$root/node_modules/.bin/tsc" -p "$work/consumer"
+echo "install check: a strict TypeScript consumer compiles against the installed knotless-serve"
 # On a Node with another native ABI (the workspace's 22), better-sqlite3's build for the system's Node
 # cannot load: knotless-serve must say so in one sentence and stop.
 ws_node="$root/node_modules/.bin/node"

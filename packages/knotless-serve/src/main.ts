@@ -30,7 +30,7 @@ function list(v: string | undefined): string[] {
 }
 
 /** Builds the configuration from argv and the environment. */
-export function configFrom(argv: string[], env: NodeJS.ProcessEnv): ServeConfig {
+export function configFrom(argv: string[], env: Readonly<Record<string, string | undefined>>): ServeConfig {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,

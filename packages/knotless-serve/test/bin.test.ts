@@ -15,14 +15,23 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-serve-bin-'));
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 describe('the knotless-serve command', () => {
-  it('ships only the bin stub, the bundle and the README, and needs only better-sqlite3', () => {
+  it('ships only the bin stub, the bundle, the public declarations and the README, and needs only better-sqlite3', () => {
     const manifest = JSON.parse(fs.readFileSync(path.join(pkg, 'package.json'), 'utf8')) as {
       bin: Record<string, string>;
       files: string[];
       dependencies: Record<string, string>;
     };
     assert.deepEqual(manifest.bin, { 'knotless-serve': './bin/knotless-serve.cjs' });
-    assert.deepEqual(manifest.files, ['bin', 'dist', 'README.md']);
+    // The declarations of what index.ts exports, and nothing that names a bundled package (see
+    // "declares" in packages/knotless/test/packages.test.ts).
+    assert.deepEqual(manifest.files, [
+      'bin',
+      'dist/knotless-serve.cjs',
+      'dist/types/index.d.ts',
+      'dist/types/config.d.ts',
+      'dist/types/main.d.ts',
+      'README.md',
+    ]);
     assert.deepEqual(Object.keys(manifest.dependencies), ['better-sqlite3']);
     const bundle = fs.readFileSync(path.join(pkg, 'dist', 'knotless-serve.cjs'), 'utf8');
     // Not undici (via @atproto/identity's default fetch): it cannot load on Node 20.

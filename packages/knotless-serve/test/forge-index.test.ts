@@ -161,6 +161,32 @@ describe('the forge index: authority, order, deletes and replays', () => {
     assert.deepEqual(JSON.parse((await index.forge.issue(AUTHOR, '3issue'))!.labels), ['bug']);
   });
 
+  it('a state record edited to name another item leaves its old one: both are worked out again', async () => {
+    const states = async () => [
+      (await index.forge.pull(AUTHOR, '3pa'))?.state,
+      (await index.forge.pull(AUTHOR, '3pb'))?.state,
+      (await index.forge.issue(AUTHOR, '3ia'))?.state,
+      (await index.forge.issue(AUTHOR, '3ib'))?.state,
+    ];
+    const named = (collection: string, rkey: string) => `at://${AUTHOR}/${collection}/${rkey}`;
+    for (const rkey of ['3pa', '3pb']) await write(AUTHOR, 'dev.knotless.pull', rkey, pull);
+    for (const rkey of ['3ia', '3ib'])
+      await write(AUTHOR, 'dev.knotless.issue', rkey, { repo: REPO, title: 'Two', createdAt: t(0) });
+    const closing = (target: string) => ({
+      pull: { pull: named('dev.knotless.pull', `3p${target}`), status: 'closed', createdAt: t(20) },
+      issue: { issue: named('dev.knotless.issue', `3i${target}`), state: 'closed', createdAt: t(20) },
+    });
+    await write(OWNER, 'dev.knotless.pull.status', '3m1', closing('a').pull);
+    await write(OWNER, 'dev.knotless.issue.state', '3m2', closing('a').issue);
+    assert.deepEqual(await states(), ['closed', 'open', 'closed', 'open']);
+    await write(OWNER, 'dev.knotless.pull.status', '3m1', closing('b').pull);
+    await write(OWNER, 'dev.knotless.issue.state', '3m2', closing('b').issue);
+    assert.deepEqual(await states(), ['open', 'closed', 'open', 'closed']);
+    await write(OWNER, 'dev.knotless.pull.status', '3m1', null);
+    await write(OWNER, 'dev.knotless.issue.state', '3m2', null);
+    assert.deepEqual(await states(), ['open', 'open', 'open', 'open']);
+  });
+
   it('a record that fails validation is skipped and logged, and replaces nothing with half of itself', async () => {
     await write(AUTHOR, 'dev.knotless.issue', '3issue', { repo: REPO, title: '', createdAt: t(0) });
     assert.ok(

@@ -10,24 +10,15 @@ import { startProxy } from 'knotless-devnet';
 import type { Appview } from '../../knotless-serve/src/appview.ts';
 import { appviewOn, waitFor, xrpc } from '../../knotless-serve/test/helpers.ts';
 import { knotless } from './helpers/cli.ts';
-import { json, writeRaw } from './helpers/forge.ts';
-import { commitFiles, useGitUser } from './helpers/git.ts';
-import { useNetwork } from './helpers/network.ts';
+import { json, openPr, useForgeNet, writeRaw, type ItemJson } from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
 
-const t = useNetwork(['alice.test', 'bob.test', 'carol.test']);
 let app: Appview | undefined;
-const extra = () => ({ KNOTLESS_COMPACT: '0', ...(app === undefined ? {} : { KNOTLESS_APPVIEW: app.url }) });
-const alice = useGitUser(t, 'alice.test', extra);
-const bob = useGitUser(t, 'bob.test', extra);
-const carol = useGitUser(t, 'carol.test', extra);
-
-interface ItemJson {
-  id: string;
-  uri: string;
-  state: string;
-  merged?: string;
-  comments?: { author: string; body: string }[];
-}
+const {
+  t,
+  users: [alice, bob, carol],
+  env: extra,
+} = useForgeNet(['alice.test', 'bob.test', 'carol.test'], () => app?.url);
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fresh-'));
 const database = path.join(dataDir, 'index.sqlite');
@@ -66,19 +57,7 @@ describe('read-your-writes: own records laid over an appview that has not ingest
     await bob.ok(b, 'clone', '-q', 'knotless://bob.test/fork', 'c');
     await commitFiles(bob, `${b}/c`, { 'fix.txt': 'fixed\n' }, 'the fix');
     await bob.ok(`${b}/c`, 'push', '-q', 'origin', 'main:fix');
-    const open = async (title: string) =>
-      json<ItemJson>(
-        await bob.knotless(
-          'pr',
-          'create',
-          'alice.test/proj',
-          '--head',
-          'fork:fix',
-          '--title',
-          title,
-          '--json',
-        ),
-      );
+    const open = (title: string) => openPr(bob, 'alice.test/proj', 'fork:fix', title);
     first = await open('First');
     second = await open('Second');
     third = await open('Third');

@@ -7,25 +7,14 @@ import { after, before, describe, it } from 'node:test';
 import type { Appview } from '../../knotless-serve/src/appview.ts';
 import { appviewOn, waitFor } from '../../knotless-serve/test/helpers.ts';
 import { knotless } from './helpers/cli.ts';
-import { json, writeRaw } from './helpers/forge.ts';
-import { commitFiles, useGitUser } from './helpers/git.ts';
-import { useNetwork } from './helpers/network.ts';
+import { json, openPr, useForgeNet, writeRaw, type ItemJson } from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
 
-const t = useNetwork(['alice.test', 'bob.test', 'carol.test']);
 let app: Appview | undefined;
-const extra = () => ({ KNOTLESS_COMPACT: '0', ...(app === undefined ? {} : { KNOTLESS_APPVIEW: app.url }) });
-const alice = useGitUser(t, 'alice.test', extra);
-const bob = useGitUser(t, 'bob.test', extra);
-const carol = useGitUser(t, 'carol.test', extra);
-
-interface ItemJson {
-  id: string;
-  uri: string;
-  state: string;
-  title: string;
-  author: string;
-  comments?: { author: string; body: string }[];
-}
+const {
+  t,
+  users: [alice, bob, carol],
+} = useForgeNet(['alice.test', 'bob.test', 'carol.test'], () => app?.url);
 
 /** The CLI as `user` without the appview: what a direct reading of the PDSes gives. */
 function direct(user: typeof alice, ...args: string[]) {
@@ -205,18 +194,7 @@ describe('issues, through the appview and directly', () => {
     await bob.ok(b, 'clone', '-q', 'knotless://bob.test/proj-fork', 'c');
     await commitFiles(bob, `${b}/c`, { 'fix.txt': 'fixed\n' }, 'the fix');
     await bob.ok(`${b}/c`, 'push', '-q', 'origin', 'main:fix');
-    const pr = json<ItemJson>(
-      await bob.knotless(
-        'pr',
-        'create',
-        'alice.test/proj',
-        '--head',
-        'proj-fork:fix',
-        '--title',
-        'Fix the crash',
-        '--json',
-      ),
-    );
+    const pr = await openPr(bob, 'alice.test/proj', 'proj-fork:fix', 'Fix the crash');
     const listed = await waitFor('the appview to index the pull request', async () => {
       const l = json<ItemJson[]>(await alice.knotless('pr', 'list', 'alice.test/proj', '--json'));
       return l.length > 0 ? l : undefined;
@@ -243,20 +221,7 @@ describe('issues, through the appview and directly', () => {
     await alice.ok(`${dir}/c`, 'switch', '-q', '-c', 'feature');
     const tip = await commitFiles(alice, `${dir}/c`, { 'feature.txt': 'new\n' }, 'a feature');
     await alice.ok(`${dir}/c`, 'push', '-q', 'origin', 'feature');
-    const pr = json<ItemJson>(
-      await alice.knotless(
-        'pr',
-        'create',
-        'proj',
-        '--head',
-        'proj:feature',
-        '--base',
-        'main',
-        '--title',
-        'Feature',
-        '--json',
-      ),
-    );
+    const pr = await openPr(alice, 'proj', 'proj:feature', 'Feature', '--base', 'main');
     assert.equal(pr.author, 'alice.test');
     const merged = json<ItemJson & { merged: string }>(
       await alice.knotless('pr', 'merge', 'proj', pr.id, '--json'),

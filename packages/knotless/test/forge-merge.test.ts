@@ -2,36 +2,19 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
-import { NO_CLONE, json } from './helpers/forge.ts';
-import { commitFiles, useGitUser } from './helpers/git.ts';
-import { useNetwork } from './helpers/network.ts';
+import { NO_CLONE, json, newSite, openPr, tipOf, useForgeNet, type ItemJson } from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
 
-const t = useNetwork(['alice.test', 'bob.test']);
-const quiet = () => ({ KNOTLESS_COMPACT: '0' });
-const alice = useGitUser(t, 'alice.test', quiet);
-const bob = useGitUser(t, 'bob.test', quiet);
-
-interface ItemJson {
-  id: string;
-  uri: string;
-  state: string;
-  title: string;
-  author: string;
-  merged?: string;
-  rounds?: { head: string; base: string }[] | number;
-  comments?: { author: string; body: string; round?: number }[];
-  diff?: { files: number; insertions: number; deletions: number };
-}
+const {
+  t,
+  users: [alice, bob],
+  env: quiet,
+} = useForgeNet(['alice.test', 'bob.test']);
 
 // Until the first test makes them: a path that does not exist, so that a test running after a
 // failed setup fails to start git instead of running it in the current directory.
 let aliceClone = NO_CLONE;
 let bobClone = NO_CLONE;
-
-async function tipOf(user: typeof alice, url: string, branch: string): Promise<string> {
-  const out = await user.ok(user.dir(), 'ls-remote', url, `refs/heads/${branch}`);
-  return out.split('\t')[0]!.trim();
-}
 
 /** When set, runs once as the proxy forwards the next putRecord (before it is forwarded). */
 let beforePut: (() => Promise<void>) | undefined;
@@ -59,12 +42,7 @@ describe('merging pull requests: conflicts, rebase, squash, a moving base', () =
   });
 
   it('alice has a repository and bob a fork of it, both cloned', async () => {
-    assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
-    aliceClone = alice.dir();
-    await alice.ok(aliceClone, 'init', '-q');
-    await commitFiles(alice, aliceClone, { 'README.md': 'hello\n', 'a.txt': 'one\ntwo\nthree\n' }, 'first');
-    await alice.ok(aliceClone, 'remote', 'add', 'origin', 'knotless://alice.test/site');
-    await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
+    aliceClone = await newSite(alice, 'alice.test');
     assert.equal((await bob.knotless('repo', 'fork', 'alice.test/site')).code, 0);
     const dir = bob.dir();
     await bob.ok(dir, 'clone', '-q', 'knotless://bob.test/site', 'c');
@@ -76,18 +54,7 @@ describe('merging pull requests: conflicts, rebase, squash, a moving base', () =
     await bob.ok(bobClone, 'switch', '-q', '-c', 'clash', 'FETCH_HEAD');
     await commitFiles(bob, bobClone, { 'a.txt': 'one\nBOB\nthree\n' }, 'bob edits a');
     await bob.ok(bobClone, 'push', '-q', 'origin', 'clash');
-    const pr = json<ItemJson>(
-      await bob.knotless(
-        'pr',
-        'create',
-        'alice.test/site',
-        '--head',
-        'bob.test/site:clash',
-        '--title',
-        'Edit a',
-        '--json',
-      ),
-    );
+    const pr = await openPr(bob, 'alice.test/site', 'bob.test/site:clash', 'Edit a');
     await commitFiles(alice, aliceClone, { 'a.txt': 'one\nALICE\nthree\n' }, 'alice edits a');
     await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
     const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
@@ -131,18 +98,7 @@ describe('merging pull requests: conflicts, rebase, squash, a moving base', () =
     const c1 = await commitFiles(bob, bobClone, { 'c.txt': 'c\n' }, 'bob adds c');
     const c2 = await commitFiles(bob, bobClone, { 'd.txt': 'd\n' }, 'bob adds d');
     await bob.ok(bobClone, 'push', '-q', 'origin', 'gone');
-    const pr = json<ItemJson>(
-      await bob.knotless(
-        'pr',
-        'create',
-        'alice.test/site',
-        '--head',
-        'site:gone',
-        '--title',
-        'Add c and d',
-        '--json',
-      ),
-    );
+    const pr = await openPr(bob, 'alice.test/site', 'site:gone', 'Add c and d');
     await bob.ok(bobClone, 'push', '-q', 'origin', ':gone');
     assert.equal(await tipOf(bob, 'knotless://bob.test/site', 'gone'), '');
 
@@ -185,18 +141,7 @@ describe('merging pull requests: conflicts, rebase, squash, a moving base', () =
     await commitFiles(bob, bobClone, { 'e.txt': 'e\n' }, 'e');
     await commitFiles(bob, bobClone, { 'f.txt': 'f\n' }, 'f');
     await bob.ok(bobClone, 'push', '-q', 'origin', 'two');
-    const pr = json<ItemJson>(
-      await bob.knotless(
-        'pr',
-        'create',
-        'alice.test/site',
-        '--head',
-        'site:two',
-        '--title',
-        'E and F',
-        '--json',
-      ),
-    );
+    const pr = await openPr(bob, 'alice.test/site', 'site:two', 'E and F');
     const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
     const merged = json<ItemJson>(
       await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--squash', '--json'),
@@ -213,9 +158,7 @@ describe('merging pull requests: conflicts, rebase, squash, a moving base', () =
     await bob.ok(bobClone, 'switch', '-q', '-c', 'late', 'FETCH_HEAD');
     const bobCommit = await commitFiles(bob, bobClone, { 'g.txt': 'g\n' }, 'bob adds g');
     await bob.ok(bobClone, 'push', '-q', 'origin', 'late');
-    const pr = json<ItemJson>(
-      await bob.knotless('pr', 'create', 'alice.test/site', '--head', 'site:late', '--title', 'G', '--json'),
-    );
+    const pr = await openPr(bob, 'alice.test/site', 'site:late', 'G');
     let aliceCommit = '';
     // Alice's own push lands (directly, not through the proxy) just before the merge's write does.
     beforePut = async () => {

@@ -2,38 +2,28 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { knotless } from './helpers/cli.ts';
-import { NO_CLONE, deleteRaw, json, writeRaw } from './helpers/forge.ts';
-import { commitFiles, useGitUser } from './helpers/git.ts';
-import { useNetwork } from './helpers/network.ts';
+import {
+  NO_CLONE,
+  deleteRaw,
+  json,
+  newSite,
+  tipOf,
+  useForgeNet,
+  writeRaw,
+  type ItemJson,
+} from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
 
-const t = useNetwork(['alice.test', 'bob.test', 'carol.test']);
-const quiet = () => ({ KNOTLESS_COMPACT: '0' });
-const alice = useGitUser(t, 'alice.test', quiet);
-const bob = useGitUser(t, 'bob.test', quiet);
-const carol = useGitUser(t, 'carol.test', quiet);
-
-interface ItemJson {
-  id: string;
-  uri: string;
-  state: string;
-  title: string;
-  author: string;
-  merged?: string;
-  rounds?: { head: string; base: string }[] | number;
-  comments?: { author: string; body: string; round?: number }[];
-  diff?: { files: number; insertions: number; deletions: number };
-}
+const {
+  t,
+  users: [alice, bob, carol],
+} = useForgeNet(['alice.test', 'bob.test', 'carol.test']);
 
 // Until the first test makes them: a path that does not exist, so that a test running after a
 // failed setup fails to start git instead of running it in the current directory.
 let aliceClone = NO_CLONE;
 let bobClone = NO_CLONE;
 let firstPr = '';
-
-async function tipOf(user: typeof alice, url: string, branch: string): Promise<string> {
-  const out = await user.ok(user.dir(), 'ls-remote', url, `refs/heads/${branch}`);
-  return out.split('\t')[0]!.trim();
-}
 
 let proxy: Proxy | undefined;
 
@@ -47,12 +37,7 @@ describe('forks and pull requests across accounts: fork, rounds, comments, who m
   });
 
   it('forks alice.test/site into bob.test: every ref copied, forkOf names the original', async () => {
-    assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
-    aliceClone = alice.dir();
-    await alice.ok(aliceClone, 'init', '-q');
-    await commitFiles(alice, aliceClone, { 'README.md': 'hello\n', 'a.txt': 'one\ntwo\nthree\n' }, 'first');
-    await alice.ok(aliceClone, 'remote', 'add', 'origin', 'knotless://alice.test/site');
-    await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
+    aliceClone = await newSite(alice, 'alice.test');
 
     const denied = await bob.git(aliceClone, 'push', 'knotless://alice.test/site', 'main:bob');
     assert.notEqual(denied.code, 0);

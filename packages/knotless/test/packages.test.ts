@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
@@ -12,7 +13,9 @@ const packages = path.join(import.meta.dirname, '..', '..');
 
 interface Manifest {
   name: string;
+  private?: boolean;
   files?: string[];
+  types?: string;
   exports?: Record<string, unknown>;
   dependencies?: Record<string, string>;
   devDependencies?: Record<string, string>;
@@ -71,11 +74,15 @@ describe('the packages', () => {
   it('export built JavaScript by default, never TypeScript sources, and ship it', () => {
     for (const dir of ['knotless', 'knotless-core', 'knotless-serve']) {
       const m = manifest(dir);
-      assert.ok(m.files?.includes('dist'), `${dir} ships dist/`);
       for (const [subpath, entry] of Object.entries(m.exports ?? {})) {
         const target = defaultTarget(entry);
         assert.ok(target !== undefined, `${dir} ${subpath} has a default target`);
         assert.doesNotMatch(target, /\.ts$|\/src\//, `${dir} ${subpath}`);
+        // npm ships package.json whatever `files` says.
+        const shipped =
+          target === './package.json' ||
+          m.files?.some((f) => target === `./${f}` || target.startsWith(`./${f}/`));
+        assert.ok(shipped, `${dir} ships ${target}`);
         if (!target.includes('*'))
           assert.ok(fs.existsSync(path.join(packages, dir, target)), `${dir} ${target} is built`);
       }
@@ -114,5 +121,87 @@ describe('the packages', () => {
       ).stdout.trim();
     assert.match(await resolved([]), /\/knotless-core\/dist\/records\/ref-key\.js$/);
     assert.match(await resolved(['--conditions=development']), /\/knotless-core\/src\/records\/ref-key\.ts$/);
+  });
+
+  it('knotless-devnet, private to the workspace, exports its sources and loads them without the development condition', async () => {
+    // Never packed or installed: its program and the tests run it on the workspace's Node 22, which
+    // strips the types; what it imports of the other packages is their build (see above).
+    const m = manifest('knotless-devnet');
+    assert.equal(m.private, true);
+    assert.equal(m.files, undefined);
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--input-type=module', '-e', "console.log(typeof (await import('knotless-devnet')).startNetwork)"],
+      { cwd: path.join(packages, 'knotless') },
+    );
+    assert.equal(stdout.trim(), 'function');
+  });
+
+  it("declares knotless-serve's exports in what it ships, resolvable by a TypeScript consumer without its bundled packages", async () => {
+    // knotless-core (private), kysely and the drivers are bundled, not dependencies: a declaration
+    // that named them would break a consumer's compile. So: make the declarations as `npm pack` does,
+    // take the files npm would ship, and compile a program against only those, strictly, without
+    // skipLibCheck and without @types/node.
+    const run = promisify(execFile);
+    const serve = path.join(packages, 'knotless-serve');
+    const tsc = path.join(packages, '..', 'node_modules', 'typescript', 'bin', 'tsc');
+    await run(process.execPath, [tsc, '-p', path.join(serve, 'tsconfig.build.json')]);
+    const packed = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: serve });
+    const files = (JSON.parse(packed.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
+    const m = manifest('knotless-serve');
+    assert.ok(m.types !== undefined && files.includes(m.types.slice(2)), `declares types and ships them`);
+    const declarations = files.filter((f) => f.endsWith('.d.ts'));
+    assert.ok(declarations.length > 0);
+
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-consumer-'));
+    try {
+      const installed = path.join(home, 'node_modules', 'knotless-serve');
+      for (const f of [...declarations, 'package.json']) {
+        fs.mkdirSync(path.dirname(path.join(installed, f)), { recursive: true });
+        fs.copyFileSync(path.join(serve, f), path.join(installed, f));
+      }
+      fs.writeFileSync(
+        path.join(home, 'consumer.ts'),
+        `import { configFrom, defaultConfig, main, startAppview, type Appview, type ServeConfig } from 'knotless-serve';
+export async function run(): Promise<string> {
+  const config: ServeConfig = { ...defaultConfig('/tmp/data'), ...configFrom(['--port', '0'], {}), port: 0 };
+  const app: Appview = await startAppview(config, (line: string) => void line);
+  await app.idle();
+  await app.close();
+  await main(['--help']);
+  return app.url;
+}
+`,
+      );
+      // nodenext reads `exports`; node10, older, reads `types`.
+      for (const [module, resolution] of [
+        ['nodenext', 'nodenext'],
+        ['commonjs', 'node10'],
+      ] as const) {
+        fs.writeFileSync(
+          path.join(home, 'tsconfig.json'),
+          JSON.stringify({
+            compilerOptions: {
+              strict: true,
+              module,
+              moduleResolution: resolution,
+              target: 'es2022',
+              lib: ['es2022'],
+              types: [],
+              skipLibCheck: false,
+              noEmit: true,
+            },
+            files: ['consumer.ts'],
+          }),
+        );
+        const errors = await run(process.execPath, [tsc, '-p', home]).then(
+          () => '',
+          (err: Error & { stdout?: string }) => err.stdout || err.message,
+        );
+        assert.equal(errors, '', `${resolution}: the consumer compiles`);
+      }
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
   });
 });

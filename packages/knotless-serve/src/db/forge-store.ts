@@ -9,10 +9,19 @@ import {
   type ForgeRecord,
 } from '../ingest/forge-records.ts';
 import { saveCursor, type EventSource } from './cursor.ts';
-import { refreshTarget, type ForgeChange } from './forge-state.ts';
+import { refreshTarget, type ForgeTable } from './forge-state.ts';
 import type { CommentTable, Database, IssueTable, PullTable } from './schema.ts';
 
-type ForgeTable = 'pulls' | 'pull_statuses' | 'issues' | 'issue_states' | 'comments';
+/** A forge record change: `record` null for a delete. */
+export interface ForgeChange {
+  did: string;
+  collection: ForgeCollection;
+  rkey: string;
+  rev: string;
+  cid: string | null;
+  record: ForgeRecord | null;
+  time: string;
+}
 
 const TABLES: Record<ForgeCollection, ForgeTable> = {
   [PULL_COLLECTION]: 'pulls',
@@ -22,8 +31,6 @@ const TABLES: Record<ForgeCollection, ForgeTable> = {
   [COMMENT_COLLECTION]: 'comments',
 };
 
-export type { ForgeChange } from './forge-state.ts';
-
 /** A row with its author's verified handle. */
 export type WithHandle<T> = Omit<T, 'deleted'> & { handle: string | null };
 export type PullRow = WithHandle<PullTable>;
@@ -32,6 +39,9 @@ export type CommentRow = WithHandle<CommentTable>;
 
 /** Which pull requests or issues a list shows. */
 export type StateFilter = 'open' | 'closed' | 'merged' | 'all';
+
+/** A page of a repository's pull requests or issues in one state. */
+type ListArgs = [repoDid: string, repoName: string, state: StateFilter, limit: number, offset?: number];
 
 /**
  * The forge's part of the index (issue 16): pull requests, issues, their state records and
@@ -60,7 +70,8 @@ export class ForgeStore {
         .where('rkey', '=', change.rkey)
         .executeTakeFirst();
       if (old === undefined || old.rev <= change.rev) {
-        if (change.record === null) {
+        const row = change.record === null ? undefined : rowOf(change, change.record);
+        if (row === undefined) {
           if (old !== undefined)
             await tx
               .updateTable(t)
@@ -69,14 +80,13 @@ export class ForgeStore {
               .where('rkey', '=', change.rkey)
               .execute();
         } else {
-          const row = rowOf(change, change.record);
           await tx
             .insertInto(t)
             .values(row as unknown as CommentTable)
             .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
             .execute();
         }
-        await refreshTarget(tx, change, old);
+        await refreshTarget(tx, table, change.did, change.rkey, row, old);
       }
       if (source !== undefined) await saveCursor(tx, source);
     });
@@ -95,79 +105,57 @@ export class ForgeStore {
   }
 
   /** A repository's pull requests, newest first. */
-  async pulls(
-    repoDid: string,
-    repoName: string,
-    state: StateFilter,
-    limit: number,
-    offset = 0,
-  ): Promise<PullRow[]> {
-    let q = this.#db
-      .selectFrom('pulls')
-      .leftJoin('owners', 'owners.did', 'pulls.did')
-      .selectAll('pulls')
-      .select('owners.handle')
-      .where('pulls.repo_did', '=', repoDid)
-      .where('pulls.repo_name', '=', repoName)
-      .where('pulls.deleted', '=', 0);
-    if (state !== 'all') q = q.where('pulls.state', '=', state);
-    return q
-      .orderBy('pulls.created_at', 'desc')
-      .orderBy('pulls.rkey', 'desc')
-      .limit(limit)
-      .offset(offset)
-      .execute();
+  async pulls(...list: ListArgs): Promise<PullRow[]> {
+    return (await this.#list('pulls', ...list)) as PullRow[];
   }
 
   /** One pull request, unless deleted or unknown. */
   async pull(did: string, rkey: string): Promise<PullRow | undefined> {
-    return this.#db
-      .selectFrom('pulls')
-      .leftJoin('owners', 'owners.did', 'pulls.did')
-      .selectAll('pulls')
-      .select('owners.handle')
-      .where('pulls.did', '=', did)
-      .where('pulls.rkey', '=', rkey)
-      .where('pulls.deleted', '=', 0)
-      .executeTakeFirst();
+    return (await this.#one('pulls', did, rkey)) as PullRow | undefined;
   }
 
   /** A repository's issues, newest first. */
-  async issues(
-    repoDid: string,
-    repoName: string,
-    state: StateFilter,
-    limit: number,
-    offset = 0,
-  ): Promise<IssueRow[]> {
-    let q = this.#db
-      .selectFrom('issues')
-      .leftJoin('owners', 'owners.did', 'issues.did')
-      .selectAll('issues')
+  async issues(...list: ListArgs): Promise<IssueRow[]> {
+    return this.#list('issues', ...list);
+  }
+
+  /** One issue, unless deleted or unknown. */
+  async issue(did: string, rkey: string): Promise<IssueRow | undefined> {
+    return this.#one('issues', did, rkey);
+  }
+
+  /**
+   * Pull requests or issues with their authors' handles. Typed as the issues table, whose columns
+   * the pulls table has too; `pulls` and `pull` give the rows their own type back.
+   */
+  #items(table: 'pulls' | 'issues') {
+    const t = table as 'issues';
+    return this.#db
+      .selectFrom(t)
+      .leftJoin('owners', 'owners.did', `${t}.did`)
+      .selectAll(t)
       .select('owners.handle')
-      .where('issues.repo_did', '=', repoDid)
-      .where('issues.repo_name', '=', repoName)
-      .where('issues.deleted', '=', 0);
-    if (state !== 'all') q = q.where('issues.state', '=', state);
+      .where(`${t}.deleted`, '=', 0);
+  }
+
+  async #list(
+    table: 'pulls' | 'issues',
+    ...[repoDid, repoName, state, limit, offset = 0]: ListArgs
+  ): Promise<IssueRow[]> {
+    const t = table as 'issues';
+    let q = this.#items(t).where(`${t}.repo_did`, '=', repoDid).where(`${t}.repo_name`, '=', repoName);
+    if (state !== 'all') q = q.where(`${t}.state`, '=', state);
     return q
-      .orderBy('issues.created_at', 'desc')
-      .orderBy('issues.rkey', 'desc')
+      .orderBy(`${t}.created_at`, 'desc')
+      .orderBy(`${t}.rkey`, 'desc')
       .limit(limit)
       .offset(offset)
       .execute();
   }
 
-  /** One issue, unless deleted or unknown. */
-  async issue(did: string, rkey: string): Promise<IssueRow | undefined> {
-    return this.#db
-      .selectFrom('issues')
-      .leftJoin('owners', 'owners.did', 'issues.did')
-      .selectAll('issues')
-      .select('owners.handle')
-      .where('issues.did', '=', did)
-      .where('issues.rkey', '=', rkey)
-      .where('issues.deleted', '=', 0)
-      .executeTakeFirst();
+  async #one(table: 'pulls' | 'issues', did: string, rkey: string): Promise<IssueRow | undefined> {
+    const t = table as 'issues';
+    return this.#items(t).where(`${t}.did`, '=', did).where(`${t}.rkey`, '=', rkey).executeTakeFirst();
   }
 
   /** The comments on a pull request or an issue, oldest first. */
@@ -221,19 +209,12 @@ function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
   switch (r.collection) {
     case PULL_COLLECTION:
       return {
-        ...base,
-        repo_did: r.record.repo.did,
-        repo_name: r.record.repo.rkey,
+        ...itemRow(base, r.record),
         base: r.record.base,
         head_repo: r.record.head.repo,
         head_branch: r.record.head.branch,
-        title: r.record.title,
-        body: r.record.body ?? null,
         rounds: JSON.stringify(r.record.rounds),
-        // Worked out right after by refreshPull.
-        state: 'open',
         merged: null,
-        labels: '[]',
       };
     case PULL_STATUS_COLLECTION:
       return {
@@ -245,15 +226,7 @@ function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
         labels: JSON.stringify(r.record.labels),
       };
     case ISSUE_COLLECTION:
-      return {
-        ...base,
-        repo_did: r.record.repo.did,
-        repo_name: r.record.repo.rkey,
-        title: r.record.title,
-        body: r.record.body ?? null,
-        state: 'open',
-        labels: '[]',
-      };
+      return itemRow(base, r.record);
     case ISSUE_STATE_COLLECTION:
       return {
         ...base,
@@ -272,4 +245,20 @@ function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
         body: r.record.body,
       };
   }
+}
+
+/** What a pull request's and an issue's rows have alike; the state is worked out right after (refreshTarget). */
+function itemRow(
+  base: Record<string, unknown>,
+  record: { repo: { did: string; rkey: string }; title: string; body?: string | undefined },
+): Record<string, unknown> {
+  return {
+    ...base,
+    repo_did: record.repo.did,
+    repo_name: record.repo.rkey,
+    title: record.title,
+    body: record.body ?? null,
+    state: 'open',
+    labels: '[]',
+  };
 }

@@ -88,7 +88,7 @@ export interface PullTable extends ForgeRow {
   labels: string;
 }
 
-/** A `dev.knotless.pull.status` record, whoever wrote it; only some count (see refreshPull). */
+/** A `dev.knotless.pull.status` record, whoever wrote it; only some count (see refreshTarget in forge-state.ts). */
 export interface PullStatusTable extends ForgeRow {
   pull_did: string;
   pull_rkey: string;

@@ -2,10 +2,84 @@ import assert from 'node:assert/strict';
 import os from 'node:os';
 import path from 'node:path';
 import type { Run } from './cli.ts';
-import type { TestNet } from './network.ts';
+import { commitFiles, useGitUser, type GitUser } from './git.ts';
+import { useNetwork, type TestNet } from './network.ts';
 
 /** A working directory that never exists (see its use in the forge tests). */
 export const NO_CLONE = path.join(os.tmpdir(), 'knotless-forge-no-clone-yet', String(process.pid));
+
+/** A pull request or issue as the CLI's `--json` prints it (the fields the forge tests read). */
+export interface ItemJson {
+  id: string;
+  uri: string;
+  state: string;
+  title: string;
+  author: string;
+  merged?: string;
+  rounds?: { head: string; base: string }[] | number;
+  comments?: { author: string; body: string; round?: number }[];
+  diff?: { files: number; insertions: number; deletions: number };
+}
+
+/** A forge test file's network, its users (one per handle, in order) and the environment they add. */
+export interface ForgeNet<H extends readonly string[]> {
+  t: TestNet;
+  users: { [K in keyof H]: GitUser };
+  /** What every user's commands run with, on top of their login: also for hand-made environments. */
+  env: () => Record<string, string>;
+}
+
+/**
+ * Starts the network for a forge test file and logs a git user in to each account. Compaction is
+ * off, so that no background `repo compact` rewrites ref records while a test reads them; when
+ * `appview()` names one, the CLI finds pull requests and issues through it.
+ */
+export function useForgeNet<const H extends readonly string[]>(
+  handles: H,
+  appview: () => string | undefined = () => undefined,
+): ForgeNet<H> {
+  const t = useNetwork([...handles]);
+  const env = (): Record<string, string> => {
+    const url = appview();
+    return { KNOTLESS_COMPACT: '0', ...(url === undefined ? {} : { KNOTLESS_APPVIEW: url }) };
+  };
+  const users = handles.map((h) => useGitUser(t, h, env)) as { [K in keyof H]: GitUser };
+  return { t, users, env };
+}
+
+/** Opens a pull request on `repo` from `head` as `user`; `more` adds options (--base, --body). */
+export async function openPr(
+  user: GitUser,
+  repo: string,
+  head: string,
+  title: string,
+  ...more: string[]
+): Promise<ItemJson> {
+  return json<ItemJson>(
+    await user.knotless('pr', 'create', repo, '--head', head, '--title', title, ...more, '--json'),
+  );
+}
+
+/**
+ * Creates the repository `site` in `handle`'s account and pushes a first commit (README.md, and
+ * a.txt with three lines for merges to clash on) from a new work tree whose `origin` it is;
+ * returns that work tree.
+ */
+export async function newSite(user: GitUser, handle: string): Promise<string> {
+  assert.equal((await user.knotless('repo', 'create', 'site')).code, 0);
+  const dir = user.dir();
+  await user.ok(dir, 'init', '-q');
+  await commitFiles(user, dir, { 'README.md': 'hello\n', 'a.txt': 'one\ntwo\nthree\n' }, 'first');
+  await user.ok(dir, 'remote', 'add', 'origin', `knotless://${handle}/site`);
+  await user.ok(dir, 'push', '-q', 'origin', 'main');
+  return dir;
+}
+
+/** The commit a branch of a knotless repository is at, or '' when it has none. */
+export async function tipOf(user: GitUser, url: string, branch: string): Promise<string> {
+  const out = await user.ok(user.dir(), 'ls-remote', url, `refs/heads/${branch}`);
+  return out.split('\t')[0]!.trim();
+}
 
 /** A session on the test PDS, for writing straight to an account. */
 async function sessionOf(t: TestNet, handle: string): Promise<{ accessJwt: string; did: string }> {

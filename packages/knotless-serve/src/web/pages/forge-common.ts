@@ -1,7 +1,9 @@
-import type { CommentRow } from '../../db/forge-store.ts';
-import { html, href, when, type SafeHtml } from '../html.ts';
+import type { CommentRow, StateFilter } from '../../db/forge-store.ts';
+import { pager } from '../diff-view.ts';
+import { html, href, page, when, type SafeHtml } from '../html.ts';
 import { renderMarkdown } from '../render.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
+import { repoHeader } from './common.ts';
 
 /** Pull requests and issues listed per page. */
 export const FORGE_PER_PAGE = 50;
@@ -45,6 +47,58 @@ export function stateNav(
         : html`<a href="${link}">${label}</a>`;
     })}
   </nav>`;
+}
+
+/** What differs between the pull request and the issue list pages; the page is the same. */
+export interface ItemList<R> {
+  tab: 'pulls' | 'issues';
+  /** The states offered, `all` last. */
+  states: string[];
+  /** The list's name as a title ("Pull requests") and in a sentence ("pull requests"). */
+  title: string;
+  noun: string;
+  counts(site: Site, repo: RepoTarget): Promise<Record<string, number>>;
+  rows(site: Site, repo: RepoTarget, state: StateFilter, limit: number, offset: number): Promise<R[]>;
+  /** One item's table row. */
+  row(repo: RepoTarget, item: R): SafeHtml;
+}
+
+/**
+ * The page `/<owner>/<repo>/<tab>` of `list`: a repository's pull requests or issues, open ones
+ * unless `?state=` says.
+ */
+export function itemListPage<R>(
+  list: ItemList<R>,
+): (site: Site, repo: RepoTarget, rawState: string | null, pageNo: number) => Promise<string> {
+  return async (site, repo, rawState, pageNo) => {
+    const state = stateOf(rawState, list.states);
+    const counts = await list.counts(site, repo);
+    const rows = await list.rows(
+      site,
+      repo,
+      state as StateFilter,
+      FORGE_PER_PAGE,
+      (pageNo - 1) * FORGE_PER_PAGE,
+    );
+    const total = state === 'all' ? Object.values(counts).reduce((a, b) => a + b, 0) : (counts[state] ?? 0);
+    const self = href(repo.owner, repo.name, list.tab);
+    const table =
+      rows.length === 0
+        ? html`<p class="muted">No ${state === 'all' ? '' : `${state} `}${list.noun}.</p>`
+        : html`<div class="box">
+            <table class="list">
+              <caption class="sr">
+                ${list.title}
+              </caption>
+              ${rows.map((r) => list.row(repo, r))}
+            </table>
+          </div>`;
+    return page(
+      `${list.title} · ${repo.owner}/${repo.name}`,
+      html`${repoHeader(repo, undefined, list.tab)} ${stateNav(self, state, counts, list.states)} ${table}
+      ${pager(pageNo, Math.max(1, Math.ceil(total / FORGE_PER_PAGE)), (p) => `${self}?state=${state}&page=${p}`)}`,
+    );
+  };
 }
 
 /** Text someone wrote in a record, as Markdown (raw HTML off, images from elsewhere as links). */

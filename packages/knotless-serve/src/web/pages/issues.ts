@@ -1,70 +1,36 @@
 import type { IssueRow } from '../../db/forge-store.ts';
 import { html, href, page, when } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
-import { pager } from '../diff-view.ts';
 import { repoHeader } from './common.ts';
-import {
-  FORGE_PER_PAGE,
-  authorDid,
-  authorLink,
-  commentList,
-  stateNav,
-  stateOf,
-  statePill,
-  userText,
-} from './forge-common.ts';
-
-const STATES = ['open', 'closed', 'all'];
+import { authorDid, authorLink, commentList, itemListPage, statePill, userText } from './forge-common.ts';
 
 function issueHref(repo: RepoTarget, i: Pick<IssueRow, 'did' | 'rkey'>): string {
   return href(repo.owner, repo.name, 'issues', i.did, i.rkey);
 }
 
 /** `/<owner>/<repo>/issues`: the repository's issues, open ones unless `?state=` says. */
-export async function issuesPage(
-  site: Site,
-  repo: RepoTarget,
-  rawState: string | null,
-  pageNo: number,
-): Promise<string> {
-  const state = stateOf(rawState, STATES);
-  const counts = (await site.index.forge.counts(repo.did, repo.name)).issues;
-  delete counts['merged'];
-  const rows = await site.index.forge.issues(
-    repo.did,
-    repo.name,
-    state as 'open',
-    FORGE_PER_PAGE,
-    (pageNo - 1) * FORGE_PER_PAGE,
-  );
-  const total = state === 'all' ? Object.values(counts).reduce((a, b) => a + b, 0) : (counts[state] ?? 0);
-  const self = href(repo.owner, repo.name, 'issues');
-  const list =
-    rows.length === 0
-      ? html`<p class="muted">No ${state === 'all' ? '' : `${state} `}issues.</p>`
-      : html`<div class="box">
-          <table class="list">
-            <caption class="sr">
-              Issues
-            </caption>
-            ${rows.map(
-              (i) =>
-                html`<tr>
-                  <td class="nowrap">${statePill(i.state)}</td>
-                  <td>
-                    <a href="${issueHref(repo, i)}"><strong>${i.title}</strong></a>
-                    <div class="muted">${authorLink(i.did, i.handle)} opened ${when(i.created_at)}</div>
-                  </td>
-                </tr>`,
-            )}
-          </table>
-        </div>`;
-  return page(
-    `Issues · ${repo.owner}/${repo.name}`,
-    html`${repoHeader(repo, undefined, 'issues')} ${stateNav(self, state, counts, STATES)} ${list}
-    ${pager(pageNo, Math.max(1, Math.ceil(total / FORGE_PER_PAGE)), (p) => `${self}?state=${state}&page=${p}`)}`,
-  );
-}
+export const issuesPage = itemListPage<IssueRow>({
+  tab: 'issues',
+  states: ['open', 'closed', 'all'],
+  title: 'Issues',
+  noun: 'issues',
+  async counts(site, repo) {
+    const counts = (await site.index.forge.counts(repo.did, repo.name)).issues;
+    // Issues are never merged: no tab, no share of "all".
+    delete counts['merged'];
+    return counts;
+  },
+  rows: (site, repo, state, limit, offset) =>
+    site.index.forge.issues(repo.did, repo.name, state, limit, offset),
+  row: (repo, i) =>
+    html`<tr>
+      <td class="nowrap">${statePill(i.state)}</td>
+      <td>
+        <a href="${issueHref(repo, i)}"><strong>${i.title}</strong></a>
+        <div class="muted">${authorLink(i.did, i.handle)} opened ${when(i.created_at)}</div>
+      </td>
+    </tr>`,
+});
 
 /** `/<owner>/<repo>/issues/<author>/<rkey>`: an issue and its comments. */
 export async function issuePage(site: Site, repo: RepoTarget, author: string, rkey: string): Promise<string> {

@@ -1,12 +1,8 @@
 import type { PullRow } from '../../db/forge-store.ts';
 import { roundsOf } from '../../xrpc/forge-views.ts';
-import { copyField, html, href, page, when, type SafeHtml } from '../html.ts';
-import type { RepoTarget, Site } from '../site.ts';
-import { pager } from '../diff-view.ts';
-import { repoHeader } from './common.ts';
-import { FORGE_PER_PAGE, authorLink, shellWord, stateNav, stateOf, statePill } from './forge-common.ts';
-
-const STATES = ['open', 'closed', 'merged', 'all'];
+import { copyField, html, href, when, type SafeHtml } from '../html.ts';
+import type { RepoTarget } from '../site.ts';
+import { authorLink, itemListPage, shellWord, statePill } from './forge-common.ts';
 
 /** A pull request's page, by its author's DID and record key. */
 export function pullHref(repo: RepoTarget, p: Pick<PullRow, 'did' | 'rkey'>): string {
@@ -14,54 +10,30 @@ export function pullHref(repo: RepoTarget, p: Pick<PullRow, 'did' | 'rkey'>): st
 }
 
 /** `/<owner>/<repo>/pulls`: the repository's pull requests, open ones unless `?state=` says. */
-export async function pullsPage(
-  site: Site,
-  repo: RepoTarget,
-  rawState: string | null,
-  pageNo: number,
-): Promise<string> {
-  const state = stateOf(rawState, STATES);
-  const counts = (await site.index.forge.counts(repo.did, repo.name)).pulls;
-  const rows = await site.index.forge.pulls(
-    repo.did,
-    repo.name,
-    state as 'open',
-    FORGE_PER_PAGE,
-    (pageNo - 1) * FORGE_PER_PAGE,
-  );
-  const total = state === 'all' ? Object.values(counts).reduce((a, b) => a + b, 0) : (counts[state] ?? 0);
-  const self = href(repo.owner, repo.name, 'pulls');
-  const list =
-    rows.length === 0
-      ? html`<p class="muted">No ${state === 'all' ? '' : `${state} `}pull requests.</p>`
-      : html`<div class="box">
-          <table class="list">
-            <caption class="sr">
-              Pull requests
-            </caption>
-            ${rows.map((p) => {
-              const rounds = roundsOf(p).length;
-              return html`<tr>
-                <td class="nowrap">${statePill(p.state)}</td>
-                <td>
-                  <a href="${pullHref(repo, p)}"><strong>${p.title}</strong></a>
-                  <div class="muted">
-                    ${authorLink(p.did, p.handle)} wants to merge
-                    <span class="mono">${p.head_branch}</span> into <span class="mono">${p.base}</span>,
-                    opened ${when(p.created_at)}
-                  </div>
-                </td>
-                <td class="muted nowrap num">${rounds} round${rounds === 1 ? '' : 's'}</td>
-              </tr>`;
-            })}
-          </table>
-        </div>`;
-  return page(
-    `Pull requests · ${repo.owner}/${repo.name}`,
-    html`${repoHeader(repo, undefined, 'pulls')} ${stateNav(self, state, counts, STATES)} ${list}
-    ${pager(pageNo, Math.max(1, Math.ceil(total / FORGE_PER_PAGE)), (p) => `${self}?state=${state}&page=${p}`)}`,
-  );
-}
+export const pullsPage = itemListPage<PullRow>({
+  tab: 'pulls',
+  states: ['open', 'closed', 'merged', 'all'],
+  title: 'Pull requests',
+  noun: 'pull requests',
+  counts: async (site, repo) => (await site.index.forge.counts(repo.did, repo.name)).pulls,
+  rows: (site, repo, state, limit, offset) =>
+    site.index.forge.pulls(repo.did, repo.name, state, limit, offset),
+  row(repo, p) {
+    const rounds = roundsOf(p).length;
+    return html`<tr>
+      <td class="nowrap">${statePill(p.state)}</td>
+      <td>
+        <a href="${pullHref(repo, p)}"><strong>${p.title}</strong></a>
+        <div class="muted">
+          ${authorLink(p.did, p.handle)} wants to merge
+          <span class="mono">${p.head_branch}</span> into <span class="mono">${p.base}</span>, opened
+          ${when(p.created_at)}
+        </div>
+      </td>
+      <td class="muted nowrap num">${rounds} round${rounds === 1 ? '' : 's'}</td>
+    </tr>`;
+  },
+});
 
 /**
  * The "new pull request" box of a compare page, where the link `git push` prints for a new branch
