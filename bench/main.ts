@@ -9,6 +9,7 @@ import { findCeiling, runLimitedSwarm, type LimitedSwarm } from './limits.ts';
 import { knotlessRound, loopPushes, peerRound, type Sample } from './ops.ts';
 import { ACCOUNT, costTable, summarise, table } from './report.ts';
 import { startRig } from './setup.ts';
+import { cpuTable } from './cpu-account.ts';
 import { runSwarm, swarmTable, type SwarmResult, type SwarmVia } from './swarm.ts';
 
 const { values } = parseArgs({
@@ -32,6 +33,8 @@ const { values } = parseArgs({
     big: { type: 'string' },
     // One-line pushes in a row, in the first round at each RTT (0: skip), for the push-loop rows.
     loop: { type: 'string', default: '20' },
+    // The swarm's CPU per push by process (git, helper, git under it, agent, PDS): bench/cpu-account.ts.
+    cpu: { type: 'boolean', default: false },
   },
 });
 const rtts = values.rtt.split(',').map(Number);
@@ -95,7 +98,7 @@ try {
   for (const n of sizes) {
     for (const via of vias as SwarmVia[]) {
       process.stderr.write(`swarm of ${n} ${via} for ${values.seconds} s at ${swarmRtt} ms\n`);
-      swarm.push(await runSwarm(rig, client, swarmRtt, n, Number(values.seconds), via));
+      swarm.push(await runSwarm(rig, client, swarmRtt, n, Number(values.seconds), via, values.cpu));
     }
   }
   if (swarm.length > 0) {
@@ -103,6 +106,13 @@ try {
     console.log(`Swarm: agents pushing every second to one account, ${values.seconds} s, RTT ${swarmRtt} ms`);
     console.log('');
     console.log(swarmTable(swarm));
+    const counted = swarm.flatMap((r) => (r.cpu === undefined ? [] : [{ ...r, cpu: r.cpu }]));
+    if (counted.length > 0) {
+      console.log('');
+      console.log('CPU ms per push landed, by process (bench/cpu-account.ts)');
+      console.log('');
+      console.log(cpuTable(counted));
+    }
   }
   const ceilingMax = Number(values['ceiling-max']);
   const ceiling =

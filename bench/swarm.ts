@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
 import type { Client } from './client.ts';
+import { CpuAccount, type CpuBreakdown } from './cpu-account.ts';
 import type { Rig } from './setup.ts';
 import { percentile } from './stats.ts';
 
@@ -30,6 +31,8 @@ export interface SwarmResult {
   pushes_per_second: number;
   /** What git printed for the first failed push, if one failed. */
   sample_error?: string;
+  /** CPU per push by process, with `--cpu`. */
+  cpu?: CpuBreakdown;
 }
 
 /** Names a failed push by what the user would read in it. */
@@ -53,7 +56,7 @@ async function startAgent(
   client: Client,
   rtt: number,
   dir: string,
-): Promise<{ socket: string; stop(): Promise<void> }> {
+): Promise<{ socket: string; pid: number; stop(): Promise<void> }> {
   const socket = path.join(dir, 'agent.sock');
   const log = fs.openSync(path.join(dir, 'agent.log'), 'a');
   const child = spawn(process.execPath, [BIN_SCRIPTS['knotless']!, 'agent', '--socket', socket], {
@@ -70,6 +73,7 @@ async function startAgent(
   });
   return {
     socket,
+    pid: child.pid!,
     stop: async () => {
       const gone = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');
@@ -92,6 +96,7 @@ export async function runSwarm(
   agents: number,
   seconds: number,
   via: SwarmVia = 'direct',
+  cpu = false,
 ): Promise<SwarmResult> {
   const name = `swarm-${via}-${agents}`;
   const url = `knotless://alice.test/${name}`;
@@ -99,7 +104,8 @@ export async function runSwarm(
   fs.mkdirSync(work);
   const agent = via === 'agent' ? await startAgent(client, rtt, work) : undefined;
   try {
-    return await swarm(rig, client, rtt, agents, seconds, via, url, work, agent?.socket);
+    const account = cpu ? new CpuAccount(work) : undefined;
+    return await swarm(rig, client, rtt, agents, seconds, via, url, work, agent, account);
   } finally {
     await agent?.stop();
   }
@@ -114,13 +120,16 @@ async function swarm(
   via: SwarmVia,
   url: string,
   work: string,
-  socket: string | undefined,
+  agent: { socket: string; pid: number } | undefined,
+  account: CpuAccount | undefined,
 ): Promise<SwarmResult> {
   const name = path.basename(work);
   const defaults = {
     KNOTLESS_COMPACT: '1',
-    ...(socket === undefined ? {} : { KNOTLESS_AGENT: '1', KNOTLESS_AGENT_SOCKET: socket }),
+    ...(agent === undefined ? {} : { KNOTLESS_AGENT: '1', KNOTLESS_AGENT_SOCKET: agent.socket }),
+    ...(account === undefined ? {} : account.env({ PATH: client.env(rtt)['PATH']! })),
   };
+  const load = account === undefined ? {} : account.env({ PATH: client.env(rtt)['PATH']! });
   await client.knotless(rtt, ['repo', 'create', name]);
   const seed = path.join(work, 'seed');
   fs.mkdirSync(seed);
@@ -143,6 +152,7 @@ async function swarm(
   let landed = 0;
   let sample: string | undefined;
   rig.pdsFront.reset();
+  account?.start(agent?.pid);
   const started = performance.now();
   const deadline = started + seconds * 1000;
   await Promise.all(
@@ -150,8 +160,8 @@ async function swarm(
       for (let n = 0; performance.now() < deadline; n++) {
         const tick = performance.now();
         fs.writeFileSync(path.join(dir, `agent-${i}.txt`), `push ${n}\n`);
-        await client.git(rtt, dir, ['add', '-A']);
-        await client.git(rtt, dir, ['commit', '-q', '-m', `agent ${i} push ${n}`]);
+        await client.git(rtt, dir, ['add', '-A'], load);
+        await client.git(rtt, dir, ['commit', '-q', '-m', `agent ${i} push ${n}`], load);
         attempted++;
         try {
           const t = await client.git(rtt, dir, ['push', '-q', 'origin', `agent-${i}`], defaults);
@@ -171,6 +181,7 @@ async function swarm(
     }),
   );
   const elapsed = (performance.now() - started) / 1000;
+  const cpu = account?.finish(agent?.pid, landed);
   const commits = COMMITS.reduce((n, nsid) => n + rig.pdsFront.count(nsid), 0);
   const perSecond = (n: number) => Math.round((n / elapsed) * 10) / 10;
   return {
@@ -188,6 +199,7 @@ async function swarm(
     elapsed_s: Math.round(elapsed),
     pushes_per_second: perSecond(landed),
     ...(sample === undefined ? {} : { sample_error: sample }),
+    ...(cpu === undefined ? {} : { cpu }),
   };
 }
 

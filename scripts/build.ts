@@ -31,17 +31,27 @@ const corePkg = path.join(pkg, '..', 'knotless-core');
 const VENDOR: Record<string, string> = {
   '@atproto/syntax': 'syntax.cjs',
   '@atproto/identity': 'identity.cjs',
-  // The agent's event stream: loaded by `knotless agent` only.
-  '@atproto/sync': 'sync.cjs',
-  '@atproto/xrpc-server': 'xrpc-server.cjs',
-  '@atproto/ws-client': 'ws-client.cjs',
-  '@atproto/lex-json': 'lex-json.cjs',
   // Record validation against the lexicons: loaded by the forge commands (pr, issue) only.
   '@atproto/lexicon': 'lexicon.cjs',
   'proper-lockfile': 'lockfile.cjs',
   // OAuth (PAR, PKCE, DPoP): loaded by `knotless login` and by requests with an OAuth session only.
   '@atproto/oauth-client-node': 'oauth.cjs',
 };
+
+/**
+ * Modules of ours that only re-export a few things of large libraries, each bundled on its own into
+ * dist/vendor/<file> with tree shaking, so that only what they name is loaded (see agent/stream-libs.ts).
+ */
+const VENDOR_PARTS: Record<string, string> = {
+  // The agent's event stream: loaded by `knotless agent` only.
+  'agent/stream-libs.ts': 'agent-stream.cjs',
+};
+
+/**
+ * Packages whose index only re-exports, but that do not say so (`sideEffects`): told to esbuild, it
+ * leaves out what nothing uses (@atproto/sync's firehose runner, @atproto/xrpc-server's express server).
+ */
+const PURE = /[\\/]node_modules[\\/]@atproto[\\/](sync|xrpc-server|xrpc|common)[\\/]/;
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -92,8 +102,12 @@ const vendored: Plugin = {
     b.onResolve({ filter: /^(@atproto\/[a-z-]+|proper-lockfile)$/ }, (args) =>
       VENDOR[args.path] === undefined ? undefined : { path: args.path, namespace: 'vendored' },
     );
+    b.onResolve({ filter: /-libs\.ts$/ }, (args) => {
+      const file = path.relative(path.join(pkg, 'src'), path.join(args.resolveDir, args.path));
+      return VENDOR_PARTS[file] === undefined ? undefined : { path: file, namespace: 'vendored' };
+    });
     b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => ({
-      contents: `module.exports = require(${JSON.stringify(`./vendor/${VENDOR[args.path]!}`)});`,
+      contents: `module.exports = require(${JSON.stringify(`./vendor/${VENDOR[args.path] ?? VENDOR_PARTS[args.path]!}`)});`,
       loader: 'js',
     }));
     b.onResolve({ filter: /^\.\/vendor\// }, (args) => ({ path: args.path, external: true }));
@@ -110,6 +124,39 @@ async function buildVendor(spec: string, file: string): Promise<void> {
     platform: 'node',
     target: 'node20',
     plugins: [noDefaultFetch],
+    logLevel: 'error',
+  });
+}
+
+/** Marks the files of the {@link PURE} packages free of side effects, for tree shaking. */
+const pure: Plugin = {
+  name: 'pure',
+  setup(b) {
+    b.onResolve({ filter: /.*/ }, async (args) => {
+      if ((args.pluginData as { pure?: boolean } | undefined)?.pure === true) return undefined;
+      const found = await b.resolve(args.path, {
+        kind: args.kind,
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        pluginData: { pure: true },
+      });
+      // Left to esbuild: what does not resolve (an optional require in a try) and other packages.
+      if (found.errors.length > 0 || !PURE.test(found.path)) return undefined;
+      return { ...found, sideEffects: false };
+    });
+  },
+};
+
+/** One of {@link VENDOR_PARTS}: an ES module of ours, so that esbuild keeps only what it re-exports. */
+async function buildVendorPart(source: string, file: string): Promise<void> {
+  await build({
+    entryPoints: [path.join(pkg, 'src', source)],
+    outfile: path.join(next, 'vendor', file),
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    plugins: [noDefaultFetch, pure],
     logLevel: 'error',
   });
 }
@@ -190,6 +237,7 @@ async function buildCore(): Promise<void> {
 await Promise.all([
   buildCore(),
   ...Object.entries(VENDOR).map(([spec, file]) => buildVendor(spec, file)),
+  ...Object.entries(VENDOR_PARTS).map(([source, file]) => buildVendorPart(source, file)),
   buildExecutable('knotless'),
   buildExecutable('git-remote-knotless'),
   buildServe(),

@@ -2,7 +2,7 @@ import { REF_COLLECTION } from 'knotless-core/records/collections';
 import { safeText } from 'knotless-core/text/terminal';
 import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
 import type { HttpResponse, Transport } from 'knotless-core/xrpc/transport';
-import { AccountState, parseWrite, swapAnswer, type RefOp } from './group-state.ts';
+import { AccountState, landedAlone, parseWrite, swapAnswer, type RefOp } from './group-state.ts';
 
 /**
  * How long the first write waits for others before its commit goes. Writes that arrive while a
@@ -56,14 +56,17 @@ interface Account {
 export class GroupCommit {
   readonly #transport: Transport;
   readonly #log: (line: string) => void;
-  readonly #landed: (did: string, rev: string, writes: Landed[]) => void;
+  readonly #landed: (did: string, rev: string, writes: Landed[], commit: string) => void;
   readonly #accounts = new Map<string, Account>();
 
-  /** `landed` is told of each commit's writes before any helper hears of it (the views take them). */
+  /**
+   * `landed` is told of each commit's writes, with the commit's CID, before any helper hears of it
+   * (the views take them).
+   */
   constructor(
     transport: Transport,
     log: (line: string) => void,
-    landed: (did: string, rev: string, writes: Landed[]) => void,
+    landed: (did: string, rev: string, writes: Landed[], commit: string) => void,
   ) {
     this.#transport = transport;
     this.#log = log;
@@ -141,11 +144,20 @@ export class GroupCommit {
   /** Sends one write as it came; what it did to the account is not known exactly, so forget it. */
   async #single(acc: Account, p: Pending): Promise<void> {
     acc.state.forget();
+    let res: HttpResponse;
     try {
-      p.resolve(await this.#transport.request(p.url, { method: 'POST', headers: p.headers, body: p.body }));
+      res = await this.#transport.request(p.url, { method: 'POST', headers: p.headers, body: p.body });
     } catch (err) {
       p.reject(err);
+      return;
     }
+    // Landed: told like a group commit's writes, before the helper hears (the views take it).
+    const done = res.status === 200 ? landedAlone(p.op, res.body) : undefined;
+    if (done !== undefined) {
+      const record = p.op.kind === 'put' ? p.op.record : null;
+      this.#landed(acc.state.did, done.rev, [{ rkey: p.op.rkey, record, cid: done.cid }], done.commit);
+    }
+    p.resolve(res);
   }
 
   async #commit(acc: Account, batch: Pending[], round: number): Promise<void> {
@@ -209,7 +221,7 @@ export class GroupCommit {
         record: p.op.kind === 'put' ? p.op.record : null,
         cid: done.cids[i]!,
       }));
-      this.#landed(state.did, done.rev, writes);
+      this.#landed(state.did, done.rev, writes, done.commit);
       going.forEach((p, i) => p.resolve(done.answers[i]!));
       if (going.length > 1)
         this.#log(`group commit: ${going.length} ref writes of ${safeText(state.did)} in one commit`);

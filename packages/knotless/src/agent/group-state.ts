@@ -61,6 +61,21 @@ export function parseWrite(
   };
 }
 
+/**
+ * What a write sent alone did, from the PDS's 200 answer to it: the commit (CID and revision) and the
+ * record's new CID (null: deleted); undefined when the answer does not say.
+ */
+export function landedAlone(
+  op: RefOp,
+  body: Buffer,
+): { commit: string; rev: string; cid: string | null } | undefined {
+  const res = jsonOf(body) as { cid?: unknown; commit?: { cid?: unknown; rev?: unknown } } | undefined;
+  const commit = res?.commit;
+  if (typeof commit?.cid !== 'string' || typeof commit.rev !== 'string') return undefined;
+  if (op.kind === 'delete') return { commit: commit.cid, rev: commit.rev, cid: null };
+  return typeof res?.cid === 'string' ? { commit: commit.cid, rev: commit.rev, cid: res.cid } : undefined;
+}
+
 const PUT_KEYS = new Set(['repo', 'collection', 'rkey', 'record', 'swapRecord']);
 const DELETE_KEYS = new Set(['repo', 'collection', 'rkey', 'swapRecord']);
 
@@ -167,13 +182,13 @@ export class AccountState {
   /**
    * Takes a landed commit's answer: records the new state, and returns for each write the answer its
    * own putRecord or deleteRecord would have had, and the record's new CID (null: deleted), with the
-   * commit's revision; undefined when the answer does not say enough.
+   * commit's CID and revision; undefined when the answer does not say enough.
    */
   landed(
     swapCommit: string,
     ops: RefOp[],
     body: Buffer,
-  ): { answers: HttpResponse[]; cids: Array<string | null>; rev: string } | undefined {
+  ): { answers: HttpResponse[]; cids: Array<string | null>; commit: string; rev: string } | undefined {
     const res = jsonOf(body) as
       | {
           commit?: { cid?: unknown; rev?: unknown };
@@ -212,7 +227,7 @@ export class AccountState {
       const from = this.#chain?.to === before ? this.#chain.from : before;
       this.#chain = { from, to: commit.rev };
     }
-    return { answers, cids, rev: commit.rev };
+    return { answers, cids, commit: commit.cid, rev: commit.rev };
   }
 
   async #get(nsid: string, params: Record<string, string>): Promise<HttpResponse> {

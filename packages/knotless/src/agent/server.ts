@@ -20,6 +20,9 @@ import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
  */
 const CATCH_UP_MS = 3000;
 
+/** How many of its own latest group commits per account the agent knows by CID (see `own`). */
+const OWN_KEPT = 64;
+
 /** Writes whose failure means the view they were built on may be wrong. */
 const WRITES = /\/xrpc\/com\.atproto\.repo\.(putRecord|applyWrites|deleteRecord|createRecord)$/;
 
@@ -110,7 +113,8 @@ export async function startAgent(
   const views = new Views();
   const streams = new Map<string, PdsStream>();
   const loading = new Map<string, Promise<void>>();
-  const group = new GroupCommit(ctx.transport, log, (did, rev, writes) => {
+  const group = new GroupCommit(ctx.transport, log, (did, rev, writes, commit) => {
+    remember(did, commit);
     try {
       for (const w of writes) {
         const ref =
@@ -123,6 +127,17 @@ export async function startAgent(
       drop(views.drop({ did }), 'a group commit wrote a record it cannot read');
     }
   });
+  /**
+   * The CIDs of our own group commits, by account, the last {@link OWN_KEPT}: their writes are in the
+   * views from the PDS's answer to the applyWrites, so the event stream need not check them again.
+   */
+  const own = new Map<string, string[]>();
+  const remember = (did: string, commit: string): void => {
+    const kept = own.get(did) ?? [];
+    kept.push(commit);
+    if (kept.length > OWN_KEPT) kept.shift();
+    own.set(did, kept);
+  };
   const drop = (dropped: { repo: string; did: string }[], why: string): void => {
     for (const v of dropped) log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
   };
@@ -135,6 +150,7 @@ export async function startAgent(
       {
         follows: (did) => views.follows(did),
         followed: () => views.dids(),
+        ours: (did, commit) => own.get(did)?.includes(commit) === true,
         apply: (did, changes, rev) => {
           for (const c of changes) views.apply(did, c.key, c.ref, rev);
         },
@@ -144,7 +160,7 @@ export async function startAgent(
     );
     streams.set(pds, stream);
     const [{ IdResolver, MemoryCache }, { fetchOver }] = await Promise.all([
-      import('@atproto/identity'),
+      import('./stream-libs.ts'),
       import('knotless-core/xrpc/transport'),
     ]);
     // Keys cached: @atproto/sync refreshes a cached key by itself when a commit's signature fails.
@@ -351,6 +367,9 @@ export async function startAgent(
     exit: (why) => {
       for (const [pds, s] of streams) {
         log(`${safeText(pds)}: ${s.frames} frames read, ${s.decoded} decoded`);
+        log(
+          `${safeText(pds)}: ${s.checked} commits checked, ${s.ours} of our own group commits taken as written`,
+        );
         s.stop();
       }
       life.exit(why);
