@@ -1,31 +1,12 @@
 import fs from 'node:fs';
 import type { Config } from '../config/env.ts';
-import type { ResponseHeaders } from './http1-codec.ts';
-import { Http1Pool, type Endpoint } from './http1.ts';
-import type { RequestBody } from './http1-body.ts';
+import { Http1Pool, type Endpoint, type Http1Request, type Http1Response } from './http1.ts';
 
 /** A finished HTTP exchange. */
-export interface HttpResponse {
-  status: number;
-  headers: ResponseHeaders;
-  body: Buffer;
-}
+export type HttpResponse = Http1Response;
 
-/** What a request sends, and how much of an answer it accepts. */
-export interface HttpRequest {
-  method: string;
-  headers: Record<string, string>;
-  /** In memory, or read from a file as it is sent (a blob upload). */
-  body: RequestBody;
-  /** Most bytes the answer's body may have; past it the connection is cut (ETOOLARGE). Default 4 MiB. */
-  maxBytes?: number;
-  /** Abandons the request; it rejects with the signal's reason. */
-  signal?: AbortSignal;
-  /** Takes a 2xx body piece by piece instead of buffering it (see Http1Request.sink). */
-  sink?: (part: Buffer) => void | Promise<void>;
-  /** Told a 2xx answer's status and headers before its body goes to `sink` (see Http1Request.onHead). */
-  onHead?: (status: number, headers: ResponseHeaders) => void;
-}
+/** What a request sends, and how much of an answer it accepts: a pooled request without its target. */
+export type HttpRequest = Omit<Http1Request, 'target'>;
 
 /** Sends HTTP requests over this process's pooled connections. */
 export interface Transport {
