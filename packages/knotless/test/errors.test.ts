@@ -57,13 +57,13 @@ describe('failures a user can cause', () => {
     assert.equal(unknown.code, 2);
     assert.equal(
       unknown.stderr,
-      'knotless: knotless has no command "frobnicate"; run `knotless help` for the list.\n',
+      'knotless: knotless has no command "frobnicate"; run `knotless --help` for the list.\n',
     );
     const sub = await knotless(['repo', 'frobnicate'], { env });
     assert.equal(sub.code, 2);
     assert.match(
       sub.stderr,
-      /^knotless: knotless repo has no subcommand "frobnicate"; run `knotless repo` for the list\.\n$/,
+      /^knotless: knotless repo has no subcommand "frobnicate"; run `knotless repo --help` for the list\.\n$/,
     );
     const missing = await knotless(['repo', 'create'], { env });
     assert.equal(missing.code, 2);

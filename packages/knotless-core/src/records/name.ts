@@ -28,15 +28,24 @@ export interface RepoSpec {
   name: string;
 }
 
-/** Parses `[handle-or-did/]name`. */
-export function parseRepoSpec(spec: string): RepoSpec {
-  const slash = spec.lastIndexOf('/');
-  if (slash === -1) return { owner: undefined, name: checkRepoName(spec) };
-  const owner = spec.slice(0, slash);
-  if (owner === '')
+/**
+ * Parses `[handle-or-did/]name`. A `knotless://owner/name` URL is taken too: users paste what
+ * `repo create` printed.
+ */
+export function parseRepoSpec(typed: string): RepoSpec {
+  const spec = typed.startsWith('knotless://') ? typed.slice('knotless://'.length) : typed;
+  const parts = spec.split('/');
+  if (parts.length > 2 || (parts.length === 2 && parts[0] === '')) {
     throw new KnotlessError(
       'usage',
-      `"${spec}" names no account before "/"; write handle/name or just name.`,
+      `"${typed}" is not a repository; write handle/name (e.g. alice.bsky.social/site) or just name.`,
     );
-  return { owner, name: checkRepoName(spec.slice(slash + 1)) };
+  }
+  if (parts.length === 1) {
+    if (spec !== typed) {
+      throw new KnotlessError('usage', `"${typed}" names no repository; write knotless://handle/name.`);
+    }
+    return { owner: undefined, name: checkRepoName(spec) };
+  }
+  return { owner: parts[0], name: checkRepoName(parts[1]!) };
 }

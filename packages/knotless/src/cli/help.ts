@@ -40,8 +40,8 @@ export function synopsis(c: Command): string {
   return `knotless ${c.name}${c.args === '' ? '' : ` ${c.args}`}${c.options === undefined ? '' : ' [options]'}`;
 }
 
-/** What `knotless <command> --help` prints. */
-export function commandHelp(c: Command): string {
+/** What `knotless <command> --help` prints; `subs` are its subcommands (`agent` has `agent stop`). */
+export function commandHelp(c: Command, subs: Command[] = []): string {
   const options: Array<[string, string]> = Object.entries(c.options ?? {}).map(([name, o]) => [
     optionLabel(name, o),
     o.multiple === true ? `${o.help} (repeatable)` : o.help,
@@ -55,6 +55,9 @@ export function commandHelp(c: Command): string {
     '',
     'options:',
     ...columns(options),
+    ...(subs.length === 0
+      ? []
+      : ['', 'subcommands:', ...columns(subs.map((s) => [s.name.slice(c.name.length + 1), s.summary]))]),
     ...(c.examples === undefined ? [] : ['', 'examples:', ...c.examples.map((e) => `  ${e}`)]),
   ].join('\n');
 }

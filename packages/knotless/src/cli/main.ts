@@ -61,28 +61,35 @@ async function answerMeta(argv: string[], io: Io): Promise<boolean> {
   return false;
 }
 
+/** The sentence for words that name no command: an unknown command, subcommand or option. */
+function notFound(argv: string[]): KnotlessError {
+  const [first = '', second = ''] = argv;
+  const group = GROUPS[first] === undefined ? undefined : first;
+  const where = group === undefined ? 'knotless' : `knotless ${group}`;
+  const word = group === undefined ? first : second;
+  const what = word.startsWith('-')
+    ? `no option ${word}; run \`${where} --help\` for its usage`
+    : `no ${group === undefined ? 'command' : 'subcommand'} "${word}"; run \`${where} --help\` for the list`;
+  return new KnotlessError('usage', `${where} has ${what}.`);
+}
+
 /** Runs the CLI and returns the exit status; every failure is turned into a status here. */
 export async function main(words: string[], rawIo: Io = processIo()): Promise<number> {
   const io = safeIo(rawIo);
   let ctx: Context | undefined;
   // `knotless help repo create` is `knotless repo create --help`.
-  const argv = words[0] === 'help' && words.length > 1 ? [...words.slice(1), '--help'] : words;
+  // `knotless help help` and `knotless help --help` are `knotless help`.
+  const asked = words[0] === 'help' ? words.slice(1).filter((w) => !HELP_WORDS.includes(w)) : [];
+  const argv = words[0] === 'help' ? (asked.length === 0 ? ['help'] : [...asked, '--help']) : words;
   try {
     if (await answerMeta(argv, io)) return 0;
     const found = lookup(argv);
-    if (found === undefined) {
-      const group = GROUPS[argv[0]!] === undefined ? undefined : argv[0];
-      throw new KnotlessError(
-        'usage',
-        group === undefined
-          ? `knotless has no command "${argv[0]}"; run \`knotless help\` for the list.`
-          : `knotless ${group} has no subcommand "${argv[1]}"; run \`knotless ${group}\` for the list.`,
-      );
-    }
+    if (found === undefined) throw notFound(argv);
     const { command } = await COMMANDS[found.name]!();
     const parsed = parseCommandArgs(command, found.rest);
     if (parsed.help) {
-      printLines(io, commandHelp(command));
+      const subs = Object.keys(COMMANDS).filter((n) => n.startsWith(`${found.name} `));
+      printLines(io, commandHelp(command, await load(subs)));
       return 0;
     }
     await command.run({ ctx: () => (ctx ??= new Context()), io, args: parsed.args });

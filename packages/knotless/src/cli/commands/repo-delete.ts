@@ -1,6 +1,7 @@
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
-import { checkRepoName } from 'knotless-core/records/name';
+import { parseRepoSpec } from 'knotless-core/records/name';
+import { safeText } from 'knotless-core/text/terminal';
 import type { Command } from '../command.ts';
 import { confirm } from '../prompt.ts';
 
@@ -11,10 +12,18 @@ export const command: Command = {
   options: { yes: { type: 'boolean', short: 'y', help: 'do not ask for confirmation' } },
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
-    const name = checkRepoName(args.positionals[0]!);
+    const spec = parseRepoSpec(args.positionals[0]!);
+    const name = spec.name;
     const c = ctx();
     const auth = await activeSession(c);
     const owner = { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds };
+    // `alice.test/site` is taken when it names your own account, as every other repo command does.
+    if (spec.owner !== undefined && (await c.resolver.resolve(spec.owner)).did !== owner.did) {
+      throw new KnotlessError(
+        'permission-denied',
+        `You can delete only your own repositories, and ${safeText(spec.owner)}/${name} is not yours (you are ${safeText(owner.handle)}).`,
+      );
+    }
     const records = c.repoRecords();
     await records.get(owner, name);
     if (args.values['yes'] !== true) {
