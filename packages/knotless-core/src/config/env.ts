@@ -132,7 +132,8 @@ function xdg(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
 
 /** Reads the configuration from environment variables. */
 export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const ttl = Number(env['KNOTLESS_IDENTITY_TTL'] ?? '');
+  // `0` means ask every time (a user who sets it expects no caching), so it is not the default.
+  const ttl = Number(nonEmpty(env['KNOTLESS_IDENTITY_TTL']) ?? 'NaN');
   const cacheDir =
     nonEmpty(env['KNOTLESS_CACHE_DIR']) ?? path.join(xdg(env, 'XDG_CACHE_HOME', '.cache'), 'knotless');
   return {
@@ -146,7 +147,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     devPds: nonEmpty(env['KNOTLESS_DEV_PDS'])?.replace(/\/+$/, ''),
     identifier: nonEmpty(env['KNOTLESS_IDENTIFIER']),
     password: nonEmpty(env['KNOTLESS_PASSWORD']),
-    identityTtlSeconds: Number.isFinite(ttl) && ttl > 0 ? ttl : 24 * 3600,
+    identityTtlSeconds: Number.isFinite(ttl) && ttl >= 0 ? ttl : 24 * 3600,
     appview: nonEmpty(env['KNOTLESS_APPVIEW'])?.replace(/\/+$/, ''),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
