@@ -65,7 +65,8 @@ function counted(front: Rig['pdsFront']): Omit<Sample, 'op' | 'rtt' | 'ms' | 'pe
 let files = 0;
 function scratchFile(client: Client, text: string): string {
   const f = path.join(client.home, `file-${++files}.txt`);
-  fs.writeFileSync(f, text);
+  // Different each time: a repo commit that changes nothing is refused, as git commit refuses it.
+  fs.writeFileSync(f, `${text} ${files}\n`);
   return f;
 }
 

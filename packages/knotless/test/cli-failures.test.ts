@@ -143,6 +143,48 @@ describe('failures through the CLI', () => {
         'permission-denied',
         /only your own repositories/,
       ],
+      [
+        '--author not Name <email>',
+        ['repo', 'commit', repo, '-m', 'x', '--author', 'bad', '--add', `b=${dir}/a.txt`],
+        {},
+        'usage',
+        /--author "bad" is not of the form "Name <email>"\.$/,
+      ],
+      [
+        'a branch git refuses',
+        ['repo', 'commit', repo, '-m', 'x', '--branch', 'a..b', '--add', `b=${dir}/a.txt`],
+        {},
+        'usage',
+        /"a\.\.b" is not a branch name git accepts/,
+      ],
+      [
+        'an empty commit',
+        ['repo', 'commit', repo, '-m', 'x', '--delete', 'not-there'],
+        {},
+        'usage',
+        /Nothing to commit: .+ every --delete names a path it does not have\.$/,
+      ],
+      [
+        'an unchanged file',
+        ['repo', 'commit', repo, '-m', 'x', '--add', `a.txt=${dir}/a.txt`],
+        {},
+        'usage',
+        /Nothing to commit/,
+      ],
+      [
+        'KNOTLESS_SERVICE not a URL',
+        ['repo', 'list'],
+        { KNOTLESS_SERVICE: 'notaurl' },
+        'usage',
+        /KNOTLESS_SERVICE is "notaurl", which is not an http:\/\/ or https:\/\/ URL; fix it or unset it\.$/,
+      ],
+      [
+        'KNOTLESS_APPVIEW not http',
+        ['pr', 'list', repo],
+        { KNOTLESS_APPVIEW: 'ftp://x' },
+        'usage',
+        /KNOTLESS_APPVIEW is "ftp:\/\/x"/,
+      ],
       ['delete not confirmed', ['repo', 'delete', repo], {}, 'usage', /pass --yes/],
       [
         'PDS down',
@@ -282,6 +324,11 @@ describe('failures through git and the helper', () => {
         /refused the password for alice\.test/,
       ],
     ];
+    cases.push([
+      'KNOTLESS_SERVICE not a URL',
+      () => under({ KNOTLESS_SERVICE: 'notaurl' }, undefined, () => alice.git(dir, 'fetch', 'origin')),
+      /KNOTLESS_SERVICE is "notaurl", which is not an http/,
+    ]);
     for (const [what, f, says] of cases) assertGitFailure(await f(), says, what);
     // git's own refusal: its words and hints, no sentence of ours.
     // (main~1: the commit ahead, with its blob-sized pack, stays unpushed for the next test.)

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { KnotlessError } from '../errors.ts';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry-policy.ts';
 
 /**
@@ -119,6 +120,28 @@ function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
+/**
+ * An http(s) base URL from the environment, without trailing slashes. A value that is none is the
+ * user's mistake, said in one sentence here rather than a TypeError at the first request.
+ */
+function urlVar(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const value = nonEmpty(env[name]);
+  if (value === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new KnotlessError(
+      'usage',
+      `${name} is "${value}", which is not an http:// or https:// URL; fix it or unset it.`,
+    );
+  }
+  return value.replace(/\/+$/, '');
+}
+
 function nonNegative(value: string | undefined, fallback: number): number {
   const n = Number(value ?? '');
   return value !== undefined && value !== '' && Number.isFinite(n) && n >= 0 ? n : fallback;
@@ -141,14 +164,14 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
       nonEmpty(env['KNOTLESS_CONFIG_DIR']) ?? path.join(xdg(env, 'XDG_CONFIG_HOME', '.config'), 'knotless'),
     cacheDir,
     dataDir: path.join(xdg(env, 'XDG_DATA_HOME', '.local/share'), 'knotless'),
-    plcUrl: (nonEmpty(env['KNOTLESS_PLC_URL']) ?? DEFAULT_PLC_URL).replace(/\/+$/, ''),
-    service: nonEmpty(env['KNOTLESS_SERVICE'])?.replace(/\/+$/, ''),
+    plcUrl: urlVar(env, 'KNOTLESS_PLC_URL') ?? DEFAULT_PLC_URL,
+    service: urlVar(env, 'KNOTLESS_SERVICE'),
     caCerts: nonEmpty(env['KNOTLESS_CA_CERTS']),
-    devPds: nonEmpty(env['KNOTLESS_DEV_PDS'])?.replace(/\/+$/, ''),
+    devPds: urlVar(env, 'KNOTLESS_DEV_PDS'),
     identifier: nonEmpty(env['KNOTLESS_IDENTIFIER']),
     password: nonEmpty(env['KNOTLESS_PASSWORD']),
     identityTtlSeconds: Number.isFinite(ttl) && ttl >= 0 ? ttl : 24 * 3600,
-    appview: nonEmpty(env['KNOTLESS_APPVIEW'])?.replace(/\/+$/, ''),
+    appview: urlVar(env, 'KNOTLESS_APPVIEW'),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
     agent: !/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? ''),

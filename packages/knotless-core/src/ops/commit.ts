@@ -7,6 +7,7 @@ import { RefView } from '../cache/ref-view.ts';
 import { KnotlessError } from '../errors.ts';
 import { buildPack, parsePackInfo } from '../git/pack.ts';
 import { checkTreePath, parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
+import { isValidRefName } from '../git/refname.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfer.ts';
 import { foldPacks } from '../packs/fold.ts';
@@ -51,14 +52,20 @@ export interface Committed {
 }
 
 /** Who the commit is by: git's identities (config and GIT_* variables), or --author for the author. */
+/** `--author "Name <email>"`, split; anything else is refused before any request is made. */
+function checkAuthor(author: string): RegExpExecArray {
+  const parts = /^(.*?)\s*<([^<>]*)>$/.exec(author);
+  if (parts === null) {
+    throw new KnotlessError('usage', `--author "${author}" is not of the form "Name <email>".`);
+  }
+  return parts;
+}
+
 async function identities(
   mirror: Mirror,
   author: string | undefined,
 ): Promise<{ author: string; committer: string }> {
-  const override = author === undefined ? undefined : /^(.*?)\s*<([^>]*)>$/.exec(author);
-  if (author !== undefined && override === null) {
-    throw new KnotlessError('usage', `--author "${author}" is not of the form "Name <email>".`);
-  }
+  const override = author === undefined ? undefined : checkAuthor(author);
   const env = override ? { GIT_AUTHOR_NAME: override[1]!, GIT_AUTHOR_EMAIL: override[2]! } : {};
   let vars: string;
   try {
@@ -122,6 +129,13 @@ async function commitInMirror(
   req: CommitRequest,
   mirror: Mirror,
 ): Promise<Committed> {
+  for (const c of req.changes) checkTreePath(c.path);
+  if (req.author !== undefined) checkAuthor(req.author);
+  // A branch git would refuse (`git check-ref-format --branch`) would be a record no clone can use.
+  const b = req.branch;
+  if (b !== undefined && (!isValidRefName(`refs/heads/${b}`) || b === 'HEAD' || b.startsWith('-'))) {
+    throw new KnotlessError('usage', `"${b}" is not a branch name git accepts; pick another --branch.`);
+  }
   // git's work (fast-import, pack-objects) comes before the first request: the connection's
   // handshakes (TCP, TLS) overlap with it instead of following it.
   remote.writer(env.auth).preconnect();
@@ -139,7 +153,6 @@ async function commitInMirror(
       );
     }
   }
-  for (const c of req.changes) checkTreePath(c.path);
   // Committing on one of several records that claim the branch would be choosing between them.
   const claims = refs.filter((r) => r.record.ref === ref);
   if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);
@@ -164,7 +177,8 @@ async function commitInMirror(
       await mirror.create();
       who ??= identities(mirror, req.author);
       try {
-        await synced;
+        // Both awaited together: a failure of either is this attempt's, never an unhandled rejection.
+        await Promise.all([synced, who]);
       } catch (err) {
         // A compaction or force push freed a blob of the list we read: read the refs again.
         if (!(err instanceof BlobGone)) throw err;
@@ -238,6 +252,20 @@ async function buildCommit(
   who: { author: string; committer: string },
 ): Promise<{ commit: string; packs: PackEntry[] }> {
   const { commit, scratch } = await makeCommit(mirror, parent, req, who);
+  if (parent !== undefined) {
+    // As `git commit` does, no empty commit: a --delete of a path that is not there, say.
+    const trees = await gitText(['rev-parse', `${commit}^{tree}`, `${parent}^{tree}`], {
+      gitDir: mirror.gitDir,
+    });
+    const [mine, theirs] = trees.trim().split('\n');
+    if (mine === theirs) {
+      await gitText(['update-ref', '-d', scratch], { gitDir: mirror.gitDir });
+      throw new KnotlessError(
+        'usage',
+        'Nothing to commit: every --add already matches the branch, and every --delete names a path it does not have.',
+      );
+    }
+  }
   const range = [commit, ...(parent === undefined ? [] : [`^${parent}`])];
   // What the pack carries, listed beside it, so the mirror adopts it without indexing it again.
   const [pack, listed] = await Promise.all([
