@@ -102,7 +102,16 @@ function takePidLock(dir: string): () => void {
 export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> {
   const temporary = opts.dir === undefined;
   const dir = opts.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-net-'));
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    // The user's --dir: a path through a file, or somewhere not writable, is theirs to change.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === undefined) throw err;
+    throw new NetworkError(`Could not make the directory ${dir} (${code}); choose another --dir.`, {
+      cause: err,
+    });
+  }
   const lock = takePidLock(dir);
   const releaseUmask = opts.privateFiles === true ? holdPrivateUmask() : () => {};
   const releaseLock = (): void => {

@@ -205,3 +205,17 @@ describe('repository arguments', () => {
     );
   });
 });
+
+describe('knotless dev, given a directory it cannot make', () => {
+  it('says so in one sentence with the dev-network status, not an internal error', async () => {
+    const file = path.join(home, 'a-file');
+    fs.writeFileSync(file, '');
+    const res = await run('dev', '--dir', path.join(file, 'dev'));
+    assert.equal(res.code, EXIT_CODES['dev-network'], res.stderr);
+    assert.equal(res.stdout, '');
+    assert.equal(
+      res.stderr,
+      `knotless: Could not make the directory ${path.join(file, 'dev')} (ENOTDIR); choose another --dir.\n`,
+    );
+  });
+});
