@@ -185,6 +185,13 @@ describe('failures through the CLI', () => {
         'usage',
         /KNOTLESS_APPVIEW is "ftp:\/\/x"/,
       ],
+      [
+        'compact a ref not there',
+        ['repo', 'compact', repo, '--ref', 'main'],
+        {},
+        'not-found',
+        /has no ref main; name refs in full, e\.g\. refs\/heads\/main/,
+      ],
       ['delete not confirmed', ['repo', 'delete', repo], {}, 'usage', /pass --yes/],
       [
         'PDS down',

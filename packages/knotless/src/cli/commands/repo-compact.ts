@@ -1,3 +1,4 @@
+import { KnotlessError } from 'knotless-core/errors';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { RefView } from 'knotless-core/cache/ref-view';
 import { compactRef, type CompactEnv } from 'knotless-core/ops/compact';
@@ -29,7 +30,17 @@ export const command: Command = {
     const marker = compactionMarker(c.config.cacheDir, remote.owner.did, remote.name);
     try {
       // A ref that several records claim is not compacted: that would be writing one of them.
-      const refs = [...refsByName(await remote.listRefs()).byName.values()].filter(
+      const all = [...refsByName(await remote.listRefs()).byName.values()];
+      // A --ref that names nothing is a typo (`main` for refs/heads/main), not "nothing to compact".
+      // Not with --quiet: the background compaction after a push names refs that may be gone since.
+      const unknown = wanted?.find((w) => !all.some((r) => r.record.ref === w));
+      if (unknown !== undefined && args.values['quiet'] !== true) {
+        throw new KnotlessError(
+          'not-found',
+          `${remote.label} has no ref ${safeText(unknown)}; name refs in full, e.g. refs/heads/main (\`git ls-remote\` lists them).`,
+        );
+      }
+      const refs = all.filter(
         (r) => r.record.target !== undefined && (wanted === undefined || wanted.includes(r.record.ref)),
       );
       changed = await compactAll(c, remote, env, refs, args.values['quiet'] === true, io);
