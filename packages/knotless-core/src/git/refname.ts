@@ -1,6 +1,7 @@
 /**
  * Git's ref-name rules (git check-ref-format), checked in-process because a listing can hold
- * thousands of names and a process per name would cost more than the fetch.
+ * thousands of names and a process per name would cost more than the fetch. A component may be
+ * `@` (refs/heads/@ is valid): git forbids only the whole name `@`, which never starts with refs/.
  */
 export function isValidRefName(name: string): boolean {
   if (!name.startsWith('refs/') || name.endsWith('/') || name.endsWith('.')) return false;
@@ -9,7 +10,7 @@ export function isValidRefName(name: string): boolean {
   if (/[\x00-\x20\x7f~^:?*[\\]/.test(name)) return false;
   return name
     .split('/')
-    .every((part) => part !== '' && !part.startsWith('.') && !part.endsWith('.lock') && part !== '@');
+    .every((part) => part !== '' && !part.startsWith('.') && !part.endsWith('.lock'));
 }
 
 /** True for a full hex object id of the SHA-1 object format. */
