@@ -51,6 +51,13 @@ function setOption(state: HelperState, name: string, value: string): string {
         'usage',
         'knotless does not support partial clones or fetches yet (--filter); run the command without it.',
       );
+    case 'pushcert':
+      // --signed=if-asked goes on unsigned, as with a receiving end that never asks; --signed stops.
+      if (value === 'if-asked') return 'ok';
+      printErr(
+        'knotless: knotless does not support signed pushes (push certificates); push without --signed, or sign commits and tags instead.',
+      );
+      return 'unsupported';
     case 'followtags':
     case 'cloning':
     case 'force-if-includes':

@@ -1,0 +1,273 @@
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { startProxy, type Proxy } from 'knotless-devnet';
+import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import { commitFiles, useGitUser, type GitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+// Differential tests: the same git commands against a bare repository (file://, so that git runs
+// receive-pack and upload-pack as with any server) and against knotless, whose outcomes must be the
+// same: exit status, what `--porcelain` prints per ref, the refs after.
+const t = useNetwork(['alice.test']);
+let proxy: Proxy | undefined;
+let socket = '';
+let agent: RunningAgent | undefined;
+const via = () => (proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url });
+// Fixed dates: both runs of a scenario make the same commits, so their transcripts can be compared.
+const DATES = { GIT_AUTHOR_DATE: '1577836800 +0000', GIT_COMMITTER_DATE: '1577836800 +0000' };
+const plain = useGitUser(t, 'alice.test', () => ({
+  ...DATES,
+  KNOTLESS_AGENT: '0',
+  KNOTLESS_COMPACT: '0',
+  ...via(),
+}));
+const warm = useGitUser(t, 'alice.test', () => ({
+  ...DATES,
+  KNOTLESS_AGENT_SOCKET: socket,
+  KNOTLESS_COMPACT: '0',
+  ...via(),
+}));
+// Another machine of the same account, with its own cache.
+const other = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', KNOTLESS_COMPACT: '0' }));
+
+before(async () => {
+  await t.ready;
+  proxy = await startProxy({ target: t.net.pdsUrl });
+  socket = path.join(t.tmpdir(), 'agent.sock');
+});
+after(() => proxy?.close());
+
+let n = 0;
+/** A fresh remote of each kind: a bare repository's file:// URL and a new knotless repository's. */
+async function remotes(user: GitUser): Promise<{ bare: string; knotless: string }> {
+  const dir = user.dir();
+  await user.ok(dir, 'init', '-q', '--bare', 'r.git');
+  const name = `parity-${++n}`;
+  const made = await user.knotless('repo', 'create', name);
+  assert.equal(made.code, 0, made.stderr);
+  return { bare: `file://${dir}/r.git`, knotless: `knotless://alice.test/${name}` };
+}
+
+/** What a command did, as a comparison sees it: its status and stdout, the remote's URL made neutral. */
+async function outcome(user: GitUser, cwd: string, url: string, ...args: string[]): Promise<string> {
+  const res = await user.git(cwd, ...args.map((a) => (a === 'URL' ? url : a)));
+  const shown = args.join(' ').replaceAll(cwd, 'DIR');
+  return `$ git ${shown} -> ${res.code}\n${res.stdout.replaceAll(url, 'URL').replaceAll(cwd, 'DIR')}`;
+}
+
+/** The remote's refs ("oid ref" lines, HEAD included), as `git ls-remote` shows them. */
+async function lsRemote(user: GitUser, url: string): Promise<string> {
+  return user.ok(user.dir(), 'ls-remote', url);
+}
+
+/**
+ * Runs `steps` (each a git command line; `URL` is the remote) in a new repository with one commit,
+ * once against each remote, and returns both transcripts with the remotes' refs after.
+ */
+async function both(
+  user: GitUser,
+  steps: (repo: string) => string[][],
+  setup: (user: GitUser, dir: string) => Promise<void> = async () => {},
+): Promise<{ bare: string; knotless: string }> {
+  const urls = await remotes(user);
+  const out = { bare: '', knotless: '' };
+  for (const kind of ['bare', 'knotless'] as const) {
+    const url = urls[kind];
+    const dir = user.dir();
+    await user.ok(dir, 'init', '-q');
+    await user.ok(dir, 'remote', 'add', 'origin', url);
+    await commitFiles(user, dir, { a: '1' }, 'one');
+    await setup(user, dir);
+    for (const step of steps(dir)) out[kind] += await outcome(user, dir, url, ...step);
+    out[kind] += `== refs\n${await lsRemote(user, url)}`;
+  }
+  return out;
+}
+
+describe('git against knotless and against a bare repository: the same outcome', () => {
+  after(() => agent?.stop());
+
+  it('a part "@" in a ref name (refs/heads/@) is pushed, listed and cloned as git does', async () => {
+    // Such a ref used to be written, then ignored by every reader as an invalid name.
+    const { bare, knotless } = await both(plain, (dir) => [
+      ['push', '--porcelain', 'origin', 'main', 'main:refs/heads/@', 'main:refs/tags/@/v'],
+      ['clone', '-q', '--mirror', 'URL', `${dir}/m.git`],
+      ['-C', `${dir}/m.git`, 'for-each-ref', '--format=%(objectname) %(refname)'],
+    ]);
+    assert.equal(knotless, bare);
+    assert.match(knotless, /refs\/heads\/@\n/);
+  });
+
+  it('a ref inside another (refs/heads/a and refs/heads/a/b) is refused as git refuses it', async () => {
+    // No git repository can hold both: a clone of such a remote would fail.
+    const { bare, knotless } = await both(plain, () => [
+      ['push', '--porcelain', 'origin', 'main', 'main:refs/heads/a/b', 'main:refs/heads/c'],
+      ['push', '--porcelain', 'origin', 'main:refs/heads/a', 'main:refs/heads/c/d', 'main:refs/heads/a/b/c'],
+      ['push', '--porcelain', 'origin', 'main:refs/heads/x', 'main:refs/heads/x/y'],
+      ['push', '--porcelain', '--atomic', 'origin', 'main:refs/heads/n1', 'main:refs/heads/c/e'],
+      // Deleting c makes room for c/d in the same push.
+      ['push', '--porcelain', 'origin', ':refs/heads/c', 'main:refs/heads/c/d'],
+    ]);
+    assert.equal(knotless, bare);
+    assert.match(knotless, /\[remote rejected\] \(failed to update ref\)/);
+  });
+
+  it('a non-commit object pushed to a branch is refused as receive-pack refuses it; tags may hold any object', async () => {
+    const { bare, knotless } = await both(
+      plain,
+      () => [
+        ['push', '--porcelain', 'origin', 'main'],
+        ['push', '--porcelain', 'origin', 'v1:refs/heads/tagbranch', 'v1:refs/tags/renamed'],
+        ['push', '--porcelain', 'origin', 'HEAD^{tree}:refs/heads/tree', 'HEAD^{tree}:refs/tags/tree'],
+        ['push', '--porcelain', '--atomic', 'origin', 'HEAD^{tree}:refs/heads/t2', 'main:refs/heads/t3'],
+      ],
+      async (u, dir) => void (await u.ok(dir, 'tag', '-a', 'v1', '-m', 'v1')),
+    );
+    assert.equal(knotless, bare);
+    assert.match(knotless, /\[remote rejected\] \(failed to update ref\)/);
+  });
+
+  it('deleting the branch HEAD names is refused as git refuses it; receive.denyDeleteCurrent=ignore allows it', async () => {
+    const { bare, knotless } = await both(plain, () => [
+      ['push', '--porcelain', 'origin', 'main', 'main:b'],
+      ['push', '--porcelain', 'origin', ':main'],
+      ['push', '--porcelain', '--force', '--delete', 'origin', 'main'],
+      ['push', '--porcelain', 'origin', ':b'],
+    ]);
+    assert.equal(knotless, bare);
+    assert.match(knotless, /\(deletion of the current branch prohibited\)/);
+
+    // The pusher's config stands in for the server's, which knotless does not have.
+    const urls = await remotes(plain);
+    const dir = plain.dir();
+    await plain.ok(dir, 'init', '-q');
+    await commitFiles(plain, dir, { a: '1' }, 'one');
+    await plain.ok(dir, 'push', '-q', urls.knotless, 'main', 'main:b');
+    const refused = await plain.git(dir, 'push', urls.knotless, ':main');
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /receive\.denyDeleteCurrent=ignore/);
+    await plain.ok(dir, '-c', 'receive.denyDeleteCurrent=ignore', 'push', urls.knotless, ':main');
+    // HEAD now names a missing branch: git's own warning, as for such a bare repository.
+    const clone = await plain.git(plain.dir(), 'clone', urls.knotless, 'c');
+    assert.equal(clone.code, 0, clone.stderr);
+    assert.match(clone.stderr, /warning: remote HEAD refers to nonexistent ref, unable to checkout/);
+  });
+
+  it('--signed stops with one sentence; --signed=if-asked pushes unsigned, as to a bare repository', async () => {
+    const { bare, knotless } = await both(plain, () => [
+      ['push', '--porcelain', '--signed', 'origin', 'main'],
+      ['push', '--porcelain', '--signed=if-asked', 'origin', 'main'],
+    ]);
+    assert.equal(knotless, bare);
+    const urls = await remotes(plain);
+    const dir = plain.dir();
+    await plain.ok(dir, 'init', '-q');
+    await commitFiles(plain, dir, { a: '1' }, 'one');
+    const res = await plain.git(dir, 'push', '--signed', urls.knotless, 'main');
+    assert.equal(res.code, 128);
+    assert.match(res.stderr, /^knotless: knotless does not support signed pushes/m);
+  });
+
+  for (const [label, user] of [
+    ['without an agent', plain],
+    ['through the agent', warm],
+  ] as const) {
+    it(`leases, deletes, --porcelain and --atomic after another machine's push (${label})`, async () => {
+      if (user === warm) agent ??= await spawnAgent(socket, { ...warm.env, KNOTLESS_COMPACT: '0', ...via() });
+      const { bare, knotless } = await both(
+        user,
+        (dir) => [
+          ['push', '--porcelain', 'origin', 'main', 'main:b2', 'main:b3', 'v1'],
+          // The other machine moves main and b2; this one still has the old values.
+          ['-C', path.join(dir, 'o'), 'push', '--porcelain', 'URL', 'HEAD:main', 'HEAD:b2'],
+          ['push', '--porcelain', '--force-with-lease', 'origin', 'main'],
+          ['push', '--porcelain', '--force-with-lease=b3:HEAD~1', 'origin', 'HEAD~1:b3'],
+          ['push', '--porcelain', '--force-with-lease=b4:', 'origin', 'HEAD:b4'],
+          ['push', '--porcelain', '--force-with-lease=b4:', 'origin', 'HEAD:b4'],
+          ['push', '--porcelain', '--atomic', 'origin', 'HEAD:b5', 'HEAD:b6'],
+          ['push', '--porcelain', 'origin', ':b3', ':b4', ':nonexistent'],
+          ['fetch', '-q', 'origin'],
+          // main is now their commit, of which ours is an ancestor: not a fast-forward, so nothing lands.
+          ['push', '--porcelain', '--atomic', 'origin', 'HEAD:main', 'HEAD:b7'],
+          ['push', '--porcelain', '--force-with-lease', '--force-if-includes', 'origin', 'HEAD:b2'],
+          ['push', '--porcelain', '--force-with-lease', 'origin', 'HEAD:main'],
+          ['push', '--porcelain', '--prune', 'origin', 'refs/heads/*:refs/heads/*'],
+        ],
+        async (u, dir) => {
+          await u.ok(dir, 'tag', '-a', 'v1', '-m', 'v1');
+          await commitFiles(u, dir, { a: '2' }, 'two');
+          // "o": the other machine's clone, made from this repository so it shares its history.
+          await u.ok(dir, 'clone', '-q', dir, 'o');
+          await commitFiles(u, path.join(dir, 'o'), { b: 'theirs' }, 'theirs');
+        },
+      );
+      assert.equal(knotless, bare);
+      assert.match(knotless, /\[rejected\] \(stale info\)/);
+    });
+  }
+
+  it('--dry-run writes nothing, through the agent or not: only reads reach the PDS', async () => {
+    for (const user of [plain, warm]) {
+      if (user === warm) agent ??= await spawnAgent(socket, { ...warm.env, KNOTLESS_COMPACT: '0', ...via() });
+      const { knotless: url } = await remotes(user);
+      const dir = user.dir();
+      await user.ok(dir, 'init', '-q');
+      await user.ok(dir, 'remote', 'add', 'origin', url);
+      await commitFiles(user, dir, { a: '1' }, 'one');
+      await user.ok(dir, 'push', '-q', 'origin', 'main', 'main:gone');
+      await commitFiles(user, dir, { a: '2' }, 'two');
+      await user.ok(dir, 'tag', '-a', 'v2', '-m', 'v2');
+      const before = await lsRemote(other, url);
+      proxy!.reset();
+      for (const flags of [[], ['--atomic'], ['--mirror'], ['--follow-tags', '--force']]) {
+        const res = await user.git(
+          dir,
+          'push',
+          '--dry-run',
+          ...flags,
+          'origin',
+          ...(flags.includes('--mirror') ? [] : ['main', 'main:new', ':gone']),
+        );
+        assert.equal(res.code, 0, res.stderr);
+      }
+      const writes = proxy!.requests
+        .map((r) => r.nsid)
+        .filter(
+          (x) =>
+            x === undefined ||
+            !/^com\.atproto\.(repo\.(listRecords|getRecord|describeRepo)|sync\.getLatestCommit|server\.|identity\.)/.test(
+              x,
+            ),
+        );
+      assert.deepEqual(writes, [], 'a dry run sent more than reads');
+      assert.equal(await lsRemote(other, url), before);
+    }
+  });
+
+  it('another machine deletes a branch and a tag: fetch --prune prunes both, as from a bare repository', async () => {
+    const { bare, knotless } = await both(
+      plain,
+      (dir) => [
+        ['push', '--porcelain', 'origin', 'main', 'main:side', 'v1', 'main:refs/tags/lt'],
+        ['-C', path.join(dir, 'c'), 'fetch', '-q', 'origin'],
+        ['push', '--porcelain', 'origin', ':side', ':refs/tags/lt'],
+        ['-C', path.join(dir, 'c'), 'fetch', '--prune', '--prune-tags', 'origin'],
+        ['-C', path.join(dir, 'c'), 'for-each-ref', '--format=%(objectname) %(refname)'],
+        ['-C', path.join(dir, 'c'), 'fetch', 'origin', 'tag', 'lt'],
+      ],
+      async (u, dir) => {
+        await u.ok(dir, 'tag', '-a', 'v1', '-m', 'v1');
+        await u.ok(dir, 'init', '-q', 'c');
+        await u.ok(
+          path.join(dir, 'c'),
+          'remote',
+          'add',
+          'origin',
+          (await u.ok(dir, 'remote', 'get-url', 'origin')).trim(),
+        );
+      },
+    );
+    assert.equal(knotless, bare);
+  });
+});
