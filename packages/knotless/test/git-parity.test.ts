@@ -38,6 +38,9 @@ before(async () => {
 });
 after(() => proxy?.close());
 
+/** Marks a step of {@link both} that the other machine runs. */
+const OTHER = '(other machine)';
+
 let n = 0;
 /** A fresh remote of each kind: a bare repository's file:// URL and a new knotless repository's. */
 async function remotes(user: GitUser): Promise<{ bare: string; knotless: string }> {
@@ -53,7 +56,10 @@ async function remotes(user: GitUser): Promise<{ bare: string; knotless: string 
 async function outcome(user: GitUser, cwd: string, url: string, ...args: string[]): Promise<string> {
   const res = await user.git(cwd, ...args.map((a) => (a === 'URL' ? url : a)));
   const shown = args.join(' ').replaceAll(cwd, 'DIR');
-  return `$ git ${shown} -> ${res.code}\n${res.stdout.replaceAll(url, 'URL').replaceAll(cwd, 'DIR')}`;
+  // git's own warnings (an empty clone, a HEAD naming a missing branch) are part of the outcome.
+  const warnings = res.stderr.split('\n').filter((l) => l.startsWith('warning: '));
+  const stdout = res.stdout.replaceAll(url, 'URL').replaceAll(cwd, 'DIR');
+  return `$ git ${shown} -> ${res.code}\n${stdout}${warnings.map((w) => `${w}\n`).join('')}`;
 }
 
 /** The remote's refs ("oid ref" lines, HEAD included), as `git ls-remote` shows them. */
@@ -79,7 +85,12 @@ async function both(
     await user.ok(dir, 'remote', 'add', 'origin', url);
     await commitFiles(user, dir, { a: '1' }, 'one');
     await setup(user, dir);
-    for (const step of steps(dir)) out[kind] += await outcome(user, dir, url, ...step);
+    // A step starting with OTHER runs on the other machine (its own cache and agent-less).
+    for (const step of steps(dir))
+      out[kind] +=
+        step[0] === OTHER
+          ? await outcome(other, dir, url, ...step.slice(1))
+          : await outcome(user, dir, url, ...step);
     out[kind] += `== refs\n${await lsRemote(user, url)}`;
   }
   return out;
@@ -159,7 +170,11 @@ describe('git against knotless and against a bare repository: the same outcome',
       ['push', '--porcelain', '--signed', 'origin', 'main'],
       ['push', '--porcelain', '--signed=if-asked', 'origin', 'main'],
     ]);
-    assert.equal(knotless, bare);
+    // git warns of the bare repository; the helper says the same in its own words.
+    const unsigned =
+      'warning: not sending a push certificate since the receiving end does not support --signed push\n';
+    assert.ok(bare.includes(unsigned));
+    assert.equal(knotless, bare.replace(unsigned, ''));
     const urls = await remotes(plain);
     const dir = plain.dir();
     await plain.ok(dir, 'init', '-q');
@@ -167,6 +182,9 @@ describe('git against knotless and against a bare repository: the same outcome',
     const res = await plain.git(dir, 'push', '--signed', urls.knotless, 'main');
     assert.equal(res.code, 128);
     assert.match(res.stderr, /^knotless: knotless does not support signed pushes/m);
+    const ifAsked = await plain.git(dir, 'push', '--signed=if-asked', urls.knotless, 'main');
+    assert.equal(ifAsked.code, 0, ifAsked.stderr);
+    assert.match(ifAsked.stderr, /^knotless: warning: not sending a push certificate/m);
   });
 
   for (const [label, user] of [
@@ -180,7 +198,7 @@ describe('git against knotless and against a bare repository: the same outcome',
         (dir) => [
           ['push', '--porcelain', 'origin', 'main', 'main:b2', 'main:b3', 'v1'],
           // The other machine moves main and b2; this one still has the old values.
-          ['-C', path.join(dir, 'o'), 'push', '--porcelain', 'URL', 'HEAD:main', 'HEAD:b2'],
+          [OTHER, '-C', path.join(dir, 'o'), 'push', '--porcelain', 'URL', 'HEAD:main', 'HEAD:b2'],
           ['push', '--porcelain', '--force-with-lease', 'origin', 'main'],
           ['push', '--porcelain', '--force-with-lease=b3:HEAD~1', 'origin', 'HEAD~1:b3'],
           ['push', '--porcelain', '--force-with-lease=b4:', 'origin', 'HEAD:b4'],
@@ -251,7 +269,7 @@ describe('git against knotless and against a bare repository: the same outcome',
       (dir) => [
         ['push', '--porcelain', 'origin', 'main', 'main:side', 'v1', 'main:refs/tags/lt'],
         ['-C', path.join(dir, 'c'), 'fetch', '-q', 'origin'],
-        ['push', '--porcelain', 'origin', ':side', ':refs/tags/lt'],
+        [OTHER, 'push', '--porcelain', 'URL', ':side', ':refs/tags/lt'],
         ['-C', path.join(dir, 'c'), 'fetch', '--prune', '--prune-tags', 'origin'],
         ['-C', path.join(dir, 'c'), 'for-each-ref', '--format=%(objectname) %(refname)'],
         ['-C', path.join(dir, 'c'), 'fetch', 'origin', 'tag', 'lt'],
@@ -269,5 +287,47 @@ describe('git against knotless and against a bare repository: the same outcome',
       },
     );
     assert.equal(knotless, bare);
+  });
+
+  it('clones an empty repository, then --bare, --mirror, --single-branch, --no-tags clones, ls-remote --symref, remote show and pull --rebase', async () => {
+    const c = (dir: string, name: string) => path.join(dir, name);
+    const refsIn = (dir: string): string[] => [
+      '-C',
+      dir,
+      'for-each-ref',
+      '--format=%(objectname) %(refname) %(symref)',
+    ];
+    const { bare, knotless } = await both(
+      plain,
+      (dir) => [
+        ['clone', '-q', 'URL', c(dir, 'empty')],
+        refsIn(c(dir, 'empty')),
+        ['push', '--porcelain', 'origin', 'main', 'main:side', 'v1'],
+        ['clone', '-q', '--bare', 'URL', c(dir, 'b.git')],
+        refsIn(c(dir, 'b.git')),
+        ['clone', '-q', '--mirror', 'URL', c(dir, 'm.git')],
+        refsIn(c(dir, 'm.git')),
+        ['-C', c(dir, 'm.git'), 'config', '--get-all', 'remote.origin.fetch'],
+        ['clone', '-q', '--single-branch', '--branch', 'side', 'URL', c(dir, 'sb')],
+        refsIn(c(dir, 'sb')),
+        ['clone', '-q', '--no-tags', 'URL', c(dir, 'nt')],
+        refsIn(c(dir, 'nt')),
+        ['ls-remote', '--symref', 'URL'],
+        ['-C', c(dir, 'nt'), 'remote', 'show', 'origin'],
+        // Another machine pushes main; a local commit is rebased onto it.
+        [OTHER, '-C', c(dir, 'o'), 'push', '--porcelain', 'URL', 'HEAD:main'],
+        ['-C', c(dir, 'nt'), 'commit', '-q', '--allow-empty', '-m', 'local'],
+        ['-C', c(dir, 'nt'), 'pull', '-q', '--rebase'],
+        ['-C', c(dir, 'nt'), 'log', '--format=%s'],
+        ['-C', c(dir, 'nt'), 'rev-list', '--objects', '--all'],
+      ],
+      async (u, dir) => {
+        await u.ok(dir, 'tag', '-a', 'v1', '-m', 'v1');
+        await u.ok(dir, 'clone', '-q', dir, 'o');
+        await commitFiles(u, path.join(dir, 'o'), { b: 'theirs' }, 'theirs');
+      },
+    );
+    assert.equal(knotless, bare);
+    assert.match(knotless, /warning: You appear to have cloned an empty repository/);
   });
 });

@@ -53,7 +53,12 @@ function setOption(state: HelperState, name: string, value: string): string {
       );
     case 'pushcert':
       // --signed=if-asked goes on unsigned, as with a receiving end that never asks; --signed stops.
-      if (value === 'if-asked') return 'ok';
+      if (value === 'if-asked') {
+        printErr(
+          'knotless: warning: not sending a push certificate: knotless does not support signed pushes.',
+        );
+        return 'ok';
+      }
       printErr(
         'knotless: knotless does not support signed pushes (push certificates); push without --signed, or sign commits and tags instead.',
       );
