@@ -144,6 +144,7 @@ describe('git against knotless and against a bare repository: the same outcome',
       ['push', '--porcelain', 'origin', 'main', 'main:b'],
       ['push', '--porcelain', 'origin', ':main'],
       ['push', '--porcelain', '--force', '--delete', 'origin', 'main'],
+      ['push', '--porcelain', '--atomic', 'origin', ':main', ':b'],
       ['push', '--porcelain', 'origin', ':b'],
     ]);
     assert.equal(knotless, bare);
