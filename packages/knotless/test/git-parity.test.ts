@@ -132,6 +132,9 @@ describe('git against knotless and against a bare repository: the same outcome',
         ['push', '--porcelain', 'origin', 'v1:refs/heads/tagbranch', 'v1:refs/tags/renamed'],
         ['push', '--porcelain', 'origin', 'HEAD^{tree}:refs/heads/tree', 'HEAD^{tree}:refs/tags/tree'],
         ['push', '--porcelain', '--atomic', 'origin', 'HEAD^{tree}:refs/heads/t2', 'main:refs/heads/t3'],
+        // A dry run does not reach receive-pack, so git shows the pushes it would make.
+        ['push', '--porcelain', '--dry-run', 'origin', 'v1:refs/heads/t4', ':main'],
+        ['push', '--porcelain', '--dry-run', '--atomic', 'origin', 'v1:refs/heads/t4', 'main:refs/heads/t5'],
       ],
       async (u, dir) => void (await u.ok(dir, 'tag', '-a', 'v1', '-m', 'v1')),
     );

@@ -113,13 +113,16 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
       outcomes.set(u.dst, { dst: u.dst, error: 'the name holds characters that act on a terminal' });
       continue;
     }
-    const refusal = await receiveRefusal(u, {
-      type: types.get(u.dst),
-      current: refs.get(u.dst),
-      head: refs.get('HEAD')?.record.symref,
-      names,
-      deleteCurrent: () => deleteCurrentAllowed(env.gitDir),
-    });
+    // A dry run never reaches a receiving end: git shows what it would send, refusals unknown.
+    const refusal = env.options.dryRun
+      ? undefined
+      : await receiveRefusal(u, {
+          type: types.get(u.dst),
+          current: refs.get(u.dst),
+          head: refs.get('HEAD')?.record.symref,
+          names,
+          deleteCurrent: () => deleteCurrentAllowed(env.gitDir),
+        });
     if (refusal !== undefined) {
       printErr(`knotless: ${refusal.sentence}`);
       outcomes.set(u.dst, { dst: u.dst, error: refusal.reason });
