@@ -38,6 +38,11 @@ before(async () => {
 });
 after(() => proxy?.close());
 
+/** Makes sure `user` can run: the warm user's agent is started on first use. */
+async function ready(user: GitUser): Promise<void> {
+  if (user === warm) agent ??= await spawnAgent(socket, { ...warm.env, KNOTLESS_COMPACT: '0', ...via() });
+}
+
 /** Marks a step of {@link both} that the other machine runs. */
 const OTHER = '(other machine)';
 
@@ -111,35 +116,56 @@ describe('git against knotless and against a bare repository: the same outcome',
   });
 
   it('a ref inside another (refs/heads/a and refs/heads/a/b) is refused as git refuses it', async () => {
-    // No git repository can hold both: a clone of such a remote would fail.
-    const { bare, knotless } = await both(plain, () => [
-      ['push', '--porcelain', 'origin', 'main', 'main:refs/heads/a/b', 'main:refs/heads/c'],
-      ['push', '--porcelain', 'origin', 'main:refs/heads/a', 'main:refs/heads/c/d', 'main:refs/heads/a/b/c'],
-      ['push', '--porcelain', 'origin', 'main:refs/heads/x', 'main:refs/heads/x/y'],
-      ['push', '--porcelain', '--atomic', 'origin', 'main:refs/heads/n1', 'main:refs/heads/c/e'],
-      // Deleting c makes room for c/d in the same push.
-      ['push', '--porcelain', 'origin', ':refs/heads/c', 'main:refs/heads/c/d'],
-    ]);
-    assert.equal(knotless, bare);
-    assert.match(knotless, /\[remote rejected\] \(failed to update ref\)/);
+    for (const user of [plain, warm]) {
+      await ready(user);
+      // No git repository can hold both: a clone of such a remote would fail.
+      const { bare, knotless } = await both(user, () => [
+        ['push', '--porcelain', 'origin', 'main', 'main:refs/heads/a/b', 'main:refs/heads/c'],
+        [
+          'push',
+          '--porcelain',
+          'origin',
+          'main:refs/heads/a',
+          'main:refs/heads/c/d',
+          'main:refs/heads/a/b/c',
+        ],
+        ['push', '--porcelain', 'origin', 'main:refs/heads/x', 'main:refs/heads/x/y'],
+        ['push', '--porcelain', '--atomic', 'origin', 'main:refs/heads/n1', 'main:refs/heads/c/e'],
+        // Deleting c makes room for c/d in the same push.
+        ['push', '--porcelain', 'origin', ':refs/heads/c', 'main:refs/heads/c/d'],
+      ]);
+      assert.equal(knotless, bare, user === warm ? 'through the agent' : 'without an agent');
+      assert.match(knotless, /\[remote rejected\] \(failed to update ref\)/);
+    }
   });
 
   it('a non-commit object pushed to a branch is refused as receive-pack refuses it; tags may hold any object', async () => {
-    const { bare, knotless } = await both(
-      plain,
-      () => [
-        ['push', '--porcelain', 'origin', 'main'],
-        ['push', '--porcelain', 'origin', 'v1:refs/heads/tagbranch', 'v1:refs/tags/renamed'],
-        ['push', '--porcelain', 'origin', 'HEAD^{tree}:refs/heads/tree', 'HEAD^{tree}:refs/tags/tree'],
-        ['push', '--porcelain', '--atomic', 'origin', 'HEAD^{tree}:refs/heads/t2', 'main:refs/heads/t3'],
-        // A dry run does not reach receive-pack, so git shows the pushes it would make.
-        ['push', '--porcelain', '--dry-run', 'origin', 'v1:refs/heads/t4', ':main'],
-        ['push', '--porcelain', '--dry-run', '--atomic', 'origin', 'v1:refs/heads/t4', 'main:refs/heads/t5'],
-      ],
-      async (u, dir) => void (await u.ok(dir, 'tag', '-a', 'v1', '-m', 'v1')),
-    );
-    assert.equal(knotless, bare);
-    assert.match(knotless, /\[remote rejected\] \(failed to update ref\)/);
+    for (const user of [plain, warm]) {
+      await ready(user);
+      const { bare, knotless } = await both(
+        user,
+        () => [
+          ['push', '--porcelain', 'origin', 'main'],
+          ['push', '--porcelain', 'origin', 'v1:refs/heads/tagbranch', 'v1:refs/tags/renamed'],
+          ['push', '--porcelain', 'origin', 'HEAD^{tree}:refs/heads/tree', 'HEAD^{tree}:refs/tags/tree'],
+          ['push', '--porcelain', '--atomic', 'origin', 'HEAD^{tree}:refs/heads/t2', 'main:refs/heads/t3'],
+          // A dry run does not reach receive-pack, so git shows the pushes it would make.
+          ['push', '--porcelain', '--dry-run', 'origin', 'v1:refs/heads/t4', ':main'],
+          [
+            'push',
+            '--porcelain',
+            '--dry-run',
+            '--atomic',
+            'origin',
+            'v1:refs/heads/t4',
+            'main:refs/heads/t5',
+          ],
+        ],
+        async (u, dir) => void (await u.ok(dir, 'tag', '-a', 'v1', '-m', 'v1')),
+      );
+      assert.equal(knotless, bare, user === warm ? 'through the agent' : 'without an agent');
+      assert.match(knotless, /\[remote rejected\] \(failed to update ref\)/);
+    }
   });
 
   it('deleting the branch HEAD names is refused as git refuses it; receive.denyDeleteCurrent=ignore allows it', async () => {
@@ -196,7 +222,7 @@ describe('git against knotless and against a bare repository: the same outcome',
     ['through the agent', warm],
   ] as const) {
     it(`leases, deletes, --porcelain and --atomic after another machine's push (${label})`, async () => {
-      if (user === warm) agent ??= await spawnAgent(socket, { ...warm.env, KNOTLESS_COMPACT: '0', ...via() });
+      await ready(user);
       const { bare, knotless } = await both(
         user,
         (dir) => [
@@ -231,7 +257,7 @@ describe('git against knotless and against a bare repository: the same outcome',
 
   it('--dry-run writes nothing, through the agent or not: only reads reach the PDS', async () => {
     for (const user of [plain, warm]) {
-      if (user === warm) agent ??= await spawnAgent(socket, { ...warm.env, KNOTLESS_COMPACT: '0', ...via() });
+      await ready(user);
       const { knotless: url } = await remotes(user);
       const dir = user.dir();
       await user.ok(dir, 'init', '-q');
