@@ -115,6 +115,35 @@ describe('git against knotless and against a bare repository: the same outcome',
     assert.match(knotless, /refs\/heads\/@\n/);
   });
 
+  it('odd but valid ref names, one too long for a record key, round-trip as through a bare repository', async () => {
+    const long = `refs/heads/${'p'.repeat(200)}/${'q'.repeat(200)}/${'r'.repeat(200)}`;
+    const odd = [
+      'refs/heads/ünï/cödé',
+      'refs/heads/a_b',
+      'refs/heads/_5F_.x',
+      'refs/heads/x#y%z+w',
+      "refs/heads/q'u,o;te",
+      'refs/heads/Case',
+      'refs/heads/case',
+      'refs/heads/emoji😀',
+      'refs/notes/commits',
+      'refs/for/main',
+      'refs/heads/HEAD',
+      long,
+    ];
+    const { bare, knotless } = await both(plain, (dir) => [
+      ['push', '--porcelain', 'origin', 'main', ...odd.map((r) => `main:${r}`)],
+      ['push', '--porcelain', 'origin', `main:${long}`],
+      ['clone', '-q', '--mirror', 'URL', `${dir}/m.git`],
+      ['-C', `${dir}/m.git`, 'for-each-ref', '--format=%(objectname) %(refname)'],
+      ['push', '--porcelain', 'origin', `:${long}`, ':refs/heads/ünï/cödé'],
+      ['-C', `${dir}/m.git`, 'fetch', '-q', '--prune', 'origin'],
+      ['-C', `${dir}/m.git`, 'for-each-ref', '--format=%(objectname) %(refname)'],
+    ]);
+    assert.equal(knotless, bare);
+    assert.ok(knotless.includes(` ${long}\n`), knotless);
+  });
+
   it('a ref inside another (refs/heads/a and refs/heads/a/b) is refused as git refuses it', async () => {
     for (const user of [plain, warm]) {
       await ready(user);
