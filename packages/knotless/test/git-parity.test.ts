@@ -224,10 +224,11 @@ describe('git against knotless and against a bare repository: the same outcome',
     assert.match(clone.stderr, /warning: remote HEAD refers to nonexistent ref, unable to checkout/);
   });
 
-  it('--signed stops with one sentence; --signed=if-asked pushes unsigned, as to a bare repository', async () => {
+  it('--signed and push options stop with one sentence; --signed=if-asked pushes unsigned, as to a bare repository', async () => {
     const { bare, knotless } = await both(plain, () => [
       ['push', '--porcelain', '--signed', 'origin', 'main'],
       ['push', '--porcelain', '--signed=if-asked', 'origin', 'main'],
+      ['push', '--porcelain', '-o', 'ci.skip', 'origin', 'main:b'],
     ]);
     // git warns of the bare repository; the helper says the same in its own words.
     const unsigned =
@@ -241,6 +242,9 @@ describe('git against knotless and against a bare repository: the same outcome',
     const res = await plain.git(dir, 'push', '--signed', urls.knotless, 'main');
     assert.equal(res.code, 128);
     assert.match(res.stderr, /^knotless: knotless does not support signed pushes/m);
+    const options = await plain.git(dir, 'push', '-o', 'ci.skip', urls.knotless, 'main');
+    assert.equal(options.code, 128);
+    assert.match(options.stderr, /^knotless: knotless does not support push options/m);
     const ifAsked = await plain.git(dir, 'push', '--signed=if-asked', urls.knotless, 'main');
     assert.equal(ifAsked.code, 0, ifAsked.stderr);
     assert.match(ifAsked.stderr, /^knotless: warning: not sending a push certificate/m);

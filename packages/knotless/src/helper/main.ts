@@ -63,6 +63,12 @@ function setOption(state: HelperState, name: string, value: string): string {
         'knotless: knotless does not support signed pushes (push certificates); push without --signed, or sign commits and tags instead.',
       );
       return 'unsupported';
+    case 'push-option':
+      // git stops the push on "unsupported", as a bare repository that does not advertise them does.
+      printErr(
+        'knotless: knotless does not support push options (-o, --push-option): nothing reads them; push without them.',
+      );
+      return 'unsupported';
     case 'followtags':
     case 'cloning':
     case 'force-if-includes':
