@@ -393,4 +393,25 @@ describe('git against knotless and against a bare repository: the same outcome',
     assert.equal(knotless, bare);
     assert.match(knotless, /warning: You appear to have cloned an empty repository/);
   });
+
+  it('fetches an object by its id, a tip or older, and refuses one no ref reaches, as upload-pack does', async () => {
+    let first = '';
+    const { bare, knotless } = await both(
+      plain,
+      (dir) => [
+        ['push', '--porcelain', 'origin', 'main'],
+        ['init', '-q', path.join(dir, 'b')],
+        ['-C', path.join(dir, 'b'), 'fetch', '-q', 'URL', first],
+        ['-C', path.join(dir, 'b'), 'rev-parse', 'FETCH_HEAD'],
+        ['-C', path.join(dir, 'b'), 'fetch', '-q', 'URL', '1111111111111111111111111111111111111111'],
+        ['-C', path.join(dir, 'b'), 'cat-file', '-t', first],
+      ],
+      async (u, dir) => {
+        first = (await u.ok(dir, 'rev-parse', 'HEAD')).trim();
+        await commitFiles(u, dir, { a: '2' }, 'two');
+      },
+    );
+    assert.equal(knotless, bare);
+    assert.match(knotless, /fetch -q URL 1{40} -> 128/);
+  });
 });
