@@ -43,7 +43,8 @@ export type GitReason =
   | 'stale info'
   | 'already exists'
   | 'atomic push failed'
-  // receive-pack's own refusals (a non-commit on a branch; deleting the branch HEAD names)
+  // receive-pack's own refusals (a non-commit on a branch or a ref inside another; deleting the branch
+  // HEAD names) and what it tells the other refs of an atomic push then
   | 'failed to update ref'
   | 'deletion of the current branch prohibited'
   | 'atomic transaction failed'
