@@ -198,30 +198,33 @@ describe('git against knotless and against a bare repository: the same outcome',
   });
 
   it('deleting the branch HEAD names is refused as git refuses it; receive.denyDeleteCurrent=ignore allows it', async () => {
-    const { bare, knotless } = await both(plain, () => [
-      ['push', '--porcelain', 'origin', 'main', 'main:b'],
-      ['push', '--porcelain', 'origin', ':main'],
-      ['push', '--porcelain', '--force', '--delete', 'origin', 'main'],
-      ['push', '--porcelain', '--atomic', 'origin', ':main', ':b'],
-      ['push', '--porcelain', 'origin', ':b'],
-    ]);
-    assert.equal(knotless, bare);
-    assert.match(knotless, /\(deletion of the current branch prohibited\)/);
+    for (const user of [plain, warm]) {
+      await ready(user);
+      const { bare, knotless } = await both(user, () => [
+        ['push', '--porcelain', 'origin', 'main', 'main:b'],
+        ['push', '--porcelain', 'origin', ':main'],
+        ['push', '--porcelain', '--force', '--delete', 'origin', 'main'],
+        ['push', '--porcelain', '--atomic', 'origin', ':main', ':b'],
+        ['push', '--porcelain', 'origin', ':b'],
+      ]);
+      assert.equal(knotless, bare, user === warm ? 'through the agent' : 'without an agent');
+      assert.match(knotless, /\(deletion of the current branch prohibited\)/);
 
-    // The pusher's config stands in for the server's, which knotless does not have.
-    const urls = await remotes(plain);
-    const dir = plain.dir();
-    await plain.ok(dir, 'init', '-q');
-    await commitFiles(plain, dir, { a: '1' }, 'one');
-    await plain.ok(dir, 'push', '-q', urls.knotless, 'main', 'main:b');
-    const refused = await plain.git(dir, 'push', urls.knotless, ':main');
-    assert.equal(refused.code, 1);
-    assert.match(refused.stderr, /receive\.denyDeleteCurrent=ignore/);
-    await plain.ok(dir, '-c', 'receive.denyDeleteCurrent=ignore', 'push', urls.knotless, ':main');
-    // HEAD now names a missing branch: git's own warning, as for such a bare repository.
-    const clone = await plain.git(plain.dir(), 'clone', urls.knotless, 'c');
-    assert.equal(clone.code, 0, clone.stderr);
-    assert.match(clone.stderr, /warning: remote HEAD refers to nonexistent ref, unable to checkout/);
+      // The pusher's config stands in for the server's, which knotless does not have.
+      const urls = await remotes(user);
+      const dir = user.dir();
+      await user.ok(dir, 'init', '-q');
+      await commitFiles(user, dir, { a: '1' }, 'one');
+      await user.ok(dir, 'push', '-q', urls.knotless, 'main', 'main:b');
+      const refused = await user.git(dir, 'push', urls.knotless, ':main');
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /receive\.denyDeleteCurrent=ignore/);
+      await user.ok(dir, '-c', 'receive.denyDeleteCurrent=ignore', 'push', urls.knotless, ':main');
+      // HEAD now names a missing branch: git's own warning, as for such a bare repository.
+      const clone = await user.git(user.dir(), 'clone', urls.knotless, 'c');
+      assert.equal(clone.code, 0, clone.stderr);
+      assert.match(clone.stderr, /warning: remote HEAD refers to nonexistent ref, unable to checkout/);
+    }
   });
 
   it('--signed and push options stop with one sentence; --signed=if-asked pushes unsigned, as to a bare repository', async () => {
