@@ -7,9 +7,10 @@ import { KnotlessError } from 'knotless-core/errors';
 import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { internalErrorLines, printErr, safeText } from 'knotless-core/text/terminal';
 import { closeTransport } from 'knotless-core/xrpc/transport';
-import { formatList } from './list.ts';
+import { formatList, nestedRefs } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
 import { HelperState } from './state.ts';
+import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { parseKnotlessUrl } from './url.ts';
 
 /** Answers one `option <name> <value>` line. */
@@ -79,6 +80,17 @@ function setOption(state: HelperState, name: string, value: string): string {
   }
 }
 
+/** The refs a fetch is shown: those inside another listed ref left out, each with one warning. */
+function shown(refs: Map<string, RemoteRef>): Map<string, RemoteRef> {
+  const inner = nestedRefs([...refs.keys()].filter((n) => n !== 'HEAD'));
+  if (inner.size === 0) return refs;
+  for (const [name, outer] of inner)
+    printErr(
+      `knotless: warning: ${safeText(name)} is left out: ${safeText(outer)} exists too, and no git repository can hold a ref inside another; the owner can delete one of them.`,
+    );
+  return new Map([...refs].filter(([name]) => !inner.has(name)));
+}
+
 /**
  * The remote helper: speaks git's remote-helper protocol on stdin/stdout (gitremote-helpers(7)).
  * Returns the exit status; failures are one sentence on stderr.
@@ -120,7 +132,7 @@ export async function helperMain(argv: string[]): Promise<number> {
         // A ref that several records claim is shown to a push, so that it can be deleted (any other
         // update of it is refused), and never to a fetch, which would have to pick one.
         const claimed = [...state.contested].map(([name, claims]) => [name, claims[0]!] as const);
-        answer([...formatList(forPush ? new Map([...refs, ...claimed]) : refs, forPush), '']);
+        answer([...formatList(forPush ? new Map([...refs, ...claimed]) : shown(refs), forPush), '']);
         // git decides what to send meanwhile; the next push finds the agent (agent/autostart.ts).
         if (forPush) {
           const remote = await state.remote();
