@@ -8,9 +8,7 @@ export function isValidRefName(name: string): boolean {
   if (name.includes('..') || name.includes('@{') || name.includes('//')) return false;
   // eslint-disable-next-line no-control-regex -- control characters are exactly what git forbids
   if (/[\x00-\x20\x7f~^:?*[\\]/.test(name)) return false;
-  return name
-    .split('/')
-    .every((part) => part !== '' && !part.startsWith('.') && !part.endsWith('.lock'));
+  return name.split('/').every((part) => part !== '' && !part.startsWith('.') && !part.endsWith('.lock'));
 }
 
 /** True for a full hex object id of the SHA-1 object format. */
