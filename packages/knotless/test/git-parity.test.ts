@@ -1,109 +1,15 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import { startProxy, type Proxy } from 'knotless-devnet';
-import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
-import { commitFiles, useGitUser, type GitUser } from './helpers/git.ts';
-import { useNetwork } from './helpers/network.ts';
+import { after, describe, it } from 'node:test';
+import { commitFiles } from './helpers/git.ts';
+import { OTHER, useParity } from './helpers/parity.ts';
 
-// Differential tests: the same git commands against a bare repository (file://, so that git runs
-// receive-pack and upload-pack as with any server) and against knotless, whose outcomes must be the
-// same: exit status, what `--porcelain` prints per ref, the refs after.
-const t = useNetwork(['alice.test']);
-let proxy: Proxy | undefined;
-let socket = '';
-let agent: RunningAgent | undefined;
-const via = () => (proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url });
-// Fixed dates: both runs of a scenario make the same commits, so their transcripts can be compared.
-const DATES = { GIT_AUTHOR_DATE: '1577836800 +0000', GIT_COMMITTER_DATE: '1577836800 +0000' };
-const plain = useGitUser(t, 'alice.test', () => ({
-  ...DATES,
-  KNOTLESS_AGENT: '0',
-  KNOTLESS_COMPACT: '0',
-  ...via(),
-}));
-const warm = useGitUser(t, 'alice.test', () => ({
-  ...DATES,
-  KNOTLESS_AGENT_SOCKET: socket,
-  KNOTLESS_COMPACT: '0',
-  ...via(),
-}));
-// Another machine of the same account, with its own cache.
-const other = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', KNOTLESS_COMPACT: '0' }));
+// git pushes to knotless and to a bare repository (helpers/parity.ts): the same outcome. Fetches and
+// clones: git-parity-fetch.test.ts.
+const { plain, warm, other, proxy, ready, stopAgent, remotes, lsRemote, both } = useParity();
 
-before(async () => {
-  await t.ready;
-  proxy = await startProxy({ target: t.net.pdsUrl });
-  socket = path.join(t.tmpdir(), 'agent.sock');
-});
-after(() => proxy?.close());
-
-/** Makes sure `user` can run: the warm user's agent is started on first use. */
-async function ready(user: GitUser): Promise<void> {
-  if (user === warm) agent ??= await spawnAgent(socket, { ...warm.env, KNOTLESS_COMPACT: '0', ...via() });
-}
-
-/** Marks a step of {@link both} that the other machine runs. */
-const OTHER = '(other machine)';
-
-let n = 0;
-/** A fresh remote of each kind: a bare repository's file:// URL and a new knotless repository's. */
-async function remotes(user: GitUser): Promise<{ bare: string; knotless: string }> {
-  const dir = user.dir();
-  await user.ok(dir, 'init', '-q', '--bare', 'r.git');
-  const name = `parity-${++n}`;
-  const made = await user.knotless('repo', 'create', name);
-  assert.equal(made.code, 0, made.stderr);
-  return { bare: `file://${dir}/r.git`, knotless: `knotless://alice.test/${name}` };
-}
-
-/** What a command did, as a comparison sees it: its status and stdout, the remote's URL made neutral. */
-async function outcome(user: GitUser, cwd: string, url: string, ...args: string[]): Promise<string> {
-  const res = await user.git(cwd, ...args.map((a) => (a === 'URL' ? url : a)));
-  const shown = args.join(' ').replaceAll(cwd, 'DIR');
-  // git's own warnings (an empty clone, a HEAD naming a missing branch) are part of the outcome.
-  const warnings = res.stderr.split('\n').filter((l) => l.startsWith('warning: '));
-  const stdout = res.stdout.replaceAll(url, 'URL').replaceAll(cwd, 'DIR');
-  return `$ git ${shown} -> ${res.code}\n${stdout}${warnings.map((w) => `${w}\n`).join('')}`;
-}
-
-/** The remote's refs ("oid ref" lines, HEAD included), as `git ls-remote` shows them. */
-async function lsRemote(user: GitUser, url: string): Promise<string> {
-  return user.ok(user.dir(), 'ls-remote', url);
-}
-
-/**
- * Runs `steps` (each a git command line; `URL` is the remote) in a new repository with one commit,
- * once against each remote, and returns both transcripts with the remotes' refs after.
- */
-async function both(
-  user: GitUser,
-  steps: (repo: string) => string[][],
-  setup: (user: GitUser, dir: string) => Promise<void> = async () => {},
-): Promise<{ bare: string; knotless: string }> {
-  const urls = await remotes(user);
-  const out = { bare: '', knotless: '' };
-  for (const kind of ['bare', 'knotless'] as const) {
-    const url = urls[kind];
-    const dir = user.dir();
-    await user.ok(dir, 'init', '-q');
-    await user.ok(dir, 'remote', 'add', 'origin', url);
-    await commitFiles(user, dir, { a: '1' }, 'one');
-    await setup(user, dir);
-    // A step starting with OTHER runs on the other machine (its own cache and agent-less).
-    for (const step of steps(dir))
-      out[kind] +=
-        step[0] === OTHER
-          ? await outcome(other, dir, url, ...step.slice(1))
-          : await outcome(user, dir, url, ...step);
-    out[kind] += `== refs\n${await lsRemote(user, url)}`;
-  }
-  return out;
-}
-
-describe('git against knotless and against a bare repository: the same outcome', () => {
-  after(() => agent?.stop());
-
+describe('git push to knotless and to a bare repository: the same outcome', () => {
+  after(() => stopAgent());
   it('a part "@" in a ref name (refs/heads/@) is pushed, listed and cloned as git does', async () => {
     // Such a ref used to be written, then ignored by every reader as an invalid name.
     const { bare, knotless } = await both(plain, (dir) => [
@@ -303,7 +209,7 @@ describe('git against knotless and against a bare repository: the same outcome',
       await commitFiles(user, dir, { a: '2' }, 'two');
       await user.ok(dir, 'tag', '-a', 'v2', '-m', 'v2');
       const before = await lsRemote(other, url);
-      proxy!.reset();
+      proxy().reset();
       for (const flags of [[], ['--atomic'], ['--mirror'], ['--follow-tags', '--force']]) {
         const res = await user.git(
           dir,
@@ -315,8 +221,8 @@ describe('git against knotless and against a bare repository: the same outcome',
         );
         assert.equal(res.code, 0, res.stderr);
       }
-      const writes = proxy!.requests
-        .map((r) => r.nsid)
+      const writes = proxy()
+        .requests.map((r) => r.nsid)
         .filter(
           (x) =>
             x === undefined ||
@@ -327,94 +233,5 @@ describe('git against knotless and against a bare repository: the same outcome',
       assert.deepEqual(writes, [], 'a dry run sent more than reads');
       assert.equal(await lsRemote(other, url), before);
     }
-  });
-
-  it('another machine deletes a branch and a tag: fetch --prune prunes both, as from a bare repository', async () => {
-    const { bare, knotless } = await both(
-      plain,
-      (dir) => [
-        ['push', '--porcelain', 'origin', 'main', 'main:side', 'v1', 'main:refs/tags/lt'],
-        ['-C', path.join(dir, 'c'), 'fetch', '-q', 'origin'],
-        [OTHER, 'push', '--porcelain', 'URL', ':side', ':refs/tags/lt'],
-        ['-C', path.join(dir, 'c'), 'fetch', '--prune', '--prune-tags', 'origin'],
-        ['-C', path.join(dir, 'c'), 'for-each-ref', '--format=%(objectname) %(refname)'],
-        ['-C', path.join(dir, 'c'), 'fetch', 'origin', 'tag', 'lt'],
-      ],
-      async (u, dir) => {
-        await u.ok(dir, 'tag', '-a', 'v1', '-m', 'v1');
-        await u.ok(dir, 'init', '-q', 'c');
-        await u.ok(
-          path.join(dir, 'c'),
-          'remote',
-          'add',
-          'origin',
-          (await u.ok(dir, 'remote', 'get-url', 'origin')).trim(),
-        );
-      },
-    );
-    assert.equal(knotless, bare);
-  });
-
-  it('clones an empty repository, then --bare, --mirror, --single-branch, --no-tags clones, ls-remote --symref, remote show and pull --rebase', async () => {
-    const c = (dir: string, name: string) => path.join(dir, name);
-    const refsIn = (dir: string): string[] => [
-      '-C',
-      dir,
-      'for-each-ref',
-      '--format=%(objectname) %(refname) %(symref)',
-    ];
-    const { bare, knotless } = await both(
-      plain,
-      (dir) => [
-        ['clone', '-q', 'URL', c(dir, 'empty')],
-        refsIn(c(dir, 'empty')),
-        ['push', '--porcelain', 'origin', 'main', 'main:side', 'v1'],
-        ['clone', '-q', '--bare', 'URL', c(dir, 'b.git')],
-        refsIn(c(dir, 'b.git')),
-        ['clone', '-q', '--mirror', 'URL', c(dir, 'm.git')],
-        refsIn(c(dir, 'm.git')),
-        ['-C', c(dir, 'm.git'), 'config', '--get-all', 'remote.origin.fetch'],
-        ['clone', '-q', '--single-branch', '--branch', 'side', 'URL', c(dir, 'sb')],
-        refsIn(c(dir, 'sb')),
-        ['clone', '-q', '--no-tags', 'URL', c(dir, 'nt')],
-        refsIn(c(dir, 'nt')),
-        ['ls-remote', '--symref', 'URL'],
-        ['-C', c(dir, 'nt'), 'remote', 'show', 'origin'],
-        // Another machine pushes main; a local commit is rebased onto it.
-        [OTHER, '-C', c(dir, 'o'), 'push', '--porcelain', 'URL', 'HEAD:main'],
-        ['-C', c(dir, 'nt'), 'commit', '-q', '--allow-empty', '-m', 'local'],
-        ['-C', c(dir, 'nt'), 'pull', '-q', '--rebase'],
-        ['-C', c(dir, 'nt'), 'log', '--format=%s'],
-        ['-C', c(dir, 'nt'), 'rev-list', '--objects', '--all'],
-      ],
-      async (u, dir) => {
-        await u.ok(dir, 'tag', '-a', 'v1', '-m', 'v1');
-        await u.ok(dir, 'clone', '-q', dir, 'o');
-        await commitFiles(u, path.join(dir, 'o'), { b: 'theirs' }, 'theirs');
-      },
-    );
-    assert.equal(knotless, bare);
-    assert.match(knotless, /warning: You appear to have cloned an empty repository/);
-  });
-
-  it('fetches an object by its id, a tip or older, and refuses one no ref reaches, as upload-pack does', async () => {
-    let first = '';
-    const { bare, knotless } = await both(
-      plain,
-      (dir) => [
-        ['push', '--porcelain', 'origin', 'main'],
-        ['init', '-q', path.join(dir, 'b')],
-        ['-C', path.join(dir, 'b'), 'fetch', '-q', 'URL', first],
-        ['-C', path.join(dir, 'b'), 'rev-parse', 'FETCH_HEAD'],
-        ['-C', path.join(dir, 'b'), 'fetch', '-q', 'URL', '1111111111111111111111111111111111111111'],
-        ['-C', path.join(dir, 'b'), 'cat-file', '-t', first],
-      ],
-      async (u, dir) => {
-        first = (await u.ok(dir, 'rev-parse', 'HEAD')).trim();
-        await commitFiles(u, dir, { a: '2' }, 'two');
-      },
-    );
-    assert.equal(knotless, bare);
-    assert.match(knotless, /fetch -q URL 1{40} -> 128/);
   });
 });
