@@ -126,3 +126,23 @@ export function json<T = Record<string, unknown>>(res: Run): T {
   assert.equal(res.code, 0, res.stderr);
   return JSON.parse(res.stdout) as T;
 }
+
+/** Uploads bytes as a blob straight to an account, for a hand-made record to name. */
+export async function uploadRaw(
+  t: TestNet,
+  handle: string,
+  bytes: Uint8Array,
+  mimeType = 'application/x-git-packed-objects',
+): Promise<{ $type: 'blob'; ref: { $link: string }; mimeType: string; size: number }> {
+  const session = await sessionOf(t, handle);
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.uploadBlob`, {
+    method: 'POST',
+    headers: { 'content-type': mimeType, authorization: `Bearer ${session.accessJwt}` },
+    body: bytes,
+  });
+  const body = (await res.json()) as {
+    blob: { $type: 'blob'; ref: { $link: string }; mimeType: string; size: number };
+  };
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body.blob;
+}

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
-import { loadRoundPack } from '../../forge/packs.ts';
+import { checkRoundComplete, loadRoundPack } from '../../forge/packs.ts';
 import { indexPack } from 'knotless-core/git/pack';
 import { GitError, gitText, runGit } from 'knotless-core/git/run';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -58,6 +58,7 @@ export const command: Command = {
           'corrupt-remote',
           `The round's pack does not hold its commit ${round.head}; nothing was checked out.`,
         );
+      await checkRoundComplete(gitDir, round.head, ['--all']);
       const old = (await runGit(['rev-parse', '-q', '--verify', ref], { okCodes: [1] })).stdout
         .toString()
         .trim();

@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
+import { NO_CLONE, json, newSite, tipOf, uploadRaw, useForgeNet, writeRaw } from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
+
+const {
+  t,
+  users: [alice, bob],
+  env,
+} = useForgeNet(['alice.test', 'bob.test']);
+
+let bobClone = NO_CLONE;
+let aliceDid = '';
+
+/**
+ * A pull request bob writes by hand into alice's site: one round whose pack holds exactly `objects`
+ * of bob's clone (pack-objects without --revs), as a hostile client could make it.
+ */
+async function handMadePr(title: string, head: string, base: string, objects: string[]): Promise<string> {
+  const pack = execFileSync('git', ['pack-objects', '--stdout', '-q'], {
+    cwd: bobClone,
+    input: `${objects.join('\n')}\n`,
+  });
+  const blob = await uploadRaw(t, 'bob.test', pack);
+  const now = new Date().toISOString();
+  const site = `at://${aliceDid}/dev.knotless.repo/site`;
+  const uri = await writeRaw(t, 'bob.test', 'dev.knotless.pull', {
+    repo: site,
+    base: 'main',
+    head: { repo: site, branch: 'main' },
+    title,
+    rounds: [{ head, base, pack: blob, createdAt: now }],
+    createdAt: now,
+  });
+  return uri;
+}
+
+describe('hostile pull requests written by hand', () => {
+  it('alice has a repository, bob a clone of it', async () => {
+    await newSite(alice, 'alice.test');
+    aliceDid = json<{ did: string }>(await alice.knotless('whoami', '--json')).did;
+    const dir = bob.dir();
+    await bob.ok(dir, 'clone', '-q', 'knotless://alice.test/site', 'c');
+    bobClone = `${dir}/c`;
+  });
+
+  it("a round whose pack holds its commit but not the commit's tree: checkout and merge refuse, nothing moves", async () => {
+    const base = (await bob.ok(bobClone, 'rev-parse', 'HEAD')).trim();
+    const head = await commitFiles(bob, bobClone, { 'hidden.txt': 'not in the pack\n' }, 'tree left out');
+    const uri = await handMadePr('Partial pack', head, base, [head]);
+    const id = uri.replace(/^at:\/\//, '').replace('/dev.knotless.pull/', '/');
+
+    const clone = alice.dir();
+    await alice.ok(clone, 'clone', '-q', 'knotless://alice.test/site', 'c');
+    const co = await runProcess(process.execPath, [KNOTLESS_BIN, 'pr', 'checkout', 'alice.test/site', id], {
+      env: { ...alice.env, ...env() },
+      cwd: `${clone}/c`,
+    });
+    assert.equal(co.code, 12, co.stderr);
+    assert.match(co.stderr, /lacks objects/);
+    assert.equal(
+      (await alice.git(`${clone}/c`, 'rev-parse', '-q', '--verify', `refs/heads/pr/${id.split('/')[1]!}`))
+        .code,
+      1,
+    );
+    await alice.ok(`${clone}/c`, 'fsck', '--connectivity-only');
+    const merged = await alice.knotless('pr', 'merge', 'alice.test/site', id);
+    assert.match(merged.stderr, /lacks objects/);
+    assert.equal(merged.code, 12, merged.stderr);
+    assert.equal(merged.stderr.trim().split('\n').length, 1, merged.stderr);
+    assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), base);
+  });
+});
