@@ -18,7 +18,13 @@ let aliceDid = '';
  * A pull request bob writes by hand into alice's site: one round whose pack holds exactly `objects`
  * of bob's clone (pack-objects without --revs), as a hostile client could make it.
  */
-async function handMadePr(title: string, head: string, base: string, objects: string[]): Promise<string> {
+async function handMadePr(
+  title: string,
+  head: string,
+  base: string,
+  objects: string[],
+  rkey?: string,
+): Promise<string> {
   const pack = execFileSync('git', ['pack-objects', '--stdout', '-q'], {
     cwd: bobClone,
     input: `${objects.join('\n')}\n`,
@@ -26,14 +32,20 @@ async function handMadePr(title: string, head: string, base: string, objects: st
   const blob = await uploadRaw(t, 'bob.test', pack);
   const now = new Date().toISOString();
   const site = `at://${aliceDid}/dev.knotless.repo/site`;
-  const uri = await writeRaw(t, 'bob.test', 'dev.knotless.pull', {
-    repo: site,
-    base: 'main',
-    head: { repo: site, branch: 'main' },
-    title,
-    rounds: [{ head, base, pack: blob, createdAt: now }],
-    createdAt: now,
-  });
+  const uri = await writeRaw(
+    t,
+    'bob.test',
+    'dev.knotless.pull',
+    {
+      repo: site,
+      base: 'main',
+      head: { repo: site, branch: 'main' },
+      title,
+      rounds: [{ head, base, pack: blob, createdAt: now }],
+      createdAt: now,
+    },
+    rkey,
+  );
   return uri;
 }
 
@@ -71,5 +83,36 @@ describe('hostile pull requests written by hand', () => {
     assert.equal(merged.code, 12, merged.stderr);
     assert.equal(merged.stderr.trim().split('\n').length, 1, merged.stderr);
     assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), base);
+  });
+
+  it('checks out a pull request whose record key git would not take in a branch name', async () => {
+    const base = (await bob.ok(bobClone, 'rev-parse', 'HEAD~1')).trim();
+    await bob.ok(bobClone, 'reset', '-q', '--hard', base);
+    const head = await commitFiles(bob, bobClone, { 'odd.txt': 'odd key\n' }, 'odd key');
+    const objects = (await bob.ok(bobClone, 'rev-list', '--objects', head, '--not', base))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split(' ')[0]!);
+    const expected: Record<string, string> = {
+      'fix:1': 'pr/fix-1',
+      'a..b': 'pr/a-b',
+      'x.lock': 'pr/x-lock',
+      'tilde~1': 'pr/tilde-1',
+      '.dot.': 'pr/-dot-',
+    };
+    for (const [rkey, branch] of Object.entries(expected)) {
+      const uri = await handMadePr(`Key ${rkey}`, head, base, objects, rkey);
+      const id = uri.replace(/^at:\/\//, '').replace('/dev.knotless.pull/', '/');
+      const dir = alice.dir();
+      await alice.ok(dir, 'clone', '-q', 'knotless://alice.test/site', 'c');
+      const co = await runProcess(process.execPath, [KNOTLESS_BIN, 'pr', 'checkout', 'alice.test/site', id], {
+        env: { ...alice.env, ...env() },
+        cwd: `${dir}/c`,
+      });
+      assert.equal(co.code, 0, co.stderr);
+      assert.equal(co.stdout.trim(), branch);
+      assert.equal((await alice.ok(`${dir}/c`, 'rev-parse', 'HEAD')).trim(), head);
+      assert.equal((await alice.ok(`${dir}/c`, 'symbolic-ref', '--short', 'HEAD')).trim(), branch);
+    }
   });
 });

@@ -108,13 +108,19 @@ export async function writeRaw(
   handle: string,
   collection: string,
   record: Record<string, unknown>,
+  rkey?: string,
 ): Promise<string> {
   const pds = t.net.pdsUrl;
   const session = await sessionOf(t, handle);
   const res = await fetch(`${pds}/xrpc/com.atproto.repo.createRecord`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
-    body: JSON.stringify({ repo: session.did, collection, record: { $type: collection, ...record } }),
+    body: JSON.stringify({
+      repo: session.did,
+      collection,
+      ...(rkey === undefined ? {} : { rkey }),
+      record: { $type: collection, ...record },
+    }),
   });
   const body = (await res.json()) as { uri: string };
   assert.equal(res.status, 200, JSON.stringify(body));

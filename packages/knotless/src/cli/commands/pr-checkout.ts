@@ -6,6 +6,7 @@ import { PULLS } from '../../forge/kinds.ts';
 import { checkRoundComplete, loadRoundPack } from '../../forge/packs.ts';
 import { indexPack } from 'knotless-core/git/pack';
 import { GitError, gitText, runGit } from 'knotless-core/git/run';
+import { isValidRefName } from 'knotless-core/git/refname';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { itemFor, itemJson } from './forge-shared.ts';
@@ -20,6 +21,22 @@ async function gitDirHere(): Promise<string> {
       cause: err,
     });
   }
+}
+
+/**
+ * The local branch for a pull request: `pr/<rkey>`. A record key may hold what git refuses in a
+ * branch name (`:`, `~`, `..`, a `.lock` ending: TIDs never do, hand-made keys can), and those
+ * become `-`.
+ */
+export function localBranch(rkey: string): string {
+  const plain = `pr/${rkey}`;
+  if (isValidRefName(`refs/heads/${plain}`)) return plain;
+  const cleaned = rkey
+    .replace(/[:~]|\.{2,}/g, '-')
+    .replace(/^\./, '-')
+    .replace(/\.lock$/, '-lock')
+    .replace(/\.$/, '-');
+  return `pr/${cleaned}`;
 }
 
 export const command: Command = {
@@ -43,7 +60,7 @@ export const command: Command = {
         'usage',
         `This clone lacks ${round.base.slice(0, 12)}, the base the pull request was made on; run \`git fetch\` first.`,
       );
-    const branch = `pr/${item.rkey}`;
+    const branch = localBranch(item.rkey);
     const ref = `refs/heads/${branch}`;
     const pack = await loadRoundPack(
       c,
