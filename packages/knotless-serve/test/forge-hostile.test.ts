@@ -1,0 +1,121 @@
+// Hostile pull request rounds against the appview's mirror: a round's pack is indexed into the
+// target repository's mirror (no ref), so a pack holding a commit without its tree must neither
+// break the pull request's page nor stand in for the real objects when a branch later moves there.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { runGit } from 'knotless-core';
+import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
+import { useNetwork } from '../../knotless/test/helpers/network.ts';
+import type { Appview } from '../src/appview.ts';
+import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
+
+const t = useNetwork(['alice.test', 'carol.test']);
+const alice = useGitUser(t, 'alice.test');
+let app: Appview;
+
+async function session(handle: string): Promise<{ did: string; accessJwt: string }> {
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.createSession`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ identifier: handle, password: t.password }),
+  });
+  return (await res.json()) as { did: string; accessJwt: string };
+}
+
+/** Calls an XRPC procedure on the PDS as `handle`, as a hand-written client could. */
+async function call(
+  handle: string,
+  nsid: string,
+  body: Uint8Array | object,
+  type = 'application/json',
+): Promise<Record<string, unknown>> {
+  const { accessJwt } = await session(handle);
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/${nsid}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${accessJwt}`, 'content-type': type },
+    body: body instanceof Uint8Array ? new Blob([new Uint8Array(body)]) : JSON.stringify(body),
+  });
+  const text = await res.text();
+  assert.equal(res.status, 200, `${nsid}: ${text}`);
+  return JSON.parse(text) as Record<string, unknown>;
+}
+
+describe("a round's pack that holds its commit but not the commit's tree", () => {
+  before(async () => {
+    await t.ready;
+    app = await appviewOn(t, ':memory:');
+  });
+  after(async () => {
+    await app?.close();
+  });
+
+  it("shows no diff, and the mirror fetches alice's own pack when her branch moves to that commit", async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
+    const work = await newRepo(alice, 'knotless://alice.test/site');
+    const base = await commitFiles(alice, work, { 'README.md': '# Site\n' }, 'start');
+    await alice.ok(work, 'push', '-q', 'origin', 'main');
+    const aliceDid = (await session('alice.test')).did;
+    const carolDid = (await session('carol.test')).did;
+    const repoUri = `at://${aliceDid}/dev.knotless.repo/site`;
+    const gitDir = app.mirror.gitDir(aliceDid, 'site');
+    await waitFor('the mirror of main', async () => {
+      const out = await runGit(['rev-parse', '-q', '--verify', 'refs/heads/main'], {
+        gitDir,
+        okCodes: [1, 128],
+      });
+      return out.stdout.toString().trim() === base ? true : undefined;
+    });
+
+    // alice's next commit, seen by carol before the appview has it (as anyone sees a fork's
+    // branch): carol's round holds the commit object alone.
+    const next = await commitFiles(alice, work, { 'next.txt': 'the real tree\n' }, 'next');
+    const only = await runGit(['pack-objects', '--stdout', '-q'], {
+      gitDir: `${work}/.git`,
+      input: `${next}\n`,
+    });
+    const { blob } = await call(
+      'carol.test',
+      'com.atproto.repo.uploadBlob',
+      only.stdout,
+      'application/x-git-packed-objects',
+    );
+    const made = await call('carol.test', 'com.atproto.repo.createRecord', {
+      repo: carolDid,
+      collection: 'dev.knotless.pull',
+      record: {
+        $type: 'dev.knotless.pull',
+        repo: repoUri,
+        base: 'main',
+        head: { repo: repoUri, branch: 'main' },
+        title: 'Only a commit',
+        rounds: [{ head: next, base, pack: blob, createdAt: new Date().toISOString() }],
+        createdAt: new Date().toISOString(),
+      },
+    });
+    const rkey = String(made['uri']).split('/').pop()!;
+    await waitFor('the pull request', async () => {
+      const r = await xrpc<{ pulls: { uri: string }[] }>(app, 'dev.knotless.listPulls', { repo: repoUri });
+      return r.pulls.some((p) => p.uri === made['uri']) ? true : undefined;
+    });
+    const pull = await get(`${app.url}/alice.test/site/pulls/${carolDid}/${rkey}`);
+    assert.equal(pull.status, 200, pull.text);
+    assert.match(pull.text, /cannot be shown/);
+
+    await alice.ok(work, 'push', '-q', 'origin', 'main');
+    await waitFor('main moved in the mirror', async () => {
+      const out = await runGit(['rev-parse', '-q', '--verify', 'refs/heads/main'], {
+        gitDir,
+        okCodes: [1, 128],
+      });
+      return out.stdout.toString().trim() === next ? true : undefined;
+    });
+    await app.idle();
+    await runGit(['rev-list', '--objects', '--quiet', 'refs/heads/main'], { gitDir });
+    const page = await get(`${app.url}/alice.test/site/blob/main/next.txt`);
+    assert.equal(page.status, 200, page.text);
+    assert.match(page.text, /the real tree/);
+    const clone = alice.dir();
+    await alice.ok(clone, 'clone', '-q', `${app.url}/alice.test/site`, 'c');
+    assert.equal((await alice.ok(`${clone}/c`, 'rev-parse', 'HEAD')).trim(), next);
+  });
+});
