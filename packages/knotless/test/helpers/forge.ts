@@ -144,7 +144,7 @@ export async function uploadRaw(
   const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.uploadBlob`, {
     method: 'POST',
     headers: { 'content-type': mimeType, authorization: `Bearer ${session.accessJwt}` },
-    body: bytes,
+    body: new Blob([new Uint8Array(bytes)]),
   });
   const body = (await res.json()) as {
     blob: { $type: 'blob'; ref: { $link: string }; mimeType: string; size: number };
