@@ -12,6 +12,7 @@ const {
 } = useForgeNet(['alice.test', 'bob.test']);
 
 let bobClone = NO_CLONE;
+let idsPr = '';
 let aliceDid = '';
 
 /**
@@ -114,5 +115,58 @@ describe('hostile pull requests written by hand', () => {
       assert.equal((await alice.ok(`${dir}/c`, 'rev-parse', 'HEAD')).trim(), head);
       assert.equal((await alice.ok(`${dir}/c`, 'symbolic-ref', '--short', 'HEAD')).trim(), branch);
     }
+  });
+
+  it('takes back every id form, an at-uri by DID or by handle; a wrong one is one sentence', async () => {
+    const base = (await bob.ok(bobClone, 'rev-parse', 'HEAD')).trim();
+    const objects = (await bob.ok(bobClone, 'rev-list', '--objects', base, '--not', `${base}~1`))
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split(' ')[0]!);
+    const parent = (await bob.ok(bobClone, 'rev-parse', 'HEAD~1')).trim();
+    const uri = await handMadePr(
+      'Ids \u001b]8;;http://x\u0007click\u001b]8;;\u0007 \u202eevil',
+      base,
+      parent,
+      objects,
+    );
+    idsPr = uri;
+    const [did, , rkey] = uri.replace(/^at:\/\//, '').split('/') as [string, string, string];
+    for (const id of [uri, `at://bob.test/dev.knotless.pull/${rkey}`, `bob.test/${rkey}`, `${did}/${rkey}`]) {
+      const view = await bob.knotless('pr', 'view', 'alice.test/site', id, '--json');
+      assert.equal(json<{ id: string }>(view).id, `${did}/${rkey}`, id);
+    }
+    const text = await bob.knotless('pr', 'view', 'alice.test/site', uri);
+    assert.doesNotMatch(text.stdout, /[\u001b\u0007\u202e]/);
+    for (const [id, code] of [
+      [`at://${did}/dev.knotless.issue/${rkey}`, 2],
+      [`at://${did}/dev.knotless.pull/${rkey}/more`, 2],
+      [`at://${did}/dev.knotless.pull`, 2],
+      [`${did}/nope`, 17],
+      [`nobody.test/${rkey}`, 3],
+    ] as const) {
+      const res = await bob.knotless('pr', 'view', 'alice.test/site', id);
+      assert.equal(res.code, code, `${id}: ${res.stderr}`);
+      assert.equal(res.stderr.trim().split('\n').length, 1, res.stderr);
+    }
+  });
+
+  it('--round takes a round number in decimal digits, nothing Number() would also read as one', async () => {
+    for (const round of ['', ' 0', '0x0', '0e0', '-0', '1']) {
+      const res = await bob.knotless(
+        'pr',
+        'comment',
+        'alice.test/site',
+        idsPr,
+        '--body',
+        'hi',
+        '--round',
+        round,
+      );
+      assert.equal(res.code, 2, `--round ${JSON.stringify(round)}: ${res.stderr}`);
+      assert.match(res.stderr, /--round must be one of the pull request's rounds, 0 to 0\./);
+    }
+    const ok = await bob.knotless('pr', 'comment', 'alice.test/site', idsPr, '--body', 'hi', '--round', '0');
+    assert.equal(ok.code, 0, ok.stderr);
   });
 });

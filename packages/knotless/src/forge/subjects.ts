@@ -155,11 +155,13 @@ export async function findItem<R extends Base>(
 ): Promise<Item<R>> {
   let did: string;
   let rkey: string;
-  const uri = parseAtUri(id);
-  if (uri !== undefined) {
-    if (uri.collection !== kind.collection)
+  if (id.startsWith('at://')) {
+    // An at-uri may name its account by handle as well as by DID.
+    const [authority = '', collection, key, ...more] = id.slice('at://'.length).split('/');
+    if (collection !== kind.collection || key === undefined || more.length > 0)
       throw new KnotlessError('usage', `${safeText(id)} is not a ${kind.noun} (${kind.collection}).`);
-    ({ did, rkey } = uri);
+    did = authority.startsWith('did:') ? authority : (await r.ctx.resolver.resolve(authority)).did;
+    rkey = key;
   } else if (id.includes('/')) {
     const slash = id.lastIndexOf('/');
     did = (await r.ctx.resolver.resolve(id.slice(0, slash))).did;
