@@ -119,6 +119,9 @@ const blobs = new Memo<Buffer>(256);
 
 /** The object at `path` in commit `oid` (type, size, id), from one `cat-file --batch-check`. */
 export async function objectAt(dir: string, oid: string, path: string): Promise<ObjectAt | undefined> {
+  // No tree entry holds a NUL or is named . or .. (git refuses them); git would read the first as
+  // the end of the path (another file) and the others relative to a work tree a mirror has not.
+  if (path.includes('\0') || path.split('/').some((s) => s === '.' || s === '..')) return undefined;
   const spec = path === '' ? `${oid}^{tree}` : `${oid}:${path}`;
   // A newline would end the batch line early: such a path is asked for as a lone argument.
   const found = await objects.through(`${dir}\0${spec}`, async () => {

@@ -17,9 +17,16 @@ const ESCAPES: Record<string, string> = {
   "'": '&#39;',
 };
 
+/**
+ * Control characters other than HTML's whitespace: a commit message, ref name or record may hold
+ * them, HTML has no use for them, and a page read with curl would hand them to a terminal.
+ */
+// eslint-disable-next-line no-control-regex -- these are exactly the characters to replace
+const CONTROLS = /[\u0000-\u0008\u000b\u000e-\u001f\u007f-\u009f]/g;
+
 /** Escapes text for HTML content and quoted attribute values. */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
+  return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!).replace(CONTROLS, '\ufffd');
 }
 
 type Part = SafeHtml | string | number | null | undefined | false | Part[];
