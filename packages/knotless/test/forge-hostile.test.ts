@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
 import { describe, it } from 'node:test';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
-import { NO_CLONE, json, newSite, tipOf, uploadRaw, useForgeNet, writeRaw } from './helpers/forge.ts';
+import { NO_CLONE, json, newSite, openPr, tipOf, uploadRaw, useForgeNet, writeRaw } from './helpers/forge.ts';
 import { commitFiles } from './helpers/git.ts';
 
 const {
@@ -168,5 +169,45 @@ describe('hostile pull requests written by hand', () => {
     }
     const ok = await bob.knotless('pr', 'comment', 'alice.test/site', idsPr, '--body', 'hi', '--round', '0');
     assert.equal(ok.code, 0, ok.stderr);
+  });
+
+  it('pr checkout again while on pr/<key> brings the work tree to the new round, not only the branch', async () => {
+    assert.equal((await bob.knotless('repo', 'fork', 'alice.test/site')).code, 0);
+    const main = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-C', 'again', main);
+    await commitFiles(bob, bobClone, { 'again.txt': 'round 0\n' }, 'round 0');
+    await bob.ok(bobClone, 'push', '-q', 'knotless://bob.test/site', 'again');
+    const pr = await openPr(bob, 'alice.test/site', 'site:again', 'Again');
+
+    const dir = alice.dir();
+    await alice.ok(dir, 'clone', '-q', 'knotless://alice.test/site', 'c');
+    const clone = `${dir}/c`;
+    const checkout = () =>
+      runProcess(process.execPath, [KNOTLESS_BIN, 'pr', 'checkout', 'alice.test/site', pr.id], {
+        env: { ...alice.env, ...env() },
+        cwd: clone,
+      });
+    assert.equal((await checkout()).code, 0);
+    assert.equal(fs.readFileSync(`${clone}/again.txt`, 'utf8'), 'round 0\n');
+
+    const head = await commitFiles(bob, bobClone, { 'again.txt': 'round 1\n' }, 'round 1');
+    await bob.ok(bobClone, 'push', '-q', 'knotless://bob.test/site', 'again');
+    assert.equal((await bob.knotless('pr', 'update', 'alice.test/site', pr.id)).code, 0);
+    const again = await checkout();
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal((await alice.ok(clone, 'rev-parse', 'HEAD')).trim(), head);
+    assert.equal(fs.readFileSync(`${clone}/again.txt`, 'utf8'), 'round 1\n');
+    assert.equal((await alice.ok(clone, 'status', '--porcelain')).trim(), '');
+
+    // Local changes the next round would overwrite: refused in one sentence, nothing moved.
+    fs.writeFileSync(`${clone}/again.txt`, 'mine\n');
+    await commitFiles(bob, bobClone, { 'again.txt': 'round 2\n' }, 'round 2');
+    await bob.ok(bobClone, 'push', '-q', 'knotless://bob.test/site', 'again');
+    assert.equal((await bob.knotless('pr', 'update', 'alice.test/site', pr.id)).code, 0);
+    const refused = await checkout();
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /commit or stash your changes first/);
+    assert.equal((await alice.ok(clone, 'rev-parse', 'HEAD')).trim(), head);
+    assert.equal(fs.readFileSync(`${clone}/again.txt`, 'utf8'), 'mine\n');
   });
 });

@@ -88,14 +88,28 @@ export const command: Command = {
             `${branch} has commits the pull request's last round lacks; rename or delete it first.`,
           );
       }
-      await runGit([
-        'update-ref',
-        '-m',
-        `knotless pr checkout ${item.id}`,
-        ref,
-        round.head,
-        ...(old === '' ? [''] : [old]),
-      ]);
+      const current = (await runGit(['symbolic-ref', '-q', 'HEAD'], { okCodes: [1] })).stdout
+        .toString()
+        .trim();
+      // The branch checked out moves with its work tree (update-ref would leave the files behind).
+      if (current === ref && old !== round.head)
+        await runGit(['merge', '--ff-only', '-q', round.head]).catch((err: unknown) => {
+          if (!(err instanceof GitError)) throw err;
+          throw new KnotlessError(
+            'usage',
+            `${branch} could not move to ${round.head} (${safeText(err.stderr.trim().split('\n').pop() ?? '')}); commit or stash your changes first.`,
+            { cause: err },
+          );
+        });
+      else
+        await runGit([
+          'update-ref',
+          '-m',
+          `knotless pr checkout ${item.id}`,
+          ref,
+          round.head,
+          ...(old === '' ? [''] : [old]),
+        ]);
     } finally {
       // The pack is referenced now (or not wanted): git may repack it like any other.
       fs.rmSync(keepFile, { force: true });
