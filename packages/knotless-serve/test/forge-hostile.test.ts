@@ -118,4 +118,62 @@ describe("a round's pack that holds its commit but not the commit's tree", () =>
     await alice.ok(clone, 'clone', '-q', `${app.url}/alice.test/site`, 'c');
     assert.equal((await alice.ok(`${clone}/c`, 'rev-parse', 'HEAD')).trim(), next);
   });
+
+  it('an issue, labels and a comment full of control and bidi characters and HTML: pages show none raw', async () => {
+    const aliceDid = (await session('alice.test')).did;
+    const carolDid = (await session('carol.test')).did;
+    const repoUri = `at://${aliceDid}/dev.knotless.repo/site`;
+    const now = new Date().toISOString();
+    const evil = 'Tee \u001b]8;;http://x\u0007c\u001b]8;;\u0007 \u202eevil\u2066 <b>x</b> \u0000z\u009b';
+    const create = (handle: string, did: string, collection: string, record: Record<string, unknown>) =>
+      call(handle, 'com.atproto.repo.createRecord', {
+        repo: did,
+        collection,
+        record: { $type: collection, ...record },
+      });
+    const issue = await create('carol.test', carolDid, 'dev.knotless.issue', {
+      repo: repoUri,
+      title: evil,
+      body: `${evil}\n\n\`\`\`js\n${evil}\n\`\`\`\n<script>alert(1)</script>`,
+      createdAt: now,
+    });
+    await create('carol.test', carolDid, 'dev.knotless.comment', {
+      subject: issue['uri'],
+      body: evil,
+      createdAt: now,
+    });
+    await create('alice.test', aliceDid, 'dev.knotless.issue.state', {
+      issue: issue['uri'],
+      state: 'open',
+      labels: ['<b>l</b>', '\u001b[31mred', '\u202ertl'],
+      createdAt: now,
+    });
+    const rkey = String(issue['uri']).split('/').pop()!;
+    await waitFor('the issue, its comment and labels', async () => {
+      const r = await xrpc<{ issue: { labels: string[] }; comments: unknown[] }>(
+        app,
+        'dev.knotless.getIssue',
+        {
+          uri: String(issue['uri']),
+        },
+      );
+      return r.comments.length > 0 && r.issue.labels.length > 0 ? true : undefined;
+    });
+    for (const u of [
+      '/alice.test/site/issues',
+      `/alice.test/site/issues/${carolDid}/${rkey}`,
+      '/alice.test/site',
+    ]) {
+      const r = await get(`${app.url}${u}`);
+      assert.equal(r.status, 200, u);
+      if (u !== '/alice.test/site') assert.match(r.text, /Tee /, u);
+      assert.doesNotMatch(
+        r.text,
+        // eslint-disable-next-line no-control-regex -- exactly what must not be there
+        /[\u0000-\u0008\u000b\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/,
+        u,
+      );
+      assert.doesNotMatch(r.text, /<b>x|<b>l|<script>alert/, u);
+    }
+  });
 });
