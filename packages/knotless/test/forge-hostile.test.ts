@@ -149,6 +149,7 @@ describe('hostile pull requests written by hand', () => {
       const res = await bob.knotless('pr', 'view', 'alice.test/site', id);
       assert.equal(res.code, code, `${id}: ${res.stderr}`);
       assert.equal(res.stderr.trim().split('\n').length, 1, res.stderr);
+      if (code === 17) assert.match(res.stderr, /There is no pull request .* in alice\.test\/site; /);
     }
   });
 
