@@ -2,6 +2,8 @@
 // target repository's mirror (no ref), so a pack holding a commit without its tree must neither
 // break the pull request's page nor stand in for the real objects when a branch later moves there.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { runGit } from 'knotless-core';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
@@ -99,7 +101,11 @@ describe("a round's pack that holds its commit but not the commit's tree", () =>
     });
     const pull = await get(`${app.url}/alice.test/site/pulls/${carolDid}/${rkey}`);
     assert.equal(pull.status, 200, pull.text);
-    assert.match(pull.text, /cannot be shown/);
+    assert.match(pull.text, /cannot be shown: the round&#39;s pack lacks objects/);
+    // Seen again: not taken in (nor counted against the mirror's bound for rounds) a second time.
+    assert.match((await get(`${app.url}/alice.test/site/pulls/${carolDid}/${rkey}`)).text, /lacks objects/);
+    const ledger = fs.readFileSync(path.join(gitDir, 'knotless-rounds'), 'utf8');
+    assert.equal(ledger.trim().split('\n').length, 1, ledger);
 
     await alice.ok(work, 'push', '-q', 'origin', 'main');
     await waitFor('main moved in the mirror', async () => {
