@@ -25,6 +25,7 @@ describe('hostile paths and text on the repository pages', () => {
       'start \u001b]8;;http://evil\u0007link\u001b]8;;\u0007 \u001b[2J\u007fend',
     );
     await alice.ok(work, 'push', '-q', 'origin', 'main');
+    await alice.ok(work, 'push', '-q', 'origin', 'main:refs/heads/fix/ünï', 'main:refs/heads/a<b>"c');
     await waitFor('the mirror', async () =>
       (await get(`${app.url}${repo}/raw/main/README.md`)).status === 200 ? true : undefined,
     );
@@ -70,6 +71,30 @@ describe('hostile paths and text on the repository pages', () => {
       assert.match(res.text, /start /, tail);
       // eslint-disable-next-line no-control-regex -- exactly what must not be there
       assert.doesNotMatch(res.text, /[\u0000-\u0008\u000b\u000e-\u001f\u007f]/, tail);
+    }
+  });
+
+  it("names an archive from its ref: ASCII in filename, the ref's own letters in filename*", async () => {
+    await waitFor('the branches', async () =>
+      (await get(`${app.url}${repo}/archive/fix/%C3%BCn%C3%AF.zip`)).status === 200 ? true : undefined,
+    );
+    for (const [tail, ascii, utf8] of [
+      ['fix/%C3%BCn%C3%AF.zip', 'site-fix-n-.zip', 'site-fix-%C3%BCn%C3%AF.zip'],
+      ['a%3Cb%3E%22c.tar.gz', 'site-a-b-c.tar.gz', 'site-a-b-c.tar.gz'],
+      ['main.tar.gz', 'site-main.tar.gz', 'site-main.tar.gz'],
+    ] as const) {
+      const res = await fetch(`${app.url}${repo}/archive/${tail}`);
+      assert.equal(res.status, 200, tail);
+      assert.equal(
+        res.headers.get('content-disposition'),
+        `attachment; filename="${ascii}"; filename*=UTF-8''${utf8}`,
+        tail,
+      );
+      assert.equal(
+        res.headers.get('content-type'),
+        tail.endsWith('.zip') ? 'application/zip' : 'application/gzip',
+      );
+      await res.arrayBuffer();
     }
   });
 });
