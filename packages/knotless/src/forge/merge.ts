@@ -110,7 +110,12 @@ export async function mergePull(ctx: Context, req: MergeRequest): Promise<MergeR
         'corrupt-remote',
         `The round's pack and ${safeText(req.pull.base)} of ${req.target.label} do not hold the round's commit ${round.head}; the author can run \`knotless pr update\`.`,
       );
-    await checkRoundComplete(s.gitDir, round.head, [before]);
+    await checkRoundComplete(
+      s.gitDir,
+      round.head,
+      [before],
+      `${safeText(req.pull.base)} of ${req.target.label}`,
+    );
     const contained =
       (await runGit(['merge-base', '--is-ancestor', round.head, before], { gitDir: s.gitDir, okCodes: [1] }))
         .code === 0;

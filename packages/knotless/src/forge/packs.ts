@@ -149,16 +149,22 @@ export async function loadRoundPack(
 /**
  * Checks that everything `head` reaches is in `gitDir` or reachable from `not` (`--all`: the
  * clone's refs): a hand-made round's pack can hold its commit and leave out its trees, and a branch
- * or merge on such a commit would leave a repository that git calls broken.
+ * or merge on such a commit would leave a repository that git calls broken. `what` names where
+ * the rest of the history comes from, for the message.
  */
-export async function checkRoundComplete(gitDir: string, head: string, not: string[]): Promise<void> {
+export async function checkRoundComplete(
+  gitDir: string,
+  head: string,
+  not: string[],
+  what: string,
+): Promise<void> {
   try {
     await runGit(['rev-list', '--objects', '--quiet', head, '--not', ...not], { gitDir });
   } catch (err) {
     if (!(err instanceof GitError)) throw err;
     throw new KnotlessError(
       'corrupt-remote',
-      `The round's pack lacks objects its commit ${head} needs (${safeText(err.stderr.trim().split('\n').pop() ?? '', 200)}); it was not used.`,
+      `The round's pack and ${what} lack objects its commit ${head} needs (${safeText(err.stderr.trim().split('\n').pop() ?? '', 200)}); nothing was written: the author can run \`knotless pr update\`.`,
       { cause: err },
     );
   }

@@ -75,7 +75,7 @@ export const command: Command = {
           'corrupt-remote',
           `The round's pack does not hold its commit ${round.head}; nothing was checked out.`,
         );
-      await checkRoundComplete(gitDir, round.head, ['--all']);
+      await checkRoundComplete(gitDir, round.head, ['--all'], 'this clone');
       const old = (await runGit(['rev-parse', '-q', '--verify', ref], { okCodes: [1] })).stdout
         .toString()
         .trim();
