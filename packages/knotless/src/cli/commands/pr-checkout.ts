@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
@@ -25,8 +26,8 @@ async function gitDirHere(): Promise<string> {
 
 /**
  * The local branch for a pull request: `pr/<rkey>`. A record key may hold what git refuses in a
- * branch name (`:`, `~`, `..`, a `.lock` ending: TIDs never do, hand-made keys can), and those
- * become `-`.
+ * branch name (`:`, `~`, `..`, a `.lock` ending: TIDs never do, hand-made keys can); those become
+ * `-`, and the key's hash follows so that two keys cleaned alike (`a:1`, `a~1`) stay two branches.
  */
 export function localBranch(rkey: string): string {
   const plain = `pr/${rkey}`;
@@ -36,7 +37,7 @@ export function localBranch(rkey: string): string {
     .replace(/^\./, '-')
     .replace(/\.lock$/, '-lock')
     .replace(/\.$/, '-');
-  return `pr/${cleaned}`;
+  return `pr/${cleaned}-${createHash('sha256').update(rkey).digest('hex').slice(0, 8)}`;
 }
 
 export const command: Command = {
