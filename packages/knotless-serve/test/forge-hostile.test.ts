@@ -182,4 +182,70 @@ describe("a round's pack that holds its commit but not the commit's tree", () =>
       assert.doesNotMatch(r.text, /<b>x|<b>l|<script>alert/, u);
     }
   });
+
+  it('a commit only a round brought without its parents is no commit to the pages: 404, and a round on it says so, never 500', async () => {
+    const aliceDid = (await session('alice.test')).did;
+    const carolDid = (await session('carol.test')).did;
+    const repoUri = `at://${aliceDid}/dev.knotless.repo/site`;
+    const gitDir = app.mirror.gitDir(aliceDid, 'site');
+    const main = (await runGit(['rev-parse', 'refs/heads/main'], { gitDir })).stdout.toString().trim();
+    const dir = alice.dir();
+    await alice.ok(dir, 'clone', '-q', 'knotless://alice.test/site', 'w');
+    const w = `${dir}/w`;
+    await commitFiles(alice, w, { 'q.txt': 'q\n' }, 'q');
+    const p = await commitFiles(alice, w, { 'p.txt': 'p\n' }, 'p');
+    const mk = async (title: string, head: string, base: string, pack: Uint8Array) => {
+      const { blob } = await call(
+        'carol.test',
+        'com.atproto.repo.uploadBlob',
+        pack,
+        'application/x-git-packed-objects',
+      );
+      const made = await call('carol.test', 'com.atproto.repo.createRecord', {
+        repo: carolDid,
+        collection: 'dev.knotless.pull',
+        record: {
+          $type: 'dev.knotless.pull',
+          repo: repoUri,
+          base: 'main',
+          head: { repo: repoUri, branch: 'main' },
+          title,
+          rounds: [{ head, base, pack: blob, createdAt: new Date().toISOString() }],
+          createdAt: new Date().toISOString(),
+        },
+      });
+      await waitFor('pr', async () => {
+        const r = await xrpc<{ pulls: { uri: string }[] }>(app, 'dev.knotless.listPulls', { repo: repoUri });
+        return r.pulls.some((x) => x.uri === made['uri']) ? true : undefined;
+      });
+      return String(made['uri']).split('/').pop()!;
+    };
+    const onlyP = (await runGit(['pack-objects', '--stdout', '-q'], { gitDir: `${w}/.git`, input: `${p}\n` }))
+      .stdout;
+    const x = await mk('X', p, main, onlyP);
+    assert.equal((await get(`${app.url}/alice.test/site/pulls/${carolDid}/${x}`)).status, 200);
+    await alice.ok(w, 'checkout', '-q', '-b', 'h', main);
+    const h = await commitFiles(alice, w, { 'h.txt': 'h\n' }, 'h');
+    const full = (
+      await runGit(['pack-objects', '--revs', '--stdout', '-q'], {
+        gitDir: `${w}/.git`,
+        input: `${h}\n^${main}\n`,
+      })
+    ).stdout;
+    const y = await mk('Y', h, p, full);
+    const r = await get(`${app.url}/alice.test/site/pulls/${carolDid}/${y}`);
+    assert.equal(r.status, 200, r.text);
+    assert.match(r.text, /is not in this repository any more/);
+    for (const u of [
+      `/alice.test/site/commit/${p}`,
+      `/alice.test/site/compare/main...${p}`,
+      `/alice.test/site/tree/${p}`,
+      `/alice.test/site/archive/${p}.zip`,
+      `/alice.test/site/commits/${p}`,
+      `/alice.test/site/raw/${p}/p.txt`,
+    ]) {
+      const rr = await get(`${app.url}${u}`);
+      assert.equal(rr.status, 404, `${u}: ${rr.text.slice(0, 300)}`);
+    }
+  });
 });

@@ -86,6 +86,13 @@ export async function resolveCommit(dir: string, name: string): Promise<string |
     });
     const oid = out.stdout.toString('utf8').trim();
     if (out.code === 0 && isObjectId(oid)) {
+      // A commit only a pull request's round brought may lack its parents or trees (anyone can
+      // write such a round): pages would fail on it, so it is no commit here until it is whole.
+      const whole = await runGit(['rev-list', '--objects', '--quiet', oid, '--not', '--all'], {
+        gitDir: dir,
+        okCodes: [128],
+      });
+      if (whole.code !== 0) return undefined;
       rememberCommit(dir, oid);
       return oid;
     }
