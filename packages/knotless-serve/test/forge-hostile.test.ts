@@ -42,7 +42,7 @@ async function call(
   return JSON.parse(text) as Record<string, unknown>;
 }
 
-describe("a round's pack that holds its commit but not the commit's tree", () => {
+describe('hostile pull requests and issues against the appview: partial round packs, control characters', () => {
   before(async () => {
     await t.ready;
     app = await appviewOn(t, ':memory:');
