@@ -95,7 +95,7 @@ export async function receiveRefusal(u: Update, st: ReceiveState): Promise<Recei
   if (u.oid === undefined && st.current !== undefined && u.dst === st.head && !(await st.deleteCurrent())) {
     return {
       reason: 'deletion of the current branch prohibited',
-      sentence: `refusing to delete the current branch: ${u.dst} is the branch the remote's HEAD names, so a clone would check out nothing; to make another branch the default first, run `knotless repo default-branch <repo> <branch>`; to delete it anyway (HEAD then names a missing branch until it is pushed again), push with \`git -c receive.denyDeleteCurrent=ignore push\`.`,
+      sentence: `refusing to delete the current branch: ${u.dst} is the branch the remote's HEAD names, so a clone would check out nothing; to make another branch the default first, run \`knotless repo default-branch <repo> <branch>\`; to delete it anyway (HEAD then names a missing branch until it is pushed again), push with \`git -c receive.denyDeleteCurrent=ignore push\`.`,
     };
   }
   return undefined;
