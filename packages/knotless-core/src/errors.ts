@@ -38,7 +38,17 @@ export type ErrorCode = (typeof ErrorCodes)[number];
  * are spelled exactly as git's receive-pack spells them.
  */
 export type GitReason =
-  'fetch first' | 'non-fast forward' | 'stale info' | 'already exists' | 'atomic push failed';
+  | 'fetch first'
+  | 'non-fast forward'
+  | 'stale info'
+  | 'already exists'
+  | 'atomic push failed'
+  // receive-pack's own refusals (a non-commit on a branch or a ref inside another; deleting the branch
+  // HEAD names) and what it tells the other refs of an atomic push then
+  | 'failed to update ref'
+  | 'deletion of the current branch prohibited'
+  | 'atomic transaction failed'
+  | 'atomic push failure';
 
 /** knotless's own few words for a ref it could not update (git prints them in brackets after the ref). */
 export type OwnReason =

@@ -13,6 +13,7 @@ import { ESCAPE_CASES } from './faults/escape-cases.ts';
 import { GROUP_CASES } from './faults/group-cases.ts';
 import { HOSTILE_CASES } from './faults/hostile-cases.ts';
 import { IDENTITY_CASES } from './faults/identity-cases.ts';
+import { NESTED_CASES } from './faults/nested-cases.ts';
 import { HTTP_CASES } from './faults/http-cases.ts';
 import { PDS_CASES } from './faults/pds-cases.ts';
 import { READER_CASES } from './faults/reader-cases.ts';
@@ -30,6 +31,7 @@ const all = [
   ...AGENT_CASES,
   ...COMPACT_CASES,
   ...GROUP_CASES,
+  ...NESTED_CASES,
 ];
 const only = process.env['KNOTLESS_FAULTS_ONLY'];
 const chosen: FaultCase[] =

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { isValidRefName } from 'knotless-core/git/refname';
 import { hashedRefKey, parseRefName, refKey, writeRefName } from 'knotless-core/records/ref-key';
@@ -73,6 +74,9 @@ describe('ref-name key encoding', () => {
       'refs/heads/a+b',
       'refs/heads/ünï/x',
       'refs/heads/@x',
+      // git forbids only the whole name "@"; a part "@" is valid, and git pushes it.
+      'refs/heads/@',
+      'refs/heads/@/x',
     ]) {
       assert.ok(isValidRefName(good), good);
     }
@@ -88,9 +92,41 @@ describe('ref-name key encoding', () => {
       'refs/../x',
       'refs/heads/x.',
       'refs/heads//x',
-      'refs/heads/@',
     ]) {
       assert.ok(!isValidRefName(bad), bad);
     }
+  });
+
+  it('agrees with git check-ref-format on names built from awkward parts', () => {
+    const parts = [
+      'a',
+      '@',
+      '.',
+      '..',
+      '.a',
+      'a.',
+      'a.lock',
+      '@{',
+      '{',
+      'ü',
+      '😀',
+      '-',
+      '#',
+      '%',
+      "'",
+      ';',
+      '`',
+      '@@',
+    ];
+    const names = parts.flatMap((p) =>
+      parts.flatMap((q) => [`refs/heads/${p}`, `refs/heads/${p}${q}`, `refs/heads/${p}/${q}`]),
+    );
+    // One git process for all: --stdin would stop at the first invalid name, so each is its own line of a script.
+    const script = names
+      .map((n) => `git check-ref-format '${n.replaceAll("'", "'\\''")}' && echo 1 || echo 0`)
+      .join('\n');
+    const verdicts = execFileSync('sh', ['-c', script], { encoding: 'utf8' }).trim().split('\n');
+    const differ = names.filter((n, i) => (verdicts[i] === '1') !== isValidRefName(n));
+    assert.deepEqual(differ, []);
   });
 });

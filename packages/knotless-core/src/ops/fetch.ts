@@ -3,6 +3,7 @@ import type { BlobCache } from '../cache/blob-cache.ts';
 import { crashPoint } from '../crash.ts';
 import { IndexedPacks } from '../cache/indexed-packs.ts';
 import { presentObjects } from '../git/objects.ts';
+import { isObjectId } from '../git/refname.ts';
 import { indexPack } from '../git/pack.ts';
 import type { PackFile } from '../git/pack-file.ts';
 import { GitError } from '../git/run.ts';
@@ -49,8 +50,12 @@ export async function fetchPacks(env: FetchEnv, wants: Want[]): Promise<string[]
   if (missing.length === 0) return [];
   const indexed = new IndexedPacks(dir);
   let refs = env.refs;
+  // `git fetch origin <oid>` asks for an object by its id, named by itself: as upload-pack does for
+  // any object a ref reaches, every ref's packs are fetched (a ref's packs hold its whole history).
+  const byId = (name: string) => !refs.has(name) && isObjectId(name);
   const packsOf = () => {
-    const records = missing.map((name) => refs.get(name)?.record);
+    const names = missing.some(byId) ? [...refs.keys()].filter((n) => n !== 'HEAD') : missing;
+    const records = names.map((name) => refs.get(name)?.record);
     return records.some((r) => r === undefined) ? undefined : unionPacks(records.map((r) => r!.packs));
   };
   const { remote } = env;
@@ -183,6 +188,12 @@ async function wholeOrNothing(env: FetchEnv, wants: Want[], answer: string[]): P
   const lacking = wants.find((w) => !have.has(w.oid));
   if (lacking === undefined) return answer;
   release(answer);
+  if (!env.refs.has(lacking.name) && isObjectId(lacking.name)) {
+    throw new KnotlessError(
+      'not-found',
+      `No ref of ${env.remote.label} reaches ${lacking.oid}, so it cannot be fetched by its id (as upload-pack says "not our ref"); fetch a ref that holds it.`,
+    );
+  }
   throw new KnotlessError(
     'corrupt-remote',
     `The packs of ${safeText(lacking.name)} in ${env.remote.label} do not hold the object it names (${lacking.oid}); the remote is damaged, nothing was fetched: its owner can push that ref again.`,

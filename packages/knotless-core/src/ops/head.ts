@@ -2,7 +2,7 @@ import { refKey } from '../records/ref-key.ts';
 import type { RefRecord } from '../records/ref-record.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
 import type { Authorizer } from '../xrpc/client.ts';
-import { swapLoop } from './swap-loop.ts';
+import { swapLoop, type SwapStep } from './swap-loop.ts';
 
 /** The HEAD record naming `branch` (a full ref name). */
 export function headRecord(remote: RemoteRepo, branch: string): RefRecord {
@@ -30,4 +30,59 @@ export async function createHead(
     reread: () => Promise.resolve({ kind: 'done', value: undefined }),
   });
   return outcome.kind === 'done' ? outcome.value : undefined;
+}
+
+/** What moving HEAD found: the branch it names now, and whether this call moved it. */
+export interface HeadMove {
+  branch: string;
+  changed: boolean;
+}
+
+interface HeadState {
+  head: RemoteRef | undefined;
+  target: RemoteRef | undefined;
+}
+
+/**
+ * Points HEAD (the default branch) at `branch`, a full `refs/heads/…` name that must exist, on the
+ * swap loop like every ref write: the HEAD read is the swap, so a HEAD another writer moved meanwhile
+ * is read again and judged anew rather than overwritten. Refuses with `missing` when the branch has no
+ * record (or several claim it, so none counts).
+ */
+export async function moveHead(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  branch: string,
+): Promise<{ kind: 'moved'; move: HeadMove } | { kind: 'missing' } | { kind: 'busy' }> {
+  const key = refKey(remote.name, 'HEAD');
+  const read = async (): Promise<HeadState> => {
+    const [head, target] = await Promise.all([
+      remote.getRef(key),
+      remote.getRef(refKey(remote.name, branch)),
+    ]);
+    return { head, target };
+  };
+  const judge = (s: HeadState): SwapStep<HeadState, null, HeadMove, 'missing'> => {
+    if (s.target === undefined || s.target.record.ref !== branch || s.target.record.target === undefined)
+      return { kind: 'refuse', why: 'missing' };
+    if (s.head?.record.symref === branch) return { kind: 'done', value: { branch, changed: false } };
+    return { kind: 'write', write: null };
+  };
+  const outcome = await swapLoop<HeadState, null, HeadMove, 'missing'>({
+    start: await read(),
+    maxAttempts: 5,
+    decide: (s) => Promise.resolve(judge(s)),
+    write: async (_w, s) => {
+      await remote.putRef(auth, key, headRecord(remote, branch), s.head?.cid ?? null);
+      return { branch, changed: true };
+    },
+    reread: async () => {
+      const s = await read();
+      const step = judge(s);
+      return step.kind === 'write' ? { kind: 'again', state: s } : step;
+    },
+  });
+  if (outcome.kind === 'done') return { kind: 'moved', move: outcome.value };
+  if (outcome.kind === 'refused') return { kind: 'missing' };
+  return { kind: 'busy' };
 }

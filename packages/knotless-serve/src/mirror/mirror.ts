@@ -133,7 +133,7 @@ export class Mirror {
       await runGit(['config', 'gc.auto', '0'], { gitDir: dir });
     }
     const targets = refs.filter((r) => r.target !== null);
-    const present = await presentObjects(
+    const present = await wholeObjects(
       dir,
       targets.map((r) => r.target!),
     );
@@ -201,7 +201,7 @@ export class Mirror {
         .map((l) => [l.slice(41), l.slice(0, 40)] as const),
     );
     const wanted = new Map(refs.filter((r) => r.target !== null).map((r) => [r.ref, r.target!]));
-    const present = await presentObjects(dir, [...wanted.values()]);
+    const present = await wholeObjects(dir, [...wanted.values()]);
     const lines: string[] = [];
     for (const [ref, oid] of wanted)
       if (present.has(oid) && current.get(ref) !== oid) lines.push(`update ${ref} ${oid}`);
@@ -225,7 +225,7 @@ export class Mirror {
    * round's pack from its author's PDS when its head is missing. One download per pack at a time.
    */
   async loadRound(authorDid: string, gitDir: string, round: Round): Promise<void> {
-    if ((await presentObjects(gitDir, [round.head])).has(round.head)) return;
+    if ((await wholeObjects(gitDir, [round.head])).has(round.head)) return;
     const key = `${gitDir}\n${round.pack.cid}`;
     let p = this.#rounds.get(key);
     if (p === undefined) {
@@ -246,12 +246,36 @@ export class Mirror {
     await p;
     if (!(await presentObjects(gitDir, [round.head])).has(round.head))
       throw new RoundUnavailable(`the round's pack does not hold its head ${round.head}`);
+    if (!(await wholeObjects(gitDir, [round.head])).has(round.head))
+      throw new RoundUnavailable(`the round's pack lacks objects its head ${round.head} needs`);
   }
 
   /** Closes connections. */
   close(): void {
     this.#transport.close();
   }
+}
+
+/**
+ * Which of `oids` the repository has whole: the commit and everything it reaches that the refs do
+ * not. Round packs go into a mirror without a ref, and anyone can write a round holding a commit
+ * without its trees: such a commit must not count as present, or a branch later moved to it would
+ * skip its own packs and point at a commit git calls broken.
+ */
+async function wholeObjects(dir: string, oids: string[]): Promise<Set<string>> {
+  const present = [...(await presentObjects(dir, oids))];
+  const whole = async (list: string[]) =>
+    list.length === 0 ||
+    (await runGit(['rev-list', '--objects', '--quiet', '--stdin', '--not', '--all'], {
+      gitDir: dir,
+      input: list.join('\n') + '\n',
+      okCodes: [128],
+    }).then((r) => r.code === 0));
+  if (await whole(present)) return new Set(present);
+  // Rare: one at a time, to keep the whole ones.
+  const out = new Set<string>();
+  for (const oid of present) if (await whole([oid])) out.add(oid);
+  return out;
 }
 
 /** Which of `oids` the repository has. */

@@ -86,6 +86,13 @@ export async function resolveCommit(dir: string, name: string): Promise<string |
     });
     const oid = out.stdout.toString('utf8').trim();
     if (out.code === 0 && isObjectId(oid)) {
+      // A commit only a pull request's round brought may lack its parents or trees (anyone can
+      // write such a round): pages would fail on it, so it is no commit here until it is whole.
+      const whole = await runGit(['rev-list', '--objects', '--quiet', oid, '--not', '--all'], {
+        gitDir: dir,
+        okCodes: [128],
+      });
+      if (whole.code !== 0) return undefined;
       rememberCommit(dir, oid);
       return oid;
     }
@@ -119,6 +126,9 @@ const blobs = new Memo<Buffer>(256);
 
 /** The object at `path` in commit `oid` (type, size, id), from one `cat-file --batch-check`. */
 export async function objectAt(dir: string, oid: string, path: string): Promise<ObjectAt | undefined> {
+  // No tree entry holds a NUL or is named . or .. (git refuses them); git would read the first as
+  // the end of the path (another file) and the others relative to a work tree a mirror has not.
+  if (path.includes('\0') || path.split('/').some((s) => s === '.' || s === '..')) return undefined;
   const spec = path === '' ? `${oid}^{tree}` : `${oid}:${path}`;
   // A newline would end the batch line early: such a path is asked for as a lone argument.
   const found = await objects.through(`${dir}\0${spec}`, async () => {

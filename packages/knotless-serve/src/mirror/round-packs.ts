@@ -32,18 +32,19 @@ function ledger(gitDir: string): string {
   return path.join(gitDir, 'knotless-rounds');
 }
 
-function roundBytes(gitDir: string): number {
+/** The ledger's lines: `[cid, size]` of each round pack taken in. */
+function ledgerLines(gitDir: string): [string, number][] {
   let text: string;
   try {
     text = fs.readFileSync(ledger(gitDir), 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
     throw err;
   }
   return text
     .split('\n')
     .filter(Boolean)
-    .reduce((n, l) => n + Number(l.split(' ')[1] ?? 0), 0);
+    .map((l) => [l.split(' ')[0] ?? '', Number(l.split(' ')[1] ?? 0)]);
 }
 
 /** Thrown when a round's commits cannot be had; the page says so instead of the diff. */
@@ -66,7 +67,11 @@ export async function loadRoundPack(
   const { cid, size } = round.pack;
   if (size > deps.maxPackBytes)
     throw new RoundUnavailable(`the round's pack has ${size} bytes, over the limit of ${deps.maxPackBytes}`);
-  const taken = roundBytes(gitDir);
+  const lines = ledgerLines(gitDir);
+  // Taken in already: a round whose head is still not whole (a pack without its trees) is not
+  // downloaded and counted again at each view of its page.
+  if (lines.some(([c]) => c === cid)) return;
+  const taken = lines.reduce((n, [, bytes]) => n + bytes, 0);
   if (taken + size > deps.maxRoundBytes)
     throw new RoundUnavailable(
       `this repository's mirror already holds ${taken} bytes of pull request rounds, and this round's ${size} more would pass the limit of ${deps.maxRoundBytes}`,

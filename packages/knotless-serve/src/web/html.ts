@@ -17,9 +17,23 @@ const ESCAPES: Record<string, string> = {
   "'": '&#39;',
 };
 
+/**
+ * Control characters other than HTML's whitespace, and the bidirectional embeddings, overrides and
+ * isolates: a commit message, ref name, file or record may hold them, HTML has no use for the
+ * first (a page read with curl would hand them to a terminal), and the others reorder the text
+ * around them on the page (a title that reads differently from what it says, "Trojan source").
+ */
+// eslint-disable-next-line no-control-regex -- these are exactly the characters to replace
+const UNSAFE = /[\u0000-\u0008\u000b\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+/** Text with the characters {@link UNSAFE} names shown as U+FFFD. */
+export function withoutUnsafe(text: string): string {
+  return text.replace(UNSAFE, '\ufffd');
+}
+
 /** Escapes text for HTML content and quoted attribute values. */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
+  return withoutUnsafe(text).replace(/[&<>"']/g, (c) => ESCAPES[c]!);
 }
 
 type Part = SafeHtml | string | number | null | undefined | false | Part[];

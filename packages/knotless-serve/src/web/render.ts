@@ -1,6 +1,6 @@
 import hljs from 'highlight.js/lib/common';
 import MarkdownIt from 'markdown-it';
-import { html, trusted, type SafeHtml } from './html.ts';
+import { html, trusted, withoutUnsafe, type SafeHtml } from './html.ts';
 
 // Raw HTML off: a README's <script>, <iframe> or onclick= is shown as text, never as markup.
 // markdown-it's validateLink already refuses javascript:, vbscript:, file: and most data: URLs;
@@ -103,7 +103,7 @@ md.renderer.rules['image'] = (tokens, idx, options, env, self) => {
  */
 export function renderMarkdown(text: string, images?: ImageSources): SafeHtml {
   const env: Record<string, unknown> = images === undefined ? {} : { images };
-  return trusted(md.render(text, env));
+  return trusted(md.render(withoutUnsafe(text), env));
 }
 
 /** Largest file highlighted; bigger ones are shown plain (highlighting is the slow part). */
@@ -119,7 +119,8 @@ function languageOf(name: string): string | undefined {
 }
 
 /** A text file as numbered lines, highlighted when its language is known (highlight.js escapes). */
-export function renderCode(name: string, text: string): SafeHtml {
+export function renderCode(name: string, raw: string): SafeHtml {
+  const text = withoutUnsafe(raw);
   const lang = text.length <= MAX_HIGHLIGHT ? languageOf(name) : undefined;
   const body =
     lang === undefined ? undefined : hljs.highlight(text, { language: lang, ignoreIllegals: true }).value;

@@ -15,6 +15,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo commit': () => import('./commands/repo-commit.ts'),
   'repo compact': () => import('./commands/repo-compact.ts'),
   'repo fork': () => import('./commands/repo-fork.ts'),
+  'repo default-branch': () => import('./commands/repo-default-branch.ts'),
   'pr create': () => import('./commands/pr-create.ts'),
   'pr list': () => import('./commands/pr-list.ts'),
   'pr view': () => import('./commands/pr-view.ts'),

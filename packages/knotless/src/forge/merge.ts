@@ -12,7 +12,7 @@ import { SwapConflict, type RemoteRepo } from 'knotless-core/records/remote-repo
 import { newPackEntry, storePacks } from 'knotless-core/packs/store-packs';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Authorizer } from 'knotless-core/xrpc/client';
-import { branchOf, loadRoundPack, scratchRepo, syncRef, type Scratch } from './packs.ts';
+import { branchOf, checkRoundComplete, loadRoundPack, scratchRepo, syncRef, type Scratch } from './packs.ts';
 import type { PullRecord } from './records.ts';
 
 export type MergeMethod = 'merge' | 'squash' | 'rebase';
@@ -110,6 +110,12 @@ export async function mergePull(ctx: Context, req: MergeRequest): Promise<MergeR
         'corrupt-remote',
         `The round's pack and ${safeText(req.pull.base)} of ${req.target.label} do not hold the round's commit ${round.head}; the author can run \`knotless pr update\`.`,
       );
+    await checkRoundComplete(
+      s.gitDir,
+      round.head,
+      [before],
+      `${safeText(req.pull.base)} of ${req.target.label}`,
+    );
     const contained =
       (await runGit(['merge-base', '--is-ancestor', round.head, before], { gitDir: s.gitDir, okCodes: [1] }))
         .code === 0;

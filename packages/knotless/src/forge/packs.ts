@@ -7,7 +7,7 @@ import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { checkPackBounds } from 'knotless-core/git/pack-check';
 import { indexPack, parsePackInfo } from 'knotless-core/git/pack';
-import { runGit } from 'knotless-core/git/run';
+import { GitError, runGit } from 'knotless-core/git/run';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { blobMatchesCid } from 'knotless-core/packs/cid';
 import { MAX_BLOB_PART_BYTES, loadPack, verifyPack } from 'knotless-core/packs/transfer';
@@ -144,6 +144,30 @@ export async function loadRoundPack(
   verifyPack({ id: info.id, size: bytes.length, count: info.count }, bytes);
   checkPackBounds(bytes, info.id, ctx.config.maxObjectBytes);
   return bytes;
+}
+
+/**
+ * Checks that everything `head` reaches is in `gitDir` or reachable from `not` (`--all`: the
+ * clone's refs): a hand-made round's pack can hold its commit and leave out its trees, and a branch
+ * or merge on such a commit would leave a repository that git calls broken. `what` names where
+ * the rest of the history comes from, for the message.
+ */
+export async function checkRoundComplete(
+  gitDir: string,
+  head: string,
+  not: string[],
+  what: string,
+): Promise<void> {
+  try {
+    await runGit(['rev-list', '--objects', '--quiet', head, '--not', ...not], { gitDir });
+  } catch (err) {
+    if (!(err instanceof GitError)) throw err;
+    throw new KnotlessError(
+      'corrupt-remote',
+      `The round's pack and ${what} lack objects its commit ${head} needs (${safeText(err.stderr.trim().split('\n').pop() ?? '', 200)}); nothing was written: the author can run \`knotless pr update\`.`,
+      { cause: err },
+    );
+  }
 }
 
 /** A scratch repository for one operation, removed by `close`. */

@@ -155,11 +155,13 @@ export async function findItem<R extends Base>(
 ): Promise<Item<R>> {
   let did: string;
   let rkey: string;
-  const uri = parseAtUri(id);
-  if (uri !== undefined) {
-    if (uri.collection !== kind.collection)
+  if (id.startsWith('at://')) {
+    // An at-uri may name its account by handle as well as by DID.
+    const [authority = '', collection, key, ...more] = id.slice('at://'.length).split('/');
+    if (collection !== kind.collection || key === undefined || more.length > 0)
       throw new KnotlessError('usage', `${safeText(id)} is not a ${kind.noun} (${kind.collection}).`);
-    ({ did, rkey } = uri);
+    did = authority.startsWith('did:') ? authority : (await r.ctx.resolver.resolve(authority)).did;
+    rkey = key;
   } else if (id.includes('/')) {
     const slash = id.lastIndexOf('/');
     did = (await r.ctx.resolver.resolve(id.slice(0, slash))).did;
@@ -171,22 +173,22 @@ export async function findItem<R extends Base>(
         'usage',
         `${safeText(id)} names ${matches.length} ${kind.noun}s (${matches.map((m) => m.id).join(', ')}); give the whole id.`,
       );
-    if (matches[0] === undefined) throw missing(kind, id, repo);
+    if (matches[0] === undefined) throw missing(kind, id, owner, repo);
     ({ did, rkey } = matches[0]);
   }
-  if (!/^[A-Za-z0-9._:~-]{1,512}$/.test(rkey)) throw missing(kind, id, repo);
+  if (!/^[A-Za-z0-9._:~-]{1,512}$/.test(rkey)) throw missing(kind, id, owner, repo);
   const author = did === owner.did ? owner : await r.ctx.resolver.resolve(did);
   const stored = await r.store.get(author, kind.collection, rkey, kind.parse);
-  if (stored === undefined || stored.value.repo !== repo) throw missing(kind, id, repo);
+  if (stored === undefined || stored.value.repo !== repo) throw missing(kind, id, owner, repo);
   const [item] = await withStates(r, kind, owner, [stored]);
   return item!;
 }
 
-function missing(kind: Kind<Base>, id: string, repo: string): KnotlessError {
-  const u = parseAtUri(repo);
+function missing(kind: Kind<Base>, id: string, owner: Identity, repo: string): KnotlessError {
+  const name = parseAtUri(repo)?.rkey ?? repo;
   return new KnotlessError(
     'not-found',
-    `There is no ${kind.noun} ${safeText(id)} in ${safeText(u?.did ?? repo)}/${safeText(u?.rkey ?? '')}; list them with \`knotless ${kind.word} list\`.`,
+    `There is no ${kind.noun} ${safeText(id)} in ${safeText(owner.handle ?? owner.did)}/${safeText(name)}; list them with \`knotless ${kind.word} list\`.`,
   );
 }
 

@@ -17,3 +17,25 @@ export function formatList(refs: Map<string, RemoteRef>, forPush: boolean): stri
   }
   return lines;
 }
+
+/**
+ * Refs inside another listed ref (`refs/heads/a/b` beside `refs/heads/a`), each with the one it is
+ * inside. knotless refuses to push such a pair, but another tool may write the records; no git
+ * repository can hold both, so a fetch or clone would stop at "cannot lock ref". A fetch is shown
+ * the outer ref only; a push sees both, so that the owner can delete one.
+ */
+export function nestedRefs(names: Iterable<string>): Map<string, string> {
+  const all = new Set(names);
+  const inner = new Map<string, string>();
+  for (const name of all) {
+    const parts = name.split('/');
+    for (let i = 2; i < parts.length; i++) {
+      const outer = parts.slice(0, i).join('/');
+      if (all.has(outer)) {
+        inner.set(name, outer);
+        break;
+      }
+    }
+  }
+  return inner;
+}

@@ -7,9 +7,10 @@ import { KnotlessError } from 'knotless-core/errors';
 import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { internalErrorLines, printErr, safeText } from 'knotless-core/text/terminal';
 import { closeTransport } from 'knotless-core/xrpc/transport';
-import { formatList } from './list.ts';
+import { formatList, nestedRefs } from './list.ts';
 import { CommandReader, answer, commandInput } from './protocol.ts';
 import { HelperState } from './state.ts';
+import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { parseKnotlessUrl } from './url.ts';
 
 /** Answers one `option <name> <value>` line. */
@@ -51,6 +52,24 @@ function setOption(state: HelperState, name: string, value: string): string {
         'usage',
         'knotless does not support partial clones or fetches yet (--filter); run the command without it.',
       );
+    case 'pushcert':
+      // --signed=if-asked goes on unsigned, as with a receiving end that never asks; --signed stops.
+      if (value === 'if-asked') {
+        printErr(
+          'knotless: warning: not sending a push certificate: knotless does not support signed pushes.',
+        );
+        return 'ok';
+      }
+      printErr(
+        'knotless: knotless does not support signed pushes (push certificates); push without --signed, or sign commits and tags instead.',
+      );
+      return 'unsupported';
+    case 'push-option':
+      // git stops the push on "unsupported", as a bare repository that does not advertise them does.
+      printErr(
+        'knotless: knotless does not support push options (-o, --push-option): nothing reads them; push without them.',
+      );
+      return 'unsupported';
     case 'followtags':
     case 'cloning':
     case 'force-if-includes':
@@ -59,6 +78,17 @@ function setOption(state: HelperState, name: string, value: string): string {
     default:
       return 'unsupported';
   }
+}
+
+/** The refs a fetch is shown: those inside another listed ref left out, each with one warning. */
+function shown(refs: Map<string, RemoteRef>): Map<string, RemoteRef> {
+  const inner = nestedRefs([...refs.keys()].filter((n) => n !== 'HEAD'));
+  if (inner.size === 0) return refs;
+  for (const [name, outer] of inner)
+    printErr(
+      `knotless: warning: ${safeText(name)} is left out: ${safeText(outer)} exists too, and no git repository can hold a ref inside another; the owner can delete one of them.`,
+    );
+  return new Map([...refs].filter(([name]) => !inner.has(name)));
 }
 
 /**
@@ -102,7 +132,7 @@ export async function helperMain(argv: string[]): Promise<number> {
         // A ref that several records claim is shown to a push, so that it can be deleted (any other
         // update of it is refused), and never to a fetch, which would have to pick one.
         const claimed = [...state.contested].map(([name, claims]) => [name, claims[0]!] as const);
-        answer([...formatList(forPush ? new Map([...refs, ...claimed]) : refs, forPush), '']);
+        answer([...formatList(forPush ? new Map([...refs, ...claimed]) : shown(refs), forPush), '']);
         // git decides what to send meanwhile; the next push finds the agent (agent/autostart.ts).
         if (forPush) {
           const remote = await state.remote();

@@ -108,13 +108,19 @@ export async function writeRaw(
   handle: string,
   collection: string,
   record: Record<string, unknown>,
+  rkey?: string,
 ): Promise<string> {
   const pds = t.net.pdsUrl;
   const session = await sessionOf(t, handle);
   const res = await fetch(`${pds}/xrpc/com.atproto.repo.createRecord`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
-    body: JSON.stringify({ repo: session.did, collection, record: { $type: collection, ...record } }),
+    body: JSON.stringify({
+      repo: session.did,
+      collection,
+      ...(rkey === undefined ? {} : { rkey }),
+      record: { $type: collection, ...record },
+    }),
   });
   const body = (await res.json()) as { uri: string };
   assert.equal(res.status, 200, JSON.stringify(body));
@@ -125,4 +131,24 @@ export async function writeRaw(
 export function json<T = Record<string, unknown>>(res: Run): T {
   assert.equal(res.code, 0, res.stderr);
   return JSON.parse(res.stdout) as T;
+}
+
+/** Uploads bytes as a blob straight to an account, for a hand-made record to name. */
+export async function uploadRaw(
+  t: TestNet,
+  handle: string,
+  bytes: Uint8Array,
+  mimeType = 'application/x-git-packed-objects',
+): Promise<{ $type: 'blob'; ref: { $link: string }; mimeType: string; size: number }> {
+  const session = await sessionOf(t, handle);
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.uploadBlob`, {
+    method: 'POST',
+    headers: { 'content-type': mimeType, authorization: `Bearer ${session.accessJwt}` },
+    body: new Blob([new Uint8Array(bytes)]),
+  });
+  const body = (await res.json()) as {
+    blob: { $type: 'blob'; ref: { $link: string }; mimeType: string; size: number };
+  };
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body.blob;
 }

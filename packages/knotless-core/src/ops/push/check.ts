@@ -1,7 +1,7 @@
-import type { GitReason } from '../../errors.ts';
+import type { GitReason, PushReason } from '../../errors.ts';
 import { isAncestor } from '../../git/objects.ts';
 import { ZERO_OID } from '../../git/refname.ts';
-import { GitError } from '../../git/run.ts';
+import { GitError, gitText } from '../../git/run.ts';
 import type { RemoteRef } from '../../records/remote-repo.ts';
 
 /** One `push` line, resolved: where to, what to (undefined: delete), forced or not. */
@@ -48,4 +48,86 @@ export async function checkUpdate(
     if (!(err instanceof GitError)) throw err;
   }
   return { kind: 'reject', reason: 'non-fast forward' };
+}
+
+/** Why git's receive-pack would refuse an update before any fast-forward rule, with its words. */
+export interface ReceiveRefusal {
+  reason: 'failed to update ref' | 'deletion of the current branch prohibited';
+  /** One sentence for the user, in git's own terms. */
+  sentence: string;
+}
+
+/** What {@link receiveRefusal} looks at besides the update. */
+export interface ReceiveState {
+  /** The pushed object's type. */
+  type: string | undefined;
+  current: RemoteRef | undefined;
+  /** The branch the remote's HEAD names. */
+  head: string | undefined;
+  /** The refs the remote will hold beside this one (this push's deletes gone, its earlier creates in). */
+  names: Set<string>;
+  /** Whether the pusher's `receive.denyDeleteCurrent` lets it delete the current branch. */
+  deleteCurrent: () => Promise<boolean>;
+}
+
+/**
+ * The refusals a bare repository's receive-pack makes on its own, so that a push to knotless ends as
+ * one to git does: a branch holds commits only (refs.c); a ref cannot be created where it would be
+ * a directory of another or inside one (`refs/heads/a` beside `refs/heads/a/b`: no clone could hold
+ * both); and the branch HEAD names is not deleted (receive.denyDeleteCurrent, on by default): a
+ * clone would check out nothing. There is no server whose config could turn that off, so the
+ * pushing repository's `receive.denyDeleteCurrent` does (`ignore`, `warn` or false).
+ */
+export async function receiveRefusal(u: Update, st: ReceiveState): Promise<ReceiveRefusal | undefined> {
+  if (u.oid !== undefined && u.dst.startsWith('refs/heads/') && st.type !== 'commit') {
+    return {
+      reason: 'failed to update ref',
+      sentence: `cannot update ref '${u.dst}': trying to write non-commit object ${u.oid} to branch '${u.dst}'; a branch holds commits only (push it to a tag or another refs/ name).`,
+    };
+  }
+  const clash = u.oid !== undefined && st.current === undefined ? nameConflict(u.dst, st.names) : undefined;
+  if (clash !== undefined) {
+    return {
+      reason: 'failed to update ref',
+      sentence: `cannot lock ref '${u.dst}': '${clash}' exists; cannot create '${u.dst}' (git cannot hold a ref and another inside it; delete one first).`,
+    };
+  }
+  if (u.oid === undefined && st.current !== undefined && u.dst === st.head && !(await st.deleteCurrent())) {
+    return {
+      reason: 'deletion of the current branch prohibited',
+      sentence: `refusing to delete the current branch: ${u.dst} is the branch the remote's HEAD names, so a clone would check out nothing; to make another branch the default first, run \`knotless repo default-branch <repo> <branch>\`; to delete it anyway (HEAD then names a missing branch until it is pushed again), push with \`git -c receive.denyDeleteCurrent=ignore push\`.`,
+    };
+  }
+  return undefined;
+}
+
+/** A ref among `names` that `dst` would be a directory of, or be inside of (git's D/F conflict). */
+export function nameConflict(dst: string, names: Set<string>): string | undefined {
+  const parts = dst.split('/');
+  for (let i = 2; i < parts.length; i++) {
+    const up = parts.slice(0, i).join('/');
+    if (names.has(up)) return up;
+  }
+  for (const name of names) if (name.startsWith(`${dst}/`)) return name;
+  return undefined;
+}
+
+/**
+ * What receive-pack tells the refs it did not get to when an atomic push fails: a refused ref
+ * transaction fails them all ("atomic transaction failed"), a refusal before it the others only
+ * ("atomic push failure"); knotless's own refusals (a ref moved under it) say "atomic push failed".
+ */
+export function atomicFailure(reasons: Array<PushReason | undefined>): PushReason {
+  if (reasons.includes('failed to update ref')) return 'atomic transaction failed';
+  if (reasons.includes('deletion of the current branch prohibited')) return 'atomic push failure';
+  return 'atomic push failed';
+}
+
+/** Whether the repository pushed from lets a push delete the remote's current branch (see {@link receiveRefusal}). */
+export async function deleteCurrentAllowed(gitDir: string): Promise<boolean> {
+  // Exit 1: not set, so git's default (refuse).
+  const value = (await gitText(['config', '--get', 'receive.denyDeleteCurrent'], { okCodes: [1], gitDir }))
+    .trim()
+    .toLowerCase();
+  return ['ignore', 'warn', 'false', 'no', 'off', '0'].includes(value);
 }

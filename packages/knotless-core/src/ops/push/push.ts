@@ -6,7 +6,7 @@ import type { PackEntry } from '../../records/ref-record.ts';
 import { contestedSentence } from '../../records/remote-repo.ts';
 import { hasUnsafe, printErr } from '../../text/terminal.ts';
 import { writeAtomic } from './atomic.ts';
-import { checkUpdate, type Update } from './check.ts';
+import { atomicFailure, checkUpdate, deleteCurrentAllowed, receiveRefusal, type Update } from './check.ts';
 import { pushContested } from './contested.ts';
 import { PackSource, type PushEnv, type WriteJob } from './job.ts';
 import { preparePacks } from './pack.ts';
@@ -64,8 +64,10 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
       { reason: 'sha-256 repository' },
     );
   }
+  const types = new Map<string, string | undefined>();
   const updates: Update[] = specs.map((s) => {
     const obj = local.get(s.src);
+    types.set(s.dst, obj?.type);
     if (s.src !== '' && obj === undefined)
       throw new KnotlessError('usage', `${s.src} does not name an object here.`, {
         reason: 'no such object',
@@ -100,6 +102,10 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
     for (const o of settled)
       outcomes.set(o.dst, o.error === undefined ? { dst: o.dst } : { dst: o.dst, error: o.error });
   }
+  // The refs the remote holds once this push's deletes are made; each create is checked against them.
+  const names = new Set(
+    [...refs.keys()].filter((r) => r !== 'HEAD' && !updates.some((u) => u.dst === r && u.oid === undefined)),
+  );
   for (const u of updates) {
     if (contested.has(u.dst) || outcomes.has(u.dst)) continue;
     // Readers refuse such a name (git would print it raw): it must not be written either.
@@ -107,13 +113,38 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
       outcomes.set(u.dst, { dst: u.dst, error: 'the name holds characters that act on a terminal' });
       continue;
     }
+    // A dry run never reaches a receiving end: git shows what it would send, refusals unknown.
+    const refusal = env.options.dryRun
+      ? undefined
+      : await receiveRefusal(u, {
+          type: types.get(u.dst),
+          current: refs.get(u.dst),
+          head: refs.get('HEAD')?.record.symref,
+          names,
+          deleteCurrent: () => deleteCurrentAllowed(env.gitDir),
+        });
+    if (refusal !== undefined) {
+      printErr(`knotless: ${refusal.sentence}`);
+      outcomes.set(u.dst, { dst: u.dst, error: refusal.reason });
+      continue;
+    }
     const verdict = await checkUpdate(u, refs.get(u.dst), env.options.cas.get(u.dst), present, env.gitDir);
+    if (verdict.kind === 'write' && u.oid !== undefined) names.add(u.dst);
     if (verdict.kind === 'write') toWrite.push(u);
     else
       outcomes.set(u.dst, verdict.kind === 'reject' ? { dst: u.dst, error: verdict.reason } : { dst: u.dst });
   }
   if (env.options.atomic && outcomes.size > 0 && [...outcomes.values()].some((o) => o.error !== undefined)) {
-    return done(updates.map((u) => outcomes.get(u.dst) ?? { dst: u.dst, error: 'atomic push failed' }));
+    const reasons = [...outcomes.values()].map((o) => o.error);
+    const rest = atomicFailure(reasons);
+    // A refused ref transaction is the failure of every ref in it, the refused one included; a ref
+    // already up to date was never in it.
+    const all = rest === 'atomic transaction failed';
+    const fail = (u: Update): PushOutcome => {
+      const o = outcomes.get(u.dst);
+      return o !== undefined && (o.error === undefined || !all) ? o : { dst: u.dst, error: rest };
+    };
+    return done(updates.map(fail));
   }
   if (env.options.dryRun || toWrite.length === 0) {
     return done(updates.map((u) => outcomes.get(u.dst) ?? { dst: u.dst }));

@@ -13,6 +13,15 @@ function fileSafe(s: string): string {
 }
 
 /**
+ * The same name keeping letters, digits and marks of any script, for RFC 6266's `filename*` (a
+ * branch `ünï` downloads as `site-ünï.zip`, not `site-n-.zip`): percent-encoded UTF-8, and nothing
+ * a file name or the header could act on.
+ */
+function unicodeName(s: string): string {
+  return s.replace(/[^\p{L}\p{N}\p{M}._-]+/gu, '-').replace(/^[-.]+/, '') || 'archive';
+}
+
+/**
  * The tree of a ref as `.tar.gz` or `.zip` (`git archive`), streamed to the reader. The request's
  * signal kills git when the time limit passes or the reader leaves, like every other git here.
  */
@@ -29,7 +38,7 @@ export async function archive(repo: RepoTarget, tail: string, res: http.ServerRe
       if (!res.headersSent)
         res.writeHead(200, {
           'content-type': FORMATS[ext]!,
-          'content-disposition': `attachment; filename="${name}${ext}"`,
+          'content-disposition': `attachment; filename="${name}${ext}"; filename*=UTF-8''${encodeURIComponent(`${unicodeName(repo.name)}-${unicodeName(at.ref)}${ext}`)}`,
           'x-content-type-options': 'nosniff',
         });
     });

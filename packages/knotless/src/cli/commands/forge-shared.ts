@@ -152,7 +152,9 @@ export function commentCommand<R extends Base>(kind: Kind<R>): Command {
       const { item, r } = await itemFor(c, io, kind, args);
       const roundText = stringOption(args, 'round');
       const rounds = (item.record as { rounds?: unknown[] }).rounds?.length ?? 0;
-      const round = roundText === undefined ? undefined : Number(roundText);
+      // Decimal digits only: Number() would take '', ' 1', '0x1' and '1e0' as rounds too.
+      const round =
+        roundText === undefined ? undefined : /^[0-9]{1,6}$/.test(roundText) ? Number(roundText) : NaN;
       if (round !== undefined && (!Number.isSafeInteger(round) || round < 0 || round >= rounds))
         throw new KnotlessError(
           'usage',

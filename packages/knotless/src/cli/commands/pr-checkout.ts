@@ -1,11 +1,13 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
-import { loadRoundPack } from '../../forge/packs.ts';
+import { checkRoundComplete, loadRoundPack } from '../../forge/packs.ts';
 import { indexPack } from 'knotless-core/git/pack';
 import { GitError, gitText, runGit } from 'knotless-core/git/run';
+import { isValidRefName } from 'knotless-core/git/refname';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { itemFor, itemJson } from './forge-shared.ts';
@@ -20,6 +22,22 @@ async function gitDirHere(): Promise<string> {
       cause: err,
     });
   }
+}
+
+/**
+ * The local branch for a pull request: `pr/<rkey>`. A record key may hold what git refuses in a
+ * branch name (`:`, `~`, `..`, a `.lock` ending: TIDs never do, hand-made keys can); those become
+ * `-`, and the key's hash follows so that two keys cleaned alike (`a:1`, `a~1`) stay two branches.
+ */
+export function localBranch(rkey: string): string {
+  const plain = `pr/${rkey}`;
+  if (isValidRefName(`refs/heads/${plain}`)) return plain;
+  const cleaned = rkey
+    .replace(/[:~]|\.{2,}/g, '-')
+    .replace(/^\./, '-')
+    .replace(/\.lock$/, '-lock')
+    .replace(/\.$/, '-');
+  return `pr/${cleaned}-${createHash('sha256').update(rkey).digest('hex').slice(0, 8)}`;
 }
 
 export const command: Command = {
@@ -43,7 +61,7 @@ export const command: Command = {
         'usage',
         `This clone lacks ${round.base.slice(0, 12)}, the base the pull request was made on; run \`git fetch\` first.`,
       );
-    const branch = `pr/${item.rkey}`;
+    const branch = localBranch(item.rkey);
     const ref = `refs/heads/${branch}`;
     const pack = await loadRoundPack(
       c,
@@ -58,6 +76,7 @@ export const command: Command = {
           'corrupt-remote',
           `The round's pack does not hold its commit ${round.head}; nothing was checked out.`,
         );
+      await checkRoundComplete(gitDir, round.head, ['--all'], 'this clone');
       const old = (await runGit(['rev-parse', '-q', '--verify', ref], { okCodes: [1] })).stdout
         .toString()
         .trim();
@@ -70,14 +89,28 @@ export const command: Command = {
             `${branch} has commits the pull request's last round lacks; rename or delete it first.`,
           );
       }
-      await runGit([
-        'update-ref',
-        '-m',
-        `knotless pr checkout ${item.id}`,
-        ref,
-        round.head,
-        ...(old === '' ? [''] : [old]),
-      ]);
+      const current = (await runGit(['symbolic-ref', '-q', 'HEAD'], { okCodes: [1] })).stdout
+        .toString()
+        .trim();
+      // The branch checked out moves with its work tree (update-ref would leave the files behind).
+      if (current === ref && old !== round.head)
+        await runGit(['merge', '--ff-only', '-q', round.head]).catch((err: unknown) => {
+          if (!(err instanceof GitError)) throw err;
+          throw new KnotlessError(
+            'usage',
+            `${branch} could not move to ${round.head} (${safeText(err.stderr.trim().split('\n').pop() ?? '')}); commit or stash your changes first.`,
+            { cause: err },
+          );
+        });
+      else
+        await runGit([
+          'update-ref',
+          '-m',
+          `knotless pr checkout ${item.id}`,
+          ref,
+          round.head,
+          ...(old === '' ? [''] : [old]),
+        ]);
     } finally {
       // The pack is referenced now (or not wanted): git may repack it like any other.
       fs.rmSync(keepFile, { force: true });
