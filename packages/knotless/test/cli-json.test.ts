@@ -27,6 +27,7 @@ const RUNS: Array<[string, GitUser, (m: Made) => string[]]> = [
   ['whoami', alice, () => []],
   ['repo list', alice, () => []],
   ['repo info', alice, (m) => [m.repo]],
+  ['repo default-branch', alice, (m) => [m.repo]],
   ['pr list', alice, (m) => [`alice.test/${m.repo}`]],
   ['pr view', alice, (m) => [`alice.test/${m.repo}`, m.pr]],
   ['pr comment', alice, (m) => [`alice.test/${m.repo}`, m.pr, '--body', 'looks good']],
