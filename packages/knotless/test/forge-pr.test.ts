@@ -45,7 +45,8 @@ describe('forks and pull requests across accounts: fork, rounds, comments, who m
     const fork = await bob.knotless('repo', 'fork', 'alice.test/site', '--json');
     const forked = json<{ forkOf: string; refs: number }>(fork);
     assert.equal(forked.forkOf, `at://${t.dids['alice.test']}/dev.knotless.repo/site`);
-    assert.equal(forked.refs, 2, 'main and HEAD');
+    assert.equal(forked.refs, 1, 'main (HEAD is copied too but, as in repo info, not counted)');
+    assert.match(fork.stderr, /\(1 ref copied\)/);
     const info = json<{ forkOf?: string }>(await bob.knotless('repo', 'info', 'bob.test/site', '--json'));
     assert.equal(info.forkOf, forked.forkOf);
 
@@ -55,6 +56,10 @@ describe('forks and pull requests across accounts: fork, rounds, comments, who m
     assert.equal(resumed.refs, 1);
     const again = await bob.knotless('repo', 'fork', 'alice.test/site');
     assert.equal(again.code, 6, again.stderr);
+    // Forking one's own repository that does not exist: it is missing, not "your own".
+    const nothing = await bob.knotless('repo', 'fork', 'bob.test/nothing-here');
+    assert.equal(nothing.code, 7, nothing.stderr);
+    assert.doesNotMatch(nothing.stderr, /your own/);
     const dir = bob.dir();
     await bob.ok(dir, 'clone', '-q', 'knotless://bob.test/site', 'c');
     bobClone = `${dir}/c`;
@@ -104,6 +109,9 @@ describe('forks and pull requests across accounts: fork, rounds, comments, who m
     const text = await alice.knotless('pr', 'view', 'alice.test/site', pr.id);
     assert.match(text.stdout, /Add b/);
     assert.match(text.stdout, /rounds \(1\)/);
+    // The head repository as people write it, and one file in the singular.
+    assert.match(text.stdout, /^ {2}from {5}bob\.test\/site fix$/m);
+    assert.match(text.stdout, /^ {2}diff {5}1 file changed, \+1 -0$/m);
   });
 
   it('alice comments on round 0, bob pushes again and adds round 1', async () => {

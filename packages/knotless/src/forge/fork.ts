@@ -76,7 +76,7 @@ async function copyBlob(
  * `forkOf`), then every ref record, their blobs copied first so that no record ever names a blob
  * the account lacks. Refs are created in batches like a mirror push. Run again on a fork of the
  * same original that stopped half way, it copies the refs the fork lacks. Returns the number of
- * refs copied.
+ * refs copied (HEAD, copied too, is not a ref anyone counts: as `repo info`).
  */
 export async function forkRepo(
   ctx: Context,
@@ -124,5 +124,5 @@ export async function forkRepo(
       if (w === undefined) await to.putRef(auth, c.key, c.record, null);
     }
   }
-  return missing.length;
+  return missing.filter((r) => r.record.ref !== 'HEAD').length;
 }

@@ -4,7 +4,8 @@ import type { Context } from '../../context.ts';
 import { isKnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
 import { branchOf, loadRoundPack, scratchRepo, syncRef } from '../../forge/packs.ts';
-import type { PullRecord } from '../../forge/records.ts';
+import { parseAtUri, type PullRecord } from '../../forge/records.ts';
+import { REPO_COLLECTION } from 'knotless-core/records/collections';
 import { commentsOn, type Item } from '../../forge/subjects.ts';
 import { GitError, gitText } from 'knotless-core/git/run';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -60,6 +61,14 @@ async function diffSummary(
   }
 }
 
+/** A repository's at-uri as people write it: handle/name (the DID when its handle is not verified). */
+async function repoLabel(c: Context, uri: string): Promise<string> {
+  const u = parseAtUri(uri);
+  if (u === undefined || u.collection !== REPO_COLLECTION) return safeText(uri);
+  const who = await c.resolver.resolve(u.did);
+  return `${safeText(who.handle ?? u.did)}/${safeText(u.rkey)}`;
+}
+
 export const command: Command = {
   name: 'pr view',
   args: '<[handle/]repo> <id>',
@@ -103,10 +112,12 @@ export const command: Command = {
     io.out(`  state    ${item.state}${item.merged === undefined ? '' : ` (${item.merged})`}`);
     io.out(`  author   ${safeText(item.handle ?? item.did)}`);
     io.out(`  into     ${target.label} ${safeText(pull.base)}`);
-    io.out(`  from     ${safeText(pull.head.repo)} ${safeText(pull.head.branch)}`);
+    io.out(`  from     ${await repoLabel(c, pull.head.repo)} ${safeText(pull.head.branch)}`);
     if (item.labels.length > 0) io.out(`  labels   ${item.labels.map((l) => safeText(l, 64)).join(', ')}`);
     if (diff !== undefined)
-      io.out(`  diff     ${diff.files} files changed, +${diff.insertions} -${diff.deletions}`);
+      io.out(
+        `  diff     ${diff.files} file${diff.files === 1 ? '' : 's'} changed, +${diff.insertions} -${diff.deletions}`,
+      );
     printBody(io, pull.body);
     io.out(`rounds (${pull.rounds.length})`);
     for (const [i, x] of pull.rounds.entries())

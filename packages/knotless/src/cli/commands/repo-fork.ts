@@ -28,11 +28,14 @@ export const command: Command = {
     const c = ctx();
     const source = await c.resolver.resolve(spec.owner);
     const auth = await activeSession(c);
-    if (source.did === auth.session.did && newName === spec.name)
+    if (source.did === auth.session.did && newName === spec.name) {
+      // One that is not there at all is said so first (repo-missing), not "that is your own".
+      await c.repoRecords().get(source, spec.name);
       throw new KnotlessError(
         'usage',
         `That is your own ${safeText(spec.name)}; give the copy another --name.`,
       );
+    }
     const refs = await forkRepo(c, auth, source, spec.name, newName, new BlobCache(c.config.cacheDir), (m) =>
       io.err(`knotless: warning: ${m}`),
     );
@@ -52,7 +55,7 @@ export const command: Command = {
       );
     else io.out(url);
     io.err(
-      `Forked ${safeText(source.handle ?? source.did)}/${safeText(spec.name)} (${refs} refs copied). Clone it: git clone ${url}`,
+      `Forked ${safeText(source.handle ?? source.did)}/${safeText(spec.name)} (${refs} ref${refs === 1 ? '' : 's'} copied). Clone it: git clone ${url}`,
     );
   },
 };
