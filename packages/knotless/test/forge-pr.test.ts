@@ -70,6 +70,12 @@ describe('forks and pull requests across accounts: fork, rounds, comments, who m
   });
 
   it('bob pushes a branch to his fork and opens a pull request; ids printed are taken back', async () => {
+    // A --head that is not [handle/]repo:branch is a usage error (exit 2), whatever part is wrong.
+    for (const head of ['alice.test/site/extra:fix', 'site', 'site:bad..name', ':fix']) {
+      const bad = await bob.knotless('pr', 'create', 'alice.test/site', '--head', head, '--title', 'T');
+      assert.equal(bad.code, 2, `${head}: ${bad.stderr}`);
+      assert.match(bad.stderr, /^knotless: .+\n$/, head);
+    }
     await bob.ok(bobClone, 'switch', '-q', '-c', 'fix');
     await commitFiles(bob, bobClone, { 'b.txt': 'from bob\n' }, 'bob adds b');
     await bob.ok(bobClone, 'push', '-q', 'origin', 'fix');

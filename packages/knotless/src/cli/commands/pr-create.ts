@@ -3,7 +3,7 @@ import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { makeRound } from '../../forge/packs.ts';
 import { PULL, checkToWrite, isValidBranch, parsePull, repoUri, writeRecord } from '../../forge/records.ts';
-import { checkRepoName } from 'knotless-core/records/name';
+import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { createdItem, forgeReader, itemJson, targetOf } from './forge-shared.ts';
@@ -17,10 +17,9 @@ function parseHead(text: string): { owner: string | undefined; name: string; bra
   const branch = text.slice(colon + 1);
   if (!isValidBranch(branch))
     throw new KnotlessError('usage', `"${safeText(branch)}" is not a valid branch name.`);
-  const slash = repo.lastIndexOf('/');
-  return slash === -1
-    ? { owner: undefined, name: checkRepoName(repo), branch }
-    : { owner: repo.slice(0, slash), name: checkRepoName(repo.slice(slash + 1)), branch };
+  // The same [handle/]name every command takes: a third part is a usage error, not a handle.
+  const spec = parseRepoSpec(repo);
+  return { owner: spec.owner, name: spec.name, branch };
 }
 
 export const command: Command = {
