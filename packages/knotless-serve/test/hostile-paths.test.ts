@@ -21,7 +21,7 @@ describe('hostile paths and text on the repository pages', () => {
     await commitFiles(
       alice,
       work,
-      { 'README.md': '# Site\n', 'dir/a.txt': 'a\n' },
+      { 'README.md': '# Site\n', 'dir/a.txt': 'a\n', 'lines.txt': 'x\n'.repeat(120_000) },
       'start \u001b]8;;http://evil\u0007link\u001b]8;;\u0007 \u001b[2J\u007fend',
     );
     await alice.ok(work, 'push', '-q', 'origin', 'main');
@@ -96,5 +96,20 @@ describe('hostile paths and text on the repository pages', () => {
       );
       await res.arrayBuffer();
     }
+  });
+
+  it('a file of very many short lines is not rendered a line at a time: the page stays small', async () => {
+    // 240 KB of source: under the byte limits, but 120,000 lines of markup would be megabytes.
+    for (const tail of ['/blob/main/lines.txt', '/blame/main/lines.txt']) {
+      const res = await get(`${app.url}${repo}${tail}`);
+      assert.equal(res.status, 200, tail);
+      assert.ok(res.text.length < 64 * 1024, `${tail}: ${res.text.length} bytes`);
+      assert.match(res.text, /too (many|large)/, tail);
+    }
+    const raw = await get(`${app.url}${repo}/raw/main/lines.txt`);
+    assert.equal(raw.text.length, 240_000);
+    // A file under the limit still shows its lines.
+    const small = await get(`${app.url}${repo}/blob/main/dir/a.txt`);
+    assert.match(small.text, /id="L1"/);
   });
 });

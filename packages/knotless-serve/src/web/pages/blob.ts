@@ -7,8 +7,20 @@ import { crumbs, refPath, repoHeader } from './common.ts';
 
 /** Largest file shown in a page; bigger ones only raw. */
 const MAX_SHOWN = 1024 * 1024;
+/**
+ * Most lines shown in a page: the limit above counts source bytes, but a page costs per line (numbers,
+ * markup), so a megabyte of one-character lines would make a page of tens of megabytes.
+ */
+export const MAX_LINES = 20_000;
 /** Largest file served raw (the mirror is read whole into memory). */
 const MAX_RAW = 64 * 1024 * 1024;
+
+/** The number of lines in `b` (a last line without a newline counts). */
+export function lineCount(b: Buffer): number {
+  let n = 0;
+  for (let i = b.indexOf(10); i !== -1; i = b.indexOf(10, i + 1)) n++;
+  return b.length > 0 && b[b.length - 1] !== 10 ? n + 1 : n;
+}
 
 function isBinary(b: Buffer): boolean {
   return b.subarray(0, 8000).includes(0);
@@ -29,7 +41,11 @@ export async function blobPage(_site: Site, repo: RepoTarget, tail: string): Pro
       ? html`<p class="pad muted">This file is too large to show (${humanSize(blob.size)}).</p>`
       : isBinary(blob.content)
         ? html`<p class="pad muted">Binary file (${humanSize(blob.size)}).</p>`
-        : renderCode(at.path, blob.content.toString('utf8'));
+        : lineCount(blob.content) > MAX_LINES
+          ? html`<p class="pad muted">
+              This file has ${lineCount(blob.content)} lines, too many to show here; see it raw.
+            </p>`
+          : renderCode(at.path, blob.content.toString('utf8'));
   return page(
     `${at.path} at ${at.ref}`,
     html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}

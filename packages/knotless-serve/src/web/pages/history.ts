@@ -4,6 +4,7 @@ import { html, href, page, pathHref, when, type SafeHtml } from '../html.ts';
 import { HttpError, type Site, type RepoTarget } from '../site.ts';
 import { commitLink, crumbs, refPath, repoHeader } from './common.ts';
 import { commitList } from './commits.ts';
+import { lineCount, MAX_LINES } from './blob.ts';
 
 const PER_PAGE = 50;
 /** Blame of a commit's file never changes: the last ones made are kept (files are at most 256 KiB). */
@@ -76,7 +77,9 @@ export async function blamePage(_site: Site, repo: RepoTarget, tail: string): Pr
   const { size } = await readBlob(repo.gitDir, at.oid, at.path, 0);
   const base = [repo.owner, repo.name];
   let body: SafeHtml;
-  if (size > MAX_BLAME)
+  const content =
+    size > MAX_BLAME ? undefined : (await readBlob(repo.gitDir, at.oid, at.path, MAX_BLAME)).content;
+  if (content === undefined || lineCount(content) > MAX_LINES)
     body = html`<p class="pad muted">This file is too large to blame here; clone to run git blame.</p>`;
   else {
     const { lines, commits } = await blames.through(`${repo.gitDir}\0${at.oid}\0${at.path}`, async () =>
