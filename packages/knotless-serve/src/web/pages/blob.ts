@@ -36,15 +36,15 @@ export async function blobPage(_site: Site, repo: RepoTarget, tail: string): Pro
   const blob = await readBlob(repo.gitDir, at.oid, at.path, MAX_SHOWN);
   const base = [repo.owner, repo.name];
   const at2 = `${at.ref}/${at.path}`;
+  // Counted once, for the limit and the sentence.
+  const lines = blob.content === undefined ? 0 : lineCount(blob.content);
   const body =
     blob.content === undefined
       ? html`<p class="pad muted">This file is too large to show (${humanSize(blob.size)}).</p>`
       : isBinary(blob.content)
         ? html`<p class="pad muted">Binary file (${humanSize(blob.size)}).</p>`
-        : lineCount(blob.content) > MAX_LINES
-          ? html`<p class="pad muted">
-              This file has ${lineCount(blob.content)} lines, too many to show here; see it raw.
-            </p>`
+        : lines > MAX_LINES
+          ? html`<p class="pad muted">This file has ${lines} lines, too many to show here; see it raw.</p>`
           : renderCode(at.path, blob.content.toString('utf8'));
   return page(
     `${at.path} at ${at.ref}`,

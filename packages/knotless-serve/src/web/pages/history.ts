@@ -74,11 +74,10 @@ export async function blamePage(_site: Site, repo: RepoTarget, tail: string): Pr
   const at = await refPath(repo, tail);
   if ((await pathType(repo.gitDir, at.oid, at.path)) !== 'blob')
     throw new HttpError(404, `No file ${at.path} at ${at.ref}.`);
-  const { size } = await readBlob(repo.gitDir, at.oid, at.path, 0);
   const base = [repo.owner, repo.name];
   let body: SafeHtml;
-  const content =
-    size > MAX_BLAME ? undefined : (await readBlob(repo.gitDir, at.oid, at.path, MAX_BLAME)).content;
+  // One read: the content when within the limit (readBlob leaves it out past `max`).
+  const { content } = await readBlob(repo.gitDir, at.oid, at.path, MAX_BLAME);
   if (content === undefined || lineCount(content) > MAX_LINES)
     body = html`<p class="pad muted">This file is too large to blame here; clone to run git blame.</p>`;
   else {
