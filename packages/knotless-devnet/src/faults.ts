@@ -17,6 +17,11 @@ export type Fault =
   | { kind: 'rate-limit'; retryAfter: number }
   /** Forward, then send the answer's headers and only its first `bytes` bytes, and cut the connection. */
   | { kind: 'cut'; bytes: number }
+  /**
+   * Forward (the request is carried out), then send the answer one byte every `everyMs`: a write
+   * that lands and whose answer ends later than the client's time limit.
+   */
+  | { kind: 'slow-answer'; everyMs: number }
   /** Answer 200 with these bytes, as a hostile or broken PDS would; nothing is forwarded. */
   | { kind: 'replace'; body: Uint8Array; contentType?: string }
   /**
@@ -155,6 +160,29 @@ export function answerFault(
     default:
       return undefined;
   }
+}
+
+/** Sends `up`'s answer on to `res` one byte every `everyMs`, stopping when the client leaves. */
+export function slowAnswer(up: http.IncomingMessage, res: http.ServerResponse, everyMs: number): void {
+  const chunks: Buffer[] = [];
+  up.on('data', (c: Buffer) => chunks.push(c));
+  up.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const headers = { ...up.headers, 'content-length': String(body.length) };
+    delete headers['transfer-encoding'];
+    res.writeHead(up.statusCode ?? 200, headers);
+    res.flushHeaders();
+    let sent = 0;
+    const timer = setInterval(() => {
+      if (res.destroyed) return clearInterval(timer);
+      res.write(body.subarray(sent, sent + 1));
+      if (++sent >= body.length) {
+        clearInterval(timer);
+        res.end();
+      }
+    }, everyMs);
+    res.on('close', () => clearInterval(timer));
+  });
 }
 
 /** Streams `total` body bytes as fast as the client takes them, stopping when it leaves. */

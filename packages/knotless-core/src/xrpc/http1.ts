@@ -68,6 +68,8 @@ export interface Http1Request {
   body: RequestBody;
   /** Most bytes the answer's body may have (the pool's default when absent); past it the answer is cut. */
   maxBytes?: number;
+  /** This request's time limit in ms, instead of the pool's (the agent applies its helper's). */
+  deadlineMs?: number;
   /** Abandons the request (the connection is destroyed) and rejects with the signal's reason. */
   signal?: AbortSignal;
   /**
@@ -223,6 +225,8 @@ export class Http1Pool {
       let head: ResponseHead | undefined;
       let decoder: BodyDecoder | undefined;
       const maxBytes = req.maxBytes ?? this.#maxBytes;
+      const deadlineMs = req.deadlineMs ?? this.#deadlineMs;
+      const idleMs = Math.min(this.#idleMs, deadlineMs);
       let settled = false;
       // Until the whole body is written the connection cannot carry another request.
       let sending = true;
@@ -250,7 +254,7 @@ export class Http1Pool {
         finish(
           head === undefined
             ? Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })
-            : cut(`silent for ${this.#idleMs / 1000} s`),
+            : cut(`silent for ${idleMs / 1000} s`),
           undefined,
           true,
         );
@@ -258,14 +262,14 @@ export class Http1Pool {
       const deadline = setTimeout(
         () =>
           finish(
-            Object.assign(new Error(`no complete answer within ${this.#deadlineMs / 1000} s`), {
+            Object.assign(new Error(`no complete answer within ${deadlineMs / 1000} s`), {
               code: 'EDEADLINE',
-              limit: this.#deadlineMs,
+              limit: deadlineMs,
             }),
             undefined,
             true,
           ),
-        this.#deadlineMs,
+        deadlineMs,
       );
       const onClose = (): void => {
         if (decoder?.end() === true) return complete(Buffer.alloc(0), false);
@@ -327,7 +331,7 @@ export class Http1Pool {
           finish(err as Error, undefined, err instanceof BodyTooLarge);
         }
       };
-      socket.setTimeout(this.#idleMs);
+      socket.setTimeout(idleMs);
       socket.ref();
       socket.on(BYTES, onData);
       socket.on('error', onError);

@@ -283,17 +283,23 @@ export async function startAgent(
             // Written before the connection reads on: the piece is a view of its read buffer.
             sink: (part) => new Promise<void>((resolve) => res.write(part, () => resolve())),
           };
+      // The helper's own time limit, so that a time-out is met and named as the helper would.
+      const limit = Number(req.headers['x-knotless-deadline']);
+      const deadlineMs = Number.isSafeInteger(limit) && limit > 0 ? limit : undefined;
       let out;
       try {
         // A ref write goes into the account's next group commit; anything else as it came.
         const grouped =
-          req.method === 'POST' && body instanceof Buffer ? group.accept(target, headers, body) : undefined;
+          req.method === 'POST' && body instanceof Buffer
+            ? group.accept(target, headers, body, deadlineMs)
+            : undefined;
         out = await (grouped ??
           ctx.transport.request(target, {
             method: req.method ?? 'GET',
             headers,
             body: body instanceof Buffer && body.length === 0 ? null : body,
             ...(maxBytes === undefined ? {} : { maxBytes }),
+            ...(deadlineMs === undefined ? {} : { deadlineMs }),
             ...stream,
           }));
       } catch (err) {
