@@ -26,7 +26,7 @@ function assertOneSentence(stderr: string): void {
 }
 
 describe('the warm agent killed while two pushes are in flight', () => {
-  it('every push lands and says ok, or says one sentence; a retry works; nothing acknowledged is lost', async () => {
+  it('every push lands and says ok, or says one sentence; a retry works; nothing acknowledged is lost', async (ctx) => {
     url = await createRepo();
     for (const branch of ['a', 'b']) {
       const dir = alice.dir();
@@ -73,6 +73,7 @@ describe('the warm agent killed while two pushes are in flight', () => {
         assert.ok(listed.includes(`${head}\trefs/heads/${branch}`), `${branch} lost ${head}:\n${listed}`);
     }
     // Pushes go on by themselves where nothing was written (directly, without the agent).
+    ctx.diagnostic(`${onTheirOwn} of ${DELAYS.length * 2} pushes landed without a retry`);
     assert.ok(onTheirOwn > 0, 'no push went on after the agent was killed');
   });
 });

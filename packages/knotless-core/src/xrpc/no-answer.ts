@@ -64,7 +64,7 @@ export function unreachable(err: NoAnswer): KnotlessError {
     const s = typeof err.limit === 'number' ? `${Math.round(err.limit / 1000)} s` : 'the time limit';
     return new KnotlessError(
       'pds-error',
-      `${url.origin} did not finish its answer to ${nsid} within ${s} (KNOTLESS_HTTP_TIMEOUT), so it was cut off; try again later, or raise KNOTLESS_HTTP_TIMEOUT on a slow link.`,
+      `${url.origin} did not finish its answer to ${nsid} within ${s}, so it was cut off; try again later, or raise KNOTLESS_HTTP_TIMEOUT on a slow link.`,
       { cause, reason: 'pds timed out', unsure },
     );
   }
