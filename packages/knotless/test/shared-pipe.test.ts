@@ -96,6 +96,40 @@ async function throughSlowReader(
   return { lines, code };
 }
 
+/**
+ * Runs the helper as git does, sends `list`, and reads the flags of its fds 0-2 from
+ * /proc/<pid>/fdinfo once it has answered (and warned) and waits for git's next line: Node puts the
+ * flags back when it exits, so they are read while it runs. Under git its stderr is git's own
+ * (`2>&1`: git's stdout too), so any change there is git's.
+ */
+async function flagsWhileListing(env: Record<string, string>): Promise<{ err: string; during: number[] }> {
+  const helper = spawn(process.execPath, [BIN_SCRIPTS['git-remote-knotless']!, 'origin', url], {
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const flags = (fd: number) => {
+    const info = fs.readFileSync(`/proc/${helper.pid}/fdinfo/${fd}`, 'utf8');
+    return parseInt(/^flags:\s*([0-7]+)/m.exec(info)![1]!, 8);
+  };
+  let out = '';
+  let err = '';
+  helper.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const answered = new Promise<void>((resolve) =>
+    helper.stdout.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      if (out.endsWith('\n\n')) resolve();
+    }),
+  );
+  const exited = new Promise((resolve) => helper.once('exit', resolve));
+  helper.stdin.write('list\n');
+  await answered;
+  const during = [0, 1, 2].map(flags);
+  helper.stdin.end();
+  await exited;
+  assert.equal(out.split('\n').filter((l) => l.includes(' refs/heads/')).length, REFS);
+  return { err, during };
+}
+
 /** The helper's warnings, which a bare repository does not print. */
 const warnings = (lines: string[]) => lines.filter((l) => l.startsWith('knotless: warning:'));
 const ours = (lines: string[]) => lines.filter((l) => !l.startsWith('knotless: warning:'));
@@ -146,37 +180,21 @@ for (const mode of ['without the agent', 'through the warm agent']) {
     });
 
     it('leaves its stdin, stdout and stderr as they were while it runs', async () => {
-      // Node puts the flags back when it exits, so they are read while the helper runs: from
-      // /proc/<pid>/fdinfo, once it has answered `list` (and warned) and waits for git's next line.
-      // Under git its stderr is git's own (`2>&1`: git's stdout too), so any change there is git's.
-      const helper = spawn(process.execPath, [BIN_SCRIPTS['git-remote-knotless']!, 'origin', url], {
-        env: alice.env,
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
-      const flags = (fd: number) => {
-        const info = fs.readFileSync(`/proc/${helper.pid}/fdinfo/${fd}`, 'utf8');
-        return parseInt(/^flags:\s*([0-7]+)/m.exec(info)![1]!, 8);
-      };
-      let out = '';
-      let err = '';
-      helper.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-      const answered = new Promise<void>((resolve) =>
-        helper.stdout.setEncoding('utf8').on('data', (d: string) => {
-          out += d;
-          if (out.endsWith('\n\n')) resolve();
-        }),
-      );
-      const exited = new Promise((resolve) => helper.once('exit', resolve));
-      helper.stdin.write('list\n');
-      await answered;
-      const during = [0, 1, 2].map(flags);
-      helper.stdin.end();
-      await exited;
+      const { err, during } = await flagsWhileListing(alice.env);
       assert.ok(warnings(err.split('\n')).length >= 1, err);
-      assert.equal(out.split('\n').filter((l) => l.includes(' refs/heads/')).length, REFS);
       // Node starts a child with blocking stdio: any O_NONBLOCK there now is the helper's doing.
       for (const fd of [0, 1, 2])
         assert.equal(during[fd]! & 0o4000, 0, `the helper made its fd ${fd} non-blocking`);
+    });
+
+    it("prints Node's own warnings without touching stderr either", async () => {
+      const plant = path.join(alice.dir(), 'warn.cjs');
+      fs.writeFileSync(plant, "setImmediate(() => process.emitWarning('planted', 'DeprecationWarning'));\n");
+      const env = { ...alice.env, NODE_OPTIONS: `--require ${plant}` };
+      const { err, during } = await flagsWhileListing(env);
+      for (const fd of [0, 1, 2])
+        assert.equal(during[fd]! & 0o4000, 0, `a warning made the helper's fd ${fd} non-blocking`);
+      assert.match(err, /^knotless: warning: DeprecationWarning: planted$/m);
     });
 
     it('clone prints what a clone of the bare repository prints', async () => {
