@@ -312,4 +312,16 @@ describe('issues, through the appview and directly', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   });
+
+  it("suggests repo create only to the account itself, not to someone listing another's", async () => {
+    const theirs = await alice.knotless('repo', 'list', 'carol.test');
+    assert.equal(theirs.code, 0, theirs.stderr);
+    assert.equal(theirs.stderr.trim(), 'carol.test has no repositories yet.');
+    const own = await carol.knotless('repo', 'list');
+    assert.equal(own.code, 0, own.stderr);
+    assert.match(
+      own.stderr,
+      /carol\.test has no repositories yet; create one with `knotless repo create <name>`/,
+    );
+  });
 });
