@@ -100,6 +100,7 @@ export async function startAppview(
       config: { cacheDir: path.join(config.dataDir, 'forge-cache'), maxObjectBytes: config.maxPackBytes },
     },
     transport,
+    dev: config.dev,
     secure: publicUrl.startsWith('https://'),
   };
 

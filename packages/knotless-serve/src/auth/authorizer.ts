@@ -26,6 +26,7 @@ export async function readerAuth(
   did: string,
   handle: string,
   transport: Transport,
+  onEnded: (did: string) => Promise<void>,
 ): Promise<ReaderAuth> {
   let session: Session;
   try {
@@ -38,8 +39,12 @@ export async function readerAuth(
   return {
     session: { did, handle, pds: pdsOrigin },
     headers: () => Promise.resolve({}),
-    // The library already refreshed and retried once: a refusal after that stands.
-    renew: () => Promise.resolve(false),
+    // The library already refreshed and retried once: a token still refused is a sign-in that is
+    // over (revoked at the PDS, or expired for good). Its browser sessions end with it.
+    async renew() {
+      await onEnded(did);
+      throw signedOut();
+    },
     async send(url: URL, init: HttpRequest): Promise<HttpResponse> {
       if (url.origin !== pdsOrigin) return transport.request(url, init);
       let res: Response;

@@ -151,7 +151,7 @@ export async function makeSignIn(opts: {
     : oauth.atprotoLoopbackClientMetadata(
         oauth.buildAtprotoLoopbackClientId({
           scope: KNOTLESS_OAUTH_SCOPE,
-          redirect_uris: [redirectUri as `http://127.0.0.1${string}`],
+          redirect_uris: [redirectUri],
         }),
       );
   const client = new oauth.NodeOAuthClient({

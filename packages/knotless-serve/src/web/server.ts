@@ -111,7 +111,16 @@ async function route(
     await handlePost(site, req, res, segs, (actor, name) => findRepo(site, actor, name));
     return undefined;
   }
-  if (segs.length === 2 && segs[0] === '-' && segs[1] === 'signin') return signInPage(site);
+  if (segs.length === 2 && segs[0] === '-' && segs[1] === 'signin') {
+    // The one form whose answer leaves this site: the redirect to the reader's PDS (any https
+    // server; on the dev network, plain http on this machine). Every other page keeps 'self'.
+    const pds = site.dev ? "'self' https: http:" : "'self' https:";
+    const csp = HTML_HEADERS['content-security-policy'].replace("form-action 'self'", `form-action ${pds}`);
+    res
+      .writeHead(200, { ...HTML_HEADERS, 'content-security-policy': csp, 'cache-control': 'no-store' })
+      .end(req.method === 'HEAD' ? undefined : signInPage(site));
+    return undefined;
+  }
   if (segs.length === 0) return homePage(site, url.searchParams.get('q') ?? '');
   const [actor, rawName, view, ...rest] = segs as [
     string,

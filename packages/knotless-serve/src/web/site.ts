@@ -26,6 +26,8 @@ export interface Site {
   /** What the core's forge operations are handed: clients over `transport`, the caches' place. */
   forge: ForgeServices;
   transport: Transport;
+  /** Dev mode: loopback and private addresses allowed. */
+  dev: boolean;
   /** True behind https: cookies are Secure. */
   secure: boolean;
 }

@@ -13,7 +13,9 @@ import { HttpError, type Site } from '../site.ts';
 /** The reader's OAuth session as a writer for the core's operations. */
 export async function writerFor(site: Site, viewer: Viewer): Promise<ReaderAuth> {
   if (site.signIn === undefined) throw new HttpError(404, 'Sign-in is not set up on this appview.');
-  return readerAuth(site.signIn.oauth, site.signIn.client, viewer.did, viewer.handle, site.transport);
+  return readerAuth(site.signIn.oauth, site.signIn.client, viewer.did, viewer.handle, site.transport, (did) =>
+    site.sessions.endAll(did),
+  );
 }
 
 /** The core's record store, reading and writing through the appview's transport. */
