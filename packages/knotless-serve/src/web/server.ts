@@ -116,9 +116,10 @@ async function route(
     // server; on the dev network, plain http on this machine). Every other page keeps 'self'.
     const pds = site.dev ? "'self' https: http:" : "'self' https:";
     const csp = HTML_HEADERS['content-security-policy'].replace("form-action 'self'", `form-action ${pds}`);
+    const body = signInPage(site);
     res
       .writeHead(200, { ...HTML_HEADERS, 'content-security-policy': csp, 'cache-control': 'no-store' })
-      .end(req.method === 'HEAD' ? undefined : signInPage(site));
+      .end(req.method === 'HEAD' ? undefined : body);
     return undefined;
   }
   if (segs.length === 0) return homePage(site, url.searchParams.get('q') ?? '');
