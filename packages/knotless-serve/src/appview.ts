@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { XrpcClient, safeText } from 'knotless-core';
-import { makeSignIn } from './auth/oauth.ts';
+import { makeSignIn, type SignIn } from './auth/oauth.ts';
 import { loadServerKey } from './auth/server-key.ts';
 import { WebSessions } from './auth/web-sessions.ts';
 import type { ServeConfig } from './config.ts';
@@ -72,17 +72,25 @@ export async function startAppview(
   });
   const publicUrl = (config.publicUrl ?? url).replace(/\/+$/, '');
   const key = loadServerKey(config.oauthKeyFile, config.dataDir, config.dev);
-  const signIn =
-    key === undefined
-      ? undefined
-      : await makeSignIn({
-          publicUrl,
-          key,
-          index,
-          identities,
-          fetch: guardedFetch(config.dev, { totalMs: config.fetchTimeoutMs, idleMs: config.fetchIdleMs }),
-          dev: config.dev,
-        });
+  let signIn: SignIn | undefined;
+  try {
+    signIn =
+      key === undefined
+        ? undefined
+        : await makeSignIn({
+            publicUrl,
+            key,
+            index,
+            identities,
+            fetch: guardedFetch(config.dev, { totalMs: config.fetchTimeoutMs, idleMs: config.fetchIdleMs }),
+            dev: config.dev,
+          });
+  } catch (err) {
+    // An operator who configured a key asked for sign-in: starting without it would hide that.
+    // The dev network's own key only offers it, where the address allows.
+    if (config.oauthKeyFile !== undefined) throw err;
+    log(`sign-in is off: ${String(err)}`);
+  }
   const site: Site = {
     index,
     mirror,
