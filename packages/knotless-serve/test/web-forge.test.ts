@@ -181,6 +181,39 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     assert.equal((await listOwn(t, 'bob.test', 'dev.knotless.pull.status')).length, 0);
   });
 
+  it("close and reopen under the authority rule, and the owner's labels, each in its writer's account", async () => {
+    await as('bob');
+    await page.goto(`${app.url}${issuePath}`);
+    assert.equal(await page.getByLabel('Labels').count(), 0, 'only the owner is offered labels');
+    const labels = await page.request.post(`${app.url}${issuePath}/labels`, {
+      form: { csrf: await csrfOnPage(), labels: 'mine' },
+      maxRedirects: 0,
+    });
+    assert.equal(labels.status(), 403);
+    assert.match(
+      await labels.text(),
+      /Only alice\.test\/site&#39;s owner can label its issues; you are bob\.test\./,
+    );
+    await page.getByRole('button', { name: 'Close' }).click();
+    await page.locator('.st-closed').first().waitFor();
+    const bobs = await listOwn(t, 'bob.test', 'dev.knotless.issue.state');
+    assert.deepEqual(
+      bobs.map((r) => r.value['state']),
+      ['closed'],
+    );
+    await as('alice');
+    await page.goto(`${app.url}${issuePath}`);
+    await page.getByLabel('Labels').fill('bug, docs');
+    await page.getByRole('button', { name: 'Save labels' }).click();
+    await page.locator('span.pill', { hasText: 'docs' }).first().waitFor();
+    await page.getByRole('button', { name: 'Reopen' }).click();
+    await page.locator('.st-open').first().waitFor();
+    await checkPage(page, cspErrors, 'issue page, signed in as the owner');
+    const alices = await listOwn(t, 'alice.test', 'dev.knotless.issue.state');
+    assert.deepEqual(alices.map((r) => r.value['state']).sort(), ['closed', 'open']);
+    for (const r of alices) assert.deepEqual(r.value['labels'], ['bug', 'docs']);
+  });
+
   it("signing out revokes the tokens: a kept copy of bob's session is refused by his PDS", async () => {
     await as('bob');
     await page.goto(`${app.url}${issuePath}`);

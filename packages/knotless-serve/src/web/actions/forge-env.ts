@@ -1,5 +1,6 @@
 // What the forge's browser actions share: the reader's writer, repositories as the core's
 // RemoteRepo, records checked as the index checks them, failures as one sentence with a status.
+import type http from 'node:http';
 import { KnotlessError } from 'knotless-core/errors';
 import { writeRecord } from 'knotless-core/forge/records';
 import { ForgeStore } from 'knotless-core/forge/store';
@@ -97,4 +98,27 @@ export async function untilIndexed(check: () => Promise<boolean>): Promise<void>
     if (await check()) return;
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+export type Form = URLSearchParams;
+
+export interface ItemRef {
+  kind: 'issues' | 'pulls';
+  did: string;
+  rkey: string;
+  uri: string;
+  state: string;
+  labels: string[];
+  page: string;
+}
+
+/** A required text field, trimmed; a sentence when it is missing. */
+export function field(form: Form, name: string, what: string): string {
+  const v = (form.get(name) ?? '').trim();
+  if (v === '') throw new HttpError(400, `Give ${what}.`);
+  return v;
+}
+
+export function seeOther(res: http.ServerResponse, location: string): void {
+  res.writeHead(303, { location, 'cache-control': 'no-store' }).end();
 }

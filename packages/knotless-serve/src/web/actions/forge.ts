@@ -2,26 +2,13 @@
 // would, into the reader's own account, through the core's operations and with the CLI's checks.
 import type http from 'node:http';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
-import { mergePull } from 'knotless-core/forge/merge';
 import { makeRound, branchOf } from 'knotless-core/forge/packs';
-import {
-  COMMENT,
-  ISSUE,
-  ISSUE_STATE,
-  PULL,
-  PULL_STATUS,
-  atUri,
-  isValidBranch,
-  repoUri,
-  type PullRecord,
-} from 'knotless-core/forge/records';
-import { checkStateWrite, stateRecord } from 'knotless-core/forge/state-write';
-import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
+import { COMMENT, ISSUE, PULL, atUri, isValidBranch, repoUri } from 'knotless-core/forge/records';
 import { isValidRepoName } from 'knotless-core/records/name';
 import type { Viewer } from '../../auth/web-sessions.ts';
-import { forgeRecordOf } from '../../ingest/forge-records.ts';
 import { href } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
+import { merge, setLabels, setState } from './decide.ts';
 import {
   asPage,
   checkedRecord,
@@ -30,24 +17,15 @@ import {
   remoteRepo,
   untilIndexed,
   writerFor,
+  field,
+  seeOther,
+  type Form,
+  type ItemRef,
 } from './forge-env.ts';
-
-type Form = URLSearchParams;
-
-/** A required text field, trimmed; a sentence when it is missing. */
-function field(form: Form, name: string, what: string): string {
-  const v = (form.get(name) ?? '').trim();
-  if (v === '') throw new HttpError(400, `Give ${what}.`);
-  return v;
-}
 
 function optional(form: Form, name: string): string | undefined {
   const v = (form.get(name) ?? '').trim();
   return v === '' ? undefined : v;
-}
-
-function seeOther(res: http.ServerResponse, location: string): void {
-  res.writeHead(303, { location, 'cache-control': 'no-store' }).end();
 }
 
 /** Dispatches a POST under `/<owner>/<repo>/`; `rest` is the path after it. */
@@ -67,20 +45,11 @@ export async function forgeAction(
       const item = await itemOf(site, repo, kind, a, b);
       if (verb === 'comment') return comment(site, viewer, repo, item, form, res);
       if (verb === 'state') return setState(site, viewer, repo, item, form, res);
+      if (verb === 'labels') return setLabels(site, viewer, repo, item, form, res);
       if (verb === 'merge' && kind === 'pulls') return merge(site, viewer, repo, item, form, res);
     }
     throw new HttpError(404, 'No such action.');
   });
-}
-
-interface ItemRef {
-  kind: 'issues' | 'pulls';
-  did: string;
-  rkey: string;
-  uri: string;
-  state: string;
-  labels: string[];
-  page: string;
 }
 
 async function itemOf(
@@ -159,120 +128,6 @@ async function comment(
     ),
   );
   seeOther(res, `${item.page}#comments`);
-}
-
-/** The state record of a close or reopen, when the authority rule lets the reader write it. */
-async function writeState(
-  site: Site,
-  viewer: Viewer,
-  repo: RepoTarget,
-  item: ItemRef,
-  state: string,
-  extra: Record<string, unknown> = {},
-): Promise<void> {
-  const pulls = item.kind === 'pulls';
-  checkStateWrite({
-    me: viewer.did,
-    myName: viewer.handle,
-    owner: repo.did,
-    label: `${repo.owner}/${repo.name}`,
-    author: item.did,
-    current: item.state,
-    authorMay: pulls ? PULL_AUTHOR_MAY : ISSUE_AUTHOR_MAY,
-    noun: pulls ? 'pull request' : 'issue',
-    state,
-    id: `${item.did}/${item.rkey}`,
-  });
-  const collection = pulls ? PULL_STATUS : ISSUE_STATE;
-  const keep = viewer.did === repo.did ? item.labels : [];
-  const record = checkedRecord(collection, stateRecord(pulls ? 'pr' : 'issue', item.uri, state, keep, extra));
-  const auth = await writerFor(site, viewer);
-  await forgeStore(site).create(auth, collection, record);
-}
-
-async function untilState(site: Site, item: ItemRef, state: string): Promise<void> {
-  await untilIndexed(async () => {
-    const row =
-      item.kind === 'issues'
-        ? await site.index.forge.issue(item.did, item.rkey)
-        : await site.index.forge.pull(item.did, item.rkey);
-    return row?.state === state;
-  });
-}
-
-async function setState(
-  site: Site,
-  viewer: Viewer,
-  repo: RepoTarget,
-  item: ItemRef,
-  form: Form,
-  res: http.ServerResponse,
-) {
-  const state = form.get('state');
-  if (state !== 'open' && state !== 'closed') throw new HttpError(400, 'A state is open or closed.');
-  if (item.state === 'merged')
-    throw new HttpError(409, 'This pull request is merged; there is nothing to change.');
-  if (item.state !== state) {
-    await writeState(site, viewer, repo, item, state);
-    await untilState(site, item, state);
-  }
-  seeOther(res, item.page);
-}
-
-/**
- * The owner merges the pull request's last round, the one the page showed (`head`): a round added
- * since is not merged unseen. The core's merge builds the result from the repository's packs and
- * the round's pack, uploads the new pack to the owner's PDS and moves the branch with
- * compare-and-swap; then the merged status goes into the owner's account.
- */
-async function merge(
-  site: Site,
-  viewer: Viewer,
-  repo: RepoTarget,
-  item: ItemRef,
-  form: Form,
-  res: http.ServerResponse,
-) {
-  const reviewed = field(form, 'head', 'the reviewed head');
-  // Refused before any work: only the owner merges (the same rule a status record is written under).
-  checkStateWrite({
-    me: viewer.did,
-    myName: viewer.handle,
-    owner: repo.did,
-    label: `${repo.owner}/${repo.name}`,
-    author: item.did,
-    current: item.state,
-    authorMay: PULL_AUTHOR_MAY,
-    noun: 'pull request',
-    state: 'merged',
-    id: `${item.did}/${item.rkey}`,
-  });
-  if (item.state !== 'open')
-    throw new HttpError(409, `This pull request is ${item.state}; only an open one merges.`);
-  const author = await identityOf(site, item.did);
-  const raw = await forgeStore(site).getRaw(author, PULL, item.rkey);
-  if (raw === undefined) throw new HttpError(404, "The pull request is no longer in its author's account.");
-  forgeRecordOf(PULL, raw.value);
-  const pull = raw.value as PullRecord;
-  const last = pull.rounds[pull.rounds.length - 1]!;
-  if (last.head !== reviewed)
-    throw new HttpError(
-      409,
-      'The pull request has a new round since this page was loaded; review it and merge again.',
-    );
-  const owner = await identityOf(site, repo.did);
-  const auth = await writerFor(site, viewer);
-  const result = await mergePull(site.forge, {
-    target: remoteRepo(site, owner, repo.name),
-    auth,
-    author,
-    pull,
-    id: `${item.did}/${item.rkey}`,
-    method: 'merge',
-  });
-  await writeState(site, viewer, repo, item, 'merged', { merged: result.after });
-  await untilState(site, item, 'merged');
-  seeOther(res, item.page);
 }
 
 /**

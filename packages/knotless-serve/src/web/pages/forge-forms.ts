@@ -7,7 +7,7 @@ import { signInOffered, viewer } from '../viewer.ts';
 
 function signInHint(what: string): SafeHtml {
   return signInOffered() && viewer() === undefined
-    ? html`<p class="muted"><a href="/-/signin">Sign in</a> to ${what}.</p>`
+    ? html`<p class="muted"><a class="u" href="/-/signin">Sign in</a> to ${what}.</p>`
     : html``;
 }
 
@@ -83,5 +83,17 @@ export function newPullForm(repo: RepoTarget, base: string, head: string, title:
     <label for="pull-body">Description</label>
     <textarea id="pull-body" name="body" rows="5"></textarea>
     <p><button type="submit">Open pull request</button></p>
+  </form>`;
+}
+
+/** The owner's labels: the whole list, comma-separated (only the owner's labels count). */
+export function labelsForm(repo: RepoTarget, base: string, labels: string[]): SafeHtml {
+  const v = viewer();
+  if (v === undefined || v.did !== repo.did) return html``;
+  return html`<form class="inline" method="post" action="${base}/labels">
+    ${csrfField()}
+    <label for="labels">Labels</label>
+    <input id="labels" name="labels" value="${labels.join(', ')}" placeholder="bug, docs" />
+    <button type="submit">Save labels</button>
   </form>`;
 }

@@ -2,7 +2,7 @@ import type { IssueRow } from '../../db/forge-store.ts';
 import { html, href, page, when } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { repoHeader } from './common.ts';
-import { commentForm, newIssueForm, stateForm } from './forge-forms.ts';
+import { commentForm, labelsForm, newIssueForm, stateForm } from './forge-forms.ts';
 import { authorDid, authorLink, commentList, itemListPage, statePill, userText } from './forge-common.ts';
 
 function issueHref(repo: RepoTarget, i: Pick<IssueRow, 'did' | 'rkey'>): string {
@@ -53,7 +53,10 @@ export async function issuePage(site: Site, repo: RepoTarget, author: string, rk
       </p>
       <div class="box">${userText(issue.body)}</div>
       ${commentList(comments)} ${commentForm(`${self}/comment`)}
-      <p>${stateForm(repo, self, issue.did, issue.state)}</p>
+      <p>
+        ${stateForm(repo, self, issue.did, issue.state)}
+        ${labelsForm(repo, self, JSON.parse(issue.labels) as string[])}
+      </p>
       <p class="muted">
         Or comment with
         <span class="mono">knotless issue comment ${repo.owner}/${repo.name} ${id} --body …</span>

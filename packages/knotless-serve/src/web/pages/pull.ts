@@ -9,7 +9,7 @@ import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { commitLink, repoHeader, short } from './common.ts';
 import { pagedDiff } from './commit.ts';
 import { commitList } from './commits.ts';
-import { commentForm, mergeForm, stateForm } from './forge-forms.ts';
+import { commentForm, labelsForm, mergeForm, stateForm } from './forge-forms.ts';
 import { authorDid, authorLink, commentList, statePill, userText } from './forge-common.ts';
 import { pullHref } from './pulls.ts';
 
@@ -161,6 +161,7 @@ export async function pullPage(
       <p>
         ${mergeForm(repo, self, pull.state, rounds[rounds.length - 1]?.head)}
         ${stateForm(repo, self, pull.did, pull.state)}
+        ${labelsForm(repo, self, JSON.parse(pull.labels) as string[])}
       </p>
       <p class="muted">
         Or comment with
