@@ -7,6 +7,7 @@ import { COMMENT, checkToWrite, parseComment, repoUri, writeRecord } from '../..
 import { decide } from 'knotless-core/records/forge-authority';
 import { newTid } from '../../forge/store.ts';
 import { findItem, reader, type CommentItem, type Item, type Reader } from '../../forge/subjects.ts';
+import { checkStateWrite, stateRecord } from 'knotless-core/forge/state-write';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -194,21 +195,20 @@ export async function writeState<R extends Base>(
   extra: Record<string, unknown> = {},
   expect: string = state,
 ): Promise<void> {
-  const me = auth.session.did;
-  const isOwner = me === target.owner.did;
-  if (!isOwner && !(me === item.did && kind.authorMay.includes(state)))
-    throw new KnotlessError(
-      'permission-denied',
-      `Only ${target.label}'s owner${kind.authorMay.includes(state) ? ` or the ${kind.noun}'s author` : ''} can ${state === 'open' ? 'reopen' : state === 'merged' ? 'merge' : 'close'} it; you are ${safeText(auth.session.handle)}.`,
-    );
-  if (!isOwner && item.state === 'merged')
-    throw new KnotlessError(
-      'usage',
-      `${safeText(item.id)} is merged; only ${target.label}'s owner can change that.`,
-    );
-  const field = kind.word === 'pr' ? { pull: item.uri, status: state } : { issue: item.uri, state };
-  const labels = isOwner && item.labels.length > 0 ? { labels: item.labels } : {};
-  const record = { ...field, ...extra, ...labels, createdAt: new Date().toISOString() };
+  const isOwner = auth.session.did === target.owner.did;
+  checkStateWrite({
+    me: auth.session.did,
+    myName: auth.session.handle,
+    owner: target.owner.did,
+    label: target.label,
+    author: item.did,
+    current: item.state,
+    authorMay: kind.authorMay,
+    noun: kind.noun,
+    state,
+    id: item.id,
+  });
+  const record = stateRecord(kind.word, item.uri, state, isOwner ? item.labels : [], extra);
   await checkToWrite(kind.parseState, writeRecord(kind.stateCollection, record), `${kind.noun}'s state`);
   const rkey = newTid();
   // Decided again with this record among the others: one the rule would outrank is never written.
