@@ -5,7 +5,7 @@ import { KnotlessError } from 'knotless-core/errors';
 import type { Kind } from '../../forge/kinds.ts';
 import { COMMENT, checkToWrite, parseComment, repoUri, writeRecord } from '../../forge/records.ts';
 import { decide } from 'knotless-core/records/forge-authority';
-import { newTid } from '../../forge/store.ts';
+import { newTid } from 'knotless-core/forge/store';
 import { findItem, reader, type CommentItem, type Item, type Reader } from '../../forge/subjects.ts';
 import { checkStateWrite, stateRecord } from 'knotless-core/forge/state-write';
 import type { Identity } from 'knotless-core/identity/resolver';
@@ -208,12 +208,14 @@ export async function writeState<R extends Base>(
     state,
     id: item.id,
   });
+  const me = auth.session.did;
   const record = stateRecord(kind.word, item.uri, state, isOwner ? item.labels : [], extra);
+  const createdAt = String(record.createdAt);
   await checkToWrite(kind.parseState, writeRecord(kind.stateCollection, record), `${kind.noun}'s state`);
   const rkey = newTid();
   // Decided again with this record among the others: one the rule would outrank is never written.
   const next = decide(
-    [...(item.decisions ?? []), { by: me, rkey, state, createdAt: record.createdAt }],
+    [...(item.decisions ?? []), { by: me, rkey, state, createdAt }],
     target.owner.did,
     item.did,
     kind.authorMay,
