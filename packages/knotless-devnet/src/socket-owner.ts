@@ -1,4 +1,6 @@
 import fs from 'node:fs/promises';
+import type http from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 
 /**
  * Which of `pids` holds the client end of the loopback TCP connection from `clientPort` to
@@ -43,4 +45,45 @@ async function socketInode(local: number, remote: number): Promise<string | unde
     }
   }
   return undefined;
+}
+
+/** A request an HTTP server received, with which watched process sent it. */
+export interface OwnedRequest {
+  method: string;
+  path: string;
+  /** One of the watched pids, or undefined: none of them holds the connection. */
+  pid: number | undefined;
+}
+
+/**
+ * Logs every request `server` (on loopback, in this process) receives from now on, with which of
+ * `pids()` sent it: each connection is looked up once, at its first request, while its client waits
+ * for the answer. `settled()` waits for the lookups still running and returns the log.
+ */
+export function watchRequests(
+  server: http.Server,
+  pids: () => number[],
+): { settled(): Promise<OwnedRequest[]>; stop(): void } {
+  const port = (server.address() as AddressInfo).port;
+  const owners = new WeakMap<Socket, Promise<number | undefined>>();
+  const log: OwnedRequest[] = [];
+  const pending: Array<Promise<unknown>> = [];
+  const onRequest = (req: http.IncomingMessage): void => {
+    const entry: OwnedRequest = { method: req.method ?? 'GET', path: req.url ?? '/', pid: undefined };
+    log.push(entry);
+    let owner = owners.get(req.socket);
+    if (owner === undefined) {
+      owner = connectionOwner(req.socket.remotePort!, port, pids());
+      owners.set(req.socket, owner);
+    }
+    pending.push(owner.then((pid) => (entry.pid = pid)));
+  };
+  server.on('request', onRequest);
+  return {
+    settled: async () => {
+      await Promise.all(pending);
+      return log;
+    },
+    stop: () => server.off('request', onRequest),
+  };
 }
