@@ -122,30 +122,46 @@ export class IdentityResolver {
   /** The DID a handle resolves to (DNS or https for real handles), or undefined when it resolves to none. */
   async #lookupHandle(mod: IdResolverModule, handle: string): Promise<string | undefined> {
     const did = handle.endsWith('.test')
-      ? await this.#lookupDevHandle(handle)
+      ? await this.#lookupDevHandle(mod, handle)
       : await this.#idResolver(mod).handle.resolve(handle);
     // What a DNS record or a server says is checked before it reaches a message or a request.
     const { isValidDid } = await import('@atproto/syntax');
     return did !== undefined && isValidDid(did) ? did : undefined;
   }
 
-  /** `.test` handles have no DNS: the dev network's PDS answers for them. */
-  async #lookupDevHandle(handle: string): Promise<string | undefined> {
-    const pds = this.#config.devPds ?? this.#config.service;
-    if (pds === undefined) {
-      throw new KnotlessError(
-        'unknown-handle',
-        `${handle} is a dev-network handle; source the env file that \`knotless dev\` wrote (it sets KNOTLESS_DEV_PDS) and try again.`,
-      );
+  /**
+   * `.test` handles have no DNS: the dev network's PDSes answer for them, each for the accounts it
+   * holds, so each is asked. A PDS an account moved away from still answers with its DID, under the
+   * handle it had there: when the PDSes disagree, the DID whose document claims the handle wins
+   * (the caller checks that again either way).
+   */
+  async #lookupDevHandle(mod: IdResolverModule, handle: string): Promise<string | undefined> {
+    const pdses = this.#config.devPdses.length > 0 ? this.#config.devPdses : [this.#config.service];
+    const { isValidDid } = await import('@atproto/syntax');
+    const candidates = new Set<string>();
+    for (const pds of pdses) {
+      if (pds === undefined) {
+        throw new KnotlessError(
+          'unknown-handle',
+          `${handle} is a dev-network handle; source the env file that \`knotless dev\` wrote (it sets KNOTLESS_DEV_PDS) and try again.`,
+        );
+      }
+      const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
+      try {
+        const { did } = await client.query<{ did: unknown }>('com.atproto.identity.resolveHandle', {
+          handle,
+        });
+        if (typeof did === 'string' && isValidDid(did)) candidates.add(did);
+      } catch (err) {
+        if (!(err instanceof XrpcError && err.status === 400)) throw err;
+      }
     }
-    const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
-    try {
-      const { did } = await client.query<{ did: unknown }>('com.atproto.identity.resolveHandle', { handle });
-      return typeof did === 'string' ? did : undefined;
-    } catch (err) {
-      if (err instanceof XrpcError && err.status === 400) return undefined;
-      throw err;
+    if (candidates.size <= 1) return [...candidates][0];
+    for (const did of candidates) {
+      const { claimed } = await this.#resolveDid(mod, did);
+      if (claimed?.toLowerCase() === handle) return did;
     }
+    return [...candidates][0];
   }
 
   /** A DID's PDS and the handle its document claims (unverified: the caller checks it). */
