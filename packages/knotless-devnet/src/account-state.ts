@@ -1,3 +1,5 @@
+import path from 'node:path';
+import Database from 'better-sqlite3';
 import type { AttachedNetwork } from './attach.ts';
 import { NetworkError, pdsInDocument, type NetworkPds } from './network.ts';
 
@@ -19,19 +21,25 @@ async function post(pds: string, nsid: string, auth: string, body?: unknown): Pr
   return text === '' ? undefined : (JSON.parse(text) as unknown);
 }
 
-/** The DID of a handle (or a DID) of this network: each PDS answers for the accounts it holds. */
+/**
+ * The DID of a handle (or a DID) of this network. Read from the PDSes' account databases, as their
+ * operator can, since a PDS resolves no handle of an account it holds deactivated or taken down;
+ * a PDS the account left still holds it under its old handle, so the DID document decides.
+ */
 export async function didOf(net: AttachedNetwork, account: string): Promise<string> {
   if (account.startsWith('did:')) return account;
   for (const p of net.pdses) {
-    const res = await fetch(
-      `${p.url}/xrpc/com.atproto.identity.resolveHandle?handle=${encodeURIComponent(account)}`,
-    );
-    if (!res.ok) continue;
-    const { did } = (await res.json()) as { did: string };
-    // A PDS the account left still answers with the handle it had there: the document decides.
-    const doc = await fetch(`${net.plcUrl}/${encodeURIComponent(did)}/data`);
+    const db = new Database(path.join(p.dataDir, 'account.sqlite'), { readonly: true, fileMustExist: true });
+    let row: { did: string } | undefined;
+    try {
+      row = db.prepare('SELECT did FROM actor WHERE handle = ?').get(account.toLowerCase()) as typeof row;
+    } finally {
+      db.close();
+    }
+    if (row === undefined) continue;
+    const doc = await fetch(`${net.plcUrl}/${encodeURIComponent(row.did)}/data`);
     const data = doc.ok ? ((await doc.json()) as { alsoKnownAs?: string[] }) : {};
-    if (data.alsoKnownAs?.includes(`at://${account}`) === true) return did;
+    if (data.alsoKnownAs?.includes(`at://${account.toLowerCase()}`) === true) return row.did;
   }
   throw new NetworkError(`${account} is no account of this network.`);
 }

@@ -5,6 +5,7 @@ import { KnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
+import { inactiveAccount } from './inactive.ts';
 
 /** A resolved account: its DID, its verified handle, and the PDS that hosts it. */
 export type Identity = CachedIdentity;
@@ -156,12 +157,32 @@ export class IdentityResolver {
         if (!(err instanceof XrpcError && err.status === 400)) throw err;
       }
     }
+    if (candidates.size === 0) await this.#inactiveDevHandle(pdses, handle);
     if (candidates.size <= 1) return [...candidates][0];
     for (const did of candidates) {
       const { claimed } = await this.#resolveDid(mod, did);
       if (claimed?.toLowerCase() === handle) return did;
     }
     return [...candidates][0];
+  }
+
+  /**
+   * A PDS resolves no handle of an account it holds deactivated or taken down, but still says so of
+   * its repository (describeRepo takes a handle): then the user is told what became of the account,
+   * not to check the handle's spelling.
+   */
+  async #inactiveDevHandle(pdses: Array<string | undefined>, handle: string): Promise<void> {
+    for (const pds of pdses) {
+      if (pds === undefined) continue;
+      const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
+      try {
+        await client.query('com.atproto.repo.describeRepo', { repo: handle });
+      } catch (err) {
+        if (!(err instanceof XrpcError)) throw err;
+        if (err.error === 'RepoDeactivated') throw inactiveAccount(handle, pds, 'deactivated');
+        if (err.error === 'RepoTakendown') throw inactiveAccount(handle, pds, 'takendown');
+      }
+    }
   }
 
   /** A DID's PDS and the handle its document claims (unverified: the caller checks it). */
