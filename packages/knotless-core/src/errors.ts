@@ -27,6 +27,7 @@ export const ErrorCodes = [
   'remote-changed',
   'merge-conflict',
   'not-found',
+  'account-inactive',
 ] as const;
 
 /** A stable identifier for one kind of failure. */
@@ -78,6 +79,7 @@ export type OwnReason =
   | 'not found'
   | 'login failed'
   | 'scope missing'
+  | 'account not active'
   | 'git failed'
   | 'sha-256 repository'
   | 'no such object'
@@ -116,6 +118,7 @@ const REASONS: Record<ErrorCode, OwnReason> = {
   'not-found': 'not found',
   'login-failed': 'login failed',
   'scope-missing': 'scope missing',
+  'account-inactive': 'account not active',
 };
 
 /** A failure the user can understand and act on. */
