@@ -27,6 +27,7 @@ export const ErrorCodes = [
   'remote-changed',
   'merge-conflict',
   'not-found',
+  'no-key',
 ] as const;
 
 /** A stable identifier for one kind of failure. */
@@ -76,6 +77,7 @@ export type OwnReason =
   | 'remote changed'
   | 'merge conflict'
   | 'not found'
+  | 'no key'
   | 'login failed'
   | 'scope missing'
   | 'git failed'
@@ -114,6 +116,7 @@ const REASONS: Record<ErrorCode, OwnReason> = {
   'remote-changed': 'remote changed',
   'merge-conflict': 'merge conflict',
   'not-found': 'not found',
+  'no-key': 'no key',
   'login-failed': 'login failed',
   'scope-missing': 'scope missing',
 };

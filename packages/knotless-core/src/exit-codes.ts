@@ -27,6 +27,7 @@ export const EXIT_CODES: Record<ErrorCode, number> = {
   'remote-changed': 15,
   'merge-conflict': 16,
   'not-found': 17,
+  'no-key': 18,
   cancelled: 130,
 };
 

@@ -6,6 +6,7 @@ import { KnotlessError } from 'knotless-core/errors';
 import { IdentityResolver, type Identity } from 'knotless-core/identity/resolver';
 import { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { RepoRecords } from 'knotless-core/records/repo-records';
+import { privacyOpener } from 'knotless-core/private/open';
 import { transportFor, type Transport } from 'knotless-core/xrpc/transport';
 import { XrpcClient, type Authorizer } from 'knotless-core/xrpc/client';
 
@@ -74,11 +75,13 @@ export class Context {
 
   /** One repository's ref records on its owner's PDS, read and written through this context's clients. */
   remoteRepo(owner: Identity, name: string, warn: (message: string) => void): RemoteRepo {
+    const reader = this.client(owner.pds);
     return new RemoteRepo(
-      { reader: this.client(owner.pds), writer: (auth) => this.client(owner.pds, auth) },
+      { reader, writer: (auth) => this.client(owner.pds, auth) },
       owner,
       name,
       warn,
+      privacyOpener(this.config.configDir, reader, owner, name),
     );
   }
 

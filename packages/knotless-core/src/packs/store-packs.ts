@@ -6,6 +6,7 @@ import type { XrpcClient } from '../xrpc/client.ts';
 import { uploadPack } from './transfer.ts';
 import { inlineBytes, type PackEntry } from '../records/ref-record.ts';
 import { blobUploadLimit } from './server-info.ts';
+import type { RefSealer } from '../records/sealer.ts';
 
 /** A pack travels inline in the ref record when it is at most this big… */
 export const INLINE_PACK_MAX = 16 * 1024;
@@ -37,6 +38,8 @@ export interface PackStore {
   cache: BlobCache;
   cacheDir: string;
   chatter: Chatter;
+  /** A private repository's sealer: packs are encrypted before they leave the machine. */
+  sealer?: RefSealer | undefined;
 }
 
 /**
@@ -69,12 +72,32 @@ async function hoist(list: PackEntry[], store: PackStore): Promise<PackEntry[]> 
     inline.map(async (p) => {
       const tick = () => meter.tick(Math.min(limit, p.size));
       const file = p.local ?? PackFile.fromBytes(p.inline!);
-      const parts = await uploadPack(store.writer, file, limit, tick, store.cache).finally(() =>
-        file.close(),
+      const sealed = await sealFor(store, file);
+      const parts = await uploadPack(store.writer, sealed?.file ?? file, limit, tick, store.cache).finally(
+        () => {
+          file.close();
+          sealed?.file.close();
+        },
       );
-      stored.set(p.id, { id: p.id, size: p.size, count: p.count, parts });
+      const entry: PackEntry = { id: p.id, size: p.size, count: p.count, parts };
+      if (sealed !== undefined) entry.sealed = { stored: sealed.file.length, epoch: sealed.epoch };
+      stored.set(p.id, entry);
     }),
   );
   meter.end();
   return list.map((p) => stored.get(p.id) ?? p);
+}
+
+/** The pack encrypted for a private repository; undefined for a public one (uploaded as it is). */
+export async function sealFor(
+  store: { sealer?: RefSealer | undefined; cache: BlobCache },
+  file: PackFile,
+): Promise<{ file: PackFile; epoch: number } | undefined> {
+  if (store.sealer === undefined) return undefined;
+  try {
+    return await store.sealer.sealPack(file, store.cache.tempDir);
+  } catch (err) {
+    file.close();
+    throw err;
+  }
 }

@@ -9,3 +9,5 @@ export const REF_COLLECTION = 'dev.knotless.ref';
 export function refKeyPrefix(repo: string): string {
   return `${repo}~`;
 }
+/** A device's public key (private repositories' keys are wrapped to these). */
+export const KEY_COLLECTION = 'dev.knotless.key';
