@@ -3,6 +3,7 @@ import { parsePackInfo } from '../git/pack.ts';
 import { PackFile } from '../git/pack-file.ts';
 import { Meter, type Chatter } from '../text/progress.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
+import type { CrashPoint } from '../crash.ts';
 import { uploadPack } from './transfer.ts';
 import { inlineBytes, type PackEntry } from '../records/ref-record.ts';
 import { blobUploadLimit } from './server-info.ts';
@@ -72,32 +73,32 @@ async function hoist(list: PackEntry[], store: PackStore): Promise<PackEntry[]> 
     inline.map(async (p) => {
       const tick = () => meter.tick(Math.min(limit, p.size));
       const file = p.local ?? PackFile.fromBytes(p.inline!);
-      const sealed = await sealFor(store, file);
-      const parts = await uploadPack(store.writer, sealed?.file ?? file, limit, tick, store.cache).finally(
-        () => {
-          file.close();
-          sealed?.file.close();
-        },
-      );
-      const entry: PackEntry = { id: p.id, size: p.size, count: p.count, parts };
-      if (sealed !== undefined) entry.sealed = { stored: sealed.file.length, epoch: sealed.epoch };
-      stored.set(p.id, entry);
+      const stored1 = await storeAsBlobs(store, file, limit, tick).finally(() => file.close());
+      stored.set(p.id, { id: p.id, size: p.size, count: p.count, ...stored1 });
     }),
   );
   meter.end();
   return list.map((p) => stored.get(p.id) ?? p);
 }
 
-/** The pack encrypted for a private repository; undefined for a public one (uploaded as it is). */
-export async function sealFor(
-  store: { sealer?: RefSealer | undefined; cache: BlobCache },
+/**
+ * Uploads one pack as blobs (`uploadPack`), encrypted first when `store` has a private repository's
+ * sealer: the entry's `parts`, and `sealed` for an encrypted one. The caller closes `file`.
+ */
+export async function storeAsBlobs(
+  store: { writer: XrpcClient; cache: BlobCache; sealer?: RefSealer | undefined },
   file: PackFile,
-): Promise<{ file: PackFile; epoch: number } | undefined> {
-  if (store.sealer === undefined) return undefined;
+  limit: number,
+  onPart: (done: number, total: number) => void,
+  point?: CrashPoint,
+): Promise<Pick<PackEntry, 'parts' | 'sealed'>> {
+  if (store.sealer === undefined)
+    return { parts: await uploadPack(store.writer, file, limit, onPart, store.cache, point) };
+  const sealed = await store.sealer.sealPack(file, store.cache.tempDir);
   try {
-    return await store.sealer.sealPack(file, store.cache.tempDir);
-  } catch (err) {
-    file.close();
-    throw err;
+    const parts = await uploadPack(store.writer, sealed.file, limit, onPart, store.cache, point);
+    return { parts, sealed: { stored: sealed.file.length, epoch: sealed.epoch } };
+  } finally {
+    sealed.file.close();
   }
 }

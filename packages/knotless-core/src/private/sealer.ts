@@ -21,7 +21,7 @@ export interface KeyRing {
 }
 
 /** A key for one use, derived from an epoch's key with HKDF (node:crypto), so no key serves two. */
-function derive(key: Uint8Array, use: string): Buffer {
+export function derive(key: Uint8Array, use: string): Buffer {
   return Buffer.from(crypto.hkdfSync('sha256', key, Buffer.alloc(0), `knotless ${use}`, 32));
 }
 
