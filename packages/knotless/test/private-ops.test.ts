@@ -103,7 +103,17 @@ describe('a private repository works like a plain one', () => {
       );
       assert.notEqual(tip, tip2);
       // The helper asked the agent, which keeps no view of a private repository: its helpers list.
-      assert.match(agent.log(), /a private repository, of which no view is kept/);
+      // (Its listing runs beside the push: waited for as the agent prints it.)
+      const running = agent;
+      await new Promise<void>((resolve) => {
+        const check = () => {
+          if (!/a private repository, of which no view is kept/.test(running.log())) return;
+          running.child.stderr?.off('data', check);
+          resolve();
+        };
+        running.child.stderr?.on('data', check);
+        check();
+      });
     } finally {
       socket = '';
       await agent?.stop();
