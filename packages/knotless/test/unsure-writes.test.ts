@@ -71,6 +71,17 @@ for (const mode of ['directly', 'through the warm agent']) {
       assert.equal(await remoteMain(url), head);
     });
 
+    it('that landed, in an atomic push, is answered ok too', async () => {
+      const { dir, url, head } = await pending();
+      proxy!.clearFaults();
+      proxy!.inject({ nsid: 'com.atproto.repo.applyWrites', fault: { kind: 'slow-answer', everyMs: 1000 } });
+      const push = await alice.git(dir, 'push', '--atomic', 'origin', 'main');
+      proxy!.clearFaults();
+      assert.equal(push.code, 0, push.stderr);
+      assert.doesNotMatch(push.stderr, /rejected|timed out/, push.stderr);
+      assert.equal(await remoteMain(url), head);
+    });
+
     it('that did not land is the time-out, naming the limit in force', async () => {
       const { dir, url } = await pending();
       const before = await remoteMain(url);
