@@ -164,13 +164,7 @@ export function answerFault(
 
 /** Sends `up`'s answer on to `res` one byte every `everyMs`, stopping when the client leaves. */
 export function slowAnswer(up: http.IncomingMessage, res: http.ServerResponse, everyMs: number): void {
-  const chunks: Buffer[] = [];
-  up.on('data', (c: Buffer) => chunks.push(c));
-  up.on('end', () => {
-    const body = Buffer.concat(chunks);
-    const headers = { ...up.headers, 'content-length': String(body.length) };
-    delete headers['transfer-encoding'];
-    res.writeHead(up.statusCode ?? 200, headers);
+  whole(up, res, (body) => {
     res.flushHeaders();
     let sent = 0;
     const timer = setInterval(() => {
@@ -182,6 +176,20 @@ export function slowAnswer(up: http.IncomingMessage, res: http.ServerResponse, e
       }
     }, everyMs);
     res.on('close', () => clearInterval(timer));
+  });
+}
+
+/** Reads `up`'s whole answer, writes its status and headers (with its length) to `res`, then `then`. */
+function whole(up: http.IncomingMessage, res: http.ServerResponse, then: (body: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  up.on('data', (c: Buffer) => chunks.push(c));
+  up.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const headers = { ...up.headers, 'content-length': String(body.length) };
+    delete headers['transfer-encoding'];
+    delete headers['connection'];
+    res.writeHead(up.statusCode ?? 200, headers);
+    then(body);
   });
 }
 
@@ -216,14 +224,7 @@ function floodAnswer(
 
 /** Sends an upstream answer's headers and its first `bytes` bytes, then cuts the connection. */
 export function cutAnswer(up: http.IncomingMessage, res: http.ServerResponse, bytes: number): void {
-  const chunks: Buffer[] = [];
-  up.on('data', (c: Buffer) => chunks.push(c));
-  up.on('end', () => {
-    const body = Buffer.concat(chunks);
-    const headers = { ...up.headers, 'content-length': String(body.length) };
-    delete headers['transfer-encoding'];
-    delete headers['connection'];
-    res.writeHead(up.statusCode ?? 200, headers);
-    res.write(body.subarray(0, Math.min(bytes, Math.max(0, body.length - 1))), () => res.socket?.destroy());
-  });
+  whole(up, res, (body) =>
+    res.write(body.subarray(0, Math.min(bytes, Math.max(0, body.length - 1))), () => res.socket?.destroy()),
+  );
 }

@@ -6,6 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { BIN_SCRIPTS } from '../src/bin/paths.ts';
 import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
 import { runProcess } from './helpers/cli.ts';
+import { putRaw } from './helpers/forge.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -46,31 +47,14 @@ async function prepare(): Promise<void> {
   bare = path.join(alice.dir(), 'bare.git');
   await alice.ok(dir, 'clone', '-q', '--bare', dir, bare);
   // One record the helper warns about on stderr each time it lists: its target is no object id.
-  const session = (await (
-    await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.createSession`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ identifier: 'alice.test', password: t.password }),
-    })
-  ).json()) as { accessJwt: string };
-  const put = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.putRecord`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
-    body: JSON.stringify({
-      repo: t.dids['alice.test'],
-      collection: 'dev.knotless.ref',
-      rkey: 'pipes~bad',
-      record: {
-        $type: 'dev.knotless.ref',
-        repo: 'pipes',
-        ref: 'refs/heads/bad',
-        target: 'not-an-id',
-        packs: [],
-        updatedAt: new Date().toISOString(),
-      },
-    }),
+  await putRaw(t, 'alice.test', 'dev.knotless.ref', 'pipes~bad', {
+    $type: 'dev.knotless.ref',
+    repo: 'pipes',
+    ref: 'refs/heads/bad',
+    target: 'not-an-id',
+    packs: [],
+    updatedAt: new Date().toISOString(),
   });
-  assert.equal(put.status, 200, await put.text());
 }
 
 after(async () => agent?.stop());
