@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -28,6 +29,8 @@ export interface Network {
   plcUrl: string;
   pdsUrl: string;
   adminPassword: string;
+  /** The PDS's HTTP server, in this process (see watchRequests). */
+  pdsServer: http.Server;
   /** Creates an account, or returns the existing one when the handle is taken by it already. */
   ensureAccount(handle: string, password: string): Promise<Account & { created: boolean }>;
   close(): Promise<void>;
@@ -162,6 +165,7 @@ export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> 
     plcUrl: plc.url,
     pdsUrl,
     adminPassword: state.secrets.adminPassword,
+    pdsServer: pds.server,
     ensureAccount: (handle, password) => ensureAccount(pdsUrl, handle, password),
     close: async () => {
       await running.pds.close();

@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PDS, envToCfg, envToSecrets } from '@atproto/pds';
@@ -16,6 +17,8 @@ export interface Pds {
   url: string;
   port: number;
   adminPassword: string;
+  /** Its HTTP server, in this process: tests watch who sends it what (socket-owner.ts). */
+  server: http.Server;
   close(): Promise<void>;
 }
 
@@ -64,6 +67,7 @@ export async function startPds(opts: PdsOptions): Promise<Pds> {
     url: `http://localhost:${opts.port}`,
     port: opts.port,
     adminPassword: opts.secrets.adminPassword,
+    server: listening.server,
     close: async () => {
       await listening.close();
       await pds.ctx.destroy();

@@ -8,7 +8,7 @@ import type { SubjectView } from './appview.ts';
 import type { Kind, StateFields } from './kinds.ts';
 import { COMMENT, parseAtUri, parseComment } from './records.ts';
 import type { CommentItem, Item, Reader } from './items.ts';
-import type { Stored } from './store.ts';
+import type { Stored } from 'knotless-core/forge/store';
 
 /** How far back a record counts as new: far beyond an appview's usual lag of seconds. */
 export const FRESH_MS = 10 * 60 * 1000;

@@ -4,7 +4,7 @@ import type { Context } from '../context.ts';
 import type { Decision } from 'knotless-core/records/forge-authority';
 import type { Appview } from './appview.ts';
 import type { CommentRecord } from './records.ts';
-import type { ForgeStore } from './store.ts';
+import type { ForgeStore } from 'knotless-core/forge/store';
 
 /** A pull request or an issue with the state the authority rule gives it. */
 export interface Item<R> {

@@ -7,7 +7,7 @@ import { isKnotlessError } from 'knotless-core/errors';
 import { GitError, runGit } from 'knotless-core/git/run';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Context } from '../context.ts';
-import { branchOf, syncRef } from './packs.ts';
+import { branchOf, syncRef } from 'knotless-core/forge/packs';
 import { parseAtUri, type PullRecord } from './records.ts';
 import { REPO_COLLECTION } from 'knotless-core/records/collections';
 

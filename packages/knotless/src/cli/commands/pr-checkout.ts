@@ -4,7 +4,7 @@ import path from 'node:path';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
-import { checkRoundComplete, loadRoundPack } from '../../forge/packs.ts';
+import { checkRoundComplete, loadRoundPack } from 'knotless-core/forge/packs';
 import { indexPack } from 'knotless-core/git/pack';
 import { GitError, gitText, runGit } from 'knotless-core/git/run';
 import { isValidRefName } from 'knotless-core/git/refname';

@@ -1,7 +1,7 @@
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
-import { mergePull, type MergeMethod } from '../../forge/merge.ts';
+import { mergePull, type MergeMethod } from 'knotless-core/forge/merge';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { itemFor, itemJson, writeState } from './forge-shared.ts';

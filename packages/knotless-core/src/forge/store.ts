@@ -1,12 +1,12 @@
 import crypto from 'node:crypto';
-import type { Context } from '../context.ts';
-import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
-import type { Identity } from 'knotless-core/identity/resolver';
-import { MAX_PAGE_BYTES, listRecords, rkeyOf } from 'knotless-core/records/list-records';
-import { RECORD_ANSWER_BYTES } from 'knotless-core/records/ref-record';
-import { safeText } from 'knotless-core/text/terminal';
-import { XrpcError, generalFailure, type Authorizer } from 'knotless-core/xrpc/client';
-import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
+import type { ForgeServices } from './services.ts';
+import { KnotlessError, isKnotlessError } from '../errors.ts';
+import type { Identity } from '../identity/resolver.ts';
+import { MAX_PAGE_BYTES, listRecords, rkeyOf } from '../records/list-records.ts';
+import { RECORD_ANSWER_BYTES } from '../records/ref-record.ts';
+import { safeText } from '../text/terminal.ts';
+import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
+import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { atUri } from './records.ts';
 
 /** A record as read: where it is, its CID (for compare-and-swap) and its parsed value. */
@@ -41,10 +41,10 @@ export function newTid(): string {
 
 /** Reads and writes forge records (pulls, issues, statuses, comments) in their authors' PDSes. */
 export class ForgeStore {
-  readonly #ctx: Context;
+  readonly #ctx: ForgeServices;
   readonly #warn: (message: string) => void;
 
-  constructor(ctx: Context, warn: (message: string) => void) {
+  constructor(ctx: ForgeServices, warn: (message: string) => void) {
     this.#ctx = ctx;
     this.#warn = warn;
   }
