@@ -47,7 +47,7 @@ export function at(n: number): string {
 }
 
 async function writer(t: TestNet, handle: string): Promise<Writer> {
-  const pds = t.net.pdsUrl;
+  const pds = t.pdsOf[handle]!;
   const login = await fetch(`${pds}/xrpc/com.atproto.server.createSession`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -111,7 +111,8 @@ async function packOf(cwd: string, head: string, base: string): Promise<Uint8Arr
 }
 
 export function useForge(): Forge {
-  const t = useNetwork(['alice.test', 'bob.test', 'carol.test']);
+  // Two PDSes: alice and carol on the first, bob on the second, so the forge's flows cross PDSes.
+  const t = useNetwork(['alice.test', 'bob.test', 'carol.test'], { pdses: 2 });
   const f = { t, alice: useGitUser(t, 'alice.test'), bob: useGitUser(t, 'bob.test') } as Forge;
   f.setUp = () => setUp(f);
   return f;

@@ -6,11 +6,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startProxy } from 'knotless-devnet';
 import type { Appview } from '../../knotless-serve/src/appview.ts';
 import { appviewOn, waitFor, xrpc } from '../../knotless-serve/test/helpers.ts';
 import { knotless } from './helpers/cli.ts';
-import { json, openPr, useForgeNet, writeRaw, type ItemJson } from './helpers/forge.ts';
+import { json, openPr, proxyFor, useForgeNet, writeRaw, type ItemJson } from './helpers/forge.ts';
 import { commitFiles } from './helpers/git.ts';
 
 let app: Appview | undefined;
@@ -223,7 +222,7 @@ describe('read-your-writes: own records laid over an appview that has not ingest
   });
 
   it("costs one listRecords page of the user's own items and one of their states, as many of the owner's; none without a user", async () => {
-    const proxy = await startProxy({ target: t.net.pdsUrl });
+    const proxy = await proxyFor(t, 'alice.test');
     try {
       const via = (user: typeof alice) => ({ ...user.env, ...extra(), KNOTLESS_SERVICE: proxy.url });
       const pages = (collection: string) =>
@@ -284,7 +283,7 @@ describe('read-your-writes: own records laid over an appview that has not ingest
       const v = json<ItemJson>(await user.knotless('pr', 'view', 'alice.test/proj', third.id, '--json'));
       assert.equal(v.state, 'closed');
     }
-    const proxy = await startProxy({ target: t.net.pdsUrl });
+    const proxy = await proxyFor(t, 'alice.test');
     try {
       const res = await knotless(['pr', 'list', 'alice.test/proj', '--state', 'all', '--json'], {
         env: { ...alice.env, ...extra(), KNOTLESS_SERVICE: proxy.url },

@@ -1,8 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startProxy, type Proxy } from 'knotless-devnet';
+import type { Proxy } from 'knotless-devnet';
 import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
-import { NO_CLONE, json, newSite, openPr, tipOf, useForgeNet, type ItemJson } from './helpers/forge.ts';
+import {
+  NO_CLONE,
+  json,
+  newSite,
+  openPr,
+  proxyFor,
+  tipOf,
+  useForgeNet,
+  type ItemJson,
+} from './helpers/forge.ts';
 import { commitFiles } from './helpers/git.ts';
 
 const {
@@ -24,8 +33,7 @@ let hookFailure: unknown;
 describe('merging pull requests: conflicts, rebase, squash, a moving base', () => {
   before(async () => {
     await t.ready;
-    proxy = await startProxy({
-      target: t.net.pdsUrl,
+    proxy = await proxyFor(t, 'alice.test', {
       onRequest: async ({ nsid }) => {
         if (nsid !== 'com.atproto.repo.putRecord') return;
         const hook = beforePut;

@@ -18,8 +18,11 @@ export function refKeyPrefix(repo: string): string {
  */
 export const KNOTLESS_OAUTH_SCOPE = [
   'atproto',
-  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment'].map(
+  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment', 'key'].map(
     (c) => `repo:dev.knotless.${c}`,
   ),
   'blob:application/x-git-packed-objects',
 ].join(' ');
+
+/** A device's public key (private repositories' keys are wrapped to these). */
+export const KEY_COLLECTION = 'dev.knotless.key';

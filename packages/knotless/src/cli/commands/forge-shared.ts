@@ -29,13 +29,21 @@ export async function targetOf(ctx: Context, spec: string): Promise<Target> {
   const s = parseRepoSpec(spec);
   const owner = await ownerOf(ctx, s.owner);
   // The repository must exist: a pull request or issue into nothing helps nobody.
-  await ctx.repoRecords().get(owner, s.name);
-  return {
-    owner,
-    name: s.name,
-    uri: repoUri(owner.did, s.name),
-    label: `${safeText(owner.handle ?? owner.did)}/${safeText(s.name)}`,
-  };
+  const record = await ctx.repoRecords().get(owner, s.name);
+  const label = `${safeText(owner.handle ?? owner.did)}/${safeText(s.name)}`;
+  if (record.private !== undefined) throw privateForge(label);
+  return { owner, name: s.name, uri: repoUri(owner.did, s.name), label };
+}
+
+/**
+ * Pull requests and issues live in their authors' accounts, in the clear, where anyone reads them:
+ * on a private repository they would publish what it hides, so they are refused.
+ */
+export function privateForge(label: string): KnotlessError {
+  return new KnotlessError(
+    'usage',
+    `${label} is private, and pull requests and issues are public records, so knotless keeps none for a private repository; discuss changes with its members elsewhere, or push a branch to it.`,
+  );
 }
 
 /**
