@@ -9,7 +9,8 @@ import {
   type ForgeRecord,
 } from '../ingest/forge-records.ts';
 import { saveCursor, type EventSource } from './cursor.ts';
-import { refreshTarget, type ForgeTable } from './forge-state.ts';
+import { itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
+import type { Decision } from 'knotless-core';
 import type { CommentTable, Database, IssueTable, PullTable } from './schema.ts';
 
 /** A forge record change: `record` null for a delete. */
@@ -110,6 +111,11 @@ export class ForgeStore {
   }
 
   /** One pull request, unless deleted or unknown. */
+  /** The live state records on one pull request or issue: what a new one is decided against. */
+  decisions(items: 'pulls' | 'issues', did: string, rkey: string): Promise<Decision<string>[]> {
+    return itemDecisions(this.#db, items, did, rkey);
+  }
+
   async pull(did: string, rkey: string): Promise<PullRow | undefined> {
     return (await this.#one('pulls', did, rkey)) as PullRow | undefined;
   }
