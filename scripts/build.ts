@@ -36,6 +36,9 @@ const VENDOR: Record<string, string> = {
   'proper-lockfile': 'lockfile.cjs',
   // OAuth (PAR, PKCE, DPoP): loaded by `knotless login` and by requests with an OAuth session only.
   '@atproto/oauth-client-node': 'oauth.cjs',
+  // Private repositories only (knotless-core/private): packs and records, and keys.
+  'libsodium-wrappers': 'sodium.cjs',
+  'age-encryption': 'age.cjs',
 };
 
 /**

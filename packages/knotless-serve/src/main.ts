@@ -15,6 +15,7 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
   --host HOST          address to listen on (default 127.0.0.1)        [$KNOTLESS_SERVE_HOST]
   --port PORT          port (default 2583; 0 picks one)                [$KNOTLESS_SERVE_PORT]
   --public-url URL     URL people reach the appview at                 [$KNOTLESS_SERVE_PUBLIC_URL]
+  --oauth-key FILE     ES256 private key (PEM) for sign-in             [$KNOTLESS_SERVE_OAUTH_KEY]
   --plc URL            PLC directory (default https://plc.directory)   [$KNOTLESS_PLC_URL]
   --firehose URL       event stream to follow, ws(s)://; repeatable    [$KNOTLESS_SERVE_FIREHOSE, comma-separated]
   --backfill-pds URL   backfill every account of this PDS; repeatable  [$KNOTLESS_SERVE_BACKFILL_PDS]
@@ -39,6 +40,7 @@ const OPTIONS = {
   port: { type: 'string' },
   'public-url': { type: 'string' },
   plc: { type: 'string' },
+  'oauth-key': { type: 'string' },
   firehose: { type: 'string', multiple: true },
   'backfill-pds': { type: 'string', multiple: true },
   'request-timeout': { type: 'string' },
@@ -118,6 +120,7 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
     host: values.host ?? env['KNOTLESS_SERVE_HOST'] ?? c.host,
     port,
     publicUrl: values['public-url'] ?? env['KNOTLESS_SERVE_PUBLIC_URL'],
+    oauthKeyFile: values['oauth-key'] ?? env['KNOTLESS_SERVE_OAUTH_KEY'],
     plcUrl: (values.plc ?? env['KNOTLESS_PLC_URL'] ?? c.plcUrl).replace(/\/+$/, ''),
     firehoses: values.firehose ?? list(env['KNOTLESS_SERVE_FIREHOSE']),
     backfillPdses: values['backfill-pds'] ?? list(env['KNOTLESS_SERVE_BACKFILL_PDS']),
