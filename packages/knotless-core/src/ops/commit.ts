@@ -151,6 +151,11 @@ async function commitInMirror(
         `${remote.label} does not exist; create it with \`knotless repo create ${remote.name}\`.`,
       );
     }
+  } else {
+    // No listing settled the repository's privacy: this machine's view did. A view of a private
+    // repository exists only where its key ring was opened (and cached), so the view counts as
+    // a plain listing: the cached ring when there is one, else public, without a request.
+    await remote.prepare('plain');
   }
   // Committing on one of several records that claim the branch would be choosing between them.
   const claims = refs.filter((r) => r.record.ref === ref);
