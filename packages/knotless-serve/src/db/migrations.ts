@@ -149,4 +149,10 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0003_account_status': {
+    // Accounts that are not active (deactivated, taken down, suspended, deleted): hidden, not dropped.
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('owners').addColumn('status', 'text').execute();
+    },
+  },
 };
