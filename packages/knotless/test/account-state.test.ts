@@ -6,11 +6,24 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Appview } from '../../knotless-serve/src/appview.ts';
 import { appviewOn, get, waitFor } from '../../knotless-serve/test/helpers.ts';
-import { knotless, type Run } from './helpers/cli.ts';
+import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import { knotless, runProcess, type Run } from './helpers/cli.ts';
 import { newSite, useForgeNet } from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
 
 let app: Appview | undefined;
 let appDir = '';
+let agent: RunningAgent | undefined;
+let socket = '';
+let clone = '';
+
+/** Commits and pushes from alice's clone through her agent, which then follows her event stream. */
+async function agentPush(file: string): Promise<void> {
+  await commitFiles(alice, clone, { [file]: `${file}\n` }, `${file} through the agent`);
+  const env = { ...alice.env, KNOTLESS_COMPACT: '0', KNOTLESS_AGENT_SOCKET: socket };
+  const pushed = await runProcess('git', ['push', '-q', 'origin', 'main'], { env, cwd: clone });
+  assert.equal(pushed.code, 0, pushed.stderr);
+}
 const {
   t,
   users: [alice, bob],
@@ -60,8 +73,12 @@ describe('accounts that go away and come back, and handles that change', () => {
     await t.ready;
     appDir = t.tmpdir();
     app = await appviewOn(t, path.join(appDir, 'index.sqlite'), appDir);
-    await newSite(alice, 'alice.test');
+    clone = await newSite(alice, 'alice.test');
     url = 'knotless://alice.test/site';
+    // Alice's shell has a warm agent, which follows her account's event stream after a push.
+    socket = path.join(t.tmpdir(), 'agent.sock');
+    agent = await spawnAgent(socket, { ...alice.env, KNOTLESS_COMPACT: '0' });
+    await agentPush('b.txt');
     // Bob's shell has resolved alice: a warm cache.
     await bob.ok(bob.dir(), 'ls-remote', url);
     // Alice's record in another account's repository: an issue on bob's.
@@ -72,6 +89,7 @@ describe('accounts that go away and come back, and handles that change', () => {
     await pageSays('/bob.test/site/issues', 200, /from alice/);
   });
   after(async () => {
+    await agent?.stop();
     await app?.close();
   });
 
@@ -121,6 +139,9 @@ describe('accounts that go away and come back, and handles that change', () => {
   });
 
   it('a new handle is used at once; the old one names nothing; the DID keeps working', async () => {
+    // The agent dropped its view at the account events above: a push makes it follow alice again.
+    await agentPush('c.txt');
+    const heard = (agent!.log().match(/reported a identity event/g) ?? []).length;
     assert.equal(
       await devAccount('alice.test', 'handle', 'alice2.test'),
       `alice.test is now alice2.test (${t.dids['alice.test']!}).`,
@@ -131,6 +152,15 @@ describe('accounts that go away and come back, and handles that change', () => {
     assert.match(await bob.ok(bob.dir(), 'ls-remote', 'knotless://alice2.test/site'), /refs\/heads\/main/);
     const old = await cold('repo', 'list', 'alice.test');
     assert.equal(old.code, 3, old.stderr);
+    // Her own shell resolved alice.test before: its agent heard the identity event and dropped
+    // what the cache held, so the old handle names nothing there either, at once.
+    await waitFor('the agent to hear the identity event', () =>
+      Promise.resolve(
+        (agent!.log().match(/reported a identity event/g) ?? []).length > heard ? true : undefined,
+      ),
+    );
+    const warmOld = await alice.knotless('repo', 'list', 'alice.test');
+    assert.equal(warmOld.code, 3, warmOld.stderr);
     const byDid = await cold('repo', 'list', t.dids['alice.test']!);
     assert.equal(byDid.code, 0, byDid.stderr);
     // Her own shell: whoami reads the handle verified at login, the commands the one verified now.
