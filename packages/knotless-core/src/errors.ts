@@ -28,6 +28,7 @@ export const ErrorCodes = [
   'merge-conflict',
   'not-found',
   'account-inactive',
+  'no-key',
 ] as const;
 
 /** A stable identifier for one kind of failure. */
@@ -77,6 +78,7 @@ export type OwnReason =
   | 'remote changed'
   | 'merge conflict'
   | 'not found'
+  | 'no key'
   | 'login failed'
   | 'scope missing'
   | 'account not active'
@@ -116,6 +118,7 @@ const REASONS: Record<ErrorCode, OwnReason> = {
   'remote-changed': 'remote changed',
   'merge-conflict': 'merge conflict',
   'not-found': 'not found',
+  'no-key': 'no key',
   'login-failed': 'login failed',
   'scope-missing': 'scope missing',
   'account-inactive': 'account not active',

@@ -28,6 +28,7 @@ export const EXIT_CODES: Record<ErrorCode, number> = {
   'merge-conflict': 16,
   'not-found': 17,
   'account-inactive': 18,
+  'no-key': 19,
   cancelled: 130,
 };
 

@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -57,6 +58,8 @@ export interface Network {
   pdses: NetworkPds[];
   /** The first PDS's admin password. */
   adminPassword: string;
+  /** The first PDS's HTTP server, in this process (see watchRequests). */
+  pdsServer: http.Server;
   /**
    * Creates an account on the PDS numbered `pds` (0, the first, by default), or returns the existing
    * one when the handle is taken by it already, wherever it lives.
@@ -229,6 +232,7 @@ export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> 
     plcUrl,
     pdsUrl: views[0]!.url,
     pdses: views,
+    pdsServer: pdses[0]!.server,
     adminPassword: views[0]!.adminPassword,
     ensureAccount: (handle, password, pds = 0) => {
       const home = views[pds];

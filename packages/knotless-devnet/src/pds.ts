@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PDS, envToCfg, envToSecrets } from '@atproto/pds';
@@ -20,6 +21,8 @@ export interface Pds {
   /** Where its data lives: its account database (`account.sqlite`) and actor stores. */
   dataDir: string;
   adminPassword: string;
+  /** Its HTTP server, in this process: tests watch who sends it what (socket-owner.ts). */
+  server: http.Server;
   close(): Promise<void>;
 }
 
@@ -86,6 +89,7 @@ export async function startPds(opts: PdsOptions): Promise<Pds> {
     did: place.did,
     dataDir: dataDirectory,
     adminPassword: opts.secrets.adminPassword,
+    server: listening.server,
     close: async () => {
       await listening.close();
       await pds.ctx.destroy();

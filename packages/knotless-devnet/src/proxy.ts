@@ -4,6 +4,7 @@ import type net from 'node:net';
 import { pipeline } from 'node:stream';
 import { FaultScript, answerFault, cutAnswer, type FaultRule, type FiredFault } from './faults.ts';
 import { listenOnFreePort } from './ports.ts';
+import { connectionOwner } from './socket-owner.ts';
 
 /** One request the proxy received. */
 export interface RequestLog {
@@ -16,6 +17,8 @@ export interface RequestLog {
   status: number;
   /** The client TCP connection it came on; ids count up from 1 and are never reused, not even after reset(). */
   connection: number;
+  /** Which of {@link ProxyOptions.watchPids} sent it (held the connection's client end), if any. */
+  pid?: number;
   /** The scripted fault that hit it, if any. */
   fault?: string;
   /**
@@ -53,6 +56,11 @@ export interface ProxyOptions {
   tls?: { key: string; cert: string };
   /** Faults scripted from the start; more can be added with {@link Proxy.inject}. */
   faults?: FaultRule[];
+  /**
+   * Processes to tell apart (e.g. the agent's): each new connection is looked up among them before
+   * its first request goes on, and its requests are logged with `pid` (see socket-owner.ts).
+   */
+  watchPids?: () => number[];
 }
 
 /** A running reverse proxy that logs what passes through it. */
@@ -162,6 +170,7 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
   const agent = new http.Agent({ keepAlive: true });
   const requests: RequestLog[] = [];
   const connectionIds = new WeakMap<net.Socket, number>();
+  const owners = new WeakMap<net.Socket, Promise<number | undefined>>();
   let lastConnectionId = 0;
   let connections = 0;
   const script = new FaultScript();
@@ -173,6 +182,8 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     const connection = connectionIds.get(req.socket) ?? 0;
     const entry: RequestLog = { method, path, nsid: nsidOf(path), status: 0, connection, points: 0 };
     requests.push(entry);
+    const owner = await owners.get(req.socket);
+    if (owner !== undefined) entry.pid = owner;
     try {
       await opts.onRequest?.({ method, path, nsid: entry.nsid });
     } catch (err) {
@@ -233,6 +244,9 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
   server.on(opts.tls === undefined ? 'connection' : 'secureConnection', (socket: net.Socket) => {
     connectionIds.set(socket, ++lastConnectionId);
     connections++;
+    // Looked up while the client is connected (and waiting for its answer), so its descriptor is there.
+    const pids = opts.watchPids?.() ?? [];
+    if (pids.length > 0) owners.set(socket, connectionOwner(socket.remotePort!, port, pids));
   });
   const port = await listenOnFreePort(server);
 

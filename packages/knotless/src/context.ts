@@ -7,6 +7,7 @@ import { relocateAccount } from 'knotless-core/identity/account-state';
 import { IdentityResolver, type Identity } from 'knotless-core/identity/resolver';
 import { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { RepoRecords } from 'knotless-core/records/repo-records';
+import { privacyOpener } from 'knotless-core/private/open';
 import { transportFor, type Transport } from 'knotless-core/xrpc/transport';
 import { XrpcClient, type Authorizer } from 'knotless-core/xrpc/client';
 
@@ -93,14 +94,13 @@ export class Context {
    */
   remoteRepo(owner: Identity, name: string, warn: (message: string) => void): RemoteRepo {
     const moved = (now: Identity): void => void Object.assign(owner, now);
+    const reader = this.client(owner.pds, undefined, moved);
     return new RemoteRepo(
-      {
-        reader: this.client(owner.pds, undefined, moved),
-        writer: (auth) => this.client(owner.pds, auth, moved),
-      },
+      { reader, writer: (auth) => this.client(owner.pds, auth, moved) },
       owner,
       name,
       warn,
+      privacyOpener(this.config.configDir, reader, owner, name),
     );
   }
 

@@ -110,6 +110,13 @@ export class IdentityResolver {
       );
     }
     if (did === undefined) {
+      const failure = handle.endsWith('.test') ? undefined : await dnsFailure(handle);
+      if (failure !== undefined) {
+        throw new KnotlessError(
+          'pds-unreachable',
+          `Could not resolve the handle ${handle}: the DNS lookup failed (${safeText(failure)}), so whether it exists is unknown; check your network connection and try again.`,
+        );
+      }
       throw new KnotlessError(
         'unknown-handle',
         handle.endsWith('.test')
@@ -205,5 +212,21 @@ export class IdentityResolver {
     if (pds === undefined)
       throw new KnotlessError('unknown-handle', `The account ${did} names no PDS in its DID document.`);
     return { pds: pds.replace(/\/+$/, ''), claimed: mod.getHandle(doc) };
+  }
+}
+
+/**
+ * Why DNS could not say whether `_atproto.<handle>` exists, or undefined when it answered (a record,
+ * no such name, no such record). @atproto/identity folds every failure into "no DID", so a resolver
+ * that is down would read as a misspelt handle; one more question tells the two apart.
+ */
+async function dnsFailure(handle: string): Promise<string | undefined> {
+  const dns = await import('node:dns/promises');
+  try {
+    await dns.resolveTxt(`_atproto.${handle}`);
+    return undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOTFOUND' || code === 'ENODATA' ? undefined : (code ?? String(err));
   }
 }

@@ -120,6 +120,23 @@ export async function deleteRaw(t: TestNet, handle: string, collection: string, 
   assert.equal(res.status, 200, await res.text());
 }
 
+/** Puts a record under a key straight into an account (replacing what is there), as a PDS could. */
+export async function putRaw(
+  t: TestNet,
+  handle: string,
+  collection: string,
+  rkey: string,
+  record: Record<string, unknown>,
+): Promise<void> {
+  const session = await sessionOf(t, handle);
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.putRecord`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
+    body: JSON.stringify({ repo: session.did, collection, rkey, record }),
+  });
+  assert.equal(res.status, 200, await res.text());
+}
+
 /** Writes a record straight into an account, as a hostile or hand-written client could. */
 export async function writeRaw(
   t: TestNet,
