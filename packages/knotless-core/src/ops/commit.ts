@@ -157,6 +157,11 @@ async function commitInMirror(
     // a plain listing: the cached ring when there is one, else public, without a request.
     await remote.prepare('plain');
   }
+  // Whether the repository is private, settled before anything is built or written. A listing
+  // settles it; the cached view (no listing) was made from records this machine read or wrote, so
+  // a private repository's key ring is cached beside it: its records count as plain unless one is
+  // (no request), as the privacy opener decides.
+  await remote.prepare('plain');
   // Committing on one of several records that claim the branch would be choosing between them.
   const claims = refs.filter((r) => r.record.ref === ref);
   if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);

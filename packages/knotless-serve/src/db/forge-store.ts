@@ -136,12 +136,16 @@ export class ForgeStore {
    */
   #items(table: 'pulls' | 'issues') {
     const t = table as 'issues';
-    return this.#db
-      .selectFrom(t)
-      .leftJoin('owners', 'owners.did', `${t}.did`)
-      .selectAll(t)
-      .select('owners.handle')
-      .where(`${t}.deleted`, '=', 0);
+    return (
+      this.#db
+        .selectFrom(t)
+        .leftJoin('owners', 'owners.did', `${t}.did`)
+        .selectAll(t)
+        .select('owners.handle')
+        .where(`${t}.deleted`, '=', 0)
+        // The records of an account that is not active are hidden from every page meanwhile.
+        .where('owners.status', 'is', null)
+    );
   }
 
   async #list(
@@ -175,6 +179,7 @@ export class ForgeStore {
       .where('comments.subject_rkey', '=', rkey)
       .where('comments.subject_collection', '=', collection)
       .where('comments.deleted', '=', 0)
+      .where('owners.status', 'is', null)
       .orderBy('comments.created_at')
       .orderBy('comments.rkey')
       .execute();

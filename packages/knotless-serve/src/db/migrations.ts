@@ -177,4 +177,10 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('web_sessions_did').on('web_sessions').column('did').execute();
     },
   },
+  '0004_account_status': {
+    // Accounts that are not active (deactivated, taken down, suspended, deleted): hidden, not dropped.
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('owners').addColumn('status', 'text').execute();
+    },
+  },
 };

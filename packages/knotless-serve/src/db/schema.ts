@@ -11,6 +11,11 @@ export interface OwnerTable {
   handle: string | null;
   pds: string | null;
   resolved_at: string;
+  /**
+   * Null while the account is active; else what its PDS says it is (`deactivated`, `takendown`,
+   * `suspended`, `deleted`): its repositories and records are hidden meanwhile.
+   */
+  status: string | null;
 }
 
 /** A `dev.knotless.repo` record. Deleted records stay as tombstones so that a replayed create loses. */

@@ -35,6 +35,8 @@ export interface AgentServices {
   readonly transport: Transport;
   client(service: string): XrpcClient;
   remoteRepo(owner: Identity, name: string, warn: (message: string) => void): RemoteRepo;
+  /** The identity cache on disk, which every knotless process of this cache directory reads. */
+  readonly resolver: { readonly cache: { forget(didOrHandle: string): void } };
 }
 
 /** A running agent. */
@@ -155,6 +157,9 @@ export async function startAgent(
           for (const c of changes) views.apply(did, c.key, c.ref, rev);
         },
         drop: (did, why) => drop(views.drop(did === undefined ? { pds } : { did }), why),
+        // A new handle, a move, a status change: the next command of any shell resolves it afresh,
+        // so an old handle names nothing from now on rather than after the cache's time to live.
+        identityChanged: (did) => ctx.resolver.cache.forget(did),
       },
       log,
     );

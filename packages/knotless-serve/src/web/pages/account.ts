@@ -1,5 +1,6 @@
 import type { RepoRow } from '../../db/index-store.ts';
 import { html, href, page, when, type SafeHtml } from '../html.ts';
+import { inactiveAccount } from '../http-error.ts';
 import { HttpError, type Site } from '../site.ts';
 
 /** A list of repositories with owner, description and creation date. */
@@ -26,6 +27,7 @@ export function repoList(repos: RepoRow[]): SafeHtml {
 export async function accountPage(site: Site, actor: string): Promise<string> {
   const owner = await site.index.owner(actor);
   if (owner === undefined) throw new HttpError(404, `No knotless account ${actor} is known here.`);
+  if (owner.status !== null) throw inactiveAccount(actor, owner.status);
   const repos = await site.index.repos({ did: owner.did, limit: 500 });
   return page(
     actor,
