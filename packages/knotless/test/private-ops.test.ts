@@ -103,6 +103,15 @@ describe('a private repository works like a plain one', () => {
       );
       assert.notEqual(tip, tip2);
       // The helper asked the agent, which keeps no view of a private repository: its helpers list.
+      // A first push into an empty private repository through the agent is sealed too (the agent's
+      // view of an empty repository would otherwise say nothing of its privacy).
+      assert.equal((await alice.knotless('repo', 'create', 'fresh', '--private')).code, 0);
+      const fresh = await newRepo(alice, 'knotless://alice.test/fresh');
+      await commitFiles(alice, fresh, { 'f.txt': `${MARK} fresh\n` }, `fresh ${MARK}`);
+      await alice.ok(fresh, 'push', '-q', 'origin', 'main');
+      await commitFiles(alice, fresh, { 'f.txt': `${MARK} again\n` }, `again ${MARK}`);
+      await alice.ok(fresh, 'push', '-q', 'origin', 'main');
+      assert.equal((await accountBytes(t, t.dids['alice.test']!)).car.indexOf(MARK), -1);
       // (Its listing runs beside the push: waited for as the agent prints it.)
       const running = agent;
       await new Promise<void>((resolve) => {

@@ -74,6 +74,16 @@ describe('private repositories', () => {
     );
   });
 
+  it('leaves a public repository as it was: repo commit from the cached view after a push', async () => {
+    // The view a push leaves is read without a listing: privacy is settled from it, with no request.
+    assert.equal((await carol.knotless('repo', 'create', 'plain')).code, 0);
+    const dir = await newRepo(carol, 'knotless://carol.test/plain');
+    await commitFiles(carol, dir, { 'a.txt': 'a\n' }, 'first');
+    await carol.ok(dir, 'push', '-q', 'origin', 'main');
+    const res = await carol.knotless('repo', 'commit', 'plain', '-m', 'bot', '--delete', 'a.txt');
+    assert.equal(res.code, 0, res.stderr);
+  });
+
   it('refuses a non-member in one sentence', async () => {
     const res = await bob.git(bob.dir(), 'clone', '-q', 'knotless://alice.test/secret', 'c');
     assert.notEqual(res.code, 0);
