@@ -27,6 +27,7 @@ export const ErrorCodes = [
   'remote-changed',
   'merge-conflict',
   'not-found',
+  'account-inactive',
   'no-key',
 ] as const;
 
@@ -80,6 +81,7 @@ export type OwnReason =
   | 'no key'
   | 'login failed'
   | 'scope missing'
+  | 'account not active'
   | 'git failed'
   | 'sha-256 repository'
   | 'no such object'
@@ -119,6 +121,7 @@ const REASONS: Record<ErrorCode, OwnReason> = {
   'no-key': 'no key',
   'login-failed': 'login failed',
   'scope-missing': 'scope missing',
+  'account-inactive': 'account not active',
 };
 
 /** A failure the user can understand and act on. */
