@@ -98,6 +98,9 @@ describe('private repositories', () => {
     const shared = await alice.knotless('repo', 'share', 'secret', 'bob.test');
     assert.equal(shared.code, 0, shared.stderr);
     assert.ok(shared.stderr.includes(bobPrint), shared.stderr);
+    const info = await bob.knotless('repo', 'info', 'alice.test/secret');
+    assert.match(info.stdout, /refs {9}2\n/);
+    assert.ok(info.stdout.includes(`members ${t.dids['alice.test']}, ${t.dids['bob.test']}`), info.stdout);
 
     const dir = bob.dir();
     await bob.ok(dir, 'clone', '-q', 'knotless://alice.test/secret', 'c');
