@@ -68,6 +68,10 @@ describe('a private repository works like a plain one', () => {
     assert.notEqual(stale.code, 0, 'a lease on a value the ref does not have fails');
     assert.match(stale.stderr, /stale info/);
     await alice.ok(work, 'push', '-q', `--force-with-lease=side:${tip}`, 'origin', 'HEAD~1:side');
+    const moved = await alice.knotless('repo', 'default-branch', 'ops', 'side');
+    assert.equal(moved.code, 0, moved.stderr);
+    assert.equal((await alice.knotless('repo', 'default-branch', 'ops')).stdout, 'side\n');
+    assert.equal((await alice.knotless('repo', 'default-branch', 'ops', 'main')).code, 0);
     const compacted = await alice.knotless('repo', 'compact', 'ops');
     assert.equal(compacted.code, 0, compacted.stderr);
     assert.match(compacted.stderr, /refs\/heads\/main: \d+ packs → \d+/);
