@@ -151,17 +151,10 @@ async function commitInMirror(
         `${remote.label} does not exist; create it with \`knotless repo create ${remote.name}\`.`,
       );
     }
-  } else {
-    // No listing settled the repository's privacy: this machine's view did. A view of a private
-    // repository exists only where its key ring was opened (and cached), so the view counts as
-    // a plain listing: the cached ring when there is one, else public, without a request.
-    await remote.prepare('plain');
   }
-  // Whether the repository is private, settled before anything is built or written. A listing
-  // settles it; the cached view (no listing) was made from records this machine read or wrote, so
-  // a private repository's key ring is cached beside it: its records count as plain unless one is
-  // (no request), as the privacy opener decides.
-  await remote.prepare('plain');
+  // Settled by the listing when there was one; refs from the cached view are plain ones (a private
+  // repository's are never cached), and the opener still checks this machine's keys first.
+  await remote.prepare(refs.length > 0 ? 'plain' : 'none');
   // Committing on one of several records that claim the branch would be choosing between them.
   const claims = refs.filter((r) => r.record.ref === ref);
   if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);

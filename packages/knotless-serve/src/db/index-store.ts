@@ -13,7 +13,7 @@ export interface RepoChange {
   did: string;
   name: string;
   rev: string;
-  record: { description?: string; createdAt?: string; forkOf?: string } | null;
+  record: { description?: string; createdAt?: string; forkOf?: string; private?: boolean } | null;
   time: string;
 }
 
@@ -90,6 +90,7 @@ export class Index {
           description: change.record?.description ?? null,
           created_at: change.record?.createdAt ?? null,
           fork_of: change.record?.forkOf ?? null,
+          private: change.record?.private === true ? 1 : 0,
           rev: change.rev,
           deleted: change.record === null ? 1 : 0,
           indexed_at: change.time,
@@ -207,6 +208,7 @@ export class Index {
           'repos.description',
           'repos.created_at',
           'repos.fork_of',
+          'repos.private',
           'repos.indexed_at',
           'owners.handle',
         ])

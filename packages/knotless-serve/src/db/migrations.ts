@@ -183,4 +183,13 @@ export const migrations: Record<string, Migration> = {
       await db.schema.alterTable('owners').addColumn('status', 'text').execute();
     },
   },
+  '0005_private_repos': {
+    // A private repository: only its name, description and that it is private are shown.
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .alterTable('repos')
+        .addColumn('private', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
 };

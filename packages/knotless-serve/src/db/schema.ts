@@ -26,6 +26,8 @@ export interface RepoTable {
   created_at: string | null;
   /** The repository record this one was forked from (an at-uri), if any. */
   fork_of: string | null;
+  /** 1 for a private repository (its record's `private`): its refs are sealed and never indexed. */
+  private: number;
   /** The account revision that last wrote this row: older events never overwrite newer ones. */
   rev: string;
   deleted: number;

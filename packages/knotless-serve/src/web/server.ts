@@ -53,7 +53,8 @@ async function findRepo(site: Site, actor: string, name: string): Promise<RepoTa
     parent === undefined
       ? null
       : { owner: (await site.index.owner(parent.did))?.handle ?? parent.did, name: parent.rkey };
-  return { did: owner.did, owner: actor, name, description: repo.description, gitDir, forkOf };
+  const priv = repo.private === 1;
+  return { did: owner.did, owner: actor, name, description: repo.description, gitDir, forkOf, private: priv };
 }
 
 async function route(

@@ -204,6 +204,8 @@ export async function startAgent(
       const baseRev = await latestRev(owner);
       const remote = ctx.remoteRepo(owner, name, log);
       const refs = await remote.listRefs();
+      // An empty listing says nothing of privacy: the repository record does.
+      if (refs.length === 0) await remote.prepare();
       // A private repository's records are sealed, and the stream's cannot be applied: its helpers list.
       if (remote.isPrivate) throw new Error('a private repository, of which no view is kept');
       views.finish(view, refs, baseRev);

@@ -14,6 +14,7 @@ export function repoList(repos: RepoRow[]): SafeHtml {
           <td>
             <a href="${href(owner)}">${owner}</a> /
             <a href="${href(owner, r.name)}"><strong>${r.name}</strong></a>
+            ${r.private === 1 ? html`<span class="muted">private</span>` : ''}
             ${r.description === null ? '' : html`<div class="muted">${r.description}</div>`}
           </td>
           <td class="muted">${when(r.created_at)}</td>
