@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { safeText } from 'knotless-core/text/terminal';
-import { Http1Pool } from 'knotless-core/xrpc/http1';
+import { HttpPool } from 'knotless-core/xrpc/http-pool';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
 
@@ -12,7 +12,7 @@ import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
  */
 export class AgentClient {
   readonly #socket: string;
-  readonly #pool: Http1Pool;
+  readonly #pool: HttpPool;
   readonly #deadlineMs: number | undefined;
   #alive = true;
 
@@ -23,7 +23,7 @@ export class AgentClient {
   constructor(socket: string, deadlineMs?: number) {
     this.#socket = socket;
     this.#deadlineMs = deadlineMs;
-    this.#pool = new Http1Pool(deadlineMs === undefined ? {} : { deadlineMs: deadlineMs + 5000 });
+    this.#pool = new HttpPool(deadlineMs === undefined ? {} : { deadlineMs: deadlineMs + 5000 });
   }
 
   /** An agent client when the socket exists, else undefined. */
