@@ -87,6 +87,7 @@ describe('OAuth login', () => {
         'repo:dev.knotless.comment',
         'repo:dev.knotless.issue',
         'repo:dev.knotless.issue.state',
+        'repo:dev.knotless.key',
         'repo:dev.knotless.pull',
         'repo:dev.knotless.pull.status',
         'repo:dev.knotless.ref',
