@@ -27,7 +27,9 @@ const code = await new Promise<number>((resolve) => {
       '--test-timeout=600000',
       '--test-concurrency=2',
       '--test-reporter=dot',
-      ...['pds', 'hostile', 'crash'].map((g) => `packages/knotless/test/faults-${g}.test.ts`),
+      ...['pds', 'agent', 'hostile', 'crash', 'compact'].map(
+        (g) => `packages/knotless/test/faults-${g}.test.ts`,
+      ),
     ],
     {
       cwd: root,

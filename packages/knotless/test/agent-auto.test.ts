@@ -137,6 +137,9 @@ describe('the agent starts itself', () => {
         assert.doesNotMatch(log, /not needed/);
         // Bob's commits filled the stream; the agent decoded only frames that name alice (her
         // pushes' commits), the rest it dropped before decoding their bodies (agent/stream.ts).
+        // Enough of bob's commits after the agent went live, counted, not hoped for in a pause.
+        const live = traffic.writes;
+        await until(() => traffic.writes >= live + 6, "six more of bob's commits", 60_000);
         assert.equal((await user.knotless('agent', 'stop')).code, 0);
         const counts = /: (\d+) frames read, (\d+) decoded$/m.exec(agentLog(user));
         assert.ok(counts !== null, agentLog(user));

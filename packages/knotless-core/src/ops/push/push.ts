@@ -50,8 +50,10 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
   // Listing checks that the repository exists (git lists before it pushes).
   const listing = await env.listing();
   const { refs, contested } = listing;
-  // A private repository's records and packs are sealed: settle which before anything is built.
-  await remote.prepare();
+  // A private repository's records and packs are sealed: settle which before anything is built. A
+  // listing settled it already; a view (this machine's, or the agent's) counts as a plain listing,
+  // since a view of a private repository exists only where its key ring was opened and cached.
+  await remote.prepare('plain');
   const inRepo = { gitDir: env.gitDir };
 
   const local = await resolveObjects(
