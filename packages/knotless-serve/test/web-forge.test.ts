@@ -5,6 +5,8 @@
 // cookie with another's token) are one sentence with their status; signing out revokes the tokens
 // at the PDS. Every new page passes the CSP checks and axe-core (browser-kit.ts).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BrowserContext, Cookie, Page } from 'playwright-core';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
@@ -38,8 +40,8 @@ async function csrfOnPage(): Promise<string> {
   return page.locator('form[action="/-/signout"] input[name="csrf"]').inputValue();
 }
 
-async function visit(path: string, what: string): Promise<void> {
-  await page.goto(`${app.url}${path}`);
+async function visit(where: string, what: string): Promise<void> {
+  await page.goto(`${app.url}${where}`);
   await checkPage(page, cspErrors, what);
 }
 
@@ -212,6 +214,35 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     const alices = await listOwn(t, 'alice.test', 'dev.knotless.issue.state');
     assert.deepEqual(alices.map((r) => r.value['state']).sort(), ['closed', 'open']);
     for (const r of alices) assert.deepEqual(r.value['labels'], ['bug', 'docs']);
+  });
+
+  it('alice edits a file in the browser and commits it to main, as herself; bob may not', async () => {
+    await as('bob');
+    const refused = await page.goto(`${app.url}/alice.test/site/edit/main/README.md`);
+    assert.equal(refused?.status(), 403);
+    assert.match(
+      await page.locator('main').innerText(),
+      /Only alice\.test can commit to alice\.test\/site; you are bob\.test\./,
+    );
+    await as('alice');
+    await visit('/alice.test/site/blob/main/README.md', 'a file, signed in as its owner');
+    await page.getByRole('link', { name: 'Edit' }).click();
+    await checkPage(page, cspErrors, 'the editor');
+    await page.getByLabel('README.md').fill('# Site\n\nEdited in the browser.\n');
+    await page.getByLabel('Commit message').fill('Say where it was edited');
+    await page.getByRole('button', { name: 'Commit to main' }).click();
+    await page.waitForURL(/\/commits\/main$/);
+    const clone = alice.dir();
+    await alice.ok(clone, 'clone', '-q', 'knotless://alice.test/site', '.');
+    assert.equal(
+      fs.readFileSync(path.join(clone, 'README.md'), 'utf8'),
+      '# Site\n\nEdited in the browser.\n',
+    );
+    const who = await alice.ok(clone, 'log', '-1', '--format=%s|%an <%ae>|%cn|%P');
+    assert.equal(
+      who.trim(),
+      `Say where it was edited|alice.test <${t.dids['alice.test']!}>|alice.test|${featureHead}`,
+    );
   });
 
   it("signing out revokes the tokens: a kept copy of bob's session is refused by his PDS", async () => {

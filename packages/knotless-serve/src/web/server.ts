@@ -3,6 +3,7 @@ import type http from 'node:http';
 import { parseRecordUri } from '../ingest/forge-records.ts';
 import { handleXrpc } from '../xrpc/router.ts';
 import { RequestTimeout, requestSignal, withSignal } from './deadline.ts';
+import { editPage } from './actions/edit.ts';
 import { handlePost } from './actions/router.ts';
 import { finishSignIn, signInPage } from './actions/sign-in.ts';
 import { serveGit } from './git-http.ts';
@@ -165,6 +166,8 @@ async function route(
       return historyPage(site, repo, tail, pageParam(url));
     case 'blame':
       return blamePage(site, repo, tail);
+    case 'edit':
+      return editPage(site, repo, tail);
     case 'archive':
       await archive(repo, tail, res);
       return undefined;

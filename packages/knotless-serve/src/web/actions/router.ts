@@ -5,6 +5,7 @@ import type http from 'node:http';
 import { csrfMatches } from '../../auth/web-sessions.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { viewer } from '../viewer.ts';
+import { editFile } from './edit.ts';
 import { forgeAction } from './forge.ts';
 import { signOut, startSignIn } from './sign-in.ts';
 
@@ -47,5 +48,6 @@ export async function handlePost(
   if (actor === undefined || name === undefined || rest.length === 0)
     throw new HttpError(404, 'No such action.');
   const repo = await findRepo(actor, name);
+  if (rest.length === 1 && rest[0] === 'edit') return editFile(site, v, repo, form, res);
   return forgeAction(site, v, repo, rest, form, res);
 }
