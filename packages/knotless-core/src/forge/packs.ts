@@ -59,6 +59,15 @@ export async function makeRound(
   cache: BlobCache,
 ): Promise<Round> {
   const [baseRef, headRef] = await Promise.all([branchOf(target, base), branchOf(head, branch)]);
+  // A round's pack is a public blob: never one built from a private repository's objects.
+  for (const r of [target, head]) {
+    await r.prepare();
+    if (r.isPrivate)
+      throw new KnotlessError(
+        'usage',
+        `${r.label} is private, and a pull request's packs are public blobs, so knotless makes none from a private repository; push a branch to it instead.`,
+      );
+  }
   const mirror = new Mirror(ctx.config.cacheDir, head.owner.did, head.name);
   await syncRef(mirror, head, headRef, cache, ctx.config.maxObjectBytes);
   await syncRef(mirror, target, baseRef, cache, ctx.config.maxObjectBytes);

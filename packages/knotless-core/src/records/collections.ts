@@ -23,3 +23,6 @@ export const KNOTLESS_OAUTH_SCOPE = [
   ),
   'blob:application/x-git-packed-objects',
 ].join(' ');
+
+/** A device's public key (private repositories' keys are wrapped to these). */
+export const KEY_COLLECTION = 'dev.knotless.key';

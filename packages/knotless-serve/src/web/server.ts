@@ -7,6 +7,7 @@ import { editPage } from './actions/edit.ts';
 import { handlePost } from './actions/router.ts';
 import { finishSignIn, signInPage } from './actions/sign-in.ts';
 import { serveGit } from './git-http.ts';
+import { readyToClone } from '../mirror/ready.ts';
 import { html, page, type SafeHtml } from './html.ts';
 import { accountPage } from './pages/account.ts';
 import { archive, atomFeed } from './pages/archive.ts';
@@ -135,6 +136,23 @@ async function route(
   const gitPath = [view, ...rest].join('/');
   if (GIT_SERVICES.has(gitPath)) {
     const repo = await findRepo(site, actor, name);
+    // The first request of a clone or fetch: answered only once the mirror holds what is indexed.
+    if (gitPath === 'info/refs' && !/service=git-receive-pack/.test(url.search)) {
+      const refused = await readyToClone(
+        site.index,
+        site.mirror,
+        repo.did,
+        repo.name,
+        site.gitTimeoutMs / 2,
+        (line) => site.log(line),
+      );
+      if (refused !== undefined) {
+        res
+          .writeHead(503, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '5' })
+          .end(`${refused}\n`);
+        return undefined;
+      }
+    }
     if (!fs.existsSync(repo.gitDir)) throw new HttpError(404, 'This repository is not mirrored yet.');
     serveGit(repo.gitDir, gitPath, req, res, url.search.slice(1), requestSignal());
     return undefined;

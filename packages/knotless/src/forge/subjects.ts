@@ -66,6 +66,7 @@ export async function withStates<R extends Base>(
         state: decided.state,
         ...(decided.merged === undefined ? {} : { merged: decided.merged }),
         labels: decided.labels,
+        decisions: mine,
       };
     }),
   );
