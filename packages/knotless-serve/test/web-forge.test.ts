@@ -196,23 +196,33 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
       await labels.text(),
       /Only alice\.test\/site&#39;s owner can label its issues; you are bob\.test\./,
     );
-    await page.getByRole('button', { name: 'Close' }).click();
-    await page.locator('.st-closed').first().waitFor();
-    const bobs = await listOwn(t, 'bob.test', 'dev.knotless.issue.state');
-    assert.deepEqual(
-      bobs.map((r) => r.value['state']),
-      ['closed'],
-    );
     await as('alice');
     await page.goto(`${app.url}${issuePath}`);
     await page.getByLabel('Labels').fill('bug, docs');
     await page.getByRole('button', { name: 'Save labels' }).click();
     await page.locator('span.pill', { hasText: 'docs' }).first().waitFor();
+    await page.getByRole('button', { name: 'Close' }).click();
+    await page.locator('.st-closed').first().waitFor();
+    await checkPage(page, cspErrors, 'issue page, signed in as the owner');
+    // The owner's close stands against the author: bob's reopen is refused, and nothing is written.
+    await as('bob');
+    await page.goto(`${app.url}${issuePath}`);
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Reopen' }).click(),
+    ]);
+    assert.equal(answer.status(), 403);
+    assert.match(
+      await page.locator('main').innerText(),
+      /alice\.test\/site's owner closed this; only they can reopen it\./,
+    );
+    assert.equal((await listOwn(t, 'bob.test', 'dev.knotless.issue.state')).length, 0);
+    await as('alice');
+    await page.goto(`${app.url}${issuePath}`);
     await page.getByRole('button', { name: 'Reopen' }).click();
     await page.locator('.st-open').first().waitFor();
-    await checkPage(page, cspErrors, 'issue page, signed in as the owner');
     const alices = await listOwn(t, 'alice.test', 'dev.knotless.issue.state');
-    assert.deepEqual(alices.map((r) => r.value['state']).sort(), ['closed', 'open']);
+    assert.deepEqual(alices.map((r) => r.value['state']).sort(), ['closed', 'open', 'open']);
     for (const r of alices) assert.deepEqual(r.value['labels'], ['bug', 'docs']);
   });
 
@@ -242,6 +252,34 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     assert.equal(
       who.trim(),
       `Say where it was edited|alice.test <${t.dids['alice.test']!}>|alice.test|${featureHead}`,
+    );
+  });
+
+  it('notifications: the header counts them, the page lists them, the private feed serves them', async () => {
+    await as('alice');
+    await page.goto(`${app.url}/`);
+    const count = Number(await page.locator('header a[href="/-/notifications"] .pill').innerText());
+    assert.ok(count >= 3, `alice has unseen notifications (${count})`);
+    await visit('/-/notifications', 'notifications page');
+    const main = await page.locator('main').innerText();
+    assert.match(main, /bob\.test opened the pull request “Add b”/);
+    assert.match(main, /bob\.test opened the issue “The site has no b”/);
+    assert.match(main, /bob\.test commented on the issue “The site has no b”/);
+    await page.goto(`${app.url}/`);
+    assert.equal(await page.locator('header a[href="/-/notifications"] .pill').count(), 0, 'seen: no count');
+    await page.goto(`${app.url}/-/notifications`);
+    await page.getByRole('button', { name: 'Make a new feed address' }).click();
+    const feedUrl = await page.locator('.feedurl').innerText();
+    assert.match(feedUrl, /\/-\/notifications\.atom\?token=[A-Za-z0-9_-]{32}$/);
+    const feed = await fetch(feedUrl);
+    assert.equal(feed.status, 200);
+    assert.match(await feed.text(), /<title>bob\.test opened the pull request “Add b”<\/title>/);
+    assert.equal((await fetch(feedUrl.replace(/token=.*/, `token=${'A'.repeat(32)}`))).status, 404);
+    await as('bob');
+    await page.goto(`${app.url}/-/notifications`);
+    assert.match(
+      await page.locator('main').innerText(),
+      /alice\.test marked your issue “The site has no b” open/,
     );
   });
 

@@ -177,4 +177,16 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('web_sessions_did').on('web_sessions').column('did').execute();
     },
   },
+  '0004_notifications': {
+    async up(db: Kysely<unknown>) {
+      // Per signed-in account: when its notifications were last looked at (the header's count is
+      // what came after), and the private token of its notifications feed.
+      await db.schema
+        .createTable('web_readers')
+        .addColumn('did', 'text', (c) => c.primaryKey())
+        .addColumn('seen_at', 'text', (c) => c.notNull())
+        .addColumn('feed_token', 'text', (c) => c.notNull().unique())
+        .execute();
+    },
+  },
 };

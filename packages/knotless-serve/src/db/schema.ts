@@ -139,6 +139,14 @@ export interface Database {
   oauth_states: OAuthStateTable;
   oauth_sessions: OAuthSessionTable;
   web_sessions: WebSessionTable;
+  web_readers: WebReaderTable;
+}
+
+/** A signed-in account's notifications: last seen, and its feed's token (the SHA-256 of it). */
+export interface WebReaderTable {
+  did: string;
+  seen_at: string;
+  feed_token: string;
 }
 
 /** An OAuth authorization in flight (PKCE verifier, DPoP key), sealed; kept until its callback. */

@@ -16,6 +16,7 @@ import { commitPage, comparePage } from './pages/commit.ts';
 import { commitsPage } from './pages/commits.ts';
 import { blamePage, historyPage } from './pages/history.ts';
 import { homePage } from './pages/home.ts';
+import { notificationsFeed, notificationsPage } from './pages/notifications.ts';
 import { issuePage, issuesPage } from './pages/issues.ts';
 import { pullPage } from './pages/pull.ts';
 import { pullsPage } from './pages/pulls.ts';
@@ -110,7 +111,11 @@ async function route(
     throw err;
   }
   if (req.method === 'POST' && segs[0] !== undefined && !GIT_SERVICES.has(segs.slice(2).join('/'))) {
-    await handlePost(site, req, res, segs, (actor, name) => findRepo(site, actor, name));
+    return handlePost(site, req, res, segs, (actor, name) => findRepo(site, actor, name));
+  }
+  if (url.pathname === '/-/notifications') return notificationsPage(site);
+  if (url.pathname === '/-/notifications.atom') {
+    await notificationsFeed(site, url.searchParams.get('token') ?? '', res);
     return undefined;
   }
   if (segs.length === 2 && segs[0] === '-' && segs[1] === 'signin') {
@@ -238,7 +243,12 @@ export function handleRequest(site: Site, req: http.IncomingMessage, res: http.S
   withSignal(controller.signal, async () => {
     // The signed-in reader (when the request carries a live session's cookie), for the layout and forms.
     const reader = await site.sessions.viewer(req);
-    return withViewer(reader, site.signIn !== undefined, async () => ({
+    // The header's count, for pages only (not files, queries or git).
+    const unseen =
+      reader === undefined || /^\/(static|xrpc|-\/img)\//.test(pathname) || isGitRequest(pathname)
+        ? 0
+        : await site.notifications.unseen(reader.did, reader.handle);
+    return withViewer(reader, site.signIn !== undefined, unseen, async () => ({
       body: await route(site, req, res),
       signedIn: viewer() !== undefined,
     }));

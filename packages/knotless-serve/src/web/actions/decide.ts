@@ -5,7 +5,13 @@ import type http from 'node:http';
 import { mergePull } from 'knotless-core/forge/merge';
 import { ISSUE_STATE, PULL, PULL_STATUS, type PullRecord } from 'knotless-core/forge/records';
 import { checkStateWrite, stateRecord } from 'knotless-core/forge/state-write';
-import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
+import { newTid } from 'knotless-core/forge/store';
+import {
+  ISSUE_AUTHOR_MAY,
+  PULL_AUTHOR_MAY,
+  decide,
+  type Decision,
+} from 'knotless-core/records/forge-authority';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { forgeRecordOf } from '../../ingest/forge-records.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
@@ -26,7 +32,46 @@ import {
 const MAX_LABELS = 20;
 const MAX_LABEL = 64;
 
-/** The state record of a close or reopen, when the authority rule lets the reader write it. */
+/** The state records of an item the index holds, as the authority rule reads them. */
+async function decisionsOf(site: Site, item: ItemRef): Promise<Decision<string>[]> {
+  const rows =
+    item.kind === 'pulls'
+      ? await site.index.db
+          .selectFrom('pull_statuses')
+          .select(['did', 'rkey', 'status as state', 'merged', 'labels', 'created_at'])
+          .where('pull_did', '=', item.did)
+          .where('pull_rkey', '=', item.rkey)
+          .where('deleted', '=', 0)
+          .execute()
+      : await site.index.db
+          .selectFrom('issue_states')
+          .select(['did', 'rkey', 'state', 'labels', 'created_at'])
+          .where('issue_did', '=', item.did)
+          .where('issue_rkey', '=', item.rkey)
+          .where('deleted', '=', 0)
+          .execute();
+  return rows.map((r) => ({
+    by: r.did,
+    rkey: r.rkey,
+    state: r.state,
+    labels: JSON.parse(r.labels) as string[],
+    createdAt: r.created_at,
+    ...('merged' in r && typeof r.merged === 'string' ? { merged: r.merged } : {}),
+  }));
+}
+
+/** The state `did`'s own latest record gives an item (`open` with none): what a label keeps. */
+function stateBy(decisions: Decision<string>[], did: string): string {
+  const own = decisions.filter((d) => d.by === did);
+  return own.length === 0 ? 'open' : own.reduce((a, b) => (b.rkey > a.rkey ? b : a)).state;
+}
+
+/**
+ * The state record of a close, reopen, labels or merge, when the authority rule lets the reader
+ * write it: who may decide (`checkStateWrite`), and then the rule itself (knotless-core's `decide`,
+ * the CLI's and the index's) run again with the new record among the others, so that a record it
+ * would outrank is never written; `expect` is the state the item must have after it.
+ */
 async function writeState(
   site: Site,
   viewer: Viewer,
@@ -34,8 +79,10 @@ async function writeState(
   item: ItemRef,
   state: string,
   extra: Record<string, unknown> = {},
+  expect: string = state,
 ): Promise<void> {
   const pulls = item.kind === 'pulls';
+  const authorMay = pulls ? PULL_AUTHOR_MAY : ISSUE_AUTHOR_MAY;
   checkStateWrite({
     me: viewer.did,
     myName: viewer.handle,
@@ -43,7 +90,7 @@ async function writeState(
     label: `${repo.owner}/${repo.name}`,
     author: item.did,
     current: item.state,
-    authorMay: pulls ? PULL_AUTHOR_MAY : ISSUE_AUTHOR_MAY,
+    authorMay,
     noun: pulls ? 'pull request' : 'issue',
     state,
     id: `${item.did}/${item.rkey}`,
@@ -51,8 +98,27 @@ async function writeState(
   const collection = pulls ? PULL_STATUS : ISSUE_STATE;
   const keep = viewer.did === repo.did ? item.labels : [];
   const record = checkedRecord(collection, stateRecord(pulls ? 'pr' : 'issue', item.uri, state, keep, extra));
+  const rkey = newTid();
+  const next = decide(
+    [
+      ...(await decisionsOf(site, item)),
+      { by: viewer.did, rkey, state, createdAt: String(record['createdAt']) },
+    ],
+    repo.did,
+    item.did,
+    authorMay,
+  );
+  if (next.state !== expect && next.by !== undefined) {
+    const author = (await site.index.owner(item.did))?.handle ?? item.did;
+    throw new HttpError(
+      403,
+      next.by === repo.did
+        ? `${repo.owner}/${repo.name}'s owner ${next.state === 'merged' ? 'merged' : 'closed'} this; only they can ${next.state === 'merged' ? 'change that' : 'reopen it'}.`
+        : `Its author, ${author}, closed this; only they can reopen it.`,
+    );
+  }
   const auth = await writerFor(site, viewer);
-  await forgeStore(site).create(auth, collection, record);
+  await forgeStore(site).create(auth, collection, record, rkey);
 }
 
 async function untilState(site: Site, item: ItemRef, state: string): Promise<void> {
@@ -171,10 +237,16 @@ export async function setLabels(
   if (long !== undefined)
     throw new HttpError(400, `A label is at most ${MAX_LABEL} bytes; "${long.slice(0, 80)}" is longer.`);
   const merged = item.kind === 'pulls' ? (await site.index.forge.pull(item.did, item.rkey))?.merged : null;
-  await writeState(site, viewer, repo, { ...item, labels }, item.state, {
-    labels,
-    ...(merged === null || merged === undefined ? {} : { merged }),
-  });
+  const own = stateBy(await decisionsOf(site, item), viewer.did);
+  await writeState(
+    site,
+    viewer,
+    repo,
+    { ...item, labels },
+    own === 'merged' ? 'merged' : own,
+    { labels, ...(own === 'merged' && merged !== null && merged !== undefined ? { merged } : {}) },
+    item.state,
+  );
   const want = JSON.stringify(labels);
   await untilIndexed(async () => {
     const row =
