@@ -18,7 +18,7 @@ export function refKeyPrefix(repo: string): string {
  */
 export const KNOTLESS_OAUTH_SCOPE = [
   'atproto',
-  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment'].map(
+  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment', 'key'].map(
     (c) => `repo:dev.knotless.${c}`,
   ),
   'blob:application/x-git-packed-objects',
