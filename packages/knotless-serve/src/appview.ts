@@ -40,7 +40,7 @@ export async function startAppview(
   // Log lines carry network text (handles, repository names, PDS errors, request paths): one escape
   // here covers every line, whoever wrote it.
   const log = (line: string): void => write(safeText(line, 2000));
-  const { db, engine } = await openDatabase(config.database);
+  const { db, engine } = await openDatabase(config.database, log);
   const index = new Index(db, engine);
   const identities = await Identities.create(
     index,
