@@ -5,6 +5,7 @@ import {
   ISSUE_STATE_COLLECTION,
   PULL_COLLECTION,
   PULL_STATUS_COLLECTION,
+  STAR_COLLECTION,
   type ForgeCollection,
   type ForgeRecord,
 } from '../ingest/forge-records.ts';
@@ -29,6 +30,7 @@ const TABLES: Record<ForgeCollection, ForgeTable> = {
   [ISSUE_COLLECTION]: 'issues',
   [ISSUE_STATE_COLLECTION]: 'issue_states',
   [COMMENT_COLLECTION]: 'comments',
+  [STAR_COLLECTION]: 'stars',
 };
 
 /** A row with its author's verified handle. */
@@ -174,6 +176,31 @@ export class ForgeStore {
       .execute();
   }
 
+  /** How many accounts star a repository: one each, however many star records they keep. */
+  async stars(repoDid: string, repoName: string): Promise<number> {
+    const row = await this.#db
+      .selectFrom('stars')
+      .select((eb) => eb.fn.count<number | string>('did').distinct().as('n'))
+      .where('subject_did', '=', repoDid)
+      .where('subject_name', '=', repoName)
+      .where('deleted', '=', 0)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  /** The keys of `did`'s live star records on a repository (none when it does not star it). */
+  async starsBy(did: string, repoDid: string, repoName: string): Promise<string[]> {
+    const rows = await this.#db
+      .selectFrom('stars')
+      .select('rkey')
+      .where('did', '=', did)
+      .where('subject_did', '=', repoDid)
+      .where('subject_name', '=', repoName)
+      .where('deleted', '=', 0)
+      .execute();
+    return rows.map((r) => r.rkey);
+  }
+
   /** Open pull requests and issues of a repository, and how many of each in every state. */
   async counts(
     repoDid: string,
@@ -242,8 +269,12 @@ function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
         subject_collection: r.record.subject.collection,
         subject_rkey: r.record.subject.rkey,
         round: r.record.round ?? null,
+        path: r.record.path ?? null,
+        line: r.record.line ?? null,
         body: r.record.body,
       };
+    case STAR_COLLECTION:
+      return { ...base, subject_did: r.record.subject.did, subject_name: r.record.subject.rkey };
   }
 }
 
