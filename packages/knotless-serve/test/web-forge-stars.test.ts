@@ -200,6 +200,10 @@ describe('stars and line comments from the browser, indexed in PostgreSQL', () =
     const main = await page.locator('main').innerText();
     assert.match(main, /bob\.test opened the pull request “Count to four”/);
     assert.match(main, /bob\.test commented on the pull request “Count to four”/);
+    await page.getByRole('button', { name: 'Make a new feed address' }).click();
+    const feed = await fetch(await page.locator('.feedurl').innerText());
+    assert.equal(feed.status, 200);
+    assert.match(await feed.text(), /<title>bob\.test opened the pull request “Count to four”<\/title>/);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('link', { name: 'Sign in' }).waitFor();
     assert.equal(await sealedSessionOf(app, t.dids['alice.test']!), undefined);
