@@ -10,7 +10,7 @@ import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/gi
 import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
-import { appviewOn, waitFor } from './helpers.ts';
+import { appviewOn, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
 import { listOwn, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
 
@@ -89,6 +89,11 @@ describe('stars and line comments from the browser, indexed in PostgreSQL', () =
     await page.getByRole('button', { name: 'Star', exact: true }).click();
     await page.getByRole('button', { name: 'Unstar' }).waitFor();
     assert.equal(await starsShown(), '1 star');
+    assert.equal(
+      (await xrpc<{ starCount: number }>(app, 'dev.knotless.getRepo', { actor: 'alice.test', repo: 'site' }))
+        .starCount,
+      1,
+    );
     const stars = await listOwn(t, 'bob.test', 'dev.knotless.star');
     assert.equal(stars.length, 1);
     assert.equal(stars[0]!.value['subject'], `at://${t.dids['alice.test']!}/dev.knotless.repo/site`);
