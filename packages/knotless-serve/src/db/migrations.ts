@@ -177,7 +177,22 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('web_sessions_did').on('web_sessions').column('did').execute();
     },
   },
-  '0004_notifications': {
+  '0004_account_status': {
+    // Accounts that are not active (deactivated, taken down, suspended, deleted): hidden, not dropped.
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('owners').addColumn('status', 'text').execute();
+    },
+  },
+  '0005_private_repos': {
+    // A private repository: only its name, description and that it is private are shown.
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .alterTable('repos')
+        .addColumn('private', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
+  '0006_notifications': {
     async up(db: Kysely<unknown>) {
       // Per signed-in account: when its notifications were last looked at (the header's count is
       // what came after), and the private token of its notifications feed.
@@ -189,7 +204,7 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
-  '0005_stars_and_line_comments': {
+  '0007_stars_and_line_comments': {
     async up(db: Kysely<unknown>) {
       // Stars (one row per record; the count is of distinct accounts), and a comment's line of a
       // round's diff.

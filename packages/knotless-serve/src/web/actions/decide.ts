@@ -4,14 +4,9 @@
 import type http from 'node:http';
 import { mergePull } from 'knotless-core/forge/merge';
 import { ISSUE_STATE, PULL, PULL_STATUS, type PullRecord } from 'knotless-core/forge/records';
-import { checkStateWrite, stateRecord } from 'knotless-core/forge/state-write';
 import { newTid } from 'knotless-core/forge/store';
-import {
-  ISSUE_AUTHOR_MAY,
-  PULL_AUTHOR_MAY,
-  decide,
-  type Decision,
-} from 'knotless-core/records/forge-authority';
+import { checkOutcome, checkStateWrite, stateBy, stateRecord } from 'knotless-core/forge/state-write';
+import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { forgeRecordOf } from '../../ingest/forge-records.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
@@ -32,45 +27,10 @@ import {
 const MAX_LABELS = 20;
 const MAX_LABEL = 64;
 
-/** The state records of an item the index holds, as the authority rule reads them. */
-async function decisionsOf(site: Site, item: ItemRef): Promise<Decision<string>[]> {
-  const rows =
-    item.kind === 'pulls'
-      ? await site.index.db
-          .selectFrom('pull_statuses')
-          .select(['did', 'rkey', 'status as state', 'merged', 'labels', 'created_at'])
-          .where('pull_did', '=', item.did)
-          .where('pull_rkey', '=', item.rkey)
-          .where('deleted', '=', 0)
-          .execute()
-      : await site.index.db
-          .selectFrom('issue_states')
-          .select(['did', 'rkey', 'state', 'labels', 'created_at'])
-          .where('issue_did', '=', item.did)
-          .where('issue_rkey', '=', item.rkey)
-          .where('deleted', '=', 0)
-          .execute();
-  return rows.map((r) => ({
-    by: r.did,
-    rkey: r.rkey,
-    state: r.state,
-    labels: JSON.parse(r.labels) as string[],
-    createdAt: r.created_at,
-    ...('merged' in r && typeof r.merged === 'string' ? { merged: r.merged } : {}),
-  }));
-}
-
-/** The state `did`'s own latest record gives an item (`open` with none): what a label keeps. */
-function stateBy(decisions: Decision<string>[], did: string): string {
-  const own = decisions.filter((d) => d.by === did);
-  return own.length === 0 ? 'open' : own.reduce((a, b) => (b.rkey > a.rkey ? b : a)).state;
-}
-
 /**
- * The state record of a close, reopen, labels or merge, when the authority rule lets the reader
- * write it: who may decide (`checkStateWrite`), and then the rule itself (knotless-core's `decide`,
- * the CLI's and the index's) run again with the new record among the others, so that a record it
- * would outrank is never written; `expect` is the state the item must have after it.
+ * The state record of a close, reopen, merge or labelling, when the authority rule lets the reader
+ * write it and it would count: decided again with the records already on the item (the index's),
+ * it must leave the item `expect` (the state written, unless only labels change).
  */
 async function writeState(
   site: Site,
@@ -79,44 +39,29 @@ async function writeState(
   item: ItemRef,
   state: string,
   extra: Record<string, unknown> = {},
-  expect: string = state,
+  expect = state,
 ): Promise<void> {
   const pulls = item.kind === 'pulls';
-  const authorMay = pulls ? PULL_AUTHOR_MAY : ISSUE_AUTHOR_MAY;
-  checkStateWrite({
+  const w = {
     me: viewer.did,
     myName: viewer.handle,
     owner: repo.did,
     label: `${repo.owner}/${repo.name}`,
     author: item.did,
     current: item.state,
-    authorMay,
-    noun: pulls ? 'pull request' : 'issue',
+    authorMay: pulls ? PULL_AUTHOR_MAY : ISSUE_AUTHOR_MAY,
+    noun: pulls ? ('pull request' as const) : ('issue' as const),
     state,
     id: `${item.did}/${item.rkey}`,
-  });
+  };
+  checkStateWrite(w);
+  const rkey = newTid();
+  const decisions = await site.index.forge.decisions(item.kind, item.did, item.rkey);
+  const authorName = (await identityOf(site, item.did)).handle ?? item.did;
+  checkOutcome({ ...w, decisions, rkey, authorName, expect });
   const collection = pulls ? PULL_STATUS : ISSUE_STATE;
   const keep = viewer.did === repo.did ? item.labels : [];
   const record = checkedRecord(collection, stateRecord(pulls ? 'pr' : 'issue', item.uri, state, keep, extra));
-  const rkey = newTid();
-  const next = decide(
-    [
-      ...(await decisionsOf(site, item)),
-      { by: viewer.did, rkey, state, createdAt: String(record['createdAt']) },
-    ],
-    repo.did,
-    item.did,
-    authorMay,
-  );
-  if (next.state !== expect && next.by !== undefined) {
-    const author = (await site.index.owner(item.did))?.handle ?? item.did;
-    throw new HttpError(
-      403,
-      next.by === repo.did
-        ? `${repo.owner}/${repo.name}'s owner ${next.state === 'merged' ? 'merged' : 'closed'} this; only they can ${next.state === 'merged' ? 'change that' : 'reopen it'}.`
-        : `Its author, ${author}, closed this; only they can reopen it.`,
-    );
-  }
   const auth = await writerFor(site, viewer);
   await forgeStore(site).create(auth, collection, record, rkey);
 }
@@ -143,7 +88,9 @@ export async function setState(
   if (state !== 'open' && state !== 'closed') throw new HttpError(400, 'A state is open or closed.');
   if (item.state === 'merged')
     throw new HttpError(409, 'This pull request is merged; there is nothing to change.');
-  if (item.state !== state) {
+  // Already so by the reader's own decision too: an owner may still close what its author withdrew.
+  const mine = stateBy(await site.index.forge.decisions(item.kind, item.did, item.rkey), viewer.did);
+  if (item.state !== state || mine !== state) {
     await writeState(site, viewer, repo, item, state);
     await untilState(site, item, state);
   }
@@ -237,14 +184,15 @@ export async function setLabels(
   if (long !== undefined)
     throw new HttpError(400, `A label is at most ${MAX_LABEL} bytes; "${long.slice(0, 80)}" is longer.`);
   const merged = item.kind === 'pulls' ? (await site.index.forge.pull(item.did, item.rkey))?.merged : null;
-  const own = stateBy(await decisionsOf(site, item), viewer.did);
+  // The owner's own decision is kept as it was: a label is not a close or reopen of theirs.
+  const own = stateBy(await site.index.forge.decisions(item.kind, item.did, item.rkey), repo.did);
   await writeState(
     site,
     viewer,
     repo,
     { ...item, labels },
-    own === 'merged' ? 'merged' : own,
-    { labels, ...(own === 'merged' && merged !== null && merged !== undefined ? { merged } : {}) },
+    own,
+    { labels, ...(own !== 'merged' || merged === null || merged === undefined ? {} : { merged }) },
     item.state,
   );
   const want = JSON.stringify(labels);
