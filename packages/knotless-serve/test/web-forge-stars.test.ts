@@ -94,6 +94,12 @@ describe('stars and line comments from the browser, indexed in PostgreSQL', () =
         .starCount,
       1,
     );
+    // While bob's account is not active (as the index records it), his star counts for nothing.
+    const bobStatus = (status: string | null) =>
+      app.index.db.updateTable('owners').set({ status }).where('did', '=', t.dids['bob.test']!).execute();
+    await bobStatus('deactivated');
+    assert.equal(await app.index.forge.stars(t.dids['alice.test']!, 'site'), 0);
+    await bobStatus(null);
     const stars = await listOwn(t, 'bob.test', 'dev.knotless.star');
     assert.equal(stars.length, 1);
     assert.equal(stars[0]!.value['subject'], `at://${t.dids['alice.test']!}/dev.knotless.repo/site`);

@@ -187,14 +187,19 @@ export class ForgeStore {
       .execute();
   }
 
-  /** How many accounts star a repository: one each, however many star records they keep. */
+  /**
+   * How many accounts star a repository: one each, however many star records they keep; an account
+   * that is not active counts for nothing meanwhile, as its other records show nowhere.
+   */
   async stars(repoDid: string, repoName: string): Promise<number> {
     const row = await this.#db
       .selectFrom('stars')
-      .select((eb) => eb.fn.count<number | string>('did').distinct().as('n'))
-      .where('subject_did', '=', repoDid)
-      .where('subject_name', '=', repoName)
-      .where('deleted', '=', 0)
+      .leftJoin('owners', 'owners.did', 'stars.did')
+      .select((eb) => eb.fn.count<number | string>('stars.did').distinct().as('n'))
+      .where('stars.subject_did', '=', repoDid)
+      .where('stars.subject_name', '=', repoName)
+      .where('stars.deleted', '=', 0)
+      .where('owners.status', 'is', null)
       .executeTakeFirstOrThrow();
     return Number(row.n);
   }
