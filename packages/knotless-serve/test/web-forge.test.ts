@@ -14,6 +14,7 @@ import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, waitFor } from './helpers.ts';
+import { startPostgres, type PgServer } from './postgres.ts';
 import { listOwn, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
@@ -21,6 +22,7 @@ const alice = useGitUser(t, 'alice.test');
 const bob = useGitUser(t, 'bob.test');
 
 let app: Appview;
+let pg: PgServer | undefined;
 let browser: BrowserContext;
 let page: Page;
 let cspErrors: string[];
@@ -48,7 +50,10 @@ async function visit(where: string, what: string): Promise<void> {
 describe('the forge on the web, signed in with atproto OAuth', () => {
   before(async () => {
     await t.ready;
-    app = await appviewOn(t, ':memory:');
+    // SQLite by default; KNOTLESS_TEST_INDEX=postgres runs the same flow on PostgreSQL
+    // (web-forge-stars.test.ts always does, for sessions, notifications, stars and line comments).
+    if (process.env['KNOTLESS_TEST_INDEX'] === 'postgres') pg = await startPostgres();
+    app = await appviewOn(t, pg === undefined ? ':memory:' : await pg.createDatabase('webforge'));
     assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
     const work = await newRepo(alice, 'knotless://alice.test/site');
     await commitFiles(alice, work, { 'README.md': '# Site\n' }, 'start');
@@ -74,6 +79,7 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
   after(async () => {
     await browser?.close();
     await app?.close();
+    await pg?.stop();
   });
 
   it('signs bob in through his PDS, and the sign-in page and home page pass axe', async () => {
