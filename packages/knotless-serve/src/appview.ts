@@ -7,6 +7,7 @@ import { loadServerKey } from './auth/server-key.ts';
 import { WebSessions } from './auth/web-sessions.ts';
 import type { ServeConfig } from './config.ts';
 import { Index } from './db/index-store.ts';
+import { Notifications } from './db/notifications.ts';
 import { openDatabase } from './db/open.ts';
 import { backfillAccount, listPdsAccounts } from './ingest/backfill.ts';
 import { follow, type Subscription } from './ingest/firehose.ts';
@@ -39,7 +40,7 @@ export async function startAppview(
   // Log lines carry network text (handles, repository names, PDS errors, request paths): one escape
   // here covers every line, whoever wrote it.
   const log = (line: string): void => write(safeText(line, 2000));
-  const { db, engine } = await openDatabase(config.database);
+  const { db, engine } = await openDatabase(config.database, log);
   const index = new Index(db, engine);
   const identities = await Identities.create(
     index,
@@ -101,6 +102,7 @@ export async function startAppview(
     images,
     signIn,
     sessions: new WebSessions(db),
+    notifications: new Notifications(db),
     identities,
     forge: {
       client: (service, authorizer) =>

@@ -5,6 +5,8 @@
 // cookie with another's token) are one sentence with their status; signing out revokes the tokens
 // at the PDS. Every new page passes the CSP checks and axe-core (browser-kit.ts).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BrowserContext, Cookie, Page } from 'playwright-core';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
@@ -12,6 +14,7 @@ import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, waitFor } from './helpers.ts';
+import { startPostgres, type PgServer } from './postgres.ts';
 import { listOwn, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
@@ -19,6 +22,7 @@ const alice = useGitUser(t, 'alice.test');
 const bob = useGitUser(t, 'bob.test');
 
 let app: Appview;
+let pg: PgServer | undefined;
 let browser: BrowserContext;
 let page: Page;
 let cspErrors: string[];
@@ -38,15 +42,18 @@ async function csrfOnPage(): Promise<string> {
   return page.locator('form[action="/-/signout"] input[name="csrf"]').inputValue();
 }
 
-async function visit(path: string, what: string): Promise<void> {
-  await page.goto(`${app.url}${path}`);
+async function visit(where: string, what: string): Promise<void> {
+  await page.goto(`${app.url}${where}`);
   await checkPage(page, cspErrors, what);
 }
 
 describe('the forge on the web, signed in with atproto OAuth', () => {
   before(async () => {
     await t.ready;
-    app = await appviewOn(t, ':memory:');
+    // SQLite by default; KNOTLESS_TEST_INDEX=postgres runs the same flow on PostgreSQL
+    // (web-forge-stars.test.ts always does, for sessions, notifications, stars and line comments).
+    if (process.env['KNOTLESS_TEST_INDEX'] === 'postgres') pg = await startPostgres();
+    app = await appviewOn(t, pg === undefined ? ':memory:' : await pg.createDatabase('webforge'));
     assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
     const work = await newRepo(alice, 'knotless://alice.test/site');
     await commitFiles(alice, work, { 'README.md': '# Site\n' }, 'start');
@@ -72,6 +79,7 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
   after(async () => {
     await browser?.close();
     await app?.close();
+    await pg?.stop();
   });
 
   it('signs bob in through his PDS, and the sign-in page and home page pass axe', async () => {
@@ -240,6 +248,63 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     assert.deepEqual(
       (await listOwn(t, 'bob.test', 'dev.knotless.issue.state')).map((r) => r.value['state']).sort(),
       ['closed', 'open'],
+    );
+  });
+
+  it('alice edits a file in the browser and commits it to main, as herself; bob may not', async () => {
+    await as('bob');
+    const refused = await page.goto(`${app.url}/alice.test/site/edit/main/README.md`);
+    assert.equal(refused?.status(), 403);
+    assert.match(
+      await page.locator('main').innerText(),
+      /Only alice\.test can commit to alice\.test\/site; you are bob\.test\./,
+    );
+    await as('alice');
+    await visit('/alice.test/site/blob/main/README.md', 'a file, signed in as its owner');
+    await page.getByRole('link', { name: 'Edit' }).click();
+    await checkPage(page, cspErrors, 'the editor');
+    await page.getByLabel('README.md').fill('# Site\n\nEdited in the browser.\n');
+    await page.getByLabel('Commit message').fill('Say where it was edited');
+    await page.getByRole('button', { name: 'Commit to main' }).click();
+    await page.waitForURL(/\/commits\/main$/);
+    const clone = alice.dir();
+    await alice.ok(clone, 'clone', '-q', 'knotless://alice.test/site', '.');
+    assert.equal(
+      fs.readFileSync(path.join(clone, 'README.md'), 'utf8'),
+      '# Site\n\nEdited in the browser.\n',
+    );
+    const who = await alice.ok(clone, 'log', '-1', '--format=%s|%an <%ae>|%cn|%P');
+    assert.equal(
+      who.trim(),
+      `Say where it was edited|alice.test <${t.dids['alice.test']!}>|alice.test|${featureHead}`,
+    );
+  });
+
+  it('notifications: the header counts them, the page lists them, the private feed serves them', async () => {
+    await as('alice');
+    await page.goto(`${app.url}/`);
+    const count = Number(await page.locator('header a[href="/-/notifications"] .pill').innerText());
+    assert.ok(count >= 3, `alice has unseen notifications (${count})`);
+    await visit('/-/notifications', 'notifications page');
+    const main = await page.locator('main').innerText();
+    assert.match(main, /bob\.test opened the pull request “Add b”/);
+    assert.match(main, /bob\.test opened the issue “The site has no b”/);
+    assert.match(main, /bob\.test commented on the issue “The site has no b”/);
+    await page.goto(`${app.url}/`);
+    assert.equal(await page.locator('header a[href="/-/notifications"] .pill').count(), 0, 'seen: no count');
+    await page.goto(`${app.url}/-/notifications`);
+    await page.getByRole('button', { name: 'Make a new feed address' }).click();
+    const feedUrl = await page.locator('.feedurl').innerText();
+    assert.match(feedUrl, /\/-\/notifications\.atom\?token=[A-Za-z0-9_-]{32}$/);
+    const feed = await fetch(feedUrl);
+    assert.equal(feed.status, 200);
+    assert.match(await feed.text(), /<title>bob\.test opened the pull request “Add b”<\/title>/);
+    assert.equal((await fetch(feedUrl.replace(/token=.*/, `token=${'A'.repeat(32)}`))).status, 404);
+    await as('bob');
+    await page.goto(`${app.url}/-/notifications`);
+    assert.match(
+      await page.locator('main').innerText(),
+      /alice\.test marked your issue “The site has no b” open/,
     );
   });
 

@@ -70,6 +70,15 @@ describe('forge records', () => {
     assert.deepEqual(await parseIssueState(listed(ISSUE_STATE, state)), state);
     const comment = { subject: pullUri, round: 0, body: 'LGTM', createdAt: now };
     assert.deepEqual(await parseComment(listed(COMMENT, comment)), comment);
+    const onLine = {
+      subject: pullUri,
+      round: 0,
+      path: 'src/a.ts',
+      line: 12,
+      body: 'Off by one',
+      createdAt: now,
+    };
+    assert.deepEqual(await parseComment(listed(COMMENT, onLine)), onLine);
   });
 
   it('refuses what the lexicons refuse: types, lengths in graphemes, formats, required fields', async () => {
@@ -96,6 +105,17 @@ describe('forge records', () => {
     await refused(parsePullStatus({ pull: repo, status: 'closed', createdAt: now }), /subject/);
     await refused(parseIssueState({ issue: pullUri, state: 'closed', createdAt: now }), /subject/);
     await refused(parseComment({ subject: repo, body: 'x', createdAt: now }), /subject/);
+    // A line of a round's diff: path and line together, with the round, on a pull request.
+    const line = { subject: pullUri, round: 0, path: 'a.txt', line: 3, body: 'x', createdAt: now };
+    await refused(parseComment({ ...line, line: undefined }), /path and line come together/);
+    await refused(parseComment({ ...line, path: undefined }), /path and line come together/);
+    await refused(parseComment({ ...line, round: undefined }), /needs round/);
+    await refused(
+      parseComment({ ...line, subject: 'at://did:plc:bob/dev.knotless.issue/3kabcdefghij2' }),
+      /needs round/,
+    );
+    await refused(parseComment({ ...line, path: 'a\u001b[2Jb' }), /terminal/);
+    await refused(parseComment({ ...line, line: 0 }), /line/);
   });
 
   it('checks a record before writing it, with the reason as a usage error', async () => {

@@ -13,6 +13,7 @@ export const PULL_STATUS = 'dev.knotless.pull.status';
 export const ISSUE = 'dev.knotless.issue';
 export const ISSUE_STATE = 'dev.knotless.issue.state';
 export const COMMENT = 'dev.knotless.comment';
+export const STAR = 'dev.knotless.star';
 
 /** The MIME type of a round's pack blob. */
 export const PACK_MIME = 'application/x-git-packed-objects';
@@ -87,7 +88,16 @@ export interface IssueStateRecord {
 export interface CommentRecord {
   subject: string;
   round?: number;
+  /** A line of the round's diff it is about: the file (new side's path) and the new side's line. */
+  path?: string;
+  line?: number;
   body: string;
+  createdAt: string;
+}
+
+/** A star: `subject` is the starred repository's record. */
+export interface StarRecord {
+  subject: string;
   createdAt: string;
 }
 
@@ -129,4 +139,23 @@ export function isValidBranch(name: string): boolean {
 /** The JSON a record is written as: its type, and no field that is undefined. */
 export function writeRecord(nsid: string, record: object): Record<string, unknown> {
   return JSON.parse(JSON.stringify({ $type: nsid, ...record })) as Record<string, unknown>;
+}
+
+/**
+ * What a lexicon cannot say about a comment on a line: `path` and `line` come together, with the
+ * `round` whose diff they point into, on a pull request; the path says nothing a terminal would act
+ * on. Undefined when the comment is fine (a comment on no line always is).
+ */
+export function lineCommentProblem(c: {
+  subjectCollection: string;
+  round?: number | undefined;
+  path?: string | undefined;
+  line?: number | undefined;
+}): string | undefined {
+  if (c.path === undefined && c.line === undefined) return undefined;
+  if (c.path === undefined || c.line === undefined) return 'path and line come together';
+  if (c.round === undefined || c.subjectCollection !== PULL)
+    return "a line is a line of a pull request round's diff: it needs round";
+  if (hasUnsafe(c.path)) return 'path holds characters a terminal would act on';
+  return undefined;
 }

@@ -109,6 +109,21 @@ export class ForgeStore {
     }
   }
 
+  /** Deletes a record of the session's account (nothing when it is already gone). */
+  async delete(
+    auth: Authorizer & { session: { did: string; pds: string } },
+    collection: string,
+    rkey: string,
+  ): Promise<void> {
+    try {
+      await this.#ctx
+        .client(auth.session.pds, auth)
+        .procedure('com.atproto.repo.deleteRecord', { repo: auth.session.did, collection, rkey });
+    } catch (err) {
+      throw generalFailure(err, `deleting a ${collection} record`);
+    }
+  }
+
   /** One record, unparsed, or undefined when there is none. */
   async getRaw(
     owner: Pick<Identity, 'did' | 'pds'>,

@@ -30,6 +30,11 @@ export interface CommitRequest {
   changes: Change[];
   /** "Name <email>", overriding git config and GIT_AUTHOR_*. */
   author?: string;
+  /**
+   * Makes the author the committer too (git config is not asked): for a front end that commits for
+   * someone else, such as the appview for a signed-in reader, whose server's git identity is not theirs.
+   */
+  authorCommits?: boolean;
 }
 
 /** What compaction and commits need besides the repository. */
@@ -63,9 +68,12 @@ function checkAuthor(author: string): RegExpExecArray {
 async function identities(
   mirror: Mirror,
   author: string | undefined,
+  authorCommits = false,
 ): Promise<{ author: string; committer: string }> {
   const override = author === undefined ? undefined : checkAuthor(author);
   const env = override ? { GIT_AUTHOR_NAME: override[1]!, GIT_AUTHOR_EMAIL: override[2]! } : {};
+  if (override && authorCommits)
+    Object.assign(env, { GIT_COMMITTER_NAME: override[1]!, GIT_COMMITTER_EMAIL: override[2]! });
   let vars: string;
   try {
     vars = await gitText(['var', '-l'], { gitDir: mirror.gitDir, env });
@@ -177,7 +185,7 @@ async function commitInMirror(
       );
       // The identities need the mirror to exist; asked while the packs are indexed.
       await mirror.create();
-      who ??= identities(mirror, req.author);
+      who ??= identities(mirror, req.author, req.authorCommits);
       try {
         // Both awaited together: a failure of either is this attempt's, never an unhandled rejection.
         await Promise.all([synced, who]);

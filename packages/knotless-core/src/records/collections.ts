@@ -12,13 +12,13 @@ export function refKeyPrefix(repo: string): string {
 
 /**
  * What a knotless OAuth sign-in asks for (the CLI's `knotless login`, the appview's sign-in): its
- * own collections (repositories and refs; pull requests, issues, their states and comments) and
+ * own collections (repositories and refs; pull requests, issues, their states and comments; stars) and
  * pack blobs, nothing else. A repo scope names exact collections (no prefix wildcard exists), so
  * each is listed.
  */
 export const KNOTLESS_OAUTH_SCOPE = [
   'atproto',
-  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment', 'key'].map(
+  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment', 'key', 'star'].map(
     (c) => `repo:dev.knotless.${c}`,
   ),
   'blob:application/x-git-packed-objects',

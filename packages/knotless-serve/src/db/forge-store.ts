@@ -5,6 +5,7 @@ import {
   ISSUE_STATE_COLLECTION,
   PULL_COLLECTION,
   PULL_STATUS_COLLECTION,
+  STAR_COLLECTION,
   type ForgeCollection,
   type ForgeRecord,
 } from '../ingest/forge-records.ts';
@@ -30,6 +31,7 @@ const TABLES: Record<ForgeCollection, ForgeTable> = {
   [ISSUE_COLLECTION]: 'issues',
   [ISSUE_STATE_COLLECTION]: 'issue_states',
   [COMMENT_COLLECTION]: 'comments',
+  [STAR_COLLECTION]: 'stars',
 };
 
 /** A row with its author's verified handle. */
@@ -185,6 +187,36 @@ export class ForgeStore {
       .execute();
   }
 
+  /**
+   * How many accounts star a repository: one each, however many star records they keep; an account
+   * that is not active counts for nothing meanwhile, as its other records show nowhere.
+   */
+  async stars(repoDid: string, repoName: string): Promise<number> {
+    const row = await this.#db
+      .selectFrom('stars')
+      .leftJoin('owners', 'owners.did', 'stars.did')
+      .select((eb) => eb.fn.count<number | string>('stars.did').distinct().as('n'))
+      .where('stars.subject_did', '=', repoDid)
+      .where('stars.subject_name', '=', repoName)
+      .where('stars.deleted', '=', 0)
+      .where('owners.status', 'is', null)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  /** The keys of `did`'s live star records on a repository (none when it does not star it). */
+  async starsBy(did: string, repoDid: string, repoName: string): Promise<string[]> {
+    const rows = await this.#db
+      .selectFrom('stars')
+      .select('rkey')
+      .where('did', '=', did)
+      .where('subject_did', '=', repoDid)
+      .where('subject_name', '=', repoName)
+      .where('deleted', '=', 0)
+      .execute();
+    return rows.map((r) => r.rkey);
+  }
+
   /** Open pull requests and issues of a repository, and how many of each in every state. */
   async counts(
     repoDid: string,
@@ -253,8 +285,12 @@ function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
         subject_collection: r.record.subject.collection,
         subject_rkey: r.record.subject.rkey,
         round: r.record.round ?? null,
+        path: r.record.path ?? null,
+        line: r.record.line ?? null,
         body: r.record.body,
       };
+    case STAR_COLLECTION:
+      return { ...base, subject_did: r.record.subject.did, subject_name: r.record.subject.rkey };
   }
 }
 

@@ -192,4 +192,42 @@ export const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0006_notifications': {
+    async up(db: Kysely<unknown>) {
+      // Per signed-in account: when its notifications were last looked at (the header's count is
+      // what came after), and the private token of its notifications feed.
+      await db.schema
+        .createTable('web_readers')
+        .addColumn('did', 'text', (c) => c.primaryKey())
+        .addColumn('seen_at', 'text', (c) => c.notNull())
+        .addColumn('feed_token', 'text', (c) => c.notNull().unique())
+        .execute();
+    },
+  },
+  '0007_stars_and_line_comments': {
+    async up(db: Kysely<unknown>) {
+      // Stars (one row per record; the count is of distinct accounts), and a comment's line of a
+      // round's diff.
+      await db.schema
+        .createTable('stars')
+        .addColumn('did', 'text', (c) => c.notNull())
+        .addColumn('rkey', 'text', (c) => c.notNull())
+        .addColumn('cid', 'text')
+        .addColumn('rev', 'text', (c) => c.notNull())
+        .addColumn('deleted', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('indexed_at', 'text', (c) => c.notNull())
+        .addColumn('subject_did', 'text', (c) => c.notNull())
+        .addColumn('subject_name', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('stars_pk', ['did', 'rkey'])
+        .execute();
+      await db.schema
+        .createIndex('stars_subject')
+        .on('stars')
+        .columns(['subject_did', 'subject_name'])
+        .execute();
+      await db.schema.alterTable('comments').addColumn('path', 'text').execute();
+      await db.schema.alterTable('comments').addColumn('line', 'integer').execute();
+    },
+  },
 };

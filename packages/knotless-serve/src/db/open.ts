@@ -46,16 +46,22 @@ export function isPostgres(conn: string): boolean {
  * Opens the index: a PostgreSQL connection string (postgres://…) or a SQLite file path, and applies
  * every pending migration. The drivers load only when used, so SQLite users never load pg.
  */
-export async function openDatabase(conn: string): Promise<OpenDatabase> {
+export async function openDatabase(
+  conn: string,
+  log: (line: string) => void = () => {},
+): Promise<OpenDatabase> {
   let db: Kysely<Database>;
   let engine: Engine;
   if (isPostgres(conn)) {
     const pg = (await import('pg')).default;
     // bigint columns come back as strings by default; our sequence numbers fit a JS number.
     pg.types.setTypeParser(20, (v: string) => Number(v));
-    db = new Kysely<Database>({
-      dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: conn, max: 5 }) }),
-    });
+    const pool = new pg.Pool({ connectionString: conn, max: 5 });
+    // An idle pooled connection the server ends (a restart, pg_terminate_backend, a proxy timing
+    // out) is reported on the pool; unheard, that event would end the whole process. The pool
+    // drops that connection and opens a new one when next needed, so a line in the log is all.
+    pool.on('error', (err) => log(`an idle PostgreSQL connection ended: ${err.message}`));
+    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     engine = 'postgres';
   } else {
     const Sqlite = (await import('better-sqlite3')).default;

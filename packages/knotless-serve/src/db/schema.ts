@@ -128,7 +128,16 @@ export interface CommentTable extends ForgeRow {
   subject_collection: string;
   subject_rkey: string;
   round: number | null;
+  /** The line of the round's diff it is about (the head side's path and line), if any. */
+  path: string | null;
+  line: number | null;
   body: string;
+}
+
+/** A `dev.knotless.star` record: `did` starred the repository `subject_did`/`subject_name`. */
+export interface StarTable extends ForgeRow {
+  subject_did: string;
+  subject_name: string;
 }
 
 /** The whole index. */
@@ -143,9 +152,18 @@ export interface Database {
   issues: IssueTable;
   issue_states: IssueStateTable;
   comments: CommentTable;
+  stars: StarTable;
   oauth_states: OAuthStateTable;
   oauth_sessions: OAuthSessionTable;
   web_sessions: WebSessionTable;
+  web_readers: WebReaderTable;
+}
+
+/** A signed-in account's notifications: last seen, and its feed's token (the SHA-256 of it). */
+export interface WebReaderTable {
+  did: string;
+  seen_at: string;
+  feed_token: string;
 }
 
 /** An OAuth authorization in flight (PKCE verifier, DPoP key), sealed; kept until its callback. */

@@ -1,25 +1,29 @@
 import { Lexicons, jsonToLex, type LexiconDoc } from '@atproto/lexicon';
 import { REPO_COLLECTION, isValidRefName, isValidRepoName } from 'knotless-core';
+import { lineCommentProblem } from 'knotless-core/forge/records';
 import { hasUnsafe } from 'knotless-core/text/terminal';
 import comment from '../../../../lexicons/dev/knotless/comment.json' with { type: 'json' };
 import issue from '../../../../lexicons/dev/knotless/issue.json' with { type: 'json' };
 import issueState from '../../../../lexicons/dev/knotless/issue/state.json' with { type: 'json' };
 import pull from '../../../../lexicons/dev/knotless/pull.json' with { type: 'json' };
 import pullStatus from '../../../../lexicons/dev/knotless/pull/status.json' with { type: 'json' };
+import star from '../../../../lexicons/dev/knotless/star.json' with { type: 'json' };
 
 export const PULL_COLLECTION = 'dev.knotless.pull';
 export const PULL_STATUS_COLLECTION = 'dev.knotless.pull.status';
 export const ISSUE_COLLECTION = 'dev.knotless.issue';
 export const ISSUE_STATE_COLLECTION = 'dev.knotless.issue.state';
 export const COMMENT_COLLECTION = 'dev.knotless.comment';
+export const STAR_COLLECTION = 'dev.knotless.star';
 
-/** The forge's record collections (issue 16), in the order a backfill reads them. */
+/** The forge's record collections (and stars), in the order a backfill reads them. */
 export const FORGE_COLLECTIONS = [
   PULL_COLLECTION,
   PULL_STATUS_COLLECTION,
   ISSUE_COLLECTION,
   ISSUE_STATE_COLLECTION,
   COMMENT_COLLECTION,
+  STAR_COLLECTION,
 ] as const;
 export type ForgeCollection = (typeof FORGE_COLLECTIONS)[number];
 
@@ -29,7 +33,14 @@ export function isForgeCollection(c: string): c is ForgeCollection {
 
 // The lexicon documents are the contract (FORGE.md): records are checked against the JSON files
 // themselves, by @atproto/lexicon, so the appview cannot drift from what the CLI writes.
-const lexicons = new Lexicons([pull, pullStatus, issue, issueState, comment] as unknown as LexiconDoc[]);
+const lexicons = new Lexicons([
+  pull,
+  pullStatus,
+  issue,
+  issueState,
+  comment,
+  star,
+] as unknown as LexiconDoc[]);
 
 /** A record that failed validation: skipped whole, never half-used, with the reason logged. */
 export class InvalidRecord extends Error {
@@ -133,6 +144,9 @@ export interface IssueStateRecord {
 export interface CommentRecord {
   subject: RecordUri;
   round: number | undefined;
+  /** The line of the round's diff it is about, if any. */
+  path: string | undefined;
+  line: number | undefined;
   body: string;
   createdAt: string;
 }
@@ -142,7 +156,14 @@ export type ForgeRecord =
   | { collection: typeof PULL_STATUS_COLLECTION; record: PullStatusRecord }
   | { collection: typeof ISSUE_COLLECTION; record: IssueRecord }
   | { collection: typeof ISSUE_STATE_COLLECTION; record: IssueStateRecord }
-  | { collection: typeof COMMENT_COLLECTION; record: CommentRecord };
+  | { collection: typeof COMMENT_COLLECTION; record: CommentRecord }
+  | { collection: typeof STAR_COLLECTION; record: StarRecord };
+
+export interface StarRecord {
+  /** The starred repository's record. */
+  subject: RecordUri;
+  createdAt: string;
+}
 
 interface RawPull {
   repo: string;
@@ -233,18 +254,34 @@ export function forgeRecordOf(collection: ForgeCollection, json: unknown): Forge
       };
     }
     case COMMENT_COLLECTION: {
-      const r = validate<{ subject: string; round?: number; body: string; createdAt: string }>(
-        collection,
-        json,
-      );
+      const r = validate<{
+        subject: string;
+        round?: number;
+        path?: string;
+        line?: number;
+        body: string;
+        createdAt: string;
+      }>(collection, json);
+      const subject = uriIn(r.subject, [PULL_COLLECTION, ISSUE_COLLECTION], 'subject');
+      const problem = lineCommentProblem({ ...r, subjectCollection: subject.collection });
+      if (problem !== undefined) throw new InvalidRecord(problem);
       return {
         collection,
         record: {
-          subject: uriIn(r.subject, [PULL_COLLECTION, ISSUE_COLLECTION], 'subject'),
+          subject,
           round: r.round,
+          path: r.path,
+          line: r.line,
           body: r.body,
           createdAt: time(r.createdAt),
         },
+      };
+    }
+    case STAR_COLLECTION: {
+      const r = validate<{ subject: string; createdAt: string }>(collection, json);
+      return {
+        collection,
+        record: { subject: uriIn(r.subject, [REPO_COLLECTION], 'subject'), createdAt: time(r.createdAt) },
       };
     }
   }

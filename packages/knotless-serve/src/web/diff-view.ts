@@ -66,10 +66,48 @@ function rows(lines: string[]): Row[] {
 }
 
 /**
+ * Comments on the lines of a diff (a pull request round's): each line of the new side a link to
+ * comment on it, and under a line what `below` gives (its comments, the open form).
+ */
+export interface LineNotes {
+  link: (path: string, line: number) => string;
+  below: (path: string, line: number) => SafeHtml | undefined;
+}
+
+function lineCells(r: Row, path: string | undefined, notes: LineNotes | undefined): SafeHtml {
+  const n = r.new;
+  const numbered =
+    n === undefined || path === undefined || notes === undefined
+      ? html`<td class="n2">${n ?? ''}</td>`
+      : html`<td class="n2">
+          <a href="${notes.link(path, n)}" aria-label="Comment on ${path} line ${n}">${n}</a>
+        </td>`;
+  const below = n === undefined || path === undefined ? undefined : notes?.below(path, n);
+  return html`<tr>
+      <td class="o">${r.old ?? ''}</td>
+      ${numbered}
+      <td class="${r.cls}">${r.text}</td>
+    </tr>
+    ${
+      below === undefined
+        ? ''
+        : html`<tr class="notes">
+            <td colspan="3">${below}</td>
+          </tr>`
+    }`;
+}
+
+/**
  * The patch of one page of files, each in a box with line numbers, `first` the index of the page's
  * first file in the whole diff (its anchor). Large files are collapsed; every line escaped.
  */
-export function patchView(patch: string, files: FileStat[], first: number, cut: boolean): SafeHtml {
+export function patchView(
+  patch: string,
+  files: FileStat[],
+  first: number,
+  cut: boolean,
+  notes?: LineNotes,
+): SafeHtml {
   const parts = patch.split(/^(?=diff --git )/m).filter((p) => p.startsWith('diff --git '));
   return html`${parts.map((part, i) => {
     const all = part.replace(/\n$/, '').split('\n');
@@ -84,14 +122,7 @@ export function patchView(patch: string, files: FileStat[], first: number, cut: 
         : body[0]!.startsWith('Binary files')
           ? html`<p class="pad muted">Binary file changed.</p>`
           : html`<table class="code">
-              ${rows(body).map(
-                (r) =>
-                  html`<tr>
-                    <td class="o">${r.old ?? ''}</td>
-                    <td class="n2">${r.new ?? ''}</td>
-                    <td class="${r.cls}">${r.text}</td>
-                  </tr>`,
-              )}
+              ${rows(body).map((r) => lineCells(r, f?.path, notes))}
             </table>`;
     const head = html`<span class="mono">${name}</span>
       ${f?.added === undefined ? '' : html` <span class="stat"><span class="a">+${f.added}</span> <span class="d">−${n(f.deleted)}</span></span>`}`;

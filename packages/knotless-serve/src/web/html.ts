@@ -60,7 +60,7 @@ export function trusted(markup: string): SafeHtml {
   return new SafeHtml(markup);
 }
 
-import { signInOffered, viewer } from './viewer.ts';
+import { signInOffered, unseen, viewer } from './viewer.ts';
 
 /** A URL path from segments, each percent-encoded (slashes inside a segment included). */
 export function href(...segments: string[]): string {
@@ -166,7 +166,10 @@ function accountNav(): SafeHtml {
   const v = viewer();
   if (v === undefined) return signInOffered() ? html`<a class="signin" href="/-/signin">Sign in</a>` : html``;
   return html`<span class="signedin"
-    >Signed in as <a href="/${encodeURIComponent(v.handle)}">${v.handle}</a>
+    ><a class="u" href="/-/notifications"
+      >Notifications${unseen() === 0 ? '' : html` <span class="pill">${String(unseen())}</span>`}</a
+    >
+    Signed in as <a class="u" href="/${encodeURIComponent(v.handle)}">${v.handle}</a>
     <form class="inline" method="post" action="/-/signout">
       <input type="hidden" name="csrf" value="${v.csrf}" /><button type="submit">Sign out</button>
     </form></span

@@ -3,6 +3,7 @@ import type http from 'node:http';
 import { parseRecordUri } from '../ingest/forge-records.ts';
 import { handleXrpc } from '../xrpc/router.ts';
 import { RequestTimeout, requestSignal, withSignal } from './deadline.ts';
+import { editPage } from './actions/edit.ts';
 import { handlePost } from './actions/router.ts';
 import { finishSignIn, signInPage } from './actions/sign-in.ts';
 import { serveGit } from './git-http.ts';
@@ -15,6 +16,7 @@ import { commitPage, comparePage } from './pages/commit.ts';
 import { commitsPage } from './pages/commits.ts';
 import { blamePage, historyPage } from './pages/history.ts';
 import { homePage } from './pages/home.ts';
+import { notificationsFeed, notificationsPage } from './pages/notifications.ts';
 import { issuePage, issuesPage } from './pages/issues.ts';
 import { pullPage } from './pages/pull.ts';
 import { pullsPage } from './pages/pulls.ts';
@@ -112,7 +114,11 @@ async function route(
     throw err;
   }
   if (req.method === 'POST' && segs[0] !== undefined && !GIT_SERVICES.has(segs.slice(2).join('/'))) {
-    await handlePost(site, req, res, segs, (actor, name) => findRepo(site, actor, name));
+    return handlePost(site, req, res, segs, (actor, name) => findRepo(site, actor, name));
+  }
+  if (url.pathname === '/-/notifications') return notificationsPage(site);
+  if (url.pathname === '/-/notifications.atom') {
+    await notificationsFeed(site, url.searchParams.get('token') ?? '', res);
     return undefined;
   }
   if (segs.length === 2 && segs[0] === '-' && segs[1] === 'signin') {
@@ -186,6 +192,8 @@ async function route(
       return historyPage(site, repo, tail, pageParam(url));
     case 'blame':
       return blamePage(site, repo, tail);
+    case 'edit':
+      return editPage(site, repo, tail);
     case 'archive':
       await archive(repo, tail, res);
       return undefined;
@@ -238,7 +246,12 @@ export function handleRequest(site: Site, req: http.IncomingMessage, res: http.S
   withSignal(controller.signal, async () => {
     // The signed-in reader (when the request carries a live session's cookie), for the layout and forms.
     const reader = await site.sessions.viewer(req);
-    return withViewer(reader, site.signIn !== undefined, async () => ({
+    // The header's count, for pages only (not files, queries or git).
+    const unseen =
+      reader === undefined || /^\/(static|xrpc|-\/img)\//.test(pathname) || isGitRequest(pathname)
+        ? 0
+        : await site.notifications.unseen(reader.did, reader.handle);
+    return withViewer(reader, site.signIn !== undefined, unseen, async () => ({
       body: await route(site, req, res),
       signedIn: viewer() !== undefined,
     }));

@@ -3,6 +3,7 @@ import type { Transport } from 'knotless-core/xrpc/transport';
 import type { SignIn } from '../auth/oauth.ts';
 import type { WebSessions } from '../auth/web-sessions.ts';
 import type { Index } from '../db/index-store.ts';
+import type { Notifications } from '../db/notifications.ts';
 import type { Identities } from '../ingest/identities.ts';
 import type { Mirror } from '../mirror/mirror.ts';
 import type { ImageProxy } from './images.ts';
@@ -22,6 +23,7 @@ export interface Site {
   /** Sign-in, when a server key is configured (always in dev mode). */
   signIn: SignIn | undefined;
   sessions: WebSessions;
+  notifications: Notifications;
   identities: Identities;
   /** What the core's forge operations are handed: clients over `transport`, the caches' place. */
   forge: ForgeServices;

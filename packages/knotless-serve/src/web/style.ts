@@ -64,4 +64,6 @@ a.who,a.u{text-decoration:underline}
 form.inline{display:inline}.signedin{display:flex;gap:.5rem;align-items:center}
 form.stack{display:flex;flex-direction:column;gap:.3rem}form.stack input,form.stack textarea,form.stack select{font:inherit;padding:.3rem .5rem;border:1px solid var(--line);border-radius:6px;background:var(--bg);color:var(--fg)}
 .error{border:1px solid #cf222e;border-radius:6px;padding:.4rem .8rem}
+table.code tr.notes td{white-space:normal;font-family:system-ui,sans-serif;padding:.4rem .8rem;border-top:1px solid var(--line);border-bottom:1px solid var(--line)}
+table.code td.n2 a{color:inherit}.stars{margin-left:.6rem}
 `;

@@ -4,15 +4,21 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Viewer } from '../auth/web-sessions.ts';
 
-const current = new AsyncLocalStorage<{ viewer: Viewer | undefined; signIn: boolean }>();
+const current = new AsyncLocalStorage<{ viewer: Viewer | undefined; signIn: boolean; unseen: number }>();
 
 /** Runs `work` with `viewer` as the request's reader; `signIn` says whether sign-in is offered. */
 export function withViewer<T>(
   viewer: Viewer | undefined,
   signIn: boolean,
+  unseen: number,
   work: () => Promise<T>,
 ): Promise<T> {
-  return current.run({ viewer, signIn }, work);
+  return current.run({ viewer, signIn, unseen }, work);
+}
+
+/** How many notifications the reader has not seen (the header's count). */
+export function unseen(): number {
+  return current.getStore()?.unseen ?? 0;
 }
 
 /** The signed-in reader, if any. */

@@ -55,6 +55,7 @@ export function commentView(r: CommentRow): Record<string, unknown> {
     author: author(r.did, r.handle),
     subject: recordUri(r.subject_did, r.subject_collection, r.subject_rkey),
     ...(r.round === null ? {} : { round: Number(r.round) }),
+    ...(r.path === null ? {} : { path: r.path, line: Number(r.line) }),
     body: r.body,
     createdAt: r.created_at,
   };

@@ -1,6 +1,6 @@
 import { actorDid, refView, repoView, required, XrpcHttpError, type XrpcHandler } from './common.ts';
 
-/** dev.knotless.getRepo: one repository with its default branch and its refs. */
+/** dev.knotless.getRepo: one repository with its default branch, its refs and its star count. */
 export const getRepo: XrpcHandler = async (site, params) => {
   const did = await actorDid(site, required(params, 'actor'));
   const name = required(params, 'repo');
@@ -11,6 +11,7 @@ export const getRepo: XrpcHandler = async (site, params) => {
   return {
     ...repoView(site, repo),
     ...(head === undefined || head === null ? {} : { defaultBranch: head }),
+    starCount: await site.index.forge.stars(did, name),
     refs: refs.filter((r) => r.ref !== 'HEAD').map(refView),
   };
 };

@@ -11,6 +11,7 @@ import {
   PULL,
   PULL_STATUS,
   isValidBranch,
+  lineCommentProblem,
   parseAtUri,
   type CommentRecord,
   type IssueRecord,
@@ -113,9 +114,12 @@ export async function parseIssueState(value: unknown): Promise<IssueStateRecord>
 export async function parseComment(value: unknown): Promise<CommentRecord> {
   const v = (await validated(COMMENT, value)) as unknown as CommentRecord;
   checkSubject(COMMENT, v.subject, [PULL, ISSUE]);
+  const problem = lineCommentProblem({ ...v, subjectCollection: parseAtUri(v.subject)?.collection ?? '' });
+  if (problem !== undefined) throw invalid(COMMENT, problem);
   return {
     subject: v.subject,
     ...(v.round === undefined ? {} : { round: v.round }),
+    ...(v.path === undefined ? {} : { path: v.path, line: v.line! }),
     body: v.body,
     createdAt: v.createdAt,
   };

@@ -9,6 +9,7 @@ import type { Viewer } from '../../auth/web-sessions.ts';
 import { href } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { merge, setLabels, setState } from './decide.ts';
+import { star } from './star.ts';
 import {
   asPage,
   checkedRecord,
@@ -45,6 +46,8 @@ export async function forgeAction(
       `${repo.owner}/${repo.name} is private, and pull requests and issues are public records, so none is kept for it.`,
     );
   await asPage(async () => {
+    if ((kind === 'star' || kind === 'unstar') && rest.length === 1)
+      return star(site, viewer, repo, kind === 'star', res);
     if (kind === 'issues' && a === 'new' && b === undefined) return openIssue(site, viewer, repo, form, res);
     if (kind === 'pulls' && a === 'new' && b === undefined) return openPull(site, viewer, repo, form, res);
     if ((kind === 'issues' || kind === 'pulls') && a !== undefined && b !== undefined && rest.length === 4) {
@@ -118,10 +121,20 @@ async function comment(
     if (!(round >= 0 && round < rounds))
       throw new HttpError(400, "That is not one of the pull request's rounds.");
   }
+  const path = optional(form, 'path');
+  const lineText = optional(form, 'line');
+  const line = lineText === undefined ? undefined : /^[0-9]{1,7}$/.test(lineText) ? Number(lineText) : 0;
+  if (
+    (path === undefined) !== (line === undefined) ||
+    line === 0 ||
+    (path !== undefined && round === undefined)
+  )
+    throw new HttpError(400, 'A comment on a line names a round, a file of its diff and a line number.');
   const createdAt = new Date().toISOString();
   const record = checkedRecord(COMMENT, {
     subject: item.uri,
     ...(round === undefined ? {} : { round }),
+    ...(path === undefined ? {} : { path, line }),
     body,
     createdAt,
   });
@@ -133,7 +146,10 @@ async function comment(
       (c) => c.did === viewer.did && c.rkey === made.rkey,
     ),
   );
-  seeOther(res, `${item.page}#comments`);
+  seeOther(
+    res,
+    path === undefined ? `${item.page}#comments` : `${item.page}?round=${String(round)}#lc-${made.rkey}`,
+  );
 }
 
 /**

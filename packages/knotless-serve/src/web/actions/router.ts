@@ -5,6 +5,8 @@ import type http from 'node:http';
 import { csrfMatches } from '../../auth/web-sessions.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { viewer } from '../viewer.ts';
+import { newFeed } from '../pages/notifications.ts';
+import { editFile } from './edit.ts';
 import { forgeAction } from './forge.ts';
 import { signOut, startSignIn } from './sign-in.ts';
 
@@ -32,9 +34,10 @@ export async function handlePost(
   res: http.ServerResponse,
   segs: string[],
   findRepo: (actor: string, name: string) => Promise<RepoTarget>,
-): Promise<void> {
+): Promise<string | undefined> {
   const form = await readForm(req);
-  if (segs.length === 2 && segs[0] === '-' && segs[1] === 'signin') return startSignIn(site, form, res);
+  if (segs.length === 2 && segs[0] === '-' && segs[1] === 'signin')
+    return void (await startSignIn(site, form, res));
   const v = viewer();
   if (v === undefined) throw new HttpError(401, 'Sign in to do that.');
   if (!csrfMatches(v, form.get('csrf') ?? undefined))
@@ -42,10 +45,14 @@ export async function handlePost(
       403,
       'This form did not come from a page of this site, or has expired; reload the page and try again.',
     );
-  if (segs.length === 2 && segs[0] === '-' && segs[1] === 'signout') return signOut(site, v, res);
+  if (segs.length === 2 && segs[0] === '-' && segs[1] === 'signout')
+    return void (await signOut(site, v, res));
+  if (segs.join('/') === '-/notifications/feed') return newFeed(site);
   const [actor, name, ...rest] = segs;
   if (actor === undefined || name === undefined || rest.length === 0)
     throw new HttpError(404, 'No such action.');
   const repo = await findRepo(actor, name);
-  return forgeAction(site, v, repo, rest, form, res);
+  if (rest.length === 1 && rest[0] === 'edit') await editFile(site, v, repo, form, res);
+  else await forgeAction(site, v, repo, rest, form, res);
+  return undefined;
 }

@@ -58,7 +58,7 @@ export async function archive(repo: RepoTarget, tail: string, res: http.ServerRe
 }
 
 // eslint-disable-next-line no-control-regex -- these are exactly the characters to replace
-const NOT_XML = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/g;
+export const NOT_XML = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/g;
 
 /** Entries of the Atom feed. */
 const FEED_ENTRIES = 30;

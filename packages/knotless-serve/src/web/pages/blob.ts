@@ -2,6 +2,7 @@ import type http from 'node:http';
 import { pathType, readBlob } from '../../mirror/read.ts';
 import { html, humanSize, page, pathHref } from '../html.ts';
 import { renderCode } from '../render.ts';
+import { viewer } from '../viewer.ts';
 import { HttpError, Redirect, type Site, type RepoTarget } from '../site.ts';
 import { crumbs, refPath, repoHeader } from './common.ts';
 
@@ -57,6 +58,7 @@ export async function blobPage(_site: Site, repo: RepoTarget, tail: string): Pro
           <a href="${pathHref([...base, 'raw'], at2)}">Raw</a>
           <a href="${pathHref([...base, 'blame'], at2)}">Blame</a>
           <a href="${pathHref([...base, 'history'], at2)}">History</a>
+          ${viewer()?.did === repo.did ? html`<a href="${pathHref([...base, 'edit'], at2)}">Edit</a>` : ''}
         </div>
         ${body}
       </div>`,

@@ -1,7 +1,7 @@
 import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { diffStat, patchOf, type FileStat } from '../../mirror/diff.ts';
 import { commitInfo, log, mergeBase, resolveCommit } from '../../mirror/read.ts';
-import { FILES_PER_PAGE, diffStatView, pager, patchView } from '../diff-view.ts';
+import { FILES_PER_PAGE, diffStatView, pager, patchView, type LineNotes } from '../diff-view.ts';
 import { html, href, page, when, type SafeHtml } from '../html.ts';
 import { HttpError, type Site, type RepoTarget } from '../site.ts';
 import { commitLink, repoHeader, requireMirror, short } from './common.ts';
@@ -15,6 +15,7 @@ export async function pagedDiff(
   to: string,
   pageNo: number,
   link: (p: number) => string,
+  notes?: LineNotes,
 ): Promise<SafeHtml> {
   const files = await diffStat(repo.gitDir, from, to);
   const pages = Math.max(1, Math.ceil(files.length / FILES_PER_PAGE));
@@ -27,7 +28,7 @@ export async function pagedDiff(
     return `${fp === p ? '' : link(fp)}#f${i}`;
   };
   return html`${diffStatView(files, fileLink)} ${pager(p, pages, link)}
-  ${patchView(patch.text, shown, first, patch.cut)} ${pager(p, pages, link)}`;
+  ${patchView(patch.text, shown, first, patch.cut, notes)} ${pager(p, pages, link)}`;
 }
 
 /** One commit: message, author, parents, short and full id, browse link, diffstat and paged diff. */

@@ -126,6 +126,7 @@ export function commentList(comments: CommentRow[], roundLink?: (round: number) 
                   ? html` <span class="pill">round ${c.round}</span>`
                   : html` <a class="pill" href="${roundLink(Number(c.round))}">round ${c.round}</a>`
             }
+            ${c.path === null ? '' : html` <span class="muted">on <span class="mono">${c.path}</span> line ${c.line}</span>`}
           </div>
           ${userText(c.body)}
         </article>`,

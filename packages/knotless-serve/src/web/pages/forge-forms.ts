@@ -47,6 +47,20 @@ export function commentForm(action: string, rounds = 0): SafeHtml {
   </form>`;
 }
 
+/** The form under a line of a round's diff, commenting on that line. */
+export function lineCommentForm(action: string, round: number, path: string, line: number): SafeHtml {
+  if (viewer() === undefined) return signInHint('comment on this line');
+  return html`<form class="pad stack" method="post" action="${action}" id="line-form">
+    ${csrfField()}
+    <input type="hidden" name="round" value="${String(round)}" />
+    <input type="hidden" name="path" value="${path}" />
+    <input type="hidden" name="line" value="${String(line)}" />
+    <label for="line-body">Comment on ${path} line ${line}</label>
+    <textarea id="line-body" name="body" rows="3" required></textarea>
+    <p><button type="submit">Comment on line</button></p>
+  </form>`;
+}
+
 /**
  * Close or reopen, for those the authority rule lets decide: the repository's owner, and the
  * author of their own (never once merged). Others see no button; a forged post is refused anyway.
@@ -96,4 +110,21 @@ export function labelsForm(repo: RepoTarget, base: string, labels: string[]): Sa
     <input id="labels" name="labels" value="${labels.join(', ')}" placeholder="bug, docs" />
     <button type="submit">Save labels</button>
   </form>`;
+}
+
+/**
+ * A repository's star count, and for a signed-in reader a button to star or unstar it (`starred`:
+ * whether the index holds a star of theirs on it).
+ */
+export function starForm(repo: RepoTarget, count: number, starred: boolean): SafeHtml {
+  const label = `${count.toLocaleString('en')} ${count === 1 ? 'star' : 'stars'}`;
+  if (viewer() === undefined) return html`<span class="stars">${label}</span>`;
+  return html`<span class="stars"
+    >${label}
+    ${
+      starred
+        ? postButton(href(repo.owner, repo.name, 'unstar'), 'Unstar')
+        : postButton(href(repo.owner, repo.name, 'star'), 'Star')
+    }</span
+  >`;
 }

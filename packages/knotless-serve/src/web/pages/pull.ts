@@ -12,6 +12,8 @@ import { commitList } from './commits.ts';
 import { commentForm, labelsForm, mergeForm, stateForm } from './forge-forms.ts';
 import { authorDid, commentList, statePill, userText } from './forge-common.ts';
 import { mergeWords, pullHref } from './pulls.ts';
+import { chosenLine, lineNotes } from './line-notes.ts';
+import type { LineNotes } from '../diff-view.ts';
 
 /** Which diff the page shows: a round's own (base...head), or the interdiff from the round before. */
 interface Shown {
@@ -78,6 +80,7 @@ async function roundDiff(
   rounds: Round[],
   shown: Shown,
   pageNo: number,
+  notes: LineNotes | undefined,
 ): Promise<SafeHtml> {
   if (!fs.existsSync(repo.gitDir))
     return html`<p class="muted">This repository is not mirrored yet, so the diff cannot be shown.</p>`;
@@ -112,7 +115,7 @@ async function roundDiff(
       ${commits.length > 100 ? 'more than 100' : commits.length} commit${commits.length === 1 ? '' : 's'}
     </p>
     ${commits.length === 0 ? '' : commitList(repo, commits.slice(0, 100))}
-    ${await pagedDiff(repo, from, round.head, pageNo, (p) => link(self, shown, p))}`;
+    ${await pagedDiff(repo, from, round.head, pageNo, (p) => link(self, shown, p), notes)}`;
 }
 
 /** The head's repository as `owner/name:` when it is not the target itself (a fork), else ''. */
@@ -140,6 +143,16 @@ export async function pullPage(
   const comments = await site.index.forge.comments('dev.knotless.pull', did, rkey);
   const self = pullHref(repo, pull);
   const headRepo = await headRepoName(site, repo, pull.head_repo);
+  // Lines are commented on in a round's own diff, never an interdiff.
+  const notes = shown.interdiff
+    ? undefined
+    : lineNotes(
+        comments,
+        shown.round,
+        link(self, shown, pageNo > 1 ? pageNo : undefined),
+        `${self}/comment`,
+        chosenLine(params),
+      );
   const id = `${pull.did}/${pull.rkey}`;
   const merged = pull.merged === null ? '' : html`; merged as ${commitLink(repo, pull.merged)}`;
   return page(
@@ -154,7 +167,7 @@ export async function pullPage(
       <div class="box">${userText(pull.body)}</div>
       ${copyField('Check it out in a clone', `knotless pr checkout ${repo.owner}/${repo.name} ${id}`)}
       <h2>Rounds (${rounds.length})</h2>
-      ${roundsTable(self, rounds, shown)} ${await roundDiff(site, repo, pull, rounds, shown, pageNo)}
+      ${roundsTable(self, rounds, shown)} ${await roundDiff(site, repo, pull, rounds, shown, pageNo, notes)}
       ${commentList(comments, (r) => (r < rounds.length ? link(self, { round: r, interdiff: false }) : '#'))}
       ${commentForm(`${self}/comment`, rounds.length)}
       <p>

@@ -6,6 +6,8 @@ import { copyField, html, href, humanSize, page, pathHref, when, type SafeHtml }
 import { renderMarkdown } from '../render.ts';
 import { HttpError, type Site, type RepoTarget } from '../site.ts';
 import { commitLink, crumbs, refPath, refSwitcher, repoHeader, short } from './common.ts';
+import { starForm } from './forge-forms.ts';
+import { viewer } from '../viewer.ts';
 
 const README = /^readme(\.(md|markdown|txt))?$/i;
 
@@ -165,12 +167,19 @@ export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
   const plural = (n: number, one: string, many = `${one}s`) =>
     `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
   const forge = await site.index.forge.counts(repo.did, repo.name);
+  const v = viewer();
+  const stars = starForm(
+    repo,
+    await site.index.forge.stars(repo.did, repo.name),
+    v !== undefined && (await site.index.forge.starsBy(v.did, repo.did, repo.name)).length > 0,
+  );
   const counts = html`<span class="counts">
     <a href="${pathHref([...base, 'commits'], branch)}">${plural(commits, 'commit')}</a>
     <a href="${href(...base, 'branches')}">${plural(refs.branches.length, 'branch', 'branches')}</a>
     <a href="${href(...base, 'tags')}">${plural(refs.tags.length, 'tag')}</a>
     <a href="${href(...base, 'pulls')}">${plural(forge.pulls['open'] ?? 0, 'open pull request')}</a>
     <a href="${href(...base, 'issues')}">${plural(forge.issues['open'] ?? 0, 'open issue')}</a>
+    ${stars}
   </span>`;
   return page(
     `${repo.owner}/${repo.name}`,

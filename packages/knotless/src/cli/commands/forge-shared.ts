@@ -106,6 +106,7 @@ export function commentJson(c: CommentItem): Record<string, unknown> {
     author: c.handle ?? c.did,
     authorDid: c.did,
     ...(c.record.round === undefined ? {} : { round: c.record.round }),
+    ...(c.record.path === undefined ? {} : { path: c.record.path, line: c.record.line }),
     body: c.record.body,
     createdAt: c.record.createdAt,
   };
@@ -114,7 +115,8 @@ export function commentJson(c: CommentItem): Record<string, unknown> {
 export function printComments(io: Io, comments: CommentItem[]): void {
   io.out(`comments (${comments.length})`);
   for (const c of comments) {
-    const round = c.record.round === undefined ? '' : ` on round ${c.record.round}`;
+    const at = c.record.path === undefined ? '' : ` at ${safeText(c.record.path)}:${c.record.line}`;
+    const round = c.record.round === undefined ? '' : ` on round ${c.record.round}${at}`;
     io.out(`  ${safeText(c.handle ?? c.did)}${round}, ${safeText(c.record.createdAt)}:`);
     for (const line of c.record.body.split('\n')) io.out(`    ${safeText(line, 1000)}`);
   }
@@ -149,7 +151,19 @@ export function commentCommand<R extends Base>(kind: Kind<R>): Command {
     options: {
       body: { type: 'string', short: 'b', value: 'B', help: 'the comment (required)' },
       ...(kind.word === 'pr'
-        ? { round: { type: 'string' as const, value: 'N', help: 'the round it reviews (0 is the first)' } }
+        ? {
+            round: { type: 'string' as const, value: 'N', help: 'the round it reviews (0 is the first)' },
+            path: {
+              type: 'string' as const,
+              value: 'P',
+              help: "with --line and --round: a file of the round's diff",
+            },
+            line: {
+              type: 'string' as const,
+              value: 'L',
+              help: "the line of --path (the round's head side, from 1)",
+            },
+          }
         : {}),
       json: JSON_OPTION,
     },
@@ -170,10 +184,17 @@ export function commentCommand<R extends Base>(kind: Kind<R>): Command {
           'usage',
           `--round must be one of the pull request's rounds, 0 to ${rounds - 1}.`,
         );
+      const path = stringOption(args, 'path');
+      const lineText = stringOption(args, 'line');
+      const line = lineText === undefined ? undefined : /^[0-9]{1,7}$/.test(lineText) ? Number(lineText) : 0;
+      if ((path === undefined) !== (line === undefined) || (path !== undefined && round === undefined))
+        throw new KnotlessError('usage', '--path and --line go together, with --round.');
+      if (line === 0) throw new KnotlessError('usage', '--line is a line number, 1 or more.');
       const auth = await activeSession(c);
       const record = {
         subject: item.uri,
         ...(round === undefined ? {} : { round }),
+        ...(path === undefined ? {} : { path, line }),
         body,
         createdAt: new Date().toISOString(),
       };

@@ -1,0 +1,224 @@
+// A signed-in account's notifications, read from the forge's index: pull requests and issues opened
+// on its repositories, comments on its items and on items of its repositories, the owner's decisions
+// on its pull requests and issues, and mentions of its handle. Nothing is stored per notification:
+// they are the index's rows seen from one account; only when they were last seen is kept.
+import crypto from 'node:crypto';
+import { sql, type Kysely } from 'kysely';
+import type { Database } from './schema.ts';
+
+export interface Notice {
+  kind: 'pull' | 'issue' | 'comment' | 'decision' | 'mention';
+  /** Who did it. */
+  did: string;
+  /** What it is about: the pull request or issue, and its repository. */
+  item: {
+    tab: 'pulls' | 'issues';
+    did: string;
+    rkey: string;
+    title: string;
+    repoDid: string;
+    repoName: string;
+  };
+  /** The state a decision set, or the comment's text. */
+  detail: string;
+  time: string;
+}
+
+const LIMIT = 50;
+const sha256 = (s: string): string => crypto.createHash('sha256').update(s).digest('hex');
+
+type Db = Kysely<Database>;
+
+async function opened(db: Db, me: string): Promise<Notice[]> {
+  const out: Notice[] = [];
+  for (const tab of ['pulls', 'issues'] as const) {
+    const rows = await db
+      .selectFrom(tab)
+      .select(['did', 'rkey', 'title', 'repo_did', 'repo_name', 'created_at'])
+      .where('repo_did', '=', me)
+      .where('did', '!=', me)
+      .where('deleted', '=', 0)
+      .orderBy('created_at', 'desc')
+      .limit(LIMIT)
+      .execute();
+    for (const r of rows)
+      out.push({
+        kind: tab === 'pulls' ? 'pull' : 'issue',
+        did: r.did,
+        item: { tab, did: r.did, rkey: r.rkey, title: r.title, repoDid: r.repo_did, repoName: r.repo_name },
+        detail: '',
+        time: r.created_at,
+      });
+  }
+  return out;
+}
+
+/** Comments on `me`'s items or on items of `me`'s repositories, and comments mentioning `@handle`. */
+async function comments(db: Db, me: string, handle: string): Promise<Notice[]> {
+  const out: Notice[] = [];
+  const mention = `%@${handle.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  for (const tab of ['pulls', 'issues'] as const) {
+    const collection = tab === 'pulls' ? 'dev.knotless.pull' : 'dev.knotless.issue';
+    const rows = await db
+      .selectFrom('comments as c')
+      .innerJoin(
+        // Both tables have the columns read here; one name keeps kysely's types simple.
+        `${tab} as i` as 'pulls as i',
+        (j) => j.onRef('i.did', '=', 'c.subject_did').onRef('i.rkey', '=', 'c.subject_rkey'),
+      )
+      .select([
+        'c.did as did',
+        'c.body as body',
+        'c.created_at as time',
+        'i.did as item_did',
+        'i.rkey as item_rkey',
+        'i.title as title',
+        'i.repo_did as repo_did',
+        'i.repo_name as repo_name',
+      ])
+      .where('c.subject_collection', '=', collection)
+      .where('c.did', '!=', me)
+      .where('c.deleted', '=', 0)
+      .where((w) =>
+        w.or([
+          w('i.did', '=', me),
+          w('i.repo_did', '=', me),
+          // LIKE with an escape character, so that a handle's `_` matches only itself.
+          sql<boolean>`c.body like ${mention} escape '\\'`,
+        ]),
+      )
+      .orderBy('c.created_at', 'desc')
+      .limit(LIMIT)
+      .execute();
+    for (const r of rows) {
+      const mine = r.item_did === me || r.repo_did === me;
+      out.push({
+        kind: mine ? 'comment' : 'mention',
+        did: r.did,
+        item: {
+          tab,
+          did: r.item_did,
+          rkey: r.item_rkey,
+          title: r.title,
+          repoDid: r.repo_did,
+          repoName: r.repo_name,
+        },
+        detail: r.body,
+        time: r.time,
+      });
+    }
+  }
+  return out;
+}
+
+/** The repository owner's decisions on `me`'s pull requests and issues (the ones that count). */
+async function decisions(db: Db, me: string): Promise<Notice[]> {
+  const pulls = await db
+    .selectFrom('pull_statuses as s')
+    .innerJoin('pulls as i', (j) => j.onRef('i.did', '=', 's.pull_did').onRef('i.rkey', '=', 's.pull_rkey'))
+    .select([
+      's.did as did',
+      's.status as state',
+      's.created_at as time',
+      'i.rkey as rkey',
+      'i.title as title',
+      'i.repo_name as repo_name',
+    ])
+    .where('i.did', '=', me)
+    .where('s.did', '!=', me)
+    .whereRef('s.did', '=', 'i.repo_did')
+    .where('s.deleted', '=', 0)
+    .orderBy('s.created_at', 'desc')
+    .limit(LIMIT)
+    .execute();
+  const issues = await db
+    .selectFrom('issue_states as s')
+    .innerJoin('issues as i', (j) =>
+      j.onRef('i.did', '=', 's.issue_did').onRef('i.rkey', '=', 's.issue_rkey'),
+    )
+    .select([
+      's.did as did',
+      's.state as state',
+      's.created_at as time',
+      'i.rkey as rkey',
+      'i.title as title',
+      'i.repo_name as repo_name',
+    ])
+    .where('i.did', '=', me)
+    .where('s.did', '!=', me)
+    .whereRef('s.did', '=', 'i.repo_did')
+    .where('s.deleted', '=', 0)
+    .orderBy('s.created_at', 'desc')
+    .limit(LIMIT)
+    .execute();
+  const of = (tab: 'pulls' | 'issues') => (r: (typeof pulls)[number]) => ({
+    kind: 'decision' as const,
+    did: r.did,
+    item: { tab, did: me, rkey: r.rkey, title: r.title, repoDid: r.did, repoName: r.repo_name },
+    detail: r.state,
+    time: r.time,
+  });
+  return [...pulls.map(of('pulls')), ...issues.map(of('issues'))];
+}
+
+export class Notifications {
+  readonly #db: Db;
+
+  constructor(db: Db) {
+    this.#db = db;
+  }
+
+  /** The newest notifications of `me` (at most 50), newest first. */
+  async list(me: string, handle: string): Promise<Notice[]> {
+    const all = [
+      ...(await opened(this.#db, me)),
+      ...(await comments(this.#db, me, handle)),
+      ...(await decisions(this.#db, me)),
+    ];
+    return all.sort((a, b) => (a.time < b.time ? 1 : a.time > b.time ? -1 : 0)).slice(0, LIMIT);
+  }
+
+  /** How many came after the account last looked. */
+  async unseen(me: string, handle: string): Promise<number> {
+    const row = await this.#db
+      .selectFrom('web_readers')
+      .select('seen_at')
+      .where('did', '=', me)
+      .executeTakeFirst();
+    const since = row?.seen_at ?? '';
+    return (await this.list(me, handle)).filter((n) => n.time > since).length;
+  }
+
+  /** Marks everything up to now seen. */
+  async seen(me: string): Promise<void> {
+    const now = new Date().toISOString();
+    await this.#db
+      .insertInto('web_readers')
+      .values({ did: me, seen_at: now, feed_token: sha256(crypto.randomBytes(32).toString('hex')) })
+      .onConflict((oc) => oc.column('did').doUpdateSet({ seen_at: now }))
+      .execute();
+  }
+
+  /** A new private feed token for `me` (the previous one stops working); only its hash is kept. */
+  async newFeedToken(me: string): Promise<string> {
+    const token = crypto.randomBytes(24).toString('base64url');
+    const hash = sha256(token);
+    await this.#db
+      .insertInto('web_readers')
+      .values({ did: me, seen_at: '', feed_token: hash })
+      .onConflict((oc) => oc.column('did').doUpdateSet({ feed_token: hash }))
+      .execute();
+    return token;
+  }
+
+  /** Whose feed a token opens, if any. */
+  async feedOwner(token: string): Promise<string | undefined> {
+    if (!/^[A-Za-z0-9_-]{32}$/.test(token)) return undefined;
+    const row = await this.#db
+      .selectFrom('web_readers')
+      .select('did')
+      .where('feed_token', '=', sha256(token))
+      .executeTakeFirst();
+    return row?.did;
+  }
+}
