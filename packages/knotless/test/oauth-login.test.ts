@@ -92,6 +92,7 @@ describe('OAuth login', () => {
         'repo:dev.knotless.pull.status',
         'repo:dev.knotless.ref',
         'repo:dev.knotless.repo',
+        'repo:dev.knotless.star',
       ].join(' '),
     );
     const who = await alice.knotless('whoami');
