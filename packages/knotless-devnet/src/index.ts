@@ -7,3 +7,4 @@ export { makeCertificate, type Certificate } from './tls.ts';
 export { startGitHttp, type GitHttpServer } from './git-http.ts';
 export { registerDid } from './plc.ts';
 export { startTraffic, type Traffic } from './traffic.ts';
+export { startRelay, type Relay, type RelayOptions } from './relay/relay.ts';

@@ -4,9 +4,9 @@ import { safeText } from 'knotless-core';
 import type { ServeConfig } from './config.ts';
 import { Index } from './db/index-store.ts';
 import { openDatabase } from './db/open.ts';
-import { backfillAccount, listPdsAccounts } from './ingest/backfill.ts';
-import { follow, type Subscription } from './ingest/firehose.ts';
+import { follow, type StreamHooks, type Subscription } from './ingest/firehose.ts';
 import { Identities } from './ingest/identities.ts';
+import { Resync } from './ingest/resync.ts';
 import { guardedTransport } from './mirror/guard.ts';
 import { Mirror } from './mirror/mirror.ts';
 import { ImageProxy, imageKey } from './web/images.ts';
@@ -74,51 +74,50 @@ export async function startAppview(
 
   server.on('request', (req, res) => handleRequest(site, req, res));
 
-  const hooks = { changed: (did: string, repo: string) => void mirror.schedule(did, repo), log };
-  const subs: Subscription[] = [];
-  for (const service of config.firehoses) subs.push(await follow(service, index, identities, hooks));
-
-  // Backfill in the background: the streams already run, and rows carry revisions, so order is free.
+  // Accounts are read whole at start, after a stream lost events, and one by one when asked.
   const transport = guardedTransport(config.dev, {
     totalMs: config.fetchTimeoutMs,
     idleMs: config.fetchIdleMs,
   });
-  const backfill = (async () => {
-    const dids = new Set(config.backfillDids);
-    for (const pds of config.backfillPdses) {
-      try {
-        for (const did of await listPdsAccounts(pds, transport)) dids.add(did);
-      } catch (err) {
-        log(`listing accounts of ${pds}: ${String(err)}`);
-      }
-    }
-    for (const did of dids) {
-      try {
-        for (const repo of await backfillAccount(did, index, identities, transport, log))
-          void mirror.schedule(did, repo);
-      } catch (err) {
-        log(`backfilling ${did}: ${String(err)}`);
-      }
-    }
-    // Mirrors may lag the index after a crash: bring every one up to date once.
-    for (const r of await index.reposWithRefs()) void mirror.schedule(r.did, r.repo);
-  })().catch((err: unknown) => {
-    // Each account's failure is logged above; this is anything else (the index failing, a fault of
-    // ours). It is logged, not rethrown: the appview keeps serving what it has, and shutdown goes on.
-    log(`backfill stopped: ${String(err)}`);
-  });
+  const changed = (did: string, repo: string): void => void mirror.schedule(did, repo);
+  const resync = new Resync(
+    { dids: config.backfillDids, pdses: config.backfillPdses },
+    index,
+    identities,
+    transport,
+    changed,
+    log,
+  );
+  const hooks: StreamHooks = {
+    changed,
+    gap: (service, reason) => {
+      log(`${service} lost events (${reason}): reading every account again`);
+      resync.full({ relays: config.relays.filter((r) => relayStream(r) === service), known: true });
+    },
+    recheck: (did) => resync.recheck(did),
+    log,
+  };
+  // A relay is searched at start only when its stream has no saved position: a restart picks up
+  // where it stopped, and the relay says so when it no longer holds that position (a gap, above).
+  const fresh: string[] = [];
+  for (const r of config.relays) if ((await index.cursor(relayStream(r))) === undefined) fresh.push(r);
+  const subs: Subscription[] = [];
+  const streams = [...config.firehoses, ...config.relays.map(relayStream)];
+  for (const service of streams) subs.push(await follow(service, index, identities, hooks));
+  // The streams already run, so nothing written from here on is missed while accounts are read.
+  resync.full({ relays: fresh, known: false });
 
   return {
     url,
     index,
     mirror,
     async idle() {
-      await backfill;
+      await resync.idle();
       await mirror.idle();
     },
     async close() {
       await Promise.all(subs.map((s) => s.stop()));
-      await backfill;
+      await resync.idle();
       await mirror.idle();
       mirror.close();
       transport.close();
@@ -130,4 +129,9 @@ export async function startAppview(
       await index.close();
     },
   };
+}
+
+/** A relay's event stream, from its XRPC base (http(s):// as given to --relay, or ws(s)://). */
+export function relayStream(relay: string): string {
+  return relay.replace(/^http/, 'ws').replace(/\/+$/, '');
 }

@@ -14,6 +14,11 @@ export interface ServeConfig {
   plcUrl: string;
   /** Event streams to follow (ws:// or wss:// URLs of a relay or a PDS). */
   firehoses: string[];
+  /**
+   * Relays (http(s) URLs of their XRPC API): every account with knotless records is found through
+   * them at start (listReposByCollection) and their event stream is followed.
+   */
+  relays: string[];
   /** PDSes (http(s) URLs) whose accounts are backfilled with com.atproto.sync.listRepos at start. */
   backfillPdses: string[];
   /** Accounts backfilled at start. */
@@ -47,6 +52,7 @@ export function defaultConfig(dataDir: string): ServeConfig {
     publicUrl: undefined,
     plcUrl: 'https://plc.directory',
     firehoses: [],
+    relays: [],
     backfillPdses: [],
     backfillDids: [],
     dev: false,

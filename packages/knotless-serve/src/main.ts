@@ -16,6 +16,8 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
   --public-url URL     URL people reach the appview at                 [$KNOTLESS_SERVE_PUBLIC_URL]
   --plc URL            PLC directory (default https://plc.directory)   [$KNOTLESS_PLC_URL]
   --firehose URL       event stream to follow, ws(s)://; repeatable    [$KNOTLESS_SERVE_FIREHOSE, comma-separated]
+  --relay URL          find every knotless account through this relay
+                       (http(s)://) and follow its stream; repeatable  [$KNOTLESS_SERVE_RELAY, comma-separated]
   --backfill-pds URL   backfill every account of this PDS; repeatable  [$KNOTLESS_SERVE_BACKFILL_PDS]
   --request-timeout MS time limit of a page, file, image or query     [$KNOTLESS_SERVE_REQUEST_TIMEOUT]
   --git-timeout MS     time limit of a smart-HTTP git request          [$KNOTLESS_SERVE_GIT_TIMEOUT]
@@ -27,6 +29,14 @@ function list(v: string | undefined): string[] {
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
+}
+
+/** A relay's XRPC base: http(s)://host[:port], or its ws(s):// form turned into that. */
+function relayUrl(v: string): string {
+  const url = new URL(v.replace(/^ws/, 'http'));
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new Error(`--relay ${v} is not an http(s):// or ws(s):// URL`);
+  return url.origin + url.pathname.replace(/\/+$/, '');
 }
 
 /** Builds the configuration from argv and the environment. */
@@ -42,6 +52,7 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
       'public-url': { type: 'string' },
       plc: { type: 'string' },
       firehose: { type: 'string', multiple: true },
+      relay: { type: 'string', multiple: true },
       'backfill-pds': { type: 'string', multiple: true },
       'request-timeout': { type: 'string' },
       'git-timeout': { type: 'string' },
@@ -82,6 +93,7 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
     publicUrl: values['public-url'] ?? env['KNOTLESS_SERVE_PUBLIC_URL'],
     plcUrl: (values.plc ?? env['KNOTLESS_PLC_URL'] ?? c.plcUrl).replace(/\/+$/, ''),
     firehoses: values.firehose ?? list(env['KNOTLESS_SERVE_FIREHOSE']),
+    relays: (values.relay ?? list(env['KNOTLESS_SERVE_RELAY'])).map(relayUrl),
     backfillPdses: values['backfill-pds'] ?? list(env['KNOTLESS_SERVE_BACKFILL_PDS']),
     backfillDids: positionals,
     dev: values.dev === true || /^(1|true|yes)$/i.test(env['KNOTLESS_SERVE_DEV'] ?? ''),

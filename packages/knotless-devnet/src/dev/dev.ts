@@ -9,6 +9,7 @@ import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { internalErrorLines, printErr, safeLine, safeText } from 'knotless-core/text/terminal';
 import { NetworkError, startNetwork } from '../network.ts';
+import { startRelay, type Relay } from '../relay/relay.ts';
 import { knotlessScripts, writeEnvFile, writeWrappers } from './env-file.ts';
 
 const ACCOUNTS = ['alice.test', 'bob.test'];
@@ -122,6 +123,7 @@ export async function runDev(argv: string[]): Promise<number> {
   // Filled in once the appview runs; a signal before then stops only the network.
   const running: {
     appview?: { url: string; close(): Promise<void> } | undefined;
+    relay?: Relay;
     vars?: Record<string, string>;
   } = {};
   let stopping = false;
@@ -141,6 +143,7 @@ export async function runDev(argv: string[]): Promise<number> {
         if (code !== 0) printErr(`agent: stopping failed: ${safeText(lastLine)}`);
       })
       .catch((err: unknown) => printErr(`agent: stopping failed: ${String(err)}`))
+      .then(() => running.relay?.close())
       .then(() => net.close())
       .then(() => process.exit(0));
   };
@@ -149,6 +152,10 @@ export async function runDev(argv: string[]): Promise<number> {
 
   const password = devPassword(dir);
   for (const handle of ACCOUNTS) await net.ensureAccount(handle, password);
+
+  // No relay can be installed here: the stand-in offers its read API over the network's PDSes.
+  const relay = await startRelay({ pdses: [net.pdsUrl], log: (line) => printErr(`relay: ${line}`) });
+  running.relay = relay;
 
   // The appview follows the PDS's event stream like any other: pushes reach it only that way.
   const loaded = await loadServe();
@@ -170,6 +177,7 @@ export async function runDev(argv: string[]): Promise<number> {
   const vars: Record<string, string> = {
     KNOTLESS_PLC_URL: net.plcUrl,
     KNOTLESS_DEV_PDS: net.pdsUrl,
+    KNOTLESS_DEV_RELAY: relay.url,
     KNOTLESS_DEV_PASSWORD: password,
     KNOTLESS_CONFIG_DIR: path.join(dir, 'config'),
     KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
@@ -186,6 +194,7 @@ export async function runDev(argv: string[]): Promise<number> {
   out(`knotless dev network in ${dir}`);
   out(`  PLC directory  ${net.plcUrl}`);
   out(`  PDS            ${net.pdsUrl}`);
+  out(`  relay          ${relay.url} (a stand-in: the relay's read API over the PDSes)`);
   if (appview !== undefined) out(`  appview        ${appview.url}`);
   out(`  accounts       ${ACCOUNTS.join(', ')} (password in KNOTLESS_DEV_PASSWORD)`);
   out('');

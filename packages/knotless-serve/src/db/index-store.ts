@@ -71,6 +71,11 @@ export class Index {
     await saveCursor(this.db, source);
   }
 
+  /** Forgets an event stream's position: it is followed from its live end next time. */
+  async dropCursor(service: string): Promise<void> {
+    await this.db.deleteFrom('cursors').where('service', '=', service).execute();
+  }
+
   /** Applies a repository record change, and the event's position in the same transaction. */
   async applyRepo(change: RepoChange, source?: EventSource): Promise<void> {
     await this.db.transaction().execute(async (tx) => {

@@ -81,6 +81,17 @@ export class Identities {
     return p;
   }
 
+  /**
+   * The account's PDS, from its DID document, without keeping anything: for accounts that may turn
+   * out to hold no knotless records (discovery through a relay without listReposByCollection).
+   */
+  async pdsOf(did: string): Promise<string | null> {
+    const known = await this.#index.owner(did);
+    if (known !== undefined) return known.pds;
+    const doc = await this.#resolver.did.resolve(did);
+    return doc === null ? null : (this.#mod.getPds(doc)?.replace(/\/+$/, '') ?? null);
+  }
+
   async #resolve(did: string): Promise<Owner> {
     const doc = await this.#resolver.did.resolve(did, true);
     if (doc === null) return { did, handle: null, pds: null };
