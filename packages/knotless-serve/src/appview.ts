@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { safeText } from 'knotless-core';
 import type { ServeConfig } from './config.ts';
 import { Index } from './db/index-store.ts';
+import { startLeadership, type Leadership } from './db/leader.ts';
 import { openDatabase } from './db/open.ts';
 import { follow, type StreamHooks, type Subscription } from './ingest/firehose.ts';
 import { Identities } from './ingest/identities.ts';
@@ -79,7 +80,11 @@ export async function startAppview(
     totalMs: config.fetchTimeoutMs,
     idleMs: config.fetchIdleMs,
   });
-  const changed = (did: string, repo: string): void => void mirror.schedule(did, repo);
+  const leader: { current?: Leadership } = {};
+  const changed = (did: string, repo: string): void => {
+    void mirror.schedule(did, repo);
+    leader.current?.announce(did, repo);
+  };
   const resync = new Resync(
     { dids: config.backfillDids, pdses: config.backfillPdses },
     index,
@@ -97,15 +102,36 @@ export async function startAppview(
     recheck: (did) => resync.recheck(did),
     log,
   };
-  // A relay is searched at start only when its stream has no saved position: a restart picks up
-  // where it stopped, and the relay says so when it no longer holds that position (a gap, above).
-  const fresh: string[] = [];
-  for (const r of config.relays) if ((await index.cursor(relayStream(r))) === undefined) fresh.push(r);
-  const subs: Subscription[] = [];
-  const streams = [...config.firehoses, ...config.relays.map(relayStream)];
-  for (const service of streams) subs.push(await follow(service, index, identities, hooks));
-  // The streams already run, so nothing written from here on is missed while accounts are read.
-  resync.full({ relays: fresh, known: false });
+  /** Follows the streams and reads accounts; returns how to stop. One process of a cluster does. */
+  const ingest = async (): Promise<() => Promise<void>> => {
+    // A relay is searched at start only when its stream has no saved position: a restart picks up
+    // where it stopped, and the relay says so when it no longer holds that position (a gap, above).
+    const fresh: string[] = [];
+    for (const r of config.relays) if ((await index.cursor(relayStream(r))) === undefined) fresh.push(r);
+    const subs: Subscription[] = [];
+    const streams = [...config.firehoses, ...config.relays.map(relayStream)];
+    for (const service of streams) subs.push(await follow(service, index, identities, hooks));
+    // The streams already run, so nothing written from here on is missed while accounts are read.
+    resync.full({ relays: fresh, known: false });
+    return async () => {
+      await Promise.all(subs.map((s) => s.stop()));
+      await resync.idle();
+    };
+  };
+  let stopIngest: (() => Promise<void>) | undefined;
+  if (engine === 'postgres') {
+    // Any number of processes on one PostgreSQL index: one ingests, all serve (db/leader.ts).
+    leader.current = await startLeadership(config.database, {
+      lead: ingest,
+      changed: (did, repo) => void mirror.schedule(did, repo),
+      log,
+    });
+    // Every process keeps its own mirrors: bring them up to what the index holds.
+    if (!leader.current.leading)
+      for (const r of await index.reposWithRefs()) void mirror.schedule(r.did, r.repo);
+  } else {
+    stopIngest = await ingest();
+  }
 
   return {
     url,
@@ -116,7 +142,8 @@ export async function startAppview(
       await mirror.idle();
     },
     async close() {
-      await Promise.all(subs.map((s) => s.stop()));
+      await leader.current?.close();
+      await stopIngest?.();
       await resync.idle();
       await mirror.idle();
       mirror.close();

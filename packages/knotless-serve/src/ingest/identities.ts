@@ -44,7 +44,15 @@ export class Identities {
     this.#log = log;
     this.#mod = mod;
     this.#fetch = guardedFetch(dev, limits);
-    this.#resolver = new mod.IdResolver({ plcUrl, timeout: 10_000, fetch: this.#fetch });
+    // Commits are verified with the account's key: without a cache every knotless commit on the
+    // stream would cost a DID resolution. Only knotless accounts are ever resolved, so it stays small;
+    // an identity event forces a fresh resolution (`owner(did, true)`).
+    this.#resolver = new mod.IdResolver({
+      plcUrl,
+      timeout: 10_000,
+      fetch: this.#fetch,
+      didCache: new mod.MemoryCache(FRESH_MS, 24 * FRESH_MS),
+    });
   }
 
   /**

@@ -36,29 +36,42 @@ export interface Stream {
 }
 
 /**
- * Follows a relay's (or a PDS's) com.atproto.sync.subscribeRepos with @atproto/xrpc-server's
- * client, which reads the frames and reconnects. The stream is the whole network: a commit is
- * first judged by its operations' paths alone, and only one touching a wanted collection is
+ * Follows a relay's (or a PDS's) com.atproto.sync.subscribeRepos: @atproto/ws-client connects and
+ * reconnects, @atproto/xrpc-server's `Frame` reads the frames. The stream is the whole network: a
+ * commit is first judged by its bytes (`passOver`), then by its operations' paths, and only one
+ * touching a wanted collection is
  * verified (@atproto/sync's `parseCommitAuthenticated`: the account's key, the CAR's proofs), so
  * that the DID of an account without knotless records is never resolved. Identity and account
  * events are passed on without a resolution: the handler decides whether the account matters.
  * Events are handled one at a time, in order; the position is saved at least every second.
  */
 export async function followStream(opts: StreamOptions): Promise<Stream> {
-  const [{ Subscription }, sync] = await Promise.all([
+  const [{ websocket }, { Frame }, sync] = await Promise.all([
+    import('@atproto/ws-client'),
     import('@atproto/xrpc-server'),
     import('@atproto/sync'),
   ]);
   const ac = new AbortController();
   let seq: number | undefined;
+  /** The last frame passed over unread, newer than `seq`: its number is read only when needed. */
+  let skipped: Uint8Array | undefined;
   let saved: number | undefined;
+  /** The position: the last frame handled, or passed over. */
+  const position = (): number | undefined => {
+    if (skipped !== undefined) {
+      const body = Frame.fromBytes(skipped).body as { seq?: unknown };
+      if (typeof body.seq === 'number') seq = body.seq;
+      skipped = undefined;
+    }
+    return seq;
+  };
   let lastSave = Date.now();
   let handling = false;
 
   const save = async (): Promise<void> => {
     lastSave = Date.now();
-    if (seq === undefined || seq === saved) return;
-    const at = seq;
+    const at = position();
+    if (at === undefined || at === saved) return;
     await opts.saveCursor(at);
     saved = at;
   };
@@ -120,25 +133,35 @@ export async function followStream(opts: StreamOptions): Promise<Stream> {
     if (typeof v['seq'] === 'number') seq = v['seq'];
   };
 
+  /** A frame as received: passed over unread when it cannot matter, else decoded and handled. */
+  const frame = async (bytes: Uint8Array): Promise<void> => {
+    if (passOver(bytes)) {
+      skipped = bytes;
+      return;
+    }
+    const f = Frame.fromBytes(bytes);
+    if (f.isError()) throw Object.assign(new Error(`${f.code}: ${f.message ?? ''}`), { error: f.code });
+    const body = f.body;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
+    skipped = undefined;
+    await one({ ...(body as Record<string, unknown>), $type: `${METHOD}${f.header.t ?? ''}` });
+  };
+
   const run = (async () => {
     while (!ac.signal.aborted) {
-      const sub = new Subscription<Record<string, unknown>>({
-        service: opts.service,
-        method: METHOD,
-        signal: ac.signal,
-        maxReconnectSeconds: 30,
-        getParams: async () => {
-          const cursor = seq ?? (await opts.getCursor());
-          return cursor === undefined ? {} : { cursor };
+      // @atproto/ws-client, as @atproto/xrpc-server's Subscription uses it, but with the frames'
+      // bytes in hand: most of the network's frames are passed over before any decoding.
+      const ws = websocket(
+        async () => {
+          const cursor = position() ?? (await opts.getCursor());
+          return `${opts.service}/xrpc/${METHOD}${cursor === undefined ? '' : `?cursor=${cursor}`}`;
         },
-        // Frames are checked where they are used: a lexicon pass over every event of the network
-        // would cost more than all the rest, for records the appview never reads.
-        validate: (v) => (typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : undefined),
-      });
+        { dataMode: 'binary', maxReconnectSeconds: 30, heartbeat: {}, signal: ac.signal },
+      );
       try {
-        for await (const v of sub) {
+        for await (const bytes of ws) {
           handling = true;
-          await one(v);
+          await frame(bytes);
           handling = false;
           if (Date.now() - lastSave >= SAVE_EVERY_MS) await save().catch(failed);
         }
@@ -151,6 +174,7 @@ export async function followStream(opts: StreamOptions): Promise<Stream> {
           // The service does not know our position (a relay started afresh): take its stream from
           // now, and read again what may have been missed.
           seq = undefined;
+          skipped = undefined;
           saved = undefined;
           await opts.dropCursor().catch(failed);
           opts.gap('FutureCursor');
@@ -163,7 +187,7 @@ export async function followStream(opts: StreamOptions): Promise<Stream> {
   opts.log(`following ${opts.service}`);
   return {
     get seq() {
-      return seq;
+      return position();
     },
     async stop() {
       ac.abort();
@@ -180,4 +204,20 @@ function wantedPath(op: unknown, wanted: (collection: string) => boolean): boole
   if (typeof path !== 'string') return false;
   const slash = path.indexOf('/');
   return slash > 0 && wanted(path.slice(0, slash));
+}
+
+const COMMIT = Buffer.from('#commit');
+const KNOTLESS = Buffer.from('dev.knotless.');
+
+/**
+ * Whether a frame cannot matter: a commit (its header, the first CBOR item, names `#commit`) whose
+ * bytes nowhere hold `dev.knotless.`, so that no operation's path can be in a knotless collection.
+ * Most of the network's frames are such commits; looking costs a byte search, not a decoding.
+ * A frame that merely mentions the prefix (a post quoting it) is decoded and then found to hold
+ * nothing of ours.
+ */
+export function passOver(bytes: Uint8Array): boolean {
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const head = b.subarray(0, 24).indexOf(COMMIT);
+  return head >= 0 && b.indexOf(KNOTLESS, head) < 0;
 }
