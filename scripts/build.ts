@@ -36,6 +36,9 @@ const VENDOR: Record<string, string> = {
   'proper-lockfile': 'lockfile.cjs',
   // OAuth (PAR, PKCE, DPoP): loaded by `knotless login` and by requests with an OAuth session only.
   '@atproto/oauth-client-node': 'oauth.cjs',
+  // Private repositories only (knotless-core/private): packs and records, and keys.
+  'libsodium-wrappers': 'sodium.cjs',
+  'age-encryption': 'age.cjs',
 };
 
 /**
@@ -212,8 +215,9 @@ async function buildServe(): Promise<void> {
       'bufferutil',
       'utf-8-validate',
     ],
-    // The bin stub calls main(); `node src/main.ts` is the sources' way in.
-    define: { 'import.meta.main': 'false' },
+    // The bin stub calls main(); `node src/main.ts` is the sources' way in. The bundle sits in dist/
+    // as main.ts sits in src/, so its folder stands in for the module's (--version reads ../package.json).
+    define: { 'import.meta.main': 'false', 'import.meta.dirname': '__dirname' },
     logLevel: 'warning',
   });
 }

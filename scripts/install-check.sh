@@ -37,7 +37,14 @@ install() {
   tarball="$(ls "$work/$1"-[0-9]*.tgz)"
   echo "$1: tarball $(basename "$tarball"), $(du -k "$tarball" | cut -f1) KiB"
   # From outside the workspace, as a user would: its .npmrc points node-gyp at the workspace's Node 22.
-  (cd "$work" && PATH="$sys_path" npm install -g --prefix "$work/prefix" --no-fund --no-audit --loglevel=error "$tarball")
+  # npm's warnings are shown, and one about a dependency that needs a newer Node than the package
+  # says it runs on (EBADENGINE) fails the check: a user installing on that Node would see it.
+  (cd "$work" && PATH="$sys_path" npm install -g --prefix "$work/prefix" --no-fund --no-audit --loglevel=warn "$tarball") \
+    2>&1 | tee "$work/npm-$1.log"
+  if grep -q EBADENGINE "$work/npm-$1.log"; then
+    echo "install check: installing $1 on $(PATH="$sys_path" node --version) warned EBADENGINE (above)"
+    exit 1
+  fi
   installed="$work/prefix/lib/node_modules/$1"
   echo "$1: installed size $(du -sk "$installed" | cut -f1) KiB in $(find "$installed" -type f | wc -l) files," \
     "$(find "$installed/node_modules" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l) dependencies"

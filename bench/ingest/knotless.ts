@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Subscription } from '@atproto/xrpc-server';
 import type { Network } from 'knotless-devnet';
-import { runKnotless } from '../../packages/knotless-devnet/src/dev/dev.ts';
+import { runKnotless } from '../../packages/knotless-devnet/src/dev/run-knotless.ts';
 import { ready, type ReadyFrame } from './frames.ts';
 
 export interface KnotlessFrame {

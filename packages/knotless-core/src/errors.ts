@@ -27,6 +27,8 @@ export const ErrorCodes = [
   'remote-changed',
   'merge-conflict',
   'not-found',
+  'account-inactive',
+  'no-key',
 ] as const;
 
 /** A stable identifier for one kind of failure. */
@@ -76,8 +78,10 @@ export type OwnReason =
   | 'remote changed'
   | 'merge conflict'
   | 'not found'
+  | 'no key'
   | 'login failed'
   | 'scope missing'
+  | 'account not active'
   | 'git failed'
   | 'sha-256 repository'
   | 'no such object'
@@ -114,8 +118,10 @@ const REASONS: Record<ErrorCode, OwnReason> = {
   'remote-changed': 'remote changed',
   'merge-conflict': 'merge conflict',
   'not-found': 'not found',
+  'no-key': 'no key',
   'login-failed': 'login failed',
   'scope-missing': 'scope missing',
+  'account-inactive': 'account not active',
 };
 
 /** A failure the user can understand and act on. */

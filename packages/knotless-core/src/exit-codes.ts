@@ -27,6 +27,8 @@ export const EXIT_CODES: Record<ErrorCode, number> = {
   'remote-changed': 15,
   'merge-conflict': 16,
   'not-found': 17,
+  'account-inactive': 18,
+  'no-key': 19,
   cancelled: 130,
 };
 

@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -8,8 +9,21 @@ import { startPlc, type Plc } from './plc.ts';
 import { freePort, portInUse } from './ports.ts';
 import { holdPrivateUmask, makePrivate } from './private.ts';
 
-/** What a network directory remembers between runs: the ports its DIDs name and the PDS's keys. */
-interface NetworkState {
+/** One PDS's lasting part: the port its accounts' DIDs name and its keys. */
+interface PdsState {
+  port: number;
+  secrets: PdsSecrets;
+}
+
+/** What a network directory remembers between runs: the ports its DIDs name and each PDS's keys. */
+export interface NetworkState {
+  version: 2;
+  plcPort: number;
+  pdses: PdsState[];
+}
+
+/** Version 1: one PDS, kept as the first of version 2's list. */
+interface NetworkStateV1 {
   version: 1;
   plcPort: number;
   pdsPort: number;
@@ -22,14 +36,37 @@ export interface Account {
   handle: string;
 }
 
-/** A running local atproto network: one PLC directory and one reference PDS. */
+/** One PDS of the network, as its users and its operator see it. */
+export interface NetworkPds {
+  url: string;
+  /** Its service DID (`did:web:…`), the audience of service-auth tokens made for it. */
+  did: string;
+  /** Its data directory: `account.sqlite` (accounts, email tokens) and the actor stores. */
+  dataDir: string;
+  adminPassword: string;
+}
+
+/**
+ * A running local atproto network: one PLC directory and one or more reference PDSes on it. Code
+ * that follows the whole network (an appview, a relay stand-in) iterates over `pdses`.
+ */
 export interface Network {
   dir: string;
   plcUrl: string;
+  /** The first PDS: where accounts go unless told otherwise. */
   pdsUrl: string;
+  pdses: NetworkPds[];
+  /** The first PDS's admin password. */
   adminPassword: string;
-  /** Creates an account, or returns the existing one when the handle is taken by it already. */
-  ensureAccount(handle: string, password: string): Promise<Account & { created: boolean }>;
+  /** The first PDS's HTTP server, in this process (see watchRequests). */
+  pdsServer: http.Server;
+  /**
+   * Creates an account on the PDS numbered `pds` (0, the first, by default), or returns the existing
+   * one when the handle is taken by it already, wherever it lives.
+   */
+  ensureAccount(handle: string, password: string, pds?: number): Promise<Account & { created: boolean }>;
+  /** The PDS an account's DID document names now (it changes when the account moves). */
+  pdsOf(did: string): Promise<NetworkPds>;
   close(): Promise<void>;
 }
 
@@ -39,6 +76,8 @@ export interface NetworkOptions {
   dir?: string;
   rateLimits?: boolean;
   blobUploadLimit?: number;
+  /** How many PDSes to run (1 by default); a directory that ran more before keeps running them. */
+  pdses?: number;
   /**
    * Narrow this process's umask to 0077 while the network runs, so that everything the PDS creates
    * later (actor folders and keys at account creation, databases' WAL files) is private too. The
@@ -54,13 +93,11 @@ export class NetworkError extends Error {
   override name = 'NetworkError';
 }
 
-async function newState(): Promise<NetworkState> {
+async function newPdsState(): Promise<PdsState> {
   const rotation = await Secp256k1Keypair.create({ exportable: true });
   const recovery = await Secp256k1Keypair.create();
   return {
-    version: 1,
-    plcPort: await freePort(),
-    pdsPort: await freePort(),
+    port: await freePort(),
     secrets: {
       jwtSecret: crypto.randomBytes(32).toString('hex'),
       adminPassword: crypto.randomBytes(16).toString('hex'),
@@ -70,30 +107,53 @@ async function newState(): Promise<NetworkState> {
   };
 }
 
-function loadOrCreateState(file: string): Promise<NetworkState> | NetworkState {
-  if (!fs.existsSync(file)) return newState();
-  const state = JSON.parse(fs.readFileSync(file, 'utf8')) as NetworkState;
-  if (state.version !== 1)
-    throw new NetworkError(`${file} has an unknown version; remove its directory to start afresh.`);
+/** The directory's state as written, upgraded to version 2; undefined when there is none. */
+export function readState(file: string): NetworkState | undefined {
+  if (!fs.existsSync(file)) return undefined;
+  const read = JSON.parse(fs.readFileSync(file, 'utf8')) as NetworkState | NetworkStateV1;
+  if (read.version === 1)
+    return { version: 2, plcPort: read.plcPort, pdses: [{ port: read.pdsPort, secrets: read.secrets }] };
+  if (read.version === 2) return read;
+  throw new NetworkError(`${file} has an unknown version; remove its directory to start afresh.`);
+}
+
+/** The directory's state (made or upgraded), with at least `pdses` PDSes. */
+async function loadOrCreateState(file: string, pdses: number): Promise<NetworkState> {
+  const state = readState(file) ?? { version: 2, plcPort: await freePort(), pdses: [] };
+  while (state.pdses.length < pdses) state.pdses.push(await newPdsState());
   return state;
+}
+
+/** Where the PDS numbered `i` keeps its data: the first in DIR itself (as before there were more), others in DIR/pdsN. */
+export function pdsDir(dir: string, i: number): string {
+  return i === 0 ? dir : path.join(dir, `pds${i + 1}`);
+}
+
+/** The process running the network in `dir`, when one is alive. */
+export function runningPid(dir: string): number | undefined {
+  let pid: number;
+  try {
+    pid = Number(fs.readFileSync(path.join(dir, 'network.pid'), 'utf8'));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  if (!(pid > 0)) return undefined;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch (err) {
+    // ESRCH: gone. EPERM: alive, another user's.
+    return (err as NodeJS.ErrnoException).code === 'EPERM' ? pid : undefined;
+  }
 }
 
 /** Takes DIR/network.pid, refusing when a live process holds it. */
 function takePidLock(dir: string): () => void {
   const file = path.join(dir, 'network.pid');
-  try {
-    const pid = Number(fs.readFileSync(file, 'utf8'));
-    if (pid > 0 && pid !== process.pid) {
-      try {
-        process.kill(pid, 0);
-        throw new NetworkError(`A network is already running in ${dir} (process ${pid}); stop it first.`);
-      } catch (err) {
-        if (err instanceof NetworkError) throw err;
-      }
-    }
-  } catch (err) {
-    if (err instanceof NetworkError) throw err;
-  }
+  const pid = runningPid(dir);
+  if (pid !== undefined && pid !== process.pid)
+    throw new NetworkError(`A network is already running in ${dir} (process ${pid}); stop it first.`);
   fs.writeFileSync(file, String(process.pid));
   return () => fs.rmSync(file, { force: true });
 }
@@ -125,8 +185,8 @@ export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> 
     throw err;
   }
   const stateFile = path.join(dir, 'network.json');
-  const state = await loadOrCreateState(stateFile);
-  for (const port of [state.plcPort, state.pdsPort]) {
+  const state = await loadOrCreateState(stateFile, opts.pdses ?? 1);
+  for (const port of [state.plcPort, ...state.pdses.map((p) => p.port)]) {
     if (await portInUse(port)) {
       releaseLock();
       throw new NetworkError(
@@ -137,39 +197,71 @@ export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> 
   fs.writeFileSync(stateFile, JSON.stringify(state, null, 2), { mode: 0o600 });
 
   let plc: Plc | undefined;
-  let pds: Pds | undefined;
+  const pdses: Pds[] = [];
   try {
     plc = await startPlc({ port: state.plcPort, dir });
-    pds = await startPds({
-      port: state.pdsPort,
-      dir,
-      plcUrl: plc.url,
-      secrets: state.secrets,
-      ...(opts.rateLimits === undefined ? {} : { rateLimits: opts.rateLimits }),
-      ...(opts.blobUploadLimit === undefined ? {} : { blobUploadLimit: opts.blobUploadLimit }),
-    });
+    for (const [i, p] of state.pdses.entries()) {
+      pdses.push(
+        await startPds({
+          port: p.port,
+          dir: pdsDir(dir, i),
+          plcUrl: plc.url,
+          secrets: p.secrets,
+          ...(opts.rateLimits === undefined ? {} : { rateLimits: opts.rateLimits }),
+          ...(opts.blobUploadLimit === undefined ? {} : { blobUploadLimit: opts.blobUploadLimit }),
+        }),
+      );
+    }
   } catch (err) {
-    await pds?.close();
+    for (const p of pdses.reverse()) await p.close();
     await plc?.close();
     releaseLock();
     throw err;
   }
-  const pdsUrl = pds.url;
-  const running = { plc, pds };
+  const running = { plc, pdses };
+  const views: NetworkPds[] = pdses.map((p) => ({
+    url: p.url,
+    did: p.did,
+    dataDir: p.dataDir,
+    adminPassword: p.adminPassword,
+  }));
+  const plcUrl = plc.url;
 
   return {
     dir,
-    plcUrl: plc.url,
-    pdsUrl,
-    adminPassword: state.secrets.adminPassword,
-    ensureAccount: (handle, password) => ensureAccount(pdsUrl, handle, password),
+    plcUrl,
+    pdsUrl: views[0]!.url,
+    pdses: views,
+    pdsServer: pdses[0]!.server,
+    adminPassword: views[0]!.adminPassword,
+    ensureAccount: (handle, password, pds = 0) => {
+      const home = views[pds];
+      if (home === undefined) throw new NetworkError(`This network has no PDS number ${pds + 1}.`);
+      return ensureAccount(views, home.url, handle, password);
+    },
+    pdsOf: async (did) => {
+      const url = await pdsInDocument(plcUrl, did);
+      const found = views.find((v) => v.url === url);
+      if (found === undefined) throw new NetworkError(`${did} names ${url}, no PDS of this network.`);
+      return found;
+    },
     close: async () => {
-      await running.pds.close();
+      for (const p of [...running.pdses].reverse()) await p.close();
       await running.plc.close();
       releaseLock();
       if (temporary) fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** The PDS endpoint a DID's current document on the PLC directory names. */
+export async function pdsInDocument(plcUrl: string, did: string): Promise<string> {
+  const res = await fetch(`${plcUrl}/${encodeURIComponent(did)}/data`);
+  if (!res.ok) throw new NetworkError(`The PLC directory has no document for ${did} (${res.status}).`);
+  const data = (await res.json()) as { services?: Record<string, { endpoint?: string }> };
+  const endpoint = data.services?.['atproto_pds']?.endpoint;
+  if (endpoint === undefined) throw new NetworkError(`${did} names no PDS.`);
+  return endpoint.replace(/\/+$/, '');
 }
 
 async function xrpc(pdsUrl: string, nsid: string, init?: { body: unknown }): Promise<Response> {
@@ -182,14 +274,21 @@ async function xrpc(pdsUrl: string, nsid: string, init?: { body: unknown }): Pro
 }
 
 async function ensureAccount(
+  all: NetworkPds[],
   pdsUrl: string,
   handle: string,
   password: string,
 ): Promise<Account & { created: boolean }> {
-  const found = await xrpc(pdsUrl, `com.atproto.identity.resolveHandle?handle=${encodeURIComponent(handle)}`);
-  if (found.ok) {
-    const { did } = (await found.json()) as { did: string };
-    return { did, handle, created: false };
+  // A handle of this network is answered for by the PDS holding its account, which may be any of them.
+  for (const p of all) {
+    const found = await xrpc(
+      p.url,
+      `com.atproto.identity.resolveHandle?handle=${encodeURIComponent(handle)}`,
+    );
+    if (found.ok) {
+      const { did } = (await found.json()) as { did: string };
+      return { did, handle, created: false };
+    }
   }
   const res = await xrpc(pdsUrl, 'com.atproto.server.createAccount', {
     body: { handle, password, email: `${handle}@knotless.invalid` },

@@ -1,3 +1,4 @@
+import type http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PDS, envToCfg, envToSecrets } from '@atproto/pds';
@@ -15,7 +16,13 @@ export interface PdsSecrets {
 export interface Pds {
   url: string;
   port: number;
+  /** The PDS's service DID (`did:web:localhost%3A<port>`): what service-auth tokens are addressed to. */
+  did: string;
+  /** Where its data lives: its account database (`account.sqlite`) and actor stores. */
+  dataDir: string;
   adminPassword: string;
+  /** Its HTTP server, in this process: tests watch who sends it what (socket-owner.ts). */
+  server: http.Server;
   close(): Promise<void>;
 }
 
@@ -30,9 +37,24 @@ export interface PdsOptions {
   blobUploadLimit?: number;
 }
 
+/**
+ * Where a dev PDS on `port` with its files in `dir` answers, its service DID and its data directory:
+ * derived here only, for the PDS itself and for commands that act on a running network.
+ */
+export function pdsPlace(port: number, dir: string): { url: string; did: string; dataDir: string } {
+  return {
+    url: `http://localhost:${port}`,
+    // Each PDS of the network has its own service DID, as real ones do: a service-auth token made for
+    // one (the `aud` of an account migration's createAccount) is refused by another.
+    did: `did:web:localhost%3A${port}`,
+    dataDir: path.join(dir, 'pds'),
+  };
+}
+
 /** Starts the reference PDS on 127.0.0.1:port with its data in `dir`. */
 export async function startPds(opts: PdsOptions): Promise<Pds> {
-  const dataDirectory = path.join(opts.dir, 'pds');
+  const place = pdsPlace(opts.port, opts.dir);
+  const dataDirectory = place.dataDir;
   const blobstoreDiskLocation = path.join(opts.dir, 'blobs');
   fs.mkdirSync(dataDirectory, { recursive: true });
   fs.mkdirSync(blobstoreDiskLocation, { recursive: true });
@@ -40,6 +62,7 @@ export async function startPds(opts: PdsOptions): Promise<Pds> {
   // devMode lets that issuer be plain http on localhost. knotless's OAuth tests sign in through it.
   const env = {
     devMode: true,
+    serviceDid: place.did,
     port: opts.port,
     hostname: 'localhost',
     dataDirectory,
@@ -61,9 +84,12 @@ export async function startPds(opts: PdsOptions): Promise<Pds> {
   await pds.ctx.sequencer.start();
   const listening = await listenLoopback(pds.app, opts.port);
   return {
-    url: `http://localhost:${opts.port}`,
+    url: place.url,
     port: opts.port,
+    did: place.did,
+    dataDir: dataDirectory,
     adminPassword: opts.secrets.adminPassword,
+    server: listening.server,
     close: async () => {
       await listening.close();
       await pds.ctx.destroy();

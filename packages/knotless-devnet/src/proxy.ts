@@ -4,6 +4,7 @@ import type net from 'node:net';
 import { pipeline } from 'node:stream';
 import { FaultScript, answerFault, cutAnswer, type FaultRule, type FiredFault } from './faults.ts';
 import { listenOnFreePort } from './ports.ts';
+import { connectionOwner } from './socket-owner.ts';
 
 /** One request the proxy received. */
 export interface RequestLog {
@@ -16,6 +17,8 @@ export interface RequestLog {
   status: number;
   /** The client TCP connection it came on; ids count up from 1 and are never reused, not even after reset(). */
   connection: number;
+  /** Which of {@link ProxyOptions.watchPids} sent it (held the connection's client end), if any. */
+  pid?: number;
   /** The scripted fault that hit it, if any. */
   fault?: string;
   /**
@@ -38,6 +41,13 @@ export interface ProxyOptions {
   /** The origin to forward to, e.g. a PDS's url. */
   target: string;
   /**
+   * Other origins by DID: a request whose query names one of these DIDs (`repo=` or `did=`, as the
+   * reads of records and blobs do), or else whose bearer token is one of that DID's (its `sub`),
+   * goes to that origin instead, so that one proxy (one KNOTLESS_SERVICE) can stand in front of a
+   * network whose accounts live on several PDSes.
+   */
+  routes?: Record<string, string>;
+  /**
    * Awaited before each request is forwarded: the seam for delays and fault injection. The request's body
    * stays unread while it runs. If it throws, the client gets 500 and nothing is forwarded.
    */
@@ -46,6 +56,11 @@ export interface ProxyOptions {
   tls?: { key: string; cert: string };
   /** Faults scripted from the start; more can be added with {@link Proxy.inject}. */
   faults?: FaultRule[];
+  /**
+   * Processes to tell apart (e.g. the agent's): each new connection is looked up among them before
+   * its first request goes on, and its requests are logged with `pid` (see socket-owner.ts).
+   */
+  watchPids?: () => number[];
 }
 
 /** A running reverse proxy that logs what passes through it. */
@@ -125,13 +140,37 @@ function answerError(res: http.ServerResponse, entry: RequestLog, status: number
   res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
 
+/** The `sub` of a bearer or DPoP token (a JWT; read, not verified: it only picks where to forward). */
+function tokenSubject(authorization: string | undefined): string | undefined {
+  const payload = /^(?:Bearer|DPoP) [^.\s]+\.([^.\s]+)\./.exec(authorization ?? '')?.[1];
+  if (payload === undefined) return undefined;
+  try {
+    const sub = (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { sub?: unknown }).sub;
+    return typeof sub === 'string' ? sub : undefined;
+  } catch (err) {
+    if (err instanceof SyntaxError) return undefined;
+    throw err;
+  }
+}
+
 /** Starts an HTTP reverse proxy on 127.0.0.1 at a free port, forwarding every request to `opts.target`. */
 export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
-  const target = new URL(opts.target);
-  if (target.protocol !== 'http:') throw new Error(`proxy target must be http: ${opts.target}`);
+  const origin = (url: string): URL => {
+    const u = new URL(url);
+    if (u.protocol !== 'http:') throw new Error(`proxy target must be http: ${url}`);
+    return u;
+  };
+  const defaultTarget = origin(opts.target);
+  const routes = new Map(Object.entries(opts.routes ?? {}).map(([did, url]) => [did, origin(url)]));
+  const targetOf = (path: string, authorization: string | undefined): URL => {
+    const query = new URLSearchParams(path.split('?')[1] ?? '');
+    const did = query.get('repo') ?? query.get('did') ?? tokenSubject(authorization);
+    return (did === undefined || did === null ? undefined : routes.get(did)) ?? defaultTarget;
+  };
   const agent = new http.Agent({ keepAlive: true });
   const requests: RequestLog[] = [];
   const connectionIds = new WeakMap<net.Socket, number>();
+  const owners = new WeakMap<net.Socket, Promise<number | undefined>>();
   let lastConnectionId = 0;
   let connections = 0;
   const script = new FaultScript();
@@ -143,6 +182,8 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     const connection = connectionIds.get(req.socket) ?? 0;
     const entry: RequestLog = { method, path, nsid: nsidOf(path), status: 0, connection, points: 0 };
     requests.push(entry);
+    const owner = await owners.get(req.socket);
+    if (owner !== undefined) entry.pid = owner;
     try {
       await opts.onRequest?.({ method, path, nsid: entry.nsid });
     } catch (err) {
@@ -162,6 +203,7 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
       return;
     }
 
+    const target = targetOf(path, req.headers.authorization);
     const upstream = http.request({
       hostname: target.hostname,
       port: target.port,
@@ -202,6 +244,9 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
   server.on(opts.tls === undefined ? 'connection' : 'secureConnection', (socket: net.Socket) => {
     connectionIds.set(socket, ++lastConnectionId);
     connections++;
+    // Looked up while the client is connected (and waiting for its answer), so its descriptor is there.
+    const pids = opts.watchPids?.() ?? [];
+    if (pids.length > 0) owners.set(socket, connectionOwner(socket.remotePort!, port, pids));
   });
   const port = await listenOnFreePort(server);
 

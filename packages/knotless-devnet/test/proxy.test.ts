@@ -211,4 +211,36 @@ describe('startProxy', () => {
       await dead.close();
     }
   });
+
+  it('tells which watched process sent a request, by who holds the connection, not by anything it says', async () => {
+    const { spawn } = await import('node:child_process');
+    let pids: number[] = [];
+    const watching = await startProxy({ target: net.pdsUrl, watchPids: () => pids });
+    try {
+      const url = `${watching.url}/xrpc/com.atproto.server.describeServer`;
+      // Another process, watched, waits for its go so that its pid is known before it connects.
+      const child = spawn(
+        process.execPath,
+        [
+          '-e',
+          `process.stdin.once('data', () => fetch(${JSON.stringify(url)}).then((r) => r.text()).then(() => process.exit(0)))`,
+        ],
+        { stdio: ['pipe', 'ignore', 'inherit'] },
+      );
+      pids = [child.pid!];
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.stdin.write('go\n');
+      assert.equal(await exited, 0);
+      // This process, not watched, on a fresh connection.
+      const mine = new http.Agent({ keepAlive: false });
+      assert.equal((await get(url, mine)).status, 200);
+      mine.destroy();
+      assert.deepEqual(
+        watching.requests.map((r) => r.pid),
+        [child.pid, undefined],
+      );
+    } finally {
+      await watching.close();
+    }
+  });
 });

@@ -1,6 +1,10 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { safeText } from 'knotless-core';
+import path from 'node:path';
+import { XrpcClient, safeText } from 'knotless-core';
+import { makeSignIn, type SignIn } from './auth/oauth.ts';
+import { loadServerKey } from './auth/server-key.ts';
+import { WebSessions } from './auth/web-sessions.ts';
 import type { ServeConfig } from './config.ts';
 import { Index } from './db/index-store.ts';
 import { startLeadership, type Leadership } from './db/leader.ts';
@@ -8,7 +12,7 @@ import { openDatabase } from './db/open.ts';
 import { follow, type StreamHooks, type Subscription } from './ingest/firehose.ts';
 import { Identities } from './ingest/identities.ts';
 import { Resync } from './ingest/resync.ts';
-import { guardedTransport } from './mirror/guard.ts';
+import { guardedFetch, guardedTransport } from './mirror/guard.ts';
 import { Mirror } from './mirror/mirror.ts';
 import { ImageProxy, imageKey } from './web/images.ts';
 import { handleRequest } from './web/server.ts';
@@ -63,23 +67,55 @@ export async function startAppview(
     timeoutMs: config.imageTimeoutMs,
     log,
   });
+  const transport = guardedTransport(config.dev, {
+    totalMs: config.fetchTimeoutMs,
+    idleMs: config.fetchIdleMs,
+  });
+  const publicUrl = (config.publicUrl ?? url).replace(/\/+$/, '');
+  const key = loadServerKey(config.oauthKeyFile, config.dataDir, config.dev);
+  let signIn: SignIn | undefined;
+  try {
+    signIn =
+      key === undefined
+        ? undefined
+        : await makeSignIn({
+            publicUrl,
+            key,
+            index,
+            identities,
+            fetch: guardedFetch(config.dev, { totalMs: config.fetchTimeoutMs, idleMs: config.fetchIdleMs }),
+            dev: config.dev,
+          });
+  } catch (err) {
+    // An operator who configured a key asked for sign-in: starting without it would hide that.
+    // The dev network's own key only offers it, where the address allows.
+    if (config.oauthKeyFile !== undefined) throw err;
+    log(`sign-in is off: ${String(err)}`);
+  }
   const site: Site = {
     index,
     mirror,
-    publicUrl: (config.publicUrl ?? url).replace(/\/+$/, ''),
+    publicUrl,
     log,
     requestTimeoutMs: config.requestTimeoutMs,
     gitTimeoutMs: config.gitTimeoutMs,
     images,
+    signIn,
+    sessions: new WebSessions(db),
+    identities,
+    forge: {
+      client: (service, authorizer) =>
+        new XrpcClient(service, { transport, ...(authorizer === undefined ? {} : { authorizer }) }),
+      config: { cacheDir: path.join(config.dataDir, 'forge-cache'), maxObjectBytes: config.maxPackBytes },
+    },
+    transport,
+    dev: config.dev,
+    secure: publicUrl.startsWith('https://'),
   };
 
   server.on('request', (req, res) => handleRequest(site, req, res));
 
   // Accounts are read whole at start, after a stream lost events, and one by one when asked.
-  const transport = guardedTransport(config.dev, {
-    totalMs: config.fetchTimeoutMs,
-    idleMs: config.fetchIdleMs,
-  });
   const leader: { current?: Leadership } = {};
   const changed = (did: string, repo: string): void => {
     void mirror.schedule(did, repo);

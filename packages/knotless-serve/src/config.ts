@@ -40,6 +40,12 @@ export interface ServeConfig {
   /** README images from other hosts: largest accepted, and the longest their fetch may take (ms). */
   imageMaxBytes: number;
   imageTimeoutMs: number;
+  /**
+   * A PEM file holding the server's ES256 (P-256) private key: it signs the OAuth client's
+   * assertions (its public half is the client's JWKS) and keys the encryption of stored sessions.
+   * Without it, sign-in is off, except in dev mode, which makes one in the data directory.
+   */
+  oauthKeyFile: string | undefined;
 }
 
 /** The defaults for every setting but the data directory. */
@@ -67,5 +73,6 @@ export function defaultConfig(dataDir: string): ServeConfig {
     fetchIdleMs: 30_000,
     imageMaxBytes: 5 * 1024 * 1024,
     imageTimeoutMs: 10_000,
+    oauthKeyFile: undefined,
   };
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // knotless-serve: the appview's command line. Settings come from options, else the environment.
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -14,6 +15,7 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
   --host HOST          address to listen on (default 127.0.0.1)        [$KNOTLESS_SERVE_HOST]
   --port PORT          port (default 2583; 0 picks one)                [$KNOTLESS_SERVE_PORT]
   --public-url URL     URL people reach the appview at                 [$KNOTLESS_SERVE_PUBLIC_URL]
+  --oauth-key FILE     ES256 private key (PEM) for sign-in             [$KNOTLESS_SERVE_OAUTH_KEY]
   --plc URL            PLC directory (default https://plc.directory)   [$KNOTLESS_PLC_URL]
   --firehose URL       event stream to follow, ws(s)://; repeatable    [$KNOTLESS_SERVE_FIREHOSE, comma-separated]
   --relay URL          find every knotless account through this relay
@@ -22,6 +24,8 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
   --request-timeout MS time limit of a page, file, image or query     [$KNOTLESS_SERVE_REQUEST_TIMEOUT]
   --git-timeout MS     time limit of a smart-HTTP git request          [$KNOTLESS_SERVE_GIT_TIMEOUT]
   --dev                allow loopback/private addresses, .test handles [$KNOTLESS_SERVE_DEV=1]
+  -V, --version        print the version
+  -h, --help           print this help
   DID ...              accounts to backfill at start`;
 
 function list(v: string | undefined): string[] {
@@ -39,37 +43,73 @@ function relayUrl(v: string): string {
   return url.origin + url.pathname.replace(/\/+$/, '');
 }
 
-/** Builds the configuration from argv and the environment. */
-export function configFrom(argv: string[], env: Readonly<Record<string, string | undefined>>): ServeConfig {
-  const { values, positionals } = parseArgs({
+const OPTIONS = {
+  data: { type: 'string' },
+  db: { type: 'string' },
+  host: { type: 'string' },
+  port: { type: 'string' },
+  'public-url': { type: 'string' },
+  plc: { type: 'string' },
+  'oauth-key': { type: 'string' },
+  firehose: { type: 'string', multiple: true },
+  relay: { type: 'string', multiple: true },
+  'backfill-pds': { type: 'string', multiple: true },
+  'request-timeout': { type: 'string' },
+  'git-timeout': { type: 'string' },
+  dev: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'V' },
+} as const;
+
+/**
+ * Parses argv. parseArgs runs loose and the checks are ours, so that a mistake is one sentence
+ * (strict parseArgs' messages are long and quote oddly).
+ */
+function parse(
+  argv: string[],
+): ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>> {
+  const parsed = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: {
-      data: { type: 'string' },
-      db: { type: 'string' },
-      host: { type: 'string' },
-      port: { type: 'string' },
-      'public-url': { type: 'string' },
-      plc: { type: 'string' },
-      firehose: { type: 'string', multiple: true },
-      relay: { type: 'string', multiple: true },
-      'backfill-pds': { type: 'string', multiple: true },
-      'request-timeout': { type: 'string' },
-      'git-timeout': { type: 'string' },
-      dev: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
+    strict: false,
+    tokens: true,
+    options: OPTIONS,
   });
+  for (const t of parsed.tokens) {
+    if (t.kind !== 'option') continue;
+    const spec = (OPTIONS as Record<string, { type: string }>)[t.name];
+    if (spec === undefined) throw new Error(`unknown option ${safeText(t.rawName)}`);
+    if (spec.type === 'string' && t.value === undefined) throw new Error(`${t.rawName} needs a value`);
+    if (spec.type === 'boolean' && t.inlineValue === true) throw new Error(`${t.rawName} takes no value`);
+  }
+  return parsed as ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>;
+}
+
+/** The version in the package's package.json (the bundle is in dist/, the sources in src/). */
+function version(): string {
+  const file = path.join(import.meta.dirname, '..', 'package.json');
+  return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version;
+}
+
+/** Builds the configuration from argv and the environment. */
+export function configFrom(argv: string[], env: Readonly<Record<string, string | undefined>>): ServeConfig {
+  const { values, positionals } = parse(argv);
   if (values.help === true) {
     process.stdout.write(USAGE + '\n');
+    process.exit(0);
+  }
+  if (values.version === true) {
+    process.stdout.write(`knotless-serve ${version()}\n`);
     process.exit(0);
   }
   const dataDir = path.resolve(
     values.data ?? env['KNOTLESS_SERVE_DATA'] ?? path.join(os.homedir(), '.local/share/knotless/serve'),
   );
   const c = defaultConfig(dataDir);
-  const port = Number(values.port ?? env['KNOTLESS_SERVE_PORT'] ?? c.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port ${port} is not a port`);
+  const rawPort = values.port ?? env['KNOTLESS_SERVE_PORT'] ?? String(c.port);
+  const port = Number(rawPort);
+  if (rawPort.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`--port ${safeText(rawPort)} is not a port number (0 to 65535)`);
   const ms = (name: string, v: string | undefined, dflt: number): number => {
     const n = Number(v ?? dflt);
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} ${v} is not a number of milliseconds`);
@@ -91,6 +131,7 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
     host: values.host ?? env['KNOTLESS_SERVE_HOST'] ?? c.host,
     port,
     publicUrl: values['public-url'] ?? env['KNOTLESS_SERVE_PUBLIC_URL'],
+    oauthKeyFile: values['oauth-key'] ?? env['KNOTLESS_SERVE_OAUTH_KEY'],
     plcUrl: (values.plc ?? env['KNOTLESS_PLC_URL'] ?? c.plcUrl).replace(/\/+$/, ''),
     firehoses: values.firehose ?? list(env['KNOTLESS_SERVE_FIREHOSE']),
     relays: (values.relay ?? list(env['KNOTLESS_SERVE_RELAY'])).map(relayUrl),
@@ -109,7 +150,8 @@ export async function main(argv: string[]): Promise<void> {
   try {
     config = configFrom(argv, process.env);
   } catch (err) {
-    process.stderr.write(`knotless-serve: ${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`);
+    const what = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`knotless-serve: ${what}; run \`knotless-serve --help\` for its usage.\n`);
     process.exit(2);
   }
   let app: Awaited<ReturnType<typeof startAppview>>;

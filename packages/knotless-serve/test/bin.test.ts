@@ -43,6 +43,34 @@ describe('the knotless-serve command', () => {
     assert.match(stdout, /^usage: knotless-serve \[options\]/);
   });
 
+  it('prints its version, and a mistake in its arguments as one sentence (exit 2)', async () => {
+    const { version } = JSON.parse(fs.readFileSync(path.join(pkg, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    for (const flag of ['--version', '-V']) {
+      const res = await runBin([flag]);
+      assert.deepEqual(res, { code: 0, stdout: `knotless-serve ${version}\n`, stderr: '' }, flag);
+    }
+    const mistakes: Array<[string[], string]> = [
+      [['--bogus'], 'unknown option --bogus'],
+      [['--port'], '--port needs a value'],
+      [['--dev=yes'], '--dev takes no value'],
+      [['--port', 'x'], '--port x is not a port number (0 to 65535)'],
+    ];
+    for (const [args, what] of mistakes) {
+      const res = await runBin(args);
+      assert.deepEqual(
+        res,
+        {
+          code: 2,
+          stdout: '',
+          stderr: `knotless-serve: ${what}; run \`knotless-serve --help\` for its usage.\n`,
+        },
+        args.join(' '),
+      );
+    }
+  });
+
   it('starts from the bundle, serves the home page and stops on SIGTERM', async () => {
     const child = spawn(process.execPath, [BIN, '--dev', '--data', dir, '--port', '0'], {
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -64,3 +92,14 @@ describe('the knotless-serve command', () => {
     assert.equal(await exited, 0);
   });
 });
+
+/** Runs the installed command to its end. */
+async function runBin(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { code, stdout, stderr };
+}

@@ -10,7 +10,9 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { checkPage, watchedPage } from './browser-kit.ts';
 import { base, useSite } from './browser-site.ts';
-import { waitFor } from './helpers.ts';
+import { launchChromium, profileOf } from './chromium.ts';
+import { runProcess } from '../../knotless/test/helpers/cli.ts';
+import { waitFor, xrpc } from './helpers.ts';
 
 const site = useSite();
 
@@ -39,6 +41,14 @@ describe('the pages a reader expects, in Chromium', () => {
     await serve(doc('<p>fine</p>'));
     await checkPage(probe, errors, 'probe');
     await probe.close();
+  });
+
+  it('leaves no browser profile behind once the browser closes', async () => {
+    const browser = await launchChromium();
+    const profile = profileOf(browser)!;
+    assert.ok(fs.existsSync(profile), profile);
+    await browser.close();
+    assert.equal(fs.existsSync(profile), false, `${profile} was left behind`);
   });
 
   it('repository page: clone box first with copy buttons, counts, sizes, last commits, README links', async () => {
@@ -89,7 +99,45 @@ describe('the pages a reader expects, in Chromium', () => {
   });
 
   it('the switcher moves to another branch; tags sort by date', async () => {
+    // Two more tags, annotated, dated on either side of v1 (made now): by date the list reads
+    // m-new, v1, a-old, which is neither the names' order nor its reverse.
+    const { alice, work, c } = site;
+    for (const [name, date, commit] of [
+      ['m-new', '2030-01-01T00:00:00Z', c[0]!],
+      ['a-old', '2001-01-01T00:00:00Z', c[2]!],
+    ] as const) {
+      const made = await runProcess('git', ['tag', '-a', name, '-m', `tag ${name}`, commit], {
+        env: { ...alice.env, GIT_COMMITTER_DATE: date },
+        cwd: work,
+      });
+      assert.equal(made.code, 0, made.stderr);
+    }
+    await alice.ok(work, 'push', '-q', 'origin', 'm-new', 'a-old');
+    await waitFor('five refs mirrored', async () => {
+      const r = await xrpc<{ refs: unknown[] }>(site.app, 'dev.knotless.getRepo', {
+        actor: 'alice.test',
+        repo: 'site',
+      });
+      return r.refs.length === 5 ? true : undefined;
+    });
+    await site.app.idle();
+    const byDate = ['m-new', 'v1', 'a-old'];
+    await site.visit(`${base}/tags`, 'tags-by-date');
+    const rows = await site.page.locator('table.list tr td:first-child').allInnerTexts();
+    assert.deepEqual(
+      rows.map((r) => r.trim()),
+      byDate,
+    );
     await site.visit(base, 'repository-again');
+    const switcherTags = await site.page
+      .locator('details.switch .menu ul')
+      .nth(1)
+      .locator('a')
+      .allTextContents();
+    assert.deepEqual(
+      switcherTags.map((t) => t.trim()),
+      byDate,
+    );
     await site.page.locator('details.switch summary').click();
     await site.visit(`${base}/tree/main/docs`, 'tree');
     // A README in a directory: its relative links start from that directory.

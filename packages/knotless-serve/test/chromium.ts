@@ -7,11 +7,11 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
 import { chromium, type BrowserContext } from 'playwright-core';
+import { tempDir } from 'knotless-devnet';
 
 /** The unpacked browser: the executable and the environment it must be started with. */
 export interface ChromiumBinary {
@@ -117,7 +117,38 @@ export async function chromiumBinary(): Promise<ChromiumBinary> {
  */
 export async function launchChromium(): Promise<BrowserContext> {
   const bin = await chromiumBinary();
-  return chromium.launchPersistentContext(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-chromium-')), {
+  // The profile goes when the browser closes, and in any case when this process exits.
+  const profile = tempDir('knotless-chromium-');
+  let context: BrowserContext;
+  try {
+    context = await launchIn(profile.dir, bin);
+  } catch (err) {
+    profile.release();
+    throw err;
+  }
+  profiles.set(context, profile.dir);
+  // Not on the 'close' event: Chromium still writes to its profile then, until its process ends,
+  // which close() waits for.
+  const close = context.close.bind(context);
+  context.close = async (options) => {
+    try {
+      await close(options);
+    } finally {
+      profile.release();
+    }
+  };
+  return context;
+}
+
+const profiles = new WeakMap<BrowserContext, string>();
+
+/** The profile directory a context from launchChromium() runs in. */
+export function profileOf(context: BrowserContext): string | undefined {
+  return profiles.get(context);
+}
+
+function launchIn(profile: string, bin: ChromiumBinary): Promise<BrowserContext> {
+  return chromium.launchPersistentContext(profile, {
     executablePath: bin.executablePath,
     env: { ...process.env, ...bin.env },
     args: [

@@ -11,12 +11,13 @@ import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
 import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
 
-const t = useNetwork(['alice.test', 'carol.test']);
+// alice on the first PDS, carol on the second.
+const t = useNetwork(['alice.test', 'carol.test'], { pdses: 2 });
 const alice = useGitUser(t, 'alice.test');
 let app: Appview;
 
 async function session(handle: string): Promise<{ did: string; accessJwt: string }> {
-  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.createSession`, {
+  const res = await fetch(`${t.pdsOf[handle]!}/xrpc/com.atproto.server.createSession`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ identifier: handle, password: t.password }),
@@ -32,7 +33,7 @@ async function call(
   type = 'application/json',
 ): Promise<Record<string, unknown>> {
   const { accessJwt } = await session(handle);
-  const res = await fetch(`${t.net.pdsUrl}/xrpc/${nsid}`, {
+  const res = await fetch(`${t.pdsOf[handle]!}/xrpc/${nsid}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${accessJwt}`, 'content-type': type },
     body: body instanceof Uint8Array ? new Blob([new Uint8Array(body)]) : JSON.stringify(body),

@@ -40,6 +40,8 @@ async function write(
   await applyWrite(index, w, undefined, (l) => lines.push(l));
 }
 
+const FUTURE = '2099-01-01T00:00:00.000Z';
+const PAST = '1970-01-01T00:00:00.000Z';
 const t = (n: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString();
 const pull = {
   repo: REPO,
@@ -88,23 +90,28 @@ describe('the forge index: authority, order, deletes and replays', () => {
     assert.deepEqual(await state(), ['closed', null, ['wontfix']]);
   });
 
-  it('the author may reopen; a third party and an author claiming merged do not count', async () => {
+  it("the author cannot undo the owner's close, whatever date they write; nor can anyone else", async () => {
     await write(AUTHOR, 'dev.knotless.pull.status', '3s2', status('open', 6));
-    assert.deepEqual(await state(), ['open', null, ['wontfix']], "labels stay the owner's");
-    await write(OTHER, 'dev.knotless.pull.status', '3s3', status('closed', 7, { labels: ['spam'] }));
+    assert.deepEqual(await state(), ['closed', null, ['wontfix']]);
+    await write(AUTHOR, 'dev.knotless.pull.status', '3s3', { ...status('open', 0), createdAt: FUTURE });
+    assert.deepEqual(await state(), ['closed', null, ['wontfix']]);
+    await write(OTHER, 'dev.knotless.pull.status', '3s3', status('open', 7, { labels: ['spam'] }));
     await write(AUTHOR, 'dev.knotless.pull.status', '3s4', status('merged', 8, { merged: HEX }));
-    assert.deepEqual(await state(), ['open', null, ['wontfix']]);
+    assert.deepEqual(await state(), ['closed', null, ['wontfix']]);
+    // The owner reopening after their own close counts, even dated before it.
+    await write(OWNER, 'dev.knotless.pull.status', '3s40', { ...status('open', 0), createdAt: PAST });
+    assert.deepEqual(await state(), ['open', null, []]);
+    await write(OWNER, 'dev.knotless.pull.status', '3s40', null);
   });
 
-  it('the newest by createdAt wins, the later record key on a tie', async () => {
+  it("orders one account's records by key, never by createdAt; the owner's merge is final", async () => {
     await write(OWNER, 'dev.knotless.pull.status', '3s6', status('merged', 10, { merged: HEX, labels: [] }));
-    await write(OWNER, 'dev.knotless.pull.status', '3s5', status('closed', 10));
     assert.deepEqual(await state(), ['merged', HEX, []]);
-    // An older createdAt written later changes nothing.
-    await write(OWNER, 'dev.knotless.pull.status', '3s7', status('open', 9));
+    // A later date under an earlier key is not a later decision.
+    await write(OWNER, 'dev.knotless.pull.status', '3s5', { ...status('closed', 0), createdAt: FUTURE });
     assert.deepEqual(await state(), ['merged', HEX, []]);
-    // Once the owner merged it, the author's newer "open" or "closed" changes nothing.
-    await write(AUTHOR, 'dev.knotless.pull.status', '3s8', status('open', 11));
+    // Once the owner merged it, the author's "open" or "closed", at any date, changes nothing.
+    await write(AUTHOR, 'dev.knotless.pull.status', '3s8', { ...status('open', 0), createdAt: FUTURE });
     await write(AUTHOR, 'dev.knotless.pull.status', '3s9', status('closed', 12));
     assert.deepEqual(await state(), ['merged', HEX, []]);
     await write(AUTHOR, 'dev.knotless.pull.status', '3s8', null);
@@ -139,26 +146,36 @@ describe('the forge index: authority, order, deletes and replays', () => {
     assert.deepEqual(await index.forge.pulls(OWNER, 'site', 'all', 10), []);
   });
 
-  it("issues: the owner's or the author's state counts, nobody else's", async () => {
+  it("issues: the owner's close stands against the author's reopen, the author's withdrawal against the owner's", async () => {
     await write(AUTHOR, 'dev.knotless.issue', '3issue', { repo: REPO, title: 'Broken', createdAt: t(0) });
-    const issueState = async () => (await index.forge.issue(AUTHOR, '3issue'))?.state;
-    assert.equal(await issueState(), 'open');
-    await write(OTHER, 'dev.knotless.issue.state', '3i1', { issue: ISSUE, state: 'closed', createdAt: t(1) });
-    assert.equal(await issueState(), 'open');
-    await write(AUTHOR, 'dev.knotless.issue.state', '3i2', {
+    const issueState = async () => {
+      const row = await index.forge.issue(AUTHOR, '3issue');
+      return [row?.state, JSON.parse(row?.labels ?? '[]') as string[]];
+    };
+    const decision = (s: string, createdAt: string, extra: object = {}) => ({
       issue: ISSUE,
-      state: 'closed',
-      createdAt: t(2),
+      state: s,
+      createdAt,
+      ...extra,
     });
-    assert.equal(await issueState(), 'closed');
-    await write(OWNER, 'dev.knotless.issue.state', '3i3', {
-      issue: ISSUE,
-      state: 'open',
-      labels: ['bug'],
-      createdAt: t(3),
-    });
-    assert.equal(await issueState(), 'open');
-    assert.deepEqual(JSON.parse((await index.forge.issue(AUTHOR, '3issue'))!.labels), ['bug']);
+    assert.deepEqual(await issueState(), ['open', []]);
+    await write(OTHER, 'dev.knotless.issue.state', '3i1', decision('closed', t(1)));
+    assert.deepEqual(await issueState(), ['open', []]);
+    await write(AUTHOR, 'dev.knotless.issue.state', '3i2', decision('closed', t(2)));
+    assert.deepEqual(await issueState(), ['closed', []]);
+    // The owner's reopen, dated after, does not undo the author's withdrawal; its labels count.
+    await write(OWNER, 'dev.knotless.issue.state', '3i3', decision('open', FUTURE, { labels: ['bug'] }));
+    assert.deepEqual(await issueState(), ['closed', ['bug']]);
+    await write(AUTHOR, 'dev.knotless.issue.state', '3i4', decision('open', PAST));
+    assert.deepEqual(await issueState(), ['open', ['bug']]);
+    await write(OWNER, 'dev.knotless.issue.state', '3i5', decision('closed', PAST));
+    for (const [key, when] of [
+      ['3i6', FUTURE],
+      ['3i7', PAST],
+    ] as const) {
+      await write(AUTHOR, 'dev.knotless.issue.state', key, decision('open', when));
+      assert.deepEqual(await issueState(), ['closed', []]);
+    }
   });
 
   it('a state record edited to name another item leaves its old one: both are worked out again', async () => {

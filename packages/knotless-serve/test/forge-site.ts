@@ -47,7 +47,7 @@ export function at(n: number): string {
 }
 
 async function writer(t: TestNet, handle: string): Promise<Writer> {
-  const pds = t.net.pdsUrl;
+  const pds = t.pdsOf[handle]!;
   const login = await fetch(`${pds}/xrpc/com.atproto.server.createSession`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -111,7 +111,8 @@ async function packOf(cwd: string, head: string, base: string): Promise<Uint8Arr
 }
 
 export function useForge(): Forge {
-  const t = useNetwork(['alice.test', 'bob.test', 'carol.test']);
+  // Two PDSes: alice and carol on the first, bob on the second, so the forge's flows cross PDSes.
+  const t = useNetwork(['alice.test', 'bob.test', 'carol.test'], { pdses: 2 });
   const f = { t, alice: useGitUser(t, 'alice.test'), bob: useGitUser(t, 'bob.test') } as Forge;
   f.setUp = () => setUp(f);
   return f;
@@ -216,16 +217,21 @@ async function setUp(f: Forge): Promise<void> {
     body: 'Same here.',
     createdAt: at(42),
   });
-  // alice closes bob's issue; carol's forged reopen of it comes later and must not count. carol
-  // closes her own issue, then alice reopens it.
+  // alice closes bob's issue; carol's forged reopen of it comes later and must not count, nor does
+  // bob's own reopen dated years after. carol closes her own issue, then reopens it herself.
   await f.w.alice.create('dev.knotless.issue.state', { issue: bobs.uri, state: 'closed', createdAt: at(50) });
   await f.w.carol.create('dev.knotless.issue.state', { issue: bobs.uri, state: 'open', createdAt: at(51) });
+  await f.w.bob.create('dev.knotless.issue.state', {
+    issue: bobs.uri,
+    state: 'open',
+    createdAt: '2099-01-01T00:00:00.000Z',
+  });
   await f.w.carol.create('dev.knotless.issue.state', {
     issue: carols.uri,
     state: 'closed',
     createdAt: at(52),
   });
-  await f.w.alice.create('dev.knotless.issue.state', { issue: carols.uri, state: 'open', createdAt: at(53) });
+  await f.w.carol.create('dev.knotless.issue.state', { issue: carols.uri, state: 'open', createdAt: at(53) });
 
   await waitFor('the forge records indexed', async () => {
     const issues = await xrpc<{ issues: { state: string }[] }>(f.app, 'dev.knotless.listIssues', {

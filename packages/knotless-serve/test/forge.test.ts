@@ -146,12 +146,14 @@ describe('forge records in the appview (issue 16)', () => {
     );
     assert.deepEqual((await listPulls('open')).pulls, []);
     assert.equal((await listPulls('all')).pulls.length, 1);
-    // carol's later "open" changes nothing.
+    // carol's later "open" changes nothing, nor the author's, dated after or before the merge.
     await f.w.carol.create('dev.knotless.pull.status', {
       pull: f.pull.uri,
       status: 'open',
       createdAt: at(70),
     });
+    for (const createdAt of ['2099-01-01T00:00:00.000Z', '1970-01-01T00:00:00.000Z'])
+      await f.w.bob.create('dev.knotless.pull.status', { pull: f.pull.uri, status: 'open', createdAt });
     const sentinel = await f.w.alice.create('dev.knotless.comment', {
       subject: f.pull.uri,
       body: 'Merged, thanks.',
@@ -163,7 +165,7 @@ describe('forge records in the appview (issue 16)', () => {
     assert.equal((await getPull()).pull.state, 'merged');
   });
 
-  it('issues: open by default, ?state=closed|all, a state forged by carol ignored; getIssue with comments', async () => {
+  it("issues: open by default, ?state=closed|all, a state forged by carol or the author's future-dated reopen ignored; getIssue with comments", async () => {
     const { bobs, carols } = f.issues;
     assert.deepEqual(
       (await listIssues(undefined)).issues.map((i) => [i.uri, i.state]),

@@ -20,7 +20,7 @@ export async function appviewOn(
       database,
       port: 0,
       plcUrl: t.net.plcUrl,
-      firehoses: [t.net.pdsUrl.replace(/^http/, 'ws')],
+      firehoses: t.net.pdses.map((p) => p.url.replace(/^http/, 'ws')),
       dev: true,
       ...extra,
     },

@@ -10,7 +10,7 @@ import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import { relayStream, type Appview } from '../src/appview.ts';
 import { appviewOn, get, waitFor } from './helpers.ts';
 
-const t = useNetwork(['alice.test', 'bob.test']);
+const t = useNetwork(['alice.test', 'bob.test'], { pdses: 2 });
 const alice = useGitUser(t, 'alice.test');
 const bob = useGitUser(t, 'bob.test');
 
@@ -40,7 +40,7 @@ describe('discovery through a relay', () => {
   let relay: Relay;
   before(async () => {
     await t.ready;
-    relay = await startRelay({ pdses: [t.net.pdsUrl] });
+    relay = await startRelay({ pdses: t.net.pdses.map((p) => p.url) });
     assert.equal((await alice.knotless('repo', 'create', 'early')).code, 0);
     await pushCommit('early', 'pushed-before.txt');
     const issue = await bob.knotless('issue', 'create', 'alice.test/early', '--title', 'Found before start');
@@ -64,7 +64,7 @@ describe('discovery through a relay', () => {
   });
 
   it('finds the same through listRepos and describeRepo when the relay lacks listReposByCollection', async () => {
-    const bare = await startRelay({ pdses: [t.net.pdsUrl], withoutByCollection: true });
+    const bare = await startRelay({ pdses: t.net.pdses.map((p) => p.url), withoutByCollection: true });
     const app = await onlyRelay(bare, ':memory:');
     try {
       await pageShows(app, '/alice.test/early', 'pushed-before.txt');
@@ -128,7 +128,7 @@ describe('a relay that forgot the position', () => {
     const dataDir = t.tmpdir();
     const database = path.join(dataDir, 'index.sqlite');
     // The first relay numbers from far ahead, so the appview's saved position is large.
-    const first = await startRelay({ pdses: [t.net.pdsUrl], firstSeq: 5_000_000 });
+    const first = await startRelay({ pdses: t.net.pdses.map((p) => p.url), firstSeq: 5_000_000 });
     open.push(first);
     const port = Number(new URL(first.url).port);
     let app = await onlyRelay(first, database, dataDir);
@@ -140,7 +140,7 @@ describe('a relay that forgot the position', () => {
 
     // Restarted from 1, on the same address: the saved position is in its future. The push made
     // while the appview was down is never on its stream.
-    const second = await startRelay({ pdses: [t.net.pdsUrl], port, firstSeq: 1 });
+    const second = await startRelay({ pdses: t.net.pdses.map((p) => p.url), port, firstSeq: 1 });
     open.push(second);
     assert.equal((await alice.knotless('repo', 'create', 'gap-two')).code, 0);
     await pushCommit('gap-two', 'two.txt');
@@ -153,7 +153,7 @@ describe('a relay that forgot the position', () => {
     // frames since: the cursor is outdated.
     assert.equal((await alice.knotless('repo', 'create', 'gap-three')).code, 0);
     await pushCommit('gap-three', 'three.txt');
-    const third = await startRelay({ pdses: [t.net.pdsUrl], port, firstSeq: 9_000_000 });
+    const third = await startRelay({ pdses: t.net.pdses.map((p) => p.url), port, firstSeq: 9_000_000 });
     open.push(third);
     app = await onlyRelay(third, database, dataDir);
     open.push(app);

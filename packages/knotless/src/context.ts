@@ -3,9 +3,11 @@ import { AgentClient } from './agent/client.ts';
 import { SessionStore } from './auth/store.ts';
 import { readConfig, type Config } from 'knotless-core/config/env';
 import { KnotlessError } from 'knotless-core/errors';
+import { relocateAccount } from 'knotless-core/identity/account-state';
 import { IdentityResolver, type Identity } from 'knotless-core/identity/resolver';
 import { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { RepoRecords } from 'knotless-core/records/repo-records';
+import { privacyOpener } from 'knotless-core/private/open';
 import { transportFor, type Transport } from 'knotless-core/xrpc/transport';
 import { XrpcClient, type Authorizer } from 'knotless-core/xrpc/client';
 
@@ -61,24 +63,44 @@ export class Context {
     this.transport.close();
   }
 
-  /** An XRPC client for a service, optionally authorized. */
-  client(service: string, authorizer?: Authorizer): XrpcClient {
+  /**
+   * An XRPC client for a service, optionally authorized. A read it makes of an account its PDS no
+   * longer serves resolves the account again at once (not after the cache's time to live): it follows
+   * an account that moved, and says in one sentence what became of one deactivated, taken down or
+   * deleted. `onMoved` is told the account's new identity.
+   */
+  client(service: string, authorizer?: Authorizer, onMoved?: (now: Identity) => void): XrpcClient {
     return new XrpcClient(this.config.service ?? service, {
+      ...this.#clientOptions(authorizer),
+      relocate: (did, from) =>
+        relocateAccount(this.resolver, (s) => new XrpcClient(s, this.#clientOptions()), did, from, onMoved),
+    });
+  }
+
+  #clientOptions(authorizer?: Authorizer): ConstructorParameters<typeof XrpcClient>[1] {
+    return {
       transport: this.transport,
       trace: this.config.trace,
       retry: this.config.retry,
       onRetry: (notice) => this.retryNotice?.(notice),
       ...(authorizer === undefined ? {} : { authorizer }),
-    });
+    };
   }
 
-  /** One repository's ref records on its owner's PDS, read and written through this context's clients. */
+  /**
+   * One repository's ref records on its owner's PDS, read and written through this context's clients.
+   * When a read finds the owner moved, `owner` itself is updated, so that what follows (writes, the
+   * agent's view) goes to the new PDS too.
+   */
   remoteRepo(owner: Identity, name: string, warn: (message: string) => void): RemoteRepo {
+    const moved = (now: Identity): void => void Object.assign(owner, now);
+    const reader = this.client(owner.pds, undefined, moved);
     return new RemoteRepo(
-      { reader: this.client(owner.pds), writer: (auth) => this.client(owner.pds, auth) },
+      { reader, writer: (auth) => this.client(owner.pds, auth, moved) },
       owner,
       name,
       warn,
+      privacyOpener(this.config.configDir, reader, owner, name),
     );
   }
 

@@ -6,11 +6,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startProxy } from 'knotless-devnet';
 import type { Appview } from '../../knotless-serve/src/appview.ts';
 import { appviewOn, waitFor, xrpc } from '../../knotless-serve/test/helpers.ts';
 import { knotless } from './helpers/cli.ts';
-import { json, openPr, useForgeNet, writeRaw, type ItemJson } from './helpers/forge.ts';
+import { json, openPr, proxyFor, useForgeNet, writeRaw, type ItemJson } from './helpers/forge.ts';
 import { commitFiles } from './helpers/git.ts';
 
 let app: Appview | undefined;
@@ -26,6 +25,8 @@ let first: ItemJson;
 let second: ItemJson;
 let third: ItemJson;
 let issue: ItemJson;
+let made: ItemJson;
+let bobClone: string;
 
 const states = async (user: typeof alice, word: 'pr' | 'issue', state = 'all') =>
   json<ItemJson[]>(await user.knotless(word, 'list', 'alice.test/proj', '--state', state, '--json')).map(
@@ -57,6 +58,7 @@ describe('read-your-writes: own records laid over an appview that has not ingest
     await bob.ok(b, 'clone', '-q', 'knotless://bob.test/fork', 'c');
     await commitFiles(bob, `${b}/c`, { 'fix.txt': 'fixed\n' }, 'the fix');
     await bob.ok(`${b}/c`, 'push', '-q', 'origin', 'main:fix');
+    bobClone = `${b}/c`;
     const open = (title: string) => openPr(bob, 'alice.test/proj', 'fork:fix', title);
     first = await open('First');
     second = await open('Second');
@@ -130,24 +132,69 @@ describe('read-your-writes: own records laid over an appview that has not ingest
     assert.deepEqual(await states(carol, 'pr', 'merged'), [[first.id, 'merged']]);
   });
 
-  it('a close by the author shows at once; a reopen by the owner after it wins', async () => {
+  it('a close by the author shows at once; the owner cannot reopen it over him, he can', async () => {
     assert.equal((await bob.knotless('pr', 'close', 'alice.test/proj', second.id)).code, 0);
     assert.deepEqual(await states(bob, 'pr', 'closed'), [[second.id, 'closed']]);
     assert.deepEqual(await states(bob, 'pr', 'open'), [[third.id, 'open']]);
     // Alice reads her own and the appview's, which is behind: bob's close is not seen yet by others.
     assert.deepEqual(await states(alice, 'pr', 'closed'), []);
-    assert.equal((await alice.knotless('pr', 'reopen', 'alice.test/proj', second.id)).code, 0);
+    const denied = await alice.knotless('pr', 'reopen', 'alice.test/proj', second.id);
+    assert.equal(denied.code, 5, denied.stderr);
+    assert.equal(
+      denied.stderr.trim(),
+      `knotless: Its author, bob.test, closed ${second.id}; only they can reopen it.`,
+    );
+    assert.equal((await bob.knotless('pr', 'reopen', 'alice.test/proj', second.id)).code, 0);
     assert.deepEqual(await states(bob, 'pr', 'open'), [
       [third.id, 'open'],
       [second.id, 'open'],
     ]);
   });
 
-  it('an issue closed by the owner is listed closed at once', async () => {
+  it('a pull request and an issue just created are listed at once, by their author and by the owner for hers', async () => {
+    await commitFiles(bob, bobClone, { 'more.txt': 'more\n' }, 'more');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'main:more');
+    const fourth = await openPr(bob, 'alice.test/proj', 'fork:more', 'Fourth');
+    assert.deepEqual((await states(bob, 'pr', 'open'))[0], [fourth.id, 'open']);
+    const view = json<ItemJson>(await bob.knotless('pr', 'view', 'alice.test/proj', fourth.id, '--json'));
+    assert.equal(view.title, 'Fourth');
+    made = json<ItemJson>(
+      await alice.knotless('issue', 'create', 'alice.test/proj', '--title', 'Owner note', '--json'),
+    );
+    for (const user of [alice, bob, carol])
+      assert.deepEqual(await states(user, 'issue', 'open'), [
+        [made.id, 'open'],
+        [issue.id, 'open'],
+      ]);
+    // The appview is indeed behind: it lists neither.
+    const listed = await xrpc<{ issues: unknown[] }>(app!, 'dev.knotless.listIssues', {
+      repo: `at://${t.dids['alice.test']!}/dev.knotless.repo/proj`,
+      state: 'all',
+    });
+    assert.equal(listed.issues.length, 1);
+    assert.equal((await alice.knotless('issue', 'close', 'alice.test/proj', made.id)).code, 0);
+    assert.deepEqual(await states(bob, 'issue', 'closed'), [[made.id, 'closed']]);
+    assert.equal((await bob.knotless('pr', 'close', 'alice.test/proj', fourth.id)).code, 0);
+  });
+
+  it('an issue closed by the owner is listed closed at once, and stays closed against the author', async () => {
     assert.equal((await alice.knotless('issue', 'close', 'alice.test/proj', issue.id)).code, 0);
-    assert.deepEqual(await states(alice, 'issue', 'closed'), [[issue.id, 'closed']]);
+    assert.deepEqual(await states(alice, 'issue', 'closed'), [
+      [made.id, 'closed'],
+      [issue.id, 'closed'],
+    ]);
     assert.deepEqual(await states(alice, 'issue', 'open'), []);
-    assert.deepEqual(await states(bob, 'issue'), [[issue.id, 'closed']]);
+    for (const createdAt of ['2099-01-01T00:00:00.000Z', '1970-01-01T00:00:00.000Z'])
+      await writeRaw(t, 'bob.test', 'dev.knotless.issue.state', {
+        issue: issue.uri,
+        state: 'open',
+        createdAt,
+      });
+    for (const user of [alice, bob]) {
+      assert.ok((await states(user, 'issue')).some(([id, s]) => id === issue.id && s === 'closed'));
+      const v = json<ItemJson>(await user.knotless('issue', 'view', 'alice.test/proj', issue.id, '--json'));
+      assert.equal(v.state, 'closed');
+    }
   });
 
   it('checks what it reads from the PDS as records: an invalid one is skipped, one the rule ignores does not count, text is escaped', async () => {
@@ -174,13 +221,15 @@ describe('read-your-writes: own records laid over an appview that has not ingest
     assert.ok(!view.stdout.includes('\u001b'), 'no raw escape reaches the terminal');
   });
 
-  it("costs one listRecords page of the user's own records, one more of the owner's; none without a user", async () => {
-    const proxy = await startProxy({ target: t.net.pdsUrl });
+  it("costs one listRecords page of the user's own items and one of their states, as many of the owner's; none without a user", async () => {
+    const proxy = await proxyFor(t, 'alice.test');
     try {
       const via = (user: typeof alice) => ({ ...user.env, ...extra(), KNOTLESS_SERVICE: proxy.url });
       const pages = (collection: string) =>
         proxy.requests.filter(
-          (r) => r.nsid === 'com.atproto.repo.listRecords' && r.path.includes(`collection=${collection}`),
+          (r) =>
+            r.nsid === 'com.atproto.repo.listRecords' &&
+            new URL(r.path, proxy.url).searchParams.get('collection') === collection,
         );
       const cost = async (env: Record<string, string>, args: string[], collection: string) => {
         proxy.reset();
@@ -191,6 +240,8 @@ describe('read-your-writes: own records laid over an appview that has not ingest
       const list = ['pr', 'list', 'alice.test/proj', '--state', 'all'];
       assert.deepEqual(await cost(via(alice), list, 'dev.knotless.pull.status'), ['25']);
       assert.deepEqual(await cost(via(bob), list, 'dev.knotless.pull.status'), ['25', '25']);
+      assert.deepEqual(await cost(via(alice), list, 'dev.knotless.pull'), ['25']);
+      assert.deepEqual(await cost(via(bob), list, 'dev.knotless.pull'), ['25', '25']);
       const anonymous = t.env({ KNOTLESS_APPVIEW: app!.url, KNOTLESS_SERVICE: proxy.url });
       assert.deepEqual(await cost(anonymous, list, 'dev.knotless.pull.status'), []);
       const view = ['issue', 'view', 'alice.test/proj', issue.id];
@@ -201,34 +252,48 @@ describe('read-your-writes: own records laid over an appview that has not ingest
     }
   });
 
-  it("an owner's close read fresh loses to the author's newer reopen the appview holds", async () => {
-    // The appview follows again until it holds both records, then stops again.
-    const following = async (what: string, state: string) => {
-      await app!.close();
-      app = await appviewOn(t, database, dataDir);
-      await waitFor(what, async () => {
-        const got = await xrpc<{ pull: { state: string } }>(app!, 'dev.knotless.getPull', { uri: third.uri });
-        return got.pull.state === state ? true : undefined;
-      });
-      await app.close();
-      app = await appviewOn(t, database, dataDir, { firehoses: [] });
-    };
+  it("an author's reopen dated after the owner's close counts nowhere: appview, list and view say closed", async () => {
     assert.equal((await alice.knotless('pr', 'close', 'alice.test/proj', third.id)).code, 0);
-    await following('the close', 'closed');
-    assert.equal((await bob.knotless('pr', 'reopen', 'alice.test/proj', third.id)).code, 0);
-    await following('the reopen', 'open');
-    const proxy = await startProxy({ target: t.net.pdsUrl });
+    for (const createdAt of ['2099-01-01T00:00:00.000Z', '1970-01-01T00:00:00.000Z'])
+      await writeRaw(t, 'bob.test', 'dev.knotless.pull.status', {
+        pull: third.uri,
+        status: 'open',
+        createdAt,
+      });
+    // The appview follows again until it holds bob's records (a later comment of his), then stops.
+    assert.equal(
+      (await bob.knotless('pr', 'comment', 'alice.test/proj', third.id, '--body', 'again')).code,
+      0,
+    );
+    await app!.close();
+    app = await appviewOn(t, database, dataDir);
+    const got = await waitFor('the appview to index the comment', async () => {
+      const g = await xrpc<{ pull: { state: string }; comments: { body: string }[] }>(
+        app!,
+        'dev.knotless.getPull',
+        { uri: third.uri },
+      );
+      return g.comments.some((c) => c.body === 'again') ? g : undefined;
+    });
+    assert.equal(got.pull.state, 'closed');
+    await app.close();
+    app = await appviewOn(t, database, dataDir, { firehoses: [] });
+    for (const user of [alice, bob, carol]) {
+      assert.ok((await states(user, 'pr')).some(([id, s]) => id === third.id && s === 'closed'));
+      const v = json<ItemJson>(await user.knotless('pr', 'view', 'alice.test/proj', third.id, '--json'));
+      assert.equal(v.state, 'closed');
+    }
+    const proxy = await proxyFor(t, 'alice.test');
     try {
       const res = await knotless(['pr', 'list', 'alice.test/proj', '--state', 'all', '--json'], {
         env: { ...alice.env, ...extra(), KNOTLESS_SERVICE: proxy.url },
       });
-      const listed = json<ItemJson[]>(res).find((p) => p.id === third.id);
-      assert.equal(listed?.state, 'open');
-      // Alice's own page, then bob's: only his record could outweigh hers.
+      assert.equal(json<ItemJson[]>(res).find((p) => p.id === third.id)?.state, 'closed');
+      // Alice's pages only: her close stands whatever bob wrote, so his records are not read.
       const pages = proxy.requests
         .filter((r) => r.nsid === 'com.atproto.repo.listRecords')
         .map((r) => new URL(r.path, proxy.url).searchParams.get('repo'));
-      assert.deepEqual(pages, [t.dids['alice.test'], t.dids['bob.test']]);
+      assert.deepEqual(pages, [t.dids['alice.test'], t.dids['alice.test']]);
     } finally {
       await proxy.close();
     }

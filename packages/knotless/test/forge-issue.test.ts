@@ -106,17 +106,50 @@ describe('issues, through the appview and directly', () => {
     );
   });
 
-  it('the owner closes, the author reopens, a third party may not; a forged state is ignored', async () => {
+  it('the owner closes; the author cannot reopen, whatever date their record says; the owner can; a third party may not', async () => {
     const closed = json<ItemJson>(await alice.knotless('issue', 'close', 'alice.test/proj', issue, '--json'));
     assert.equal(closed.state, 'closed');
     assert.equal(
       json<ItemJson>(await direct(carol, 'issue', 'view', 'alice.test/proj', issue, '--json')).state,
       'closed',
     );
-    const reopened = await bob.knotless('issue', 'reopen', 'alice.test/proj', issue, '--json');
+    const denied = await bob.knotless('issue', 'reopen', 'alice.test/proj', issue);
+    assert.equal(denied.code, 5, denied.stderr);
+    assert.equal(
+      denied.stderr.trim(),
+      `knotless: alice.test/proj's owner closed ${issue}; only they can reopen it.`,
+    );
+    // Records written by hand, dated after and before the owner's close.
+    const uri = `at://${issue.replace('/', '/dev.knotless.issue/')}`;
+    for (const createdAt of ['2099-01-01T00:00:00.000Z', '1970-01-01T00:00:00.000Z'])
+      await writeRaw(t, 'bob.test', 'dev.knotless.issue.state', { issue: uri, state: 'open', createdAt });
+    for (const user of [alice, bob])
+      assert.equal(
+        json<ItemJson>(await direct(user, 'issue', 'view', 'alice.test/proj', issue, '--json')).state,
+        'closed',
+      );
+    // The appview has seen bob's records by the time it has seen a later one of his.
+    assert.equal(
+      (await bob.knotless('issue', 'comment', 'alice.test/proj', issue, '--body', 'reopen!')).code,
+      0,
+    );
+    const seen = await waitFor('the appview to index the fourth comment', async () => {
+      const v = json<ItemJson>(await carol.knotless('issue', 'view', 'alice.test/proj', issue, '--json'));
+      return v.comments?.length === 4 ? v : undefined;
+    });
+    assert.equal(seen.state, 'closed');
+    for (const user of [alice, bob, carol])
+      assert.deepEqual(
+        json<ItemJson[]>(
+          await user.knotless('issue', 'list', 'alice.test/proj', '--state', 'all', '--json'),
+        ).map((i) => [i.id, i.state]),
+        [[issue, 'closed']],
+      );
+    // The owner reopening after her own close counts.
+    const reopened = await alice.knotless('issue', 'reopen', 'alice.test/proj', issue, '--json');
     assert.equal(json<ItemJson>(reopened).state, 'open');
     assert.equal(
-      json<ItemJson>(await direct(alice, 'issue', 'view', 'alice.test/proj', issue, '--json')).state,
+      json<ItemJson>(await direct(bob, 'issue', 'view', 'alice.test/proj', issue, '--json')).state,
       'open',
     );
 
@@ -126,7 +159,6 @@ describe('issues, through the appview and directly', () => {
       refused.stderr.trim(),
       "knotless: Only alice.test/proj's owner or the issue's author can close it; you are carol.test.",
     );
-    const uri = `at://${issue.replace('/', '/dev.knotless.issue/')}`;
     await writeRaw(t, 'carol.test', 'dev.knotless.issue.state', {
       issue: uri,
       state: 'closed',
@@ -139,9 +171,9 @@ describe('issues, through the appview and directly', () => {
     // The appview has seen carol's record by the time it has seen a later one of bob's.
     const res = await bob.knotless('issue', 'comment', 'alice.test/proj', issue, '--body', 'still broken');
     assert.equal(res.code, 0, res.stderr);
-    await waitFor('the appview to index the fourth comment', async () => {
+    await waitFor('the appview to index the fifth comment', async () => {
       const v = json<ItemJson>(await alice.knotless('issue', 'view', 'alice.test/proj', issue, '--json'));
-      return v.comments?.length === 4 ? v : undefined;
+      return v.comments?.length === 5 ? v : undefined;
     });
     const open = json<ItemJson[]>(await alice.knotless('issue', 'list', 'alice.test/proj', '--json'));
     assert.deepEqual(
@@ -279,5 +311,17 @@ describe('issues, through the appview and directly', () => {
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+
+  it("suggests repo create only to the account itself, not to someone listing another's", async () => {
+    const theirs = await alice.knotless('repo', 'list', 'carol.test');
+    assert.equal(theirs.code, 0, theirs.stderr);
+    assert.equal(theirs.stderr.trim(), 'carol.test has no repositories yet.');
+    const own = await carol.knotless('repo', 'list');
+    assert.equal(own.code, 0, own.stderr);
+    assert.match(
+      own.stderr,
+      /carol\.test has no repositories yet; create one with `knotless repo create <name>`/,
+    );
   });
 });

@@ -1,8 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startProxy, type Proxy } from 'knotless-devnet';
+import type { Proxy } from 'knotless-devnet';
 import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
-import { NO_CLONE, json, newSite, openPr, tipOf, useForgeNet, type ItemJson } from './helpers/forge.ts';
+import {
+  NO_CLONE,
+  json,
+  newSite,
+  openPr,
+  proxyFor,
+  tipOf,
+  useForgeNet,
+  type ItemJson,
+} from './helpers/forge.ts';
 import { commitFiles } from './helpers/git.ts';
 
 const {
@@ -24,8 +33,7 @@ let hookFailure: unknown;
 describe('merging pull requests: conflicts, rebase, squash, a moving base', () => {
   before(async () => {
     await t.ready;
-    proxy = await startProxy({
-      target: t.net.pdsUrl,
+    proxy = await proxyFor(t, 'alice.test', {
       onRequest: async ({ nsid }) => {
         if (nsid !== 'com.atproto.repo.putRecord') return;
         const hook = beforePut;
@@ -135,7 +143,7 @@ describe('merging pull requests: conflicts, rebase, squash, a moving base', () =
     void c1;
   });
 
-  it('squashes a pull request into one commit by alice with the title as message', async () => {
+  it('squashes a pull request into one commit by alice with the title as message, only at the head reviewed (--match-head-commit)', async () => {
     await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
     await bob.ok(bobClone, 'switch', '-q', '-c', 'two', 'FETCH_HEAD');
     await commitFiles(bob, bobClone, { 'e.txt': 'e\n' }, 'e');
@@ -143,8 +151,35 @@ describe('merging pull requests: conflicts, rebase, squash, a moving base', () =
     await bob.ok(bobClone, 'push', '-q', 'origin', 'two');
     const pr = await openPr(bob, 'alice.test/site', 'site:two', 'E and F');
     const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    const head = (await bob.ok(bobClone, 'rev-parse', 'HEAD')).trim();
+    const reviewed = (await bob.ok(bobClone, 'rev-parse', 'HEAD~1')).trim();
+    const refused = await alice.knotless(
+      'pr',
+      'merge',
+      'alice.test/site',
+      pr.id,
+      '--match-head-commit',
+      reviewed,
+    );
+    assert.equal(refused.code, 15, refused.stderr);
+    assert.equal(
+      refused.stderr.trim(),
+      `knotless: ${pr.id}'s head is ${head.slice(0, 12)}, not ${reviewed}; nothing was merged (view it again with \`knotless pr view\`).`,
+    );
+    assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), before);
+    const bad = await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--match-head-commit', 'main');
+    assert.equal(bad.code, 2, bad.stderr);
     const merged = json<ItemJson>(
-      await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--squash', '--json'),
+      await alice.knotless(
+        'pr',
+        'merge',
+        'alice.test/site',
+        pr.id,
+        '--squash',
+        '--match-head-commit',
+        head.slice(0, 12).toUpperCase(),
+        '--json',
+      ),
     );
     await alice.ok(aliceClone, 'pull', '-q', '--ff-only', 'origin', 'main');
     assert.equal((await alice.ok(aliceClone, 'rev-parse', 'HEAD')).trim(), merged.merged);

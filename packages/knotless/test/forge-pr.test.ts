@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startProxy, type Proxy } from 'knotless-devnet';
+import type { Proxy } from 'knotless-devnet';
 import { knotless } from './helpers/cli.ts';
 import {
   NO_CLONE,
   deleteRaw,
   json,
   newSite,
+  pdsOf,
+  proxyFor,
   tipOf,
   useForgeNet,
   writeRaw,
@@ -30,7 +32,7 @@ let proxy: Proxy | undefined;
 describe('forks and pull requests across accounts: fork, rounds, comments, who may decide', () => {
   before(async () => {
     await t.ready;
-    proxy = await startProxy({ target: t.net.pdsUrl });
+    proxy = await proxyFor(t, 'bob.test');
   });
   after(async () => {
     await proxy?.close();
@@ -160,7 +162,7 @@ describe('forks and pull requests across accounts: fork, rounds, comments, who m
     assert.equal(proxy!.count('com.atproto.repo.putRecord'), 2, 'sent again after the lost answer');
     const listed = (await (
       await fetch(
-        `${t.net.pdsUrl}/xrpc/com.atproto.repo.listRecords?repo=${t.dids['bob.test']!}&collection=dev.knotless.comment`,
+        `${pdsOf(t, 'bob.test')}/xrpc/com.atproto.repo.listRecords?repo=${t.dids['bob.test']!}&collection=dev.knotless.comment`,
       )
     ).json()) as { records: { value: { body: string } }[] };
     assert.equal(listed.records.filter((r) => r.value.body === 'once only').length, 1);

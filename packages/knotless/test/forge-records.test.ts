@@ -16,7 +16,7 @@ import {
   parsePullStatus,
   writeRecord,
 } from '../src/forge/records.ts';
-import { newTid } from '../src/forge/store.ts';
+import { newTid } from 'knotless-core/forge/store';
 
 const now = '2026-01-01T00:00:00.000Z';
 const repo = 'at://did:plc:alice/dev.knotless.repo/site';
@@ -153,18 +153,38 @@ describe('the authority rule', () => {
     assert.deepEqual(rule([d(author, 'closed', '2026-01-02T00:00:00Z', 'a', { labels: ['x'] })]).labels, []);
   });
 
-  it('takes the newest counting decision (ties: the later key), and the owner labels', () => {
+  it("ranks the owner's close above the author's reopen, whatever either says of its date", () => {
+    const closed = d(owner, 'closed', '2026-01-02T00:00:00Z', '3a', { labels: ['wontfix'] });
+    for (const when of ['2099-01-01T00:00:00Z', '1970-01-01T00:00:00Z'])
+      for (const key of ['3b', 'zzzzzzzzzzzzz', '2']) {
+        const list = [closed, d(author, 'open', when, key), d('did:plc:carol', 'open', when, key)];
+        assert.deepEqual(rule(list), { state: 'closed', labels: ['wontfix'], by: owner }, `${when} ${key}`);
+      }
+  });
+
+  it("keeps the author's withdrawal against the owner's reopen; each may reopen their own close", () => {
+    const withdrawn = d(author, 'closed', '2026-01-02T00:00:00Z', '3a');
+    assert.deepEqual(rule([withdrawn, d(owner, 'open', '2099-01-01T00:00:00Z', '3b')]), {
+      state: 'closed',
+      labels: [],
+      by: author,
+    });
+    assert.equal(rule([withdrawn, d(author, 'open', '1970-01-01T00:00:00Z', '3b')]).state, 'open');
+    const ownerClosed = d(owner, 'closed', '2099-01-01T00:00:00Z', '3a');
+    assert.equal(rule([ownerClosed, d(owner, 'open', '1970-01-01T00:00:00Z', '3b')]).state, 'open');
+  });
+
+  it("orders one account's decisions by record key, never by createdAt", () => {
     const list = [
-      d(owner, 'closed', '2026-01-02T00:00:00Z', 'a', { labels: ['wontfix'] }),
-      d(author, 'open', '2026-01-03T00:00:00Z', 'b'),
-      d('did:plc:carol', 'closed', '2026-01-04T00:00:00Z', 'c'),
+      d(owner, 'closed', '2099-01-01T00:00:00Z', '3a'),
+      d(owner, 'open', '2000-01-01T00:00:00Z', '3b', { labels: ['bug'] }),
     ];
-    assert.deepEqual(rule(list), { state: 'open', labels: ['wontfix'], by: author });
-    const tie = [
-      d(owner, 'closed', '2026-01-05T00:00:00Z', 'b'),
-      d(author, 'open', '2026-01-05T00:00:00Z', 'a'),
-    ];
-    assert.equal(rule(tie).state, 'closed');
+    assert.deepEqual(rule(list), { state: 'open', labels: ['bug'], by: owner });
+    assert.equal(
+      decide([d(owner, 'closed', 'x', '3b'), d(owner, 'open', 'y', '3a')], owner, owner, ['open', 'closed'])
+        .state,
+      'closed',
+    );
   });
 
   it("does not let the author reopen what the owner merged, and keeps the owner's merged commit", () => {

@@ -6,7 +6,7 @@ import { OTHER, useParity } from './helpers/parity.ts';
 
 // git pushes to knotless and to a bare repository (helpers/parity.ts): the same outcome. Fetches and
 // clones: git-parity-fetch.test.ts.
-const { plain, warm, other, proxy, ready, stopAgent, remotes, lsRemote, both } = useParity();
+const { plain, warm, other, proxy, ready, carriedByAgent, stopAgent, remotes, lsRemote, both } = useParity();
 
 describe('git push to knotless and to a bare repository: the same outcome', () => {
   after(() => stopAgent());
@@ -231,6 +231,7 @@ describe('git push to knotless and to a bare repository: the same outcome', () =
             ),
         );
       assert.deepEqual(writes, [], 'a dry run sent more than reads');
+      if (user === warm) carriedByAgent(proxy().requests);
       assert.equal(await lsRemote(other, url), before);
     }
   });

@@ -5,6 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { Lexicons, jsonToLex, type LexiconDoc } from '@atproto/lexicon';
 import { writeRefRecord } from 'knotless-core/records/ref-record';
+import { newRing, wrapRing } from 'knotless-core/private/ring';
+import { RepoSealer } from 'knotless-core/private/sealer';
+import { writePrivate } from 'knotless-core/private/repo-keys';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'lexicons');
 
@@ -68,5 +71,47 @@ describe('lexicons', () => {
       updatedAt: new Date().toISOString(),
     });
     lex.assertValidRecord('dev.knotless.ref', jsonToLex(JSON.parse(JSON.stringify(head)) as never));
+  });
+
+  it('accept the records of a private repository and a device key', async () => {
+    const lex = loadAll();
+    const valid = (nsid: string, v: unknown) =>
+      lex.assertValidRecord(nsid, jsonToLex(JSON.parse(JSON.stringify(v)) as never));
+    const recipient = 'age1' + 'q'.repeat(58);
+    const ring = newRing();
+    const field = writePrivate({
+      epoch: 0,
+      members: [{ did: 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa', keys: [recipient] }],
+      ring: await wrapRing(ring, ['age1zvkyg2lqzraa2lnjvqej32nkuu0ues2s82hzrye869xeexvn73equnujwj']),
+    });
+    valid('dev.knotless.repo', {
+      $type: 'dev.knotless.repo',
+      createdAt: new Date().toISOString(),
+      private: field,
+    });
+    const sealer = await RepoSealer.create('did:plc:aaaaaaaaaaaaaaaaaaaaaaaa', 'hello', ring);
+    const blob = {
+      $type: 'blob',
+      ref: { $link: 'bafkreibme22gw2h7y2h7tg2fhqotaqjucnbc24deqo72b6mkl2egezxhvy' },
+      mimeType: 'application/x-git-packed-objects',
+      size: 141,
+    } as const;
+    const key = sealer.refKey('refs/heads/main');
+    const sealed = sealer.seal(key, {
+      repo: 'hello',
+      ref: 'refs/heads/main',
+      target: 'a'.repeat(40),
+      packs: [{ id: 'd'.repeat(40), size: 100, count: 2, parts: [blob], sealed: { stored: 141, epoch: 0 } }],
+      updatedAt: new Date().toISOString(),
+    });
+    valid('dev.knotless.ref', sealed);
+    // The sealed contents are a plain record, as the lexicon's #pack says.
+    assert.equal(sealer.open(key, sealed).packs[0]!.sealed?.stored, 141);
+    valid('dev.knotless.key', {
+      $type: 'dev.knotless.key',
+      publicKey: recipient,
+      label: 'laptop',
+      createdAt: new Date().toISOString(),
+    });
   });
 });

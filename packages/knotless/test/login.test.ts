@@ -36,6 +36,32 @@ describe('login, whoami, logout', () => {
     assert.match(who.stdout, /^bob\.test /);
   });
 
+  it('takes the password as --password P, before or after the handle, or --password=P', async () => {
+    for (const args of [
+      ['login', 'alice.test', '--password', t.password],
+      ['login', '--password', t.password, 'alice.test'],
+      ['login', 'alice.test', `--password=${t.password}`],
+    ]) {
+      const env = t.env();
+      // Standard input holds a wrong password: the one on the command line is the one used.
+      const res = await knotless(args, { env, input: 'not-the-password\n' });
+      assert.equal(res.code, 0, `${args.join(' ')}: ${res.stderr}`);
+      assert.match(res.stderr, /Logged in as alice\.test \(did:plc:/);
+      assert.match((await knotless(['whoami'], { env })).stdout, /^alice\.test /);
+    }
+    // --password before the handle with nothing after: the handle is the handle, the password is asked.
+    const env = t.env();
+    const asked = await knotless(['login', '--password', 'bob.test'], { env, input: `${t.password}\n` });
+    assert.equal(asked.code, 0, asked.stderr);
+    assert.match((await knotless(['whoami'], { env })).stdout, /^bob\.test /);
+    const twice = await knotless(['login', 'alice.test', '--password', 'p', '--app-password', 'p'], { env });
+    assert.equal(twice.code, 2);
+    assert.match(twice.stderr, /--app-password and --password both give the password; use one\./);
+    const extra = await knotless(['login', 'alice.test', '--password', 'p', 'q'], { env });
+    assert.equal(extra.code, 2);
+    assert.match(extra.stderr, /takes 1 argument \(<handle>\), not 2/);
+  });
+
   it('refuses a wrong password with one clear sentence and exit 4', async () => {
     const env = t.env();
     const res = await knotless(['login', 'alice.test', '--app-password', 'not-the-password'], { env });

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
+import { watchRequests } from 'knotless-devnet';
 import { spawnAgent } from './helpers/agent.ts';
 import { knotless, runProcess } from './helpers/cli.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
@@ -152,7 +153,11 @@ describe('OAuth login', () => {
   it('the agent carries OAuth requests, and repo compact uses the session', async () => {
     const socket = path.join(t.tmpdir(), 'agent.sock');
     const env = { ...alice.env, KNOTLESS_AGENT_SOCKET: socket, KNOTLESS_COMPACT: '0' };
+    let agentPid = 0;
+    // Who sends the PDS each request, by who holds its connection: the proof the agent carried them.
+    const watch = watchRequests(t.net.pdsServer, () => [agentPid]);
     const agent = await spawnAgent(socket, env);
+    agentPid = agent.child.pid!;
     try {
       const work = alice.dir();
       await runProcess('git', ['clone', '-q', 'knotless://alice.test/oauth-demo', work], { env });
@@ -163,9 +168,20 @@ describe('OAuth login', () => {
         const push = await runProcess('git', ['-C', work, 'push', '-q', 'origin', 'main'], { env });
         assert.equal(push.code, 0, push.stderr);
       }
+      // Each push's write, signed by the helper with its DPoP key, reached the PDS from the agent.
+      const writes = (await watch.settled()).filter((r) =>
+        r.path.startsWith('/xrpc/com.atproto.repo.putRecord'),
+      );
+      assert.equal(writes.length, 3, JSON.stringify(writes));
+      assert.deepEqual(
+        writes.map((r) => r.pid),
+        [agentPid, agentPid, agentPid],
+        'a push went around the agent',
+      );
       const compact = await knotless(['repo', 'compact', 'oauth-demo'], { env });
       assert.equal(compact.code, 0, compact.stderr);
     } finally {
+      watch.stop();
       await agent.stop();
     }
   });

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -56,7 +57,67 @@ function defaultTarget(entry: unknown): string | undefined {
   return undefined;
 }
 
+/** npm's own version ranges (semver has no declarations of its own here). */
+const semver = createRequire(import.meta.url)('semver') as {
+  minVersion(range: string): { version: string } | null;
+  satisfies(version: string, range: string): boolean;
+};
+
+/** The folder of package `name` as Node finds it from `from`: the nearest node_modules holding it. */
+function packageDir(name: string, from: string): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, 'node_modules', name);
+    if (fs.existsSync(path.join(candidate, 'package.json'))) return candidate;
+    if (path.dirname(dir) === dir) throw new Error(`${name} is not installed (from ${from})`);
+  }
+}
+
+/**
+ * Every package a user's install of `dir` brings (dependencies, transitively, and optional ones when
+ * installed) whose `engines.node` refuses the oldest Node that `dir` says it runs on: npm warns
+ * EBADENGINE for each on that Node.
+ */
+function enginesRefusing(dir: string): string[] {
+  const m = JSON.parse(fs.readFileSync(path.join(packages, dir, 'package.json'), 'utf8')) as {
+    engines: { node: string };
+  };
+  const floor = semver.minVersion(m.engines.node)!.version;
+  const seen = new Set<string>();
+  const refusing: string[] = [];
+  const visit = (from: string, deps: Record<string, string>, optional: Record<string, string>) => {
+    for (const name of [...Object.keys(deps), ...Object.keys(optional)]) {
+      let at: string;
+      try {
+        at = packageDir(name, from);
+      } catch (err) {
+        if (name in optional) continue;
+        throw err;
+      }
+      if (seen.has(at)) continue;
+      seen.add(at);
+      const dep = JSON.parse(fs.readFileSync(path.join(at, 'package.json'), 'utf8')) as {
+        version: string;
+        engines?: { node?: string };
+        dependencies?: Record<string, string>;
+        optionalDependencies?: Record<string, string>;
+      };
+      const range = dep.engines?.node;
+      if (range !== undefined && !semver.satisfies(floor, range))
+        refusing.push(`${name}@${dep.version} needs Node ${range}, not ${floor}`);
+      visit(at, dep.dependencies ?? {}, dep.optionalDependencies ?? {});
+    }
+  };
+  const own = manifest(dir);
+  visit(path.join(packages, dir), own.dependencies ?? {}, own.optionalDependencies ?? {});
+  return refusing;
+}
+
 describe('the packages', () => {
+  it('install on the oldest Node they name: no dependency, however deep, needs a newer one (npm EBADENGINE)', () => {
+    assert.deepEqual(enginesRefusing('knotless'), []);
+    assert.deepEqual(enginesRefusing('knotless-serve'), []);
+  });
+
   it('depend downwards only: core on none, the appview and the CLI on the core, the dev network on the rest', () => {
     assert.deepEqual(workspaceDeps(manifest('knotless-core')), []);
     assert.deepEqual([...importedPackages('knotless-core')], []);

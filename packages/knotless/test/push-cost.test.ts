@@ -21,7 +21,8 @@ const warm = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT_SOCKET: socket,
 
 before(async () => {
   await t.ready;
-  proxy = await startProxy({ target: t.net.pdsUrl });
+  // The agent's connections are told apart from the helpers', so that its variant proves it carried them.
+  proxy = await startProxy({ target: t.net.pdsUrl, watchPids: () => (agent ? [agent.child.pid!] : []) });
   socket = path.join(t.tmpdir(), 'agent.sock');
 });
 after(() => proxy?.close());
@@ -55,7 +56,14 @@ async function packsOf(repo: string, ref: string): Promise<Pack[]> {
 async function loop(
   user: GitUser,
   name: string,
-): Promise<{ writes: number; requests: number; uploads: number; dir: string; names: string[] }> {
+): Promise<{
+  writes: number;
+  writesByAgent: number;
+  requests: number;
+  uploads: number;
+  dir: string;
+  names: string[];
+}> {
   assert.equal((await user.knotless('repo', 'create', name)).code, 0);
   const url = `knotless://alice.test/${name}`;
   const dir = await newRepo(user, url);
@@ -70,16 +78,13 @@ async function loop(
     await user.ok(dir, 'push', '-q', 'origin', 'main');
   }
   await compactionsDone(user);
-  if (process.env['BASELINE']) {
-    let last = -1;
-    while (proxy!.requests.length !== last) {
-      last = proxy!.requests.length;
-      await new Promise((r) => setTimeout(r, 6000));
-    }
-  }
   const names = proxy!.requests.map((r) => r.nsid ?? r.path);
+  const agentPid = agent?.child.pid;
   return {
     writes: names.filter((n) => WRITES.has(n)).length,
+    writesByAgent: proxy!.requests.filter(
+      (r) => WRITES.has(r.nsid ?? '') && r.pid !== undefined && r.pid === agentPid,
+    ).length,
     requests: names.length,
     uploads: names.filter((n) => n === 'com.atproto.repo.uploadBlob').length,
     dir,
@@ -122,6 +127,7 @@ describe('20 small pushes in a loop, compaction on', () => {
     // Each push lists and writes (2 requests, 1 write); compaction may add at most 2 writes and 6 requests.
     assert.ok(c.writes <= PUSHES + 2, `${c.writes} record writes`);
     assert.ok(c.requests <= 2 * PUSHES + 6, `${c.requests} requests`);
+    assert.equal(c.writesByAgent, 0);
     assert.equal(c.uploads, 0, 'one-line pushes stay inline, merged packs too');
     await logarithmic('cost-plain');
     await roundTrips(plain, 'cost-plain', c.dir);
@@ -130,8 +136,15 @@ describe('20 small pushes in a loop, compaction on', () => {
   it('cost at most 22 record writes and 46 requests in all through the agent', async (tc) => {
     agent ??= await spawnAgent(socket, { ...warm.env, ...via() });
     const c = await loop(warm, 'cost-agent');
-    tc.diagnostic(`writes ${c.writes}, requests ${c.requests}, uploads ${c.uploads}: ${c.names.join(' ')}`);
+    tc.diagnostic(
+      `writes ${c.writes} (${c.writesByAgent} by the agent), requests ${c.requests}, uploads ${c.uploads}: ${c.names.join(' ')}`,
+    );
     assert.ok(c.writes <= PUSHES + 2, `${c.writes} record writes`);
+    // Each push's write reached the PDS on the agent's own connections, not the helper's.
+    assert.ok(
+      c.writesByAgent >= PUSHES,
+      `${c.writesByAgent} of ${c.writes} record writes came from the agent`,
+    );
     // The agent's pushes ask for the latest commit instead of listing: the same 2 requests.
     assert.ok(c.requests <= 2 * PUSHES + 6, `${c.requests} requests`);
     assert.equal(c.uploads, 0);

@@ -27,8 +27,11 @@ export interface Config {
   service: string | undefined;
   /** A PEM file of extra certificates to trust for https. */
   caCerts: string | undefined;
-  /** The dev network's PDS: `.test` handles resolve through it. */
-  devPds: string | undefined;
+  /**
+   * The dev network's PDSes (`KNOTLESS_DEV_PDS`, `KNOTLESS_DEV_PDS2`): `.test` handles resolve
+   * through them, asked in order, since each answers only for the accounts it holds.
+   */
+  devPdses: string[];
   /** Non-interactive login for agents and CI. */
   identifier: string | undefined;
   password: string | undefined;
@@ -167,7 +170,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     plcUrl: urlVar(env, 'KNOTLESS_PLC_URL') ?? DEFAULT_PLC_URL,
     service: urlVar(env, 'KNOTLESS_SERVICE'),
     caCerts: nonEmpty(env['KNOTLESS_CA_CERTS']),
-    devPds: urlVar(env, 'KNOTLESS_DEV_PDS'),
+    devPdses: [urlVar(env, 'KNOTLESS_DEV_PDS'), urlVar(env, 'KNOTLESS_DEV_PDS2')].filter(
+      (u): u is string => u !== undefined,
+    ),
     identifier: nonEmpty(env['KNOTLESS_IDENTIFIER']),
     password: nonEmpty(env['KNOTLESS_PASSWORD']),
     identityTtlSeconds: Number.isFinite(ttl) && ttl >= 0 ? ttl : 24 * 3600,

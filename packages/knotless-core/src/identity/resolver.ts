@@ -5,6 +5,7 @@ import { KnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
+import { inactiveAccount } from './inactive.ts';
 
 /** A resolved account: its DID, its verified handle, and the PDS that hosts it. */
 export type Identity = CachedIdentity;
@@ -109,6 +110,13 @@ export class IdentityResolver {
       );
     }
     if (did === undefined) {
+      const failure = handle.endsWith('.test') ? undefined : await dnsFailure(handle);
+      if (failure !== undefined) {
+        throw new KnotlessError(
+          'pds-unreachable',
+          `Could not resolve the handle ${handle}: the DNS lookup failed (${safeText(failure)}), so whether it exists is unknown; check your network connection and try again.`,
+        );
+      }
       throw new KnotlessError(
         'unknown-handle',
         handle.endsWith('.test')
@@ -122,29 +130,65 @@ export class IdentityResolver {
   /** The DID a handle resolves to (DNS or https for real handles), or undefined when it resolves to none. */
   async #lookupHandle(mod: IdResolverModule, handle: string): Promise<string | undefined> {
     const did = handle.endsWith('.test')
-      ? await this.#lookupDevHandle(handle)
+      ? await this.#lookupDevHandle(mod, handle)
       : await this.#idResolver(mod).handle.resolve(handle);
     // What a DNS record or a server says is checked before it reaches a message or a request.
     const { isValidDid } = await import('@atproto/syntax');
     return did !== undefined && isValidDid(did) ? did : undefined;
   }
 
-  /** `.test` handles have no DNS: the dev network's PDS answers for them. */
-  async #lookupDevHandle(handle: string): Promise<string | undefined> {
-    const pds = this.#config.devPds ?? this.#config.service;
-    if (pds === undefined) {
-      throw new KnotlessError(
-        'unknown-handle',
-        `${handle} is a dev-network handle; source the env file that \`knotless dev\` wrote (it sets KNOTLESS_DEV_PDS) and try again.`,
-      );
+  /**
+   * `.test` handles have no DNS: the dev network's PDSes answer for them, each for the accounts it
+   * holds, so each is asked. A PDS an account moved away from still answers with its DID, under the
+   * handle it had there: when the PDSes disagree, the DID whose document claims the handle wins
+   * (the caller checks that again either way).
+   */
+  async #lookupDevHandle(mod: IdResolverModule, handle: string): Promise<string | undefined> {
+    const pdses = this.#config.devPdses.length > 0 ? this.#config.devPdses : [this.#config.service];
+    const { isValidDid } = await import('@atproto/syntax');
+    const candidates = new Set<string>();
+    for (const pds of pdses) {
+      if (pds === undefined) {
+        throw new KnotlessError(
+          'unknown-handle',
+          `${handle} is a dev-network handle; source the env file that \`knotless dev\` wrote (it sets KNOTLESS_DEV_PDS) and try again.`,
+        );
+      }
+      const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
+      try {
+        const { did } = await client.query<{ did: unknown }>('com.atproto.identity.resolveHandle', {
+          handle,
+        });
+        if (typeof did === 'string' && isValidDid(did)) candidates.add(did);
+      } catch (err) {
+        if (!(err instanceof XrpcError && err.status === 400)) throw err;
+      }
     }
-    const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
-    try {
-      const { did } = await client.query<{ did: unknown }>('com.atproto.identity.resolveHandle', { handle });
-      return typeof did === 'string' ? did : undefined;
-    } catch (err) {
-      if (err instanceof XrpcError && err.status === 400) return undefined;
-      throw err;
+    if (candidates.size === 0) await this.#inactiveDevHandle(pdses, handle);
+    if (candidates.size <= 1) return [...candidates][0];
+    for (const did of candidates) {
+      const { claimed } = await this.#resolveDid(mod, did);
+      if (claimed?.toLowerCase() === handle) return did;
+    }
+    return [...candidates][0];
+  }
+
+  /**
+   * A PDS resolves no handle of an account it holds deactivated or taken down, but still says so of
+   * its repository (describeRepo takes a handle): then the user is told what became of the account,
+   * not to check the handle's spelling.
+   */
+  async #inactiveDevHandle(pdses: Array<string | undefined>, handle: string): Promise<void> {
+    for (const pds of pdses) {
+      if (pds === undefined) continue;
+      const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
+      try {
+        await client.query('com.atproto.repo.describeRepo', { repo: handle });
+      } catch (err) {
+        if (!(err instanceof XrpcError)) throw err;
+        if (err.error === 'RepoDeactivated') throw inactiveAccount(handle, pds, 'deactivated');
+        if (err.error === 'RepoTakendown') throw inactiveAccount(handle, pds, 'takendown');
+      }
     }
   }
 
@@ -168,5 +212,21 @@ export class IdentityResolver {
     if (pds === undefined)
       throw new KnotlessError('unknown-handle', `The account ${did} names no PDS in its DID document.`);
     return { pds: pds.replace(/\/+$/, ''), claimed: mod.getHandle(doc) };
+  }
+}
+
+/**
+ * Why DNS could not say whether `_atproto.<handle>` exists, or undefined when it answered (a record,
+ * no such name, no such record). @atproto/identity folds every failure into "no DID", so a resolver
+ * that is down would read as a misspelt handle; one more question tells the two apart.
+ */
+async function dnsFailure(handle: string): Promise<string | undefined> {
+  const dns = await import('node:dns/promises');
+  try {
+    await dns.resolveTxt(`_atproto.${handle}`);
+    return undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOTFOUND' || code === 'ENODATA' ? undefined : (code ?? String(err));
   }
 }

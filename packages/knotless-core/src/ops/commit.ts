@@ -11,7 +11,6 @@ import { isValidRefName } from '../git/refname.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfer.ts';
 import { foldPacks } from '../packs/fold.ts';
-import { refKey } from '../records/ref-key.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
 import { contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
 import { newPackEntry, storePacks } from '../packs/store-packs.ts';
@@ -199,7 +198,7 @@ async function commitInMirror(
       };
       return {
         kind: 'write',
-        write: { key: current?.key ?? refKey(remote.name, ref), record, commit, packs },
+        write: { key: current?.key ?? remote.refKey(ref), record, commit, packs },
       };
     },
     write: async ({ key, record, commit, packs }, { refs, current }) => {
@@ -296,6 +295,7 @@ async function buildCommit(
     cache: env.cache,
     cacheDir: env.cacheDir,
     chatter: { verbosity: 0, progress: false },
+    sealer: remote.sealer,
   });
   return { commit, packs };
 }

@@ -6,11 +6,11 @@ import { KnotlessError } from '../errors.ts';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
 import { PackFile } from '../git/pack-file.ts';
 import { planMerge } from '../packs/geometric.ts';
-import { BlobGone, loadPack, uploadPack } from '../packs/transfer.ts';
+import { BlobGone, loadPack } from '../packs/transfer.ts';
 import type { PackEntry } from '../records/ref-record.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
 import { blobUploadLimit } from '../packs/server-info.ts';
-import { RECORD_INLINE_MAX } from '../packs/store-packs.ts';
+import { RECORD_INLINE_MAX, storeAsBlobs } from '../packs/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { swapLoop } from './swap-loop.ts';
 
@@ -69,15 +69,14 @@ async function mergePacks(
     if (merged.length <= INLINE_MERGED_MAX)
       return { id: info.id, size: merged.length, count: info.count, inline: merged.bytes() };
     const writer = remote.writer(env.auth);
-    const parts = await uploadPack(
-      writer,
+    const stored = await storeAsBlobs(
+      { writer, cache: env.cache, sealer: remote.sealer },
       merged,
       await blobUploadLimit(writer, env.cacheDir),
       () => {},
-      env.cache,
       'compact:blob-uploaded',
     );
-    const entry = { id: info.id, size: merged.length, count: info.count, parts };
+    const entry: PackEntry = { id: info.id, size: merged.length, count: info.count, ...stored };
     mirror.share(entry);
     return entry;
   } finally {
@@ -130,15 +129,15 @@ async function hoistInline(
     if (inlineBytes(out) <= RECORD_INLINE_MAX) break;
     const p = out[i]!;
     limit ??= await blobUploadLimit(writer, env.cacheDir);
-    const parts = await uploadPack(
-      writer,
-      PackFile.fromBytes(p.inline!),
+    const file = PackFile.fromBytes(p.inline!);
+    const stored = await storeAsBlobs(
+      { writer, cache: env.cache, sealer: remote.sealer },
+      file,
       limit,
       () => {},
-      env.cache,
       'compact:blob-uploaded',
-    );
-    const moved: PackEntry = { id: p.id, size: p.size, count: p.count, parts };
+    ).finally(() => file.close());
+    const moved: PackEntry = { id: p.id, size: p.size, count: p.count, ...stored };
     hoisted.set(p.id, moved);
     out[i] = moved;
   }

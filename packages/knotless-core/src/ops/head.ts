@@ -1,4 +1,3 @@
-import { refKey } from '../records/ref-key.ts';
 import type { RefRecord } from '../records/ref-record.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
 import type { Authorizer } from '../xrpc/client.ts';
@@ -20,7 +19,8 @@ export async function createHead(
   auth: Authorizer,
   branch: string,
 ): Promise<RemoteRef | undefined> {
-  const key = refKey(remote.name, 'HEAD');
+  await remote.prepare();
+  const key = remote.refKey('HEAD');
   const record = headRecord(remote, branch);
   const outcome = await swapLoop<null, null, RemoteRef | undefined, never>({
     start: null,
@@ -54,12 +54,10 @@ export async function moveHead(
   auth: Authorizer,
   branch: string,
 ): Promise<{ kind: 'moved'; move: HeadMove } | { kind: 'missing' } | { kind: 'busy' }> {
-  const key = refKey(remote.name, 'HEAD');
+  await remote.prepare();
+  const key = remote.refKey('HEAD');
   const read = async (): Promise<HeadState> => {
-    const [head, target] = await Promise.all([
-      remote.getRef(key),
-      remote.getRef(refKey(remote.name, branch)),
-    ]);
+    const [head, target] = await Promise.all([remote.getRef(key), remote.getRef(remote.refKey(branch))]);
     return { head, target };
   };
   const judge = (s: HeadState): SwapStep<HeadState, null, HeadMove, 'missing'> => {

@@ -3,9 +3,11 @@ import { parsePackInfo } from '../git/pack.ts';
 import { PackFile } from '../git/pack-file.ts';
 import { Meter, type Chatter } from '../text/progress.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
+import type { CrashPoint } from '../crash.ts';
 import { uploadPack } from './transfer.ts';
 import { inlineBytes, type PackEntry } from '../records/ref-record.ts';
 import { blobUploadLimit } from './server-info.ts';
+import type { RefSealer } from '../records/sealer.ts';
 
 /** A pack travels inline in the ref record when it is at most this big… */
 export const INLINE_PACK_MAX = 16 * 1024;
@@ -37,6 +39,8 @@ export interface PackStore {
   cache: BlobCache;
   cacheDir: string;
   chatter: Chatter;
+  /** A private repository's sealer: packs are encrypted before they leave the machine. */
+  sealer?: RefSealer | undefined;
 }
 
 /**
@@ -69,12 +73,32 @@ async function hoist(list: PackEntry[], store: PackStore): Promise<PackEntry[]> 
     inline.map(async (p) => {
       const tick = () => meter.tick(Math.min(limit, p.size));
       const file = p.local ?? PackFile.fromBytes(p.inline!);
-      const parts = await uploadPack(store.writer, file, limit, tick, store.cache).finally(() =>
-        file.close(),
-      );
-      stored.set(p.id, { id: p.id, size: p.size, count: p.count, parts });
+      const stored1 = await storeAsBlobs(store, file, limit, tick).finally(() => file.close());
+      stored.set(p.id, { id: p.id, size: p.size, count: p.count, ...stored1 });
     }),
   );
   meter.end();
   return list.map((p) => stored.get(p.id) ?? p);
+}
+
+/**
+ * Uploads one pack as blobs (`uploadPack`), encrypted first when `store` has a private repository's
+ * sealer: the entry's `parts`, and `sealed` for an encrypted one. The caller closes `file`.
+ */
+export async function storeAsBlobs(
+  store: { writer: XrpcClient; cache: BlobCache; sealer?: RefSealer | undefined },
+  file: PackFile,
+  limit: number,
+  onPart: (done: number, total: number) => void,
+  point?: CrashPoint,
+): Promise<Pick<PackEntry, 'parts' | 'sealed'>> {
+  if (store.sealer === undefined)
+    return { parts: await uploadPack(store.writer, file, limit, onPart, store.cache, point) };
+  const sealed = await store.sealer.sealPack(file, store.cache.tempDir);
+  try {
+    const parts = await uploadPack(store.writer, sealed.file, limit, onPart, store.cache, point);
+    return { parts, sealed: { stored: sealed.file.length, epoch: sealed.epoch } };
+  } finally {
+    sealed.file.close();
+  }
 }

@@ -209,9 +209,10 @@ export async function loadPack(
       onBytes(got.size);
       return got;
     });
-    const file = PackFile.fromFds(parts);
+    let file = PackFile.fromFds(parts);
     opened.length = 0;
     try {
+      if (pack.sealed !== undefined) file = await openSealed(pack, file, cache.tempDir);
       verifyPack(pack, file);
       checkPackBounds(file, pack.id, maxObjectBytes);
     } catch (err) {
@@ -222,6 +223,20 @@ export async function loadPack(
   } catch (err) {
     release();
     throw err;
+  }
+}
+
+/** A sealed pack's plain bytes, in a new temporary file; closes the sealed one. */
+async function openSealed(pack: PackEntry, sealed: PackFile, dir: string): Promise<PackFile> {
+  try {
+    if (pack.decrypt === undefined)
+      throw new KnotlessError(
+        'corrupt-remote',
+        `Pack ${pack.id} is encrypted, but the record listing it is not a private repository's; nothing was written.`,
+      );
+    return await pack.decrypt(sealed, dir);
+  } finally {
+    sealed.close();
   }
 }
 

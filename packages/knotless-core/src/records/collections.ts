@@ -9,3 +9,20 @@ export const REF_COLLECTION = 'dev.knotless.ref';
 export function refKeyPrefix(repo: string): string {
   return `${repo}~`;
 }
+
+/**
+ * What a knotless OAuth sign-in asks for (the CLI's `knotless login`, the appview's sign-in): its
+ * own collections (repositories and refs; pull requests, issues, their states and comments) and
+ * pack blobs, nothing else. A repo scope names exact collections (no prefix wildcard exists), so
+ * each is listed.
+ */
+export const KNOTLESS_OAUTH_SCOPE = [
+  'atproto',
+  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment', 'key'].map(
+    (c) => `repo:dev.knotless.${c}`,
+  ),
+  'blob:application/x-git-packed-objects',
+].join(' ');
+
+/** A device's public key (private repositories' keys are wrapped to these). */
+export const KEY_COLLECTION = 'dev.knotless.key';

@@ -21,22 +21,27 @@ export interface Decided<S extends string> {
   by?: string;
 }
 
-function newest<T extends { createdAt: string; rkey: string }>(list: T[]): T | undefined {
-  const time = (d: T) => {
-    const t = Date.parse(d.createdAt);
-    return Number.isNaN(t) ? -Infinity : t;
-  };
-  return list.reduce<T | undefined>((best, d) => {
-    if (best === undefined) return d;
-    const diff = time(d) - time(best);
-    return diff > 0 || (diff === 0 && d.rkey > best.rkey) ? d : best;
-  }, undefined);
+/**
+ * An account's latest decision: the one with the greatest record key. Record keys are TIDs, made
+ * in the order their writer made them, and one account's keys are unique; `createdAt` is not read,
+ * so no date anyone writes decides anything. Both sides choose their keys too, which is why only one
+ * account's own records are ever ordered against each other (a key far in the future only stops
+ * that account overriding itself).
+ */
+function latest<T extends { rkey: string }>(list: T[]): T | undefined {
+  return list.reduce<T | undefined>(
+    (best, d) => (best === undefined || d.rkey > best.rkey ? d : best),
+    undefined,
+  );
 }
 
 /**
- * The authority rule (FORGE.md): the repository owner's records count with any state and labels;
- * the author's count only to close or reopen their own (and not once the owner merged it); anyone
- * else's are ignored, whatever they claim. The newest counting record wins (ties: the later key); with none, the subject is open.
+ * The authority rule (format.md): only the repository owner's and the author's records count, and
+ * no record is ordered against another account's. Each account's latest counting record is its
+ * decision: the owner's may be any state, with labels; the author's only `open` or `closed`. Then
+ * the owner's `merged` is final; a `closed` by either stands against the other (the owner's close
+ * cannot be undone by the author, nor the author's withdrawal by the owner); otherwise the subject
+ * is open, which is also what it is with no decision. Labels are the owner's latest decision's.
  */
 export function decide<S extends string>(
   decisions: Decision<S>[],
@@ -44,21 +49,23 @@ export function decide<S extends string>(
   author: string,
   authorMay: readonly S[],
 ): Decided<S> {
-  const ownerLast = newest(decisions.filter((d) => d.by === owner));
-  // A merge is done: the author cannot reopen or close what the owner merged.
-  const authorCounts = ownerLast?.state !== 'merged';
-  const counting = decisions.filter(
-    (d) => d.by === owner || (authorCounts && d.by === author && authorMay.includes(d.state)),
-  );
-  const win = newest(counting);
-  const labels = ownerLast?.labels ?? [];
-  if (win === undefined) return { state: 'open' as S, labels };
-  return {
-    state: win.state,
-    labels,
-    by: win.by,
-    ...(win.state === 'merged' && win.merged !== undefined && win.by === owner ? { merged: win.merged } : {}),
-  };
+  const own = latest(decisions.filter((d) => d.by === owner));
+  const theirs =
+    author === owner
+      ? undefined
+      : latest(decisions.filter((d) => d.by === author && authorMay.includes(d.state)));
+  const labels = own?.labels ?? [];
+  if (own?.state === 'merged')
+    return {
+      state: own.state,
+      labels,
+      by: owner,
+      ...(own.merged === undefined ? {} : { merged: own.merged }),
+    };
+  const closing = [own, theirs].find((d) => d !== undefined && d.state !== 'open');
+  const won = closing ?? own ?? theirs;
+  if (won === undefined) return { state: 'open' as S, labels };
+  return { state: won.state, labels, by: won.by };
 }
 
 /** What a pull request's author may decide of their own: close it and reopen it, never merge it. */

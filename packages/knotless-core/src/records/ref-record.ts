@@ -26,6 +26,13 @@ export interface PackEntry {
    * (store-packs.ts); never written into a record.
    */
   local?: PackFile;
+  /**
+   * A private repository's pack (sealed records only): its blobs are the pack encrypted, `stored`
+   * bytes long, under the key of `epoch` (private/sealer.ts).
+   */
+  sealed?: { stored: number; epoch: number };
+  /** Decrypts a sealed pack's blobs into a new temporary file under `dir`; set when its record was opened. */
+  decrypt?: (file: PackFile, dir: string) => Promise<PackFile>;
 }
 
 /** A `dev.knotless.ref` record: one ref (or the symbolic HEAD) of one repository. */
@@ -87,6 +94,12 @@ function parsePack(v: unknown): PackEntry {
     throw corrupt('a pack lacks its id, size or count');
   }
   const pack: PackEntry = { id: p['id'], size: size as number, count: count as number };
+  const sealed = p['sealed'] as { stored?: unknown; epoch?: unknown } | undefined;
+  if (sealed !== undefined) {
+    if (!Number.isSafeInteger(sealed?.stored) || !Number.isSafeInteger(sealed?.epoch))
+      throw corrupt(`pack ${pack.id} has an invalid sealed size or epoch`);
+    pack.sealed = { stored: sealed.stored as number, epoch: sealed.epoch as number };
+  }
   const inline = p['inline'] as { $bytes?: unknown } | null | undefined;
   if (inline !== undefined) {
     if (typeof inline !== 'object' || inline === null || typeof inline.$bytes !== 'string')
@@ -96,7 +109,7 @@ function parsePack(v: unknown): PackEntry {
       throw corrupt(`pack ${pack.id} has ${pack.inline.length} bytes, not ${pack.size}`);
   } else if (Array.isArray(p['parts']) && p['parts'].length > 0 && p['parts'].length <= MAX_PARTS) {
     pack.parts = p['parts'].map(parseBlobRef);
-    if (pack.parts.reduce((n, b) => n + b.size, 0) !== pack.size)
+    if (pack.parts.reduce((n, b) => n + b.size, 0) !== (pack.sealed?.stored ?? pack.size))
       throw corrupt(`pack ${pack.id}'s parts do not add up`);
   } else {
     throw corrupt(`pack ${pack.id} has neither inline bytes nor parts`);
@@ -167,6 +180,7 @@ export function writeRefRecord(record: RefRecord): Record<string, unknown> {
       count: p.count,
       ...(p.inline === undefined ? {} : { inline: { $bytes: Buffer.from(p.inline).toString('base64') } }),
       ...(p.parts === undefined ? {} : { parts: p.parts }),
+      ...(p.sealed === undefined ? {} : { sealed: p.sealed }),
     })),
     updatedAt: record.updatedAt,
   };

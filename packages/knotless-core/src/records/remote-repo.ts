@@ -6,6 +6,8 @@ import { rkeyOf } from './list-records.ts';
 import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
+import { refKey } from './ref-key.ts';
+import { isSealed, newestEpoch, type PrivacyOpener, type RefSealer } from './sealer.ts';
 import {
   MAX_RECORD_BYTES,
   RECORD_ANSWER_BYTES,
@@ -68,13 +70,56 @@ export class RemoteRepo {
   readonly #read: XrpcClient;
   /** Reports records that were skipped because they are invalid. */
   readonly #warn: (message: string) => void;
+  readonly #opener: PrivacyOpener | undefined;
+  /** A private repository's sealer; null once known public; undefined while unknown. */
+  #sealer: RefSealer | null | undefined;
 
-  constructor(clients: RepoClients, owner: Identity, name: string, warn: (message: string) => void) {
+  constructor(
+    clients: RepoClients,
+    owner: Identity,
+    name: string,
+    warn: (message: string) => void,
+    opener?: PrivacyOpener,
+  ) {
     this.#clients = clients;
     this.owner = owner;
     this.name = name;
     this.#read = clients.reader;
     this.#warn = warn;
+    this.#opener = opener;
+    // Without an opener (the appview, a test), records are only ever read, never opened.
+    if (opener === undefined) this.#sealer = null;
+  }
+
+  /**
+   * Finds out, once, whether the repository is private (and opens it), from what a listing showed;
+   * `none` when nothing was listed. A write calls it first, so nothing is written in the clear
+   * before the question is settled.
+   */
+  async prepare(seen: 'sealed' | 'plain' | 'none' = 'none', epoch = 0): Promise<void> {
+    if (this.#sealer !== undefined) return;
+    this.#sealer = (await this.#opener?.(seen, epoch)) ?? null;
+  }
+
+  /** True for a private repository (after {@link prepare} or a listing). */
+  get isPrivate(): boolean {
+    return this.#sealer !== null && this.#sealer !== undefined;
+  }
+
+  /** The sealer of a private repository, after {@link prepare}; undefined for a public one. */
+  get sealer(): RefSealer | undefined {
+    if (this.#sealer === undefined) throw new Error(`the privacy of ${this.label} is not known yet`);
+    return this.#sealer ?? undefined;
+  }
+
+  /** The record key of `ref`: readable for a public repository, a keyed hash for a private one. */
+  refKey(ref: string): string {
+    return this.sealer?.refKey(ref) ?? refKey(this.name, ref);
+  }
+
+  /** The record as written to the PDS: sealed for a private repository. */
+  #value(key: string, record: RefRecord): Record<string, unknown> {
+    return this.sealer?.seal(key, record) ?? writeRefRecord(record);
   }
 
   /** A client that writes as `auth`. */
@@ -97,7 +142,11 @@ export class RemoteRepo {
     const prefix = refKeyPrefix(this.name);
     const out: RemoteRef[] = [];
     try {
-      for (const r of await listKeyRange(this.#read, this.owner.did, REF_COLLECTION, prefix)) {
+      const listed = await listKeyRange(this.#read, this.owner.did, REF_COLLECTION, prefix);
+      const values = listed.map((r) => r.value);
+      if (listed.length > 0)
+        await this.prepare(values.some(isSealed) ? 'sealed' : 'plain', newestEpoch(values));
+      for (const r of listed) {
         const ref = this.#parse(rkeyOf(r.uri), r.cid, r.value);
         if (ref !== undefined) out.push(ref);
       }
@@ -116,6 +165,7 @@ export class RemoteRepo {
         { repo: this.owner.did, collection: REF_COLLECTION, rkey: key },
         RECORD_ANSWER_BYTES,
       );
+      await this.prepare(isSealed(res.value) ? 'sealed' : 'plain', newestEpoch([res.value]));
       return this.#parse(key, res.cid, res.value);
     } catch (err) {
       if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing') return undefined;
@@ -126,11 +176,13 @@ export class RemoteRepo {
   /** True when the repository record exists. */
   async exists(): Promise<boolean> {
     try {
-      await this.#read.query('com.atproto.repo.getRecord', {
+      const res = await this.#read.query<{ value?: { private?: unknown } }>('com.atproto.repo.getRecord', {
         repo: this.owner.did,
         collection: REPO_COLLECTION,
         rkey: this.name,
       });
+      // The record says whether the repository is private: settled here, at no extra request.
+      await this.prepare(res.value?.private === undefined ? 'plain' : 'none');
       return true;
     } catch (err) {
       if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing') return false;
@@ -145,6 +197,7 @@ export class RemoteRepo {
     record: RefRecord,
     swap: string | null,
   ): Promise<{ cid: string; rev: string }> {
+    await this.prepare();
     try {
       const res = await this.writer(auth).procedure<{ cid: string; commit?: { rev?: string } }>(
         'com.atproto.repo.putRecord',
@@ -152,7 +205,7 @@ export class RemoteRepo {
           repo: this.owner.did,
           collection: REF_COLLECTION,
           rkey: key,
-          record: writeRefRecord(record),
+          record: this.#value(key, record),
           swapRecord: swap,
         },
       );
@@ -193,6 +246,7 @@ export class RemoteRepo {
 
   /** Applies writes in one commit, only if the account is still at `swapCommit`. */
   async applyWrites(auth: Authorizer, writes: RefWrite[], swapCommit: string): Promise<void> {
+    await this.prepare();
     try {
       await this.writer(auth).procedure('com.atproto.repo.applyWrites', {
         repo: this.owner.did,
@@ -204,7 +258,7 @@ export class RemoteRepo {
                 $type: `com.atproto.repo.applyWrites#${w.action}`,
                 collection: REF_COLLECTION,
                 rkey: w.key,
-                value: writeRefRecord(w.record),
+                value: this.#value(w.key, w.record),
               },
         ),
       });
@@ -225,6 +279,7 @@ export class RemoteRepo {
     auth: Authorizer,
     creates: { key: string; record: RefRecord }[],
   ): Promise<({ cid: string; rev?: string } | undefined)[]> {
+    await this.prepare();
     try {
       const res = await this.writer(auth).procedure<{
         commit?: { rev?: string };
@@ -235,7 +290,7 @@ export class RemoteRepo {
           $type: 'com.atproto.repo.applyWrites#create',
           collection: REF_COLLECTION,
           rkey: c.key,
-          value: writeRefRecord(c.record),
+          value: this.#value(c.key, c.record),
         })),
       });
       const cids = (res.results ?? []).map((r) => r.cid);
@@ -275,7 +330,20 @@ export class RemoteRepo {
           'corrupt-remote',
           'The remote holds a ref record listed without its CID; it was ignored.',
         );
-      const record = parseRefRecord(value);
+      const sealer = this.#sealer ?? undefined;
+      if (sealer === undefined && isSealed(value))
+        throw new KnotlessError(
+          'corrupt-remote',
+          'The remote holds a sealed ref record in a repository that is not private; it was ignored.',
+        );
+      if (sealer !== undefined && !isSealed(value))
+        throw new KnotlessError(
+          'corrupt-remote',
+          'The remote holds a plain ref record in a private repository; it was ignored.',
+        );
+      // A sealed record that does not open is refused outright, not skipped: see #open.
+      const record =
+        sealer !== undefined && isSealed(value) ? opened(sealer, key, value) : parseRefRecord(value);
       // A record under this repository's keys that claims another repository is not one of its refs.
       if (record.repo !== this.name)
         throw new KnotlessError(
@@ -284,10 +352,22 @@ export class RemoteRepo {
         );
       return { key, cid, record };
     } catch (err) {
-      if (!isKnotlessError(err)) throw err;
+      if (!isKnotlessError(err) || err instanceof SealBroken) throw err;
       this.#warn(`${err.message.replace(/\.$/, '')} (record ${safeText(key, 100)})`);
       return undefined;
     }
+  }
+}
+
+/** A sealed record that did not open: the whole read fails (a hostile PDS must not pick our refs). */
+class SealBroken extends KnotlessError {}
+
+function opened(sealer: RefSealer, key: string, value: Record<string, unknown>): RefRecord {
+  try {
+    return sealer.open(key, value);
+  } catch (err) {
+    if (!isKnotlessError(err)) throw err;
+    throw new SealBroken(err.code, err.message, { cause: err });
   }
 }
 

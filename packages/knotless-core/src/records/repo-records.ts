@@ -16,6 +16,8 @@ export interface RepoRecord {
   /** The at-uri of the repository record this one was forked from. */
   forkOf?: string;
   createdAt: string;
+  /** A private repository: its members' DIDs (the record's `private` field; private/repo-keys.ts). */
+  private?: { members: string[] };
 }
 
 /** A repository as listed: its name (the record key) and record. */
@@ -30,6 +32,13 @@ export function parseRepoRecord(value: unknown): RepoRecord {
   const record: RepoRecord = { createdAt: typeof v['createdAt'] === 'string' ? v['createdAt'] : '' };
   if (typeof v['description'] === 'string') record.description = v['description'];
   if (typeof v['forkOf'] === 'string' && v['forkOf'].startsWith('at://')) record.forkOf = v['forkOf'];
+  const priv = v['private'] as { members?: unknown } | undefined;
+  if (typeof priv === 'object' && priv !== null)
+    record.private = {
+      members: (Array.isArray(priv.members) ? priv.members : [])
+        .map((m) => (m as { did?: unknown } | null)?.did)
+        .filter((d): d is string => typeof d === 'string'),
+    };
   return record;
 }
 
@@ -64,6 +73,8 @@ export class RepoRecords {
     name: string,
     description?: string,
     forkOf?: string,
+    /** A private repository's `private` field (private/members.ts `newPrivate`). */
+    privateField?: Record<string, unknown>,
   ): Promise<RepoRecord> {
     const record: RepoRecord = { createdAt: new Date().toISOString() };
     if (description !== undefined && description !== '') record.description = description;
@@ -75,7 +86,11 @@ export class RepoRecords {
         repo: auth.session.did,
         collection: REPO_COLLECTION,
         rkey: name,
-        record: { $type: REPO_COLLECTION, ...record },
+        record: {
+          $type: REPO_COLLECTION,
+          ...record,
+          ...(privateField === undefined ? {} : { private: privateField }),
+        },
         swapRecord: null,
       });
     } catch (err) {

@@ -71,6 +71,12 @@ export interface XrpcClientOptions {
   retry?: RetryPolicy;
   /** Told of each retry, for a caller that was asked to be verbose; retries are silent otherwise. */
   onRetry?: (notice: string) => void;
+  /**
+   * Asked when a read naming an account (`repo=` or `did=`) is answered that the account is not
+   * served here (deactivated, taken down, deleted or moved): returns the service it lives on now, to
+   * send the read there once, or undefined when it has not moved; it may throw a sentence of its own.
+   */
+  relocate?: (did: string, from: string) => Promise<string | undefined>;
 }
 
 /**
@@ -79,7 +85,8 @@ export interface XrpcClientOptions {
  * the agent loads every lexicon of the Bluesky app at import.
  */
 export class XrpcClient {
-  readonly service: string;
+  /** Where requests go; a read that finds the account moved follows it (see `relocate`). */
+  service: string;
   readonly #opts: XrpcClientOptions;
 
   constructor(service: string, opts: XrpcClientOptions) {
@@ -110,7 +117,9 @@ export class XrpcClient {
    * the caller knows how big the answer should be, and a longer one is cut off as it arrives.
    */
   async queryBytes(nsid: string, params: CallOptions['params'], maxBytes: number): Promise<Buffer> {
-    return this.#withRenewal(() => this.#retrying('GET', nsid, { params: params ?? {}, maxBytes }, false));
+    return this.#following('GET', params, () =>
+      this.#withRenewal(() => this.#retrying('GET', nsid, { params: params ?? {}, maxBytes }, false)),
+    );
   }
 
   /**
@@ -134,16 +143,44 @@ export class XrpcClient {
         sink.write(part);
       },
     };
-    await this.#withRenewal(() =>
-      this.#retrying('GET', nsid, { params: params ?? {}, maxBytes, sink: counting }, false),
+    await this.#following('GET', params, () =>
+      this.#withRenewal(() =>
+        this.#retrying('GET', nsid, { params: params ?? {}, maxBytes, sink: counting }, false),
+      ),
     );
     return size;
   }
 
   /** Sends one request (retried when safe), renewing credentials once when the server rejects them. */
   async call<T>(method: 'GET' | 'POST', nsid: string, opts: CallOptions): Promise<T> {
-    const body = await this.#withRenewal(() => this.#retrying(method, nsid, opts, true));
+    const body = await this.#following(method, opts.params, () =>
+      this.#withRenewal(() => this.#retrying(method, nsid, opts, true)),
+    );
     return parseJson(body.toString('utf8')) as T;
+  }
+
+  /**
+   * Sends a read; when the answer says the account it names is not served here, asks `relocate`
+   * where it lives now and, when that is elsewhere, sends it there once (and stays there).
+   */
+  async #following<T>(
+    method: 'GET' | 'POST',
+    params: CallOptions['params'],
+    send: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await send();
+    } catch (err) {
+      const relocate = this.#opts.relocate;
+      const named = params?.['repo'] ?? params?.['did'];
+      const did = typeof named === 'string' && named.startsWith('did:') ? named : undefined;
+      if (relocate === undefined || method !== 'GET' || did === undefined) throw err;
+      if (!(err instanceof XrpcError) || pdsRefusal(err) !== 'account-gone') throw err;
+      const moved = await relocate(did, this.service);
+      if (moved === undefined) throw err;
+      this.service = moved.replace(/\/+$/, '');
+      return send();
+    }
   }
 
   /**

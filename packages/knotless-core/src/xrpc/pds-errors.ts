@@ -19,6 +19,11 @@ export type PdsRefusal =
   | 'not-permitted'
   | 'rate-limited'
   | 'too-large'
+  /**
+   * The account is not (or no longer) served here: deactivated, taken down, deleted, or moved to
+   * another PDS. Its DID document says which: resolving it again is the next step.
+   */
+  | 'account-gone'
   /** The PDS failed (HTTP 5xx): it may be down. */
   | 'server-fault'
   | 'other';
@@ -41,6 +46,9 @@ export interface XrpcAnswer {
  * - AuthMissing (401): no credentials; AuthenticationRequired (401): a write to another account's
  *   repository (the `repo` is not the session's DID), or credentials of the wrong kind.
  * - PayloadTooLarge (413): a body over the server's limit; RateLimitExceeded (429).
+ * - RepoDeactivated, RepoTakendown, RepoNotFound (400): sync reads (getBlob, getRepo, describeRepo)
+ *   of an account that is not active here (api/com/atproto/sync/util.ts); AccountDeactivated and
+ *   AccountTakedown (401/400): the credentials of such an account.
  * Forbidden (403) and NotFound (404) are the generic names for those statuses.
  */
 const BY_NAME: Record<string, PdsRefusal> = {
@@ -55,6 +63,11 @@ const BY_NAME: Record<string, PdsRefusal> = {
   Forbidden: 'not-permitted',
   RateLimitExceeded: 'rate-limited',
   PayloadTooLarge: 'too-large',
+  RepoDeactivated: 'account-gone',
+  RepoTakendown: 'account-gone',
+  RepoNotFound: 'account-gone',
+  AccountDeactivated: 'account-gone',
+  AccountTakedown: 'account-gone',
 };
 
 /** For a name the table does not know: what its status alone says. */
@@ -73,8 +86,11 @@ const BY_STATUS: Record<number, PdsRefusal> = {
  *   and actor-store/blob/reader; its lexicon declares BlobNotFound, which it does not send).
  * - a record key it refuses: "Unacceptable slur in record key" or "Invalid record key: <key>"
  *   (repo/prepare.ts, whose InvalidRecordError putRecord and applyWrites re-throw as InvalidRequest).
+ * - repo.listRecords and repo.getRecord of an account it does not serve as active (deactivated,
+ *   taken down, deleted, moved away): "Could not find repo: <did>".
  */
 const INVALID_REQUEST: Array<[RegExp, PdsRefusal]> = [
+  [/^Could not find repo: /, 'account-gone'],
   [/^Blob not found$/, 'blob-missing'],
   [/^(Unacceptable slur in record key$|Invalid record key[: ])/, 'key-refused'],
 ];

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -10,9 +9,16 @@ import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { internalErrorLines, printErr, safeLine, safeText } from 'knotless-core/text/terminal';
 import { NetworkError, startNetwork } from '../network.ts';
 import { startRelay, type Relay } from '../relay/relay.ts';
-import { knotlessScripts, writeEnvFile, writeWrappers } from './env-file.ts';
+import { writeEnvFile, writeWrappers } from './env-file.ts';
+import { runAccount, runMigrate } from './manage.ts';
+import { runKnotless } from './run-knotless.ts';
+import { ACCOUNT_ACTIONS } from '../account-state.ts';
 
-const ACCOUNTS = ['alice.test', 'bob.test'];
+/** The dev accounts and the PDS each is made on: alice on the first, bob on the second. */
+const ACCOUNTS: Array<[handle: string, pds: number]> = [
+  ['alice.test', 0],
+  ['bob.test', 1],
+];
 
 /**
  * What `knotless-dev --help` prints. The command's full help is the knotless CLI's (`knotless dev
@@ -20,6 +26,8 @@ const ACCOUNTS = ['alice.test', 'bob.test'];
  */
 export const DEV_USAGE = [
   'usage: knotless-dev [--dir DIR]',
+  '       knotless-dev migrate <handle> [--dir DIR]',
+  `       knotless-dev account <handle> ${ACCOUNT_ACTIONS.join('|')} [new-handle] [--dir DIR]`,
   '',
   'The program `knotless dev` runs: a local PLC, PDS and appview. See `knotless dev --help`.',
 ];
@@ -55,31 +63,6 @@ function devPassword(dir: string): string {
   return password;
 }
 
-/**
- * Runs the knotless CLI in the environment the env file sets up (`vars`, with the variables it
- * unsets removed), exactly as a user of that file would, so that this package never loads knotless's
- * own code (sessions, the agent). Resolves with its exit status and the last line of its stderr.
- */
-export async function runKnotless(
-  args: string[],
-  vars: Record<string, string>,
-  input = '',
-): Promise<{ code: number | null; lastLine: string }> {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...vars };
-  for (const name of ['KNOTLESS_SERVICE', 'KNOTLESS_IDENTIFIER', 'KNOTLESS_PASSWORD']) delete env[name];
-  const cli = knotlessScripts()['knotless'];
-  if (cli === undefined) throw new Error('the knotless package names no knotless executable');
-  const child = spawn(process.execPath, [cli, ...args], { env, stdio: ['pipe', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  child.stdin.end(input);
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', resolve);
-  });
-  return { code, lastLine: stderr.trim().split('\n').at(-1) ?? '' };
-}
-
 /** Logs alice in with `knotless login`, her password on its standard input. */
 async function loginAlice(vars: Record<string, string>, password: string): Promise<void> {
   const { code, lastLine } = await runKnotless(['login', 'alice.test', '--password'], vars, `${password}\n`);
@@ -94,11 +77,12 @@ async function loginAlice(vars: Record<string, string>, password: string): Promi
 /** Runs the network until a signal; returns only on a usage error (its exit status). */
 export async function runDev(argv: string[]): Promise<number> {
   let values;
+  let positionals;
   try {
-    ({ values } = parseArgs({
+    ({ values, positionals } = parseArgs({
       args: argv,
       options: { dir: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-      allowPositionals: false,
+      allowPositionals: true,
     }));
   } catch (err) {
     throw new KnotlessError(
@@ -112,10 +96,24 @@ export async function runDev(argv: string[]): Promise<number> {
     return 0;
   }
   const dir = path.resolve(values.dir ?? path.join(readConfig().dataDir, 'dev'));
+  const [verb, ...rest] = positionals;
+  if (verb === 'migrate' && rest.length === 1) {
+    await runMigrate(dir, rest[0]!, out);
+    return 0;
+  }
+  if (verb === 'account') {
+    await runAccount(dir, rest, out);
+    return 0;
+  }
+  if (verb !== undefined)
+    throw new KnotlessError(
+      'usage',
+      `Unknown or incomplete dev command "${safeText(positionals.join(' '))}"; see knotless dev --help.`,
+    );
   let net;
   try {
     // This process is the network: everything it writes (PDS databases, keys, appview) is private.
-    net = await startNetwork({ dir, privateFiles: true });
+    net = await startNetwork({ dir, privateFiles: true, pdses: 2 });
   } catch (err) {
     if (err instanceof NetworkError) throw new KnotlessError('dev-network', err.message, { cause: err });
     throw err;
@@ -151,10 +149,13 @@ export async function runDev(argv: string[]): Promise<number> {
   process.on('SIGTERM', stop);
 
   const password = devPassword(dir);
-  for (const handle of ACCOUNTS) await net.ensureAccount(handle, password);
+  for (const [handle, pds] of ACCOUNTS) await net.ensureAccount(handle, password, pds);
 
   // No relay can be installed here: the stand-in offers its read API over the network's PDSes.
-  const relay = await startRelay({ pdses: [net.pdsUrl], log: (line) => printErr(`relay: ${line}`) });
+  const relay = await startRelay({
+    pdses: net.pdses.map((p) => p.url),
+    log: (line) => printErr(`relay: ${line}`),
+  });
   running.relay = relay;
 
   // The appview follows the PDS's event stream like any other: pushes reach it only that way.
@@ -166,8 +167,8 @@ export async function runDev(argv: string[]): Promise<number> {
       ...serve.defaultConfig(path.join(dir, 'appview')),
       port: 0,
       plcUrl: net.plcUrl,
-      firehoses: [net.pdsUrl.replace(/^http/, 'ws')],
-      backfillPdses: [net.pdsUrl],
+      firehoses: net.pdses.map((p) => p.url.replace(/^http/, 'ws')),
+      backfillPdses: net.pdses.map((p) => p.url),
       dev: true,
     },
     (line) => printErr(`appview: ${line}`),
@@ -177,6 +178,7 @@ export async function runDev(argv: string[]): Promise<number> {
   const vars: Record<string, string> = {
     KNOTLESS_PLC_URL: net.plcUrl,
     KNOTLESS_DEV_PDS: net.pdsUrl,
+    KNOTLESS_DEV_PDS2: net.pdses[1]!.url,
     KNOTLESS_DEV_RELAY: relay.url,
     KNOTLESS_DEV_PASSWORD: password,
     KNOTLESS_CONFIG_DIR: path.join(dir, 'config'),
@@ -193,10 +195,13 @@ export async function runDev(argv: string[]): Promise<number> {
 
   out(`knotless dev network in ${dir}`);
   out(`  PLC directory  ${net.plcUrl}`);
-  out(`  PDS            ${net.pdsUrl}`);
+  for (const [i, p] of net.pdses.entries()) {
+    const here = ACCOUNTS.filter(([, n]) => n === i).map(([h]) => h);
+    out(`  PDS ${i + 1}          ${p.url}${here.length === 0 ? '' : ` (${here.join(', ')})`}`);
+  }
   out(`  relay          ${relay.url} (a stand-in: the relay's read API over the PDSes)`);
   if (appview !== undefined) out(`  appview        ${appview.url}`);
-  out(`  accounts       ${ACCOUNTS.join(', ')} (password in KNOTLESS_DEV_PASSWORD)`);
+  out(`  accounts       ${ACCOUNTS.map(([h]) => h).join(', ')} (password in KNOTLESS_DEV_PASSWORD)`);
   out('');
   out('In another shell:');
   out(`  . ${envFile}`);

@@ -136,4 +136,31 @@ export interface Database {
   issues: IssueTable;
   issue_states: IssueStateTable;
   comments: CommentTable;
+  oauth_states: OAuthStateTable;
+  oauth_sessions: OAuthSessionTable;
+  web_sessions: WebSessionTable;
+}
+
+/** An OAuth authorization in flight (PKCE verifier, DPoP key), sealed; kept until its callback. */
+export interface OAuthStateTable {
+  key: string;
+  sealed: string;
+  created_at: string;
+}
+
+/** An account's OAuth session (tokens, DPoP key), sealed with the server's key. */
+export interface OAuthSessionTable {
+  did: string;
+  sealed: string;
+  updated_at: string;
+}
+
+/** A reader's browser session: the SHA-256 of its cookie, whose account, and its CSRF token. */
+export interface WebSessionTable {
+  id_hash: string;
+  did: string;
+  handle: string;
+  csrf: string;
+  created_at: string;
+  expires_at: string;
 }

@@ -111,6 +111,13 @@ export class Mirror {
     return p;
   }
 
+  /** A client for `did`'s PDS, through the mirror's guarded transport. */
+  async ownerClient(did: string): Promise<XrpcClient> {
+    const owner = await this.#identities.owner(did);
+    if (owner.pds === null) throw new Error(`${did} names no PDS`);
+    return new XrpcClient(owner.pds, { transport: this.#transport });
+  }
+
   /** Settles when no sync is running. */
   async idle(): Promise<void> {
     while (this.#running.size > 0) await Promise.all(this.#running.values());
@@ -155,9 +162,7 @@ export class Mirror {
       return list;
     };
     const packs = bounded(unionPacks(missing.map(packsOf)));
-    const owner = await this.#identities.owner(did);
-    if (owner.pds === null) throw new Error(`${did} names no PDS`);
-    const client = new XrpcClient(owner.pds, { transport: this.#transport });
+    const client = await this.ownerClient(did);
     const indexed = new IndexedPacks(dir);
     const done = indexed.read();
     const index = async (list: PackEntry[]): Promise<void> => {

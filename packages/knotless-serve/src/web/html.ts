@@ -60,6 +60,8 @@ export function trusted(markup: string): SafeHtml {
   return new SafeHtml(markup);
 }
 
+import { signInOffered, viewer } from './viewer.ts';
+
 /** A URL path from segments, each percent-encoded (slashes inside a segment included). */
 export function href(...segments: string[]): string {
   return '/' + segments.map(encodeURIComponent).join('/');
@@ -117,6 +119,7 @@ export function page(title: string, body: SafeHtml, opts: PageOptions = {}): str
               aria-label="Search repositories"
             />
           </form>
+          ${accountNav()}
         </header>
         <main>${body}</main>
         <footer>Rebuilt from the network: every repository here lives in its owner's account.</footer>
@@ -155,5 +158,17 @@ export function copyField(label: string, text: string): SafeHtml {
         Copy
       </button></span
     ></label
+  >`;
+}
+
+/** The header's account part: who is signed in and a sign-out button, or a sign-in link. */
+function accountNav(): SafeHtml {
+  const v = viewer();
+  if (v === undefined) return signInOffered() ? html`<a class="signin" href="/-/signin">Sign in</a>` : html``;
+  return html`<span class="signedin"
+    >Signed in as <a href="/${encodeURIComponent(v.handle)}">${v.handle}</a>
+    <form class="inline" method="post" action="/-/signout">
+      <input type="hidden" name="csrf" value="${v.csrf}" /><button type="submit">Sign out</button>
+    </form></span
   >`;
 }

@@ -3,7 +3,10 @@ import type http from 'node:http';
 import { parseRecordUri } from '../ingest/forge-records.ts';
 import { handleXrpc } from '../xrpc/router.ts';
 import { RequestTimeout, requestSignal, withSignal } from './deadline.ts';
+import { handlePost } from './actions/router.ts';
+import { finishSignIn, signInPage } from './actions/sign-in.ts';
 import { serveGit } from './git-http.ts';
+import { readyToClone } from '../mirror/ready.ts';
 import { html, page, type SafeHtml } from './html.ts';
 import { accountPage } from './pages/account.ts';
 import { archive, atomFeed } from './pages/archive.ts';
@@ -20,6 +23,7 @@ import { repoPage, treePage } from './pages/repo.ts';
 import { HttpError, Redirect, type RepoTarget, type Site } from './site.ts';
 import { SCRIPT } from './script.ts';
 import { STYLE } from './style.ts';
+import { viewer, withViewer } from './viewer.ts';
 
 /** A repository addressed by a URL: its owner, name and mirror. */
 const GIT_SERVICES = new Set(['info/refs', 'git-upload-pack', 'git-receive-pack']);
@@ -76,6 +80,19 @@ async function route(
       .end(SCRIPT);
     return undefined;
   }
+  if (url.pathname === '/oauth-client-metadata.json' || url.pathname === '/oauth/jwks.json') {
+    const signIn = site.signIn;
+    const meta = url.pathname === '/oauth-client-metadata.json';
+    if (signIn === undefined || (!meta && !signIn.confidential)) throw new HttpError(404, 'Not found.');
+    res
+      .writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=300' })
+      .end(JSON.stringify(meta ? signIn.client.clientMetadata : signIn.jwks));
+    return undefined;
+  }
+  if (url.pathname === '/oauth/callback') {
+    await finishSignIn(site, url.searchParams, res);
+    return undefined;
+  }
   if (url.pathname.startsWith('/-/img/')) {
     if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'Images are read with GET.');
     await site.images.serve(url.pathname.slice('/-/img/'.length), res, requestSignal());
@@ -91,6 +108,21 @@ async function route(
     if (err instanceof URIError) throw new HttpError(400, 'The address is not valid.');
     throw err;
   }
+  if (req.method === 'POST' && segs[0] !== undefined && !GIT_SERVICES.has(segs.slice(2).join('/'))) {
+    await handlePost(site, req, res, segs, (actor, name) => findRepo(site, actor, name));
+    return undefined;
+  }
+  if (segs.length === 2 && segs[0] === '-' && segs[1] === 'signin') {
+    // The one form whose answer leaves this site: the redirect to the reader's PDS (any https
+    // server; on the dev network, plain http on this machine). Every other page keeps 'self'.
+    const pds = site.dev ? "'self' https: http:" : "'self' https:";
+    const csp = HTML_HEADERS['content-security-policy'].replace("form-action 'self'", `form-action ${pds}`);
+    const body = signInPage(site);
+    res
+      .writeHead(200, { ...HTML_HEADERS, 'content-security-policy': csp, 'cache-control': 'no-store' })
+      .end(req.method === 'HEAD' ? undefined : body);
+    return undefined;
+  }
   if (segs.length === 0) return homePage(site, url.searchParams.get('q') ?? '');
   const [actor, rawName, view, ...rest] = segs as [
     string,
@@ -103,6 +135,23 @@ async function route(
   const gitPath = [view, ...rest].join('/');
   if (GIT_SERVICES.has(gitPath)) {
     const repo = await findRepo(site, actor, name);
+    // The first request of a clone or fetch: answered only once the mirror holds what is indexed.
+    if (gitPath === 'info/refs' && !/service=git-receive-pack/.test(url.search)) {
+      const refused = await readyToClone(
+        site.index,
+        site.mirror,
+        repo.did,
+        repo.name,
+        site.gitTimeoutMs / 2,
+        (line) => site.log(line),
+      );
+      if (refused !== undefined) {
+        res
+          .writeHead(503, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '5' })
+          .end(`${refused}\n`);
+        return undefined;
+      }
+    }
     if (!fs.existsSync(repo.gitDir)) throw new HttpError(404, 'This repository is not mirrored yet.');
     serveGit(repo.gitDir, gitPath, req, res, url.search.slice(1), requestSignal());
     return undefined;
@@ -183,10 +232,19 @@ export function handleRequest(site: Site, req: http.IncomingMessage, res: http.S
     clearTimeout(timer);
     controller.abort(new RequestTimeout('the reader went away'));
   });
-  withSignal(controller.signal, () => route(site, req, res)).then(
-    (body) => {
+  withSignal(controller.signal, async () => {
+    // The signed-in reader (when the request carries a live session's cookie), for the layout and forms.
+    const reader = await site.sessions.viewer(req);
+    return withViewer(reader, site.signIn !== undefined, async () => ({
+      body: await route(site, req, res),
+      signedIn: viewer() !== undefined,
+    }));
+  }).then(
+    ({ body, signedIn }) => {
       if (res.headersSent || res.writableEnded) return;
-      if (body !== undefined) res.writeHead(200, HTML_HEADERS).end(req.method === 'HEAD' ? undefined : body);
+      // A page made for a signed-in reader (their name, their CSRF token) is never kept by a cache.
+      const headers = signedIn ? { ...HTML_HEADERS, 'cache-control': 'private, no-store' } : HTML_HEADERS;
+      if (body !== undefined) res.writeHead(200, headers).end(req.method === 'HEAD' ? undefined : body);
     },
     (err: unknown) => {
       // Work stopped by the time limit was already answered (or the reader left): nothing to say.

@@ -1,4 +1,9 @@
+import type { ForgeServices } from 'knotless-core/forge/services';
+import type { Transport } from 'knotless-core/xrpc/transport';
+import type { SignIn } from '../auth/oauth.ts';
+import type { WebSessions } from '../auth/web-sessions.ts';
 import type { Index } from '../db/index-store.ts';
+import type { Identities } from '../ingest/identities.ts';
 import type { Mirror } from '../mirror/mirror.ts';
 import type { ImageProxy } from './images.ts';
 
@@ -14,6 +19,17 @@ export interface Site {
   gitTimeoutMs: number;
   /** Fetches README images from other hosts for readers, and signs the addresses pages use. */
   images: ImageProxy;
+  /** Sign-in, when a server key is configured (always in dev mode). */
+  signIn: SignIn | undefined;
+  sessions: WebSessions;
+  identities: Identities;
+  /** What the core's forge operations are handed: clients over `transport`, the caches' place. */
+  forge: ForgeServices;
+  transport: Transport;
+  /** Dev mode: loopback and private addresses allowed. */
+  dev: boolean;
+  /** True behind https: cookies are Secure. */
+  secure: boolean;
 }
 
 /** A repository a request is about, found in the index and its mirror. */

@@ -60,5 +60,8 @@ table.code td.n{color:var(--muted);text-align:right;user-select:none;width:1%}
 .st-open{border-color:#1a7f37;border-width:2px}.st-closed{border-color:#cf222e;border-width:2px}.st-merged{border-color:#8250df;border-width:2px}
 h2.title{font-size:1.3rem}.box.comment>.readme{padding:.2rem .8rem}.newpull h2{margin:0;font-size:1rem}
 table.rounds a[aria-current]{font-weight:700}
-a.who{text-decoration:underline}
+a.who,a.u{text-decoration:underline}
+form.inline{display:inline}.signedin{display:flex;gap:.5rem;align-items:center}
+form.stack{display:flex;flex-direction:column;gap:.3rem}form.stack input,form.stack textarea,form.stack select{font:inherit;padding:.3rem .5rem;border:1px solid var(--line);border-radius:6px;background:var(--bg);color:var(--fg)}
+.error{border:1px solid #cf222e;border-radius:6px;padding:.4rem .8rem}
 `;

@@ -197,7 +197,10 @@ export async function startAgent(
       if (!(await stream.whenLive())) return;
       const view = views.begin(owner.did, name, owner.pds);
       const baseRev = await latestRev(owner);
-      const refs = await ctx.remoteRepo(owner, name, log).listRefs();
+      const remote = ctx.remoteRepo(owner, name, log);
+      const refs = await remote.listRefs();
+      // A private repository's records are sealed, and the stream's cannot be applied: its helpers list.
+      if (remote.isPrivate) throw new Error('a private repository, of which no view is kept');
       views.finish(view, refs, baseRev);
     })()
       .catch((err: unknown) => {

@@ -151,8 +151,12 @@ export async function activeSession(ctx: AuthServices): Promise<SessionAuthorize
       store.put(session);
       return session;
     };
+    // A session made on the PDS the account has since moved away from is no session there: log in
+    // again where it lives now (the password is the account's, wherever it is).
     const found = store.get(identity.did);
-    const stored = found?.kind === 'password' ? found : await firstSession(store, identity.did, relogin);
+    const usable = found?.kind === 'password' && found.pds === identity.pds ? found : undefined;
+    const stored =
+      usable ?? (found === undefined ? await firstSession(store, identity.did, relogin) : await relogin());
     return authorizerFor(ctx, store, stored, relogin);
   }
   const did = ctx.sessions.current();
@@ -161,6 +165,15 @@ export async function activeSession(ctx: AuthServices): Promise<SessionAuthorize
     throw new KnotlessError(
       'not-logged-in',
       'You are not logged in; run `knotless login <handle>` (or set KNOTLESS_IDENTIFIER and KNOTLESS_PASSWORD).',
+    );
+  }
+  // Sessions name the PDS they were made on (KNOTLESS_SERVICE's, for an OAuth session made through it).
+  const known = ctx.config.service === undefined ? ctx.resolver.cache.did(stored.did) : undefined;
+  if (known !== undefined && known.pds !== stored.pds) {
+    const name = safeText(known.handle ?? stored.handle);
+    throw new KnotlessError(
+      'session-expired',
+      `${name} moved from ${safeText(stored.pds)} to ${safeText(known.pds)} since you logged in; log in again there with \`knotless login ${name}\`.`,
     );
   }
   if (stored.kind === 'oauth') return new OAuthSession(ctx, ctx.sessions, stored);

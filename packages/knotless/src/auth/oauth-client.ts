@@ -7,23 +7,14 @@ import path from 'node:path';
 import type * as OAuthModule from '@atproto/oauth-client-node';
 import type { AuthServices } from './services.ts';
 import { KnotlessError } from 'knotless-core/errors';
+import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/records/collections';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { safeText } from 'knotless-core/text/terminal';
 import { fetchOver } from 'knotless-core/xrpc/transport';
 import { withSessionLock, type OAuthStoredSession, type SessionStore } from './store.ts';
 
-/**
- * What `knotless login` asks for: its own collections (repositories and refs; pull requests, issues,
- * their states and comments) and pack blobs, nothing else. A repo scope names exact collections (no
- * prefix wildcard exists), so each is listed.
- */
-export const DEFAULT_SCOPE = [
-  'atproto',
-  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment'].map(
-    (c) => `repo:dev.knotless.${c}`,
-  ),
-  'blob:application/x-git-packed-objects',
-].join(' ');
+/** What `knotless login` asks for: the scope every knotless sign-in asks for (see collections.ts). */
+export const DEFAULT_SCOPE = KNOTLESS_OAUTH_SCOPE;
 
 export type OAuth = typeof OAuthModule;
 export type OAuthClient = InstanceType<OAuth['NodeOAuthClient']>;

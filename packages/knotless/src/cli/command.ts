@@ -12,8 +12,14 @@ export interface OptionSpec {
   type: 'string' | 'boolean';
   short?: string;
   multiple?: boolean;
-  /** The value's name in help (`--branch B`); string options only. */
+  /** The value's name in help (`--branch B`); string options and `optionalValue` ones. */
   value?: string;
+  /**
+   * A boolean option that may carry a value: `--password=P`, or the word after it when the command
+   * would otherwise have one argument too many (`login alice.test --password P`). Its value is then
+   * a string instead of `true`.
+   */
+  optionalValue?: boolean;
   help: string;
 }
 

@@ -31,7 +31,12 @@ function columns(rows: Array<[string, string]>): string[] {
 }
 
 function optionLabel(name: string, o: OptionSpec): string {
-  const long = o.type === 'string' ? `--${name} ${o.value ?? 'VALUE'}` : `--${name}`;
+  const long =
+    o.type === 'string'
+      ? `--${name} ${o.value ?? 'VALUE'}`
+      : o.optionalValue === true
+        ? `--${name} [${o.value ?? 'VALUE'}]`
+        : `--${name}`;
   return o.short === undefined ? long : `-${o.short}, ${long}`;
 }
 

@@ -16,6 +16,11 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo compact': () => import('./commands/repo-compact.ts'),
   'repo fork': () => import('./commands/repo-fork.ts'),
   'repo default-branch': () => import('./commands/repo-default-branch.ts'),
+  'repo share': () => import('./commands/repo-share.ts'),
+  'repo unshare': () => import('./commands/repo-unshare.ts'),
+  'key list': () => import('./commands/key-list.ts'),
+  'key export': () => import('./commands/key-export.ts'),
+  'key import': () => import('./commands/key-import.ts'),
   'pr create': () => import('./commands/pr-create.ts'),
   'pr list': () => import('./commands/pr-list.ts'),
   'pr view': () => import('./commands/pr-view.ts'),
@@ -46,4 +51,5 @@ export const GROUPS: Record<string, string> = {
   repo: 'create, list, inspect, fork, delete and commit to repositories',
   pr: 'pull requests: propose, review, update, merge, close and reopen',
   issue: 'issues: open, list, comment on, close and reopen',
+  key: "this machine's key for private repositories: list, export, import",
 };

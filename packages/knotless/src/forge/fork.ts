@@ -5,7 +5,8 @@ import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { blobMatchesCid } from 'knotless-core/packs/cid';
 import { MAX_BLOB_PART_BYTES, mapLimit } from 'knotless-core/packs/transfer';
-import { refKey } from 'knotless-core/records/ref-key';
+import { forkPrivate } from 'knotless-core/private/fork';
+import { cacheRing } from 'knotless-core/private/ring';
 import type { BlobRef } from 'knotless-core/records/ref-record';
 import { refsByName } from 'knotless-core/records/remote-repo';
 import { safeText } from 'knotless-core/text/terminal';
@@ -97,8 +98,14 @@ export async function forkRepo(
   const forkOf = repoUri(source.did, name);
   let have = new Set<string>();
   let exists: KnotlessError | undefined;
+  // A private original's fork is private to the same members, under the same keys.
+  const priv =
+    original.private === undefined
+      ? undefined
+      : await forkPrivate(ctx.config.configDir, ctx.client(source.pds), source, name);
   try {
-    await records.create(auth, newName, original.description, forkOf);
+    await records.create(auth, newName, original.description, forkOf, priv?.field);
+    if (priv !== undefined) cacheRing(ctx.config.configDir, mine.did, newName, priv.ring);
   } catch (err) {
     // A fork that stopped half way (its record written, not every ref) is finished, not refused.
     if (!isKnotlessError(err, 'repo-exists') || (await records.get(mine, newName)).forkOf !== forkOf)
@@ -112,8 +119,9 @@ export async function forkRepo(
   for (const r of missing)
     for (const p of r.record.packs) for (const b of p.parts ?? []) blobs.set(b.ref.$link, b);
   await mapLimit([...blobs.values()], 4, (b) => copyBlob(ctx, auth, source, b, cache));
+  await to.prepare();
   const creates = missing.map((r) => ({
-    key: refKey(newName, r.record.ref),
+    key: to.refKey(r.record.ref),
     record: { ...r.record, repo: newName, updatedAt: new Date().toISOString() },
   }));
   for (let i = 0; i < creates.length; i += 199) {

@@ -1,46 +1,103 @@
 // Read-your-writes over the appview: it learns of records from the event stream a second or more
-// after they are written, so a user who just commented, merged or closed would see their own action
-// missing. The few records written lately by the current user (and the repository's owner, whose
-// records decide states) are read straight from their PDSes and laid over the appview's answer.
-import { decide, type Decision } from 'knotless-core/records/forge-authority';
+// after they are written, so a user who just opened, commented, merged or closed would see their own
+// action missing. The newest records of the current user and of the repository's owner (whose
+// decisions count most) are read straight from their PDSes and laid over the appview's answer.
+import { decide, type Decided, type Decision } from 'knotless-core/records/forge-authority';
 import type { Identity } from 'knotless-core/identity/resolver';
 import type { SubjectView } from './appview.ts';
-import type { Kind } from './kinds.ts';
+import type { Kind, StateFields } from './kinds.ts';
 import { COMMENT, parseAtUri, parseComment } from './records.ts';
 import type { CommentItem, Item, Reader } from './items.ts';
+import type { Stored } from 'knotless-core/forge/store';
 
-/** How far back a user's own records are read: far beyond an appview's usual lag of seconds. */
+/** How far back a record counts as new: far beyond an appview's usual lag of seconds. */
 export const FRESH_MS = 10 * 60 * 1000;
 /** Records one reading takes (one listRecords page). */
 export const FRESH_LIMIT = 25;
 
 type Base = { repo: string; title: string; createdAt: string };
-type Fresh = Decision<string> & { subject: string };
+type Page<T> = { records: Stored<T>[]; complete: boolean };
 
 const sinceNow = () => new Date(Date.now() - FRESH_MS).toISOString();
+const isNew = (createdAt: string) => Date.parse(createdAt) > Date.now() - FRESH_MS;
 
-/** The state records `did` wrote lately, and how far back that reading is complete. */
-async function recentStates<R extends Base>(
-  r: Reader,
-  kind: Kind<R>,
-  who: Pick<Identity, 'did' | 'pds'>,
-): Promise<{ decisions: Fresh[]; since: string }> {
-  const got = await r.store.recent(who, kind.stateCollection, kind.parseState, FRESH_LIMIT, sinceNow());
-  return {
-    decisions: got.records.map((s) => ({ by: who.did, rkey: s.rkey, ...s.value })),
-    since: got.since,
-  };
+/**
+ * The state records of the accounts an item's state depends on, read lazily and once each: the
+ * newest page first, the whole collection only when that page cannot tell the account's latest
+ * decision on an item.
+ */
+class StateReads<R extends Base> {
+  readonly #pages = new Map<string, Promise<Page<StateFields>>>();
+  readonly #all = new Map<string, Promise<Stored<StateFields>[]>>();
+
+  readonly r: Reader;
+  readonly kind: Kind<R>;
+  readonly owner: Identity;
+
+  constructor(r: Reader, kind: Kind<R>, owner: Identity) {
+    this.r = r;
+    this.kind = kind;
+    this.owner = owner;
+  }
+
+  #who(did: string): Promise<Identity> {
+    return did === this.owner.did ? Promise.resolve(this.owner) : this.r.ctx.resolver.resolve(did);
+  }
+
+  page(did: string): Promise<Page<StateFields>> {
+    let got = this.#pages.get(did);
+    if (got === undefined) {
+      got = this.#who(did).then((who) =>
+        this.r.store.page(who, this.kind.stateCollection, this.kind.parseState, FRESH_LIMIT),
+      );
+      this.#pages.set(did, got);
+    }
+    return got;
+  }
+
+  #everything(did: string): Promise<Stored<StateFields>[]> {
+    let got = this.#all.get(did);
+    if (got === undefined) {
+      got = this.#who(did).then((who) =>
+        this.r.store.list(who, this.kind.stateCollection, this.kind.parseState),
+      );
+      this.#all.set(did, got);
+    }
+    return got;
+  }
+
+  /**
+   * `did`'s decisions on `subject`, enough to know its latest that `counts`: a page holding one
+   * holds every later one too (keys are in order), so the whole collection is read only when the
+   * page was full and held none.
+   */
+  async on(did: string, subject: string, counts: (state: string) => boolean): Promise<Decision<string>[]> {
+    const p = await this.page(did);
+    let here = p.records.filter((s) => s.value.subject === subject);
+    if (!p.complete && !here.some((s) => counts(s.value.state)))
+      here = (await this.#everything(did)).filter((s) => s.value.subject === subject);
+    return here.map((s) => ({ by: did, rkey: s.rkey, ...s.value }));
+  }
+
+  /** The state of `subject` by the authority rule, from its owner's and author's PDSes alone. */
+  async decide(subject: string, author: string): Promise<Decided<string>> {
+    const own = await this.on(this.owner.did, subject, () => true);
+    const byOwner = decide(own, this.owner.did, this.owner.did, this.kind.authorMay);
+    // The owner's merge or close stands whatever the author decided: their records are not read.
+    if (author === this.owner.did || byOwner.state !== 'open') return byOwner;
+    const theirs = await this.on(author, subject, (s) => this.kind.authorMay.includes(s));
+    return decide([...own, ...theirs], this.owner.did, author, this.kind.authorMay);
+  }
 }
 
 /**
- * The appview's listing with the current user's own recent state records (and the owner's) laid
- * over it. For each item they touch, the authority rule is applied to the union: the appview's
- * state stands for every record older than the reading (a decision by the owner, older than all
- * read: it holds the owner's merge and labels, and the author's close counts over it exactly as
- * the rule says), and the records read are themselves. One request for the user's records, a
- * second for the owner's when that is someone else; a third only for an item whose author's newer
- * record could outweigh an owner's close or reopen just read, and, for a listing of one state, the
- * appview's listing of all when the records touch an item it did not list.
+ * The appview's listing with what the current user and the owner wrote lately laid over it: their
+ * new pull requests or issues of `repo` the appview does not list yet, and the state, read from the
+ * PDSes, of every item their new state records touch. A state is never taken half from the appview:
+ * an item touched is decided again from its owner's and author's records alone. Two requests (the
+ * user's newest items and state records), two more for the owner's when that is someone else; more
+ * only where a page cannot tell an account's latest decision, and, for a listing of one state, the
+ * appview's listing of all when a record touches an item it did not list.
  */
 export async function freshen<R extends Base>(
   r: Reader,
@@ -55,57 +112,50 @@ export async function freshen<R extends Base>(
   if (me === undefined || r.appview === undefined) return listed;
   const readers = [me === owner.did ? owner : await r.ctx.resolver.resolve(me)];
   if (me !== owner.did) readers.push(owner);
-  const read = await Promise.all(readers.map((who) => recentStates(r, kind, who)));
-  let since = read.map((x) => x.since).reduce((a, b) => (Date.parse(a) > Date.parse(b) ? a : b));
-  let fresh = read.flatMap((x) => x.decisions);
+  const reads = new StateReads(r, kind, owner);
+  const [items, states] = await Promise.all([
+    Promise.all(readers.map((who) => r.store.page(who, kind.collection, kind.parse, FRESH_LIMIT))),
+    Promise.all(readers.map((who) => reads.page(who.did))),
+  ]);
   const byUri = new Map(listed.map((it) => [it.uri, it]));
   // Only the owner's records and an author's own (the author is in the subject's uri) can count.
-  const counts = (d: Fresh) => d.by === owner.did || d.by === parseAtUri(d.subject)?.did;
-  const subjects = new Set(fresh.filter(counts).map((d) => d.subject));
+  const subjects = new Set(
+    states
+      .flatMap((p) => p.records)
+      .filter((s) => isNew(s.value.createdAt))
+      .filter((s) => s.did === owner.did || s.did === parseAtUri(s.value.subject)?.did)
+      .map((s) => s.value.subject),
+  );
+  const made = items
+    .flatMap((p) => p.records)
+    .filter((s) => s.value.repo === repo && isNew(s.value.createdAt) && !byUri.has(s.uri));
+  for (const s of made) subjects.add(s.uri);
   if (subjects.size === 0) return listed;
-  // Items the records touch that the appview listed under another state: one listing of all, not a
-  // query per item (a record may be about another repository's item, which no query here finds).
+  // Items touched that the appview listed under another state: one listing of all, not a query per
+  // item (a record may be about another repository's item, which no query here finds).
   if (state !== 'all' && [...subjects].some((uri) => !byUri.has(uri)))
     for (const v of await r.appview.list(kind.list, repo, 'all')) {
       if (byUri.has(v.uri) || !subjects.has(v.uri)) continue;
       const item = await fromView(v);
       if (item !== undefined) byUri.set(v.uri, item);
     }
-  const decideAll = () =>
-    new Map(
-      [...subjects].flatMap((uri) => {
-        const it = byUri.get(uri);
-        if (it === undefined) return [];
-        const baseline: Fresh = {
-          by: owner.did,
-          rkey: '',
-          subject: uri,
-          state: it.state,
-          labels: it.labels,
-          ...(it.merged === undefined ? {} : { merged: it.merged }),
-          createdAt: new Date(0).toISOString(),
-        };
-        const mine = fresh.filter((d) => d.subject === uri && Date.parse(d.createdAt) > Date.parse(since));
-        return [[uri, decide([baseline, ...mine], owner.did, it.did, kind.authorMay)] as const];
-      }),
-    );
-  let decided = decideAll();
-  // An owner's close or reopen read here loses to a newer one by the author, which the appview may
-  // hold but this reading does not: read that author's too, where the answer would change.
-  const authors = new Set<string>();
-  for (const [uri, d] of decided) {
-    const it = byUri.get(uri)!;
-    if (it.did === me || it.did === owner.did || d.state === it.state || d.state === 'merged') continue;
-    authors.add(it.did);
-  }
-  for (const did of authors) {
-    const got = await recentStates(r, kind, await r.ctx.resolver.resolve(did));
-    fresh = [...fresh, ...got.decisions];
-    if (Date.parse(got.since) > Date.parse(since)) since = got.since;
-  }
-  if (authors.size > 0) decided = decideAll();
-  for (const [uri, d] of decided) {
-    const it = byUri.get(uri)!;
+  for (const s of made)
+    if (!byUri.has(s.uri))
+      byUri.set(s.uri, {
+        id: `${s.did}/${s.rkey}`,
+        uri: s.uri,
+        did: s.did,
+        handle: (await r.ctx.resolver.resolve(s.did)).handle,
+        rkey: s.rkey,
+        cid: s.cid,
+        record: s.value,
+        state: 'open',
+        labels: [],
+      });
+  for (const uri of subjects) {
+    const it = byUri.get(uri);
+    if (it === undefined) continue;
+    const d = await reads.decide(uri, it.did);
     const { merged: _old, ...rest } = it;
     byUri.set(uri, {
       ...rest,

@@ -1,9 +1,10 @@
 // The shapes the forge commands pass around (kept apart from subjects.ts, which reads them, so that
 // fresh.ts can use them without importing subjects.ts back).
 import type { Context } from '../context.ts';
+import type { Decision } from 'knotless-core/records/forge-authority';
 import type { Appview } from './appview.ts';
 import type { CommentRecord } from './records.ts';
-import type { ForgeStore } from './store.ts';
+import type { ForgeStore } from 'knotless-core/forge/store';
 
 /** A pull request or an issue with the state the authority rule gives it. */
 export interface Item<R> {
@@ -18,6 +19,8 @@ export interface Item<R> {
   state: string;
   merged?: string;
   labels: string[];
+  /** The owner's and the author's state records on it, when they were read from their PDSes. */
+  decisions?: Decision<string>[];
 }
 
 export interface CommentItem {

@@ -8,7 +8,7 @@ import type { Kind } from './kinds.ts';
 import { COMMENT, InvalidRecord, parseAtUri, parseComment, type CommentRecord } from './records.ts';
 import { freshen, withMyComments } from './fresh.ts';
 import type { CommentItem, Item, Reader } from './items.ts';
-import { ForgeStore, type Stored } from './store.ts';
+import { ForgeStore, type Stored } from 'knotless-core/forge/store';
 
 export type { CommentItem, Item, Reader } from './items.ts';
 
@@ -66,6 +66,7 @@ export async function withStates<R extends Base>(
         state: decided.state,
         ...(decided.merged === undefined ? {} : { merged: decided.merged }),
         labels: decided.labels,
+        decisions: mine,
       };
     }),
   );

@@ -61,8 +61,9 @@ export class HelperState {
         `${remote.label} does not exist; create it with \`knotless repo create ${remote.name}\` (as its owner) and try again.`,
       );
     }
-    // Kept for `knotless repo commit`, which writes with compare-and-swap and lets no one decide locally.
-    this.#view(remote).write({ refs });
+    // Kept for `knotless repo commit`, which writes with compare-and-swap and lets no one decide locally;
+    // never for a private repository, whose records this cache would hold opened.
+    if (!remote.isPrivate) this.#view(remote).write({ refs });
     return this.#keep(refs);
   }
 
@@ -95,6 +96,7 @@ export class HelperState {
     }
     // Other processes (agents pushing other branches) write this view too: fold our writes into what
     // is on disk rather than putting back the refs as we listed them, which may be older than theirs.
+    if (remote.isPrivate) return;
     const view = this.#view(remote);
     const onDisk = view.read();
     const apart = [...this.contested.values()].flat();

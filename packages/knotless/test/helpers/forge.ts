@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Run } from './cli.ts';
 import { commitFiles, useGitUser, type GitUser } from './git.ts';
+import { startProxy, type Proxy, type ProxyOptions } from 'knotless-devnet';
 import { useNetwork, type TestNet } from './network.ts';
 
 /** A working directory that never exists (see its use in the forge tests). */
@@ -38,7 +39,8 @@ export function useForgeNet<const H extends readonly string[]>(
   handles: H,
   appview: () => string | undefined = () => undefined,
 ): ForgeNet<H> {
-  const t = useNetwork([...handles]);
+  // Two PDSes: the accounts alternate between them, so forks, pull requests and issues cross PDSes.
+  const t = useNetwork([...handles], { pdses: 2 });
   const env = (): Record<string, string> => {
     const url = appview();
     return { KNOTLESS_COMPACT: '0', ...(url === undefined ? {} : { KNOTLESS_APPVIEW: url }) };
@@ -81,9 +83,25 @@ export async function tipOf(user: GitUser, url: string, branch: string): Promise
   return out.split('\t')[0]!.trim();
 }
 
-/** A session on the test PDS, for writing straight to an account. */
+/** The PDS an account of the test network was made on. */
+export function pdsOf(t: TestNet, handle: string): string {
+  const pds = t.pdsOf[handle];
+  if (pds === undefined) throw new Error(`${handle} is not an account of this test network`);
+  return pds;
+}
+
+/**
+ * A counting proxy for KNOTLESS_SERVICE on a network whose accounts live on several PDSes: requests
+ * go to `home`'s PDS (sessions, writes), reads naming another account to that account's PDS.
+ */
+export function proxyFor(t: TestNet, home: string, opts: Omit<ProxyOptions, 'target'> = {}): Promise<Proxy> {
+  const routes = Object.fromEntries(Object.entries(t.dids).map(([h, did]) => [did, pdsOf(t, h)]));
+  return startProxy({ target: pdsOf(t, home), routes, ...opts });
+}
+
+/** A session on the account's PDS, for writing straight to it. */
 async function sessionOf(t: TestNet, handle: string): Promise<{ accessJwt: string; did: string }> {
-  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.createSession`, {
+  const res = await fetch(`${pdsOf(t, handle)}/xrpc/com.atproto.server.createSession`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ identifier: handle, password: t.password }),
@@ -94,10 +112,27 @@ async function sessionOf(t: TestNet, handle: string): Promise<{ accessJwt: strin
 /** Deletes a record straight from an account (an interrupted or hand-made state). */
 export async function deleteRaw(t: TestNet, handle: string, collection: string, rkey: string): Promise<void> {
   const session = await sessionOf(t, handle);
-  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.deleteRecord`, {
+  const res = await fetch(`${pdsOf(t, handle)}/xrpc/com.atproto.repo.deleteRecord`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
     body: JSON.stringify({ repo: session.did, collection, rkey }),
+  });
+  assert.equal(res.status, 200, await res.text());
+}
+
+/** Puts a record under a key straight into an account (replacing what is there), as a PDS could. */
+export async function putRaw(
+  t: TestNet,
+  handle: string,
+  collection: string,
+  rkey: string,
+  record: Record<string, unknown>,
+): Promise<void> {
+  const session = await sessionOf(t, handle);
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.putRecord`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
+    body: JSON.stringify({ repo: session.did, collection, rkey, record }),
   });
   assert.equal(res.status, 200, await res.text());
 }
@@ -110,7 +145,7 @@ export async function writeRaw(
   record: Record<string, unknown>,
   rkey?: string,
 ): Promise<string> {
-  const pds = t.net.pdsUrl;
+  const pds = pdsOf(t, handle);
   const session = await sessionOf(t, handle);
   const res = await fetch(`${pds}/xrpc/com.atproto.repo.createRecord`, {
     method: 'POST',
@@ -141,7 +176,7 @@ export async function uploadRaw(
   mimeType = 'application/x-git-packed-objects',
 ): Promise<{ $type: 'blob'; ref: { $link: string }; mimeType: string; size: number }> {
   const session = await sessionOf(t, handle);
-  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.uploadBlob`, {
+  const res = await fetch(`${pdsOf(t, handle)}/xrpc/com.atproto.repo.uploadBlob`, {
     method: 'POST',
     headers: { 'content-type': mimeType, authorization: `Bearer ${session.accessJwt}` },
     body: new Blob([new Uint8Array(bytes)]),

@@ -13,13 +13,19 @@ export interface TestNet {
   password: string;
   /** DIDs by handle. */
   dids: Record<string, string>;
+  /** The PDS each account was made on, by handle (an account that moves is not followed here). */
+  pdsOf: Record<string, string>;
   /** A fresh temporary directory, removed after the file's tests. */
   tmpdir(): string;
   /** Environment for a CLI process on this network, with its own config and cache directories. */
   env(extra?: Record<string, string>): Record<string, string>;
 }
 
-/** Starts one network for the calling test file (before its tests) and stops it after them. */
+/**
+ * Starts one network for the calling test file (before its tests) and stops it after them. With
+ * `options.pdses` above one, the accounts are spread over the PDSes in turn (alice.test on the first,
+ * bob.test on the second…), so that every flow between accounts is also one between PDSes.
+ */
 export function useNetwork(
   handles: string[] = ['alice.test', 'bob.test'],
   options: NetworkOptions = {},
@@ -31,6 +37,7 @@ export function useNetwork(
     ready: new Promise<void>((resolve) => (started = resolve)),
     password: `pw-${crypto.randomBytes(6).toString('hex')}`,
     dids: {},
+    pdsOf: {},
     tmpdir() {
       const d = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-test-'));
       dirs.push(d);
@@ -45,6 +52,7 @@ export function useNetwork(
         KNOTLESS_CACHE_DIR: path.join(home, 'cache'),
         KNOTLESS_PLC_URL: t.net.plcUrl,
         KNOTLESS_DEV_PDS: t.net.pdsUrl,
+        ...(t.net.pdses[1] === undefined ? {} : { KNOTLESS_DEV_PDS2: t.net.pdses[1].url }),
         // No agent starts by itself in tests: one left running would outlive the test (and keep the
         // PDS's event stream open while it closes). Tests of the started agent set an idle time.
         KNOTLESS_AGENT_IDLE: '0',
@@ -54,7 +62,11 @@ export function useNetwork(
   };
   before(async () => {
     t.net = await startNetwork(options);
-    for (const h of handles) t.dids[h] = (await t.net.ensureAccount(h, t.password)).did;
+    for (const [i, h] of handles.entries()) {
+      const pds = i % t.net.pdses.length;
+      t.dids[h] = (await t.net.ensureAccount(h, t.password, pds)).did;
+      t.pdsOf[h] = t.net.pdses[pds]!.url;
+    }
     started();
   });
   after(async () => {

@@ -25,6 +25,8 @@ export interface Parity {
   /** The proxy every request of `plain` and `warm` goes through. */
   proxy: () => Proxy;
   ready: (user: GitUser) => Promise<void>;
+  /** Asserts that these requests (from the proxy's log) all came on the agent's own connections. */
+  carriedByAgent: (requests: Proxy['requests']) => void;
   /** Stops the agent: call it in a describe's `after`, before the network closes. */
   stopAgent: () => Promise<void>;
   remotes: (user: GitUser) => Promise<{ bare: string; knotless: string }>;
@@ -67,7 +69,8 @@ export function useParity(): Parity {
 
   before(async () => {
     await t.ready;
-    proxy = await startProxy({ target: t.net.pdsUrl });
+    // The agent's connections are told apart, so that a run through it proves the agent carried it.
+    proxy = await startProxy({ target: t.net.pdsUrl, watchPids: () => (agent ? [agent.child.pid!] : []) });
     socket = path.join(t.tmpdir(), 'agent.sock');
   });
   after(() => proxy?.close());
@@ -121,6 +124,7 @@ export function useParity(): Parity {
       await user.ok(dir, 'remote', 'add', 'origin', url);
       await commitFiles(user, dir, { a: '1' }, 'one');
       await setup(user, dir);
+      const from = proxy!.requests.length;
       // A step starting with OTHER runs on the other machine (its own cache and agent-less).
       for (const step of steps(dir))
         out[kind] +=
@@ -128,8 +132,20 @@ export function useParity(): Parity {
             ? await outcome(other, dir, url, ...step.slice(1))
             : await outcome(user, dir, url, ...step);
       out[kind] += `== refs\n${await lsRemote(user, url)}`;
+      if (kind === 'knotless' && user === warm) carriedByAgent(proxy!.requests.slice(from));
     }
     return out;
+  }
+
+  /** Every request a run through the agent made reached the PDS on the agent's own connections. */
+  function carriedByAgent(requests: Proxy['requests']): void {
+    assert.ok(requests.length > 0, 'nothing reached the PDS');
+    const direct = requests.filter((r) => r.pid === undefined || r.pid !== agent?.child.pid);
+    assert.deepEqual(
+      direct.map((r) => `${r.method} ${r.nsid ?? r.path}`),
+      [],
+      `${direct.length} of ${requests.length} requests went around the agent`,
+    );
   }
 
   return {
@@ -139,6 +155,7 @@ export function useParity(): Parity {
     other,
     proxy: () => proxy!,
     ready,
+    carriedByAgent,
     stopAgent: async () => agent?.stop(),
     remotes,
     lsRemote,

@@ -1,6 +1,5 @@
 import { crashPoint } from '../../crash.ts';
 import type { PushReason } from '../../errors.ts';
-import { refKey } from '../../records/ref-key.ts';
 import { headRecord } from '../head.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { refsByName, type RefWrite } from '../../records/remote-repo.ts';
@@ -58,13 +57,13 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
         } else {
           writes.push({
             action: current === undefined ? 'create' : 'update',
-            key: current?.key ?? refKey(remote.name, u.dst),
+            key: current?.key ?? remote.refKey(u.dst),
             record: recordFor(remote, u, packs),
           });
         }
       }
       if (head !== undefined && !refs.has('HEAD')) {
-        writes.push({ action: 'create', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, head) });
+        writes.push({ action: 'create', key: remote.refKey('HEAD'), record: headRecord(remote, head) });
       }
       if (writes.length === 0) return { kind: 'done', value: updates.map((u) => ({ dst: u.dst })) };
       return { kind: 'write', write: { writes, commit } };

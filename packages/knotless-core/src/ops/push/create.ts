@@ -1,5 +1,4 @@
 import { crashPoint } from '../../crash.ts';
-import { refKey } from '../../records/ref-key.ts';
 import { headRecord } from '../head.ts';
 import type { RefRecord } from '../../records/ref-record.ts';
 import type { RemoteRef } from '../../records/remote-repo.ts';
@@ -87,11 +86,11 @@ export class CreateBatches {
     const packs = this.#job.source.packs;
     const writes: { dst: string; key: string; record: RefRecord }[] = batch.members.map((u) => ({
       dst: u.dst,
-      key: refKey(remote.name, u.dst),
+      key: remote.refKey(u.dst),
       record: recordFor(remote, u, packs),
     }));
     if (batch.withHead)
-      writes.push({ dst: 'HEAD', key: refKey(remote.name, 'HEAD'), record: headRecord(remote, head!) });
+      writes.push({ dst: 'HEAD', key: remote.refKey('HEAD'), record: headRecord(remote, head!) });
     crashPoint('push:before-record-write');
     const res = await remote.createRefs(auth, writes);
     if (res.some((r) => r !== undefined)) crashPoint('push:after-record-write');

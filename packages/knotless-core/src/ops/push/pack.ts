@@ -76,5 +76,6 @@ export async function preparePacks(
     cache: env.cache,
     cacheDir: env.cacheDir,
     chatter: env.chatter,
+    sealer: env.remote.sealer,
   });
 }

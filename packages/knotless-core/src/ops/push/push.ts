@@ -50,6 +50,8 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
   // Listing checks that the repository exists (git lists before it pushes).
   const listing = await env.listing();
   const { refs, contested } = listing;
+  // A private repository's records and packs are sealed: settle which before anything is built.
+  await remote.prepare();
   const inRepo = { gitDir: env.gitDir };
 
   const local = await resolveObjects(

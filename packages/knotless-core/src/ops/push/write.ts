@@ -1,7 +1,7 @@
 import { crashPoint } from '../../crash.ts';
 import { isKnotlessError, type PushReason } from '../../errors.ts';
 import { mapLimit } from '../../packs/transfer.ts';
-import { hashedRefKey, refKey } from '../../records/ref-key.ts';
+import { hashedRefKey } from '../../records/ref-key.ts';
 import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
 import { KeyRefused, type RemoteRef } from '../../records/remote-repo.ts';
 import { printErr } from '../../text/terminal.ts';
@@ -32,7 +32,7 @@ async function writeOne(job: WriteJob, u: Update, batches: CreateBatches | undef
   const current = job.refs.get(u.dst);
   const batched = batches?.has(u.dst) === true;
   const outcome = await swapLoop<Read, Read, Written, PushReason>({
-    start: { current, key: current?.key ?? refKey(remote.name, u.dst), packs: job.source.packs, batched },
+    start: { current, key: current?.key ?? remote.refKey(u.dst), packs: job.source.packs, batched },
     // The batched attempt is one more: the ref's own writes keep their full count.
     maxAttempts: MAX_ATTEMPTS + (batched ? 1 : 0),
     decide: (read) => Promise.resolve({ kind: 'write', write: read }),
@@ -57,7 +57,10 @@ async function writeOne(job: WriteJob, u: Update, batches: CreateBatches | undef
       // The batch's refusal says nothing of which write it refused: this ref's own write will.
       if (err instanceof NotInBatch) return { ...read, batched: false, packs: job.source.packs };
       return err instanceof KeyRefused && read.current === undefined
-        ? { ...read, key: hashedRefKey(remote.name, u.dst) }
+        ? {
+            ...read,
+            key: remote.sealer === undefined ? hashedRefKey(remote.name, u.dst) : remote.refKey(u.dst),
+          }
         : undefined;
     },
     // The compare-and-swap still names the value git was shown: the rebuild changes what is built

@@ -61,6 +61,8 @@ export interface ItemList<R> {
   rows(site: Site, repo: RepoTarget, state: StateFilter, limit: number, offset: number): Promise<R[]>;
   /** One item's table row. */
   row(repo: RepoTarget, item: R): SafeHtml;
+  /** What follows the list (the new issue form). */
+  foot?: (repo: RepoTarget) => SafeHtml;
 }
 
 /**
@@ -96,7 +98,8 @@ export function itemListPage<R>(
     return page(
       `${list.title} · ${repo.owner}/${repo.name}`,
       html`${repoHeader(repo, undefined, list.tab)} ${stateNav(self, state, counts, list.states)} ${table}
-      ${pager(pageNo, Math.max(1, Math.ceil(total / FORGE_PER_PAGE)), (p) => `${self}?state=${state}&page=${p}`)}`,
+      ${pager(pageNo, Math.max(1, Math.ceil(total / FORGE_PER_PAGE)), (p) => `${self}?state=${state}&page=${p}`)}
+      ${list.foot?.(repo) ?? ''}`,
     );
   };
 }

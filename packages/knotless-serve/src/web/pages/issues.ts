@@ -2,6 +2,7 @@ import type { IssueRow } from '../../db/forge-store.ts';
 import { html, href, page, when } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { repoHeader } from './common.ts';
+import { commentForm, labelsForm, newIssueForm, stateForm } from './forge-forms.ts';
 import { authorDid, authorLink, commentList, itemListPage, statePill, userText } from './forge-common.ts';
 
 function issueHref(repo: RepoTarget, i: Pick<IssueRow, 'did' | 'rkey'>): string {
@@ -30,6 +31,7 @@ export const issuesPage = itemListPage<IssueRow>({
         <div class="muted">${authorLink(i.did, i.handle)} opened ${when(i.created_at)}</div>
       </td>
     </tr>`,
+  foot: newIssueForm,
 });
 
 /** `/<owner>/<repo>/issues/<author>/<rkey>`: an issue and its comments. */
@@ -40,6 +42,7 @@ export async function issuePage(site: Site, repo: RepoTarget, author: string, rk
     throw new HttpError(404, 'No such issue in this repository.');
   const comments = await site.index.forge.comments('dev.knotless.issue', did, rkey);
   const id = `${issue.did}/${issue.rkey}`;
+  const self = issueHref(repo, issue);
   return page(
     `${issue.title} · Issue · ${repo.owner}/${repo.name}`,
     html`${repoHeader(repo, undefined, 'issues')}
@@ -49,9 +52,13 @@ export async function issuePage(site: Site, repo: RepoTarget, author: string, rk
         ${(JSON.parse(issue.labels) as string[]).map((l) => html` <span class="pill">${l}</span>`)}
       </p>
       <div class="box">${userText(issue.body)}</div>
-      ${commentList(comments)}
+      ${commentList(comments)} ${commentForm(`${self}/comment`)}
+      <p>
+        ${stateForm(repo, self, issue.did, issue.state)}
+        ${labelsForm(repo, self, JSON.parse(issue.labels) as string[])}
+      </p>
       <p class="muted">
-        Comment with
+        Or comment with
         <span class="mono">knotless issue comment ${repo.owner}/${repo.name} ${id} --body …</span>
       </p>
       <p><a href="${href(repo.owner, repo.name, 'issues')}">← All issues</a></p>`,

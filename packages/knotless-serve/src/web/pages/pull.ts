@@ -9,6 +9,7 @@ import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { commitLink, repoHeader, short } from './common.ts';
 import { pagedDiff } from './commit.ts';
 import { commitList } from './commits.ts';
+import { commentForm, labelsForm, mergeForm, stateForm } from './forge-forms.ts';
 import { authorDid, authorLink, commentList, statePill, userText } from './forge-common.ts';
 import { pullHref } from './pulls.ts';
 
@@ -156,8 +157,15 @@ export async function pullPage(
       <h2>Rounds (${rounds.length})</h2>
       ${roundsTable(self, rounds, shown)} ${await roundDiff(site, repo, pull, rounds, shown, pageNo)}
       ${commentList(comments, (r) => (r < rounds.length ? link(self, { round: r, interdiff: false }) : '#'))}
+      ${commentForm(`${self}/comment`, rounds.length)}
+      <p>
+        ${mergeForm(repo, self, pull.state, rounds[rounds.length - 1]?.head)}
+        ${stateForm(repo, self, pull.did, pull.state)}
+        ${labelsForm(repo, self, JSON.parse(pull.labels) as string[])}
+      </p>
       <p class="muted">
-        Comment with <span class="mono">knotless pr comment ${repo.owner}/${repo.name} ${id} --body …</span>
+        Or comment with
+        <span class="mono">knotless pr comment ${repo.owner}/${repo.name} ${id} --body …</span>
       </p>
       <p><a href="${href(repo.owner, repo.name, 'pulls')}">← All pull requests</a></p>`,
   );

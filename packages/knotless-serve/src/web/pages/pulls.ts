@@ -2,6 +2,7 @@ import type { PullRow } from '../../db/forge-store.ts';
 import { roundsOf } from '../../xrpc/forge-views.ts';
 import { copyField, html, href, when, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../site.ts';
+import { newPullForm } from './forge-forms.ts';
 import { authorLink, itemListPage, shellWord, statePill } from './forge-common.ts';
 
 /** A pull request's page, by its author's DID and record key. */
@@ -62,9 +63,10 @@ export function newPullBox(repo: RepoTarget, base: string, head: string, title: 
       <p>
         Propose <span class="mono">${repo.owner}/${repo.name}:${head}</span> for
         <span class="mono">${target.owner}/${target.name}</span>'s <span class="mono">${base}</span>. A pull
-        request is a record in your own account: run this where you are logged in to knotless (edit the title,
-        add <span class="mono">--body</span>).
+        request is a record in your own account.
       </p>
+      ${newPullForm(repo, base, head, title)}
+      <p class="muted">Or from a terminal where you are logged in to knotless:</p>
       ${copyField('Command', command)}
     </div>
   </section>`;

@@ -48,10 +48,12 @@ function runDevProgram(args: string[]): Promise<number> {
 
 export const command: Command = {
   name: 'dev',
-  args: '',
-  summary: 'run a local network (PLC, PDS and appview) to try knotless on',
+  args: '[migrate <handle> | account <handle> <action> [new-handle]]',
+  summary: 'run a local network (PLC, two PDSes and appview) to try knotless on',
   details: [
-    'Creates the accounts alice.test and bob.test, logs alice in, writes DIR/env (source it in another shell) and prints "ready". Data stays in DIR for the next start; Ctrl-C stops the network.',
+    'Creates the accounts alice.test (on the first PDS) and bob.test (on the second), logs alice in, writes DIR/env (source it in another shell) and prints "ready". Data stays in DIR for the next start; Ctrl-C stops the network.',
+    '`knotless dev migrate <handle>` moves an account of the running network to its other PDS by the standard migration steps, printing each, and logs the shell in again when it was logged in as that account.',
+    "`knotless dev account <handle> deactivate|activate|takedown|restore|delete|handle <new-handle>` changes an account as its user or its PDS's operator would, for trying what others then see.",
     'The network is the knotless-devnet package, part of the knotless workspace: this command runs its knotless-dev program.',
   ],
   options: {
@@ -61,10 +63,10 @@ export const command: Command = {
       help: 'keep the network here (default: ~/.local/share/knotless/dev)',
     },
   },
-  positionals: { min: 0, max: 0 },
+  positionals: { min: 0, max: 4 },
   async run({ args }) {
     const dir = stringOption(args, 'dir');
-    const status = await runDevProgram(dir === undefined ? [] : ['--dir', dir]);
+    const status = await runDevProgram([...args.positionals, ...(dir === undefined ? [] : ['--dir', dir])]);
     // The program has printed its own messages (its failures are knotless's sentences and codes).
     // A command's failures are KnotlessErrors, mapped in cli/main.ts; this one's status is the program's.
     if (status !== 0) process.exit(status);

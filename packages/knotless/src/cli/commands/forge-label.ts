@@ -3,7 +3,7 @@ import { KnotlessError } from 'knotless-core/errors';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import type { Kind } from '../../forge/kinds.ts';
 import { JSON_OPTION, type Args, type Command } from '../command.ts';
-import { itemFor, itemJson, writeState } from './forge-shared.ts';
+import { itemFor, itemJson, stateBy, writeState } from './forge-shared.ts';
 
 type Base = { repo: string; title: string; body?: string; createdAt: string };
 
@@ -54,10 +54,18 @@ export function labelCommand<R extends Base>(kind: Kind<R>): Command {
       if (labels.length > MAX_LABELS)
         throw new KnotlessError('usage', `A ${kind.noun} has at most ${MAX_LABELS} labels.`);
       item.labels = labels;
-      await writeState(r, auth, kind, target, item, item.state, {
-        labels,
-        ...(item.merged === undefined ? {} : { merged: item.merged }),
-      });
+      // The owner's own decision is kept as it was: a label is not a close or reopen of theirs.
+      const own = stateBy(item, target.owner.did);
+      await writeState(
+        r,
+        auth,
+        kind,
+        target,
+        item,
+        own,
+        { labels, ...(own === 'merged' && item.merged !== undefined ? { merged: item.merged } : {}) },
+        item.state,
+      );
       io.err(
         `${safeText(item.id)}: ${labels.length === 0 ? 'no labels' : labels.map((l) => safeText(l, MAX_LABEL)).join(', ')}.`,
       );

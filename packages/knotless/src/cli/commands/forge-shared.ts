@@ -4,7 +4,10 @@ import type { Context } from '../../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import type { Kind } from '../../forge/kinds.ts';
 import { COMMENT, checkToWrite, parseComment, repoUri, writeRecord } from '../../forge/records.ts';
+import { decide } from 'knotless-core/records/forge-authority';
+import { newTid } from 'knotless-core/forge/store';
 import { findItem, reader, type CommentItem, type Item, type Reader } from '../../forge/subjects.ts';
+import { checkStateWrite, stateRecord } from 'knotless-core/forge/state-write';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -27,13 +30,21 @@ export async function targetOf(ctx: Context, spec: string): Promise<Target> {
   const s = parseRepoSpec(spec);
   const owner = await ownerOf(ctx, s.owner);
   // The repository must exist: a pull request or issue into nothing helps nobody.
-  await ctx.repoRecords().get(owner, s.name);
-  return {
-    owner,
-    name: s.name,
-    uri: repoUri(owner.did, s.name),
-    label: `${safeText(owner.handle ?? owner.did)}/${safeText(s.name)}`,
-  };
+  const record = await ctx.repoRecords().get(owner, s.name);
+  const label = `${safeText(owner.handle ?? owner.did)}/${safeText(s.name)}`;
+  if (record.private !== undefined) throw privateForge(label);
+  return { owner, name: s.name, uri: repoUri(owner.did, s.name), label };
+}
+
+/**
+ * Pull requests and issues live in their authors' accounts, in the clear, where anyone reads them:
+ * on a private repository they would publish what it hides, so they are refused.
+ */
+export function privateForge(label: string): KnotlessError {
+  return new KnotlessError(
+    'usage',
+    `${label} is private, and pull requests and issues are public records, so knotless keeps none for a private repository; discuss changes with its members elsewhere, or push a branch to it.`,
+  );
 }
 
 /**
@@ -178,8 +189,9 @@ export function commentCommand<R extends Base>(kind: Kind<R>): Command {
 
 /**
  * Writes a state record for an item in the session's account, after checking the authority rule
- * (FORGE.md): the owner may set any state; the author only close or reopen their own. A record the
- * rule would ignore is never written.
+ * (format.md): the owner may set any state; the author only close or reopen their own. A record the
+ * rule would ignore or outrank is never written: the item must be in state `expect` after it (the
+ * state written, unless only labels change).
  */
 export async function writeState<R extends Base>(
   r: Reader,
@@ -189,24 +201,49 @@ export async function writeState<R extends Base>(
   item: Item<R>,
   state: string,
   extra: Record<string, unknown> = {},
+  expect: string = state,
 ): Promise<void> {
+  const isOwner = auth.session.did === target.owner.did;
+  checkStateWrite({
+    me: auth.session.did,
+    myName: auth.session.handle,
+    owner: target.owner.did,
+    label: target.label,
+    author: item.did,
+    current: item.state,
+    authorMay: kind.authorMay,
+    noun: kind.noun,
+    state,
+    id: item.id,
+  });
   const me = auth.session.did;
-  const isOwner = me === target.owner.did;
-  if (!isOwner && !(me === item.did && kind.authorMay.includes(state)))
+  const record = stateRecord(kind.word, item.uri, state, isOwner ? item.labels : [], extra);
+  const createdAt = String(record.createdAt);
+  await checkToWrite(kind.parseState, writeRecord(kind.stateCollection, record), `${kind.noun}'s state`);
+  const rkey = newTid();
+  // Decided again with this record among the others: one the rule would outrank is never written.
+  const next = decide(
+    [...(item.decisions ?? []), { by: me, rkey, state, createdAt }],
+    target.owner.did,
+    item.did,
+    kind.authorMay,
+  );
+  if (next.state !== expect && next.by !== undefined) {
+    const author = safeText(item.handle ?? item.did);
     throw new KnotlessError(
       'permission-denied',
-      `Only ${target.label}'s owner${kind.authorMay.includes(state) ? ` or the ${kind.noun}'s author` : ''} can ${state === 'open' ? 'reopen' : state === 'merged' ? 'merge' : 'close'} it; you are ${safeText(auth.session.handle)}.`,
+      next.by === target.owner.did
+        ? `${target.label}'s owner ${next.state === 'merged' ? 'merged' : 'closed'} ${safeText(item.id)}; only they can ${next.state === 'merged' ? 'change that' : 'reopen it'}.`
+        : `Its author, ${author}, closed ${safeText(item.id)}; only they can reopen it.`,
     );
-  if (!isOwner && item.state === 'merged')
-    throw new KnotlessError(
-      'usage',
-      `${safeText(item.id)} is merged; only ${target.label}'s owner can change that.`,
-    );
-  const field = kind.word === 'pr' ? { pull: item.uri, status: state } : { issue: item.uri, state };
-  const labels = isOwner && item.labels.length > 0 ? { labels: item.labels } : {};
-  const record = { ...field, ...extra, ...labels, createdAt: new Date().toISOString() };
-  await checkToWrite(kind.parseState, writeRecord(kind.stateCollection, record), `${kind.noun}'s state`);
-  await r.store.create(auth, kind.stateCollection, writeRecord(kind.stateCollection, record));
+  }
+  await r.store.create(auth, kind.stateCollection, writeRecord(kind.stateCollection, record), rkey);
+}
+
+/** The state `did`'s own latest record gives an item (`open` with none): what a label keeps. */
+export function stateBy(item: Item<Base>, did: string): string {
+  const own = (item.decisions ?? []).filter((d) => d.by === did);
+  return own.length === 0 ? 'open' : own.reduce((a, b) => (b.rkey > a.rkey ? b : a)).state;
 }
 
 /** `close` / `reopen`: one state record, when the rule lets you write it. */
@@ -224,7 +261,9 @@ export function stateCommand<R extends Base>(kind: Kind<R>, verb: 'close' | 'reo
       const auth = await activeSession(c);
       if (item.state === 'merged')
         throw new KnotlessError('usage', `${safeText(item.id)} is merged; there is nothing to ${verb}.`);
-      if (item.state === state) {
+      // Already so, by this account's own decision too: an owner may still close what its author
+      // withdrew, which the author could otherwise reopen.
+      if (item.state === state && stateBy(item, auth.session.did) === state) {
         io.err(`${safeText(item.id)} is already ${state}; nothing was written.`);
       } else {
         await writeState(r, auth, kind, target, item, state);

@@ -12,11 +12,17 @@ export const command: Command = {
   summary: 'log in to your account and make it the current one',
   details: [
     'By default with OAuth: knotless prints an address (and opens it in your browser unless --no-browser); you sign in at your own PDS and approve access, and the PDS sends you back to knotless on 127.0.0.1. knotless asks only to write its own records (dev.knotless.*: repositories, refs, pull requests, issues, their states and comments) and to upload pack blobs; you can revoke it at your PDS, and `knotless logout` revokes it too. On bsky.social such a session lasts at most two weeks; then log in again.',
-    'With an app password instead: --app-password P, or --password to type it (read without echo, or as one line of standard input). Use an app password (Bluesky: Settings, Privacy and security, App passwords), not your main one.',
+    'With an app password instead: --password to type it (read without echo, or as one line of standard input), or --password P (the same as --app-password P). Use an app password (Bluesky: Settings, Privacy and security, App passwords), not your main one.',
+    "A password on the command line is visible to this machine's other users while the command runs (in the process list) and stays in your shell's history: prefer --password alone, or for scripts and CI, KNOTLESS_IDENTIFIER and KNOTLESS_PASSWORD in the environment.",
   ],
   options: {
     'app-password': { type: 'string', value: 'P', help: 'log in with this app password instead of OAuth' },
-    password: { type: 'boolean', help: 'log in with an app password, asked for on the terminal' },
+    password: {
+      type: 'boolean',
+      optionalValue: true,
+      value: 'P',
+      help: 'log in with this app password, or one asked for on the terminal when P is not given',
+    },
     'no-browser': { type: 'boolean', help: 'OAuth: only print the sign-in address, do not open a browser' },
     scope: {
       type: 'string',
@@ -32,8 +38,11 @@ export const command: Command = {
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const handle = args.positionals[0]!;
-    const given = stringOption(args, 'app-password');
-    if (given === undefined && args.values['password'] !== true) {
+    const typed = args.values['password'];
+    if (typed !== undefined && stringOption(args, 'app-password') !== undefined)
+      throw new KnotlessError('usage', '--app-password and --password both give the password; use one.');
+    const given = stringOption(args, 'app-password') ?? (typeof typed === 'string' ? typed : undefined);
+    if (given === undefined && typed !== true) {
       const scope = stringOption(args, 'scope');
       const session = await oauthLogin(ctx(), handle, {
         browser: args.values['no-browser'] !== true,

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
-import { checkRoundComplete, loadRoundPack } from '../../forge/packs.ts';
+import { checkRoundComplete, loadRoundPack } from 'knotless-core/forge/packs';
 import { indexPack } from 'knotless-core/git/pack';
 import { GitError, gitText, runGit } from 'knotless-core/git/run';
 import { isValidRefName } from 'knotless-core/git/refname';
@@ -24,15 +24,22 @@ async function gitDirHere(): Promise<string> {
   }
 }
 
+/** The longest record key kept whole in a branch name: a file system takes 255 bytes a name. */
+const MAX_KEY_IN_BRANCH = 60;
+
 /**
  * The local branch for a pull request: `pr/<rkey>`. A record key may hold what git refuses in a
  * branch name (`:`, `~`, `..`, a `.lock` ending: TIDs never do, hand-made keys can); those become
  * `-`, and the key's hash follows so that two keys cleaned alike (`a:1`, `a~1`) stay two branches.
+ * A key longer than {@link MAX_KEY_IN_BRANCH} (up to 512 characters are valid) is cut to that
+ * length, its hash following as well: a loose ref is a file, and git cannot write one whose name
+ * is longer than the file system allows.
  */
 export function localBranch(rkey: string): string {
   const plain = `pr/${rkey}`;
-  if (isValidRefName(`refs/heads/${plain}`)) return plain;
+  if (rkey.length <= MAX_KEY_IN_BRANCH && isValidRefName(`refs/heads/${plain}`)) return plain;
   const cleaned = rkey
+    .slice(0, MAX_KEY_IN_BRANCH)
     .replace(/[:~]|\.{2,}/g, '-')
     .replace(/^\./, '-')
     .replace(/\.lock$/, '-lock')

@@ -1,7 +1,7 @@
 import { activeSession } from '../../auth/login.ts';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
-import { makeRound } from '../../forge/packs.ts';
+import { makeRound } from 'knotless-core/forge/packs';
 import { PULL, checkToWrite, isValidBranch, parsePull, repoUri, writeRecord } from '../../forge/records.ts';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';

@@ -1,9 +1,9 @@
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
-import { mergePull, type MergeMethod } from '../../forge/merge.ts';
+import { mergePull, type MergeMethod } from 'knotless-core/forge/merge';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
-import { JSON_OPTION, type Command } from '../command.ts';
+import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { itemFor, itemJson, writeState } from './forge-shared.ts';
 
 export const command: Command = {
@@ -12,12 +12,18 @@ export const command: Command = {
   summary: "merge a pull request's last round into its base branch (the repository's owner only)",
   details: [
     "The round's commits come from the pack in the author's account, so a pull request merges even after its branch was deleted. --merge (the default) fast-forwards when it can and otherwise makes a merge commit; --squash makes one commit; --rebase replays the commits on the base branch (fast-forwarding when it can).",
+    "--match-head-commit refuses, writing nothing, when the pull request's head is not the commit you reviewed (as gh pr merge does).",
     'The base branch is written like any push, with compare-and-swap: if it moved meanwhile, or the merge conflicts, nothing is written. Then the merged status is recorded in your account.',
   ],
   options: {
     merge: { type: 'boolean', help: 'a merge commit, or a fast-forward when possible (default)' },
     squash: { type: 'boolean', help: 'one commit with all the changes' },
     rebase: { type: 'boolean', help: 'the commits replayed on the base branch' },
+    'match-head-commit': {
+      type: 'string',
+      value: 'OID',
+      help: "merge only if the pull request's head (its last round) is this commit (7 to 40 hex digits)",
+    },
     json: JSON_OPTION,
   },
   positionals: { min: 2, max: 2 },
@@ -25,6 +31,9 @@ export const command: Command = {
     const methods = (['merge', 'squash', 'rebase'] as const).filter((m) => args.values[m] === true);
     if (methods.length > 1) throw new KnotlessError('usage', 'Choose one of --merge, --squash and --rebase.');
     const method: MergeMethod = methods[0] ?? 'merge';
+    const match = stringOption(args, 'match-head-commit')?.toLowerCase();
+    if (match !== undefined && !/^[0-9a-f]{7,40}$/.test(match))
+      throw new KnotlessError('usage', '--match-head-commit takes a commit id of 7 to 40 hex digits.');
     const c = ctx();
     const { target, item, r } = await itemFor(c, io, PULLS, args);
     const auth = await activeSession(c);
@@ -37,6 +46,13 @@ export const command: Command = {
       throw new KnotlessError(
         'usage',
         `${safeText(item.id)} is ${item.state}; only an open pull request merges.`,
+      );
+    // What was reviewed is what merges: a round pushed since then is refused before anything moves.
+    const head = item.record.rounds.at(-1)!.head;
+    if (match !== undefined && !head.startsWith(match))
+      throw new KnotlessError(
+        'remote-changed',
+        `${safeText(item.id)}'s head is ${head.slice(0, 12)}, not ${safeText(match)}; nothing was merged (view it again with \`knotless pr view\`).`,
       );
     const author = await c.resolver.resolve(item.did);
     const result = await mergePull(c, {

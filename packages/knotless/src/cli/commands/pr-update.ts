@@ -2,7 +2,7 @@ import { activeSession } from '../../auth/login.ts';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
-import { makeRound } from '../../forge/packs.ts';
+import { makeRound } from 'knotless-core/forge/packs';
 import { PULL, parseAtUri, writeRecord } from '../../forge/records.ts';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';

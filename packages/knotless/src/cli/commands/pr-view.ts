@@ -3,7 +3,7 @@ import { Mirror } from 'knotless-core/cache/mirror';
 import type { Context } from '../../context.ts';
 import { isKnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
-import { branchOf, loadRoundPack, scratchRepo, syncRef } from '../../forge/packs.ts';
+import { branchOf, loadRoundPack, scratchRepo, syncRef } from 'knotless-core/forge/packs';
 import { parseAtUri, type PullRecord } from '../../forge/records.ts';
 import { REPO_COLLECTION } from 'knotless-core/records/collections';
 import { commentsOn, type Item } from '../../forge/subjects.ts';

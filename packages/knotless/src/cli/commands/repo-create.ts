@@ -1,22 +1,34 @@
 import { activeSession } from '../../auth/login.ts';
 import { checkRepoName } from 'knotless-core/records/name';
+import { newPrivate } from 'knotless-core/private/members';
+import { cacheRing } from 'knotless-core/private/ring';
 import { stringOption, type Command } from '../command.ts';
+import { membersEnv } from './private-env.ts';
 
 export const command: Command = {
   name: 'repo create',
   args: '<name>',
   summary: 'create a repository in your account',
-  details: ['A name is letters, digits, ".", "_" and "-", 1 to 100 characters. Prints the URL to push to.'],
+  details: [
+    'A name is letters, digits, ".", "_" and "-", 1 to 100 characters. Prints the URL to push to.',
+    'With --private, everything pushed to it is encrypted on this machine for its members (you, until `knotless repo share`); its name, its members and the sizes and times of pushes stay public (docs/reference/private.md).',
+  ],
   options: {
     description: { type: 'string', short: 'd', value: 'D', help: 'a one-line description' },
+    private: { type: 'boolean', help: 'encrypt its contents for its members only' },
   },
-  examples: ['knotless repo create hello --description "my first repository"'],
+  examples: [
+    'knotless repo create hello --description "my first repository"',
+    'knotless repo create secret --private',
+  ],
   positionals: { min: 1, max: 1 },
   async run({ ctx, io, args }) {
     const name = checkRepoName(args.positionals[0]!);
     const c = ctx();
     const auth = await activeSession(c);
-    await c.repoRecords().create(auth, name, stringOption(args, 'description'));
+    const priv = args.values['private'] === true ? await newPrivate(membersEnv(c, auth)) : undefined;
+    await c.repoRecords().create(auth, name, stringOption(args, 'description'), undefined, priv?.field);
+    if (priv !== undefined) cacheRing(c.config.configDir, auth.session.did, name, priv.ring);
     io.out(`knotless://${auth.session.handle}/${name}`);
     io.err(
       `Created ${auth.session.handle}/${name}. Push to it: git remote add origin knotless://${auth.session.handle}/${name}`,

@@ -1,5 +1,6 @@
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
+import { currentDid } from './forge-shared.ts';
 import { ownerOf } from './owner.ts';
 
 export const command: Command = {
@@ -17,8 +18,13 @@ export const command: Command = {
       return;
     }
     const label = safeText(owner.handle ?? owner.did);
+    // Creating one is suggested only to the account itself: `repo create` makes it in yours.
     if (repos.length === 0)
-      io.err(`${label} has no repositories yet; create one with \`knotless repo create <name>\`.`);
+      io.err(
+        owner.did === (await currentDid(c))
+          ? `${label} has no repositories yet; create one with \`knotless repo create <name>\`.`
+          : `${label} has no repositories yet.`,
+      );
     // Names and descriptions come from the network: escaped before they are measured or printed.
     const rows = repos.map((r) => ({
       name: safeText(r.name),

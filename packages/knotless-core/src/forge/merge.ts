@@ -1,17 +1,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { BlobCache } from 'knotless-core/cache/blob-cache';
-import { Mirror } from 'knotless-core/cache/mirror';
-import type { Context } from '../context.ts';
-import { KnotlessError } from 'knotless-core/errors';
-import { buildPack } from 'knotless-core/git/pack';
-import { GitError, gitText, runGit } from 'knotless-core/git/run';
-import type { Identity } from 'knotless-core/identity/resolver';
-import type { RefRecord } from 'knotless-core/records/ref-record';
-import { SwapConflict, type RemoteRepo } from 'knotless-core/records/remote-repo';
-import { newPackEntry, storePacks } from 'knotless-core/packs/store-packs';
-import { safeText } from 'knotless-core/text/terminal';
-import type { Authorizer } from 'knotless-core/xrpc/client';
+import { BlobCache } from '../cache/blob-cache.ts';
+import { Mirror } from '../cache/mirror.ts';
+import type { ForgeServices } from './services.ts';
+import { KnotlessError } from '../errors.ts';
+import { buildPack } from '../git/pack.ts';
+import { GitError, gitText, runGit } from '../git/run.ts';
+import type { Identity } from '../identity/resolver.ts';
+import type { RefRecord } from '../records/ref-record.ts';
+import { SwapConflict, type RemoteRepo } from '../records/remote-repo.ts';
+import { newPackEntry, storePacks } from '../packs/store-packs.ts';
+import { safeText } from '../text/terminal.ts';
+import type { Authorizer } from '../xrpc/client.ts';
 import { branchOf, checkRoundComplete, loadRoundPack, scratchRepo, syncRef, type Scratch } from './packs.ts';
 import type { PullRecord } from './records.ts';
 
@@ -91,7 +91,7 @@ async function combine(
  * after the branch's list, and a compare-and-swap putRecord on the branch's record. When the branch
  * moved meanwhile, or the merge conflicts, nothing is written.
  */
-export async function mergePull(ctx: Context, req: MergeRequest): Promise<MergeResult> {
+export async function mergePull(ctx: ForgeServices, req: MergeRequest): Promise<MergeResult> {
   const round = req.pull.rounds[req.pull.rounds.length - 1]!;
   const cache = new BlobCache(ctx.config.cacheDir);
   const baseRef = await branchOf(req.target, req.pull.base);

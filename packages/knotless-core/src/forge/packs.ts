@@ -1,22 +1,22 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { BlobCache } from 'knotless-core/cache/blob-cache';
-import { Mirror } from 'knotless-core/cache/mirror';
-import type { Context } from '../context.ts';
-import { KnotlessError } from 'knotless-core/errors';
-import { checkPackBounds } from 'knotless-core/git/pack-check';
-import { indexPack, parsePackInfo } from 'knotless-core/git/pack';
-import { GitError, runGit } from 'knotless-core/git/run';
-import type { Identity } from 'knotless-core/identity/resolver';
-import { blobMatchesCid } from 'knotless-core/packs/cid';
-import { MAX_BLOB_PART_BYTES, loadPack, verifyPack } from 'knotless-core/packs/transfer';
-import type { BlobRef } from 'knotless-core/records/ref-record';
-import type { RemoteRef, RemoteRepo } from 'knotless-core/records/remote-repo';
-import { blobUploadLimit } from 'knotless-core/packs/server-info';
-import { safeText } from 'knotless-core/text/terminal';
-import { XrpcError, generalFailure, type Authorizer } from 'knotless-core/xrpc/client';
-import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
+import type { BlobCache } from '../cache/blob-cache.ts';
+import { Mirror } from '../cache/mirror.ts';
+import type { ForgeServices } from './services.ts';
+import { KnotlessError } from '../errors.ts';
+import { checkPackBounds } from '../git/pack-check.ts';
+import { indexPack, parsePackInfo } from '../git/pack.ts';
+import { GitError, runGit } from '../git/run.ts';
+import type { Identity } from '../identity/resolver.ts';
+import { blobMatchesCid } from '../packs/cid.ts';
+import { MAX_BLOB_PART_BYTES, loadPack, verifyPack } from '../packs/transfer.ts';
+import type { BlobRef } from '../records/ref-record.ts';
+import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
+import { blobUploadLimit } from '../packs/server-info.ts';
+import { safeText } from '../text/terminal.ts';
+import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
+import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { PACK_MIME, type Round } from './records.ts';
 
 /** A branch of a repository as read now: its record (for compare-and-swap) or a sentence why not. */
@@ -50,7 +50,7 @@ export async function syncRef(
  * PDS (the round must not depend on the head branch, which its owner may delete).
  */
 export async function makeRound(
-  ctx: Context,
+  ctx: ForgeServices,
   auth: Authorizer & { session: { pds: string } },
   target: RemoteRepo,
   base: string,
@@ -59,6 +59,15 @@ export async function makeRound(
   cache: BlobCache,
 ): Promise<Round> {
   const [baseRef, headRef] = await Promise.all([branchOf(target, base), branchOf(head, branch)]);
+  // A round's pack is a public blob: never one built from a private repository's objects.
+  for (const r of [target, head]) {
+    await r.prepare();
+    if (r.isPrivate)
+      throw new KnotlessError(
+        'usage',
+        `${r.label} is private, and a pull request's packs are public blobs, so knotless makes none from a private repository; push a branch to it instead.`,
+      );
+  }
   const mirror = new Mirror(ctx.config.cacheDir, head.owner.did, head.name);
   await syncRef(mirror, head, headRef, cache, ctx.config.maxObjectBytes);
   await syncRef(mirror, target, baseRef, cache, ctx.config.maxObjectBytes);
@@ -95,7 +104,7 @@ export async function makeRound(
  * against its CID, the pack against its own checksum, and its objects for decompression bombs.
  */
 export async function loadRoundPack(
-  ctx: Context,
+  ctx: ForgeServices,
   author: Identity,
   blob: BlobRef,
   cache: BlobCache,

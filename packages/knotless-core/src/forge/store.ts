@@ -1,12 +1,12 @@
 import crypto from 'node:crypto';
-import type { Context } from '../context.ts';
-import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
-import type { Identity } from 'knotless-core/identity/resolver';
-import { MAX_PAGE_BYTES, listRecords, rkeyOf } from 'knotless-core/records/list-records';
-import { RECORD_ANSWER_BYTES } from 'knotless-core/records/ref-record';
-import { safeText } from 'knotless-core/text/terminal';
-import { XrpcError, generalFailure, type Authorizer } from 'knotless-core/xrpc/client';
-import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
+import type { ForgeServices } from './services.ts';
+import { KnotlessError, isKnotlessError } from '../errors.ts';
+import type { Identity } from '../identity/resolver.ts';
+import { MAX_PAGE_BYTES, listRecords, rkeyOf } from '../records/list-records.ts';
+import { RECORD_ANSWER_BYTES } from '../records/ref-record.ts';
+import { safeText } from '../text/terminal.ts';
+import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
+import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { atUri } from './records.ts';
 
 /** A record as read: where it is, its CID (for compare-and-swap) and its parsed value. */
@@ -41,16 +41,16 @@ export function newTid(): string {
 
 /** Reads and writes forge records (pulls, issues, statuses, comments) in their authors' PDSes. */
 export class ForgeStore {
-  readonly #ctx: Context;
+  readonly #ctx: ForgeServices;
   readonly #warn: (message: string) => void;
 
-  constructor(ctx: Context, warn: (message: string) => void) {
+  constructor(ctx: ForgeServices, warn: (message: string) => void) {
     this.#ctx = ctx;
     this.#warn = warn;
   }
 
   /**
-   * Creates a record with a fresh TID key in the session's account; returns where it is. Written as
+   * Creates a record with a fresh TID key (or `rkey`) in the session's account; returns where it is. Written as
    * a putRecord with `swapRecord: null` (create only if absent), which is safe to retry: a retry
    * after a lost answer meets its own first copy, which is read back and taken, never written twice.
    */
@@ -58,8 +58,8 @@ export class ForgeStore {
     auth: Authorizer & { session: { did: string; pds: string } },
     collection: string,
     record: Record<string, unknown>,
+    rkey = newTid(),
   ): Promise<{ uri: string; cid: string; rkey: string }> {
-    const rkey = newTid();
     const client = this.#ctx.client(auth.session.pds, auth);
     try {
       const res = await client.procedure<{ uri: string; cid: string }>('com.atproto.repo.putRecord', {
@@ -164,10 +164,10 @@ export class ForgeStore {
   }
 
   /**
-   * The newest valid records of a collection written after `since` (an ISO time), in one request:
-   * one listRecords page of `limit`, newest key first (the PDS's own order, TIDs by time), read
-   * until a record older than `since`. `since` in the answer is how far back the reading is
-   * complete: `since` itself, or the oldest record read when the page was full before reaching it.
+   * The newest valid records of a collection written after `since` (an ISO time), in one request
+   * ({@link page}), read until a record older than `since`. `since` in the answer is how far back
+   * the reading is complete: `since` itself, or the oldest record read when the page was full
+   * before reaching it.
    */
   async recent<T extends { createdAt: string }>(
     owner: Pick<Identity, 'did' | 'pds'>,
@@ -176,6 +176,29 @@ export class ForgeStore {
     limit: number,
     since: string,
   ): Promise<{ records: Stored<T>[]; since: string }> {
+    const got = await this.page(owner, collection, parse, limit);
+    const records: Stored<T>[] = [];
+    // Keys and times may disagree (a hand-written record): the oldest time read bounds what was seen.
+    let complete = new Date(8.64e15).toISOString();
+    for (const r of got.records) {
+      if (Date.parse(r.value.createdAt) <= Date.parse(since)) return { records, since };
+      records.push(r);
+      if (Date.parse(r.value.createdAt) < Date.parse(complete)) complete = r.value.createdAt;
+    }
+    return { records, since: got.complete ? since : complete };
+  }
+
+  /**
+   * The valid records among the `limit` with the greatest keys (one listRecords page, the PDS's own
+   * order: newest TID first), and whether that was all the account has. Any record with a greater
+   * key than one read was read too.
+   */
+  async page<T>(
+    owner: Pick<Identity, 'did' | 'pds'>,
+    collection: string,
+    parse: (v: unknown) => Promise<T>,
+    limit: number,
+  ): Promise<{ records: Stored<T>[]; complete: boolean }> {
     let page: { records?: unknown };
     try {
       page = await this.#ctx
@@ -195,19 +218,15 @@ export class ForgeStore {
         `The PDS answered a listing of ${collection} with something that is not one; check the account's PDS.`,
       );
     const records: Stored<T>[] = [];
-    // Keys and times may disagree (a hand-written record): the oldest time read bounds what was seen.
-    let complete = new Date(8.64e15).toISOString();
     for (const r of listed as { uri?: unknown; cid?: unknown; value?: unknown }[]) {
       if (typeof r?.uri !== 'string' || typeof r.cid !== 'string') continue;
       // A record is taken as written by this account only where its uri says so.
       if (r.uri !== atUri(owner.did, collection, rkeyOf(r.uri))) continue;
       const value = await this.#parsed(r.uri, r.value, parse);
       if (value === undefined) continue;
-      if (Date.parse(value.createdAt) <= Date.parse(since)) return { records, since };
       records.push({ uri: r.uri, did: owner.did, rkey: rkeyOf(r.uri), cid: r.cid, value });
-      if (Date.parse(value.createdAt) < Date.parse(complete)) complete = value.createdAt;
     }
-    return { records, since: listed.length < limit ? since : complete };
+    return { records, complete: listed.length < limit };
   }
 
   async #parsed<T>(uri: string, value: unknown, parse: (v: unknown) => Promise<T>): Promise<T | undefined> {

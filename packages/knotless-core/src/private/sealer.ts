@@ -1,0 +1,157 @@
+import crypto from 'node:crypto';
+import { KnotlessError } from '../errors.ts';
+import type { PackFile } from '../git/pack-file.ts';
+import { refKeyPrefix, REF_COLLECTION } from '../records/collections.ts';
+import {
+  parseRefRecord,
+  writeRefRecord,
+  type BlobRef,
+  type PackEntry,
+  type RefRecord,
+} from '../records/ref-record.ts';
+import type { RefSealer } from '../records/sealer.ts';
+import { decryptPack, encryptPack } from './pack-crypt.ts';
+import { sodium } from './libs.ts';
+
+type Sodium = Awaited<ReturnType<typeof sodium>>;
+
+/** A repository's keys: one random 32-byte key per epoch, the last the current one. */
+export interface KeyRing {
+  epochs: Uint8Array[];
+}
+
+/** A key for one use, derived from an epoch's key with HKDF (node:crypto), so no key serves two. */
+export function derive(key: Uint8Array, use: string): Buffer {
+  return Buffer.from(crypto.hkdfSync('sha256', key, Buffer.alloc(0), `knotless ${use}`, 32));
+}
+
+function corrupt(what: string): KnotlessError {
+  return new KnotlessError(
+    'corrupt-remote',
+    `A ref record of the private repository ${what} (it was changed on the PDS, or written for another repository); nothing was read from it.`,
+  );
+}
+
+/**
+ * Seals and opens one private repository's ref records and packs (see docs/reference/private.md):
+ *
+ * - record keys are `<repo>~~` and an HMAC-SHA256 of the ref name under a key derived from the first
+ *   epoch's key, so they stay the same across rotations (compare-and-swap per ref goes on working)
+ *   and say nothing of the name;
+ * - a record's contents (ref name, target, pack list, inline packs) are one XChaCha20-Poly1305
+ *   message under the current epoch's record key, its associated data the account, the repository
+ *   and the record key, so a record cannot be moved to another key or repository;
+ * - a pack's blobs are the pack encrypted with secretstream under its epoch's pack key.
+ *
+ * Only the blob references stay in the clear: a PDS keeps the blobs its records reference.
+ */
+export class RepoSealer implements RefSealer {
+  readonly #s: Sodium;
+  readonly #did: string;
+  readonly #repo: string;
+  readonly #ring: KeyRing;
+  readonly #names: Buffer;
+
+  private constructor(s: Sodium, did: string, repo: string, ring: KeyRing) {
+    this.#s = s;
+    this.#did = did;
+    this.#repo = repo;
+    this.#ring = ring;
+    this.#names = derive(ring.epochs[0]!, 'ref names');
+  }
+
+  static async create(did: string, repo: string, ring: KeyRing): Promise<RepoSealer> {
+    if (ring.epochs.length === 0) throw new Error('a key ring without keys');
+    return new RepoSealer(await sodium(), did, repo, ring);
+  }
+
+  get epoch(): number {
+    return this.#ring.epochs.length - 1;
+  }
+
+  /** True when the ring holds `epoch`'s key. */
+  knows(epoch: number): boolean {
+    return Number.isSafeInteger(epoch) && epoch >= 0 && epoch < this.#ring.epochs.length;
+  }
+
+  refKey(ref: string): string {
+    const mac = crypto.createHmac('sha256', this.#names).update(ref, 'utf8').digest('hex').slice(0, 32);
+    return `${refKeyPrefix(this.#repo)}~${mac}`;
+  }
+
+  #ad(key: string): Buffer {
+    return Buffer.from(`${REF_COLLECTION}\n${this.#did}\n${this.#repo}\n${key}`, 'utf8');
+  }
+
+  seal(key: string, record: RefRecord): Record<string, unknown> {
+    const s = this.#s;
+    const { $type: _type, ...plain } = writeRefRecord(record);
+    const nonce = s.randombytes_buf(s.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+    const box = s.crypto_aead_xchacha20poly1305_ietf_encrypt(
+      Buffer.from(JSON.stringify(plain), 'utf8'),
+      this.#ad(key),
+      null,
+      nonce,
+      derive(this.#ring.epochs[this.epoch]!, 'ref records'),
+    );
+    const blobs: BlobRef[] = record.packs.flatMap((p) => p.parts ?? []);
+    return {
+      $type: REF_COLLECTION,
+      repo: this.#repo,
+      epoch: this.epoch,
+      sealed: { $bytes: Buffer.concat([nonce, box]).toString('base64') },
+      blobs,
+    };
+  }
+
+  open(key: string, value: Record<string, unknown>): RefRecord {
+    const s = this.#s;
+    const epoch = value['epoch'];
+    const sealed = (value['sealed'] as { $bytes?: unknown } | undefined)?.$bytes;
+    if (typeof epoch !== 'number' || !this.knows(epoch)) throw corrupt('names a key epoch this ring lacks');
+    if (typeof sealed !== 'string') throw corrupt('holds no sealed contents');
+    const bytes = Buffer.from(sealed, 'base64');
+    const n = s.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES;
+    let plain: Uint8Array;
+    try {
+      plain = s.crypto_aead_xchacha20poly1305_ietf_decrypt(
+        null,
+        bytes.subarray(n),
+        this.#ad(key),
+        bytes.subarray(0, n),
+        derive(this.#ring.epochs[epoch]!, 'ref records'),
+      );
+    } catch {
+      throw corrupt('does not decrypt');
+    }
+    let record: RefRecord;
+    try {
+      record = parseRefRecord(JSON.parse(Buffer.from(plain).toString('utf8')));
+    } catch {
+      throw corrupt('does not hold a valid ref');
+    }
+    if (record.repo !== this.#repo || this.refKey(record.ref) !== key) throw corrupt('is under another key');
+    const listed = new Set(
+      (Array.isArray(value['blobs']) ? value['blobs'] : []).map(
+        (b) => (b as { ref?: { $link?: unknown } } | null)?.ref?.$link,
+      ),
+    );
+    for (const p of record.packs) {
+      if (p.parts?.some((part) => !listed.has(part.ref.$link)))
+        throw corrupt('lists blobs it does not reference');
+      if (p.sealed !== undefined) this.#attach(p, p.sealed.epoch);
+    }
+    return record;
+  }
+
+  #attach(pack: PackEntry, epoch: number): void {
+    if (!this.knows(epoch)) throw corrupt('names a key epoch this ring lacks');
+    const key = derive(this.#ring.epochs[epoch]!, 'packs');
+    pack.decrypt = (file, dir) => decryptPack(file, key, dir, pack.id);
+  }
+
+  async sealPack(pack: PackFile, dir: string): Promise<{ file: PackFile; epoch: number }> {
+    const epoch = this.epoch;
+    return { file: await encryptPack(pack, derive(this.#ring.epochs[epoch]!, 'packs'), dir), epoch };
+  }
+}

@@ -1,0 +1,44 @@
+import type { PackFile } from '../git/pack-file.ts';
+import type { RefRecord } from './ref-record.ts';
+
+/**
+ * What a private repository's records and packs are sealed and opened with (private/sealer.ts
+ * implements it). A public repository has none, and its records are written as they are.
+ */
+export interface RefSealer {
+  /** The record key of a ref: names nothing. */
+  refKey(ref: string): string;
+  /** The record to write for `record` under `key`. */
+  seal(key: string, record: RefRecord): Record<string, unknown>;
+  /** The ref a sealed record holds; a record changed on the way, or under another key, is refused. */
+  open(key: string, value: Record<string, unknown>): RefRecord;
+  /** `pack` encrypted into a new temporary file under `dir`, and the key epoch it was encrypted for. */
+  sealPack(pack: PackFile, dir: string): Promise<{ file: PackFile; epoch: number }>;
+}
+
+/**
+ * Finds out whether a repository is private and, when it is, opens it with this machine's keys.
+ * `seen` is what a listing showed: sealed records, plain ones, or nothing (an empty repository, or no
+ * listing yet). Answers undefined for a public repository; throws when the repository is private and
+ * this machine holds no key that opens it.
+ */
+export type PrivacyOpener = (
+  seen: 'sealed' | 'plain' | 'none',
+  /** The newest key epoch a listed record names (a ring that lacks it is read again). */
+  epoch?: number,
+) => Promise<RefSealer | undefined>;
+
+/** The newest key epoch sealed records name. */
+export function newestEpoch(values: unknown[]): number {
+  let n = 0;
+  for (const v of values) {
+    const e = isSealed(v) ? v['epoch'] : undefined;
+    if (typeof e === 'number' && Number.isSafeInteger(e) && e > n) n = e;
+  }
+  return n;
+}
+
+/** True when a record read from a PDS is a sealed (private) one. */
+export function isSealed(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && 'sealed' in value;
+}

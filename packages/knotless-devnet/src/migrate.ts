@@ -1,0 +1,194 @@
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { NetworkError, pdsInDocument, type NetworkPds } from './network.ts';
+
+/** What {@link migrateAccount} is handed: the network's PLC, the two PDSes, the account and its password. */
+export interface MigrateOptions {
+  plcUrl: string;
+  from: NetworkPds;
+  to: NetworkPds;
+  /** The account's handle or DID. */
+  account: string;
+  password: string;
+  /** Told each step as it starts, one line each. */
+  step: (line: string) => void;
+}
+
+interface Session {
+  did: string;
+  handle: string;
+  email?: string;
+  accessJwt: string;
+}
+
+/** One XRPC call to a dev PDS; a refusal is a NetworkError naming the step, the PDS and its answer. */
+async function call<T>(
+  pds: string,
+  nsid: string,
+  opts: {
+    token?: string;
+    params?: Record<string, string>;
+    json?: unknown;
+    bytes?: Uint8Array;
+    type?: string;
+    /** A procedure without input (POST, no body). */
+    post?: true;
+  },
+): Promise<T> {
+  const url = new URL(`${pds}/xrpc/${nsid}`);
+  for (const [k, v] of Object.entries(opts.params ?? {})) url.searchParams.set(k, v);
+  const headers: Record<string, string> = {};
+  if (opts.token !== undefined) headers['authorization'] = `Bearer ${opts.token}`;
+  let body: string | Blob | undefined;
+  if (opts.json !== undefined) {
+    headers['content-type'] = 'application/json';
+    body = JSON.stringify(opts.json);
+  } else if (opts.bytes !== undefined) {
+    headers['content-type'] = opts.type ?? 'application/octet-stream';
+    body = new Blob([new Uint8Array(opts.bytes)]);
+  }
+  const post = opts.json !== undefined || opts.bytes !== undefined || opts.post === true;
+  const res = await fetch(url, {
+    method: post ? 'POST' : 'GET',
+    headers,
+    ...(body === undefined ? {} : { body }),
+  });
+  const buf = Buffer.from(await res.arrayBuffer());
+  if (!res.ok)
+    throw new NetworkError(`${nsid} on ${pds} failed: ${res.status} ${buf.toString('utf8').slice(0, 300)}`);
+  const type = res.headers.get('content-type') ?? '';
+  if (type.startsWith('application/json')) return JSON.parse(buf.toString('utf8')) as T;
+  return (buf.length === 0 ? undefined : buf) as T;
+}
+
+/**
+ * The PLC-operation token the PDS sent by mail: the dev PDSes have no mail server (their mailer
+ * writes to nowhere), so it is read where the PDS keeps it, its account database's `email_token`
+ * table, as an operator with a mail server would read it from the account's inbox.
+ */
+function mailedToken(pds: NetworkPds, did: string): string {
+  const db = new Database(path.join(pds.dataDir, 'account.sqlite'), { readonly: true, fileMustExist: true });
+  try {
+    const row = db
+      .prepare("SELECT token FROM email_token WHERE did = ? AND purpose = 'plc_operation'")
+      .get(did) as { token: string } | undefined;
+    if (row === undefined) throw new NetworkError(`${pds.url} issued no PLC operation token for ${did}.`);
+    return row.token;
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Moves an account from one PDS of the network to another by the standard migration steps (those of
+ * atproto's account migration guide and goat's `account migrate`): service auth from the old PDS,
+ * createAccount with the existing DID on the new one, the repository's CAR imported, every missing
+ * blob uploaded, the PLC operation signed by the old PDS and submitted through the new one, then
+ * the new account activated and the old one deactivated. Each call is what a real PDS would get.
+ */
+export async function migrateAccount(opts: MigrateOptions): Promise<{ did: string; handle: string }> {
+  const { from, to, step } = opts;
+  step(`logging in to ${from.url}`);
+  const old = await call<Session>(from.url, 'com.atproto.server.createSession', {
+    json: { identifier: opts.account, password: opts.password },
+  });
+  const { email } = await call<{ email?: string }>(from.url, 'com.atproto.server.getSession', {
+    token: old.accessJwt,
+  });
+  const { did, handle } = old;
+
+  step(`asking ${from.url} for a service-auth token addressed to ${to.did}`);
+  const described = await call<{ did: string }>(to.url, 'com.atproto.server.describeServer', {});
+  const { token: serviceAuth } = await call<{ token: string }>(
+    from.url,
+    'com.atproto.server.getServiceAuth',
+    {
+      token: old.accessJwt,
+      params: {
+        aud: described.did,
+        lxm: 'com.atproto.server.createAccount',
+        exp: String(Math.floor(Date.now() / 1000) + 300),
+      },
+    },
+  );
+
+  step(`creating ${handle} (${did}) on ${to.url}, deactivated until the move is done`);
+  const fresh = await call<Session>(to.url, 'com.atproto.server.createAccount', {
+    token: serviceAuth,
+    json: { did, handle, email: email ?? `${handle}@knotless.invalid`, password: opts.password },
+  });
+
+  step(`importing the repository (its CAR from ${from.url})`);
+  const car = await call<Buffer>(from.url, 'com.atproto.sync.getRepo', { params: { did } });
+  await call(to.url, 'com.atproto.repo.importRepo', {
+    token: fresh.accessJwt,
+    bytes: car,
+    type: 'application/vnd.ipld.car',
+  });
+
+  let blobs = 0;
+  let cursor: string | undefined;
+  do {
+    const page = await call<{ cursor?: string; blobs: Array<{ cid: string }> }>(
+      to.url,
+      'com.atproto.repo.listMissingBlobs',
+      { token: fresh.accessJwt, params: { limit: '500', ...(cursor === undefined ? {} : { cursor }) } },
+    );
+    for (const { cid } of page.blobs) {
+      const bytes = await call<Buffer | undefined>(from.url, 'com.atproto.sync.getBlob', {
+        params: { did, cid },
+      });
+      await call(to.url, 'com.atproto.repo.uploadBlob', {
+        token: fresh.accessJwt,
+        bytes: bytes ?? new Uint8Array(),
+        type: 'application/octet-stream',
+      });
+      blobs++;
+    }
+    cursor = page.blobs.length === 0 ? undefined : page.cursor;
+  } while (cursor !== undefined);
+  step(`uploaded ${blobs} blob${blobs === 1 ? '' : 's'} listMissingBlobs named`);
+  const status = await call<{ expectedBlobs: number; importedBlobs: number; indexedRecords: number }>(
+    to.url,
+    'com.atproto.server.checkAccountStatus',
+    { token: fresh.accessJwt },
+  );
+  if (status.importedBlobs !== status.expectedBlobs) {
+    throw new NetworkError(
+      `${to.url} holds ${status.importedBlobs} of the ${status.expectedBlobs} blobs ${handle}'s records name; the move stopped before the PLC operation.`,
+    );
+  }
+  step(`${to.url} holds ${status.indexedRecords} records and all ${status.expectedBlobs} blobs`);
+
+  step(`asking ${from.url} to sign the PLC operation naming ${to.url}`);
+  const credentials = await call<Record<string, unknown>>(
+    to.url,
+    'com.atproto.identity.getRecommendedDidCredentials',
+    { token: fresh.accessJwt },
+  );
+  await call(from.url, 'com.atproto.identity.requestPlcOperationSignature', {
+    token: old.accessJwt,
+    post: true,
+  });
+  const { operation } = await call<{ operation: unknown }>(
+    from.url,
+    'com.atproto.identity.signPlcOperation',
+    {
+      token: old.accessJwt,
+      json: { token: mailedToken(from, did), ...credentials },
+    },
+  );
+  step(`submitting it through ${to.url}`);
+  await call(to.url, 'com.atproto.identity.submitPlcOperation', {
+    token: fresh.accessJwt,
+    json: { operation },
+  });
+  const named = await pdsInDocument(opts.plcUrl, did);
+  if (named !== to.url) throw new NetworkError(`The PLC directory names ${named} for ${did}, not ${to.url}.`);
+
+  step(`activating ${handle} on ${to.url}`);
+  await call(to.url, 'com.atproto.server.activateAccount', { token: fresh.accessJwt, post: true });
+  step(`deactivating ${handle} on ${from.url}`);
+  await call(from.url, 'com.atproto.server.deactivateAccount', { token: old.accessJwt, json: {} });
+  return { did, handle };
+}

@@ -1,0 +1,187 @@
+// The decisions on a pull request or issue from the browser: close, reopen, labels (a state
+// record in the deciding account, written only when the authority rule lets it count) and the
+// owner's merge.
+import type http from 'node:http';
+import { mergePull } from 'knotless-core/forge/merge';
+import { ISSUE_STATE, PULL, PULL_STATUS, type PullRecord } from 'knotless-core/forge/records';
+import { checkStateWrite, stateRecord } from 'knotless-core/forge/state-write';
+import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
+import type { Viewer } from '../../auth/web-sessions.ts';
+import { forgeRecordOf } from '../../ingest/forge-records.ts';
+import { HttpError, type RepoTarget, type Site } from '../site.ts';
+import {
+  checkedRecord,
+  field,
+  forgeStore,
+  identityOf,
+  remoteRepo,
+  seeOther,
+  untilIndexed,
+  writerFor,
+  type Form,
+  type ItemRef,
+} from './forge-env.ts';
+
+/** The lexicons' limits on labels (a string's maxLength counts UTF-8 bytes). */
+const MAX_LABELS = 20;
+const MAX_LABEL = 64;
+
+/** The state record of a close or reopen, when the authority rule lets the reader write it. */
+async function writeState(
+  site: Site,
+  viewer: Viewer,
+  repo: RepoTarget,
+  item: ItemRef,
+  state: string,
+  extra: Record<string, unknown> = {},
+): Promise<void> {
+  const pulls = item.kind === 'pulls';
+  checkStateWrite({
+    me: viewer.did,
+    myName: viewer.handle,
+    owner: repo.did,
+    label: `${repo.owner}/${repo.name}`,
+    author: item.did,
+    current: item.state,
+    authorMay: pulls ? PULL_AUTHOR_MAY : ISSUE_AUTHOR_MAY,
+    noun: pulls ? 'pull request' : 'issue',
+    state,
+    id: `${item.did}/${item.rkey}`,
+  });
+  const collection = pulls ? PULL_STATUS : ISSUE_STATE;
+  const keep = viewer.did === repo.did ? item.labels : [];
+  const record = checkedRecord(collection, stateRecord(pulls ? 'pr' : 'issue', item.uri, state, keep, extra));
+  const auth = await writerFor(site, viewer);
+  await forgeStore(site).create(auth, collection, record);
+}
+
+async function untilState(site: Site, item: ItemRef, state: string): Promise<void> {
+  await untilIndexed(async () => {
+    const row =
+      item.kind === 'issues'
+        ? await site.index.forge.issue(item.did, item.rkey)
+        : await site.index.forge.pull(item.did, item.rkey);
+    return row?.state === state;
+  });
+}
+
+export async function setState(
+  site: Site,
+  viewer: Viewer,
+  repo: RepoTarget,
+  item: ItemRef,
+  form: Form,
+  res: http.ServerResponse,
+) {
+  const state = form.get('state');
+  if (state !== 'open' && state !== 'closed') throw new HttpError(400, 'A state is open or closed.');
+  if (item.state === 'merged')
+    throw new HttpError(409, 'This pull request is merged; there is nothing to change.');
+  if (item.state !== state) {
+    await writeState(site, viewer, repo, item, state);
+    await untilState(site, item, state);
+  }
+  seeOther(res, item.page);
+}
+
+/**
+ * The owner merges the pull request's last round, the one the page showed (`head`): a round added
+ * since is not merged unseen. The core's merge builds the result from the repository's packs and
+ * the round's pack, uploads the new pack to the owner's PDS and moves the branch with
+ * compare-and-swap; then the merged status goes into the owner's account.
+ */
+export async function merge(
+  site: Site,
+  viewer: Viewer,
+  repo: RepoTarget,
+  item: ItemRef,
+  form: Form,
+  res: http.ServerResponse,
+) {
+  const reviewed = field(form, 'head', 'the reviewed head');
+  // Refused before any work: only the owner merges (the same rule a status record is written under).
+  checkStateWrite({
+    me: viewer.did,
+    myName: viewer.handle,
+    owner: repo.did,
+    label: `${repo.owner}/${repo.name}`,
+    author: item.did,
+    current: item.state,
+    authorMay: PULL_AUTHOR_MAY,
+    noun: 'pull request',
+    state: 'merged',
+    id: `${item.did}/${item.rkey}`,
+  });
+  if (item.state !== 'open')
+    throw new HttpError(409, `This pull request is ${item.state}; only an open one merges.`);
+  const author = await identityOf(site, item.did);
+  const raw = await forgeStore(site).getRaw(author, PULL, item.rkey);
+  if (raw === undefined) throw new HttpError(404, "The pull request is no longer in its author's account.");
+  forgeRecordOf(PULL, raw.value);
+  const pull = raw.value as PullRecord;
+  const last = pull.rounds[pull.rounds.length - 1]!;
+  if (last.head !== reviewed)
+    throw new HttpError(
+      409,
+      'The pull request has a new round since this page was loaded; review it and merge again.',
+    );
+  const owner = await identityOf(site, repo.did);
+  const auth = await writerFor(site, viewer);
+  const result = await mergePull(site.forge, {
+    target: remoteRepo(site, owner, repo.name),
+    auth,
+    author,
+    pull,
+    id: `${item.did}/${item.rkey}`,
+    method: 'merge',
+  });
+  await writeState(site, viewer, repo, item, 'merged', { merged: result.after });
+  await untilState(site, item, 'merged');
+  seeOther(res, item.page);
+}
+
+/**
+ * The owner's labels: the whole list from the form (comma-separated), in a state record that keeps
+ * the item's state (and merged commit).
+ */
+export async function setLabels(
+  site: Site,
+  viewer: Viewer,
+  repo: RepoTarget,
+  item: ItemRef,
+  form: Form,
+  res: http.ServerResponse,
+) {
+  const noun = item.kind === 'pulls' ? 'pull requests' : 'issues';
+  if (viewer.did !== repo.did)
+    throw new HttpError(
+      403,
+      `Only ${repo.owner}/${repo.name}'s owner can label its ${noun}; you are ${viewer.handle}.`,
+    );
+  const labels = [
+    ...new Set(
+      (form.get('labels') ?? '')
+        .split(',')
+        .map((l) => l.trim())
+        .filter((l) => l !== ''),
+    ),
+  ];
+  if (labels.length > MAX_LABELS) throw new HttpError(400, `At most ${MAX_LABELS} labels.`);
+  const long = labels.find((l) => Buffer.byteLength(l) > MAX_LABEL);
+  if (long !== undefined)
+    throw new HttpError(400, `A label is at most ${MAX_LABEL} bytes; "${long.slice(0, 80)}" is longer.`);
+  const merged = item.kind === 'pulls' ? (await site.index.forge.pull(item.did, item.rkey))?.merged : null;
+  await writeState(site, viewer, repo, { ...item, labels }, item.state, {
+    labels,
+    ...(merged === null || merged === undefined ? {} : { merged }),
+  });
+  const want = JSON.stringify(labels);
+  await untilIndexed(async () => {
+    const row =
+      item.kind === 'issues'
+        ? await site.index.forge.issue(item.did, item.rkey)
+        : await site.index.forge.pull(item.did, item.rkey);
+    return row?.labels === want;
+  });
+  seeOther(res, item.page);
+}

@@ -1,0 +1,124 @@
+// What the forge's browser actions share: the reader's writer, repositories as the core's
+// RemoteRepo, records checked as the index checks them, failures as one sentence with a status.
+import type http from 'node:http';
+import { KnotlessError } from 'knotless-core/errors';
+import { writeRecord } from 'knotless-core/forge/records';
+import { ForgeStore } from 'knotless-core/forge/store';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { RemoteRepo } from 'knotless-core/records/remote-repo';
+import { readerAuth, type ReaderAuth } from '../../auth/authorizer.ts';
+import type { Viewer } from '../../auth/web-sessions.ts';
+import { InvalidRecord, forgeRecordOf, type ForgeCollection } from '../../ingest/forge-records.ts';
+import { HttpError, type Site } from '../site.ts';
+
+/** The reader's OAuth session as a writer for the core's operations. */
+export async function writerFor(site: Site, viewer: Viewer): Promise<ReaderAuth> {
+  if (site.signIn === undefined) throw new HttpError(404, 'Sign-in is not set up on this appview.');
+  return readerAuth(site.signIn.oauth, site.signIn.client, viewer.did, viewer.handle, site.transport, (did) =>
+    site.sessions.endAll(did),
+  );
+}
+
+/** The core's record store, reading and writing through the appview's transport. */
+export function forgeStore(site: Site): ForgeStore {
+  return new ForgeStore(site.forge, (m) => site.log(m));
+}
+
+/** An account as the core's operations name it: DID, verified handle, PDS. */
+export async function identityOf(site: Site, did: string): Promise<Identity> {
+  const o = await site.identities.owner(did);
+  if (o.pds === null) throw new HttpError(502, 'That account has no PDS the appview can reach.');
+  return { did: o.did, pds: o.pds, ...(o.handle === null ? {} : { handle: o.handle }) } as Identity;
+}
+
+/** A repository's ref records on its owner's PDS, as the core reads and writes them. */
+export function remoteRepo(site: Site, owner: Identity, name: string): RemoteRepo {
+  return new RemoteRepo(
+    { reader: site.forge.client(owner.pds), writer: (auth) => site.forge.client(owner.pds, auth) },
+    owner,
+    name,
+    (m) => site.log(m),
+  );
+}
+
+/**
+ * The JSON of a record to write, checked exactly as the index will read it: nothing is written
+ * that every reader would skip.
+ */
+export function checkedRecord(collection: ForgeCollection, record: object): Record<string, unknown> {
+  const json = writeRecord(collection, record);
+  try {
+    forgeRecordOf(collection, JSON.parse(JSON.stringify(json)));
+  } catch (err) {
+    if (err instanceof InvalidRecord) throw new HttpError(400, `That cannot be written: ${err.message}.`);
+    throw err;
+  }
+  return json;
+}
+
+/** The HTTP status of a failure of the core's operations: who may (403), who was first (409). */
+export function statusOf(err: KnotlessError): number {
+  switch (err.code) {
+    case 'permission-denied':
+      return 403;
+    case 'session-expired':
+    case 'not-logged-in':
+      return 401;
+    case 'remote-changed':
+    case 'merge-conflict':
+      return 409;
+    case 'usage':
+    case 'invalid-name':
+      return 400;
+    case 'not-found':
+    case 'repo-missing':
+      return 404;
+    case 'too-large':
+      return 413;
+    default:
+      return 502;
+  }
+}
+
+/** Runs an action, turning the core's errors into one sentence with its status. */
+export async function asPage<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof KnotlessError) throw new HttpError(statusOf(err), err.message);
+    throw err;
+  }
+}
+
+/** Waits (briefly) until the index has what was just written, so the next page shows it. */
+export async function untilIndexed(check: () => Promise<boolean>): Promise<void> {
+  // The appview follows the PDS's event stream: a record written a moment ago arrives within
+  // moments. Past the bound the reader is sent on anyway; the page fills in on the next load.
+  for (let i = 0; i < 50; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export type Form = URLSearchParams;
+
+export interface ItemRef {
+  kind: 'issues' | 'pulls';
+  did: string;
+  rkey: string;
+  uri: string;
+  state: string;
+  labels: string[];
+  page: string;
+}
+
+/** A required text field, trimmed; a sentence when it is missing. */
+export function field(form: Form, name: string, what: string): string {
+  const v = (form.get(name) ?? '').trim();
+  if (v === '') throw new HttpError(400, `Give ${what}.`);
+  return v;
+}
+
+export function seeOther(res: http.ServerResponse, location: string): void {
+  res.writeHead(303, { location, 'cache-control': 'no-store' }).end();
+}

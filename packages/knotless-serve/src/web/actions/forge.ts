@@ -1,0 +1,178 @@
+// The forge from the browser, as the signed-in reader: each action writes the record the CLI
+// would, into the reader's own account, through the core's operations and with the CLI's checks.
+import type http from 'node:http';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { makeRound, branchOf } from 'knotless-core/forge/packs';
+import { COMMENT, ISSUE, PULL, atUri, isValidBranch, repoUri } from 'knotless-core/forge/records';
+import { isValidRepoName } from 'knotless-core/records/name';
+import type { Viewer } from '../../auth/web-sessions.ts';
+import { href } from '../html.ts';
+import { HttpError, type RepoTarget, type Site } from '../site.ts';
+import { merge, setLabels, setState } from './decide.ts';
+import {
+  asPage,
+  checkedRecord,
+  forgeStore,
+  identityOf,
+  remoteRepo,
+  untilIndexed,
+  writerFor,
+  field,
+  seeOther,
+  type Form,
+  type ItemRef,
+} from './forge-env.ts';
+
+function optional(form: Form, name: string): string | undefined {
+  const v = (form.get(name) ?? '').trim();
+  return v === '' ? undefined : v;
+}
+
+/** Dispatches a POST under `/<owner>/<repo>/`; `rest` is the path after it. */
+export async function forgeAction(
+  site: Site,
+  viewer: Viewer,
+  repo: RepoTarget,
+  rest: string[],
+  form: Form,
+  res: http.ServerResponse,
+): Promise<void> {
+  const [kind, a, b, verb] = rest;
+  await asPage(async () => {
+    if (kind === 'issues' && a === 'new' && b === undefined) return openIssue(site, viewer, repo, form, res);
+    if (kind === 'pulls' && a === 'new' && b === undefined) return openPull(site, viewer, repo, form, res);
+    if ((kind === 'issues' || kind === 'pulls') && a !== undefined && b !== undefined && rest.length === 4) {
+      const item = await itemOf(site, repo, kind, a, b);
+      if (verb === 'comment') return comment(site, viewer, repo, item, form, res);
+      if (verb === 'state') return setState(site, viewer, repo, item, form, res);
+      if (verb === 'labels') return setLabels(site, viewer, repo, item, form, res);
+      if (verb === 'merge' && kind === 'pulls') return merge(site, viewer, repo, item, form, res);
+    }
+    throw new HttpError(404, 'No such action.');
+  });
+}
+
+async function itemOf(
+  site: Site,
+  repo: RepoTarget,
+  kind: 'issues' | 'pulls',
+  author: string,
+  rkey: string,
+): Promise<ItemRef> {
+  const did = author.startsWith('did:') ? author : (await site.index.owner(author))?.did;
+  const row =
+    did === undefined
+      ? undefined
+      : kind === 'issues'
+        ? await site.index.forge.issue(did, rkey)
+        : await site.index.forge.pull(did, rkey);
+  if (row === undefined || row.repo_did !== repo.did || row.repo_name !== repo.name)
+    throw new HttpError(404, `No such ${kind === 'issues' ? 'issue' : 'pull request'} in this repository.`);
+  return {
+    kind,
+    did: row.did,
+    rkey: row.rkey,
+    uri: atUri(row.did, kind === 'issues' ? ISSUE : PULL, row.rkey),
+    state: row.state,
+    labels: JSON.parse(row.labels) as string[],
+    page: href(repo.owner, repo.name, kind, row.did, row.rkey),
+  };
+}
+
+async function openIssue(site: Site, viewer: Viewer, repo: RepoTarget, form: Form, res: http.ServerResponse) {
+  const title = field(form, 'title', 'the issue a title');
+  const body = optional(form, 'body');
+  const record = checkedRecord(ISSUE, {
+    repo: repoUri(repo.did, repo.name),
+    title,
+    ...(body === undefined ? {} : { body }),
+    createdAt: new Date().toISOString(),
+  });
+  const auth = await writerFor(site, viewer);
+  const made = await forgeStore(site).create(auth, ISSUE, record);
+  await untilIndexed(async () => (await site.index.forge.issue(viewer.did, made.rkey)) !== undefined);
+  seeOther(res, href(repo.owner, repo.name, 'issues', viewer.did, made.rkey));
+}
+
+async function comment(
+  site: Site,
+  viewer: Viewer,
+  _repo: RepoTarget,
+  item: ItemRef,
+  form: Form,
+  res: http.ServerResponse,
+) {
+  const body = field(form, 'body', 'the comment some text');
+  const roundText = optional(form, 'round');
+  let round: number | undefined;
+  if (roundText !== undefined) {
+    const pull = item.kind === 'pulls' ? await site.index.forge.pull(item.did, item.rkey) : undefined;
+    const rounds = pull === undefined ? 0 : (JSON.parse(pull.rounds) as unknown[]).length;
+    round = /^[0-9]{1,6}$/.test(roundText) ? Number(roundText) : NaN;
+    if (!(round >= 0 && round < rounds))
+      throw new HttpError(400, "That is not one of the pull request's rounds.");
+  }
+  const createdAt = new Date().toISOString();
+  const record = checkedRecord(COMMENT, {
+    subject: item.uri,
+    ...(round === undefined ? {} : { round }),
+    body,
+    createdAt,
+  });
+  const auth = await writerFor(site, viewer);
+  const made = await forgeStore(site).create(auth, COMMENT, record);
+  const collection = item.kind === 'issues' ? ISSUE : PULL;
+  await untilIndexed(async () =>
+    (await site.index.forge.comments(collection, item.did, item.rkey)).some(
+      (c) => c.did === viewer.did && c.rkey === made.rkey,
+    ),
+  );
+  seeOther(res, `${item.page}#comments`);
+}
+
+/**
+ * Opens a pull request into this repository from `head_repo` (`handle/name`, the reader's fork or
+ * this repository) and `head_branch`: the round's pack is built from the two repositories' packs
+ * and uploaded to the reader's PDS, and the pull request record written there.
+ */
+async function openPull(site: Site, viewer: Viewer, repo: RepoTarget, form: Form, res: http.ServerResponse) {
+  const title = field(form, 'title', 'the pull request a title');
+  const body = optional(form, 'body');
+  const base = field(form, 'base', 'the branch to merge into');
+  const branch = field(form, 'head_branch', 'the branch to merge');
+  const headSpec = field(form, 'head_repo', 'the repository to merge from');
+  const slash = headSpec.lastIndexOf('/');
+  const headOwnerName = headSpec.slice(0, slash);
+  const headName = headSpec.slice(slash + 1);
+  if (slash <= 0 || !isValidRepoName(headName)) throw new HttpError(400, `${headSpec} is not a repository.`);
+  if (!isValidBranch(base) || !isValidBranch(branch)) throw new HttpError(400, 'A branch name is not valid.');
+  const headOwner = await site.index.owner(headOwnerName);
+  if (headOwner === undefined) throw new HttpError(404, `No account ${headOwnerName} is known here.`);
+  const draft = {
+    repo: repoUri(repo.did, repo.name),
+    base,
+    head: { repo: repoUri(headOwner.did, headName), branch },
+    title,
+    ...(body === undefined ? {} : { body }),
+  };
+  const target = remoteRepo(site, await identityOf(site, repo.did), repo.name);
+  const head = remoteRepo(site, await identityOf(site, headOwner.did), headName);
+  // The branch must exist on the PDS before any upload (a sentence, not a half-made round).
+  await Promise.all([branchOf(target, base), branchOf(head, branch)]);
+  const auth = await writerFor(site, viewer);
+  const round = await makeRound(
+    site.forge,
+    auth,
+    target,
+    base,
+    head,
+    branch,
+    new BlobCache(site.forge.config.cacheDir),
+  );
+  if (round.head === round.base)
+    throw new HttpError(400, `${branch} holds nothing that ${base} lacks; nothing was written.`);
+  const record = checkedRecord(PULL, { ...draft, rounds: [round], createdAt: new Date().toISOString() });
+  const made = await forgeStore(site).create(auth, PULL, record);
+  await untilIndexed(async () => (await site.index.forge.pull(viewer.did, made.rkey)) !== undefined);
+  seeOther(res, href(repo.owner, repo.name, 'pulls', viewer.did, made.rkey));
+}

@@ -1,0 +1,99 @@
+// The forge's forms, shown to a signed-in reader (plain forms: they post without JavaScript), and
+// to everyone else a link to sign in. What each posts to is in web/actions/forge.ts.
+import { csrfField, postButton } from '../forms.ts';
+import { html, href, type SafeHtml } from '../html.ts';
+import type { RepoTarget } from '../site.ts';
+import { signInOffered, viewer } from '../viewer.ts';
+
+function signInHint(what: string): SafeHtml {
+  return signInOffered() && viewer() === undefined
+    ? html`<p class="muted"><a class="u" href="/-/signin">Sign in</a> to ${what}.</p>`
+    : html``;
+}
+
+/** The "new issue" form at the foot of a repository's issues. */
+export function newIssueForm(repo: RepoTarget): SafeHtml {
+  if (viewer() === undefined) return signInHint('open an issue');
+  return html`<section class="box" aria-labelledby="newissue-h">
+    <div class="head"><h2 id="newissue-h">New issue</h2></div>
+    <form class="pad stack" method="post" action="${href(repo.owner, repo.name, 'issues', 'new')}">
+      ${csrfField()}
+      <label for="issue-title">Title</label>
+      <input id="issue-title" name="title" required maxlength="300" />
+      <label for="issue-body">Description</label>
+      <textarea id="issue-body" name="body" rows="6"></textarea>
+      <p><button type="submit">Open issue</button></p>
+    </form>
+  </section>`;
+}
+
+/** The comment form of an issue or pull request page; `rounds` offers a round to comment on. */
+export function commentForm(action: string, rounds = 0): SafeHtml {
+  if (viewer() === undefined) return signInHint('comment');
+  return html`<form class="box pad stack" method="post" action="${action}" id="comment">
+    ${csrfField()}
+    <label for="comment-body">Comment</label>
+    <textarea id="comment-body" name="body" rows="5" required></textarea>
+    ${
+      rounds === 0
+        ? ''
+        : html`<label for="comment-round">On round</label>
+            <select id="comment-round" name="round">
+              <option value="">the whole pull request</option>
+              ${Array.from({ length: rounds }, (_, i) => html`<option value="${String(i)}">round ${i}</option>`)}
+            </select>`
+    }
+    <p><button type="submit">Comment</button></p>
+  </form>`;
+}
+
+/**
+ * Close or reopen, for those the authority rule lets decide: the repository's owner, and the
+ * author of their own (never once merged). Others see no button; a forged post is refused anyway.
+ */
+export function stateForm(repo: RepoTarget, base: string, author: string, state: string): SafeHtml {
+  const v = viewer();
+  if (v === undefined || state === 'merged' || (v.did !== repo.did && v.did !== author)) return html``;
+  return state === 'open'
+    ? postButton(`${base}/state`, 'Close', { state: 'closed' })
+    : postButton(`${base}/state`, 'Reopen', { state: 'open' });
+}
+
+/** The owner's merge button: it names the head the page shows, and only that head is merged. */
+export function mergeForm(repo: RepoTarget, base: string, state: string, head: string | undefined): SafeHtml {
+  const v = viewer();
+  if (v === undefined || v.did !== repo.did || state !== 'open' || head === undefined) return html``;
+  return postButton(`${base}/merge`, 'Merge pull request', { head });
+}
+
+/**
+ * The compare page's "open a pull request" form: this repository's `head` branch proposed for
+ * `base` of the repository it was forked from (or of itself).
+ */
+export function newPullForm(repo: RepoTarget, base: string, head: string, title: string): SafeHtml {
+  if (viewer() === undefined) return signInHint('open this pull request from here');
+  const target = repo.forkOf ?? { owner: repo.owner, name: repo.name };
+  return html`<form class="stack" method="post" action="${href(target.owner, target.name, 'pulls', 'new')}">
+    ${csrfField()}
+    <input type="hidden" name="head_repo" value="${repo.owner}/${repo.name}" />
+    <input type="hidden" name="head_branch" value="${head}" />
+    <input type="hidden" name="base" value="${base}" />
+    <label for="pull-title">Title</label>
+    <input id="pull-title" name="title" required maxlength="300" value="${title}" />
+    <label for="pull-body">Description</label>
+    <textarea id="pull-body" name="body" rows="5"></textarea>
+    <p><button type="submit">Open pull request</button></p>
+  </form>`;
+}
+
+/** The owner's labels: the whole list, comma-separated (only the owner's labels count). */
+export function labelsForm(repo: RepoTarget, base: string, labels: string[]): SafeHtml {
+  const v = viewer();
+  if (v === undefined || v.did !== repo.did) return html``;
+  return html`<form class="inline" method="post" action="${base}/labels">
+    ${csrfField()}
+    <label for="labels">Labels</label>
+    <input id="labels" name="labels" value="${labels.join(', ')}" placeholder="bug, docs" />
+    <button type="submit">Save labels</button>
+  </form>`;
+}
