@@ -80,6 +80,7 @@ const url = await new Promise<string>((resolve, reject) => {
   });
   child.on('exit', (code) => reject(new Error(`knotless-serve exited ${code}: ${stderr}`)));
 });
+process.once('exit', () => child.kill('SIGTERM'));
 const shows = async (page: string, text: string): Promise<void> => {
   for (;;) {
     const res = await fetch(`${url}${page}`);
@@ -94,6 +95,7 @@ log(`every repository shown ${discovery.toFixed(1)} s after the appview started`
 const pushes: number[] = [];
 for (let k = 0; k < 5; k++) {
   const r = repos[k % repos.length]!;
+  fs.writeFileSync(file, `later ${k}\n`);
   await cli(r.handle, ['repo', 'commit', r.name, '-m', `later ${k}`, '--add', `later-${k}.txt=${file}`]);
   const committed = performance.now();
   await shows(`/${r.handle}/${r.name}`, `later-${k}.txt`);

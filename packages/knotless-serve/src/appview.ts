@@ -149,7 +149,15 @@ export async function startAppview(
     for (const service of streams) subs.push(await follow(service, index, identities, hooks));
     // The streams already run, so nothing written from here on is missed while accounts are read.
     resync.full({ relays: fresh, known: false });
+    // A stream can lose events without saying so (a relay that dropped them, a bug of ours): every
+    // so often each known account is read again, so the index converges on what the PDSes hold.
+    const recheck =
+      config.recheckMs > 0
+        ? setInterval(() => resync.full({ relays: [], known: true }), config.recheckMs)
+        : undefined;
+    recheck?.unref();
     return async () => {
+      clearInterval(recheck);
       await Promise.all(subs.map((s) => s.stop()));
       await resync.idle();
     };

@@ -46,6 +46,11 @@ export interface ServeConfig {
    * Without it, sign-in is off, except in dev mode, which makes one in the data directory.
    */
   oauthKeyFile: string | undefined;
+  /**
+   * How often every account the index holds repositories of is read again whole, whatever the
+   * streams said (ms; 0: never). Events a stream lost without saying so are caught up this way.
+   */
+  recheckMs: number;
 }
 
 /** The defaults for every setting but the data directory. */
@@ -73,6 +78,7 @@ export function defaultConfig(dataDir: string): ServeConfig {
     fetchIdleMs: 30_000,
     imageMaxBytes: 5 * 1024 * 1024,
     imageTimeoutMs: 10_000,
+    recheckMs: 6 * 60 * 60 * 1000,
     oauthKeyFile: undefined,
   };
 }

@@ -23,6 +23,8 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
   --backfill-pds URL   backfill every account of this PDS; repeatable  [$KNOTLESS_SERVE_BACKFILL_PDS]
   --request-timeout MS time limit of a page, file, image or query     [$KNOTLESS_SERVE_REQUEST_TIMEOUT]
   --git-timeout MS     time limit of a smart-HTTP git request          [$KNOTLESS_SERVE_GIT_TIMEOUT]
+  --recheck MS         read every known account again this often       [$KNOTLESS_SERVE_RECHECK]
+                       (default 21600000: six hours)
   --dev                allow loopback/private addresses, .test handles [$KNOTLESS_SERVE_DEV=1]
   -V, --version        print the version
   -h, --help           print this help
@@ -56,6 +58,7 @@ const OPTIONS = {
   'backfill-pds': { type: 'string', multiple: true },
   'request-timeout': { type: 'string' },
   'git-timeout': { type: 'string' },
+  recheck: { type: 'string' },
   dev: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'V' },
@@ -127,6 +130,7 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
       values['git-timeout'] ?? env['KNOTLESS_SERVE_GIT_TIMEOUT'],
       c.gitTimeoutMs,
     ),
+    recheckMs: ms('recheck', values.recheck ?? env['KNOTLESS_SERVE_RECHECK'], c.recheckMs),
     database: values.db ?? env['KNOTLESS_SERVE_DB'] ?? c.database,
     host: values.host ?? env['KNOTLESS_SERVE_HOST'] ?? c.host,
     port,

@@ -75,6 +75,23 @@ describe('discovery through a relay', () => {
     }
   });
 
+  it('reads every known account again now and then: a write no stream brought shows up', async () => {
+    // No stream at all: only the periodic re-reading can bring the new repository.
+    const app = await appviewOn(t, ':memory:', undefined, {
+      firehoses: [],
+      backfillDids: [t.dids['alice.test']!],
+      recheckMs: 300,
+    });
+    try {
+      await pageShows(app, '/alice.test/early', 'pushed-before.txt');
+      assert.equal((await alice.knotless('repo', 'create', 'quiet')).code, 0);
+      await pushCommit('quiet', 'never-streamed.txt');
+      await pageShows(app, '/alice.test/quiet', 'never-streamed.txt');
+    } finally {
+      await app.close();
+    }
+  });
+
   it('saves its position while only records of other applications go by', async () => {
     const dataDir = t.tmpdir();
     const app = await onlyRelay(relay, path.join(dataDir, 'index.sqlite'), dataDir);
