@@ -74,7 +74,14 @@ export async function startLeadership(conn: string, hooks: LeadershipHooks): Pro
     if (rows[0]?.ok !== true || closed) return;
     leading = true;
     hooks.log('leading: this process follows the streams and writes the index');
-    stopIngest = await hooks.lead();
+    try {
+      stopIngest = await hooks.lead();
+    } catch (err) {
+      // Holding the lock without ingesting would stop every process from doing it: let it go.
+      leading = false;
+      await client.query('SELECT pg_advisory_unlock($1)', [LOCK_KEY]);
+      throw err;
+    }
   };
 
   const loop = (): void => {
