@@ -150,10 +150,12 @@ export async function startAppview(
     // The streams already run, so nothing written from here on is missed while accounts are read.
     resync.full({ relays: fresh, known: false });
     // A stream can lose events without saying so (a relay that dropped them, a bug of ours): every
-    // so often each known account is read again, so the index converges on what the PDSes hold.
+    // so often each known account is read again, and the relays asked again for accounts with
+    // knotless records (one whose every event was lost is known to no table), so the index
+    // converges on what the PDSes hold.
     const recheck =
       config.recheckMs > 0
-        ? setInterval(() => resync.full({ relays: [], known: true }), config.recheckMs)
+        ? setInterval(() => resync.full({ relays: config.relays, known: true }), config.recheckMs)
         : undefined;
     recheck?.unref();
     return async () => {

@@ -47,8 +47,9 @@ export interface ServeConfig {
    */
   oauthKeyFile: string | undefined;
   /**
-   * How often every account the index holds repositories of is read again whole, whatever the
-   * streams said (ms; 0: never). Events a stream lost without saying so are caught up this way.
+   * How often every account the index knows is read again whole, and the relays asked again for
+   * accounts with knotless records, whatever the streams said (ms; 0: never). Events a stream lost
+   * without saying so are caught up this way.
    */
   recheckMs: number;
 }

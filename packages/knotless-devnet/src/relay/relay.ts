@@ -37,6 +37,11 @@ export interface RelayOptions {
   firstSeq?: number;
   /** Leave out listReposByCollection (answers MethodNotImplemented), as relays without it do. */
   withoutByCollection?: boolean;
+  /**
+   * Frames (by the stand-in's sequence number) not sent to live consumers, as a lossy link would
+   * lose them: for tests of an appview's convergence. They are kept, and a cursor replays them.
+   */
+  drop?: (seq: number) => boolean;
   /** Hears why a PDS's stream broke off (it is followed again shortly). */
   log?: (line: string) => void;
 }
@@ -99,7 +104,7 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
     const ours = new MessageFrame({ ...body, seq }, frame.type === undefined ? {} : { type: frame.type });
     kept.push(ours);
     if (kept.length > keep) kept.splice(0, kept.length - keep);
-    for (const box of live) send(box, ours);
+    if (opts.drop?.(seq) !== true) for (const box of live) send(box, ours);
   };
 
   const upstreams = opts.pdses.map((pds) => followPds(pds, publish, opts.log));

@@ -71,6 +71,11 @@ export class Index {
     await saveCursor(this.db, source);
   }
 
+  /** Every account the index has resolved: repository owners and the forge's authors. */
+  async ownerDids(): Promise<string[]> {
+    return (await this.db.selectFrom('owners').select('did').execute()).map((r) => r.did);
+  }
+
   /** Forgets an event stream's position: it is followed from its live end next time. */
   async dropCursor(service: string): Promise<void> {
     await this.db.deleteFrom('cursors').where('service', '=', service).execute();

@@ -15,7 +15,7 @@ export interface ResyncSources {
 export interface FullPass {
   /** The relays to discover accounts through. */
   relays: string[];
-  /** Also every account the index already holds repositories of (a stream lost their events). */
+  /** Also every account the index already knows: owners and authors (a stream lost their events). */
   known: boolean;
 }
 
@@ -119,7 +119,10 @@ export class Resync {
 
   async #fullPass(pass: FullPass): Promise<void> {
     const dids = new Set(this.#sources.dids);
-    if (pass.known) for (const r of await this.#index.reposWithRefs()) dids.add(r.did);
+    if (pass.known) {
+      for (const r of await this.#index.reposWithRefs()) dids.add(r.did);
+      for (const did of await this.#index.ownerDids()) dids.add(did);
+    }
     for (const pds of this.#sources.pdses) {
       try {
         for (const did of await listPdsAccounts(pds, this.#transport)) dids.add(did);
