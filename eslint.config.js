@@ -41,6 +41,13 @@ export default tseslint.config(
             'Print through printErr/safeIo (text/terminal.ts in knotless-core, cli/io.ts in knotless), which escape network text.',
         },
         {
+          // Merely reading process.stdin/stdout/stderr makes a stream, and a stream on an inherited
+          // pipe turns it non-blocking for git sharing it: git's own output is then cut short.
+          selector: "MemberExpression[object.name='process'][property.name=/^(stdin|stdout|stderr)$/]",
+          message:
+            'Never make a stream on an inherited descriptor: write and read fds 0-2 through knotless-core/text/fd-io.',
+        },
+        {
           selector: "MemberExpression[object.name='console'][property.name=/^(log|error|warn|info)$/]",
           message:
             'Print through printErr/safeIo (text/terminal.ts in knotless-core, cli/io.ts in knotless), which escape network text.',

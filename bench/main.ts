@@ -8,6 +8,7 @@ import { makeClient } from './client.ts';
 import { findCeiling, runLimitedSwarm, type LimitedSwarm } from './limits.ts';
 import { knotlessRound, loopPushes, peerRound, type Sample } from './ops.ts';
 import { ACCOUNT, costTable, summarise, table } from './report.ts';
+import { privateRatios } from './private.ts';
 import { startRig } from './setup.ts';
 import { cpuTable } from './cpu-account.ts';
 import { runSwarm, swarmTable, type SwarmResult, type SwarmVia } from './swarm.ts';
@@ -68,6 +69,8 @@ try {
   );
   console.log('');
   console.log(table(oursFig, peerFig, rtts));
+  console.log('');
+  console.log(privateRatios(ours, rtts));
   console.log('');
   console.log(
     `The whole cost at the PDS (background compaction included; push-loop rows per push of ${loopPushes.n} in a row), and how many a bsky.social account sustains (${ACCOUNT.pointsPerHour} points an hour, ${ACCOUNT.pointsPerDay} a day, ${ACCOUNT.uploadsPerDay} blob uploads a day)`,

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
 import type { Client, Timed } from './client.ts';
 import type { Rig } from './setup.ts';
+import { privateRound } from './private.ts';
 
 /** One measured operation. */
 export interface Sample {
@@ -189,6 +190,9 @@ export async function knotlessRound(rig: Rig, client: Client, rtt: number, round
       `bot.txt=${scratchFile(client, name)}`,
     ]),
   );
+
+  // A plain and a private repository side by side (bench/private.ts).
+  await privateRound(client, rtt, round, (op, fn) => measure(client, samples, op, rtt, front, fn));
 
   await client.git(rtt, work, ['pull', '-q', '--rebase', 'origin', 'main']);
   if (round === 0) await measureLoop(client, samples, 'push-loop', rtt, front, work);

@@ -133,11 +133,24 @@ export class KnotlessError extends Error {
    * (whose words are for people and may change) to find it.
    */
   readonly reason: PushReason;
+  /**
+   * The request was sent and no answer said what became of it (a time-out, a cut connection): a
+   * write may have landed. A write's loop reads the record back before reporting it (ops/swap-loop.ts).
+   */
+  readonly unsure: boolean;
+  /** The request was not carried out through the warm agent, which went away: it may go again directly. */
+  readonly agentGone: boolean;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; reason?: PushReason }) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown; reason?: PushReason; unsure?: boolean; agentGone?: boolean },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.reason = options?.reason ?? REASONS[code];
+    this.unsure = options?.unsure === true;
+    this.agentGone = options?.agentGone === true;
   }
 }
 

@@ -17,6 +17,11 @@ export type Fault =
   | { kind: 'rate-limit'; retryAfter: number }
   /** Forward, then send the answer's headers and only its first `bytes` bytes, and cut the connection. */
   | { kind: 'cut'; bytes: number }
+  /**
+   * Forward (the request is carried out), then send the answer one byte every `everyMs`: a write
+   * that lands and whose answer ends later than the client's time limit.
+   */
+  | { kind: 'slow-answer'; everyMs: number }
   /** Answer 200 with these bytes, as a hostile or broken PDS would; nothing is forwarded. */
   | { kind: 'replace'; body: Uint8Array; contentType?: string }
   /**
@@ -157,6 +162,37 @@ export function answerFault(
   }
 }
 
+/** Sends `up`'s answer on to `res` one byte every `everyMs`, stopping when the client leaves. */
+export function slowAnswer(up: http.IncomingMessage, res: http.ServerResponse, everyMs: number): void {
+  whole(up, res, (body) => {
+    res.flushHeaders();
+    let sent = 0;
+    const timer = setInterval(() => {
+      if (res.destroyed) return clearInterval(timer);
+      res.write(body.subarray(sent, sent + 1));
+      if (++sent >= body.length) {
+        clearInterval(timer);
+        res.end();
+      }
+    }, everyMs);
+    res.on('close', () => clearInterval(timer));
+  });
+}
+
+/** Reads `up`'s whole answer, writes its status and headers (with its length) to `res`, then `then`. */
+function whole(up: http.IncomingMessage, res: http.ServerResponse, then: (body: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  up.on('data', (c: Buffer) => chunks.push(c));
+  up.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const headers = { ...up.headers, 'content-length': String(body.length) };
+    delete headers['transfer-encoding'];
+    delete headers['connection'];
+    res.writeHead(up.statusCode ?? 200, headers);
+    then(body);
+  });
+}
+
 /** Streams `total` body bytes as fast as the client takes them, stopping when it leaves. */
 function floodAnswer(
   res: http.ServerResponse,
@@ -188,14 +224,7 @@ function floodAnswer(
 
 /** Sends an upstream answer's headers and its first `bytes` bytes, then cuts the connection. */
 export function cutAnswer(up: http.IncomingMessage, res: http.ServerResponse, bytes: number): void {
-  const chunks: Buffer[] = [];
-  up.on('data', (c: Buffer) => chunks.push(c));
-  up.on('end', () => {
-    const body = Buffer.concat(chunks);
-    const headers = { ...up.headers, 'content-length': String(body.length) };
-    delete headers['transfer-encoding'];
-    delete headers['connection'];
-    res.writeHead(up.statusCode ?? 200, headers);
-    res.write(body.subarray(0, Math.min(bytes, Math.max(0, body.length - 1))), () => res.socket?.destroy());
-  });
+  whole(up, res, (body) =>
+    res.write(body.subarray(0, Math.min(bytes, Math.max(0, body.length - 1))), () => res.socket?.destroy()),
+  );
 }

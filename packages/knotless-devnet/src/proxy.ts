@@ -2,7 +2,14 @@ import http from 'node:http';
 import https from 'node:https';
 import type net from 'node:net';
 import { pipeline } from 'node:stream';
-import { FaultScript, answerFault, cutAnswer, type FaultRule, type FiredFault } from './faults.ts';
+import {
+  FaultScript,
+  answerFault,
+  cutAnswer,
+  slowAnswer,
+  type FaultRule,
+  type FiredFault,
+} from './faults.ts';
 import { listenOnFreePort } from './ports.ts';
 import { connectionOwner } from './socket-owner.ts';
 
@@ -215,6 +222,7 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     upstream.on('response', (up) => {
       entry.status = up.statusCode ?? 502;
       if (fault?.kind === 'cut') return cutAnswer(up, res, fault.bytes);
+      if (fault?.kind === 'slow-answer') return slowAnswer(up, res, fault.everyMs);
       res.writeHead(entry.status, endToEnd(up.headers));
       // Either side failing mid-body destroys the other, so the client sees a cut response, not a hang.
       pipeline(up, res, () => {});

@@ -60,8 +60,13 @@ function closeServer(server: Server): Promise<void> {
   });
 }
 
-function within(ms: number, min: number, max: number, what: string): void {
-  assert.ok(ms >= min && ms < max, `${what} took ${ms.toFixed(1)} ms, expected [${min}, ${max})`);
+/**
+ * A delay is the subject, so only its floor is checked: a loaded machine adds time, never removes
+ * it. That no more is charged than claimed shows in the connection count (one connection: one
+ * handshake) and in the zero-delay test, which runs with timers that never fire.
+ */
+function atLeast(ms: number, min: number, what: string): void {
+  assert.ok(ms >= min, `${what} took ${ms.toFixed(1)} ms, expected at least ${min}`);
 }
 
 describe('startDelayLink over plain HTTP', () => {
@@ -84,26 +89,26 @@ describe('startDelayLink over plain HTTP', () => {
       const second = await request(url, agent);
       assert.equal(second.body.toString(), 'ok');
       console.log(`http rtt=100: first ${first.ms.toFixed(1)} ms, kept-alive ${second.ms.toFixed(1)} ms`);
-      within(first.ms, 200, 400, 'first request');
-      within(second.ms, 100, 250, 'kept-alive request');
-      assert.equal(link.connections, 1);
+      atLeast(first.ms, 200, 'first request');
+      atLeast(second.ms, 100, 'kept-alive request');
+      assert.equal(link.connections, 1, 'the second request was charged no handshake');
     } finally {
       agent.destroy();
       await link.close();
     }
   });
 
-  it('adds nothing noticeable at rttMs 0', async () => {
+  it('adds nothing at rttMs 0: no byte waits for a timer', async (t) => {
     const link = await startDelayLink({ target: { host: '127.0.0.1', port }, rttMs: 0 });
     const agent = new http.Agent({ keepAlive: true });
+    // Timers that never fire unless told: a link that held a byte for one would never answer.
+    t.mock.timers.enable({ apis: ['setTimeout'] });
     try {
       const url = `http://${link.host}:${link.port}/`;
-      const first = await request(url, agent);
-      const second = await request(url, agent);
-      console.log(`http rtt=0: first ${first.ms.toFixed(1)} ms, kept-alive ${second.ms.toFixed(1)} ms`);
-      within(first.ms, 0, 90, 'first request');
-      within(second.ms, 0, 90, 'kept-alive request');
+      assert.equal((await request(url, agent)).body.toString(), 'ok');
+      assert.equal((await request(url, agent)).body.toString(), 'ok');
     } finally {
+      t.mock.timers.reset();
       agent.destroy();
       await link.close();
     }
@@ -150,9 +155,9 @@ describe('startDelayLink over TLS', () => {
       assert.equal(second.body.toString(), 'ok');
       console.log(`https rtt=100: first ${first.ms.toFixed(1)} ms, kept-alive ${second.ms.toFixed(1)} ms`);
       // TCP handshake, TLS 1.3 handshake, then the request: three round trips.
-      within(first.ms, 300, 550, 'first request');
-      within(second.ms, 100, 250, 'kept-alive request');
-      assert.equal(link.connections, 1);
+      atLeast(first.ms, 300, 'first request');
+      atLeast(second.ms, 100, 'kept-alive request');
+      assert.equal(link.connections, 1, 'the second request was charged no handshake');
     } finally {
       agent.destroy();
       await link.close();
@@ -202,10 +207,14 @@ describe('startDelayLink connections', () => {
 
   it('ends open connections on close', async () => {
     const upstreamClosed: Promise<unknown>[] = [];
+    let bothUp: () => void;
+    const up = new Promise<void>((resolve) => (bothUp = resolve));
     const target = net.createServer((socket) => {
       socket.on('error', () => {});
-      upstreamClosed.push(once(socket, 'close'));
+      // 'close' whether or not a reset came first (events.once would reject on the 'error').
+      upstreamClosed.push(new Promise((resolve) => socket.once('close', resolve)));
       socket.resume();
+      if (upstreamClosed.length === 2) bothUp();
     });
     const port = await listen(target);
     const link = await startDelayLink({ target: { host: '127.0.0.1', port }, rttMs: 20 });
@@ -216,13 +225,12 @@ describe('startDelayLink connections', () => {
         socket.write('hi');
       }
       // Both relayed connections must be up at the target before the link goes.
-      while (upstreamClosed.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+      await up;
       assert.equal(link.connections, 2);
-      const clientsClosed = sockets.map((socket) => once(socket, 'close'));
-      const started = performance.now();
+      const clientsClosed = sockets.map((socket) => new Promise((resolve) => socket.once('close', resolve)));
+      // Both ends of both connections close: were one left open, this would wait for ever.
       await link.close();
       await Promise.all([...clientsClosed, ...upstreamClosed]);
-      within(performance.now() - started, 0, 1000, 'closing');
     } finally {
       await link.close(); // a no-op unless the test failed before closing
       await new Promise<void>((resolve) => target.close(() => resolve()));

@@ -166,11 +166,15 @@ describe('pull request and issue pages, in Chromium', () => {
     });
     let main = await visit(pullPath(), 'pull-merged');
     assert.match(main, /Merged/);
+    assert.match(main, /bob\.test's (\S+:)?feature was merged into main/);
+    assert.doesNotMatch(main, /wants to merge/);
     assert.match(main, new RegExp(`merged as ${f.heads[1].slice(0, 8)}`));
     main = await visit(`${repo}/pulls`, 'pulls-after-merge');
     assert.match(main, /No open pull requests/);
     main = await visit(`${repo}/pulls?state=merged`, 'pulls-merged');
     assert.match(main, /Shout <two> & add b/);
+    assert.match(main, /bob\.test's feature was merged into main/);
+    assert.doesNotMatch(main, /wants to merge/);
     main = await visit(repo, 'repo-after-merge');
     assert.match(main, /0 open pull requests/);
   });

@@ -192,9 +192,8 @@ describe('guarded transport', () => {
     const transport = guardedTransport(true, { totalMs: 400, idleMs: 5000 });
     try {
       const url = new URL(`http://127.0.0.1:${(drip.address() as AddressInfo).port}/`);
-      const started = Date.now();
+      // The total limit, by its own words (the idle one is 5 s and each byte comes within 50 ms).
       await assert.rejects(transport.request(url, GET), /longer than 400 ms/);
-      assert.ok(Date.now() - started < 3000);
     } finally {
       transport.close();
       drip.closeAllConnections();

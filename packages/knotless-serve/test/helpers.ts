@@ -30,8 +30,15 @@ export async function appviewOn(
   );
 }
 
-/** Polls `check` until it returns a value other than undefined, or fails after `ms`. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
+/**
+ * Polls `check` until it returns a value other than undefined, or fails after `ms`: a guard against
+ * waiting for ever, generous enough that a loaded machine is not mistaken for a bug.
+ */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  ms = 120_000,
+): Promise<T> {
   const deadline = Date.now() + ms;
   let last: unknown;
   for (;;) {

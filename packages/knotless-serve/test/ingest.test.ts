@@ -73,7 +73,7 @@ function backendSuite(backend: 'sqlite' | 'postgres'): void {
       await app?.close();
     });
 
-    it('shows a push through the helper within seconds: repository, commit and branch', async () => {
+    it('shows a push through the helper: repository, commit and branch', async () => {
       assert.equal(
         (await alice.knotless('repo', 'create', repo, '--description', 'seen by the appview')).code,
         0,
@@ -88,8 +88,8 @@ function backendSuite(backend: 'sqlite' | 'postgres'): void {
         const r = await get(`${app.url}/alice.test/${repo}`);
         return r.text.includes('second commit') ? r : undefined;
       });
+      // How fast is the bench's business (bench/appview.ts); here only that it arrives.
       const seconds = (Date.now() - pushed) / 1000;
-      assert.ok(seconds < 10, `took ${seconds} s`);
       assert.match(page.text, /seen by the appview/);
       assert.match(page.text, />main</);
       const commit = await get(`${app.url}/alice.test/${repo}/commit/${sha}`);
@@ -165,15 +165,19 @@ function backendSuite(backend: 'sqlite' | 'postgres'): void {
       assert.equal((await list()).length, before + 1);
       // Replaying the whole stream (cursor rewound to the start) must change nothing.
       await app.close();
+      const stream = t.net.pdsUrl.replace(/^http/, 'ws');
       const reopened = await appviewOn(t, database, dataDir, { firehoses: [] });
+      // Where the stream ended when the appview closed: nothing was written since.
+      const end = await reopened.index.cursor(stream);
+      assert.ok(end !== undefined && end > 0, `cursor ${end}`);
       await reopened.index.db.updateTable('cursors').set({ seq: 0 }).execute();
       await reopened.close();
       app = await appviewOn(t, database, dataDir);
       await waitFor('the replay to reach the end', async () => {
-        const c = await app.index.cursor(t.net.pdsUrl.replace(/^http/, 'ws'));
-        return c !== undefined && c > 0 ? true : undefined;
+        const c = await app.index.cursor(stream);
+        return c !== undefined && c >= end ? true : undefined;
       });
-      await new Promise((r) => setTimeout(r, 1500));
+      await app.idle();
       const again = await list();
       assert.equal(again.length, before + 1);
       assert.equal(new Set(again.map((p) => `${p.ref} ${p.rev}`)).size, again.length);

@@ -176,8 +176,9 @@ describe('appview limits and README images', () => {
     const started = Date.now();
     const tooSlow = await get(app.url + slow);
     assert.equal(tooSlow.status, 502);
+    // The image's own limit stopped it (the request's would answer 503, "took longer than 1.5 s").
     assert.match(tooSlow.text, /longer than 1000 ms/);
-    assert.ok(Date.now() - started < 1450, 'the image limit, not the request limit, stopped it');
+    assert.ok(Date.now() - started >= 1000, 'not before its limit');
   });
 
   it("shows the repository's own images from its raw files, as images only when they are", async () => {
@@ -251,13 +252,10 @@ describe('appview limits and README images', () => {
       const took = Date.now() - started;
       assert.equal(res.status, 503);
       assert.match(res.text, /took longer than 1\.5 s/);
-      assert.ok(took >= 1400 && took < 5000, `answered after ${took} ms`);
+      // Not before its limit; how long after depends on the machine (the test's own timeout is the bound).
+      assert.ok(took >= 1400, `answered after ${took} ms`);
       const pid = Number(fs.readFileSync(path.join(marks, 'blame.pid'), 'utf8'));
-      await waitFor(
-        'the slow git to be killed',
-        () => Promise.resolve(isAlive(pid) ? undefined : true),
-        3000,
-      );
+      await waitFor('the slow git to be killed', () => Promise.resolve(isAlive(pid) ? undefined : true));
     } finally {
       fs.rmSync(path.join(marks, 'slow-blame'));
     }
@@ -276,7 +274,7 @@ describe('appview limits and README images', () => {
       assert.equal(res.status, 503);
       assert.match(res.text, /took longer than 1\.5 s/);
       const pid = Number(fs.readFileSync(path.join(marks, 'archive.pid'), 'utf8'));
-      await waitFor('git archive to be killed', () => Promise.resolve(isAlive(pid) ? undefined : true), 3000);
+      await waitFor('git archive to be killed', () => Promise.resolve(isAlive(pid) ? undefined : true));
     } finally {
       fs.rmSync(path.join(marks, 'slow-archive'));
     }
@@ -308,12 +306,8 @@ describe('appview limits and README images', () => {
     // http-backend sends its headers before reading the request, so the answer has begun: the
     // connection is cut (a 503 when it had not begun).
     assert.match(outcome, /^(503 This request took longer than 1\.5 s|200 cut)/);
-    assert.ok(took >= 1400 && took < 5000, `answered after ${took} ms`);
+    assert.ok(took >= 1400, `answered after ${took} ms`);
     const pid = Number(fs.readFileSync(path.join(marks, 'http-backend.pid'), 'utf8'));
-    await waitFor(
-      'git http-backend to be killed',
-      () => Promise.resolve(isAlive(pid) ? undefined : true),
-      3000,
-    );
+    await waitFor('git http-backend to be killed', () => Promise.resolve(isAlive(pid) ? undefined : true));
   });
 });

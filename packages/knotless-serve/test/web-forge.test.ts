@@ -181,7 +181,7 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     assert.equal((await listOwn(t, 'bob.test', 'dev.knotless.pull.status')).length, 0);
   });
 
-  it("close and reopen under the authority rule, and the owner's labels, each in its writer's account", async () => {
+  it("close and reopen under the authority rule (the owner's close and the author's withdrawal final against the other), and the owner's labels, each in its writer's account", async () => {
     await as('bob');
     await page.goto(`${app.url}${issuePath}`);
     assert.equal(await page.getByLabel('Labels').count(), 0, 'only the owner is offered labels');
@@ -206,12 +206,41 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     await page.getByLabel('Labels').fill('bug, docs');
     await page.getByRole('button', { name: 'Save labels' }).click();
     await page.locator('span.pill', { hasText: 'docs' }).first().waitFor();
+    // The owner's labels keep the author's withdrawal, and her reopen cannot undo it.
+    assert.ok((await page.locator('.st-closed').count()) > 0, 'still closed');
+    const state = async (value: string) =>
+      page.request.post(`${app.url}${issuePath}/state`, {
+        form: { csrf: await csrfOnPage(), state: value },
+        maxRedirects: 0,
+      });
+    const overAuthor = await state('open');
+    assert.equal(overAuthor.status(), 403);
+    assert.match(await overAuthor.text(), /Its author, bob\.test, closed \S+; only they can reopen it\./);
+    await as('bob');
+    await page.goto(`${app.url}${issuePath}`);
     await page.getByRole('button', { name: 'Reopen' }).click();
     await page.locator('.st-open').first().waitFor();
+    await as('alice');
+    await page.goto(`${app.url}${issuePath}`);
+    await page.getByRole('button', { name: 'Close' }).click();
+    await page.locator('.st-closed').first().waitFor();
     await checkPage(page, cspErrors, 'issue page, signed in as the owner');
+    // The owner's close is final against the author.
+    await as('bob');
+    await page.goto(`${app.url}${issuePath}`);
+    const overOwner = await state('open');
+    assert.equal(overOwner.status(), 403);
+    assert.match(
+      await overOwner.text(),
+      /alice\.test\/site&#39;s owner closed \S+; only they can reopen it\./,
+    );
     const alices = await listOwn(t, 'alice.test', 'dev.knotless.issue.state');
     assert.deepEqual(alices.map((r) => r.value['state']).sort(), ['closed', 'open']);
     for (const r of alices) assert.deepEqual(r.value['labels'], ['bug', 'docs']);
+    assert.deepEqual(
+      (await listOwn(t, 'bob.test', 'dev.knotless.issue.state')).map((r) => r.value['state']).sort(),
+      ['closed', 'open'],
+    );
   });
 
   it("signing out revokes the tokens: a kept copy of bob's session is refused by his PDS", async () => {

@@ -6,12 +6,24 @@
 // /tmp shared by every user): most runs then skip compiling the bundle.
 const { env } = process;
 const cache = env.KNOTLESS_CACHE_DIR || `${env.XDG_CACHE_HOME || `${env.HOME}/.cache`}/knotless`;
-if (env.HOME || env.KNOTLESS_CACHE_DIR) require('node:module').enableCompileCache?.(`${cache}/v8`);
+// Compiled code is read from there only when the folder is ours and nobody else can write it (the
+// code itself refuses such a folder with a sentence, config/folders.ts in knotless-core).
+const ours = (dir) => {
+  try {
+    const st = require('node:fs').statSync(dir);
+    return st.uid === process.getuid?.() && (st.mode & 0o022) === 0;
+  } catch (err) {
+    return err.code === 'ENOENT';
+  }
+};
+if ((env.HOME || env.KNOTLESS_CACHE_DIR) && ours(cache))
+  require('node:module').enableCompileCache?.(`${cache}/v8`);
 const bundle = `${__dirname}/../dist/knotless-main.cjs`;
 try {
   require.resolve(bundle);
 } catch {
-  process.stderr.write(
+  require('node:fs').writeSync(
+    2,
     'knotless: this copy of knotless is not built yet; run `npm run build` in its workspace.\n',
   );
   process.exit(70);

@@ -2,6 +2,7 @@ import { findAgent, startAgentDetached, type AgentStart } from './agent/autostar
 import { AgentClient } from './agent/client.ts';
 import { SessionStore } from './auth/store.ts';
 import { readConfig, type Config } from 'knotless-core/config/env';
+import { checkFolders } from 'knotless-core/config/folders';
 import { KnotlessError } from 'knotless-core/errors';
 import { relocateAccount } from 'knotless-core/identity/account-state';
 import { IdentityResolver, type Identity } from 'knotless-core/identity/resolver';
@@ -26,6 +27,8 @@ export class Context {
   #mayStartAgent: boolean;
 
   constructor(config: Config = readConfig(), opts: { agent?: boolean } = {}) {
+    // Before anything in them is read: folders others can write are not trusted (config/folders.ts).
+    checkFolders(config);
     this.config = config;
     const direct = transportFor(config);
     const found = opts.agent === false || !config.agent ? undefined : findAgent(config);

@@ -1,14 +1,48 @@
 // Accounts that go away (deactivated, taken down, deleted) and come back, and handles that change:
 // what the helper and the CLI say, from a shell that knew the account and from one that did not.
 import assert from 'node:assert/strict';
-import { before, describe, it } from 'node:test';
-import { knotless, type Run } from './helpers/cli.ts';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Appview } from '../../knotless-serve/src/appview.ts';
+import { appviewOn, get, waitFor } from '../../knotless-serve/test/helpers.ts';
+import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import { knotless, runProcess, type Run } from './helpers/cli.ts';
 import { newSite, useForgeNet } from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
 
+let app: Appview | undefined;
+let appDir = '';
+let agent: RunningAgent | undefined;
+let socket = '';
+let clone = '';
+
+/** Commits and pushes from alice's clone through her agent, which then follows her event stream. */
+async function agentPush(file: string): Promise<void> {
+  await commitFiles(alice, clone, { [file]: `${file}\n` }, `${file} through the agent`);
+  const env = { ...alice.env, KNOTLESS_COMPACT: '0', KNOTLESS_AGENT_SOCKET: socket };
+  const pushed = await runProcess('git', ['push', '-q', 'origin', 'main'], { env, cwd: clone });
+  assert.equal(pushed.code, 0, pushed.stderr);
+}
 const {
   t,
   users: [alice, bob],
-} = useForgeNet(['alice.test', 'bob.test']);
+} = useForgeNet(['alice.test', 'bob.test'], () => app?.url);
+
+/** Waits until the appview answers `page` with `status` and a text matching `text`. */
+function pageSays(page: string, status: number, text: RegExp): Promise<string> {
+  return waitFor(`${page} to answer ${status} ${String(text)}`, async () => {
+    const got = await get(`${app!.url}${page}`);
+    return got.status === status && text.test(got.text) ? got.text : undefined;
+  });
+}
+
+/** Every mirror the appview keeps, by directory name. */
+function mirrors(): string[] {
+  const root = path.join(appDir, 'git');
+  if (!fs.existsSync(root)) return [];
+  return fs.readdirSync(root).flatMap((d) => fs.readdirSync(path.join(root, d)));
+}
 
 /** `knotless dev account …` on the test network, as from a dev network's shell. */
 async function devAccount(...args: string[]): Promise<string> {
@@ -37,10 +71,26 @@ describe('accounts that go away and come back, and handles that change', () => {
   let url = '';
   before(async () => {
     await t.ready;
-    await newSite(alice, 'alice.test');
+    appDir = t.tmpdir();
+    app = await appviewOn(t, path.join(appDir, 'index.sqlite'), appDir);
+    clone = await newSite(alice, 'alice.test');
     url = 'knotless://alice.test/site';
+    // Alice's shell has a warm agent, which follows her account's event stream after a push.
+    socket = path.join(t.tmpdir(), 'agent.sock');
+    agent = await spawnAgent(socket, { ...alice.env, KNOTLESS_COMPACT: '0' });
+    await agentPush('b.txt');
     // Bob's shell has resolved alice: a warm cache.
     await bob.ok(bob.dir(), 'ls-remote', url);
+    // Alice's record in another account's repository: an issue on bob's.
+    await newSite(bob, 'bob.test');
+    const issue = await alice.knotless('issue', 'create', 'bob.test/site', '--title', 'from alice');
+    assert.equal(issue.code, 0, issue.stderr);
+    await pageSays('/alice.test/site', 200, /README\.md/);
+    await pageSays('/bob.test/site/issues', 200, /from alice/);
+  });
+  after(async () => {
+    await agent?.stop();
+    await app?.close();
   });
 
   it('a deactivated account: one sentence naming it and its state, from a warm and a cold shell', async () => {
@@ -54,6 +104,11 @@ describe('accounts that go away and come back, and handles that change', () => {
     assert.equal(sentence(await bob.knotless('repo', 'list', 'alice.test'), 18), expected);
     assert.equal(sentence(await bob.knotless('repo', 'info', 'alice.test/site'), 18), expected);
     assert.equal(sentence(await cold('repo', 'list', 'alice.test'), 18), expected);
+    // The appview hides her repositories and her records in others' pages.
+    await pageSays('/alice.test/site', 410, /The account alice\.test is deactivated/);
+    await pageSays('/alice.test', 410, /is deactivated/);
+    const issues = await pageSays('/bob.test/site/issues', 200, /issues/i);
+    assert.doesNotMatch(issues, /from alice/);
   });
 
   it('reactivated: the same commands work again, nothing lost', async () => {
@@ -65,6 +120,8 @@ describe('accounts that go away and come back, and handles that change', () => {
     const listed = await cold('repo', 'list', 'alice.test');
     assert.equal(listed.code, 0, listed.stderr);
     assert.equal(listed.stdout.trim(), 'site');
+    await pageSays('/alice.test/site', 200, /README\.md/);
+    await pageSays('/bob.test/site/issues', 200, /from alice/);
   });
 
   it('taken down by its PDS, then restored', async () => {
@@ -75,11 +132,16 @@ describe('accounts that go away and come back, and handles that change', () => {
       `knotless: The account alice.test has been taken down by its PDS (${t.net.pdsUrl}); its repositories are unavailable.`,
     );
     assert.equal(sentence(await cold('repo', 'list', 'alice.test'), 18), down);
+    await pageSays('/alice.test/site', 410, /taken down by its PDS/);
     await devAccount(t.dids['alice.test']!, 'restore');
     assert.match(await bob.ok(bob.dir(), 'ls-remote', url), /refs\/heads\/main/);
+    await pageSays('/alice.test/site', 200, /README\.md/);
   });
 
   it('a new handle is used at once; the old one names nothing; the DID keeps working', async () => {
+    // The agent dropped its view at the account events above: a push makes it follow alice again.
+    await agentPush('c.txt');
+    const heard = (agent!.log().match(/reported a identity event/g) ?? []).length;
     assert.equal(
       await devAccount('alice.test', 'handle', 'alice2.test'),
       `alice.test is now alice2.test (${t.dids['alice.test']!}).`,
@@ -90,11 +152,24 @@ describe('accounts that go away and come back, and handles that change', () => {
     assert.match(await bob.ok(bob.dir(), 'ls-remote', 'knotless://alice2.test/site'), /refs\/heads\/main/);
     const old = await cold('repo', 'list', 'alice.test');
     assert.equal(old.code, 3, old.stderr);
+    // Her own shell resolved alice.test before: its agent heard the identity event and dropped
+    // what the cache held, so the old handle names nothing there either, at once.
+    await waitFor('the agent to hear the identity event', () =>
+      Promise.resolve(
+        (agent!.log().match(/reported a identity event/g) ?? []).length > heard ? true : undefined,
+      ),
+    );
+    const warmOld = await alice.knotless('repo', 'list', 'alice.test');
+    assert.equal(warmOld.code, 3, warmOld.stderr);
     const byDid = await cold('repo', 'list', t.dids['alice.test']!);
     assert.equal(byDid.code, 0, byDid.stderr);
     // Her own shell: whoami reads the handle verified at login, the commands the one verified now.
     const mine = await alice.knotless('repo', 'info', 'alice2.test/site');
     assert.equal(mine.code, 0, mine.stderr);
+    // The appview: the new handle's pages at once, the old handle's none.
+    await pageSays('/alice2.test/site', 200, /README\.md/);
+    await pageSays('/alice.test/site', 404, /./);
+    await pageSays('/bob.test/site/issues', 200, /alice2\.test/);
   });
 
   it('deleted: its repositories are gone, said in one sentence', async () => {
@@ -103,5 +178,13 @@ describe('accounts that go away and come back, and handles that change', () => {
       sentence(await bob.git(bob.dir(), 'ls-remote', 'knotless://alice2.test/site'), 128),
       `knotless: The account alice2.test has been deleted from its PDS (${t.net.pdsUrl}); its repositories are gone.`,
     );
+    // The appview removes her rows and her mirror.
+    assert.ok(mirrors().includes('site.git'));
+    await pageSays('/alice2.test/site', 410, /is deleted; its repositories are gone/);
+    await waitFor('her mirror to be removed', () =>
+      Promise.resolve(mirrors().length === 1 ? true : undefined),
+    );
+    const issues = await pageSays('/bob.test/site/issues', 200, /issues/i);
+    assert.doesNotMatch(issues, /from alice/);
   });
 });

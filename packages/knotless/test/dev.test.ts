@@ -45,7 +45,13 @@ describe('knotless dev', () => {
     assert.match(dev.stdout, /^ready$/m);
     assert.match(dev.stdout, new RegExp(`\\. ${dir}/env`));
     const env = fs.readFileSync(path.join(dir, 'env'), 'utf8');
-    for (const v of ['KNOTLESS_PLC_URL', 'KNOTLESS_DEV_PDS', 'KNOTLESS_DEV_PASSWORD', 'PATH']) {
+    for (const v of [
+      'KNOTLESS_PLC_URL',
+      'KNOTLESS_DEV_PDS',
+      'KNOTLESS_DEV_PDS2',
+      'KNOTLESS_DEV_PASSWORD',
+      'PATH',
+    ]) {
       assert.match(env, new RegExp(`^export ${v}=`, 'm'));
     }
     const res = await shell('knotless whoami && knotless repo create hello && knotless repo list');
@@ -60,6 +66,16 @@ describe('knotless dev', () => {
     );
     assert.equal(bob.code, 0, bob.stderr);
     assert.match(bob.stdout, /^bob\.test /);
+    // Two PDSes: alice on the first, bob on the second; `whoami --json` names the account's.
+    const pdses = await shell(
+      'echo "$KNOTLESS_DEV_PDS $KNOTLESS_DEV_PDS2" && knotless whoami --json && knotless login alice.test --app-password "$KNOTLESS_DEV_PASSWORD" >/dev/null && knotless whoami --json',
+    );
+    assert.equal(pdses.code, 0, pdses.stderr);
+    const [urls, bobJson, aliceJson] = pdses.stdout.trim().split('\n');
+    const [first, second] = urls!.split(' ');
+    assert.notEqual(first, second);
+    assert.equal((JSON.parse(bobJson!) as { pds: string }).pds, second);
+    assert.equal((JSON.parse(aliceJson!) as { pds: string }).pds, first);
     // Issue 11: the PDS's databases, the accounts' keys, sessions, the env file: nothing readable by
     // others. Node makes its compile cache (code caches of the public bundle, no data) with its own
     // modes; it sits inside the 0700 directory all the same.
@@ -88,6 +104,37 @@ describe('knotless dev', () => {
     assert.match(second.stderr, /A network is already running in .+; stop it first\./);
     dev.child.kill('SIGINT');
     assert.equal(await dev.exited, 0);
+  });
+
+  it('migrate and account on a directory where no network runs, or an unknown verb: one sentence each', async () => {
+    const env = { PATH: '/usr/bin:/bin', HOME: dir };
+    const stopped = await runProcess(
+      process.execPath,
+      [KNOTLESS_BIN, 'dev', 'migrate', 'alice.test', '--dir', dir],
+      {
+        env,
+      },
+    );
+    assert.equal(stopped.code, 11);
+    assert.equal(
+      stopped.stderr,
+      `knotless: No network is running in ${dir}; start it with \`knotless dev --dir ${dir}\` first.\n`,
+    );
+    const account = await runProcess(
+      process.execPath,
+      [KNOTLESS_BIN, 'dev', 'account', 'alice.test', 'vanish', '--dir', dir],
+      { env },
+    );
+    assert.equal(account.code, 2);
+    assert.match(account.stderr, /^knotless: usage: knotless dev account <handle> deactivate\|activate\|/);
+    const verb = await runProcess(process.execPath, [KNOTLESS_BIN, 'dev', 'frobnicate', '--dir', dir], {
+      env,
+    });
+    assert.equal(verb.code, 2);
+    assert.equal(
+      verb.stderr,
+      'knotless: Unknown or incomplete dev command "frobnicate"; see knotless dev --help.\n',
+    );
   });
 
   it('is a separate program: a knotless without knotless-devnet beside it says so in one sentence', async () => {

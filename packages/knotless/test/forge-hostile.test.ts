@@ -127,6 +127,44 @@ describe('hostile pull requests written by hand', () => {
     }
   });
 
+  it('pr view says what the rounds were checked against, and marks a head not on the named branch', async () => {
+    const a = alice.dir();
+    await alice.ok(a, 'clone', '-q', 'knotless://alice.test/site', 'c');
+    await commitFiles(alice, `${a}/c`, { 'alice.txt': 'alice\n' }, 'alice on main');
+    await alice.ok(`${a}/c`, 'push', '-q', 'origin', 'main');
+    await bob.ok(bobClone, 'fetch', '-q', 'origin');
+    const base = (await bob.ok(bobClone, 'rev-parse', 'origin/main')).trim();
+    const parent = (await bob.ok(bobClone, 'rev-parse', 'origin/main~1')).trim();
+    await bob.ok(bobClone, 'checkout', '-q', '-B', 'spoof', base);
+    const own = await commitFiles(bob, bobClone, { 'spoof.txt': "not alice's\n" }, 'bob only');
+    const objectsOf = async (tip: string, not: string) =>
+      (await bob.ok(bobClone, 'rev-list', '--objects', tip, '--not', not))
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split(' ')[0]!);
+    const idOf = (uri: string) => uri.replace(/^at:\/\//, '').replace('/dev.knotless.pull/', '/');
+    // Both claim to come from alice.test/site main; only the second's commit is on it.
+    const spoofed = idOf(await handMadePr('Spoofed', own, base, await objectsOf(own, base)));
+    const genuine = idOf(await handMadePr('Genuine', base, parent, await objectsOf(base, parent)));
+    const view = await alice.knotless('pr', 'view', 'alice.test/site', spoofed);
+    assert.equal(view.code, 0, view.stderr);
+    assert.match(view.stdout, new RegExp(`checked  against alice\\.test/site main at ${base.slice(0, 12)}`));
+    assert.match(view.stdout, new RegExp(`0 {2}${own} {2}on .* {2}NOT on alice\\.test/site main`));
+    const data = json<{
+      rounds: { onBranch?: boolean }[];
+      checkedAgainst: { repo: string; commit?: string };
+    }>(await alice.knotless('pr', 'view', 'alice.test/site', spoofed, '--json'));
+    assert.deepEqual(
+      data.rounds.map((r) => r.onBranch),
+      [false],
+    );
+    assert.deepEqual(data.checkedAgainst, { repo: 'alice.test/site', branch: 'main', commit: base });
+    const fine = await alice.knotless('pr', 'view', 'alice.test/site', genuine);
+    assert.equal(fine.code, 0, fine.stderr);
+    assert.match(fine.stdout, /checked {2}against alice\.test\/site main/);
+    assert.doesNotMatch(fine.stdout, /NOT on/);
+  });
+
   it('takes back every id form, an at-uri by DID or by handle; a wrong one is one sentence', async () => {
     const base = (await bob.ok(bobClone, 'rev-parse', 'HEAD')).trim();
     const objects = (await bob.ok(bobClone, 'rev-list', '--objects', base, '--not', `${base}~1`))

@@ -79,7 +79,7 @@ async function rewound(user: GitUser): Promise<{ url: string; dir: string; c1: s
 async function untilAgentSees(name: string, oid: string): Promise<void> {
   const q = { did: t.dids['alice.test']!, repo: name, pds: t.net.pdsUrl };
   let main: string | undefined;
-  for (let i = 0; i < 50; i++) {
+  for (let i = 0; i < 300; i++) {
     main = (await agentView(socket, q))?.get('refs/heads/main')?.target;
     if (main === oid) return;
     await new Promise((r) => setTimeout(r, 200));
@@ -224,7 +224,7 @@ describe('list for-push', () => {
       const dir = await newRepo(warm, url);
       await commitFiles(warm, dir, { a: '1' }, 'one');
       await warm.ok(dir, 'push', '-q', 'origin', 'main');
-      for (let i = 0; i < 50 && (await agentView(socket, q(name))) === null; i++)
+      for (let i = 0; i < 300 && (await agentView(socket, q(name))) === null; i++)
         await new Promise((r) => setTimeout(r, 200));
       assert.notEqual(await agentView(socket, q(name)), null, 'the agent has a view');
       // A record under this repository's keys that no listing would keep (its target is no object id).
@@ -254,7 +254,7 @@ describe('list for-push', () => {
       });
       assert.equal(put.status, 200, await put.text());
       const dropped = new RegExp(`dropped the view of [^ ]+/${name}: an event could not be applied`, 'g');
-      for (let i = 0; i < 50 && !dropped.test(agent!.log()); i++)
+      for (let i = 0; i < 300 && !dropped.test(agent!.log()); i++)
         await new Promise((r) => setTimeout(r, 200));
       assert.equal(agent!.log().match(dropped)?.length, 1, agent!.log());
       await commitFiles(warm, dir, { a: '2' }, 'two');
@@ -306,7 +306,7 @@ describe('list for-push', () => {
         await pushedAndSeen('before');
         for (const s of sockets) s.destroy();
         const cut = new RegExp(`dropped the view of [^ ]+/${name}: the event stream was cut`);
-        for (let i = 0; i < 50 && !cut.test(agent!.log()); i++) await new Promise((r) => setTimeout(r, 100));
+        for (let i = 0; i < 300 && !cut.test(agent!.log()); i++) await new Promise((r) => setTimeout(r, 100));
         assert.match(agent!.log(), cut);
         assert.equal(await view(), null);
         // The stream reconnects; once live again, the view is listed afresh and answers.

@@ -17,7 +17,7 @@ import { cidForBlob } from '../../knotless-core/src/packs/cid.ts';
 import { loadPack } from '../../knotless-core/src/packs/transfer.ts';
 import type { PackEntry } from '../../knotless-core/src/records/ref-record.ts';
 import { XrpcClient } from '../../knotless-core/src/xrpc/client.ts';
-import { Http1Pool } from '../../knotless-core/src/xrpc/http1.ts';
+import { HttpPool } from '../../knotless-core/src/xrpc/http-pool.ts';
 import type { Transport } from '../../knotless-core/src/xrpc/transport.ts';
 import { commitFiles, newRepo, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -44,7 +44,7 @@ async function randomPack(bytes: number): Promise<Buffer> {
 
 /** A transport over a real HTTP/1.1 client to a local server (no PDS needed for a getBlob). */
 function localTransport(port: number): Transport {
-  const pool = new Http1Pool();
+  const pool = new HttpPool();
   return {
     request: (url, init) =>
       pool.request(

@@ -21,6 +21,11 @@ describe('PDS refusals, classified by their XRPC error name', () => {
       [answer(413, 'PayloadTooLarge', 'request entity too large'), 'too-large'],
       [answer(429, 'RateLimitExceeded', 'Rate Limit Exceeded'), 'rate-limited'],
       [answer(404, 'NotFound', ''), 'not-found'],
+      [answer(400, 'RepoDeactivated', 'Repo has been deactivated: did:plc:x'), 'account-gone'],
+      [answer(400, 'RepoTakendown', 'Repo has been takendown: did:plc:x'), 'account-gone'],
+      [answer(400, 'RepoNotFound', 'Could not find repo for DID: did:plc:x'), 'account-gone'],
+      [answer(401, 'AccountDeactivated', 'Account is deactivated'), 'account-gone'],
+      [answer(400, 'AccountTakedown', 'Account has been taken down'), 'account-gone'],
     ];
     for (const [a, kind] of cases) assert.equal(pdsRefusal(a), kind, JSON.stringify(a));
   });
@@ -35,7 +40,7 @@ describe('PDS refusals, classified by their XRPC error name', () => {
     assert.equal(pdsRefusal(answer(400, 'InvalidSwap', 'Blob not found')), 'swap-conflict');
   });
 
-  it('matches the two generic InvalidRequest answers of the reference PDS narrowly', () => {
+  it('matches the three generic InvalidRequest answers of the reference PDS narrowly', () => {
     assert.equal(pdsRefusal(answer(400, 'InvalidRequest', 'Blob not found')), 'blob-missing');
     assert.equal(pdsRefusal(answer(400, 'InvalidRequest', 'Blob not found here, maybe')), 'other');
     assert.equal(pdsRefusal(answer(400, 'InvalidRequest', 'Unacceptable slur in record key')), 'key-refused');
@@ -45,6 +50,9 @@ describe('PDS refusals, classified by their XRPC error name', () => {
       'key-refused',
     );
     assert.equal(pdsRefusal(answer(400, 'InvalidRequest', 'Invalid record keyring')), 'other');
+    // listRecords of an account the PDS does not serve as active (deactivated, moved away, deleted).
+    assert.equal(pdsRefusal(answer(400, 'InvalidRequest', 'Could not find repo: did:plc:x')), 'account-gone');
+    assert.equal(pdsRefusal(answer(400, 'InvalidRequest', 'I could not find repo: x')), 'other');
   });
 
   it('falls back on the HTTP status for names it does not know', () => {

@@ -68,6 +68,10 @@ describe('a private repository works like a plain one', () => {
     assert.notEqual(stale.code, 0, 'a lease on a value the ref does not have fails');
     assert.match(stale.stderr, /stale info/);
     await alice.ok(work, 'push', '-q', `--force-with-lease=side:${tip}`, 'origin', 'HEAD~1:side');
+    const moved = await alice.knotless('repo', 'default-branch', 'ops', 'side');
+    assert.equal(moved.code, 0, moved.stderr);
+    assert.equal((await alice.knotless('repo', 'default-branch', 'ops')).stdout, 'side\n');
+    assert.equal((await alice.knotless('repo', 'default-branch', 'ops', 'main')).code, 0);
     const compacted = await alice.knotless('repo', 'compact', 'ops');
     assert.equal(compacted.code, 0, compacted.stderr);
     assert.match(compacted.stderr, /refs\/heads\/main: \d+ packs → \d+/);
@@ -103,6 +107,15 @@ describe('a private repository works like a plain one', () => {
       );
       assert.notEqual(tip, tip2);
       // The helper asked the agent, which keeps no view of a private repository: its helpers list.
+      // A first push into an empty private repository through the agent is sealed too (the agent's
+      // view of an empty repository would otherwise say nothing of its privacy).
+      assert.equal((await alice.knotless('repo', 'create', 'fresh', '--private')).code, 0);
+      const fresh = await newRepo(alice, 'knotless://alice.test/fresh');
+      await commitFiles(alice, fresh, { 'f.txt': `${MARK} fresh\n` }, `fresh ${MARK}`);
+      await alice.ok(fresh, 'push', '-q', 'origin', 'main');
+      await commitFiles(alice, fresh, { 'f.txt': `${MARK} again\n` }, `again ${MARK}`);
+      await alice.ok(fresh, 'push', '-q', 'origin', 'main');
+      assert.equal((await accountBytes(t, t.dids['alice.test']!)).car.indexOf(MARK), -1);
       // (Its listing runs beside the push: waited for as the agent prints it.)
       const running = agent;
       await new Promise<void>((resolve) => {

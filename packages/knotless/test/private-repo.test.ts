@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, it } from 'node:test';
+import path from 'node:path';
 import { accountBytes } from './helpers/account-dump.ts';
+import { knotless, runProcess } from './helpers/cli.ts';
 import { commitFiles, newRepo, refsOf, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -58,6 +60,30 @@ describe('private repositories', () => {
     assert.match(await refsOf(alice, `${clone}/c`, 'refs/remotes/'), new RegExp(markers.branch));
   });
 
+  it('finds the same markers in a plain repository (the scan above can fail)', async () => {
+    assert.equal((await carol.knotless('repo', 'create', 'control')).code, 0);
+    const dir = await newRepo(carol, 'knotless://carol.test/control');
+    await carol.ok(dir, 'config', 'pack.compression', '0');
+    const big = `${markers.content}\n${crypto.randomBytes(200_000).toString('hex')}\n`;
+    await commitFiles(carol, dir, { [`${markers.path}/big.txt`]: big }, `first ${markers.message}`);
+    await carol.ok(dir, 'push', '-q', 'origin', `main:refs/heads/${markers.branch}`);
+    const { car, blobs } = await accountBytes(t, t.dids['carol.test']!);
+    assert.notEqual(car.indexOf(markers.branch), -1, 'a plain ref record names its branch');
+    assert.ok(
+      blobs.some((b) => b.subarray(0, 4).toString('latin1') === 'PACK' && b.indexOf(markers.content) !== -1),
+    );
+  });
+
+  it('leaves a public repository as it was: repo commit from the cached view after a push', async () => {
+    // The view a push leaves is read without a listing: privacy is settled from it, with no request.
+    assert.equal((await carol.knotless('repo', 'create', 'plain')).code, 0);
+    const dir = await newRepo(carol, 'knotless://carol.test/plain');
+    await commitFiles(carol, dir, { 'a.txt': 'a\n' }, 'first');
+    await carol.ok(dir, 'push', '-q', 'origin', 'main');
+    const res = await carol.knotless('repo', 'commit', 'plain', '-m', 'bot', '--delete', 'a.txt');
+    assert.equal(res.code, 0, res.stderr);
+  });
+
   it('refuses a non-member in one sentence', async () => {
     const res = await bob.git(bob.dir(), 'clone', '-q', 'knotless://alice.test/secret', 'c');
     assert.notEqual(res.code, 0);
@@ -72,10 +98,38 @@ describe('private repositories', () => {
     const shared = await alice.knotless('repo', 'share', 'secret', 'bob.test');
     assert.equal(shared.code, 0, shared.stderr);
     assert.ok(shared.stderr.includes(bobPrint), shared.stderr);
+    const info = await bob.knotless('repo', 'info', 'alice.test/secret');
+    assert.match(info.stdout, /refs {9}2\n/);
+    assert.ok(info.stdout.includes(`members ${t.dids['alice.test']}, ${t.dids['bob.test']}`), info.stdout);
 
     const dir = bob.dir();
     await bob.ok(dir, 'clone', '-q', 'knotless://alice.test/secret', 'c');
     assert.equal((await bob.ok(`${dir}/c`, 'rev-parse', 'HEAD')).trim(), tip);
+
+    // Bob's second machine: nothing opens it until bob's key is imported there.
+    const file = path.join(bob.dir(), 'bob.key');
+    const phrase = { KNOTLESS_KEY_PASSPHRASE: 'correct horse battery' };
+    const exported = await knotless(['key', 'export', file], { env: { ...bob.env, ...phrase } });
+    assert.equal(exported.code, 0, exported.stderr);
+    const home = bob.dir();
+    const second = {
+      ...bob.env,
+      KNOTLESS_CONFIG_DIR: path.join(home, 'config'),
+      KNOTLESS_CACHE_DIR: path.join(home, 'cache'),
+    };
+    const lsRemote = () =>
+      runProcess('git', ['ls-remote', 'knotless://alice.test/secret'], { env: second, cwd: home });
+    assert.ok((await lsRemote()).stderr.includes(NO_KEY));
+    const wrong = await knotless(['key', 'import', file], {
+      env: { ...second, KNOTLESS_KEY_PASSPHRASE: 'not the passphrase' },
+    });
+    assert.equal(wrong.code, 4, wrong.stderr);
+    const imported = await knotless(['key', 'import', file], { env: { ...second, ...phrase } });
+    assert.equal(imported.code, 0, imported.stderr);
+    assert.ok(imported.stderr.includes(bobPrint), imported.stderr);
+    const listed = await lsRemote();
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.ok(listed.stdout.includes(tip));
 
     const removed = await alice.knotless('repo', 'unshare', 'secret', 'bob.test');
     assert.equal(removed.code, 0, removed.stderr);

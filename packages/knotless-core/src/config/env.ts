@@ -35,6 +35,8 @@ export interface Config {
   /** Non-interactive login for agents and CI. */
   identifier: string | undefined;
   password: string | undefined;
+  /** The passphrase `knotless key export` / `import` use instead of asking (KNOTLESS_KEY_PASSPHRASE). */
+  keyPassphrase: string | undefined;
   /** Seconds an identity resolution stays fresh in the cache. */
   identityTtlSeconds: number;
   /** The appview whose compare link a push of a new branch prints; undefined: print none. */
@@ -175,6 +177,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ),
     identifier: nonEmpty(env['KNOTLESS_IDENTIFIER']),
     password: nonEmpty(env['KNOTLESS_PASSWORD']),
+    keyPassphrase: nonEmpty(env['KNOTLESS_KEY_PASSPHRASE']),
     identityTtlSeconds: Number.isFinite(ttl) && ttl >= 0 ? ttl : 24 * 3600,
     appview: urlVar(env, 'KNOTLESS_APPVIEW'),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),

@@ -2,6 +2,7 @@
 // `close` / `reopen` / `merge`, the appview's buttons), so that a record the authority rule
 // (records/forge-authority.ts) would ignore is never written.
 import { KnotlessError } from '../errors.ts';
+import { decide, type Decision } from '../records/forge-authority.ts';
 import { safeText } from '../text/terminal.ts';
 
 export interface StateWrite {
@@ -45,4 +46,35 @@ export function stateRecord(
   const field = word === 'pr' ? { pull: subject, status: state } : { issue: subject, state };
   const labels = keepLabels.length > 0 ? { labels: keepLabels } : {};
   return { ...field, ...extra, ...labels, createdAt: new Date().toISOString() };
+}
+
+/**
+ * Throws `permission-denied`, naming who decided, when a state record `w.me` would write with key
+ * `rkey` leaves the item in another state than `expect` (the state written, unless only labels
+ * change) once decided again with the records already on it: the author reopening over the owner's
+ * close, the owner reopening over the author's withdrawal. Such a record would count for nothing
+ * and is never written.
+ */
+export function checkOutcome(
+  w: StateWrite & { decisions: Decision<string>[]; rkey: string; authorName: string; expect?: string },
+): void {
+  const next = decide(
+    [...w.decisions, { by: w.me, rkey: w.rkey, state: w.state, createdAt: new Date().toISOString() }],
+    w.owner,
+    w.author,
+    w.authorMay,
+  );
+  if (next.state === (w.expect ?? w.state) || next.by === undefined) return;
+  throw new KnotlessError(
+    'permission-denied',
+    next.by === w.owner
+      ? `${w.label}'s owner ${next.state === 'merged' ? 'merged' : 'closed'} ${safeText(w.id)}; only they can ${next.state === 'merged' ? 'change that' : 'reopen it'}.`
+      : `Its author, ${safeText(w.authorName)}, closed ${safeText(w.id)}; only they can reopen it.`,
+  );
+}
+
+/** The state `did`'s own latest record gives an item (`open` with none): what a label keeps. */
+export function stateBy(decisions: Decision<string>[], did: string): string {
+  const own = decisions.filter((d) => d.by === did);
+  return own.length === 0 ? 'open' : own.reduce((a, b) => (b.rkey > a.rkey ? b : a)).state;
 }

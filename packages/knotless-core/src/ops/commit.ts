@@ -152,6 +152,9 @@ async function commitInMirror(
       );
     }
   }
+  // Settled by the listing when there was one; refs from the cached view are plain ones (a private
+  // repository's are never cached), and the opener still checks this machine's keys first.
+  await remote.prepare(refs.length > 0 ? 'plain' : 'none');
   // Committing on one of several records that claim the branch would be choosing between them.
   const claims = refs.filter((r) => r.record.ref === ref);
   if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);

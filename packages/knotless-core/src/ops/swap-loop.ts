@@ -1,3 +1,4 @@
+import { isKnotlessError } from '../errors.ts';
 import { BlobMissing, SwapConflict } from '../records/remote-repo.ts';
 
 /**
@@ -36,8 +37,13 @@ export interface SwapPlan<S, W, R, Why> {
    * After a SwapConflict: the value read again, which `decide` sees next; or the end, when what was
    * read settles it (the write had landed, or git's rules refuse to build on the new value). It is
    * judged even after the last attempt, so that a landed write is never reported as a failure.
+   * `unsure`: after a write whose fate no answer told (see below); only `done` (it landed) counts then.
    */
-  reread: (state: S, write: W) => Promise<Exclude<SwapStep<S, W, R, Why>, { kind: 'write' }>>;
+  reread: (
+    state: S,
+    write: W,
+    why: 'conflict' | 'unsure',
+  ) => Promise<Exclude<SwapStep<S, W, R, Why>, { kind: 'write' }>>;
   /**
    * After a BlobMissing: the refs listed again so that `decide` rebuilds on what is there now; done
    * once, a second BlobMissing ends the loop. Without it, BlobMissing goes to the caller.
@@ -66,7 +72,7 @@ export async function swapLoop<S, W, R, Why>(plan: SwapPlan<S, W, R, Why>): Prom
     } catch (err) {
       if (err instanceof SwapConflict) {
         conflicted = true;
-        const next = await plan.reread(state, step.write);
+        const next = await plan.reread(state, step.write, 'conflict');
         if (next.kind === 'done') return { kind: 'done', value: next.value, conflicted };
         if (next.kind === 'refuse') return { kind: 'refused', why: next.why, conflicted };
         state = next.state;
@@ -77,6 +83,19 @@ export async function swapLoop<S, W, R, Why>(plan: SwapPlan<S, W, R, Why>): Prom
         relisted = true;
         state = await plan.relist(state);
         continue;
+      }
+      if (isKnotlessError(err) && err.unsure) {
+        // Sent, and no answer said what became of it (a time-out, the agent gone mid-request): read
+        // the record back rather than guess. Landed: done. Not landed: the failure stands, except
+        // that a write the agent dropped goes again, directly.
+        // A read that fails too leaves the first failure to be reported: it is thrown below.
+        const after = await plan.reread(state, step.write, 'unsure').catch(() => undefined);
+        if (after?.kind === 'done') return { kind: 'done', value: after.value, conflicted };
+        if (after?.kind === 'again' && err.agentGone) {
+          state = after.state;
+          continue;
+        }
+        throw err;
       }
       const next = plan.recover?.(err, state);
       if (next === undefined) throw err;

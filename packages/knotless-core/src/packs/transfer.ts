@@ -7,7 +7,7 @@ import { KnotlessError } from '../errors.ts';
 import { checkPackBounds } from '../git/pack-check.ts';
 import { PackFile, tempFile } from '../git/pack-file.ts';
 import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
-import type { BodySource } from '../xrpc/http1-body.ts';
+import type { BodySource } from '../xrpc/request-body.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { CidHasher } from './cid.ts';
 import type { BlobRef, PackEntry } from '../records/ref-record.ts';

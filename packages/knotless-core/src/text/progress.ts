@@ -1,3 +1,4 @@
+import { writeStderr } from './fd-io.ts';
 import { printErr } from './terminal.ts';
 
 /** How chatty the helper may be on stderr, as git asked with `option verbosity` and `option progress`. */
@@ -43,10 +44,8 @@ export class Meter {
     if (!this.#on) return;
     const pct = Math.floor((100 * this.#done) / this.#total);
     const bytes = this.#bytes > 0 ? `, ${size(this.#bytes)}` : '';
-    // eslint-disable-next-line no-restricted-syntax -- our own words, redrawn in place with \r
-    process.stderr.write(
-      `${this.#title}: ${String(pct).padStart(3)}% (${this.#done}/${this.#total})${bytes}${tail}`,
-    );
+    // Our own words, redrawn in place with \r: not through printErr, which would escape the \r.
+    writeStderr(`${this.#title}: ${String(pct).padStart(3)}% (${this.#done}/${this.#total})${bytes}${tail}`);
   }
 }
 

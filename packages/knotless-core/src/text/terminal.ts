@@ -1,3 +1,5 @@
+import { writeStderr } from './fd-io.ts';
+
 /**
  * Text from the network (ref names, repository names and descriptions, handles, PDS error messages)
  * on its way to a terminal. A hostile repository must not be able to move the cursor, clear the
@@ -52,10 +54,10 @@ export function safeLine(text: string): string {
 /**
  * Writes lines of our own text to stderr, each through {@link safeLine}. Every message the helper,
  * the CLI and the agent print goes through here (or through {@link safeLine}): one sink, nothing missed.
+ * A plain blocking write ({@link writeStderr}): the stderr we inherited stays as it was.
  */
 export function printErr(...lines: string[]): void {
-  // eslint-disable-next-line no-restricted-syntax -- this is the sink
-  process.stderr.write(lines.map((l) => `${safeLine(l)}\n`).join(''));
+  writeStderr(lines.map((l) => `${safeLine(l)}\n`).join(''));
 }
 
 /**

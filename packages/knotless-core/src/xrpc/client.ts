@@ -1,6 +1,6 @@
 import type { HttpRequest, HttpResponse, Transport } from './transport.ts';
 import { KnotlessError } from '../errors.ts';
-import { isBodySource, type RequestBody } from './http1-body.ts';
+import { isBodySource, type RequestBody } from './request-body.ts';
 import { printErr, safeText } from '../text/terminal.ts';
 import { NoAnswer, isCertificateFault, unreachable } from './no-answer.ts';
 import { isAuthRejection, pdsRefusal } from './pds-errors.ts';

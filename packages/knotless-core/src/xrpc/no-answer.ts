@@ -17,6 +17,16 @@ export class NoAnswer extends Error {
   }
 }
 
+/** Faults that mean the request never reached the server: nothing it asked for can have happened. */
+const NEVER_SENT = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ENOENT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
+
 /** True for TLS faults: a certificate that is not trusted is no transient fault. */
 export function isCertificateFault(code: string): boolean {
   return /CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code);
@@ -34,12 +44,20 @@ export function unreachable(err: NoAnswer): KnotlessError {
     );
   }
   const tries = err.attempts > 1 ? ` after ${err.attempts} attempts` : '';
+  const unsure = !NEVER_SENT.has(code);
   const nsid = url.pathname.replace(/^\/xrpc\//, '');
   if (code === 'ETOOLARGE') {
     return new KnotlessError(
       'pds-error',
       `${url.origin} sent an answer to ${nsid} larger than the ${bytes(err.limit)} allowed for it, so it was cut off there; the server is misbehaving, tell its operator.`,
-      { cause, reason: 'pds answer unreadable' },
+      { cause, reason: 'pds answer unreadable', unsure },
+    );
+  }
+  if (code === 'EAGENTGONE') {
+    return new KnotlessError(
+      'pds-unreachable',
+      `The warm agent stopped while forwarding ${nsid} to ${url.origin}; run the command again (it goes directly while no agent runs).`,
+      { cause, unsure, agentGone: true },
     );
   }
   if (code === 'EDEADLINE') {
@@ -47,20 +65,20 @@ export function unreachable(err: NoAnswer): KnotlessError {
     return new KnotlessError(
       'pds-error',
       `${url.origin} did not finish its answer to ${nsid} within ${s}, so it was cut off; try again later, or raise KNOTLESS_HTTP_TIMEOUT on a slow link.`,
-      { cause, reason: 'pds timed out' },
+      { cause, reason: 'pds timed out', unsure },
     );
   }
   if (code === 'ETRUNCATED' || code === 'EBADANSWER' || code === 'HPE_INVALID') {
     return new KnotlessError(
       'pds-error',
       `${url.origin} sent answers cut short or unreadable (${code})${tries}; it may be failing, try again later.`,
-      { cause, reason: 'pds answer unreadable' },
+      { cause, reason: 'pds answer unreadable', unsure },
     );
   }
   return new KnotlessError(
     'pds-unreachable',
     `Could not reach ${url.origin} (${code})${tries}; check your connection or the server's status, then try again.`,
-    { cause },
+    { cause, unsure },
   );
 }
 

@@ -80,7 +80,7 @@ const BY_STATUS: Record<number, PdsRefusal> = {
 };
 
 /**
- * Two refusals the reference PDS sends only under the generic name InvalidRequest, told apart by the
+ * Refusals the reference PDS sends only under the generic name InvalidRequest, told apart by the
  * start of their message, which is all it gives; each match is anchored and as narrow as its text:
  * - sync.getBlob of a blob it does not hold: exactly "Blob not found" (api/com/atproto/sync/getBlob
  *   and actor-store/blob/reader; its lexicon declares BlobNotFound, which it does not send).

@@ -1,31 +1,31 @@
 import fs from 'node:fs';
 import type { Config } from '../config/env.ts';
-import { Http1Pool, type Endpoint, type Http1Request, type Http1Response } from './http1.ts';
+import { HttpPool, type Endpoint, type PoolRequest, type PoolResponse } from './http-pool.ts';
 
 /** A finished HTTP exchange. */
-export type HttpResponse = Http1Response;
+export type HttpResponse = PoolResponse;
 
 /** What a request sends, and how much of an answer it accepts: a pooled request without its target. */
-export type HttpRequest = Omit<Http1Request, 'target'>;
+export type HttpRequest = Omit<PoolRequest, 'target'>;
 
 /** Sends HTTP requests over this process's pooled connections. */
 export interface Transport {
   request(url: URL, init: HttpRequest): Promise<HttpResponse>;
-  /** Opens a connection to `url`'s server ahead of a request (see Http1Pool.preconnect); optional. */
+  /** Opens a connection to `url`'s server ahead of a request (see HttpPool.preconnect); optional. */
   preconnect?(url: URL): void;
   close(): void;
 }
 
 /**
  * Keep-alive connections, so consecutive requests to a PDS share one connection (each new one costs
- * round trips), on the small HTTP/1.1 client in http1.ts (why not node:http: see there).
+ * round trips), on node:http and node:https with the bounds of http-pool.ts.
  */
 function createTransport(config: TransportConfig): Transport {
   const ca =
     config.caCerts === undefined
       ? undefined
       : [...process.getBuiltinModule('node:tls').rootCertificates, fs.readFileSync(config.caCerts, 'utf8')];
-  const pool = new Http1Pool({
+  const pool = new HttpPool({
     ca,
     ...(config.httpTimeoutMs === undefined ? {} : { deadlineMs: config.httpTimeoutMs }),
   });

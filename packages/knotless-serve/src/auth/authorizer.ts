@@ -5,7 +5,7 @@
 import { KnotlessError } from 'knotless-core/errors';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Authorizer } from 'knotless-core/xrpc/client';
-import { isBodySource, type RequestBody } from 'knotless-core/xrpc/http1-body';
+import { isBodySource, type RequestBody } from 'knotless-core/xrpc/request-body';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import type { OAuth, OAuthClient } from './oauth.ts';
 

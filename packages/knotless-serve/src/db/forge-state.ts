@@ -82,16 +82,8 @@ async function refresh(tx: Db, kind: Kind, did: string, rkey: string): Promise<v
     .where('deleted', '=', 0)
     .executeTakeFirst();
   if (item === undefined) return;
-  const rows = await tx
-    .selectFrom(kind.states as 'pull_statuses')
-    .select(['did', 'rkey', 'labels', 'created_at'])
-    .select(sql.ref<string>(kind.state).as('state'))
-    .$if(kind.merged, (q) => q.select('merged'))
-    .where(tx.dynamic.ref(kind.itemDid), '=', did)
-    .where(tx.dynamic.ref(kind.itemRkey), '=', rkey)
-    .where('deleted', '=', 0)
-    .execute();
-  const won = decide(decisions(rows), item.repo_did, did, kind.authorMay);
+  const rows = await itemDecisions(tx, kind === PULLS ? 'pulls' : 'issues', did, rkey);
+  const won = decide(rows, item.repo_did, did, kind.authorMay);
   await tx
     .updateTable(items)
     .set({
@@ -102,6 +94,26 @@ async function refresh(tx: Db, kind: Kind, did: string, rkey: string): Promise<v
     .where('did', '=', did)
     .where('rkey', '=', rkey)
     .execute();
+}
+
+/** The live state records naming one pull request or issue, as `decide` reads them. */
+export async function itemDecisions(
+  tx: Db,
+  items: 'pulls' | 'issues',
+  did: string,
+  rkey: string,
+): Promise<Decision<string>[]> {
+  const kind = items === 'pulls' ? PULLS : ISSUES;
+  const rows = await tx
+    .selectFrom(kind.states as 'pull_statuses')
+    .select(['did', 'rkey', 'labels', 'created_at'])
+    .select(sql.ref<string>(kind.state).as('state'))
+    .$if(kind.merged, (q) => q.select('merged'))
+    .where(tx.dynamic.ref(kind.itemDid), '=', did)
+    .where(tx.dynamic.ref(kind.itemRkey), '=', rkey)
+    .where('deleted', '=', 0)
+    .execute();
+  return decisions(rows);
 }
 
 /** The rows of state records as `decide` reads them (labels are stored as JSON text). */

@@ -9,7 +9,8 @@ import {
   type ForgeRecord,
 } from '../ingest/forge-records.ts';
 import { saveCursor, type EventSource } from './cursor.ts';
-import { refreshTarget, type ForgeTable } from './forge-state.ts';
+import { itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
+import type { Decision } from 'knotless-core';
 import type { CommentTable, Database, IssueTable, PullTable } from './schema.ts';
 
 /** A forge record change: `record` null for a delete. */
@@ -110,6 +111,11 @@ export class ForgeStore {
   }
 
   /** One pull request, unless deleted or unknown. */
+  /** The live state records on one pull request or issue: what a new one is decided against. */
+  decisions(items: 'pulls' | 'issues', did: string, rkey: string): Promise<Decision<string>[]> {
+    return itemDecisions(this.#db, items, did, rkey);
+  }
+
   async pull(did: string, rkey: string): Promise<PullRow | undefined> {
     return (await this.#one('pulls', did, rkey)) as PullRow | undefined;
   }
@@ -130,12 +136,16 @@ export class ForgeStore {
    */
   #items(table: 'pulls' | 'issues') {
     const t = table as 'issues';
-    return this.#db
-      .selectFrom(t)
-      .leftJoin('owners', 'owners.did', `${t}.did`)
-      .selectAll(t)
-      .select('owners.handle')
-      .where(`${t}.deleted`, '=', 0);
+    return (
+      this.#db
+        .selectFrom(t)
+        .leftJoin('owners', 'owners.did', `${t}.did`)
+        .selectAll(t)
+        .select('owners.handle')
+        .where(`${t}.deleted`, '=', 0)
+        // The records of an account that is not active are hidden from every page meanwhile.
+        .where('owners.status', 'is', null)
+    );
   }
 
   async #list(
@@ -169,6 +179,7 @@ export class ForgeStore {
       .where('comments.subject_rkey', '=', rkey)
       .where('comments.subject_collection', '=', collection)
       .where('comments.deleted', '=', 0)
+      .where('owners.status', 'is', null)
       .orderBy('comments.created_at')
       .orderBy('comments.rkey')
       .execute();

@@ -2,6 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { RefRecord } from 'knotless-core';
 import type { Database, OwnerTable, PushTable, RefTable, RepoTable } from './schema.ts';
 import { saveCursor, type EventSource } from './cursor.ts';
+import { AccountStore } from './account-store.ts';
 import { ForgeStore } from './forge-store.ts';
 import type { Engine } from './open.ts';
 
@@ -12,7 +13,7 @@ export interface RepoChange {
   did: string;
   name: string;
   rev: string;
-  record: { description?: string; createdAt?: string; forkOf?: string } | null;
+  record: { description?: string; createdAt?: string; forkOf?: string; private?: boolean } | null;
   time: string;
 }
 
@@ -49,11 +50,13 @@ export class Index {
   readonly engine: Engine;
   /** Pull requests, issues and comments (issue 16). */
   readonly forge: ForgeStore;
+  readonly accounts: AccountStore;
 
   constructor(db: Kysely<Database>, engine: Engine) {
     this.db = db;
     this.engine = engine;
     this.forge = new ForgeStore(db);
+    this.accounts = new AccountStore(db);
   }
 
   /** The last fully indexed sequence number of an event stream. */
@@ -97,6 +100,7 @@ export class Index {
           description: change.record?.description ?? null,
           created_at: change.record?.createdAt ?? null,
           fork_of: change.record?.forkOf ?? null,
+          private: change.record?.private === true ? 1 : 0,
           rev: change.rev,
           deleted: change.record === null ? 1 : 0,
           indexed_at: change.time,
@@ -179,15 +183,16 @@ export class Index {
 
   /** Records an account's verified handle (null when unverified) and PDS. */
   async putOwner(did: string, handle: string | null, pds: string | null): Promise<void> {
-    const row: OwnerTable = { did, handle, pds, resolved_at: new Date().toISOString() };
+    const resolved = { handle, pds, resolved_at: new Date().toISOString() };
     await this.db.transaction().execute(async (tx) => {
       // A handle belongs to one account: whoever claimed it before has lost it.
       if (handle !== null)
         await tx.updateTable('owners').set({ handle: null }).where('handle', '=', handle).execute();
+      // The account's status is its PDS's word, kept by its own events (accounts.setStatus).
       await tx
         .insertInto('owners')
-        .values(row)
-        .onConflict((oc) => oc.column('did').doUpdateSet(row))
+        .values({ did, ...resolved, status: null })
+        .onConflict((oc) => oc.column('did').doUpdateSet(resolved))
         .execute();
     });
   }
@@ -203,19 +208,24 @@ export class Index {
   }
 
   #repos() {
-    return this.db
-      .selectFrom('repos')
-      .leftJoin('owners', 'owners.did', 'repos.did')
-      .select([
-        'repos.did',
-        'repos.name',
-        'repos.description',
-        'repos.created_at',
-        'repos.fork_of',
-        'repos.indexed_at',
-        'owners.handle',
-      ])
-      .where('repos.deleted', '=', 0);
+    return (
+      this.db
+        .selectFrom('repos')
+        .leftJoin('owners', 'owners.did', 'repos.did')
+        .select([
+          'repos.did',
+          'repos.name',
+          'repos.description',
+          'repos.created_at',
+          'repos.fork_of',
+          'repos.private',
+          'repos.indexed_at',
+          'owners.handle',
+        ])
+        .where('repos.deleted', '=', 0)
+        // An account that is not active has its repositories hidden until it is again.
+        .where('owners.status', 'is', null)
+    );
   }
 
   /** One repository, unless deleted or unknown. */
@@ -296,7 +306,8 @@ export class Index {
       )
       .selectAll('pushes')
       .select('owners.handle')
-      .where('repos.deleted', '=', 0);
+      .where('repos.deleted', '=', 0)
+      .where('owners.status', 'is', null);
     if (opts.did !== undefined) q = q.where('pushes.did', '=', opts.did);
     if (opts.repo !== undefined) q = q.where('pushes.repo', '=', opts.repo);
     return q.orderBy('pushes.time', 'desc').orderBy('pushes.rev', 'desc').limit(opts.limit).execute();

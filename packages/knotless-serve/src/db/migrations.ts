@@ -177,4 +177,19 @@ export const migrations: Record<string, Migration> = {
       await db.schema.createIndex('web_sessions_did').on('web_sessions').column('did').execute();
     },
   },
+  '0004_account_status': {
+    // Accounts that are not active (deactivated, taken down, suspended, deleted): hidden, not dropped.
+    async up(db: Kysely<unknown>) {
+      await db.schema.alterTable('owners').addColumn('status', 'text').execute();
+    },
+  },
+  '0005_private_repos': {
+    // A private repository: only its name, description and that it is private are shown.
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .alterTable('repos')
+        .addColumn('private', 'integer', (c) => c.notNull().defaultTo(0))
+        .execute();
+    },
+  },
 };

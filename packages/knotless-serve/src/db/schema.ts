@@ -11,6 +11,11 @@ export interface OwnerTable {
   handle: string | null;
   pds: string | null;
   resolved_at: string;
+  /**
+   * Null while the account is active; else what its PDS says it is (`deactivated`, `takendown`,
+   * `suspended`, `deleted`): its repositories and records are hidden meanwhile.
+   */
+  status: string | null;
 }
 
 /** A `dev.knotless.repo` record. Deleted records stay as tombstones so that a replayed create loses. */
@@ -21,6 +26,8 @@ export interface RepoTable {
   created_at: string | null;
   /** The repository record this one was forked from (an at-uri), if any. */
   fork_of: string | null;
+  /** 1 for a private repository (its record's `private`): its refs are sealed and never indexed. */
+  private: number;
   /** The account revision that last wrote this row: older events never overwrite newer ones. */
   rev: string;
   deleted: number;

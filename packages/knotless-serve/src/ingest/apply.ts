@@ -33,7 +33,8 @@ export async function applyWrite(
   if (w.collection === REPO_COLLECTION) {
     const record = w.record === null ? null : repoRecordOf(w.record);
     await index.applyRepo({ did: w.did, name: w.rkey, rev: w.rev, record, time: w.time }, source);
-    return w.rkey;
+    // A private repository is never mirrored: its refs are sealed, there is nothing to fetch.
+    return record?.private === true ? undefined : w.rkey;
   }
   if (w.collection === REF_COLLECTION) {
     const record = w.record === null ? null : refRecordOf(w.record);

@@ -1,5 +1,6 @@
 import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import type { Index } from '../db/index-store.ts';
+import { accountChanged } from './accounts.ts';
 import { applyWrite } from './apply.ts';
 import { FORGE_COLLECTIONS, isForgeCollection } from './forge-records.ts';
 import type { Identities } from './identities.ts';
@@ -49,12 +50,14 @@ export async function follow(
     log: (line) => hooks.log(line),
     handle: async (evt) => {
       const source = { service, seq: evt.seq };
-      if (evt.event === 'identity') {
-        // Handles change by identity events; an account we never indexed is not worth a lookup.
-        if ((await index.owner(evt.did)) !== undefined) await identities.owner(evt.did, true);
+      if (evt.event === 'identity' || evt.event === 'account') {
+        // Handles and PDSes change by identity events, statuses by account events (a move brings
+        // both); an account we never indexed is not worth a lookup.
+        await accountChanged(evt.did, index, identities, hooks).catch((err: unknown) =>
+          hooks.log(`checking ${evt.did} after its ${evt.event} event: ${String(err)}`),
+        );
         return;
       }
-      if (evt.event === 'account') return;
       if (evt.event === 'sync') {
         // The account's repository was reset (a migration, a repair): its records are read again.
         if ((await index.owner(evt.did)) !== undefined) hooks.recheck(evt.did);

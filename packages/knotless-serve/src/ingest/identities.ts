@@ -100,6 +100,36 @@ export class Identities {
     return doc === null ? null : (this.#mod.getPds(doc)?.replace(/\/+$/, '') ?? null);
   }
 
+  /**
+   * What the account's own PDS (the one its DID document names now) says of it: null when active,
+   * else its status (`deactivated`, `takendown`, `suspended`; `deleted` when the PDS holds no such
+   * repository any more); undefined when no answer came, to be decided by a later event. An
+   * `#account` event counts for nothing by itself: one from a PDS the account left says
+   * "deactivated" of an account that is active elsewhere.
+   */
+  async status(owner: Owner): Promise<string | null | undefined> {
+    if (owner.pds === null) return 'deleted';
+    const url = `${owner.pds}/xrpc/com.atproto.sync.getRepoStatus?did=${encodeURIComponent(owner.did)}`;
+    let res: Response;
+    try {
+      res = await this.#fetch(url);
+    } catch (err) {
+      this.#log(`checking the status of ${owner.did} at ${owner.pds}: ${String(err)}`);
+      return undefined;
+    }
+    let body: { active?: unknown; status?: unknown; error?: unknown };
+    try {
+      body = JSON.parse(await res.text()) as typeof body;
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      this.#log(`checking the status of ${owner.did} at ${owner.pds}: the answer is not JSON`);
+      return undefined;
+    }
+    if (!res.ok) return body.error === 'RepoNotFound' ? 'deleted' : undefined;
+    if (body.active === true) return null;
+    return typeof body.status === 'string' && /^[a-z]{1,32}$/.test(body.status) ? body.status : 'inactive';
+  }
+
   async #resolve(did: string): Promise<Owner> {
     const doc = await this.#resolver.did.resolve(did, true);
     if (doc === null) return { did, handle: null, pds: null };

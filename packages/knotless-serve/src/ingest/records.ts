@@ -30,12 +30,19 @@ export function refRecordOf(json: unknown): RefRecord | undefined {
 }
 
 /** The fields of a repository record the index keeps. */
-export function repoRecordOf(json: unknown): { description?: string; createdAt?: string; forkOf?: string } {
+export function repoRecordOf(json: unknown): {
+  description?: string;
+  createdAt?: string;
+  forkOf?: string;
+  private?: boolean;
+} {
   const v = (typeof json === 'object' && json !== null ? json : {}) as Record<string, unknown>;
   const forkOf = v['forkOf'];
   return {
     ...(typeof v['description'] === 'string' ? { description: v['description'].slice(0, 3000) } : {}),
     ...(typeof v['createdAt'] === 'string' ? { createdAt: v['createdAt'] } : {}),
+    // Its ref records are sealed (they never parse as refs): the pages say so instead of "empty".
+    ...(typeof v['private'] === 'object' && v['private'] !== null ? { private: true } : {}),
     // Kept only when it names a repository record by DID: pages link to it and pull requests target it.
     ...(typeof forkOf === 'string' && parseRecordUri(forkOf)?.collection === REPO_COLLECTION
       ? { forkOf }

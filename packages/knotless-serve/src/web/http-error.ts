@@ -20,3 +20,25 @@ export class Redirect extends Error {
     this.location = location;
   }
 }
+
+/** What each status an account's PDS gives it reads as in a sentence. */
+const STATES: Record<string, string> = {
+  deactivated: 'deactivated',
+  takendown: 'taken down by its PDS',
+  suspended: 'suspended by its PDS',
+  deleted: 'deleted',
+};
+
+/**
+ * The page (410 Gone) for an account that is not active: it names the account and its state, so a
+ * reader is not left looking for a typo. Its repositories come back when it is active again; a
+ * deleted account's are gone.
+ */
+export function inactiveAccount(actor: string, status: string): HttpError {
+  const state = STATES[status] ?? `not active (${status})`;
+  const then =
+    status === 'deleted'
+      ? 'its repositories are gone.'
+      : 'its repositories are hidden until it is active again.';
+  return new HttpError(410, `The account ${actor} is ${state}; ${then}`);
+}

@@ -20,6 +20,7 @@ import { pullPage } from './pages/pull.ts';
 import { pullsPage } from './pages/pulls.ts';
 import { branchesPage, tagsPage } from './pages/refs.ts';
 import { repoPage, treePage } from './pages/repo.ts';
+import { inactiveAccount } from './http-error.ts';
 import { HttpError, Redirect, type RepoTarget, type Site } from './site.ts';
 import { SCRIPT } from './script.ts';
 import { STYLE } from './style.ts';
@@ -42,6 +43,7 @@ const HTML_HEADERS = {
 
 async function findRepo(site: Site, actor: string, name: string): Promise<RepoTarget> {
   const owner = await site.index.owner(actor);
+  if (owner?.status != null) throw inactiveAccount(actor, owner.status);
   const repo = owner === undefined ? undefined : await site.index.repo(owner.did, name);
   if (owner === undefined || repo === undefined)
     throw new HttpError(404, `No repository ${actor}/${name} is known here.`);
@@ -51,7 +53,8 @@ async function findRepo(site: Site, actor: string, name: string): Promise<RepoTa
     parent === undefined
       ? null
       : { owner: (await site.index.owner(parent.did))?.handle ?? parent.did, name: parent.rkey };
-  return { did: owner.did, owner: actor, name, description: repo.description, gitDir, forkOf };
+  const priv = repo.private === 1;
+  return { did: owner.did, owner: actor, name, description: repo.description, gitDir, forkOf, private: priv };
 }
 
 async function route(

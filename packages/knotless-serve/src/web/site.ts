@@ -42,6 +42,8 @@ export interface RepoTarget {
   gitDir: string;
   /** The repository this one was forked from (its record's forkOf), as pages name it. */
   forkOf: { owner: string; name: string } | null;
+  /** Its contents are encrypted for its members: nothing of them is indexed or shown. */
+  private: boolean;
 }
 
 export { HttpError, Redirect } from './http-error.ts';

@@ -38,6 +38,8 @@ export async function actorDid(site: Site, actor: string): Promise<string> {
   const owner = await site.index.owner(actor);
   if (owner === undefined)
     throw new XrpcHttpError(400, 'ActorNotFound', `no knotless account ${actor} is known`);
+  if (owner.status !== null)
+    throw new XrpcHttpError(400, 'AccountInactive', `the account ${actor} is not active (${owner.status})`);
   return owner.did;
 }
 

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { safeText } from 'knotless-core/text/terminal';
-import { Http1Pool } from 'knotless-core/xrpc/http1';
+import { HttpPool } from 'knotless-core/xrpc/http-pool';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
 
@@ -12,7 +12,8 @@ import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
  */
 export class AgentClient {
   readonly #socket: string;
-  readonly #pool: Http1Pool;
+  readonly #pool: HttpPool;
+  readonly #deadlineMs: number | undefined;
   #alive = true;
 
   /**
@@ -21,7 +22,8 @@ export class AgentClient {
    */
   constructor(socket: string, deadlineMs?: number) {
     this.#socket = socket;
-    this.#pool = new Http1Pool(deadlineMs === undefined ? {} : { deadlineMs: deadlineMs + 5000 });
+    this.#deadlineMs = deadlineMs;
+    this.#pool = new HttpPool(deadlineMs === undefined ? {} : { deadlineMs: deadlineMs + 5000 });
   }
 
   /** An agent client when the socket exists, else undefined. */
@@ -42,7 +44,9 @@ export class AgentClient {
         { ...init, target: path, headers: { host: 'agent', ...init.headers } },
       )
       .catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') this.#alive = false;
+        // Nobody listening (ENOENT, ECONNREFUSED), or the agent died with our request (its
+        // connection reset or cut): it is gone for the rest of this process. A time-out is not that.
+        if (err.code !== undefined && AGENT_GONE.has(err.code)) this.#alive = false;
         throw err;
       });
   }
@@ -55,13 +59,23 @@ export class AgentClient {
         let res: HttpResponse;
         try {
           const cap = init.maxBytes === undefined ? {} : { 'x-knotless-max-bytes': String(init.maxBytes) };
+          // The agent cuts the request at this process's limit, so the sentence names the one in force.
+          const limit =
+            this.#deadlineMs === undefined ? {} : { 'x-knotless-deadline': String(this.#deadlineMs) };
           res = await this.#call('/forward', {
             ...init,
-            headers: { ...init.headers, ...cap, 'x-knotless-url': url.href },
+            headers: { ...init.headers, ...cap, ...limit, 'x-knotless-url': url.href },
           });
         } catch (err) {
           if (this.#alive) throw err;
-          return direct.request(url, init);
+          const code = (err as NodeJS.ErrnoException).code;
+          // Never sent: it goes directly now.
+          if (code === 'ENOENT' || code === 'ECONNREFUSED') return direct.request(url, init);
+          // The agent died holding it: it may have gone on to the PDS. The caller decides (a request
+          // safe to repeat is sent again, directly; a write is read back, see ops/swap-loop.ts).
+          throw Object.assign(new Error(`the warm agent went away (${String(code)})`), {
+            code: 'EAGENTGONE',
+          });
         }
         const code = res.headers['x-knotless-error'];
         if (code === undefined) return res;
@@ -103,7 +117,7 @@ export class AgentClient {
     try {
       return await call;
     } catch (err) {
-      // #call marks the agent dead on ENOENT or ECONNREFUSED (its socket removed, nobody listening).
+      // #call marks the agent dead when it is not there or died mid-exchange (AGENT_GONE).
       if (!this.#alive) return undefined;
       throw err;
     }
@@ -133,6 +147,9 @@ export class AgentClient {
     if (res !== undefined && res.status !== 204) throw agentAnswer('/wrote', res);
   }
 }
+
+/** Connection faults that mean the agent is not there, or died mid-exchange. */
+const AGENT_GONE = new Set(['ENOENT', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETRUNCATED']);
 
 /** The error for an answer of the agent that no agent of this version gives. */
 function agentAnswer(path: string, res: HttpResponse): Error {

@@ -23,11 +23,19 @@ export interface Landed {
 }
 
 /** A ref write a helper forwarded, waiting for the commit that will hold it. */
+/** The time limit for a request carrying these writes: the shortest any of their helpers set. */
+function limitOf(writes: Pending[]): { deadlineMs?: number } {
+  const limits = writes.flatMap((p) => (p.deadlineMs === undefined ? [] : [p.deadlineMs]));
+  return limits.length === 0 ? {} : { deadlineMs: Math.min(...limits) };
+}
+
 interface Pending {
   url: URL;
   headers: Record<string, string>;
   body: Buffer;
   op: RefOp;
+  /** The helper's time limit on its request (KNOTLESS_HTTP_TIMEOUT), when it said. */
+  deadlineMs: number | undefined;
   resolve(res: HttpResponse): void;
   reject(err: unknown): void;
 }
@@ -92,7 +100,12 @@ export class GroupCommit {
    * this can group (then it is forwarded as it came). The promise settles as the forward would:
    * with the PDS's answer for this write, or with the failure that left it without one.
    */
-  accept(url: URL, headers: Record<string, string>, body: Buffer): Promise<HttpResponse> | undefined {
+  accept(
+    url: URL,
+    headers: Record<string, string>,
+    body: Buffer,
+    deadlineMs?: number,
+  ): Promise<HttpResponse> | undefined {
     const op = parseWrite(url, headers, body, REF_COLLECTION);
     if (op === undefined) return undefined;
     const xrpc = `${url.origin}${url.pathname.replace(/\/[^/]*$/, '')}`;
@@ -105,7 +118,7 @@ export class GroupCommit {
     }
     const account = acc;
     return new Promise<HttpResponse>((resolve, reject) => {
-      account.queue.push({ url, headers, body, op, resolve, reject });
+      account.queue.push({ url, headers, body, op, deadlineMs, resolve, reject });
       if (account.busy) return;
       account.busy = true;
       setTimeout(() => void this.#drain(account), WINDOW_MS);
@@ -146,7 +159,12 @@ export class GroupCommit {
     acc.state.forget();
     let res: HttpResponse;
     try {
-      res = await this.#transport.request(p.url, { method: 'POST', headers: p.headers, body: p.body });
+      res = await this.#transport.request(p.url, {
+        method: 'POST',
+        headers: p.headers,
+        body: p.body,
+        ...limitOf([p]),
+      });
     } catch (err) {
       p.reject(err);
       return;
@@ -193,6 +211,7 @@ export class GroupCommit {
           swapCommit: at.commit,
           writes: going.map((p) => state.writeOf(p.op, at.cids.get(p.op.rkey) ?? null)),
         }),
+        ...limitOf(going),
       });
     } catch (err) {
       // No answer: the commit may have landed. Each helper meets this as if it had sent its own write,

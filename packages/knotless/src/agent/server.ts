@@ -6,8 +6,8 @@ import { parseRefRecord } from 'knotless-core/records/ref-record';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import type { XrpcClient } from 'knotless-core/xrpc/client';
 import type { HttpRequest, Transport } from 'knotless-core/xrpc/transport';
-import type { BodySource } from 'knotless-core/xrpc/http1-body';
-import { BodyTooLarge, type ResponseHeaders } from 'knotless-core/xrpc/http1-codec';
+import type { BodySource } from 'knotless-core/xrpc/request-body';
+import { BodyTooLarge, type ResponseHeaders } from 'knotless-core/xrpc/http-pool';
 import { safeText } from 'knotless-core/text/terminal';
 import { GroupCommit } from './group-commit.ts';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
@@ -35,6 +35,8 @@ export interface AgentServices {
   readonly transport: Transport;
   client(service: string): XrpcClient;
   remoteRepo(owner: Identity, name: string, warn: (message: string) => void): RemoteRepo;
+  /** The identity cache on disk, which every knotless process of this cache directory reads. */
+  readonly resolver: { readonly cache: { forget(didOrHandle: string): void } };
 }
 
 /** A running agent. */
@@ -155,6 +157,9 @@ export async function startAgent(
           for (const c of changes) views.apply(did, c.key, c.ref, rev);
         },
         drop: (did, why) => drop(views.drop(did === undefined ? { pds } : { did }), why),
+        // A new handle, a move, a status change: the next command of any shell resolves it afresh,
+        // so an old handle names nothing from now on rather than after the cache's time to live.
+        identityChanged: (did) => ctx.resolver.cache.forget(did),
       },
       log,
     );
@@ -199,6 +204,8 @@ export async function startAgent(
       const baseRev = await latestRev(owner);
       const remote = ctx.remoteRepo(owner, name, log);
       const refs = await remote.listRefs();
+      // An empty listing says nothing of privacy: the repository record does.
+      if (refs.length === 0) await remote.prepare();
       // A private repository's records are sealed, and the stream's cannot be applied: its helpers list.
       if (remote.isPrivate) throw new Error('a private repository, of which no view is kept');
       views.finish(view, refs, baseRev);
@@ -286,17 +293,23 @@ export async function startAgent(
             // Written before the connection reads on: the piece is a view of its read buffer.
             sink: (part) => new Promise<void>((resolve) => res.write(part, () => resolve())),
           };
+      // The helper's own time limit, so that a time-out is met and named as the helper would.
+      const limit = Number(req.headers['x-knotless-deadline']);
+      const deadlineMs = Number.isSafeInteger(limit) && limit > 0 ? limit : undefined;
       let out;
       try {
         // A ref write goes into the account's next group commit; anything else as it came.
         const grouped =
-          req.method === 'POST' && body instanceof Buffer ? group.accept(target, headers, body) : undefined;
+          req.method === 'POST' && body instanceof Buffer
+            ? group.accept(target, headers, body, deadlineMs)
+            : undefined;
         out = await (grouped ??
           ctx.transport.request(target, {
             method: req.method ?? 'GET',
             headers,
             body: body instanceof Buffer && body.length === 0 ? null : body,
             ...(maxBytes === undefined ? {} : { maxBytes }),
+            ...(deadlineMs === undefined ? {} : { deadlineMs }),
             ...stream,
           }));
       } catch (err) {

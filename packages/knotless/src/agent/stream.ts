@@ -22,6 +22,8 @@ export interface StreamSink {
   ours(did: string, commit: string): boolean;
   /** One commit's changes to ref records, in order (null: deleted). */
   apply(did: string, changes: Array<{ key: string; ref: RemoteRef | null }>, rev: string): void;
+  /** An identity or account event of a followed account: what is cached of its identity is stale. */
+  identityChanged(did: string): void;
   /** The stream could not apply something: forget the views of `did`, or of every account (undefined). */
   drop(did: string | undefined, why: string): void;
 }
@@ -231,7 +233,10 @@ export class PdsStream {
       this.#see(did, rev);
     } else if ((type === '#sync' || type === '#account' || type === '#identity') && typeof did === 'string') {
       // A reset repository, a changed account status or identity: nothing to apply, everything to re-list.
-      if (this.#sink.follows(did)) this.#sink.drop(did, `the event stream reported a ${type.slice(1)} event`);
+      if (this.#sink.follows(did)) {
+        if (type !== '#sync') this.#sink.identityChanged(did);
+        this.#sink.drop(did, `the event stream reported a ${type.slice(1)} event`);
+      }
       if (rev !== '') this.#see(did, rev);
     } else {
       const name = typeof msg['name'] === 'string' ? `: ${safeText(msg['name'], 60)}` : '';

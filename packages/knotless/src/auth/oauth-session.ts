@@ -2,7 +2,7 @@ import type { AuthServices } from './services.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { safeText } from 'knotless-core/text/terminal';
 import type { HttpRequest, HttpResponse } from 'knotless-core/xrpc/transport';
-import { isBodySource, type RequestBody } from 'knotless-core/xrpc/http1-body';
+import { isBodySource, type RequestBody } from 'knotless-core/xrpc/request-body';
 import { missingScope } from 'knotless-core/xrpc/pds-errors';
 import { loadOAuth, oauthClientFor, type OAuth } from './oauth-client.ts';
 import type { OAuthStoredSession, SessionAuthorizer, SessionStore } from './store.ts';

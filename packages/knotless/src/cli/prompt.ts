@@ -1,25 +1,17 @@
 import readline from 'node:readline';
 import { KnotlessError } from 'knotless-core/errors';
+import { writeStderr } from 'knotless-core/text/fd-io';
 import { safeLine } from 'knotless-core/text/terminal';
 import type { Io } from './io.ts';
 
-/** Reads one line from a non-terminal stdin (a pipe or file), e.g. a password piped in by a script. */
-async function readLine(stdin: NodeJS.ReadStream): Promise<string> {
-  const rl = readline.createInterface({ input: stdin, terminal: false });
-  try {
-    for await (const line of rl) return line;
-    return '';
-  } finally {
-    rl.close();
-  }
-}
-
-/** Reads a secret without echoing it: from the terminal when there is one, else one line of stdin. */
+/**
+ * Reads a secret without echoing it: from the terminal when there is one, else one line of stdin
+ * (read as it is: no stream on a pipe we inherited).
+ */
 export async function readSecret(io: Io, prompt: string): Promise<string> {
-  if (!io.stdin.isTTY) return readLine(io.stdin);
-  // eslint-disable-next-line no-restricted-syntax -- a prompt ends without a line break
-  process.stderr.write(safeLine(prompt));
-  const stdin = io.stdin;
+  const stdin = io.terminal();
+  if (stdin === undefined) return io.readLine();
+  writeStderr(safeLine(prompt));
   stdin.setRawMode(true);
   stdin.resume();
   stdin.setEncoding('utf8');
@@ -47,20 +39,24 @@ export async function readSecret(io: Io, prompt: string): Promise<string> {
   } finally {
     stdin.setRawMode(false);
     stdin.pause();
-    // eslint-disable-next-line no-restricted-syntax -- ends the prompt's line
-    process.stderr.write('\n');
+    // Ends the prompt's line.
+    writeStderr('\n');
   }
 }
 
 /** Asks a yes/no question on the terminal; "no" unless the answer starts with y. */
 export async function confirm(io: Io, question: string): Promise<boolean> {
-  const rl = readline.createInterface({ input: io.stdin, output: process.stderr });
-  try {
-    const answer = await new Promise<string>((resolve) =>
-      rl.question(`${safeLine(question)} [y/N] `, resolve),
-    );
-    return /^y/i.test(answer.trim());
-  } finally {
-    rl.close();
+  writeStderr(`${safeLine(question)} [y/N] `);
+  const stdin = io.terminal();
+  let answer: string;
+  if (stdin === undefined) answer = await io.readLine();
+  else {
+    const rl = readline.createInterface({ input: stdin, terminal: false });
+    try {
+      answer = await new Promise<string>((resolve) => rl.once('line', resolve));
+    } finally {
+      rl.close();
+    }
   }
+  return /^y/i.test(answer.trim());
 }

@@ -8,7 +8,7 @@ import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { internalErrorLines, printErr, safeText } from 'knotless-core/text/terminal';
 import { closeTransport } from 'knotless-core/xrpc/transport';
 import { formatList, nestedRefs } from './list.ts';
-import { CommandReader, answer, commandInput } from './protocol.ts';
+import { CommandReader, answer } from './protocol.ts';
 import { HelperState } from './state.ts';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { parseKnotlessUrl } from './url.ts';
@@ -118,7 +118,7 @@ export async function helperMain(argv: string[]): Promise<number> {
       process.once('exit', () =>
         printErr(`knotless: memory peak ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`),
       );
-    const reader = new CommandReader(commandInput());
+    const reader = new CommandReader();
     for (;;) {
       const line = await reader.next();
       if (line === undefined || line === '') return 0;

@@ -1,38 +1,38 @@
-import fs from 'node:fs';
+import { readSome, writeAllSync } from 'knotless-core/text/fd-io';
 
 /**
- * Reads git's commands line by line. stdout belongs to git: only protocol answers are written
- * there, through {@link answer}.
+ * Reads git's commands line by line from our stdin. stdout belongs to git: only protocol answers
+ * are written there, through {@link answer}.
+ *
+ * No stream is opened on stdin (a socket or process.stdin would make git's pipe non-blocking, and
+ * node:readline would add ~10 ms to every git command's start-up): plain reads on fd 0, on libuv's
+ * thread pool, split into lines by hand.
  */
 export class CommandReader {
-  // A hand-made line splitter: node:readline would add ~10 ms to every git command's start-up.
-  readonly #input: NodeJS.ReadableStream;
+  readonly #fd: number;
   readonly #lines: string[] = [];
+  readonly #chunk = Buffer.alloc(64 * 1024);
+  readonly #decoder = new TextDecoder('utf-8');
   #buffer = '';
   #ended = false;
-  #wake: (() => void) | undefined;
 
-  constructor(input: NodeJS.ReadableStream) {
-    this.#input = input;
-    input.setEncoding('utf8');
-    input.on('data', (chunk: string) => {
-      this.#buffer += chunk;
-      const parts = this.#buffer.split('\n');
-      this.#buffer = parts.pop()!;
-      this.#lines.push(...parts);
-      this.#wake?.();
-    });
-    input.on('end', () => {
-      this.#ended = true;
-      this.#wake?.();
-    });
+  constructor(fd = 0) {
+    this.#fd = fd;
   }
 
   /** The next line, or undefined when git closed our stdin. */
   async next(): Promise<string | undefined> {
     while (this.#lines.length === 0 && !this.#ended) {
-      await new Promise<void>((resolve) => (this.#wake = resolve));
-      this.#wake = undefined;
+      const n = await readSome(this.#fd, this.#chunk);
+      if (n === 0) {
+        this.#ended = true;
+        this.#buffer += this.#decoder.decode();
+        break;
+      }
+      this.#buffer += this.#decoder.decode(this.#chunk.subarray(0, n), { stream: true });
+      const parts = this.#buffer.split('\n');
+      this.#buffer = parts.pop()!;
+      this.#lines.push(...parts);
     }
     return this.#lines.shift() ?? (this.#buffer !== '' ? this.#takeRest() : undefined);
   }
@@ -52,36 +52,12 @@ export class CommandReader {
       lines.push(line);
     }
   }
-
-  /** Stops reading (lets the process exit). */
-  close(): void {
-    this.#input.pause();
-  }
 }
 
 /**
- * git's end of our stdin. When it is a pipe (always, under git) a socket is opened on it directly:
- * setting up process.stdin costs every git command about 5 ms more.
- */
-export function commandInput(): NodeJS.ReadableStream {
-  const stat = fs.fstatSync(0);
-  if (!stat.isFIFO() && !stat.isSocket()) return process.stdin;
-  const net = process.getBuiltinModule('node:net');
-  return new net.Socket({ fd: 0, readable: true, writable: false });
-}
-
-/**
- * Writes protocol lines to git, synchronously: git waits for each answer before its next command,
- * and setting up process.stdout as a stream costs every git command a few milliseconds.
+ * Writes protocol lines to git, synchronously: git waits for each answer before its next command.
+ * A plain write on fd 1 that waits out a full pipe (see {@link writeAllSync}).
  */
 export function answer(lines: string[]): void {
-  const data = Buffer.from(lines.map((l) => l + '\n').join(''));
-  for (let done = 0; done < data.length;) {
-    try {
-      done += fs.writeSync(1, data, done);
-    } catch (err) {
-      // A non-blocking pipe that git has not drained yet: try again.
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
-    }
-  }
+  writeAllSync(1, lines.map((l) => l + '\n').join(''));
 }

@@ -53,7 +53,12 @@ export class HelperState {
     const fromAgent = forPush
       ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
       : undefined;
-    if (fromAgent !== undefined) return this.#keep(fromAgent);
+    if (fromAgent !== undefined) {
+      // The agent keeps views of public repositories only (agent/server.ts): settled with no request,
+      // unless the view is empty (then the repository record says) or this machine knows it private.
+      await remote.prepare(fromAgent.length > 0 ? 'plain' : 'none');
+      return this.#keep(fromAgent);
+    }
     const refs = await remote.listRefs();
     if (refs.length === 0 && !(await remote.exists())) {
       throw new KnotlessError(

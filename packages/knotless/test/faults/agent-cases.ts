@@ -11,9 +11,9 @@ import type { FaultEnv } from './env.ts';
 
 const PUT = 'com.atproto.repo.putRecord';
 
-/** Waits (bounded) until the agent answers for the repository from a current view. */
+/** Waits (bounded, 60 s: a guard, not a speed claim) until the agent answers from a current view. */
 async function viewReady(socket: string, q: { did: string; repo: string; pds: string }): Promise<boolean> {
-  for (let i = 0; i < 50; i++) {
+  for (let i = 0; i < 300; i++) {
     if ((await agentView(socket, q)) !== null) return true;
     await new Promise((r) => setTimeout(r, 200));
   }

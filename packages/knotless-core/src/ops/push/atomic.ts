@@ -75,7 +75,17 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
       // applyWrites does not return the new CIDs: the view forgets these refs and lists next time.
       return updates.map((u) => ({ dst: u.dst }));
     },
-    reread: (packs) => Promise.resolve({ kind: 'again', state: packs }),
+    reread: async (packs, _write, why) => {
+      // No answer told whether the commit landed: it did when every ref is now what the push asked.
+      if (why === 'unsure') {
+        const { byName } = refsByName(await remote.listRefs());
+        const landed = updates.every((u) =>
+          u.oid === undefined ? !byName.has(u.dst) : byName.get(u.dst)?.record.target === u.oid,
+        );
+        if (landed) return { kind: 'done', value: updates.map((u) => ({ dst: u.dst })) };
+      }
+      return { kind: 'again', state: packs };
+    },
     relist: () => job.source.rebuild(),
   });
   if (outcome.kind === 'done') return outcome.value;

@@ -66,9 +66,12 @@ async function writeOne(job: WriteJob, u: Update, batches: CreateBatches | undef
     // The compare-and-swap still names the value git was shown: the rebuild changes what is built
     // on, never what is replaced.
     relist: async (read) => ({ ...read, packs: await job.source.rebuild() }),
-    reread: async ({ current: before, key, packs }) => {
+    reread: async ({ current: before, key, packs }, _write, why) => {
       conflicted = true;
       const current = await remote.getRef(key);
+      // No answer told whether the write landed: it did when the ref is now what it wrote.
+      if (why === 'unsure' && u.oid !== undefined && current?.record.target === u.oid)
+        return { kind: 'done', value: done({ dst: u.dst, record: current }) };
       // A delete that was retried after its first copy landed (the answer was lost) finds it done.
       if (u.oid === undefined && current === undefined)
         return { kind: 'done', value: done({ dst: u.dst, record: null }) };

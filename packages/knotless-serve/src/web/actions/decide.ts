@@ -4,7 +4,8 @@
 import type http from 'node:http';
 import { mergePull } from 'knotless-core/forge/merge';
 import { ISSUE_STATE, PULL, PULL_STATUS, type PullRecord } from 'knotless-core/forge/records';
-import { checkStateWrite, stateRecord } from 'knotless-core/forge/state-write';
+import { newTid } from 'knotless-core/forge/store';
+import { checkOutcome, checkStateWrite, stateBy, stateRecord } from 'knotless-core/forge/state-write';
 import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { forgeRecordOf } from '../../ingest/forge-records.ts';
@@ -26,7 +27,11 @@ import {
 const MAX_LABELS = 20;
 const MAX_LABEL = 64;
 
-/** The state record of a close or reopen, when the authority rule lets the reader write it. */
+/**
+ * The state record of a close, reopen, merge or labelling, when the authority rule lets the reader
+ * write it and it would count: decided again with the records already on the item (the index's),
+ * it must leave the item `expect` (the state written, unless only labels change).
+ */
 async function writeState(
   site: Site,
   viewer: Viewer,
@@ -34,9 +39,10 @@ async function writeState(
   item: ItemRef,
   state: string,
   extra: Record<string, unknown> = {},
+  expect = state,
 ): Promise<void> {
   const pulls = item.kind === 'pulls';
-  checkStateWrite({
+  const w = {
     me: viewer.did,
     myName: viewer.handle,
     owner: repo.did,
@@ -44,15 +50,20 @@ async function writeState(
     author: item.did,
     current: item.state,
     authorMay: pulls ? PULL_AUTHOR_MAY : ISSUE_AUTHOR_MAY,
-    noun: pulls ? 'pull request' : 'issue',
+    noun: pulls ? ('pull request' as const) : ('issue' as const),
     state,
     id: `${item.did}/${item.rkey}`,
-  });
+  };
+  checkStateWrite(w);
+  const rkey = newTid();
+  const decisions = await site.index.forge.decisions(item.kind, item.did, item.rkey);
+  const authorName = (await identityOf(site, item.did)).handle ?? item.did;
+  checkOutcome({ ...w, decisions, rkey, authorName, expect });
   const collection = pulls ? PULL_STATUS : ISSUE_STATE;
   const keep = viewer.did === repo.did ? item.labels : [];
   const record = checkedRecord(collection, stateRecord(pulls ? 'pr' : 'issue', item.uri, state, keep, extra));
   const auth = await writerFor(site, viewer);
-  await forgeStore(site).create(auth, collection, record);
+  await forgeStore(site).create(auth, collection, record, rkey);
 }
 
 async function untilState(site: Site, item: ItemRef, state: string): Promise<void> {
@@ -77,7 +88,9 @@ export async function setState(
   if (state !== 'open' && state !== 'closed') throw new HttpError(400, 'A state is open or closed.');
   if (item.state === 'merged')
     throw new HttpError(409, 'This pull request is merged; there is nothing to change.');
-  if (item.state !== state) {
+  // Already so by the reader's own decision too: an owner may still close what its author withdrew.
+  const mine = stateBy(await site.index.forge.decisions(item.kind, item.did, item.rkey), viewer.did);
+  if (item.state !== state || mine !== state) {
     await writeState(site, viewer, repo, item, state);
     await untilState(site, item, state);
   }
@@ -171,10 +184,17 @@ export async function setLabels(
   if (long !== undefined)
     throw new HttpError(400, `A label is at most ${MAX_LABEL} bytes; "${long.slice(0, 80)}" is longer.`);
   const merged = item.kind === 'pulls' ? (await site.index.forge.pull(item.did, item.rkey))?.merged : null;
-  await writeState(site, viewer, repo, { ...item, labels }, item.state, {
-    labels,
-    ...(merged === null || merged === undefined ? {} : { merged }),
-  });
+  // The owner's own decision is kept as it was: a label is not a close or reopen of theirs.
+  const own = stateBy(await site.index.forge.decisions(item.kind, item.did, item.rkey), repo.did);
+  await writeState(
+    site,
+    viewer,
+    repo,
+    { ...item, labels },
+    own,
+    { labels, ...(own !== 'merged' || merged === null || merged === undefined ? {} : { merged }) },
+    item.state,
+  );
   const want = JSON.stringify(labels);
   await untilIndexed(async () => {
     const row =

@@ -38,6 +38,12 @@ export async function forgeAction(
   res: http.ServerResponse,
 ): Promise<void> {
   const [kind, a, b, verb] = rest;
+  // Pull requests and issues are public records: a private repository takes none (as the CLI refuses).
+  if (repo.private)
+    throw new HttpError(
+      403,
+      `${repo.owner}/${repo.name} is private, and pull requests and issues are public records, so none is kept for it.`,
+    );
   await asPage(async () => {
     if (kind === 'issues' && a === 'new' && b === undefined) return openIssue(site, viewer, repo, form, res);
     if (kind === 'pulls' && a === 'new' && b === undefined) return openPull(site, viewer, repo, form, res);

@@ -1,5 +1,6 @@
 import type { RepoRow } from '../../db/index-store.ts';
 import { html, href, page, when, type SafeHtml } from '../html.ts';
+import { inactiveAccount } from '../http-error.ts';
 import { HttpError, type Site } from '../site.ts';
 
 /** A list of repositories with owner, description and creation date. */
@@ -13,6 +14,7 @@ export function repoList(repos: RepoRow[]): SafeHtml {
           <td>
             <a href="${href(owner)}">${owner}</a> /
             <a href="${href(owner, r.name)}"><strong>${r.name}</strong></a>
+            ${r.private === 1 ? html`<span class="muted">private</span>` : ''}
             ${r.description === null ? '' : html`<div class="muted">${r.description}</div>`}
           </td>
           <td class="muted">${when(r.created_at)}</td>
@@ -26,6 +28,7 @@ export function repoList(repos: RepoRow[]): SafeHtml {
 export async function accountPage(site: Site, actor: string): Promise<string> {
   const owner = await site.index.owner(actor);
   if (owner === undefined) throw new HttpError(404, `No knotless account ${actor} is known here.`);
+  if (owner.status !== null) throw inactiveAccount(actor, owner.status);
   const repos = await site.index.repos({ did: owner.did, limit: 500 });
   return page(
     actor,

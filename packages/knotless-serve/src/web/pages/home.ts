@@ -35,10 +35,13 @@ export function groupPushes(rows: PushRow[]): PushGroup[] {
   return groups;
 }
 
-function pushRow(g: PushGroup): SafeHtml {
+/** One push on the home page: each ref once, at its newest update in the group (rows are newest first). */
+export function pushRow(g: PushGroup): SafeHtml {
   const first = g.rows[0]!;
   const owner = first.handle ?? first.did;
-  const refs = g.rows.slice(0, 5);
+  const seen = new Set<string>();
+  const latest = g.rows.filter((r) => !seen.has(r.ref) && seen.add(r.ref));
+  const refs = latest.slice(0, 5);
   return html`<tr>
     <td><a href="${href(owner)}">${owner}</a> / <a href="${href(owner, first.repo)}">${first.repo}</a></td>
     <td>
@@ -56,8 +59,8 @@ function pushRow(g: PushGroup): SafeHtml {
                   > `
             }`;
         })}${
-          g.rows.length > refs.length
-            ? html`<span class="muted">and ${g.rows.length - refs.length} more refs</span>`
+          latest.length > refs.length
+            ? html`<span class="muted">and ${latest.length - refs.length} more refs</span>`
             : ''
         }</span
       >

@@ -10,8 +10,8 @@ import { commitLink, repoHeader, short } from './common.ts';
 import { pagedDiff } from './commit.ts';
 import { commitList } from './commits.ts';
 import { commentForm, labelsForm, mergeForm, stateForm } from './forge-forms.ts';
-import { authorDid, authorLink, commentList, statePill, userText } from './forge-common.ts';
-import { pullHref } from './pulls.ts';
+import { authorDid, commentList, statePill, userText } from './forge-common.ts';
+import { mergeWords, pullHref } from './pulls.ts';
 
 /** Which diff the page shows: a round's own (base...head), or the interdiff from the round before. */
 interface Shown {
@@ -147,9 +147,8 @@ export async function pullPage(
     html`${repoHeader(repo, undefined, 'pulls')}
       <h2 class="title">${pull.title}</h2>
       <p>
-        ${statePill(pull.state)} ${authorLink(pull.did, pull.handle)} wants to merge
-        <span class="mono">${headRepo}${pull.head_branch}</span> into <span class="mono">${pull.base}</span>,
-        opened ${when(pull.created_at)}${merged}
+        ${statePill(pull.state)} ${mergeWords(pull, html`${headRepo}${pull.head_branch}`)}, opened
+        ${when(pull.created_at)}${merged}
         ${(JSON.parse(pull.labels) as string[]).map((l) => html` <span class="pill">${l}</span>`)}
       </p>
       <div class="box">${userText(pull.body)}</div>

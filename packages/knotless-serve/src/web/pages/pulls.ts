@@ -10,6 +10,21 @@ export function pullHref(repo: RepoTarget, p: Pick<PullRow, 'did' | 'rkey'>): st
   return href(repo.owner, repo.name, 'pulls', p.did, p.rkey);
 }
 
+/**
+ * What a pull request asks, in the tense its state gives it: an open one "wants to merge", a closed
+ * one "wanted to", a merged one "was merged" (by the owner, not its author).
+ */
+export function mergeWords(
+  p: Pick<PullRow, 'did' | 'handle' | 'state' | 'base'>,
+  head: SafeHtml | string,
+): SafeHtml {
+  const from = html`<span class="mono">${head}</span>`;
+  const into = html`<span class="mono">${p.base}</span>`;
+  if (p.state === 'merged') return html`${authorLink(p.did, p.handle)}'s ${from} was merged into ${into}`;
+  return html`${authorLink(p.did, p.handle)} ${p.state === 'closed' ? 'wanted' : 'wants'} to merge ${from}
+  into ${into}`;
+}
+
 /** `/<owner>/<repo>/pulls`: the repository's pull requests, open ones unless `?state=` says. */
 export const pullsPage = itemListPage<PullRow>({
   tab: 'pulls',
@@ -25,11 +40,7 @@ export const pullsPage = itemListPage<PullRow>({
       <td class="nowrap">${statePill(p.state)}</td>
       <td>
         <a href="${pullHref(repo, p)}"><strong>${p.title}</strong></a>
-        <div class="muted">
-          ${authorLink(p.did, p.handle)} wants to merge
-          <span class="mono">${p.head_branch}</span> into <span class="mono">${p.base}</span>, opened
-          ${when(p.created_at)}
-        </div>
+        <div class="muted">${mergeWords(p, p.head_branch)}, opened ${when(p.created_at)}</div>
       </td>
       <td class="muted nowrap num">${rounds} round${rounds === 1 ? '' : 's'}</td>
     </tr>`;

@@ -147,6 +147,14 @@ function emptyPage(site: Site, repo: RepoTarget): string {
 
 /** A repository's front page: clone commands, counts, default branch tree and README. */
 export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
+  if (repo.private)
+    return page(
+      repo.name,
+      html`${repoHeader(repo)}
+        <p>
+          A private repository: its contents are encrypted for its members, and nothing of them is shown here.
+        </p>`,
+    );
   if (!fs.existsSync(repo.gitDir)) return emptyPage(site, repo);
   const refs = await mirrorRefs(repo.gitDir);
   const head = await headBranch(repo.gitDir, refs.branches);

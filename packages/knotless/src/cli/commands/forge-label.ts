@@ -3,7 +3,7 @@ import { KnotlessError } from 'knotless-core/errors';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import type { Kind } from '../../forge/kinds.ts';
 import { JSON_OPTION, type Args, type Command } from '../command.ts';
-import { itemFor, itemJson, stateBy, writeState } from './forge-shared.ts';
+import { itemFor, itemJson, stateOf, writeState } from './forge-shared.ts';
 
 type Base = { repo: string; title: string; body?: string; createdAt: string };
 
@@ -55,7 +55,7 @@ export function labelCommand<R extends Base>(kind: Kind<R>): Command {
         throw new KnotlessError('usage', `A ${kind.noun} has at most ${MAX_LABELS} labels.`);
       item.labels = labels;
       // The owner's own decision is kept as it was: a label is not a close or reopen of theirs.
-      const own = stateBy(item, target.owner.did);
+      const own = stateOf(item, target.owner.did);
       await writeState(
         r,
         auth,

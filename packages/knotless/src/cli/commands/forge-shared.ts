@@ -4,10 +4,9 @@ import type { Context } from '../../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import type { Kind } from '../../forge/kinds.ts';
 import { COMMENT, checkToWrite, parseComment, repoUri, writeRecord } from '../../forge/records.ts';
-import { decide } from 'knotless-core/records/forge-authority';
 import { newTid } from 'knotless-core/forge/store';
 import { findItem, reader, type CommentItem, type Item, type Reader } from '../../forge/subjects.ts';
-import { checkStateWrite, stateRecord } from 'knotless-core/forge/state-write';
+import { checkOutcome, checkStateWrite, stateBy, stateRecord } from 'knotless-core/forge/state-write';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -204,7 +203,7 @@ export async function writeState<R extends Base>(
   expect: string = state,
 ): Promise<void> {
   const isOwner = auth.session.did === target.owner.did;
-  checkStateWrite({
+  const w = {
     me: auth.session.did,
     myName: auth.session.handle,
     owner: target.owner.did,
@@ -215,35 +214,20 @@ export async function writeState<R extends Base>(
     noun: kind.noun,
     state,
     id: item.id,
-  });
-  const me = auth.session.did;
+  };
+  checkStateWrite(w);
   const record = stateRecord(kind.word, item.uri, state, isOwner ? item.labels : [], extra);
-  const createdAt = String(record.createdAt);
   await checkToWrite(kind.parseState, writeRecord(kind.stateCollection, record), `${kind.noun}'s state`);
   const rkey = newTid();
   // Decided again with this record among the others: one the rule would outrank is never written.
-  const next = decide(
-    [...(item.decisions ?? []), { by: me, rkey, state, createdAt }],
-    target.owner.did,
-    item.did,
-    kind.authorMay,
-  );
-  if (next.state !== expect && next.by !== undefined) {
-    const author = safeText(item.handle ?? item.did);
-    throw new KnotlessError(
-      'permission-denied',
-      next.by === target.owner.did
-        ? `${target.label}'s owner ${next.state === 'merged' ? 'merged' : 'closed'} ${safeText(item.id)}; only they can ${next.state === 'merged' ? 'change that' : 'reopen it'}.`
-        : `Its author, ${author}, closed ${safeText(item.id)}; only they can reopen it.`,
-    );
-  }
+  if (item.decisions !== undefined)
+    checkOutcome({ ...w, decisions: item.decisions, rkey, authorName: item.handle ?? item.did, expect });
   await r.store.create(auth, kind.stateCollection, writeRecord(kind.stateCollection, record), rkey);
 }
 
 /** The state `did`'s own latest record gives an item (`open` with none): what a label keeps. */
-export function stateBy(item: Item<Base>, did: string): string {
-  const own = (item.decisions ?? []).filter((d) => d.by === did);
-  return own.length === 0 ? 'open' : own.reduce((a, b) => (b.rkey > a.rkey ? b : a)).state;
+export function stateOf(item: Item<Base>, did: string): string {
+  return stateBy(item.decisions ?? [], did);
 }
 
 /** `close` / `reopen`: one state record, when the rule lets you write it. */
@@ -263,7 +247,7 @@ export function stateCommand<R extends Base>(kind: Kind<R>, verb: 'close' | 'reo
         throw new KnotlessError('usage', `${safeText(item.id)} is merged; there is nothing to ${verb}.`);
       // Already so, by this account's own decision too: an owner may still close what its author
       // withdrew, which the author could otherwise reopen.
-      if (item.state === state && stateBy(item, auth.session.did) === state) {
+      if (item.state === state && stateOf(item, auth.session.did) === state) {
         io.err(`${safeText(item.id)} is already ${state}; nothing was written.`);
       } else {
         await writeState(r, auth, kind, target, item, state);

@@ -17,7 +17,7 @@ export const command: Command = {
     const key = await loadDeviceKey(c.config.configDir);
     if (key === undefined)
       throw new KnotlessError('not-found', 'This machine has no key yet; `knotless key list` makes one.');
-    const phrase = await passphrase(io, 'Passphrase for the exported key: ');
+    const phrase = await passphrase(c.config.keyPassphrase, io, 'Passphrase for the exported key: ');
     const file = args.positionals[0]!;
     fs.writeFileSync(file, await exportDeviceKey(key, phrase), { mode: 0o600, flag: 'wx' });
     io.err(`Wrote key ${key.fingerprint} to ${file}.`);

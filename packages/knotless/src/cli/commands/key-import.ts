@@ -6,8 +6,8 @@ import type { Io } from '../io.ts';
 import { readSecret } from '../prompt.ts';
 
 /** A passphrase: KNOTLESS_KEY_PASSPHRASE, else asked for (or one line of standard input). */
-export async function passphrase(io: Io, prompt: string): Promise<string> {
-  const phrase = process.env['KNOTLESS_KEY_PASSPHRASE'] ?? (await readSecret(io, prompt));
+export async function passphrase(given: string | undefined, io: Io, prompt: string): Promise<string> {
+  const phrase = given ?? (await readSecret(io, prompt));
   if (phrase.length < 8)
     throw new KnotlessError('usage', 'The passphrase is shorter than 8 characters; use a longer one.');
   return phrase;
@@ -37,7 +37,7 @@ export const command: Command = {
     const key = await importDeviceKey(
       c.config.configDir,
       text,
-      await passphrase(io, 'Passphrase of the key: '),
+      await passphrase(c.config.keyPassphrase, io, 'Passphrase of the key: '),
       args.values['replace'] === true,
     );
     io.err(`This machine's key is now ${key.fingerprint}.`);

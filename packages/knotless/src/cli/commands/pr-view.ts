@@ -4,6 +4,7 @@ import type { Context } from '../../context.ts';
 import { isKnotlessError } from 'knotless-core/errors';
 import { PULLS } from '../../forge/kinds.ts';
 import { branchOf, loadRoundPack, scratchRepo, syncRef } from 'knotless-core/forge/packs';
+import { checkRounds } from '../../forge/round-check.ts';
 import { parseAtUri, type PullRecord } from '../../forge/records.ts';
 import { REPO_COLLECTION } from 'knotless-core/records/collections';
 import { commentsOn, type Item } from '../../forge/subjects.ts';
@@ -88,6 +89,7 @@ export const command: Command = {
       me,
     );
     const diff = await diffSummary(c, io, target, item);
+    const checked = await checkRounds(c, (m) => io.err(`knotless: warning: ${m}`), pull);
     if (args.values['json'] === true) {
       io.out(
         safeJson({
@@ -95,12 +97,19 @@ export const command: Command = {
           body: pull.body,
           base: pull.base,
           head: pull.head,
-          rounds: pull.rounds.map((x) => ({
+          rounds: pull.rounds.map((x, i) => ({
             head: x.head,
             base: x.base,
             pack: { cid: x.pack.ref.$link, size: x.pack.size },
             createdAt: x.createdAt,
+            ...(checked.onBranch === undefined ? {} : { onBranch: checked.onBranch[i] }),
           })),
+          checkedAgainst: {
+            repo: checked.repo,
+            branch: checked.branch,
+            ...(checked.tip === undefined ? {} : { commit: checked.tip }),
+            ...(checked.reason === undefined ? {} : { reason: checked.reason }),
+          },
           comments: comments.map(commentJson),
           ...(diff === undefined ? {} : { diff }),
         }),
@@ -113,6 +122,11 @@ export const command: Command = {
     io.out(`  author   ${safeText(item.handle ?? item.did)}`);
     io.out(`  into     ${target.label} ${safeText(pull.base)}`);
     io.out(`  from     ${await repoLabel(c, pull.head.repo)} ${safeText(pull.head.branch)}`);
+    io.out(
+      checked.tip === undefined
+        ? `  checked  not against ${checked.repo} ${checked.branch} (${checked.reason ?? 'unknown'})`
+        : `  checked  against ${checked.repo} ${checked.branch} at ${checked.tip.slice(0, 12)}`,
+    );
     if (item.labels.length > 0) io.out(`  labels   ${item.labels.map((l) => safeText(l, 64)).join(', ')}`);
     if (diff !== undefined)
       io.out(
@@ -121,7 +135,9 @@ export const command: Command = {
     printBody(io, pull.body);
     io.out(`rounds (${pull.rounds.length})`);
     for (const [i, x] of pull.rounds.entries())
-      io.out(`  ${i}  ${x.head}  on ${x.base.slice(0, 12)}  ${safeText(x.createdAt)}`);
+      io.out(
+        `  ${i}  ${x.head}  on ${x.base.slice(0, 12)}  ${safeText(x.createdAt)}${checked.onBranch?.[i] === false ? `  NOT on ${checked.repo} ${checked.branch}` : ''}`,
+      );
     printComments(io, comments);
   },
 };

@@ -22,10 +22,12 @@ export const command: Command = {
       const spec = parseRepoSpec(specText);
       const owner = await ownerOf(c, spec.owner);
       const remote = c.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
-      const head = await remote.getRef(refKey(spec.name, 'HEAD'));
+      let head = await remote.getRef(refKey(spec.name, 'HEAD'));
       if (head === undefined && !(await remote.exists())) {
         throw new KnotlessError('repo-missing', `${remote.label} does not exist; check the name.`);
       }
+      // A private repository's HEAD is under a key only its members can name (exists() found it private).
+      if (head === undefined && remote.isPrivate) head = await remote.getRef(remote.refKey('HEAD'));
       const branch = head?.record.symref;
       if (json) io.out(safeJson({ repo: remote.label, branch: branch ?? null }));
       else if (branch === undefined)

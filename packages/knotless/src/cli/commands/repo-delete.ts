@@ -1,3 +1,4 @@
+import { forgetRing } from 'knotless-core/private/ring';
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { parseRepoSpec } from 'knotless-core/records/name';
@@ -43,6 +44,8 @@ export const command: Command = {
       }
     }
     const refs = await records.delete(auth, owner, name);
+    // Its key ring goes too: a new repository of that name is a new repository, public or private.
+    forgetRing(c.config.configDir, owner.did, name);
     io.err(`Deleted ${owner.handle}/${name} (${refs} ref${refs === 1 ? '' : 's'}).`);
   },
 };

@@ -20,7 +20,10 @@ export const command: Command = {
       records.refKeys(owner, spec.name),
     ]);
     // HEAD is a record too, but not a ref anyone would count.
-    const refs = keys.filter((k) => k !== refKey(spec.name, 'HEAD'));
+    // A private repository's keys name nothing: its HEAD is the one record the first push adds beside
+    // its branches.
+    const refs =
+      record.private === undefined ? keys.filter((k) => k !== refKey(spec.name, 'HEAD')) : keys.slice(1);
     const label = owner.handle ?? owner.did;
     const url = `knotless://${label}/${spec.name}`;
     if (args.values['json'] === true) {
@@ -42,6 +45,8 @@ export const command: Command = {
     io.out(`  created      ${safeText(record.createdAt)}`);
     io.out(`  owner        ${safeText(owner.did)}`);
     io.out(`  refs         ${refs.length}`);
+    if (record.private !== undefined)
+      io.out(`  private      members ${record.private.members.map((m) => safeText(m)).join(', ')}`);
     io.out(`  clone        git clone ${safeText(url)}`);
   },
 };

@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { IdResolver } from '@atproto/identity';
-import { Http1Pool, type Endpoint } from 'knotless-core/xrpc/http1';
+import { HttpPool, type Endpoint } from 'knotless-core/xrpc/http-pool';
 import { fetchOver, transportFor } from 'knotless-core/xrpc/transport';
 import { closed, flood, rawServer } from './helpers/hostile-server.ts';
 
@@ -19,13 +19,12 @@ describe('HTTP client against hostile servers', () => {
       sock.write('HTTP/1.1 200 OK\r\ncontent-length: 10000000000\r\n\r\n');
       count = flood(sock, Buffer.alloc(64 * 1024, 120));
     });
-    const started = Date.now();
-    await assert.rejects(new Http1Pool().request(at(port), { ...get, maxBytes: 1024 * 1024 }), {
+    await assert.rejects(new HttpPool().request(at(port), { ...get, maxBytes: 1024 * 1024 }), {
       code: 'ETOOLARGE',
       limit: 1024 * 1024,
     });
+    // The connection is dropped at once: the flood stops long before 10 GB (or 64 MiB) went out.
     await closed(sockets[0]!);
-    assert.ok(Date.now() - started < 5000);
     assert.ok(count.written < 64 * 1024 * 1024, `the server wrote ${count.written} bytes`);
   });
 
@@ -40,7 +39,7 @@ describe('HTTP client against hostile servers', () => {
         count = flood(sock, piece);
       });
       const rss = process.memoryUsage().rss;
-      await assert.rejects(new Http1Pool().request(at(port), { ...get, maxBytes: 8 * 1024 * 1024 }), {
+      await assert.rejects(new HttpPool().request(at(port), { ...get, maxBytes: 8 * 1024 * 1024 }), {
         code: 'ETOOLARGE',
       });
       await closed(sockets[0]!);
@@ -57,11 +56,11 @@ describe('HTTP client against hostile servers', () => {
       count = flood(sock, Buffer.alloc(256 * 1024, 120));
     });
     // A process of its own, so that its peak RSS is the client's alone (not the server's, nor the tests').
-    const client = new URL('../../knotless-core/src/xrpc/http1.ts', import.meta.url).href;
+    const client = new URL('../../knotless-core/src/xrpc/http-pool.ts', import.meta.url).href;
     const script = `
-      const { Http1Pool } = await import(${JSON.stringify(client)});
+      const { HttpPool } = await import(${JSON.stringify(client)});
       const req = { method: 'GET', target: '/', headers: { host: 'x' }, body: null, maxBytes: 32 * 1024 * 1024 };
-      const err = await new Http1Pool().request({ kind: 'tcp', host: '127.0.0.1', port: ${port}, secure: false }, req).catch((e) => e);
+      const err = await new HttpPool().request({ kind: 'tcp', host: '127.0.0.1', port: ${port}, secure: false }, req).catch((e) => e);
       console.log(JSON.stringify({ code: err.code, peakKiB: process.resourceUsage().maxRSS }));`;
     const { stdout: out } = await promisify(execFile)(process.execPath, [
       '--input-type=module',
@@ -80,13 +79,13 @@ describe('HTTP client against hostile servers', () => {
       sock.end(`HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nabcdef`);
     });
     const got: Buffer[] = [];
-    const res = await new Http1Pool().request(at(port), {
+    const res = await new HttpPool().request(at(port), {
       ...get,
       sink: (p) => void got.push(Buffer.from(p)),
     });
     assert.equal(Buffer.concat(got).toString(), 'abcdef');
     assert.equal(res.body.length, 0);
-    await assert.rejects(new Http1Pool().request(at(port), { ...get, maxBytes: 5, sink: () => undefined }), {
+    await assert.rejects(new HttpPool().request(at(port), { ...get, maxBytes: 5, sink: () => undefined }), {
       code: 'ETOOLARGE',
     });
   });
@@ -97,10 +96,13 @@ describe('HTTP client against hostile servers', () => {
       const t = setInterval(() => (sock.destroyed ? clearInterval(t) : sock.write('x')), 50);
     });
     const started = Date.now();
-    const pool = new Http1Pool({ deadlineMs: 800, idleMs: 400 });
+    // The idle limit is longer than the deadline, so that a stalled (loaded) event loop cannot let it
+    // fire first; a byte every 50 ms would keep any idle limit from firing anyway.
+    const pool = new HttpPool({ deadlineMs: 800, idleMs: 5000 });
     await assert.rejects(pool.request(at(port), get), { code: 'EDEADLINE', limit: 800 });
+    // The total deadline, and not before it.
     const took = Date.now() - started;
-    assert.ok(took >= 700 && took < 3000, `took ${took} ms`);
+    assert.ok(took >= 700, `took ${took} ms`);
     await closed(sockets[0]!);
   });
 
@@ -108,16 +110,16 @@ describe('HTTP client against hostile servers', () => {
     const { port } = await rawServer((sock) =>
       sock.write('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc'),
     );
-    await assert.rejects(new Http1Pool({ idleMs: 200 }).request(at(port), get), { code: 'ETRUNCATED' });
+    await assert.rejects(new HttpPool({ idleMs: 200 }).request(at(port), get), { code: 'ETRUNCATED' });
   });
 
   it('honours an abort signal: rejects with its reason and drops the connection', async () => {
     const { port, sockets } = await rawServer(() => undefined);
     const signal = AbortSignal.timeout(200);
-    await assert.rejects(new Http1Pool().request(at(port), { ...get, signal }), { name: 'TimeoutError' });
+    await assert.rejects(new HttpPool().request(at(port), { ...get, signal }), { name: 'TimeoutError' });
     await closed(sockets[0]!);
     const aborted = AbortSignal.abort();
-    await assert.rejects(new Http1Pool().request(at(port), { ...get, signal: aborted }), {
+    await assert.rejects(new HttpPool().request(at(port), { ...get, signal: aborted }), {
       name: 'AbortError',
     });
   });
@@ -126,7 +128,7 @@ describe('HTTP client against hostile servers', () => {
     const { port, sockets } = await rawServer((sock) =>
       sock.write('HTTP/1.0 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nok'),
     );
-    const pool = new Http1Pool();
+    const pool = new HttpPool();
     for (let i = 0; i < 2; i++) assert.equal((await pool.request(at(port), get)).body.toString(), 'ok');
     assert.equal(sockets.length, 2);
     pool.close();
@@ -136,8 +138,7 @@ describe('HTTP client against hostile servers', () => {
     const { port } = await rawServer(() => undefined);
     const fetch = fetchOver(transportFor({ caCerts: undefined }));
     const resolver = new IdResolver({ plcUrl: `http://127.0.0.1:${port}`, timeout: 300, fetch });
-    const started = Date.now();
-    await assert.rejects(resolver.did.resolve('did:plc:aaaaaaaaaaaaaaaaaaaaaaaa'));
-    assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+    // The library's own timeout, not anything of ours, ended it.
+    await assert.rejects(resolver.did.resolve('did:plc:aaaaaaaaaaaaaaaaaaaaaaaa'), { name: 'TimeoutError' });
   });
 });

@@ -7,15 +7,9 @@ import { CID } from 'multiformats/cid';
 import { create as createDigest } from 'multiformats/hashes/digest';
 import { DEFAULT_HTTP_TIMEOUT_MS, readConfig } from 'knotless-core/config/env';
 import { blobMatchesCid, cidForBlob } from 'knotless-core/packs/cid';
-import {
-  BodyDecoder,
-  BodyTooLarge,
-  bodyFraming,
-  parseResponseHead,
-  writeRequestHead,
-} from 'knotless-core/xrpc/http1-codec';
-import { Http1Pool } from 'knotless-core/xrpc/http1';
+import { HttpPool } from 'knotless-core/xrpc/http-pool';
 import { transportFor } from 'knotless-core/xrpc/transport';
+import { rawServer } from './helpers/hostile-server.ts';
 
 describe('blob CIDs', () => {
   it('match what multiformats computes, for every length around the base32 block size', () => {
@@ -38,99 +32,73 @@ describe('blob CIDs', () => {
   });
 });
 
-describe('HTTP/1.1 codec', () => {
-  it('writes a request head with a content length, and refuses header injection', () => {
-    const head = writeRequestHead('POST', '/x?a=1', { host: 'h', 'content-type': 'a/b' }, 3).toString();
-    assert.equal(head, 'POST /x?a=1 HTTP/1.1\r\nhost: h\r\ncontent-type: a/b\r\ncontent-length: 3\r\n\r\n');
-    assert.throws(() => writeRequestHead('GET', '/', { a: 'b\r\nevil: 1' }, null), TypeError);
+describe("framing is node:http's, against raw servers", () => {
+  const get = (port: number, target = '/') =>
+    new HttpPool().request(
+      { kind: 'tcp', host: '127.0.0.1', port, secure: false },
+      { method: 'GET', target, headers: { host: 'x' }, body: null },
+    );
+
+  it('refuses header injection before anything is sent', async () => {
+    const { port, sockets } = await rawServer((sock) => sock.end('HTTP/1.1 204 No Content\r\n\r\n'));
+    await assert.rejects(
+      new HttpPool().request(
+        { kind: 'tcp', host: '127.0.0.1', port, secure: false },
+        { method: 'GET', target: '/', headers: { a: 'b\r\nevil: 1' }, body: null },
+      ),
+      TypeError,
+    );
+    assert.equal(sockets.length, 0);
   });
 
-  it('parses a head only once it is complete, joining repeated headers', () => {
-    const raw = Buffer.from('HTTP/1.1 200 OK\r\nA: 1\r\na: 2\r\nContent-Length: 0\r\n\r\nrest');
-    assert.equal(parseResponseHead(raw.subarray(0, 20)), undefined);
-    const head = parseResponseHead(raw)!;
-    assert.equal(head.status, 200);
-    assert.equal(head.headers['a'], '1, 2');
-    assert.equal(raw.subarray(head.length).toString(), 'rest');
-    assert.throws(() => parseResponseHead(Buffer.from('SSH-2.0\r\n\r\n')));
-  });
-
-  it('decodes chunked bodies fed one byte at a time, trailers included', () => {
-    const wire = Buffer.from('5\r\nhello\r\n1;ext=1\r\n \r\n6\r\nworld!\r\n0\r\nX-T: 1\r\n\r\nNEXT');
-    const d = new BodyDecoder({ kind: 'chunked' });
-    let rest: Buffer | undefined;
-    for (let i = 0; i < wire.length && rest === undefined; i++) rest = d.push(wire.subarray(i, i + 1));
-    assert.ok(d.done);
-    assert.equal(d.body().toString(), 'hello world!');
-    assert.equal(rest!.length, 0);
-  });
-
-  it('frames bodies by method, status and headers', () => {
-    const head = (status: number, headers: Record<string, string>) => ({
-      status,
-      headers,
-      length: 0,
-      minor: 1,
+  it('decodes a chunked body sent one byte at a time, trailers included, and joins repeated headers', async () => {
+    const wire =
+      'HTTP/1.1 200 OK\r\nA: 1\r\na: 2\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n1;ext=1\r\n \r\n6\r\nworld!\r\n0\r\nX-T: 1\r\n\r\n';
+    const { port } = await rawServer((sock) => {
+      let i = 0;
+      const next = (): void => {
+        if (sock.destroyed) return;
+        if (i >= wire.length) return void sock.end();
+        sock.write(wire[i++]!, next);
+      };
+      next();
     });
-    assert.deepEqual(bodyFraming('HEAD', head(200, { 'content-length': '5' })), { kind: 'none' });
-    assert.deepEqual(bodyFraming('GET', head(204, {})), { kind: 'none' });
-    assert.deepEqual(bodyFraming('GET', head(200, { 'transfer-encoding': 'chunked' })), { kind: 'chunked' });
-    assert.deepEqual(bodyFraming('GET', head(200, {})), { kind: 'close' });
-    assert.throws(() => bodyFraming('GET', head(200, { 'content-length': '-1' })));
+    const res = await get(port);
+    assert.equal(res.body.toString(), 'hello world!');
+    assert.equal(res.headers['a'], '1, 2');
   });
 
-  it('refuses ambiguous or absurd framing: differing or huge lengths, other codings, long chunk sizes', () => {
-    const head = (headers: Record<string, string>) => ({ status: 200, headers, length: 0, minor: 1 });
-    assert.deepEqual(bodyFraming('GET', head({ 'content-length': '5, 5' })), { kind: 'length', length: 5 });
-    assert.throws(() => bodyFraming('GET', head({ 'content-length': '5, 6' })), { code: 'HPE_INVALID' });
-    assert.throws(() => bodyFraming('GET', head({ 'content-length': '1'.repeat(16) })), {
-      code: 'HPE_INVALID',
-    });
-    assert.throws(() => bodyFraming('GET', head({ 'transfer-encoding': 'gzip' })), { code: 'HPE_INVALID' });
-    // Chunked wins over a Content-Length beside it (RFC 9112 §6.3).
-    assert.deepEqual(bodyFraming('GET', head({ 'transfer-encoding': 'chunked', 'content-length': '3' })), {
-      kind: 'chunked',
-    });
-    const d = new BodyDecoder({ kind: 'chunked' });
-    assert.throws(() => d.push(Buffer.from('ffffffffffffffffffff\r\n')), { code: 'HPE_INVALID' });
-    const long = new BodyDecoder({ kind: 'chunked' });
-    assert.throws(() => long.push(Buffer.from('3\r\nabcdef\r\n0\r\n\r\n')), { code: 'HPE_INVALID' });
-    const t = new BodyDecoder({ kind: 'chunked' });
-    assert.throws(() => t.push(Buffer.from(`0\r\nX: ${'y'.repeat(20_000)}`)), { code: 'HPE_INVALID' });
+  it('refuses ambiguous framing or bytes that are no HTTP answer as HPE_INVALID', async () => {
+    for (const answer of [
+      'HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\nabcdef',
+      'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcdef\r\n0\r\n\r\n',
+      'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nffffffffffffffffffff\r\n',
+      'SSH-2.0-OpenSSH\r\n\r\n',
+    ]) {
+      const { port } = await rawServer((sock) => sock.end(answer));
+      await assert.rejects(get(port), { code: 'HPE_INVALID' }, answer);
+    }
   });
 
-  it('reads the HTTP version, so that HTTP/1.0 answers are known', () => {
-    assert.equal(parseResponseHead(Buffer.from('HTTP/1.0 200 OK\r\n\r\n'))!.minor, 0);
-    assert.equal(parseResponseHead(Buffer.from('HTTP/1.1 200 OK\r\n\r\n'))!.minor, 1);
-  });
-
-  it('refuses a body past its cap: announced, announced by a chunk, or growing', () => {
-    assert.throws(() => new BodyDecoder({ kind: 'length', length: 10e9 }, { max: 1000 }), BodyTooLarge);
-    const chunk = new BodyDecoder({ kind: 'chunked' }, { max: 1000 });
-    assert.throws(() => chunk.push(Buffer.from('3e9\r\n')), BodyTooLarge);
-    const many = new BodyDecoder({ kind: 'chunked' }, { max: 1000 });
-    assert.throws(() => {
-      for (let i = 0; i < 20; i++) many.push(Buffer.from(`64\r\n${'x'.repeat(100)}\r\n`));
-    }, BodyTooLarge);
-    assert.ok(many.size <= 1000);
-    const close = new BodyDecoder({ kind: 'close' }, { max: 1000 });
-    close.push(Buffer.alloc(1000));
-    assert.throws(() => close.push(Buffer.alloc(1)), { code: 'ETOOLARGE', limit: 1000 });
-    const exact = new BodyDecoder({ kind: 'length', length: 1000 }, { max: 1000 });
-    assert.deepEqual(exact.push(Buffer.alloc(1000)), Buffer.alloc(0));
-  });
-
-  it('hands a body to a sink piece by piece instead of keeping it', () => {
-    const got: Buffer[] = [];
-    const d = new BodyDecoder({ kind: 'chunked' }, { sink: (p) => got.push(Buffer.from(p)), max: 10 });
-    d.push(Buffer.from('5\r\nhello\r\n5\r\nworld\r\n0\r\n\r\n'));
-    assert.ok(d.done);
-    assert.equal(Buffer.concat(got).toString(), 'helloworld');
-    assert.equal(d.body().length, 0);
+  it('refuses a body past its cap announced by a chunk, or growing chunk by chunk', async () => {
+    const { port } = await rawServer((sock) =>
+      sock.end(
+        'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n' +
+          `64\r\n${'x'.repeat(100)}\r\n`.repeat(20) +
+          '0\r\n\r\n',
+      ),
+    );
+    await assert.rejects(
+      new HttpPool().request(
+        { kind: 'tcp', host: '127.0.0.1', port, secure: false },
+        { method: 'GET', target: '/', headers: { host: 'x' }, body: null, maxBytes: 1000 },
+      ),
+      { code: 'ETOOLARGE', limit: 1000 },
+    );
   });
 });
 
-describe('HTTP/1.1 pool', () => {
+describe('HTTP pool', () => {
   let server: http.Server;
   let port = 0;
   const connections: net.Socket[] = [];
@@ -157,7 +125,7 @@ describe('HTTP/1.1 pool', () => {
   const endpoint = () => ({ kind: 'tcp' as const, host: '127.0.0.1', port, secure: false });
 
   it('reuses one connection for consecutive requests, and sends bodies', async () => {
-    const pool = new Http1Pool();
+    const pool = new HttpPool();
     const before = connections.length;
     for (let i = 0; i < 3; i++) {
       const res = await pool.request(endpoint(), {
@@ -180,7 +148,7 @@ describe('HTTP/1.1 pool', () => {
   });
 
   it('sends again on a fresh connection when the server closed the idle one', async () => {
-    const pool = new Http1Pool();
+    const pool = new HttpPool();
     await pool.request(endpoint(), { method: 'GET', target: '/a', headers: { host: 'x' }, body: null });
     for (const s of connections) s.destroy();
     await new Promise((r) => setTimeout(r, 50));
@@ -195,7 +163,7 @@ describe('HTTP/1.1 pool', () => {
   });
 
   it('does not reuse a connection the server said it closes', async () => {
-    const pool = new Http1Pool();
+    const pool = new HttpPool();
     const before = connections.length;
     for (let i = 0; i < 2; i++) {
       const res = await pool.request(endpoint(), {
@@ -211,7 +179,7 @@ describe('HTTP/1.1 pool', () => {
   });
 
   it('reports a refused connection with its code', async () => {
-    const pool = new Http1Pool();
+    const pool = new HttpPool();
     const closed = net.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const dead = (closed.address() as net.AddressInfo).port;
@@ -232,7 +200,7 @@ describe('HTTP/1.1 pool', () => {
     await new Promise<void>((resolve) => cutter.listen(0, '127.0.0.1', resolve));
     const p = (cutter.address() as net.AddressInfo).port;
     await assert.rejects(
-      new Http1Pool().request(
+      new HttpPool().request(
         { ...endpoint(), port: p },
         { method: 'GET', target: '/', headers: {}, body: null },
       ),

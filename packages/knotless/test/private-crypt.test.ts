@@ -1,0 +1,78 @@
+// The pack encryption of private repositories on its own (libsodium's secretstream, file to file):
+// a round trip over several messages, and every way a PDS could change the bytes, refused.
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { PackFile } from 'knotless-core/git/pack-file';
+import { decryptPack, encryptPack, sealedPackSize } from 'knotless-core/private/pack-crypt';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-crypt-'));
+const key = crypto.randomBytes(32);
+const CHUNK = 256 * 1024;
+const HEADER = 24;
+const MESSAGE = CHUNK + 17;
+
+async function sealed(plain: Buffer): Promise<Buffer> {
+  const file = await encryptPack(PackFile.fromBytes(plain), key, dir);
+  try {
+    return file.bytes();
+  } finally {
+    file.close();
+  }
+}
+
+async function opened(bytes: Buffer, k: Uint8Array = key): Promise<Buffer> {
+  const file = await decryptPack(PackFile.fromBytes(bytes), k, dir, 'p'.repeat(40));
+  try {
+    return file.bytes();
+  } finally {
+    file.close();
+  }
+}
+
+describe('pack encryption', () => {
+  it('round-trips packs of every size around its message size, at the size it promises', async () => {
+    for (const n of [32, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 5]) {
+      const plain = crypto.randomBytes(n);
+      const bytes = await sealed(plain);
+      assert.equal(bytes.length, sealedPackSize(n), `size of ${n}`);
+      assert.equal(bytes.indexOf(plain.subarray(0, 16)), -1);
+      assert.deepEqual(await opened(bytes), plain, `round trip of ${n}`);
+    }
+  });
+
+  it('refuses a changed byte, a cut, a missing or reordered message, extra bytes and another key', async () => {
+    const plain = crypto.randomBytes(3 * CHUNK + 5);
+    const bytes = await sealed(plain);
+    const flipped = Buffer.from(bytes);
+    flipped[HEADER + MESSAGE + 7]! ^= 1;
+    const at = (i: number) => bytes.subarray(HEADER + i * MESSAGE, HEADER + (i + 1) * MESSAGE);
+    const cases: Record<string, Buffer> = {
+      'a changed byte': flipped,
+      'cut after the first messages': bytes.subarray(0, HEADER + 2 * MESSAGE),
+      'the last bytes cut': bytes.subarray(0, bytes.length - 1),
+      'a message missing': Buffer.concat([
+        bytes.subarray(0, HEADER),
+        at(0),
+        at(2),
+        bytes.subarray(HEADER + 3 * MESSAGE),
+      ]),
+      'two messages swapped': Buffer.concat([
+        bytes.subarray(0, HEADER),
+        at(1),
+        at(0),
+        bytes.subarray(HEADER + 2 * MESSAGE),
+      ]),
+      'bytes after the final message': Buffer.concat([bytes, Buffer.alloc(17)]),
+      'only a header': bytes.subarray(0, HEADER),
+    };
+    for (const [what, bad] of Object.entries(cases))
+      await assert.rejects(opened(bad), /does not decrypt/, what);
+    await assert.rejects(opened(bytes, crypto.randomBytes(32)), /does not decrypt/, 'another key');
+    // Nothing half-decrypted is left behind.
+    assert.deepEqual(fs.readdirSync(dir), []);
+  });
+});

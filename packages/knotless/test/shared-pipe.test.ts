@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { BIN_SCRIPTS } from '../src/bin/paths.ts';
+import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import { runProcess } from './helpers/cli.ts';
+import { putRaw } from './helpers/forge.ts';
+import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+// git's stdout and stderr often share one pipe (`git ls-remote URL 2>&1 | less`, every CI log), and
+// the helper inherits git's stderr. A Node stream on that pipe turns it non-blocking for git too,
+// and git, finding it full, dropped most of its output with exit 0. Here a reader takes the first
+// byte, then sleeps before reading on, so the pipe fills while git writes; every line must arrive,
+// as from a bare repository over file://, and the pipe's flags must be as they were.
+const REFS = 3000;
+const t = useNetwork(['alice.test']);
+let socket = '';
+let agent: RunningAgent | undefined;
+const alice = useGitUser(t, 'alice.test', () =>
+  agent === undefined ? { KNOTLESS_AGENT: '0' } : { KNOTLESS_AGENT_SOCKET: socket },
+);
+
+let url = '';
+let bare = '';
+
+let prepared: Promise<void> | undefined;
+
+/** The repository (made once, by the first suite: root hooks, alice's login among them, run side by side). */
+async function prepare(): Promise<void> {
+  const made = await alice.knotless('repo', 'create', 'pipes');
+  assert.equal(made.code, 0, made.stderr);
+  url = 'knotless://alice.test/pipes';
+  const dir = await newRepo(alice, url);
+  const commits: string[] = [];
+  for (let i = 0; i < 10; i++) commits.push(await commitFiles(alice, dir, { 'f.txt': `${i}\n` }, `c${i}`));
+  const lines = Array.from({ length: REFS - 1 }, (_, i) => `create refs/heads/b/${i} ${commits[i % 10]}`);
+  const ref = await runProcess('git', ['update-ref', '--stdin'], {
+    cwd: dir,
+    env: alice.env,
+    input: lines.join('\n') + '\n',
+  });
+  assert.equal(ref.code, 0, ref.stderr);
+  await alice.ok(dir, 'push', '-q', 'origin', 'refs/heads/*:refs/heads/*');
+  bare = path.join(alice.dir(), 'bare.git');
+  await alice.ok(dir, 'clone', '-q', '--bare', dir, bare);
+  // One record the helper warns about on stderr each time it lists: its target is no object id.
+  await putRaw(t, 'alice.test', 'dev.knotless.ref', 'pipes~bad', {
+    $type: 'dev.knotless.ref',
+    repo: 'pipes',
+    ref: 'refs/heads/bad',
+    target: 'not-an-id',
+    packs: [],
+    updatedAt: new Date().toISOString(),
+  });
+}
+
+after(async () => agent?.stop());
+
+/**
+ * Runs `git <args> 2>&1` in `cwd` into a reader that takes one byte, then sleeps before reading the
+ * rest, so that the pipe fills while git writes. Returns git's lines (`$REMOTE` for the URL) and
+ * its exit status.
+ */
+async function throughSlowReader(
+  cwd: string,
+  remote: string,
+  args: string[],
+): Promise<{ lines: string[]; code: string }> {
+  const script = `{ git "$@" 2>&1; echo "exit $?"; } | { dd bs=1 count=1 2>/dev/null; sleep 1; cat; }`;
+  const res = await runProcess('sh', ['-c', script, 'sh', ...args], { cwd, env: alice.env });
+  assert.equal(res.code, 0, res.stderr);
+  const all = res.stdout.split('\n').filter((l) => l !== '');
+  const code = all.find((l) => l.startsWith('exit '))!;
+  const lines = all
+    .filter((l) => !l.startsWith('exit '))
+    .map((l) => l.split(remote.replace(/\.git$/, '')).join('$REMOTE'));
+  return { lines, code };
+}
+
+/**
+ * Runs the helper as git does, sends `list`, and reads the flags of its fds 0-2 from
+ * /proc/<pid>/fdinfo once it has answered (and warned) and waits for git's next line: Node puts the
+ * flags back when it exits, so they are read while it runs. Under git its stderr is git's own
+ * (`2>&1`: git's stdout too), so any change there is git's.
+ */
+async function flagsWhileListing(env: Record<string, string>): Promise<{ err: string; during: number[] }> {
+  const helper = spawn(process.execPath, [BIN_SCRIPTS['git-remote-knotless']!, 'origin', url], {
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const flags = (fd: number) => {
+    const info = fs.readFileSync(`/proc/${helper.pid}/fdinfo/${fd}`, 'utf8');
+    return parseInt(/^flags:\s*([0-7]+)/m.exec(info)![1]!, 8);
+  };
+  let out = '';
+  let err = '';
+  helper.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const answered = new Promise<void>((resolve) =>
+    helper.stdout.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      if (out.endsWith('\n\n')) resolve();
+    }),
+  );
+  const exited = new Promise((resolve) => helper.once('exit', resolve));
+  helper.stdin.write('list\n');
+  await answered;
+  const during = [0, 1, 2].map(flags);
+  helper.stdin.end();
+  await exited;
+  assert.equal(out.split('\n').filter((l) => l.includes(' refs/heads/')).length, REFS);
+  return { err, during };
+}
+
+/** The helper's warnings, which a bare repository does not print. */
+const warnings = (lines: string[]) => lines.filter((l) => l.startsWith('knotless: warning:'));
+const ours = (lines: string[]) => lines.filter((l) => !l.startsWith('knotless: warning:'));
+
+function sameAsBare(
+  got: Awaited<ReturnType<typeof throughSlowReader>>,
+  want: Awaited<ReturnType<typeof throughSlowReader>>,
+): void {
+  assert.equal(got.code, 'exit 0', got.lines.slice(-5).join('\n'));
+  assert.ok(warnings(got.lines).length >= 1, 'the helper warned about the invalid record');
+  const mine = ours(got.lines);
+  const missing = want.lines.filter((l) => !mine.includes(l));
+  assert.deepEqual(missing, [], `${missing.length} of git's ${want.lines.length} lines went missing`);
+  assert.deepEqual(mine, want.lines);
+}
+
+for (const mode of ['without the agent', 'through the warm agent']) {
+  describe(`git's output through a shared, slow pipe, ${mode}`, () => {
+    before(async () => {
+      await (prepared ??= prepare());
+      if (mode === 'without the agent') return;
+      socket = path.join(t.tmpdir(), 'agent.sock');
+      agent = await spawnAgent(socket, { ...alice.env, KNOTLESS_AGENT_IDLE: '0' });
+    });
+    after(async () => {
+      await agent?.stop();
+      agent = undefined;
+    });
+
+    it(`ls-remote prints all ${REFS} refs`, async () => {
+      const cwd = alice.dir();
+      const got = await throughSlowReader(cwd, url, ['ls-remote', url]);
+      const want = await throughSlowReader(cwd, `file://${bare}`, ['ls-remote', `file://${bare}`]);
+      assert.equal(want.lines.length, REFS + 1, 'HEAD and every branch');
+      sameAsBare(got, want);
+    });
+
+    it(`fetch reports all ${REFS} new branches`, async () => {
+      const mine = alice.dir();
+      await alice.ok(mine, 'init', '-q');
+      const theirs = alice.dir();
+      await alice.ok(theirs, 'init', '-q');
+      const spec = 'refs/heads/*:refs/remotes/o/*';
+      const got = await throughSlowReader(mine, url, ['fetch', url, spec]);
+      const want = await throughSlowReader(theirs, `file://${bare}`, ['fetch', `file://${bare}`, spec]);
+      assert.ok(want.lines.length > REFS, 'a line per branch');
+      sameAsBare(got, want);
+    });
+
+    it('leaves its stdin, stdout and stderr as they were while it runs', async () => {
+      const { err, during } = await flagsWhileListing(alice.env);
+      assert.ok(warnings(err.split('\n')).length >= 1, err);
+      // Node starts a child with blocking stdio: any O_NONBLOCK there now is the helper's doing.
+      for (const fd of [0, 1, 2])
+        assert.equal(during[fd]! & 0o4000, 0, `the helper made its fd ${fd} non-blocking`);
+    });
+
+    it("prints Node's own warnings without touching stderr either", async () => {
+      const plant = path.join(alice.dir(), 'warn.cjs');
+      fs.writeFileSync(plant, "setImmediate(() => process.emitWarning('planted', 'DeprecationWarning'));\n");
+      const env = { ...alice.env, NODE_OPTIONS: `--require ${plant}` };
+      const { err, during } = await flagsWhileListing(env);
+      for (const fd of [0, 1, 2])
+        assert.equal(during[fd]! & 0o4000, 0, `a warning made the helper's fd ${fd} non-blocking`);
+      assert.match(err, /^knotless: warning: DeprecationWarning: planted$/m);
+    });
+
+    it('clone prints what a clone of the bare repository prints', async () => {
+      const [a, b] = [alice.dir(), alice.dir()];
+      const got = await throughSlowReader(a, url, ['clone', '--no-checkout', url, 'c']);
+      const want = await throughSlowReader(b, `file://${bare}`, [
+        'clone',
+        '--no-checkout',
+        `file://${bare}`,
+        'c',
+      ]);
+      sameAsBare(got, want);
+      const refs = (dir: string) =>
+        alice.ok(path.join(dir, 'c'), 'for-each-ref', '--format=%(objectname) %(refname)');
+      assert.equal(await refs(a), await refs(b));
+    });
+  });
+}
