@@ -9,3 +9,4 @@ export { watchRequests, type OwnedRequest } from './socket-owner.ts';
 export { startGitHttp, type GitHttpServer } from './git-http.ts';
 export { registerDid } from './plc.ts';
 export { startTraffic, type Traffic } from './traffic.ts';
+export { startRelay, type Relay, type RelayOptions } from './relay/relay.ts';

@@ -8,10 +8,11 @@ import { WebSessions } from './auth/web-sessions.ts';
 import type { ServeConfig } from './config.ts';
 import { Index } from './db/index-store.ts';
 import { Notifications } from './db/notifications.ts';
+import { startLeadership, type Leadership } from './db/leader.ts';
 import { openDatabase } from './db/open.ts';
-import { backfillAccount, listPdsAccounts } from './ingest/backfill.ts';
-import { follow, type Subscription } from './ingest/firehose.ts';
+import { follow, type StreamHooks, type Subscription } from './ingest/firehose.ts';
 import { Identities } from './ingest/identities.ts';
+import { Resync } from './ingest/resync.ts';
 import { guardedFetch, guardedTransport } from './mirror/guard.ts';
 import { Mirror } from './mirror/mirror.ts';
 import { ImageProxy, imageKey } from './web/images.ts';
@@ -116,47 +117,82 @@ export async function startAppview(
 
   server.on('request', (req, res) => handleRequest(site, req, res));
 
-  const hooks = { changed: (did: string, repo: string) => void mirror.schedule(did, repo), log };
-  const subs: Subscription[] = [];
-  for (const service of config.firehoses) subs.push(await follow(service, index, identities, hooks));
-
-  // Backfill in the background: the streams already run, and rows carry revisions, so order is free.
-  const backfill = (async () => {
-    const dids = new Set(config.backfillDids);
-    for (const pds of config.backfillPdses) {
-      try {
-        for (const did of await listPdsAccounts(pds, transport)) dids.add(did);
-      } catch (err) {
-        log(`listing accounts of ${pds}: ${String(err)}`);
-      }
-    }
-    for (const did of dids) {
-      try {
-        for (const repo of await backfillAccount(did, index, identities, transport, log))
-          void mirror.schedule(did, repo);
-      } catch (err) {
-        log(`backfilling ${did}: ${String(err)}`);
-      }
-    }
-    // Mirrors may lag the index after a crash: bring every one up to date once.
-    for (const r of await index.reposWithRefs()) void mirror.schedule(r.did, r.repo);
-  })().catch((err: unknown) => {
-    // Each account's failure is logged above; this is anything else (the index failing, a fault of
-    // ours). It is logged, not rethrown: the appview keeps serving what it has, and shutdown goes on.
-    log(`backfill stopped: ${String(err)}`);
-  });
+  // Accounts are read whole at start, after a stream lost events, and one by one when asked.
+  const leader: { current?: Leadership } = {};
+  const changed = (did: string, repo: string): void => {
+    void mirror.schedule(did, repo);
+    leader.current?.announce(did, repo);
+  };
+  const resync = new Resync(
+    { dids: config.backfillDids, pdses: config.backfillPdses },
+    index,
+    identities,
+    transport,
+    changed,
+    log,
+  );
+  const hooks: StreamHooks = {
+    changed,
+    gap: (service, reason) => {
+      log(`${service} lost events (${reason}): reading every account again`);
+      resync.full({ relays: config.relays.filter((r) => relayStream(r) === service), known: true });
+    },
+    recheck: (did) => resync.recheck(did),
+    log,
+  };
+  /** Follows the streams and reads accounts; returns how to stop. One process of a cluster does. */
+  const ingest = async (): Promise<() => Promise<void>> => {
+    // A relay is searched at start only when its stream has no saved position: a restart picks up
+    // where it stopped, and the relay says so when it no longer holds that position (a gap, above).
+    const fresh: string[] = [];
+    for (const r of config.relays) if ((await index.cursor(relayStream(r))) === undefined) fresh.push(r);
+    const subs: Subscription[] = [];
+    const streams = [...config.firehoses, ...config.relays.map(relayStream)];
+    for (const service of streams) subs.push(await follow(service, index, identities, hooks));
+    // The streams already run, so nothing written from here on is missed while accounts are read.
+    resync.full({ relays: fresh, known: false });
+    // A stream can lose events without saying so (a relay that dropped them, a bug of ours): every
+    // so often each known account is read again, and the relays asked again for accounts with
+    // knotless records (one whose every event was lost is known to no table), so the index
+    // converges on what the PDSes hold.
+    const recheck =
+      config.recheckMs > 0
+        ? setInterval(() => resync.full({ relays: config.relays, known: true }), config.recheckMs)
+        : undefined;
+    recheck?.unref();
+    return async () => {
+      clearInterval(recheck);
+      await Promise.all(subs.map((s) => s.stop()));
+      await resync.idle();
+    };
+  };
+  let stopIngest: (() => Promise<void>) | undefined;
+  if (engine === 'postgres') {
+    // Any number of processes on one PostgreSQL index: one ingests, all serve (db/leader.ts).
+    leader.current = await startLeadership(config.database, {
+      lead: ingest,
+      changed: (did, repo) => void mirror.schedule(did, repo),
+      log,
+    });
+    // Every process keeps its own mirrors: bring them up to what the index holds.
+    if (!leader.current.leading)
+      for (const r of await index.reposWithRefs()) void mirror.schedule(r.did, r.repo);
+  } else {
+    stopIngest = await ingest();
+  }
 
   return {
     url,
     index,
     mirror,
     async idle() {
-      await backfill;
+      await resync.idle();
       await mirror.idle();
     },
     async close() {
-      await Promise.all(subs.map((s) => s.stop()));
-      await backfill;
+      await leader.current?.close();
+      await stopIngest?.();
+      await resync.idle();
       await mirror.idle();
       mirror.close();
       transport.close();
@@ -168,4 +204,9 @@ export async function startAppview(
       await index.close();
     },
   };
+}
+
+/** A relay's event stream, from its XRPC base (http(s):// as given to --relay, or ws(s)://). */
+export function relayStream(relay: string): string {
+  return relay.replace(/^http/, 'ws').replace(/\/+$/, '');
 }

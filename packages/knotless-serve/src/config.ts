@@ -14,6 +14,11 @@ export interface ServeConfig {
   plcUrl: string;
   /** Event streams to follow (ws:// or wss:// URLs of a relay or a PDS). */
   firehoses: string[];
+  /**
+   * Relays (http(s) URLs of their XRPC API): every account with knotless records is found through
+   * them at start (listReposByCollection) and their event stream is followed.
+   */
+  relays: string[];
   /** PDSes (http(s) URLs) whose accounts are backfilled with com.atproto.sync.listRepos at start. */
   backfillPdses: string[];
   /** Accounts backfilled at start. */
@@ -41,6 +46,12 @@ export interface ServeConfig {
    * Without it, sign-in is off, except in dev mode, which makes one in the data directory.
    */
   oauthKeyFile: string | undefined;
+  /**
+   * How often every account the index knows is read again whole, and the relays asked again for
+   * accounts with knotless records, whatever the streams said (ms; 0: never). Events a stream lost
+   * without saying so are caught up this way.
+   */
+  recheckMs: number;
 }
 
 /** The defaults for every setting but the data directory. */
@@ -53,6 +64,7 @@ export function defaultConfig(dataDir: string): ServeConfig {
     publicUrl: undefined,
     plcUrl: 'https://plc.directory',
     firehoses: [],
+    relays: [],
     backfillPdses: [],
     backfillDids: [],
     dev: false,
@@ -67,6 +79,7 @@ export function defaultConfig(dataDir: string): ServeConfig {
     fetchIdleMs: 30_000,
     imageMaxBytes: 5 * 1024 * 1024,
     imageTimeoutMs: 10_000,
+    recheckMs: 6 * 60 * 60 * 1000,
     oauthKeyFile: undefined,
   };
 }

@@ -18,9 +18,13 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
   --oauth-key FILE     ES256 private key (PEM) for sign-in             [$KNOTLESS_SERVE_OAUTH_KEY]
   --plc URL            PLC directory (default https://plc.directory)   [$KNOTLESS_PLC_URL]
   --firehose URL       event stream to follow, ws(s)://; repeatable    [$KNOTLESS_SERVE_FIREHOSE, comma-separated]
+  --relay URL          find every knotless account through this relay
+                       (http(s)://) and follow its stream; repeatable  [$KNOTLESS_SERVE_RELAY, comma-separated]
   --backfill-pds URL   backfill every account of this PDS; repeatable  [$KNOTLESS_SERVE_BACKFILL_PDS]
   --request-timeout MS time limit of a page, file, image or query     [$KNOTLESS_SERVE_REQUEST_TIMEOUT]
   --git-timeout MS     time limit of a smart-HTTP git request          [$KNOTLESS_SERVE_GIT_TIMEOUT]
+  --recheck MS         read every known account again this often       [$KNOTLESS_SERVE_RECHECK]
+                       (default 21600000: six hours)
   --dev                allow loopback/private addresses, .test handles [$KNOTLESS_SERVE_DEV=1]
   -V, --version        print the version
   -h, --help           print this help
@@ -33,6 +37,14 @@ function list(v: string | undefined): string[] {
     .filter(Boolean);
 }
 
+/** A relay's XRPC base: http(s)://host[:port], or its ws(s):// form turned into that. */
+function relayUrl(v: string): string {
+  const url = new URL(v.replace(/^ws/, 'http'));
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new Error(`--relay ${v} is not an http(s):// or ws(s):// URL`);
+  return url.origin + url.pathname.replace(/\/+$/, '');
+}
+
 const OPTIONS = {
   data: { type: 'string' },
   db: { type: 'string' },
@@ -42,9 +54,11 @@ const OPTIONS = {
   plc: { type: 'string' },
   'oauth-key': { type: 'string' },
   firehose: { type: 'string', multiple: true },
+  relay: { type: 'string', multiple: true },
   'backfill-pds': { type: 'string', multiple: true },
   'request-timeout': { type: 'string' },
   'git-timeout': { type: 'string' },
+  recheck: { type: 'string' },
   dev: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'V' },
@@ -116,6 +130,7 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
       values['git-timeout'] ?? env['KNOTLESS_SERVE_GIT_TIMEOUT'],
       c.gitTimeoutMs,
     ),
+    recheckMs: ms('recheck', values.recheck ?? env['KNOTLESS_SERVE_RECHECK'], c.recheckMs),
     database: values.db ?? env['KNOTLESS_SERVE_DB'] ?? c.database,
     host: values.host ?? env['KNOTLESS_SERVE_HOST'] ?? c.host,
     port,
@@ -123,6 +138,7 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
     oauthKeyFile: values['oauth-key'] ?? env['KNOTLESS_SERVE_OAUTH_KEY'],
     plcUrl: (values.plc ?? env['KNOTLESS_PLC_URL'] ?? c.plcUrl).replace(/\/+$/, ''),
     firehoses: values.firehose ?? list(env['KNOTLESS_SERVE_FIREHOSE']),
+    relays: (values.relay ?? list(env['KNOTLESS_SERVE_RELAY'])).map(relayUrl),
     backfillPdses: values['backfill-pds'] ?? list(env['KNOTLESS_SERVE_BACKFILL_PDS']),
     backfillDids: positionals,
     dev: values.dev === true || /^(1|true|yes)$/i.test(env['KNOTLESS_SERVE_DEV'] ?? ''),

@@ -8,6 +8,7 @@ import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { internalErrorLines, printErr, safeLine, safeText } from 'knotless-core/text/terminal';
 import { NetworkError, startNetwork } from '../network.ts';
+import { startRelay, type Relay } from '../relay/relay.ts';
 import { writeEnvFile, writeWrappers } from './env-file.ts';
 import { runAccount, runMigrate } from './manage.ts';
 import { runKnotless } from './run-knotless.ts';
@@ -120,6 +121,7 @@ export async function runDev(argv: string[]): Promise<number> {
   // Filled in once the appview runs; a signal before then stops only the network.
   const running: {
     appview?: { url: string; close(): Promise<void> } | undefined;
+    relay?: Relay;
     vars?: Record<string, string>;
   } = {};
   let stopping = false;
@@ -139,6 +141,7 @@ export async function runDev(argv: string[]): Promise<number> {
         if (code !== 0) printErr(`agent: stopping failed: ${safeText(lastLine)}`);
       })
       .catch((err: unknown) => printErr(`agent: stopping failed: ${String(err)}`))
+      .then(() => running.relay?.close())
       .then(() => net.close())
       .then(() => process.exit(0));
   };
@@ -147,6 +150,13 @@ export async function runDev(argv: string[]): Promise<number> {
 
   const password = devPassword(dir);
   for (const [handle, pds] of ACCOUNTS) await net.ensureAccount(handle, password, pds);
+
+  // No relay can be installed here: the stand-in offers its read API over the network's PDSes.
+  const relay = await startRelay({
+    pdses: net.pdses.map((p) => p.url),
+    log: (line) => printErr(`relay: ${line}`),
+  });
+  running.relay = relay;
 
   // The appview follows the PDS's event stream like any other: pushes reach it only that way.
   const loaded = await loadServe();
@@ -169,6 +179,7 @@ export async function runDev(argv: string[]): Promise<number> {
     KNOTLESS_PLC_URL: net.plcUrl,
     KNOTLESS_DEV_PDS: net.pdsUrl,
     KNOTLESS_DEV_PDS2: net.pdses[1]!.url,
+    KNOTLESS_DEV_RELAY: relay.url,
     KNOTLESS_DEV_PASSWORD: password,
     KNOTLESS_CONFIG_DIR: path.join(dir, 'config'),
     KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
@@ -188,6 +199,7 @@ export async function runDev(argv: string[]): Promise<number> {
     const here = ACCOUNTS.filter(([, n]) => n === i).map(([h]) => h);
     out(`  PDS ${i + 1}          ${p.url}${here.length === 0 ? '' : ` (${here.join(', ')})`}`);
   }
+  out(`  relay          ${relay.url} (a stand-in: the relay's read API over the PDSes)`);
   if (appview !== undefined) out(`  appview        ${appview.url}`);
   out(`  accounts       ${ACCOUNTS.map(([h]) => h).join(', ')} (password in KNOTLESS_DEV_PASSWORD)`);
   out('');

@@ -74,6 +74,16 @@ export class Index {
     await saveCursor(this.db, source);
   }
 
+  /** Every account the index has resolved: repository owners and the forge's authors. */
+  async ownerDids(): Promise<string[]> {
+    return (await this.db.selectFrom('owners').select('did').execute()).map((r) => r.did);
+  }
+
+  /** Forgets an event stream's position: it is followed from its live end next time. */
+  async dropCursor(service: string): Promise<void> {
+    await this.db.deleteFrom('cursors').where('service', '=', service).execute();
+  }
+
   /** Applies a repository record change, and the event's position in the same transaction. */
   async applyRepo(change: RepoChange, source?: EventSource): Promise<void> {
     await this.db.transaction().execute(async (tx) => {

@@ -5,6 +5,7 @@ import { applyWrite } from './apply.ts';
 import { FORGE_COLLECTIONS, isForgeCollection } from './forge-records.ts';
 import type { Identities } from './identities.ts';
 import { lexToJson } from './records.ts';
+import { followStream } from './stream.ts';
 
 /** A followed event stream. */
 export interface Subscription {
@@ -16,14 +17,20 @@ export interface Subscription {
 export interface StreamHooks {
   /** A repository's refs changed in the index: its mirror should catch up. */
   changed(did: string, repo: string): void;
+  /** The stream lost events (the service refused or no longer holds the position). */
+  gap(service: string, reason: string): void;
+  /** This account's knotless records must be read again whole (a #sync event, an event that failed). */
+  recheck(did: string): void;
   log(line: string): void;
 }
 
+const KNOTLESS = new Set<string>([REPO_COLLECTION, REF_COLLECTION, ...FORGE_COLLECTIONS]);
+
 /**
- * Follows `service`'s com.atproto.sync.subscribeRepos with @atproto/sync, which verifies each
- * commit's signature against the account's key. Only knotless records are kept. Events are handled
- * one at a time, and each event's writes and its sequence number are saved in one transaction, so a
- * restart resumes exactly after the last event indexed; a replayed event changes nothing.
+ * Follows `service`'s com.atproto.sync.subscribeRepos (a relay's or a PDS's; stream.ts). Only
+ * knotless records are kept, each commit verified against the account's key. Each event's writes
+ * and its sequence number are saved in one transaction, and the position at least every second
+ * besides, so a restart resumes just after the last event indexed; a replayed event changes nothing.
  */
 export async function follow(
   service: string,
@@ -31,14 +38,17 @@ export async function follow(
   identities: Identities,
   hooks: StreamHooks,
 ): Promise<Subscription> {
-  const { Firehose } = await import('@atproto/sync');
-  const firehose = new Firehose({
-    idResolver: identities.idResolver,
+  const stream = await followStream({
     service,
-    filterCollections: [REPO_COLLECTION, REF_COLLECTION, ...FORGE_COLLECTIONS],
-    excludeSync: true,
+    idResolver: identities.idResolver,
+    wanted: (c) => KNOTLESS.has(c),
     getCursor: () => index.cursor(service),
-    handleEvent: async (evt) => {
+    saveCursor: (seq) => index.saveCursor({ service, seq }),
+    dropCursor: () => index.dropCursor(service),
+    gap: (reason) => hooks.gap(service, reason),
+    recheck: (did) => hooks.recheck(did),
+    log: (line) => hooks.log(line),
+    handle: async (evt) => {
       const source = { service, seq: evt.seq };
       if (evt.event === 'identity' || evt.event === 'account') {
         // Handles and PDSes change by identity events, statuses by account events (a move brings
@@ -46,10 +56,13 @@ export async function follow(
         await accountChanged(evt.did, index, identities, hooks).catch((err: unknown) =>
           hooks.log(`checking ${evt.did} after its ${evt.event} event: ${String(err)}`),
         );
-        await index.saveCursor(source);
         return;
       }
-      if (evt.event === 'sync') return;
+      if (evt.event === 'sync') {
+        // The account's repository was reset (a migration, a repair): its records are read again.
+        if ((await index.owner(evt.did)) !== undefined) hooks.recheck(evt.did);
+        return;
+      }
       const repo = await applyWrite(
         index,
         {
@@ -78,12 +91,6 @@ export async function follow(
         .catch((err: unknown) => hooks.log(`resolving ${evt.did}: ${String(err)}`));
       hooks.changed(evt.did, repo);
     },
-    onError: (err) =>
-      hooks.log(
-        `stream ${service}: ${err.message}${err.cause instanceof Error ? ` (${err.cause.message})` : ''}`,
-      ),
   });
-  void firehose.start();
-  hooks.log(`following ${service}`);
-  return { service, stop: () => firehose.destroy() };
+  return { service, stop: () => stream.stop() };
 }

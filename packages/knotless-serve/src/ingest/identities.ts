@@ -44,7 +44,15 @@ export class Identities {
     this.#log = log;
     this.#mod = mod;
     this.#fetch = guardedFetch(dev, limits);
-    this.#resolver = new mod.IdResolver({ plcUrl, timeout: 10_000, fetch: this.#fetch });
+    // Commits are verified with the account's key: without a cache every knotless commit on the
+    // stream would cost a DID resolution. Only knotless accounts are ever resolved, so it stays small;
+    // an identity event forces a fresh resolution (`owner(did, true)`).
+    this.#resolver = new mod.IdResolver({
+      plcUrl,
+      timeout: 10_000,
+      fetch: this.#fetch,
+      didCache: new mod.MemoryCache(FRESH_MS, 24 * FRESH_MS),
+    });
   }
 
   /**
@@ -79,6 +87,17 @@ export class Identities {
       this.#pending.set(did, p);
     }
     return p;
+  }
+
+  /**
+   * The account's PDS, from its DID document, without keeping anything: for accounts that may turn
+   * out to hold no knotless records (discovery through a relay without listReposByCollection).
+   */
+  async pdsOf(did: string): Promise<string | null> {
+    const known = await this.#index.owner(did);
+    if (known !== undefined) return known.pds;
+    const doc = await this.#resolver.did.resolve(did);
+    return doc === null ? null : (this.#mod.getPds(doc)?.replace(/\/+$/, '') ?? null);
   }
 
   /**
