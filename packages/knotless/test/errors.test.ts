@@ -93,7 +93,7 @@ describe('failures a user can cause', () => {
       assert.equal(same.stdout, overview.stdout);
     }
     const names = [
-      ...overview.stdout.matchAll(/^ {2}((?:(?:repo|pr|issue|cache|agent) )?[a-z]+) {2,}/gm),
+      ...overview.stdout.matchAll(/^ {2}((?:(?:repo|pr|issue|cache|agent|key) )?[a-z]+) {2,}/gm),
     ].map((m) => m[1]!);
     assert.deepEqual(names.sort(), [
       'agent',
@@ -109,6 +109,9 @@ describe('failures a user can cause', () => {
       'issue list',
       'issue reopen',
       'issue view',
+      'key export',
+      'key import',
+      'key list',
       'login',
       'logout',
       'pr checkout',
@@ -128,6 +131,8 @@ describe('failures a user can cause', () => {
       'repo fork',
       'repo info',
       'repo list',
+      'repo share',
+      'repo unshare',
       'whoami',
     ]);
     const outputs = [overview.stdout];
