@@ -324,7 +324,9 @@ export class HttpPool {
           wrote.then(
             () => {
               if (--pending === 0) answer.resume();
-              if (pending === 0 && answer.complete) done();
+              // `complete` says the parser has read the whole answer, not that every piece reached
+              // the sink: pieces may still wait in the paused stream. Only 'end' says they have.
+              if (pending === 0 && answer.readableEnded) done();
             },
             (err: unknown) => finish(err as Error, undefined, true),
           );
