@@ -9,9 +9,13 @@ import { useNetwork } from './helpers/network.ts';
 
 // Blobs pass through the agent's /forward as they arrive, both ways, never whole. Measured on a
 // cold clone through the agent before it streamed: the agent peaked at 98-117 MiB for a 22 MiB
-// pack and 175 MiB for 200 MiB; now about 65 MiB for either (Node itself is about 50).
-const PACK_MIB = 64;
-const LIMIT_MIB = 95;
+// pack and 175 MiB for 200 MiB. Streaming, it peaked at about 65 MiB with the hand-written HTTP
+// client, which read into one reused buffer; node:http gives each read a buffer of its own, freed
+// when V8 collects, and V8 waits for some 64 MiB of them: 104 MiB for a 64 MiB pack and for a
+// 128 MiB one alike (Node itself is about 50). So the pack is larger than what the limit allows
+// beside Node's own, and holding it whole (at least 178 MiB) cannot pass.
+const PACK_MIB = 128;
+const LIMIT_MIB = 125;
 
 const t = useNetwork(['alice.test']);
 let more: Record<string, string> = {};
@@ -69,7 +73,7 @@ async function throughAgent(
   // The pack went through the agent (read from the PDS, written to the helper)...
   assert.ok(cloned.read - before.read > PACK_MIB * 1024 * 1024, 'the pack did not pass through the agent');
   assert.ok(cloned.written - before.written > PACK_MIB * 1024 * 1024);
-  // ...without being held: holding it whole needs Node's ~50 MiB plus the pack's 64.
+  // ...without being held: holding it whole needs Node's ~50 MiB plus the pack's 128.
   assert.ok(cloned.peakMib <= LIMIT_MIB, `the agent peaked at ${cloned.peakMib} MiB`);
 
   // An upload through the agent: its body streamed on to the PDS, and the pack there intact.
