@@ -29,7 +29,7 @@ export default tseslint.config(
   },
   {
     // Text reaches a terminal through one escaping sink (packages/knotless-core/src/text/terminal.ts):
-    // a hostile ref name or PDS message must never be written raw (issue 11).
+    // a hostile ref name or PDS message must never be written raw.
     files: ['packages/knotless/src/**/*.ts', 'packages/knotless-core/src/**/*.ts'],
     rules: {
       'no-restricted-syntax': [

@@ -1,6 +1,6 @@
 // `node bench/many-refs.ts`: what a mirror push of ~4,000 refs costs on the reference PDS, and whether
 // parallelism helps: batch creates one after another or overlapping, and listing them page after page
-// or several key ranges at once (issue 14, item 5). Plain http through the devnet's delay link, at
+// or several key ranges at once. Plain http through the devnet's delay link, at
 // each RTT; figures are medians of --rounds. See docs/reference/performance.md.
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';

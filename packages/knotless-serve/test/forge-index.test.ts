@@ -1,4 +1,4 @@
-// The forge's index without a network (issue 16): the authority rule case by case, the order
+// The forge's index without a network: the authority rule case by case, the order
 // records arrive in (a status before its pull request, a stale revision after a newer one), deletes,
 // and replays, on the same ForgeStore both engines use (SQLite in memory here; forge.test.ts runs
 // PostgreSQL through a backfill).

@@ -1,4 +1,4 @@
-// Issue 16's pages in headless Chromium: the pull requests and issues of alice's repository as
+// The forge's pages in headless Chromium: the pull requests and issues of alice's repository as
 // forge-site.ts wrote them (bob's pull request with two rounds, review comments, forged states,
 // issues), each page checked against its CSP and by axe-core (browser-kit.ts); screenshots go to a
 // printed directory.

@@ -1,4 +1,4 @@
-// The forge the forge tests read (issue 16), every record written straight to the PDS as its author
+// The forge the forge tests read, every record written straight to the PDS as its author
 // (com.atproto.repo.createRecord / putRecord), independent of the CLI that normally writes them:
 // alice's repository "site"; bob's fork of it (a repo record with forkOf) with a branch "feature";
 // bob's pull request with two rounds, each a pack blob in bob's PDS; review comments; status

@@ -1,4 +1,4 @@
-// Issue 16, the appview's side: pull requests, issues, state records and comments written straight
+// The forge, the appview's side: pull requests, issues, state records and comments written straight
 // to the PDS by alice, bob and carol (forge-site.ts), followed on the event stream into SQLite, and
 // backfilled into a real PostgreSQL server; the XRPC queries' answers exactly as FORGE.md shapes them,
 // and the authority rule: only the repository owner's state records count, or an author's own
@@ -55,7 +55,7 @@ async function pullState(state: string): Promise<PullView> {
   });
 }
 
-describe('forge records in the appview (issue 16)', () => {
+describe('forge records in the appview', () => {
   let pg: PgServer;
   before(async () => {
     await f.setUp();

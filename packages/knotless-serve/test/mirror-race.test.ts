@@ -1,4 +1,4 @@
-// The appview's mirror while a compaction lands (issue 12, F4): a mirror sync downloading blobs that
+// The appview's mirror while a compaction lands: a mirror sync downloading blobs that
 // a compaction frees reads the index again and ends at the compacted state without logging damage.
 // The owner's PDS is pointed at a devnet proxy, which holds every blob download until the
 // compaction is written and indexed, so the race happens every run.

@@ -1,4 +1,4 @@
-// Group commit through the warm agent (issue 18): ref writes of one account that reach the agent
+// Group commit through the warm agent: ref writes of one account that reach the agent
 // while a commit is under way go to the PDS as one applyWrites commit, and each push is still
 // decided with git's own rules. Every case holds the first write at the PDS until the others wait in
 // the agent (asked over its socket), so that they share a commit by construction, not by timing.

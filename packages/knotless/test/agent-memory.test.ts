@@ -9,7 +9,7 @@ import { agentView, spawnAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
-// The warm agent stays small (issue 14): it forwards requests and groups ref writes. Measured at
+// The warm agent stays small: it forwards requests and groups ref writes. Measured at
 // 7a299d1 (every @atproto library the event stream touches loaded whole): 52 MiB at start, 98 after
 // the first push through it, 113 after the third (its stream then decodes and checks commits); with
 // only the functions it uses bundled (agent/stream-libs.ts): 67 and 82.

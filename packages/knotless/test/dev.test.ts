@@ -76,7 +76,7 @@ describe('knotless dev', () => {
     assert.notEqual(first, second);
     assert.equal((JSON.parse(bobJson!) as { pds: string }).pds, second);
     assert.equal((JSON.parse(aliceJson!) as { pds: string }).pds, first);
-    // Issue 11: the PDS's databases, the accounts' keys, sessions, the env file: nothing readable by
+    // The PDS's databases, the accounts' keys, sessions, the env file: nothing readable by
     // others. Node makes its compile cache (code caches of the public bundle, no data) with its own
     // modes; it sits inside the 0700 directory all the same.
     assert.deepEqual(looseModes(dir, ['cache/v8']), []);

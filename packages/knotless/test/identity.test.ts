@@ -1,4 +1,4 @@
-// Issue 11: identity is verified both ways, so a DID document claiming someone else's handle takes
+// Identity is verified both ways, so a DID document claiming someone else's handle takes
 // nothing over; login says where a password goes; one-off credentials stay one-off; the dev
 // network's files are private. Real PLC, real PDS, real git and the real helper throughout.
 import assert from 'node:assert/strict';

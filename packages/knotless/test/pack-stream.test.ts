@@ -181,7 +181,7 @@ function peakMib(stderr: string): number {
   return Number(m[1]);
 }
 
-// Measured before streaming: 131 MiB for a 22 MiB pack, 526 MiB for 200 MiB (issue 14). The helper
+// Measured before streaming: 131 MiB for a 22 MiB pack, 526 MiB for 200 MiB. The helper
 // now holds a piece of the pack at a time, whatever its size (about 65 MiB here since sockets read
 // into one reused buffer: Node itself is about 45). A helper holding this pack whole would need
 // Node's 45 MiB plus the pack's 64: over the limit.

@@ -1,4 +1,4 @@
-// The workspace's packages as issue 13 lays them out: each has one job, none imports a package that
+// The workspace's packages and how they are laid out: each has one job, none imports a package that
 // depends on it, and what one package imports of another is its build (JavaScript and declarations),
 // with the TypeScript sources only under the `development` condition the workspace runs with.
 import assert from 'node:assert/strict';

@@ -8,7 +8,7 @@ import { compactionsDone } from './helpers/compacting.ts';
 import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
-// Issue 14: what a loop of small pushes costs at the PDS, background compaction included, with
+// What a loop of small pushes costs at the PDS, background compaction included, with
 // compaction on (the default). Every process (helper, agent, detached `repo compact`) talks to the
 // PDS through one counting proxy.
 const t = useNetwork(['alice.test']);

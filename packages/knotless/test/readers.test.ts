@@ -1,4 +1,4 @@
-// Readers under concurrency (issue 12): a clone or fetch that is downloading blobs while a compaction
+// Readers under concurrency: a clone or fetch that is downloading blobs while a compaction
 // frees them lists again and succeeds; shallow and partial clones are refused at once instead of
 // recursing (every git-remote-knotless start is counted through a wrapper on PATH).
 import assert from 'node:assert/strict';

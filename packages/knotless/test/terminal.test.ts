@@ -1,5 +1,6 @@
-// safeText, safeJson and the record checks of issue 11, without a network: what a terminal would be
-// shown for every character that could act on it, and what a ref record may not hold.
+// safeText, safeJson and the record checks that keep hostile text off the terminal, without a
+// network: what a terminal would be shown for every character that could act on it, and what a ref
+// record may not hold.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { isKnotlessError } from 'knotless-core/errors';

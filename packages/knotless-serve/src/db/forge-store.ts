@@ -47,7 +47,7 @@ export type StateFilter = 'open' | 'closed' | 'merged' | 'all';
 type ListArgs = [repoDid: string, repoName: string, state: StateFilter, limit: number, offset?: number];
 
 /**
- * The forge's part of the index (issue 16): pull requests, issues, their state records and
+ * The forge's part of the index: pull requests, issues, their state records and
  * comments. Writes are idempotent as the rest of the index is (a row keeps the revision that wrote
  * it; deletes are tombstones). A pull request's or issue's state is kept in its own row, worked out
  * again from its state records whenever either changes, by the authority rule: only the target

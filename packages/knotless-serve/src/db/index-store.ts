@@ -48,7 +48,7 @@ export function repoOfKey(rkey: string): string {
 export class Index {
   readonly db: Kysely<Database>;
   readonly engine: Engine;
-  /** Pull requests, issues and comments (issue 16). */
+  /** Pull requests, issues and comments. */
   readonly forge: ForgeStore;
   readonly accounts: AccountStore;
 

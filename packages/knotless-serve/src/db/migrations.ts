@@ -67,7 +67,7 @@ export const migrations: Record<string, Migration> = {
     },
   },
   '0002_forge': {
-    // Issue 16: pull requests, issues, their state records and comments, and a repository's forkOf.
+    // The forge: pull requests, issues, their state records and comments, and a repository's forkOf.
     async up(db: Kysely<unknown>) {
       await db.schema.alterTable('repos').addColumn('fork_of', 'text').execute();
       const forge = (name: string) =>

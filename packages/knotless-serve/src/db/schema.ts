@@ -64,7 +64,7 @@ export interface PushTable {
   seq: number | string | null;
 }
 
-/** Columns every forge record row has (issue 16): its author, key, revision and tombstone. */
+/** Columns every forge record row has: its author, key, revision and tombstone. */
 interface ForgeRow {
   /** The record's author (the account whose repository holds it) and its key. */
   did: string;

@@ -54,7 +54,7 @@ export async function applyWrite(
 }
 
 /**
- * A pull request, issue, state record or comment (issue 16). A record its lexicon refuses is
+ * A pull request, issue, state record or comment. A record its lexicon refuses is
  * skipped whole, with the reason logged, and counts as absent: an earlier valid version of it is
  * deleted from the index, as a later invalid version replaces it in its author's repository.
  */

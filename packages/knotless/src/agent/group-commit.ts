@@ -52,7 +52,7 @@ interface Account {
 }
 
 /**
- * Group commit (issue 18): the ref writes helpers send through the agent (`putRecord` and
+ * Group commit: the ref writes helpers send through the agent (`putRecord` and
  * `deleteRecord` of `dev.knotless.ref`, each with `swapRecord`) that reach it for one account while
  * a commit is under way, or within a few milliseconds of each other, go to the PDS as one
  * `applyWrites` commit. applyWrites takes no per-record swap, so the commit carries `swapCommit`:

@@ -1,4 +1,4 @@
-// PDS faults under a push that goes through the warm agent (issue 12): the agent forwards the
+// PDS faults under a push that goes through the warm agent: the agent forwards the
 // helper's requests to the fault proxy. Every push must land and be acknowledged, or be reported
 // failed; never acknowledged without its write. A write the PDS failed or refused through the agent
 // must drop the agent's view of that repository, so that the next push lists.

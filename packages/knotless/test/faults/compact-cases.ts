@@ -1,4 +1,4 @@
-// Compaction folded into the push's own write (issue 14): kill the helper or `repo commit` at each
+// Compaction folded into the push's own write: kill the helper or `repo commit` at each
 // step of a write that merges the small packs at the end of the list, then check that the remote
 // stays readable, nothing is lost, the rerun succeeds and its record is folded.
 import fs from 'node:fs';

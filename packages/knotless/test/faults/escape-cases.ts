@@ -1,4 +1,4 @@
-// Issue 11, items 3 and 6: a hostile repository's every printed field reaches the terminal escaped
+// Terminal escaping: a hostile repository's every printed field reaches the terminal escaped
 // (git's own output included), and records that claim one ref twice, have the wrong types, or name
 // a target their packs do not hold are refused with our sentence.
 import path from 'node:path';
@@ -8,7 +8,7 @@ import { lastLine, type FaultCase } from './checks.ts';
 import { HOSTILE_TEXT, agentLog, clean, okOrSaid, parentOf, putAt } from './escape-data.ts';
 import { forgedRepo, pushedRepo, putRef, refusedClone } from './hostile-data.ts';
 
-/** Every case of issue 11's items 3 and 6. */
+/** Every case of a hostile repository's fields reaching the terminal. */
 export const ESCAPE_CASES: FaultCase[] = [
   {
     group: 'hostile',

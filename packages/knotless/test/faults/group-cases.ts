@@ -1,4 +1,4 @@
-// Faults under the agent's group commit (issue 18): pushes whose ref writes share one applyWrites
+// Faults under the agent's group commit: pushes whose ref writes share one applyWrites
 // commit in the agent, while the agent is killed mid-batch, the PDS fails the batch, or the batch's
 // answer is lost after it landed. Every push must land and be acknowledged, or be reported failed;
 // none is acknowledged without its write.

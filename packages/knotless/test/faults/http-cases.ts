@@ -1,4 +1,4 @@
-// A PDS whose answers never end or are far too long (issue 11, item 4): the helper cuts each at its
+// A PDS whose answers never end or are far too long: the helper cuts each at its
 // cap or time limit, and git ends with one sentence, non-zero, well within the limit.
 import path from 'node:path';
 import type { FaultRule } from 'knotless-devnet';

@@ -1,4 +1,4 @@
-// Identity attacks (issue 11): an impostor's DID document claiming alice's handle, an identity cache
+// Identity attacks: an impostor's DID document claiming alice's handle, an identity cache
 // poisoned by an older version, and one-off credentials that must not become the saved account.
 import fs from 'node:fs';
 import path from 'node:path';

@@ -1,4 +1,4 @@
-// Lost answers of batch creates (issue 12): a push of new refs writes them in one applyWrites; when
+// Lost answers of batch creates: a push of new refs writes them in one applyWrites; when
 // that lands but its answer is lost, the push reads the refs back and reports what landed as ok,
 // instead of falling to the one-by-one writer whose compare-and-swap would call them "stale info".
 import { commitFiles, newRepo } from '../helpers/git.ts';

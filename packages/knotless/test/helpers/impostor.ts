@@ -1,4 +1,4 @@
-// An impostor for the handle-takeover tests (issue 11): a DID of the test's own on the real dev PLC
+// An impostor for the handle-takeover tests: a DID of the test's own on the real dev PLC
 // whose document claims a victim's handle and names a PDS the test runs, a loopback server that
 // records every request and answers like a PDS would, so that a client trusting the claim would go
 // all the way (log in, send the password) rather than stop at an error.
