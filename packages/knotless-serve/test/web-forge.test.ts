@@ -300,12 +300,17 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     assert.equal(feed.status, 200);
     assert.match(await feed.text(), /<title>bob\.test opened the pull request “Add b”<\/title>/);
     assert.equal((await fetch(feedUrl.replace(/token=.*/, `token=${'A'.repeat(32)}`))).status, 404);
+    // A mention in an issue's body notifies the handle mentioned, though the issue is not on its repository.
+    await page.goto(`${app.url}/alice.test/site/issues`);
+    await page.getByLabel('Title').fill('Who reviews the docs?');
+    await page.getByLabel('Description').fill('@bob.test could you?');
+    await page.getByRole('button', { name: 'Open issue' }).click();
+    await page.getByRole('heading', { name: 'Who reviews the docs?' }).waitFor();
     await as('bob');
     await page.goto(`${app.url}/-/notifications`);
-    assert.match(
-      await page.locator('main').innerText(),
-      /alice\.test marked your issue “The site has no b” open/,
-    );
+    const bobs = await page.locator('main').innerText();
+    assert.match(bobs, /alice\.test marked your issue “The site has no b” open/);
+    assert.match(bobs, /alice\.test mentioned you on the issue “Who reviews the docs\?”/);
   });
 
   it("signing out revokes the tokens: a kept copy of bob's session is refused by his PDS", async () => {
