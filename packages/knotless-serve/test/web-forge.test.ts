@@ -280,6 +280,41 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     );
   });
 
+  it('a push landing between opening the editor and committing: 409, one sentence, the push kept', async () => {
+    await as('alice');
+    await page.goto(`${app.url}/alice.test/site/edit/main/README.md`);
+    await page.getByLabel('README.md').fill('# Site\n\nA stale edit.\n');
+    // Someone else moves main after the page was rendered: the CLI commits another file.
+    const note = path.join(alice.dir(), 'note.txt');
+    fs.writeFileSync(note, 'from the CLI\n');
+    const cli = await alice.knotless(
+      'repo',
+      'commit',
+      'site',
+      '-m',
+      'meanwhile',
+      '--add',
+      `note.txt=${note}`,
+    );
+    assert.equal(cli.code, 0, cli.stderr);
+    const moved = (
+      await alice.ok(alice.dir(), 'ls-remote', 'knotless://alice.test/site', 'refs/heads/main')
+    ).split('\t')[0];
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Commit to main' }).click(),
+    ]);
+    assert.equal(answer.status(), 409);
+    assert.match(
+      await page.locator('main').innerText(),
+      /^409\s+main moved since this file was opened \(someone pushed\); open it again and redo the edit\.$/,
+    );
+    const now = (
+      await alice.ok(alice.dir(), 'ls-remote', 'knotless://alice.test/site', 'refs/heads/main')
+    ).split('\t')[0];
+    assert.equal(now, moved, 'nothing written over the push');
+  });
+
   it('notifications: the header counts them, the page lists them, the private feed serves them', async () => {
     await as('alice');
     await page.goto(`${app.url}/`);
