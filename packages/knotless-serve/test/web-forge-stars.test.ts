@@ -3,6 +3,8 @@
 // stars, the line comments and the notifications all live in the PostgreSQL tables here. Every
 // record is read back from its author's own PDS; the CLI reads and writes line comments too.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pgDriver from 'pg';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -202,6 +204,43 @@ describe('stars and line comments from the browser, indexed in PostgreSQL', () =
     const shown = await alice.knotless('pr', 'view', 'alice.test/site', id);
     assert.equal(shown.code, 0, shown.stderr);
     assert.match(shown.stdout, /bob\.test on round 0 at a\.txt:4, .*\n\s+Four is enough\./);
+  });
+
+  it('a push to main between loading the pull request and merging it: 409, one sentence, nothing written', async () => {
+    await browser.clearCookies();
+    await signIn(page, app.url, 'alice.test', t.password);
+    await page.goto(`${app.url}${pullPath}`);
+    const shownTip = await page.locator('form[action$="/merge"] input[name="base"]').inputValue();
+    // Someone else moves main after the page was rendered: the CLI commits another file.
+    const note = path.join(alice.dir(), 'note.txt');
+    fs.writeFileSync(note, 'from the CLI\n');
+    const cli = await alice.knotless(
+      'repo',
+      'commit',
+      'site',
+      '-m',
+      'meanwhile',
+      '--add',
+      `note.txt=${note}`,
+    );
+    assert.equal(cli.code, 0, cli.stderr);
+    const tip = async () =>
+      (await alice.ok(alice.dir(), 'ls-remote', 'knotless://alice.test/site', 'refs/heads/main')).split(
+        '\t',
+      )[0];
+    const moved = await tip();
+    assert.notEqual(moved, shownTip);
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Merge pull request' }).click(),
+    ]);
+    assert.equal(answer.status(), 409);
+    assert.match(
+      await page.locator('main').innerText(),
+      /^409\s+main moved since this page was loaded \(someone pushed\); nothing was written: reload it and merge again\.$/,
+    );
+    assert.equal(await tip(), moved, 'main is where the push left it');
+    assert.equal((await listOwn(t, 'alice.test', 'dev.knotless.pull.status')).length, 0);
   });
 
   it('notifications, and signing out, on PostgreSQL', async () => {
