@@ -3,8 +3,6 @@
 // stars, the line comments and the notifications all live in the PostgreSQL tables here. Every
 // record is read back from its author's own PDS; the CLI reads and writes line comments too.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import pgDriver from 'pg';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -14,7 +12,7 @@ import type { Appview } from '../src/appview.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
-import { listOwn, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
+import { commitBehindThePage, listOwn, mainOf, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
 const alice = useGitUser(t, 'alice.test');
@@ -211,24 +209,7 @@ describe('stars and line comments from the browser, indexed in PostgreSQL', () =
     await signIn(page, app.url, 'alice.test', t.password);
     await page.goto(`${app.url}${pullPath}`);
     const shownTip = await page.locator('form[action$="/merge"] input[name="base"]').inputValue();
-    // Someone else moves main after the page was rendered: the CLI commits another file.
-    const note = path.join(alice.dir(), 'note.txt');
-    fs.writeFileSync(note, 'from the CLI\n');
-    const cli = await alice.knotless(
-      'repo',
-      'commit',
-      'site',
-      '-m',
-      'meanwhile',
-      '--add',
-      `note.txt=${note}`,
-    );
-    assert.equal(cli.code, 0, cli.stderr);
-    const tip = async () =>
-      (await alice.ok(alice.dir(), 'ls-remote', 'knotless://alice.test/site', 'refs/heads/main')).split(
-        '\t',
-      )[0];
-    const moved = await tip();
+    const moved = await commitBehindThePage(alice, 'alice.test/site');
     assert.notEqual(moved, shownTip);
     const [answer] = await Promise.all([
       page.waitForResponse((r) => r.request().method() === 'POST'),
@@ -239,7 +220,7 @@ describe('stars and line comments from the browser, indexed in PostgreSQL', () =
       await page.locator('main').innerText(),
       /^409\s+main moved since this page was loaded \(someone pushed\); nothing was written: reload it and merge again\.$/,
     );
-    assert.equal(await tip(), moved, 'main is where the push left it');
+    assert.equal(await mainOf(alice, 'alice.test/site'), moved, 'main is where the push left it');
     assert.equal((await listOwn(t, 'alice.test', 'dev.knotless.pull.status')).length, 0);
   });
 

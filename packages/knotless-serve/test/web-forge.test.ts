@@ -15,7 +15,7 @@ import type { Appview } from '../src/appview.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, waitFor } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
-import { listOwn, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
+import { commitBehindThePage, listOwn, mainOf, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
 const alice = useGitUser(t, 'alice.test');
@@ -284,22 +284,7 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     await as('alice');
     await page.goto(`${app.url}/alice.test/site/edit/main/README.md`);
     await page.getByLabel('README.md').fill('# Site\n\nA stale edit.\n');
-    // Someone else moves main after the page was rendered: the CLI commits another file.
-    const note = path.join(alice.dir(), 'note.txt');
-    fs.writeFileSync(note, 'from the CLI\n');
-    const cli = await alice.knotless(
-      'repo',
-      'commit',
-      'site',
-      '-m',
-      'meanwhile',
-      '--add',
-      `note.txt=${note}`,
-    );
-    assert.equal(cli.code, 0, cli.stderr);
-    const moved = (
-      await alice.ok(alice.dir(), 'ls-remote', 'knotless://alice.test/site', 'refs/heads/main')
-    ).split('\t')[0];
+    const moved = await commitBehindThePage(alice, 'alice.test/site');
     const [answer] = await Promise.all([
       page.waitForResponse((r) => r.request().method() === 'POST'),
       page.getByRole('button', { name: 'Commit to main' }).click(),
@@ -309,10 +294,7 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
       await page.locator('main').innerText(),
       /^409\s+main moved since this file was opened \(someone pushed\); open it again and redo the edit\.$/,
     );
-    const now = (
-      await alice.ok(alice.dir(), 'ls-remote', 'knotless://alice.test/site', 'refs/heads/main')
-    ).split('\t')[0];
-    assert.equal(now, moved, 'nothing written over the push');
+    assert.equal(await mainOf(alice, 'alice.test/site'), moved, 'nothing written over the push');
   });
 
   it('notifications: the header counts them, the page lists them, the private feed serves them', async () => {
