@@ -113,15 +113,16 @@ export async function chromiumBinary(): Promise<ChromiumBinary> {
 /**
  * A fresh headless Chromium with its own profile directory, started as the probe of this machine kind
  * does: no sandbox (tests run as root), and none of the background connections a closed network
- * refuses. Both packages' browser tests start it here.
+ * refuses. Both packages' browser tests start it here; `javaScriptEnabled: false` reads pages as a
+ * browser without JavaScript does.
  */
-export async function launchChromium(): Promise<BrowserContext> {
+export async function launchChromium(options: { javaScriptEnabled?: boolean } = {}): Promise<BrowserContext> {
   const bin = await chromiumBinary();
   // The profile goes when the browser closes, and in any case when this process exits.
   const profile = tempDir('knotless-chromium-');
   let context: BrowserContext;
   try {
-    context = await launchIn(profile.dir, bin);
+    context = await launchIn(profile.dir, bin, options);
   } catch (err) {
     profile.release();
     throw err;
@@ -147,8 +148,13 @@ export function profileOf(context: BrowserContext): string | undefined {
   return profiles.get(context);
 }
 
-function launchIn(profile: string, bin: ChromiumBinary): Promise<BrowserContext> {
+function launchIn(
+  profile: string,
+  bin: ChromiumBinary,
+  options: { javaScriptEnabled?: boolean },
+): Promise<BrowserContext> {
   return chromium.launchPersistentContext(profile, {
+    ...options,
     executablePath: bin.executablePath,
     env: { ...process.env, ...bin.env },
     args: [

@@ -1,8 +1,12 @@
 // What the web forge tests do besides clicking: sign in through the PDS's own consent page, read
 // an account's records straight from its PDS (found through PLC, not assumed), and reach the
-// appview's stored OAuth session as an operator with the database could.
+// appview's stored OAuth session as an operator with the database could; and move a branch with
+// the CLI behind a page's back.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import type { Cookie, Page } from 'playwright-core';
+import type { GitUser } from '../../knotless/test/helpers/git.ts';
 import type { TestNet } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
 import { WebSessions } from '../src/auth/web-sessions.ts';
@@ -68,4 +72,21 @@ export async function sealedSessionOf(
       return { value: await new WebSessions(app.index.db).create(did, 'bob.test') };
     },
   };
+}
+
+/** `<owner>/<repo>`'s main as `git ls-remote` reads it from the account. */
+export async function mainOf(user: GitUser, repo: string): Promise<string> {
+  return (await user.ok(user.dir(), 'ls-remote', `knotless://${repo}`, 'refs/heads/main')).split('\t')[0]!;
+}
+
+/**
+ * Someone else moves main of `repo` (`owner/name`, one of `user`'s): the CLI commits a new file,
+ * so that a page rendered before no longer shows the tip. Returns the new tip.
+ */
+export async function commitBehindThePage(user: GitUser, repo: string): Promise<string> {
+  const note = path.join(user.dir(), 'note.txt');
+  fs.writeFileSync(note, 'from the CLI\n');
+  const cli = await user.knotless('repo', 'commit', repo, '-m', 'meanwhile', '--add', `note.txt=${note}`);
+  assert.equal(cli.code, 0, cli.stderr);
+  return mainOf(user, repo);
 }

@@ -12,7 +12,7 @@ import type { Appview } from '../src/appview.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
-import { listOwn, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
+import { commitBehindThePage, listOwn, mainOf, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
 const alice = useGitUser(t, 'alice.test');
@@ -202,6 +202,26 @@ describe('stars and line comments from the browser, indexed in PostgreSQL', () =
     const shown = await alice.knotless('pr', 'view', 'alice.test/site', id);
     assert.equal(shown.code, 0, shown.stderr);
     assert.match(shown.stdout, /bob\.test on round 0 at a\.txt:4, .*\n\s+Four is enough\./);
+  });
+
+  it('a push to main between loading the pull request and merging it: 409, one sentence, nothing written', async () => {
+    await browser.clearCookies();
+    await signIn(page, app.url, 'alice.test', t.password);
+    await page.goto(`${app.url}${pullPath}`);
+    const shownTip = await page.locator('form[action$="/merge"] input[name="base"]').inputValue();
+    const moved = await commitBehindThePage(alice, 'alice.test/site');
+    assert.notEqual(moved, shownTip);
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Merge pull request' }).click(),
+    ]);
+    assert.equal(answer.status(), 409);
+    assert.match(
+      await page.locator('main').innerText(),
+      /^409\s+main moved since this page was loaded \(someone pushed\); nothing was written: reload it and merge again\.$/,
+    );
+    assert.equal(await mainOf(alice, 'alice.test/site'), moved, 'main is where the push left it');
+    assert.equal((await listOwn(t, 'alice.test', 'dev.knotless.pull.status')).length, 0);
   });
 
   it('notifications, and signing out, on PostgreSQL', async () => {

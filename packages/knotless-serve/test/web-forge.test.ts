@@ -15,7 +15,7 @@ import type { Appview } from '../src/appview.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, waitFor } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
-import { listOwn, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
+import { commitBehindThePage, listOwn, mainOf, pdsOf, sealedSessionOf, signIn } from './web-forge-kit.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
 const alice = useGitUser(t, 'alice.test');
@@ -280,6 +280,23 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     );
   });
 
+  it('a push landing between opening the editor and committing: 409, one sentence, the push kept', async () => {
+    await as('alice');
+    await page.goto(`${app.url}/alice.test/site/edit/main/README.md`);
+    await page.getByLabel('README.md').fill('# Site\n\nA stale edit.\n');
+    const moved = await commitBehindThePage(alice, 'alice.test/site');
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Commit to main' }).click(),
+    ]);
+    assert.equal(answer.status(), 409);
+    assert.match(
+      await page.locator('main').innerText(),
+      /^409\s+main moved since this file was opened \(someone pushed\); open it again and redo the edit\.$/,
+    );
+    assert.equal(await mainOf(alice, 'alice.test/site'), moved, 'nothing written over the push');
+  });
+
   it('notifications: the header counts them, the page lists them, the private feed serves them', async () => {
     await as('alice');
     await page.goto(`${app.url}/`);
@@ -300,12 +317,17 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     assert.equal(feed.status, 200);
     assert.match(await feed.text(), /<title>bob\.test opened the pull request “Add b”<\/title>/);
     assert.equal((await fetch(feedUrl.replace(/token=.*/, `token=${'A'.repeat(32)}`))).status, 404);
+    // A mention in an issue's body notifies the handle mentioned, though the issue is not on its repository.
+    await page.goto(`${app.url}/alice.test/site/issues`);
+    await page.getByLabel('Title').fill('Who reviews the docs?');
+    await page.getByLabel('Description').fill('@bob.test could you?');
+    await page.getByRole('button', { name: 'Open issue' }).click();
+    await page.getByRole('heading', { name: 'Who reviews the docs?' }).waitFor();
     await as('bob');
     await page.goto(`${app.url}/-/notifications`);
-    assert.match(
-      await page.locator('main').innerText(),
-      /alice\.test marked your issue “The site has no b” open/,
-    );
+    const bobs = await page.locator('main').innerText();
+    assert.match(bobs, /alice\.test marked your issue “The site has no b” open/);
+    assert.match(bobs, /alice\.test mentioned you on the issue “Who reviews the docs\?”/);
   });
 
   it("signing out revokes the tokens: a kept copy of bob's session is refused by his PDS", async () => {

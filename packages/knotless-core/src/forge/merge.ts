@@ -25,6 +25,11 @@ export interface MergeRequest {
   /** `<did>/<rkey>`, for the merge commit's message. */
   id: string;
   method: MergeMethod;
+  /**
+   * The base branch's tip the merge was decided against (a page rendered from it): when the branch
+   * is elsewhere, nothing is written (`remote-changed`).
+   */
+  expectBase?: string;
 }
 
 /** What a merge did: the base branch's commit before and after, and whether it fast-forwarded. */
@@ -96,6 +101,11 @@ export async function mergePull(ctx: ForgeServices, req: MergeRequest): Promise<
   const cache = new BlobCache(ctx.config.cacheDir);
   const baseRef = await branchOf(req.target, req.pull.base);
   const before = baseRef.record.target!;
+  if (req.expectBase !== undefined && before !== req.expectBase)
+    throw new KnotlessError(
+      'remote-changed',
+      `${safeText(req.pull.base)} of ${req.target.label} moved since ${req.expectBase.slice(0, 12)}; nothing was written.`,
+    );
   const mirror = new Mirror(ctx.config.cacheDir, req.target.owner.did, req.target.name);
   await syncRef(mirror, req.target, baseRef, cache, ctx.config.maxObjectBytes);
   const pack = await loadRoundPack(ctx, req.author, round.pack, cache);

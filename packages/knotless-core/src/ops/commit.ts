@@ -35,6 +35,11 @@ export interface CommitRequest {
    * someone else, such as the appview for a signed-in reader, whose server's git identity is not theirs.
    */
   authorCommits?: boolean;
+  /**
+   * The branch's tip the changes were made against (a form rendered from it): when the branch is
+   * elsewhere, nothing is written (`remote-changed`) instead of the changes going onto the new tip.
+   */
+  expect?: string;
 }
 
 /** What compaction and commits need besides the repository. */
@@ -147,7 +152,8 @@ async function commitInMirror(
   // handshakes (TCP, TLS) overlap with it instead of following it.
   remote.writer(env.auth).preconnect();
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
-  const seen = view.read();
+  // An expected tip is checked against a listing, never a cached view that may be behind.
+  const seen = req.expect === undefined ? view.read() : undefined;
   let refs = seen?.refs;
   const headOf = (list: RemoteRef[] | undefined) => list?.find((r) => r.record.ref === 'HEAD')?.record.symref;
   const ref = req.branch !== undefined ? `refs/heads/${req.branch}` : (headOf(refs) ?? 'refs/heads/main');
@@ -178,6 +184,11 @@ async function commitInMirror(
     start: withRef(refs),
     maxAttempts: MAX_ATTEMPTS,
     decide: async ({ refs, current }) => {
+      if (req.expect !== undefined && current?.record.target !== req.expect)
+        throw new KnotlessError(
+          'remote-changed',
+          `${safeText(ref)} of ${remote.label} moved since ${req.expect.slice(0, 12)}; nothing was written.`,
+        );
       const base = current ?? startingPoint(refs);
       const list: PackEntry[] = base?.record.packs ?? [];
       const synced = mirror.sync(list, (p) =>

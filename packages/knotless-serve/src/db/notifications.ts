@@ -29,21 +29,31 @@ const sha256 = (s: string): string => crypto.createHash('sha256').update(s).dige
 
 type Db = Kysely<Database>;
 
-async function opened(db: Db, me: string): Promise<Notice[]> {
+/**
+ * A LIKE pattern for `@handle` in a body, with an escape character so that a handle's `_` matches
+ * only itself. The handle is the reader's own, verified where the session was made (and, for the
+ * feed, the index's verified identity), never what a record claims.
+ */
+const mentionOf = (handle: string): string => `%@${handle.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+/** Pull requests and issues opened on `me`'s repositories, and others' whose body mentions `@handle`. */
+async function opened(db: Db, me: string, handle: string): Promise<Notice[]> {
   const out: Notice[] = [];
+  const mention = mentionOf(handle);
   for (const tab of ['pulls', 'issues'] as const) {
     const rows = await db
-      .selectFrom(tab)
+      // Both tables have the columns read here; one name keeps kysely's types simple.
+      .selectFrom(tab as 'pulls')
       .select(['did', 'rkey', 'title', 'repo_did', 'repo_name', 'created_at'])
-      .where('repo_did', '=', me)
       .where('did', '!=', me)
       .where('deleted', '=', 0)
+      .where((w) => w.or([w('repo_did', '=', me), sql<boolean>`body like ${mention} escape '\\'`]))
       .orderBy('created_at', 'desc')
       .limit(LIMIT)
       .execute();
     for (const r of rows)
       out.push({
-        kind: tab === 'pulls' ? 'pull' : 'issue',
+        kind: r.repo_did !== me ? 'mention' : tab === 'pulls' ? 'pull' : 'issue',
         did: r.did,
         item: { tab, did: r.did, rkey: r.rkey, title: r.title, repoDid: r.repo_did, repoName: r.repo_name },
         detail: '',
@@ -53,10 +63,10 @@ async function opened(db: Db, me: string): Promise<Notice[]> {
   return out;
 }
 
-/** Comments on `me`'s items or on items of `me`'s repositories, and comments mentioning `@handle`. */
+/** Comments on `me`'s items or on items of `me`'s repositories, and others' comments mentioning `@handle`. */
 async function comments(db: Db, me: string, handle: string): Promise<Notice[]> {
   const out: Notice[] = [];
-  const mention = `%@${handle.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const mention = mentionOf(handle);
   for (const tab of ['pulls', 'issues'] as const) {
     const collection = tab === 'pulls' ? 'dev.knotless.pull' : 'dev.knotless.issue';
     const rows = await db
@@ -83,7 +93,6 @@ async function comments(db: Db, me: string, handle: string): Promise<Notice[]> {
         w.or([
           w('i.did', '=', me),
           w('i.repo_did', '=', me),
-          // LIKE with an escape character, so that a handle's `_` matches only itself.
           sql<boolean>`c.body like ${mention} escape '\\'`,
         ]),
       )
@@ -171,7 +180,7 @@ export class Notifications {
   /** The newest notifications of `me` (at most 50), newest first. */
   async list(me: string, handle: string): Promise<Notice[]> {
     const all = [
-      ...(await opened(this.#db, me)),
+      ...(await opened(this.#db, me, handle)),
       ...(await comments(this.#db, me, handle)),
       ...(await decisions(this.#db, me)),
     ];

@@ -2,6 +2,7 @@
 // record in the deciding account, written only when the authority rule lets it count) and the
 // owner's merge.
 import type http from 'node:http';
+import { KnotlessError } from 'knotless-core/errors';
 import { mergePull } from 'knotless-core/forge/merge';
 import { ISSUE_STATE, PULL, PULL_STATUS, type PullRecord } from 'knotless-core/forge/records';
 import { newTid } from 'knotless-core/forge/store';
@@ -140,6 +141,7 @@ export async function merge(
     );
   const owner = await identityOf(site, repo.did);
   const auth = await writerFor(site, viewer);
+  const baseTip = form.get('base') ?? undefined;
   const result = await mergePull(site.forge, {
     target: remoteRepo(site, owner, repo.name),
     auth,
@@ -147,6 +149,14 @@ export async function merge(
     pull,
     id: `${item.did}/${item.rkey}`,
     method: 'merge',
+    ...(baseTip === undefined ? {} : { expectBase: baseTip }),
+  }).catch((err: unknown) => {
+    if (err instanceof KnotlessError && err.code === 'remote-changed')
+      throw new HttpError(
+        409,
+        `${pull.base} moved since this page was loaded (someone pushed); nothing was written: reload it and merge again.`,
+      );
+    throw err;
   });
   await writeState(site, viewer, repo, item, 'merged', { merged: result.after });
   await untilState(site, item, 'merged');

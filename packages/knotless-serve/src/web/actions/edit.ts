@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type http from 'node:http';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
-import { branchOf } from 'knotless-core/forge/packs';
+import { KnotlessError } from 'knotless-core/errors';
 import { isValidBranch } from 'knotless-core/forge/records';
 import { commitToBranch } from 'knotless-core/ops/commit';
 import type { Viewer } from '../../auth/web-sessions.ts';
@@ -16,7 +16,7 @@ import { html, page, pathHref } from '../html.ts';
 import { crumbs, refPath, repoHeader } from '../pages/common.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { viewer } from '../viewer.ts';
-import { field, identityOf, remoteRepo, seeOther, writerFor, type Form } from './forge-env.ts';
+import { field, identityOf, remoteRepo, seeOther, statusOf, writerFor, type Form } from './forge-env.ts';
 
 /** Largest file edited in the browser. */
 const MAX_EDIT = 512 * 1024;
@@ -79,12 +79,6 @@ export async function editFile(
   const content = (form.get('content') ?? '').replace(/\r\n/g, '\n');
   if (Buffer.byteLength(content) > MAX_EDIT) throw new HttpError(413, 'Files up to 512 KiB are edited here.');
   const remote = remoteRepo(site, await identityOf(site, repo.did), repo.name);
-  const now = (await branchOf(remote, branch)).record.target;
-  if (now !== base)
-    throw new HttpError(
-      409,
-      `${branch} moved since this file was opened (someone pushed); open it again and redo the edit.`,
-    );
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-edit-'));
   try {
     const local = path.join(dir, 'content');
@@ -100,8 +94,18 @@ export async function editFile(
         // The signed-in account is author and committer: its handle, and its DID for the address.
         author: `${v.handle} <${v.did}>`,
         authorCommits: true,
+        // Checked at the compare-and-swap itself: a push landing meanwhile is never overwritten.
+        expect: base,
       },
     );
+  } catch (err) {
+    if (err instanceof KnotlessError && err.code === 'remote-changed')
+      throw new HttpError(
+        409,
+        `${branch} moved since this file was opened (someone pushed); open it again and redo the edit.`,
+      );
+    if (err instanceof KnotlessError) throw new HttpError(statusOf(err), err.message);
+    throw err;
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -73,11 +73,23 @@ export function stateForm(repo: RepoTarget, base: string, author: string, state:
     : postButton(`${base}/state`, 'Reopen', { state: 'open' });
 }
 
-/** The owner's merge button: it names the head the page shows, and only that head is merged. */
-export function mergeForm(repo: RepoTarget, base: string, state: string, head: string | undefined): SafeHtml {
+/**
+ * The owner's merge button: it names the head the page shows, and only that head is merged, and
+ * the base branch's tip the page was rendered with (`baseTip`), which must still be the tip.
+ */
+export function mergeForm(
+  repo: RepoTarget,
+  base: string,
+  state: string,
+  head: string | undefined,
+  baseTip: string | undefined,
+): SafeHtml {
   const v = viewer();
   if (v === undefined || v.did !== repo.did || state !== 'open' || head === undefined) return html``;
-  return postButton(`${base}/merge`, 'Merge pull request', { head });
+  return postButton(`${base}/merge`, 'Merge pull request', {
+    head,
+    ...(baseTip === undefined ? {} : { base: baseTip }),
+  });
 }
 
 /**

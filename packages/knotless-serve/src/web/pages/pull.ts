@@ -171,7 +171,13 @@ export async function pullPage(
       ${commentList(comments, (r) => (r < rounds.length ? link(self, { round: r, interdiff: false }) : '#'))}
       ${commentForm(`${self}/comment`, rounds.length)}
       <p>
-        ${mergeForm(repo, self, pull.state, rounds[rounds.length - 1]?.head)}
+        ${mergeForm(
+          repo,
+          self,
+          pull.state,
+          rounds[rounds.length - 1]?.head,
+          await resolveCommit(repo.gitDir, `refs/heads/${pull.base}`),
+        )}
         ${stateForm(repo, self, pull.did, pull.state)}
         ${labelsForm(repo, self, JSON.parse(pull.labels) as string[])}
       </p>
