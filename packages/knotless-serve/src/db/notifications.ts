@@ -36,6 +36,22 @@ type Db = Kysely<Database>;
  */
 const mentionOf = (handle: string): string => `%@${handle.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
+/**
+ * Whether `body` names `@handle` as a whole handle: the LIKE pattern finds `@bob.test` inside
+ * `@bob.testing`, `@bob.test.example` and `x@bob.test` too, which name someone else (or no one).
+ * A sentence's full stop after the handle still counts.
+ */
+export function mentions(body: string, handle: string): boolean {
+  const b = body.toLowerCase();
+  const at = `@${handle.toLowerCase()}`;
+  for (let i = b.indexOf(at); i !== -1; i = b.indexOf(at, i + 1)) {
+    if (i > 0 && /[a-z0-9._-]/.test(b[i - 1]!)) continue;
+    if (/^(?:[a-z0-9_-]|\.[a-z0-9_-])/.test(b.slice(i + at.length))) continue;
+    return true;
+  }
+  return false;
+}
+
 /** Pull requests and issues opened on `me`'s repositories, and others' whose body mentions `@handle`. */
 async function opened(db: Db, me: string, handle: string): Promise<Notice[]> {
   const out: Notice[] = [];
@@ -44,14 +60,15 @@ async function opened(db: Db, me: string, handle: string): Promise<Notice[]> {
     const rows = await db
       // Both tables have the columns read here; one name keeps kysely's types simple.
       .selectFrom(tab as 'pulls')
-      .select(['did', 'rkey', 'title', 'repo_did', 'repo_name', 'created_at'])
+      .select(['did', 'rkey', 'title', 'body', 'repo_did', 'repo_name', 'created_at'])
       .where('did', '!=', me)
       .where('deleted', '=', 0)
       .where((w) => w.or([w('repo_did', '=', me), sql<boolean>`body like ${mention} escape '\\'`]))
       .orderBy('created_at', 'desc')
       .limit(LIMIT)
       .execute();
-    for (const r of rows)
+    for (const r of rows) {
+      if (r.repo_did !== me && !mentions(r.body ?? '', handle)) continue;
       out.push({
         kind: r.repo_did !== me ? 'mention' : tab === 'pulls' ? 'pull' : 'issue',
         did: r.did,
@@ -59,6 +76,7 @@ async function opened(db: Db, me: string, handle: string): Promise<Notice[]> {
         detail: '',
         time: r.created_at,
       });
+    }
   }
   return out;
 }
@@ -101,6 +119,7 @@ async function comments(db: Db, me: string, handle: string): Promise<Notice[]> {
       .execute();
     for (const r of rows) {
       const mine = r.item_did === me || r.repo_did === me;
+      if (!mine && !mentions(r.body, handle)) continue;
       out.push({
         kind: mine ? 'comment' : 'mention',
         did: r.did,
