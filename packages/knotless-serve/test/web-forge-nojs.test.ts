@@ -12,7 +12,7 @@ import { launchBrowser } from './browser-kit.ts';
 import { appviewOn, waitFor } from './helpers.ts';
 import { listOwn, pdsOf, signIn } from './web-forge-kit.ts';
 
-const t = useNetwork(['alice.test', 'bob.test']);
+const t = useNetwork(['alice.test', 'bob.test', 'carol.test']);
 const alice = useGitUser(t, 'alice.test');
 const bob = useGitUser(t, 'bob.test');
 
@@ -29,7 +29,7 @@ describe('the forge from a browser without JavaScript', () => {
     const work = await newRepo(alice, 'knotless://alice.test/site');
     await commitFiles(alice, work, { 'README.md': '# Site\n\nRead without scripts.\n' }, 'start');
     await alice.ok(work, 'push', '-q', 'origin', 'main');
-    // The appview signs in readers it knows: bob has a fork.
+    // bob forks, so that both repositories are indexed.
     assert.equal((await bob.knotless('repo', 'fork', 'alice.test/site')).code, 0);
     await waitFor(
       'both repositories indexed',
@@ -66,6 +66,16 @@ describe('the forge from a browser without JavaScript', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     const pds = new URL(await pdsOf(t, 'bob.test'));
     await page.waitForURL((u) => u.host === pds.host);
+  });
+
+  it('a reader the appview has never indexed (carol.test, no knotless records) signs in too', async () => {
+    const withJs = await launchBrowser();
+    try {
+      const carol = await signIn(await withJs.newPage(), app.url, 'carol.test', t.password);
+      assert.equal(carol.length, 1);
+    } finally {
+      await withJs.close();
+    }
   });
 
   it("with bob's session, a page reads and the issue and comment forms post; the records are his", async () => {

@@ -94,7 +94,7 @@ function resolvers(index: Index, identities: Identities) {
   const didOf = async (handle: string): Promise<`did:plc:${string}` | null> => {
     const known = await index.owner(handle.toLowerCase());
     if (known !== undefined) return known.did as `did:plc:${string}`;
-    const did = await identities.idResolver.handle.resolve(handle);
+    const did = (await identities.devHandle(handle)) ?? (await identities.idResolver.handle.resolve(handle));
     return (did ?? null) as `did:plc:${string}` | null;
   };
   return {

@@ -79,6 +79,17 @@ export class Index {
     return (await this.db.selectFrom('owners').select('did').execute()).map((r) => r.did);
   }
 
+  /** The PDSes of the accounts the index has resolved (where a dev network's `.test` handle is asked). */
+  async knownPdses(): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('owners')
+      .select('pds')
+      .distinct()
+      .where('pds', 'is not', null)
+      .execute();
+    return rows.flatMap((r) => (r.pds === null ? [] : [r.pds]));
+  }
+
   /** Forgets an event stream's position: it is followed from its live end next time. */
   async dropCursor(service: string): Promise<void> {
     await this.db.deleteFrom('cursors').where('service', '=', service).execute();

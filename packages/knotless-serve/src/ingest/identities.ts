@@ -90,6 +90,23 @@ export class Identities {
   }
 
   /**
+   * The DID of a `.test` handle the index does not know yet, in dev mode (a reader signing in before
+   * anything of theirs was indexed): such a handle has no DNS, so each PDS of the accounts the index
+   * knows is asked, and the answer counts only when the DID's document claims the handle back, as for
+   * every handle here. Undefined for any other handle, and outside dev mode.
+   */
+  async devHandle(handle: string): Promise<string | undefined> {
+    const h = handle.toLowerCase();
+    if (!this.#dev || !h.endsWith('.test')) return undefined;
+    for (const pds of await this.#index.knownPdses()) {
+      const did = await this.#resolveHandle(h, pds);
+      if (did === undefined || !did.startsWith('did:plc:')) continue;
+      if ((await this.owner(did, true)).handle === h) return did;
+    }
+    return undefined;
+  }
+
+  /**
    * The account's PDS, from its DID document, without keeping anything: for accounts that may turn
    * out to hold no knotless records (discovery through a relay without listReposByCollection).
    */
