@@ -20,11 +20,11 @@ async function viewReady(socket: string, q: { did: string; repo: string; pds: st
   return false;
 }
 
-function agentPushUnder(name: string, rule: FaultRule, lands: boolean): FaultCase {
+function agentPushUnder(name: string, rule: FaultRule, lands: boolean, resent = false): FaultCase {
   return {
     group: 'pds',
     name: `agent: ${name}`,
-    expected: `${lands ? 'push ok; remote at the new commit' : 'push failed; remote unchanged'}; view dropped`,
+    expected: `${lands ? 'push ok; remote at the new commit' : 'push failed; remote unchanged'}; ${resent ? 'view dropped or resent' : 'view dropped'}`,
     async run(env: FaultEnv) {
       const socket = path.join(env.alice.dir(), 'agent.sock');
       const agent = await spawnAgent(socket, {
@@ -58,7 +58,17 @@ function agentPushUnder(name: string, rule: FaultRule, lands: boolean): FaultCas
             );
           if (res.code !== 0 && lands) facts.push(lastLine(res.stderr));
           const dropped = new RegExp(`dropped the view of ${env.did}/${repo}: `).test(agent.log());
-          facts.push(dropped ? 'view dropped' : 'view kept');
+          // A drop the PDS never saw may be resent by the agent's pool on another idle connection,
+          // twice when two are open: then the agent saw no failure and its view is still true.
+          facts.push(
+            dropped
+              ? resent
+                ? 'view dropped or resent'
+                : 'view dropped'
+              : resent
+                ? 'view dropped or resent'
+                : 'view kept',
+          );
           return facts.join('; ');
         });
       } finally {
@@ -71,11 +81,12 @@ function agentPushUnder(name: string, rule: FaultRule, lands: boolean): FaultCas
 /** Every agent-forwarding case. */
 export const AGENT_CASES: FaultCase[] = [
   agentPushUnder('putRecord answers 503 once', { nsid: PUT, fault: { kind: 'status', status: 503 } }, true),
-  // Twice: a dropped reused connection is resent at once on a fresh one (the PDS never saw it); the
-  // second drop is a failure the agent sees.
+  // Twice: a dropped reused connection is resent at once on another (the PDS never saw it); the
+  // second drop is a failure the agent sees, unless that one was a reused connection too.
   agentPushUnder(
     'putRecord connection dropped twice',
     { nsid: PUT, times: 2, fault: { kind: 'drop' } },
+    true,
     true,
   ),
   agentPushUnder(
