@@ -1,0 +1,168 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { commitFiles, type GitUser } from './helpers/git.ts';
+import { useParity } from './helpers/parity.ts';
+
+// With the warm agent running, git's helper process is thin: it forwards git's protocol to the agent,
+// which runs the helper's code; without one, the whole helper runs in the process. Either way git sees
+// the same answers, the same sentences on stderr and the same exit status.
+const { t, plain, warm, other, ready, stopAgent } = useParity();
+let probeDir = '';
+let probe = '';
+
+before(async () => {
+  await t.ready;
+  // Loaded into every helper process: on exit it writes the modules that process loaded.
+  probeDir = t.tmpdir();
+  probe = path.join(probeDir, 'probe.cjs');
+  fs.writeFileSync(
+    probe,
+    `if (/git-remote-knotless/.test(process.argv[1] || '')) process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(probeDir)} + '/loaded-' + process.pid + '.json', JSON.stringify(Object.keys(require.cache))));\n`,
+  );
+});
+
+/** The modules each helper process `run` started loaded (one list per process), then forgets them. */
+async function loadedBy(run: () => Promise<unknown>): Promise<string[][]> {
+  await run();
+  const files = fs.readdirSync(probeDir).filter((f) => f.startsWith('loaded-'));
+  const lists = files.map((f) => JSON.parse(fs.readFileSync(path.join(probeDir, f), 'utf8')) as string[]);
+  for (const f of files) fs.rmSync(path.join(probeDir, f));
+  return lists;
+}
+
+/** Runs `run` with `more` added to `user`'s environment. */
+async function withEnv<T>(user: GitUser, more: Record<string, string>, run: () => Promise<T>): Promise<T> {
+  const was = user.env;
+  user.env = { ...was, ...more };
+  try {
+    return await run();
+  } finally {
+    user.env = was;
+  }
+}
+
+let n = 0;
+/**
+ * Runs `steps` (git command lines, `URL` for the remote; OTHER first: on the other machine) as `user`
+ * in a new repository with one commit pushed to a new remote, and gives the transcript: each
+ * command's exit status, stdout and stderr, with the remote's name and the directory made neutral.
+ */
+async function transcript(
+  user: GitUser,
+  steps: string[][],
+  env: Record<string, string> = {},
+): Promise<string> {
+  await ready(user);
+  const name = `thin-${++n}`;
+  const made = await user.knotless('repo', 'create', name);
+  assert.equal(made.code, 0, made.stderr);
+  const url = `knotless://alice.test/${name}`;
+  const dir = user.dir();
+  await user.ok(dir, 'init', '-q');
+  await user.ok(dir, 'remote', 'add', 'origin', url);
+  await commitFiles(user, dir, { a: '1\n' }, 'one');
+  let out = '';
+  for (const step of steps) {
+    const who = step[0] === 'OTHER' ? other : user;
+    const args = (step[0] === 'OTHER' ? step.slice(1) : step).map((a) => (a === 'URL' ? url : a));
+    const res = await withEnv(who, who === user ? env : {}, () => who.git(dir, ...args));
+    const neutral = (s: string) => s.replaceAll(url, 'URL').replaceAll(name, 'NAME').replaceAll(dir, 'DIR');
+    out += `$ ${step.join(' ')} -> ${res.code}\n${neutral(res.stdout)}--\n${neutral(res.stderr)}`;
+  }
+  return out;
+}
+
+/** The same steps directly and through the agent: the transcripts must be equal. */
+async function same(steps: string[][]): Promise<string> {
+  const direct = await transcript(plain, steps);
+  const thin = await transcript(warm, steps);
+  assert.equal(thin, direct);
+  return thin;
+}
+
+describe('the thin helper', () => {
+  // Before the network and its proxy close (the agent holds connections to them).
+  after(() => stopAgent());
+
+  it('loads neither the helper bundle nor an atproto library when the agent runs, and the whole helper without it', async () => {
+    const options = { NODE_OPTIONS: `--require ${probe}` };
+    const thin = await loadedBy(() => transcript(warm, [['push', 'origin', 'main']], options));
+    assert.ok(thin.length > 0, 'no helper process ran');
+    for (const modules of thin) {
+      assert.ok(
+        modules.some((m) => m.endsWith('git-remote-knotless-thin-main.cjs')),
+        modules.join('\n'),
+      );
+      assert.deepEqual(
+        modules.filter((m) => /git-remote-knotless-main\.cjs$|@atproto|vendor/.test(m)),
+        [],
+      );
+    }
+    const direct = await loadedBy(() => transcript(plain, [['push', 'origin', 'main']], options));
+    assert.ok(direct.length > 0, 'no helper process ran');
+    for (const modules of direct)
+      assert.ok(
+        modules.some((m) => m.endsWith('git-remote-knotless-main.cjs')),
+        modules.join('\n'),
+      );
+  });
+
+  it('says what the direct helper says: a push, a change, a fetch and a clone', async () => {
+    const out = await same([
+      ['push', 'origin', 'main'],
+      ['commit', '-q', '--allow-empty', '-m', 'two'],
+      ['push', '-v', 'origin', 'main'],
+      ['fetch', 'origin'],
+      ['clone', '-q', 'URL', 'copy'],
+    ]);
+    assert.match(out, /\$ push origin main -> 0/);
+  });
+
+  it('says what the direct helper says when a push is rejected, by git or by the helper', async () => {
+    const out = await same([
+      ['commit', '-q', '--allow-empty', '-m', 'two'],
+      ['push', 'origin', 'main'],
+      ['reset', '-q', '--hard', 'HEAD~1'],
+      ['commit', '-q', '--allow-empty', '-m', 'three'],
+      ['push', 'origin', 'main'],
+      ['push', '--force-with-lease=main:HEAD', 'origin', 'main'],
+      ['push', 'origin', 'HEAD:refs/heads/main/inside'],
+    ]);
+    assert.match(out, /\(fetch first\)|\(non-fast-forward\)/);
+    assert.match(out, /\(stale info\)/);
+    assert.match(out, /main\/inside -> 1/);
+  });
+
+  it('says what the direct helper says to options it refuses, with the same exit status', async () => {
+    const out = await same([
+      ['push', '--signed', 'origin', 'main'],
+      ['push', '--push-option=x', 'origin', 'main'],
+      ['push', '--signed=if-asked', 'origin', 'main'],
+      ['fetch', '--depth', '1', 'origin'],
+      ['fetch', '--filter=blob:none', 'origin'],
+    ]);
+    assert.match(out, /does not support signed pushes/);
+    assert.match(out, /does not support shallow clones/);
+  });
+
+  it('exits as the direct helper does when it is run wrongly', async () => {
+    const results = [];
+    for (const user of [plain, warm]) {
+      await ready(user);
+      const dir = user.dir();
+      // Through a shell alias: the helper gets the user's whole environment, as from git.
+      const noUrl = await user.git(dir, '-c', 'alias.h=!git-remote-knotless', 'h');
+      const nested = await user.git(
+        dir,
+        '-c',
+        'alias.h=!KNOTLESS_NESTED=1 git-remote-knotless origin knotless://alice.test/x',
+        'h',
+      );
+      results.push([noUrl, nested].map((r) => `${r.code}\n${r.stdout}--\n${r.stderr}`).join('\n'));
+    }
+    assert.equal(results[1], results[0]);
+    assert.match(results[0]!, /^2\n--\nknotless: git-remote-knotless is run by git/);
+  });
+});
