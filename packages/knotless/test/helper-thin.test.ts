@@ -2,13 +2,20 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { commitFiles, type GitUser } from './helpers/git.ts';
+import { spawnAgent } from './helpers/agent.ts';
+import { commitFiles, useGitUser, type GitUser } from './helpers/git.ts';
 import { useParity } from './helpers/parity.ts';
 
 // With the warm agent running, git's helper process is thin: it forwards git's protocol to the agent,
 // which runs the helper's code; without one, the whole helper runs in the process. Either way git sees
 // the same answers, the same sentences on stderr and the same exit status.
 const { t, plain, warm, other, ready, stopAgent } = useParity();
+// A machine whose agent dies at a crash point (KNOTLESS_CRASH_AT) in the middle of a session.
+let crashSocket = '';
+const crashy = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_AGENT_SOCKET: crashSocket,
+  KNOTLESS_COMPACT: '0',
+}));
 let probeDir = '';
 let probe = '';
 
@@ -164,5 +171,49 @@ describe('the thin helper', () => {
     }
     assert.equal(results[1], results[0]);
     assert.match(results[0]!, /^2\n--\nknotless: git-remote-knotless is run by git/);
+  });
+
+  it('goes on directly when the agent dies in the middle of a clone or a push', async () => {
+    await ready(plain);
+    const name = `thin-crash-${++n}`;
+    assert.equal((await plain.knotless('repo', 'create', name)).code, 0);
+    const url = `knotless://alice.test/${name}`;
+    const dir = plain.dir();
+    await plain.ok(dir, 'init', '-q');
+    await plain.ok(dir, 'remote', 'add', 'origin', url);
+    const head = await commitFiles(plain, dir, { a: '1\n' }, 'one');
+    await plain.ok(dir, 'push', '-q', 'origin', 'main');
+
+    /** Runs git as `crashy` with an agent that dies at `point`; its result once the agent is dead. */
+    const dying = async (point: string, cwd: string, ...args: string[]) => {
+      crashSocket = path.join(t.tmpdir(), 'crash.sock');
+      const agent = await spawnAgent(crashSocket, { ...crashy.env, KNOTLESS_CRASH_AT: point });
+      const gone = new Promise((r) => agent.child.once('exit', r));
+      const res = await crashy.git(cwd, ...args);
+      await gone;
+      assert.equal(agent.child.signalCode, 'SIGKILL', `the agent did not die at ${point}`);
+      return res;
+    };
+    // Killed after the clone's pack is indexed, before its answer: the clone goes on here.
+    const out = crashy.dir();
+    const clone = await dying('fetch:pack-indexed', out, 'clone', '-q', url, 'c');
+    assert.equal(clone.code, 0, clone.stderr);
+    assert.equal(clone.stderr, '');
+    const work = path.join(out, 'c');
+    assert.equal((await crashy.ok(work, 'rev-parse', 'HEAD')).trim(), head);
+
+    // Killed with the pack built, nothing written: the push goes on here and lands.
+    const two = await commitFiles(crashy, work, { b: '2\n' }, 'two');
+    const push = await dying('push:pack-built', work, 'push', '-q', 'origin', 'main');
+    assert.equal(push.code, 0, push.stderr);
+    assert.equal(push.stderr, '');
+    assert.match(await plain.ok(dir, 'ls-remote', url), new RegExp(`^${two}\trefs/heads/main$`, 'm'));
+
+    // Killed just after its write landed: the push going on here finds it landed, and says so.
+    const three = await commitFiles(crashy, work, { c: '3\n' }, 'three');
+    const landed = await dying('push:after-record-write', work, 'push', '-q', 'origin', 'main');
+    assert.equal(landed.code, 0, landed.stderr);
+    assert.equal(landed.stderr, '');
+    assert.match(await plain.ok(dir, 'ls-remote', url), new RegExp(`^${three}\trefs/heads/main$`, 'm'));
   });
 });

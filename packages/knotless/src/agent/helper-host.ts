@@ -29,6 +29,29 @@ export interface StdinPiece {
   i: string;
 }
 
+/** One thin helper's session, as the helper's code is handed it. */
+export interface HostedSession {
+  argv: string[];
+  env: Record<string, string>;
+  /** The next piece of git's stdin; undefined at its end. */
+  read: () => Promise<Uint8Array | undefined>;
+  /** Writes one answer to git. */
+  answer: (lines: string[]) => void;
+}
+
+/** Runs the helper's code for a session and gives its exit status (helper/main.ts's `helperMain`). */
+export type HelperRunner = (session: HostedSession) => Promise<number>;
+
+let runner: HelperRunner | undefined;
+
+/**
+ * Lets this process's agent host thin helpers' sessions with `run`. The helper's code is above the
+ * agent (docs/architecture.md): the entry point that has both hands it over (bin/knotless.ts).
+ */
+export function hostHelpers(run: HelperRunner): void {
+  runner = run;
+}
+
 /** The longest line a thin helper sends: its environment, with room to spare. */
 const LINE_MAX = 1024 * 1024;
 
@@ -72,7 +95,8 @@ function parseSession(value: unknown): HelperSession | string {
 }
 
 /**
- * `POST /helper`: runs a thin helper's session here, warm: the same helper code (helper/main.ts) reads
+ * `POST /helper`: runs a thin helper's session here, warm: the same helper code (helper/main.ts, handed
+ * over with {@link hostHelpers}) reads
  * git's commands from the request's body and answers through the response, with the helper's
  * directory and environment for everything it runs and its stderr for everything it prints
  * (caller/scope.ts). The helper's own requests go through this agent's socket like any helper's.
@@ -82,6 +106,12 @@ export async function hostHelper(
   res: http.ServerResponse,
   log: (line: string) => void,
 ): Promise<void> {
+  if (runner === undefined) {
+    // No helper code in this process: the thin helper runs the whole helper itself.
+    res.writeHead(404).end();
+    return;
+  }
+  const run = runner;
   const next = jsonLines(req);
   let first: unknown;
   try {
@@ -109,15 +139,13 @@ export async function hostHelper(
     const piece = (await next()) as StdinPiece | undefined;
     return piece === undefined ? undefined : Buffer.from(String(piece.i), 'utf8');
   };
-  const { helperMain } = await import('../helper/main.ts');
-  const { CommandReader } = await import('../helper/protocol.ts');
   const caller = { env: session.env, cwd: session.cwd, stderr: (e: string) => send({ e }) };
   const code = await forCaller(caller, () =>
-    helperMain(session.argv, {
-      reader: new CommandReader(stdin),
-      answer: (lines) => send({ o: lines.map((l) => `${l}\n`).join('') }),
+    run({
+      argv: session.argv,
       env: session.env,
-      hosted: true,
+      read: stdin,
+      answer: (lines) => send({ o: lines.map((l) => `${l}\n`).join('') }),
     }),
   );
   send({ exit: code });

@@ -2,7 +2,6 @@ import http from 'node:http';
 import { findAgent } from '../agent/autostart.ts';
 import { readConfig } from 'knotless-core/config/env';
 import { checkFolders } from 'knotless-core/config/folders';
-import { EXIT_CODES } from 'knotless-core/exit-codes';
 import { readSome, writeAllSync, writeStderr } from 'knotless-core/text/fd-io';
 import type { Replay } from '../helper/replay.ts';
 import type { HelperRecord, StdinPiece } from '../agent/helper-host.ts';
@@ -76,7 +75,9 @@ class Session {
   readonly #decoder = new TextDecoder('utf-8');
   /** git's stdin as forwarded so far, to tell whether a push was handed to the agent. */
   #forwarded = '';
-  #delivered = '';
+  /** The helper's answers git has, and whether one of them was a push's. */
+  #answered = 0;
+  #pushAnswered = false;
   #exit: number | undefined;
   #over = false;
 
@@ -98,7 +99,9 @@ class Session {
   #record(r: HelperRecord): void {
     if ('o' in r) {
       writeAllSync(1, r.o);
-      this.#delivered += r.o;
+      this.#answered++;
+      // git waits for each answer before its next command: an answer after a push was sent is its.
+      if (PUSH.test(this.#forwarded)) this.#pushAnswered = true;
     } else if ('e' in r) writeStderr(r.e);
     else if ('read' in r) void this.#read().then(() => this.#forward());
     else this.#exit = r.exit;
@@ -137,24 +140,23 @@ class Session {
   }
 
   /**
-   * The agent went away mid-session (killed, crashed). Before a push was handed to it, nothing was
-   * written: the helper goes on here, running git's commands again from the start (helper/replay.ts).
-   * After, whether the push landed is not known here; one sentence says what to do.
+   * The agent went away mid-session (killed, crashed). Once git has the push's answer, nothing is left
+   * to do but exit, as the helper would. Otherwise the helper goes on here, running git's commands again
+   * from the start without answering again what git has (helper/replay.ts): a push the agent had not
+   * written is written now, one it had is found landed.
    */
   gone(): void {
     if (this.#over) return;
     this.#over = true;
-    if (!/(^|\n)push /.test(this.#forwarded)) {
-      let next = 0;
-      const source = async (): Promise<Uint8Array | undefined> => {
-        while (next >= this.#received.length) await this.#read();
-        return this.#received[next++];
-      };
-      return this.#direct({ source, delivered: this.#delivered });
-    }
-    writeStderr(
-      'knotless: the warm agent stopped during this push, so whether it landed is not known; run `git push` again: it lands the push, or says it is up to date.\n',
-    );
-    process.exit(EXIT_CODES['pds-unreachable']);
+    if (this.#pushAnswered) process.exit(0);
+    let next = 0;
+    const source = async (): Promise<Uint8Array | undefined> => {
+      while (next >= this.#received.length) await this.#read();
+      return this.#received[next++];
+    };
+    this.#direct({ source, answered: this.#answered });
   }
 }
+
+/** A push command among git's lines. */
+const PUSH = /(^|\n)push /;
