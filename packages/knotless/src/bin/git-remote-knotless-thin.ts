@@ -27,19 +27,22 @@ export function thin(direct: (replay?: Replay) => void): void {
     headers: { host: 'agent', 'content-type': 'application/x-knotless-helper' },
   });
   let session: Session | undefined;
-  req.on('error', () => {
-    // Before the agent took the session, nothing of git's was read: the helper runs here from the start
-    // (a socket left by a killed agent, one stopping). After, the session says what happens.
-    if (session === undefined) direct();
-    else session.gone();
-  });
+  let fellBack = false;
+  // Before the agent took the session nothing of git's was read: the helper runs here from the start
+  // (a socket left by a killed agent, one stopping, one that does not host helpers). Once.
+  const fallBack = (): void => {
+    if (session !== undefined || fellBack) return;
+    fellBack = true;
+    req.destroy();
+    direct();
+  };
+  req.on('error', () => (session === undefined ? fallBack() : session.gone()));
   req.on('response', (res) => {
     if (res.statusCode !== 200) {
       res.resume();
-      req.destroy();
-      return direct();
+      return fallBack();
     }
-    session = new Session(req, res, direct);
+    if (!fellBack) session = new Session(req, res, direct);
   });
   const uid = process.getuid?.();
   req.write(
