@@ -6,7 +6,8 @@
 // CPU is user + sys of the command and every process it waited for (git, the helper, the git
 // commands the helper ran), from bash's `times` (getrusage of its children); wall is bash's
 // EPOCHREALTIME around it. The agent's CPU is not a child of git: it is read from /proc apart and
-// given per push. The network (PDS, PLC) runs in this process and is counted in neither.
+// given per push (with the git commands it ran for the helper). The network (PDS, PLC) runs in this
+// process and is counted in neither.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -57,11 +58,15 @@ async function measure(cmd: string[], cwd: string, env: Record<string, string>):
   return { wall: (Number(e) - Number(s)) * 1000, user: seconds(user) * 1000, sys: seconds(sys) * 1000 };
 }
 
-/** CPU ms the process has used so far (/proc, clock ticks of 10 ms). */
+/**
+ * CPU ms the process and the children it waited for (the git commands the agent runs for a thin
+ * helper: pack-objects, index-pack…) have used so far: /proc's utime, stime, cutime and cstime, in
+ * clock ticks of 10 ms (so given as a mean over the runs).
+ */
 function cpuOf(pid: number): number {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  return ([11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0) * 1000) / 100;
 }
 
 function startAgent(socket: string, env: Record<string, string>): Promise<ChildProcess> {
@@ -195,7 +200,9 @@ try {
       git_bare: 'the same to a bare repository on this disk (file://): git alone',
     },
     ...Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, figures(v)])),
+    // The agent's part of a push through it (its git commands included), and the push's whole CPU.
     agent_process_cpu_ms_per_push_mean: Math.round((agentCpu / runs) * 10) / 10,
+    agent_push_total_cpu_ms: Math.round((figures(samples['agent']!).cpu_ms_p50 + agentCpu / runs) * 10) / 10,
   };
   console.log(JSON.stringify(result, null, 2));
 } finally {
