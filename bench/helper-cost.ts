@@ -89,6 +89,9 @@ const net = await startNetwork({ dir: path.join(dir, 'net') });
 let agent: ChildProcess | undefined;
 try {
   await net.ensureAccount('alice.test', 'cost-password');
+  // The direct pushes go to another account: a push to alice's would move the account the agent
+  // follows, and its next push would wait for the event stream to deliver that commit (agent/stream.ts).
+  await net.ensureAccount('bob.test', 'cost-password');
   const bin = path.join(dir, 'bin');
   writeWrappers(bin);
   const socket = path.join(dir, 'agent.sock');
@@ -107,12 +110,20 @@ try {
     // A compaction runs detached, outside what is measured: none, so that every push is alike.
     KNOTLESS_COMPACT: '0',
   };
-  const direct = { ...env, KNOTLESS_AGENT: '0' };
+  const direct = { ...env, KNOTLESS_AGENT: '0', KNOTLESS_CONFIG_DIR: path.join(dir, 'config-bob') };
   const warm = { ...env, KNOTLESS_AGENT_SOCKET: socket };
-  const knotless = (...args: string[]) =>
-    run(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], { cwd: dir, env: direct });
-  await knotless('login', 'alice.test', '--app-password', 'cost-password');
-  await knotless('repo', 'create', 'cost');
+  for (const [handle, as] of [
+    ['alice.test', warm],
+    ['bob.test', direct],
+  ] as const) {
+    const knotless = (...args: string[]) =>
+      run(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], {
+        cwd: dir,
+        env: { ...as, KNOTLESS_AGENT: '0' },
+      });
+    await knotless('login', handle, '--app-password', 'cost-password');
+    await knotless('repo', 'create', 'cost');
+  }
   agent = await startAgent(socket, env);
   const url = 'knotless://alice.test/cost';
   const bare = path.join(dir, 'bare.git');
@@ -121,7 +132,7 @@ try {
   // One work tree per way of pushing, each its own branch, each pushed once before measuring.
   const ways = {
     agent: { env: warm, remote: url, branch: 'via-agent' },
-    direct: { env: direct, remote: url, branch: 'direct' },
+    direct: { env: direct, remote: 'knotless://bob.test/cost', branch: 'direct' },
     git_bare: { env: direct, remote: `file://${bare}`, branch: 'bare' },
   };
   const trees: Record<string, string> = {};
@@ -196,7 +207,7 @@ try {
     measured: {
       node_floor: `${process.execPath} -e 0`,
       agent: 'git push -q origin <branch> (one-file change) with the warm agent running: the thin helper',
-      direct: 'the same with KNOTLESS_AGENT=0: the whole helper in the process',
+      direct: 'the same with KNOTLESS_AGENT=0 (to another account): the whole helper in the process',
       git_bare: 'the same to a bare repository on this disk (file://): git alone',
     },
     ...Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, figures(v)])),
