@@ -1,3 +1,4 @@
+import './helper-prelude.ts';
 import http from 'node:http';
 import { findAgent } from '../agent/autostart.ts';
 import { readConfig } from 'knotless-core/config/env';

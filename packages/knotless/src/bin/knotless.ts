@@ -1,9 +1,7 @@
 #!/usr/bin/env node
+import './cli-prelude.ts';
 import { hostHelpers } from '../agent/helper-host.ts';
 import { main } from '../cli/main.ts';
-import { printWarningsPlainly } from './warnings.ts';
-
-printWarningsPlainly();
 
 // `knotless agent` runs thin helpers' sessions with the helper's own code, loaded on the first one.
 hostHelpers(async (session) => {
