@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { spawnAgent } from './helpers/agent.ts';
@@ -60,6 +61,7 @@ async function transcript(
   user: GitUser,
   steps: string[][],
   env: Record<string, string> = {},
+  first: () => Promise<void> = async () => {},
 ): Promise<string> {
   await ready(user);
   const name = `thin-${++n}`;
@@ -70,6 +72,7 @@ async function transcript(
   await user.ok(dir, 'init', '-q');
   await user.ok(dir, 'remote', 'add', 'origin', url);
   await commitFiles(user, dir, { a: '1\n' }, 'one');
+  await first();
   let out = '';
   for (const step of steps) {
     const who = step[0] === 'OTHER' ? other : user;
@@ -215,5 +218,26 @@ describe('the thin helper', () => {
     assert.equal(landed.code, 0, landed.stderr);
     assert.equal(landed.stderr, '');
     assert.match(await plain.ok(dir, 'ls-remote', url), new RegExp(`^${three}\trefs/heads/main$`, 'm'));
+  });
+
+  it('runs the whole helper when the agent refuses the session, before reading anything of git', async () => {
+    // An agent that is going away: it takes its socket down and refuses the session it was handed.
+    crashSocket = path.join(t.tmpdir(), 'none.sock');
+    const asked: string[] = [];
+    const server = http.createServer((req, res) => {
+      asked.push(`${req.method} ${req.url}`);
+      server.close();
+      req.resume();
+      res.writeHead(503).end('stopping');
+    });
+    const direct = await transcript(plain, [['push', 'origin', 'main']]);
+    // Listening only once the repository is made (the CLI would send its requests to it too).
+    const refused = await transcript(crashy, [['push', 'origin', 'main']], {}, async () => {
+      crashSocket = path.join(t.tmpdir(), 'refusing.sock');
+      await new Promise<void>((resolve) => server.listen(crashSocket, resolve));
+    });
+    assert.deepEqual(asked, ['POST /helper']);
+    assert.equal(refused, direct);
+    assert.match(refused, /-> 0\n--\nTo URL\n \* \[new branch\]/);
   });
 });
