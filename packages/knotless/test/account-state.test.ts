@@ -142,10 +142,20 @@ describe('accounts that go away and come back, and handles that change', () => {
     // The agent dropped its view at the account events above: a push makes it follow alice again.
     await agentPush('c.txt');
     const heard = (agent!.log().match(/reported a identity event/g) ?? []).length;
+    // A third shell, without an agent, resolves alice.test now: its cache pairs the handle with her
+    // DID for a day.
+    const third = t.env();
+    assert.equal((await knotless(['repo', 'list', 'alice.test'], { env: third })).code, 0);
+    const did = t.dids['alice.test']!;
     assert.equal(
       await devAccount('alice.test', 'handle', 'alice2.test'),
-      `alice.test is now alice2.test (${t.dids['alice.test']!}).`,
+      `alice.test is now alice2.test (${did}).`,
     );
+    // Bob's shell resolved alice.test before too and runs no agent: the cached pair is verified
+    // again beside the first request, and git is handed nothing while it does not hold.
+    const gone = `knotless: The handle alice.test no longer belongs to ${did} (it names no account now); run the command again, or name the account by its DID.`;
+    assert.equal(sentence(await bob.git(bob.dir(), 'ls-remote', url), 128), gone);
+    assert.equal((await bob.knotless('repo', 'list', 'alice.test')).code, 3);
     const renamed = await cold('repo', 'list', 'alice2.test');
     assert.equal(renamed.code, 0, renamed.stderr);
     assert.equal(renamed.stdout.trim(), 'site');
@@ -170,6 +180,19 @@ describe('accounts that go away and come back, and handles that change', () => {
     await pageSays('/alice2.test/site', 200, /README\.md/);
     await pageSays('/alice.test/site', 404, /./);
     await pageSays('/bob.test/site/issues', 200, /alice2\.test/);
+
+    // Someone else takes the old handle: the third shell's cached pair is refused in one sentence
+    // naming the new owner, and the next command uses the new owner (who has no repositories).
+    const taker = await t.net.ensureAccount('alice.test', t.password, 1);
+    assert.notEqual(taker.did, did);
+    const taken = await knotless(['repo', 'list', 'alice.test'], { env: third });
+    assert.equal(
+      sentence(taken, 3),
+      `knotless: The handle alice.test no longer belongs to ${did} (it names ${taker.did} now); run the command again, or name the account by its DID.`,
+    );
+    const theirs = await knotless(['repo', 'list', 'alice.test'], { env: third });
+    assert.equal(theirs.code, 0, theirs.stderr);
+    assert.equal(theirs.stdout.trim(), '');
   });
 
   it('deleted: its repositories are gone, said in one sentence', async () => {

@@ -2,7 +2,7 @@ import type * as IdentityModule from '@atproto/identity';
 import type { Config } from '../config/env.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import { KnotlessError } from '../errors.ts';
-import { safeText } from '../text/terminal.ts';
+import { printErr, safeText } from '../text/terminal.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
 import { inactiveAccount } from './inactive.ts';
@@ -20,6 +20,8 @@ export class IdentityResolver {
   readonly #config: Config;
   readonly #transport: Transport;
   readonly cache: IdentityCache;
+  /** Handles answered from the cache, each being verified afresh meanwhile (see {@link settle}). */
+  readonly #rechecks = new Map<string, Promise<KnotlessError | undefined>>();
 
   constructor(config: Config, transport: Transport) {
     this.#config = config;
@@ -40,7 +42,10 @@ export class IdentityResolver {
     const input = isDid ? actor : actor.toLowerCase();
     if (opts.fresh !== true) {
       const cached = isDid ? this.cache.did(input) : this.cache.handle(input);
-      if (cached !== undefined) return cached;
+      if (cached !== undefined) {
+        if (!isDid && !this.#rechecks.has(input)) this.#rechecks.set(input, this.#recheck(input, cached));
+        return cached;
+      }
     }
 
     // Only what was resolved before is in the cache, so validating on a miss is enough.
@@ -82,6 +87,56 @@ export class IdentityResolver {
     const identity = { did: input, handle: verified === true ? handle : undefined, pds };
     if (verified !== 'unknown') this.cache.put(identity);
     return identity;
+  }
+
+  /**
+   * Waits for the handles answered from the cache to be verified afresh, and throws the sentence of
+   * the first that no longer names the DID it was cached with. A handle can change hands at any time
+   * (its owner renames, someone else takes it), so a cached pair is used only for what runs in
+   * parallel with its check: the clients of a command await this before a write and before handing
+   * back an answer (`XrpcClientOptions.gate`), and nothing reaches git or the user before it.
+   */
+  async settle(): Promise<void> {
+    for (const check of this.#rechecks.values()) {
+      const failed = await check;
+      if (failed !== undefined) throw failed;
+    }
+  }
+
+  /**
+   * Resolves a cached handle afresh, both ways at once (the handle's DID, and the DID's document
+   * claiming it), and says why the cached pair no longer holds; updates the cache either way. A
+   * failure that proves nothing (no network) keeps the cached pair, as before.
+   */
+  async #recheck(handle: string, cached: Identity): Promise<KnotlessError | undefined> {
+    try {
+      const mod = await import('@atproto/identity');
+      const [did, doc] = await Promise.all([
+        this.#lookupHandle(mod, handle).catch((err: unknown) => {
+          // Unresolvable from here is as good as a no; an account gone away is said (below).
+          if (err instanceof KnotlessError && err.code !== 'account-inactive') return undefined;
+          throw err;
+        }),
+        this.#resolveDid(mod, cached.did),
+      ]);
+      if (did === cached.did && doc.claimed?.toLowerCase() === handle) {
+        if (doc.pds !== cached.pds) this.cache.put({ ...cached, pds: doc.pds });
+        return undefined;
+      }
+      this.cache.forget(handle);
+      this.cache.put({ did: cached.did, handle: undefined, pds: doc.pds });
+      const now = did === undefined ? 'it names no account now' : `it names ${did} now`;
+      return new KnotlessError(
+        'unknown-handle',
+        `The handle ${handle} no longer belongs to ${cached.did} (${now}); run the command again, or name the account by its DID.`,
+      );
+    } catch (err) {
+      // A handle whose account went away: that sentence, rather than the first request's answer.
+      if (err instanceof KnotlessError && err.code === 'account-inactive') return err;
+      if (this.#config.trace)
+        printErr(`knotless: trace could not verify the handle ${handle} again: ${safeText(String(err))}`);
+      return undefined;
+    }
   }
 
   /** The endpoint requests for this identity go to: KNOTLESS_SERVICE when set, else its PDS. */

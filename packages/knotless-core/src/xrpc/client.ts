@@ -77,6 +77,12 @@ export interface XrpcClientOptions {
    * send the read there once, or undefined when it has not moved; it may throw a sentence of its own.
    */
   relocate?: (did: string, from: string) => Promise<string | undefined>;
+  /**
+   * Awaited before a write is sent and before an answer (or a failure) is handed back, never before
+   * a read is sent: what a command learnt in parallel with its first request (a cached handle verified
+   * afresh, `IdentityResolver.settle`) may still stop it, at no round trip of its own.
+   */
+  gate?: () => Promise<void>;
 }
 
 /**
@@ -164,6 +170,26 @@ export class XrpcClient {
    * where it lives now and, when that is elsewhere, sends it there once (and stays there).
    */
   async #following<T>(
+    method: 'GET' | 'POST',
+    params: CallOptions['params'],
+    send: () => Promise<T>,
+  ): Promise<T> {
+    const gate = this.#opts.gate;
+    if (gate === undefined) return this.#follow(method, params, send);
+    if (method === 'POST') await gate();
+    let answer: T;
+    try {
+      answer = await this.#follow(method, params, send);
+    } catch (err) {
+      // What became of the account (deleted, deactivated) is said over what became of its handle.
+      if (!(err instanceof KnotlessError && err.code === 'account-inactive')) await gate();
+      throw err;
+    }
+    await gate();
+    return answer;
+  }
+
+  async #follow<T>(
     method: 'GET' | 'POST',
     params: CallOptions['params'],
     send: () => Promise<T>,
