@@ -29,10 +29,10 @@ const {
   users: [alice, bob],
 } = useForgeNet(['alice.test', 'bob.test'], () => app?.url);
 
-/** Waits until the appview answers `page` with `status` and a text matching `text`. */
-function pageSays(page: string, status: number, text: RegExp): Promise<string> {
+/** Waits until the appview (`app` unless another is given) answers `page` with `status` and `text`. */
+function pageSays(page: string, status: number, text: RegExp, on = app): Promise<string> {
   return waitFor(`${page} to answer ${status} ${String(text)}`, async () => {
-    const got = await get(`${app!.url}${page}`);
+    const got = await get(`${on!.url}${page}`);
     return got.status === status && text.test(got.text) ? got.text : undefined;
   });
 }
@@ -51,6 +51,16 @@ async function devAccount(...args: string[]): Promise<string> {
   });
   assert.equal(res.code, 0, res.stderr);
   return res.stdout.trim();
+}
+
+/** An appview that follows no stream and reads alice's PDS whole at each start, on one database. */
+let stillDir = '';
+function stillAppview(): Promise<Appview> {
+  stillDir ||= t.tmpdir();
+  return appviewOn(t, path.join(stillDir, 'index.sqlite'), stillDir, {
+    firehoses: [],
+    backfillPdses: [t.net.pdses[0]!.url],
+  });
 }
 
 /** A shell that has never resolved anyone (a cold identity cache). */
@@ -87,6 +97,12 @@ describe('accounts that go away and come back, and handles that change', () => {
     assert.equal(issue.code, 0, issue.stderr);
     await pageSays('/alice.test/site', 200, /README\.md/);
     await pageSays('/bob.test/site/issues', 200, /from alice/);
+    await pageSays('/bob.test/site', 200, /1 open issue</);
+    // A second appview, without a stream, that reads alice's PDS whole at start: it shows her now,
+    // and is started again once she is deactivated (it heard no event of it).
+    const quiet = await stillAppview();
+    await pageSays('/alice.test/site', 200, /README\.md/, quiet);
+    await quiet.close();
   });
   after(async () => {
     await agent?.stop();
@@ -109,6 +125,15 @@ describe('accounts that go away and come back, and handles that change', () => {
     await pageSays('/alice.test', 410, /is deactivated/);
     const issues = await pageSays('/bob.test/site/issues', 200, /issues/i);
     assert.doesNotMatch(issues, /from alice/);
+    // Nor does her issue count in bob's repository's totals.
+    await pageSays('/bob.test/site', 200, /0 open issues</);
+    // The appview that heard nothing asks her PDS at start, and hides her too.
+    const quiet = await stillAppview();
+    try {
+      await pageSays('/alice.test/site', 410, /The account alice\.test is deactivated/, quiet);
+    } finally {
+      await quiet.close();
+    }
   });
 
   it('reactivated: the same commands work again, nothing lost', async () => {
@@ -122,6 +147,12 @@ describe('accounts that go away and come back, and handles that change', () => {
     assert.equal(listed.stdout.trim(), 'site');
     await pageSays('/alice.test/site', 200, /README\.md/);
     await pageSays('/bob.test/site/issues', 200, /from alice/);
+    await pageSays('/bob.test/site', 200, /1 open issue</);
+    // A second appview, without a stream, that reads alice's PDS whole at start: it shows her now,
+    // and is started again once she is deactivated (it heard no event of it).
+    const quiet = await stillAppview();
+    await pageSays('/alice.test/site', 200, /README\.md/, quiet);
+    await quiet.close();
   });
 
   it('taken down by its PDS, then restored', async () => {
