@@ -34,6 +34,11 @@ export interface Authorizer {
    * each request's method and URL, and the server may ask for a new nonce); absent for bearer tokens.
    */
   send?(url: URL, init: HttpRequest): Promise<HttpResponse>;
+  /**
+   * Throws when these credentials are no good at `service` and the reason is known (a session made
+   * on the PDS its account has since left): asked before each request is authorized.
+   */
+  checkService?(service: string): void;
 }
 
 /** Options for one call. */
@@ -259,6 +264,7 @@ export class XrpcClient {
     const url = new URL(`${this.service}/xrpc/${nsid}`);
     for (const [k, v] of Object.entries(opts.params ?? {}))
       if (v !== undefined) url.searchParams.set(k, String(v));
+    this.#opts.authorizer?.checkService?.(this.service);
     const headers: Record<string, string> = { ...(await this.#opts.authorizer?.headers()), ...opts.headers };
     let body: RequestBody = null;
     if (opts.body instanceof Uint8Array || isBodySource(opts.body)) {
