@@ -214,4 +214,32 @@ describe('an account that moves to another PDS takes its repositories along', ()
       30_000,
     );
   });
+  it('moving back to the PDS that holds her deactivated copy brings it up to date and activates it', async () => {
+    const [first, second] = [t.net.pdses[0]!.url, t.net.pdses[1]!.url];
+    const tip = await tipOf(bob, 'knotless://alice.test/site', 'main');
+    const res = await knotless(['dev', 'migrate', 'alice.test', '--dir', t.net.dir], {
+      env: { ...alice.env, KNOTLESS_DEV_PASSWORD: t.password },
+    });
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /still holds alice\.test \(did:plc:[a-z2-7]+\), deactivated since it left/);
+    assert.doesNotMatch(res.stdout, /creating alice\.test/);
+    assert.match(res.stdout, new RegExp(`alice\\.test now lives on ${first}`));
+    assert.equal((await t.net.pdsOf(t.dids['alice.test']!)).url, first);
+    const status = async (pds: string) =>
+      (await (
+        await fetch(`${pds}/xrpc/com.atproto.sync.getRepoStatus?did=${t.dids['alice.test']!}`)
+      ).json()) as { active: boolean; status?: string };
+    assert.equal((await status(first)).active, true);
+    assert.equal((await status(second)).status, 'deactivated');
+    // What she pushed while away is there, and the same shells go on.
+    assert.equal(await tipOf(bob, 'knotless://alice.test/site', 'main'), tip);
+    await alice.ok(aliceClone, 'pull', '-q', '--no-rebase', 'origin', 'main');
+    const next = await commitFiles(alice, aliceClone, { 'g.txt': 'back home\n' }, 'back home');
+    const push = await alice.git(aliceClone, 'push', '-q', 'origin', 'main');
+    assert.equal(push.code, 0, push.stderr);
+    assert.equal(await tipOf(bob, 'knotless://alice.test/site', 'main'), next);
+    const fresh = bob.dir();
+    await bob.ok(fresh, 'clone', '-q', 'knotless://alice.test/site', '.');
+    await bob.ok(fresh, 'fsck', '--strict');
+  });
 });
