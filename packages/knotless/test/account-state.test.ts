@@ -1,12 +1,19 @@
 // Accounts that go away (deactivated, taken down, deleted) and come back, and handles that change:
 // what the helper and the CLI say, from a shell that knew the account and from one that did not.
 import assert from 'node:assert/strict';
+import dns from 'node:dns';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Appview } from '../../knotless-serve/src/appview.ts';
 import { appviewOn, get, waitFor } from '../../knotless-serve/test/helpers.ts';
+import { readConfig } from 'knotless-core/config/env';
+import { KnotlessError } from 'knotless-core/errors';
+import { IdentityResolver } from 'knotless-core/identity/resolver';
+import { transportFor, type Transport } from 'knotless-core/xrpc/transport';
 import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import { dnsServer, RCODE } from './helpers/dns-server.ts';
 import { knotless, runProcess, type Run } from './helpers/cli.ts';
 import { newSite, useForgeNet } from './helpers/forge.ts';
 import { commitFiles } from './helpers/git.ts';
@@ -240,5 +247,56 @@ describe('accounts that go away and come back, and handles that change', () => {
     );
     const issues = await pageSays('/bob.test/site/issues', 200, /issues/i);
     assert.doesNotMatch(issues, /from alice/);
+  });
+});
+
+describe('a handle its own host serves, of a deactivated account, from a cold cache', () => {
+  it('says the account is deactivated, not that the handle does not resolve', async () => {
+    // A handle under a PDS's domain resolves through https://<handle>/.well-known/atproto-did, which
+    // the PDS stops serving while the account is deactivated. No DNS name nor port 443 can be served
+    // on this machine, so the handle's host is a stand-in on loopback, reached through the transport,
+    // answering as the reference PDS answers for a deactivated account (no DID at the well-known
+    // path; describeRepo: RepoDeactivated, the answer the .test cases above get from the real PDS),
+    // and DNS answers NXDOMAIN.
+    const host = http.createServer((req, res) => {
+      if (req.url?.startsWith('/xrpc/com.atproto.repo.describeRepo?') === true) {
+        const body = { error: 'RepoDeactivated', message: 'Repo has been deactivated: alice.example' };
+        res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      } else res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve));
+    const hostUrl = `http://127.0.0.1:${(host.address() as { port: number }).port}`;
+    const servers = dns.getServers();
+    dns.setServers([await dnsServer(RCODE.NXDOMAIN)]);
+    try {
+      const home = t.tmpdir();
+      const config = readConfig({
+        HOME: home,
+        KNOTLESS_CONFIG_DIR: path.join(home, 'config'),
+        KNOTLESS_CACHE_DIR: path.join(home, 'cache'),
+        KNOTLESS_PLC_URL: t.net.plcUrl,
+      });
+      const direct = transportFor(config);
+      const transport: Transport = {
+        request: (url, init) =>
+          direct.request(
+            url.hostname === 'alice.example' ? new URL(`${url.pathname}${url.search}`, hostUrl) : url,
+            init,
+          ),
+        close: () => {},
+      };
+      await assert.rejects(new IdentityResolver(config, transport).resolve('alice.example'), (err) => {
+        assert.ok(err instanceof KnotlessError);
+        assert.equal(err.code, 'account-inactive');
+        assert.equal(
+          err.message,
+          'The account alice.example is deactivated; its repositories are unavailable until its owner activates it again.',
+        );
+        return true;
+      });
+    } finally {
+      dns.setServers(servers);
+      host.close();
+    }
   });
 });

@@ -172,6 +172,9 @@ export class IdentityResolver {
           `Could not resolve the handle ${handle}: the DNS lookup failed (${safeText(failure)}), so whether it exists is unknown; check your network connection and try again.`,
         );
       }
+      // A handle its PDS serves (`https://<handle>/.well-known/atproto-did`) stops resolving while
+      // the account is deactivated or taken down; that host still says so of the repository.
+      if (!handle.endsWith('.test')) await this.#inactiveHandle([`https://${handle}`], handle, true);
       throw new KnotlessError(
         'unknown-handle',
         handle.endsWith('.test')
@@ -219,7 +222,7 @@ export class IdentityResolver {
         if (!(err instanceof XrpcError && err.status === 400)) throw err;
       }
     }
-    if (candidates.size === 0) await this.#inactiveDevHandle(pdses, handle);
+    if (candidates.size === 0) await this.#inactiveHandle(pdses, handle, false);
     if (candidates.size <= 1) return [...candidates][0];
     for (const did of candidates) {
       const { claimed } = await this.#resolveDid(mod, did);
@@ -231,16 +234,18 @@ export class IdentityResolver {
   /**
    * A PDS resolves no handle of an account it holds deactivated or taken down, but still says so of
    * its repository (describeRepo takes a handle): then the user is told what became of the account,
-   * not to check the handle's spelling.
+   * not to check the handle's spelling. `quiet`: a host that does not answer is passed over.
    */
-  async #inactiveDevHandle(pdses: Array<string | undefined>, handle: string): Promise<void> {
+  async #inactiveHandle(pdses: Array<string | undefined>, handle: string, quiet: boolean): Promise<void> {
     for (const pds of pdses) {
       if (pds === undefined) continue;
       const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
       try {
         await client.query('com.atproto.repo.describeRepo', { repo: handle });
       } catch (err) {
-        if (!(err instanceof XrpcError)) throw err;
+        // A handle's own host need not be a PDS, nor answer: then the handle does not resolve.
+        if (!(err instanceof XrpcError) && !quiet) throw err;
+        if (!(err instanceof XrpcError)) continue;
         if (err.error === 'RepoDeactivated') throw inactiveAccount(handle, pds, 'deactivated');
         if (err.error === 'RepoTakendown') throw inactiveAccount(handle, pds, 'takendown');
       }
