@@ -11,6 +11,8 @@ import { inactiveAccount } from './inactive.ts';
 export type Identity = CachedIdentity;
 
 type IdResolverModule = typeof IdentityModule;
+/** A module, or its import under way. */
+type Lazy<T> = T | Promise<T>;
 
 /**
  * Resolves handles and DIDs to the PDS that hosts them, with the disk cache in front.
@@ -110,14 +112,15 @@ export class IdentityResolver {
    */
   async #recheck(handle: string, cached: Identity): Promise<KnotlessError | undefined> {
     try {
-      const mod = await import('@atproto/identity');
+      // The library is loaded beside the handle's lookup, which needs it only outside the dev network.
+      const mod = import('@atproto/identity');
       const [did, doc] = await Promise.all([
         this.#lookupHandle(mod, handle).catch((err: unknown) => {
           // Unresolvable from here is as good as a no; an account gone away is said (below).
           if (err instanceof KnotlessError && err.code !== 'account-inactive') return undefined;
           throw err;
         }),
-        this.#resolveDid(mod, cached.did),
+        mod.then((m) => this.#resolveDid(m, cached.did)),
       ]);
       if (did === cached.did && doc.claimed?.toLowerCase() === handle) {
         if (doc.pds !== cached.pds) this.cache.put({ ...cached, pds: doc.pds });
@@ -186,10 +189,10 @@ export class IdentityResolver {
   }
 
   /** The DID a handle resolves to (DNS or https for real handles), or undefined when it resolves to none. */
-  async #lookupHandle(mod: IdResolverModule, handle: string): Promise<string | undefined> {
+  async #lookupHandle(mod: Lazy<IdResolverModule>, handle: string): Promise<string | undefined> {
     const did = handle.endsWith('.test')
       ? await this.#lookupDevHandle(mod, handle)
-      : await this.#idResolver(mod).handle.resolve(handle);
+      : await this.#idResolver(await mod).handle.resolve(handle);
     // What a DNS record or a server says is checked before it reaches a message or a request.
     const { isValidDid } = await import('@atproto/syntax');
     return did !== undefined && isValidDid(did) ? did : undefined;
@@ -201,31 +204,34 @@ export class IdentityResolver {
    * handle it had there: when the PDSes disagree, the DID whose document claims the handle wins
    * (the caller checks that again either way).
    */
-  async #lookupDevHandle(mod: IdResolverModule, handle: string): Promise<string | undefined> {
+  async #lookupDevHandle(mod: Lazy<IdResolverModule>, handle: string): Promise<string | undefined> {
     const pdses = this.#config.devPdses.length > 0 ? this.#config.devPdses : [this.#config.service];
     const { isValidDid } = await import('@atproto/syntax');
     const candidates = new Set<string>();
-    for (const pds of pdses) {
-      if (pds === undefined) {
-        throw new KnotlessError(
-          'unknown-handle',
-          `${handle} is a dev-network handle; source the env file that \`knotless dev\` wrote (it sets KNOTLESS_DEV_PDS) and try again.`,
-        );
-      }
-      const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
-      try {
-        const { did } = await client.query<{ did: unknown }>('com.atproto.identity.resolveHandle', {
-          handle,
-        });
-        if (typeof did === 'string' && isValidDid(did)) candidates.add(did);
-      } catch (err) {
-        if (!(err instanceof XrpcError && err.status === 400)) throw err;
-      }
-    }
+    // Every dev PDS at once: one round trip, not one per PDS.
+    await Promise.all(
+      pdses.map(async (pds) => {
+        if (pds === undefined) {
+          throw new KnotlessError(
+            'unknown-handle',
+            `${handle} is a dev-network handle; source the env file that \`knotless dev\` wrote (it sets KNOTLESS_DEV_PDS) and try again.`,
+          );
+        }
+        const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
+        try {
+          const { did } = await client.query<{ did: unknown }>('com.atproto.identity.resolveHandle', {
+            handle,
+          });
+          if (typeof did === 'string' && isValidDid(did)) candidates.add(did);
+        } catch (err) {
+          if (!(err instanceof XrpcError && err.status === 400)) throw err;
+        }
+      }),
+    );
     if (candidates.size === 0) await this.#inactiveHandle(pdses, handle, false);
     if (candidates.size <= 1) return [...candidates][0];
     for (const did of candidates) {
-      const { claimed } = await this.#resolveDid(mod, did);
+      const { claimed } = await this.#resolveDid(await mod, did);
       if (claimed?.toLowerCase() === handle) return did;
     }
     return [...candidates][0];
