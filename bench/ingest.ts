@@ -11,6 +11,7 @@ import { startNetwork, startProxy } from 'knotless-devnet';
 import { cachedNetworkFrames, setSeq, type ReadyFrame } from './ingest/frames.ts';
 import { knotlessWriter, type KnotlessFrame } from './ingest/knotless.ts';
 import { startBenchRelay } from './ingest/stream-server.ts';
+import { stageFigures, TraceLines, type Checked } from './ingest/stages.ts';
 import { percentile } from './stats.ts';
 
 const { values } = parseArgs({
@@ -37,10 +38,11 @@ const relay = await startBenchRelay();
 
 log(`making ${ACCOUNTS} accounts' signed frames`);
 const t0 = performance.now();
-// Kept between runs (the frames are the same for the same number of accounts, but for their keys).
+// Kept between runs (the frames are the same for the same number of accounts, but for their keys);
+// `-atcrypto`: signed with @atproto/crypto (older files, signed with OpenSSL, are not read).
 const cacheFile = path.resolve(
   import.meta.dirname,
-  `../node_modules/.cache/knotless-bench-ingest/frames-${ACCOUNTS}.bin`,
+  `../node_modules/.cache/knotless-bench-ingest/frames-${ACCOUNTS}-atcrypto.bin`,
 );
 const pool: ReadyFrame[] = await cachedNetworkFrames(cacheFile, ACCOUNTS, ACCOUNTS, (n) =>
   log(`${n} frames made`),
@@ -52,12 +54,14 @@ const dataDir = path.join(dir, 'appview');
 const child = spawn(
   process.execPath,
   [serveBin, '--firehose', relay.url, '--plc', plc.url, '--dev', '--data', dataDir, '--port', '0'],
-  { stdio: ['ignore', 'ignore', 'pipe'] },
+  // Traced: each knotless record's stages are timed (see ./ingest/stages.ts).
+  { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, KNOTLESS_SERVE_TRACE: '1' } },
 );
 let stderr = '';
+const traces = new TraceLines();
 const appUrl = await new Promise<string>((resolve, reject) => {
   child.stderr.setEncoding('utf8').on('data', (d: string) => {
-    stderr += d;
+    stderr = (stderr + traces.feed(d)).slice(-100_000);
     const m = /listening on (http:\/\/\S+)/.exec(stderr);
     if (m) resolve(m[1]!);
   });
@@ -96,6 +100,8 @@ interface StepResult {
   knotless_visible_p95_ms: number;
   knotless_visible_max_ms: number;
   load_average: number[];
+  /** Per kind of write, each stage's p50/p95 (ms): where the time to the page went. */
+  stages: ReturnType<typeof stageFigures>;
 }
 
 const writer = await knotlessWriter(net, path.join(dir, 'writer'), password);
@@ -121,8 +127,10 @@ for (const rate of RATES) {
   const last = seq;
 
   const visible: number[] = [];
+  const checked: Checked[] = [];
   const pending: Promise<void>[] = [];
-  const watch = (check: NonNullable<KnotlessFrame['check']>, sentAt: number): Promise<void> =>
+  const epoch = (t: number): number => performance.timeOrigin + t;
+  const watch = (check: NonNullable<KnotlessFrame['check']>, i: number, sentAt: number): Promise<void> =>
     (async () => {
       for (;;) {
         const res = await fetch(`${appUrl}${check.page}`);
@@ -130,7 +138,16 @@ for (const rate of RATES) {
         if (res.status === 200 && text.includes(check.text)) break;
         await new Promise((r) => setTimeout(r, 10));
       }
-      visible.push(performance.now() - sentAt);
+      const at = performance.now();
+      visible.push(at - sentAt);
+      const repo = /^\/alice\.test\/([^/]+)/.exec(check.page)?.[1];
+      checked.push({
+        kind: check.kind,
+        seq: last - bytes.length + 1 + i,
+        mirrorKey: check.kind === 'push' && repo !== undefined ? `${writer.did}/${repo}` : undefined,
+        sentAt: epoch(sentAt),
+        visibleAt: epoch(at),
+      });
     })();
   let rss = rssMiB();
   const sampler = setInterval(() => (rss = Math.max(rss, rssMiB())), 200);
@@ -140,7 +157,7 @@ for (const rate of RATES) {
     rate,
     sent: (i, at) => {
       const c = order[i]!.check;
-      if (c !== undefined) pending.push(watch(c, at));
+      if (c !== undefined) pending.push(watch(c, i, at));
     },
   });
   while (cursor() < last) await new Promise((r) => setTimeout(r, 50));
@@ -167,6 +184,7 @@ for (const rate of RATES) {
     knotless_visible_p95_ms: Math.round(percentile(visible, 95)),
     knotless_visible_max_ms: Math.round(Math.max(...visible)),
     load_average: os.loadavg().map((l) => Number(l.toFixed(1))),
+    stages: stageFigures(checked, traces),
   };
   results.push(r);
   log(JSON.stringify(r));
