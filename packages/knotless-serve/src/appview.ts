@@ -134,6 +134,10 @@ export async function startAppview(
   );
   const hooks: StreamHooks = {
     changed: (did, repo) => changed(did, repo, true),
+    pulled: (did, record) => {
+      const round = record.rounds.at(-1);
+      if (round !== undefined) mirror.prefetchRound(did, record.repo.did, record.repo.rkey, round);
+    },
     gap: (service, reason) => {
       log(`${service} lost events (${reason}): reading every account again`);
       resync.full({ relays: config.relays.filter((r) => relayStream(r) === service), known: true });

@@ -295,6 +295,25 @@ export class Mirror {
   }
 
   /**
+   * Fetches a pull request's newest round into its target's mirror as soon as the record is
+   * indexed, so that its page does not wait for the download. Behind the syncs (a pull request
+   * costs its author nothing to write; pushes go first); a round that cannot be had is the page's
+   * to explain, and only logged here.
+   */
+  prefetchRound(authorDid: string, did: string, repo: string, round: Round): void {
+    const dir = this.gitDir(did, repo);
+    this.#slots
+      .run(false, async () => {
+        if (fs.existsSync(path.join(dir, 'HEAD'))) await this.loadRound(authorDid, dir, round);
+      })
+      .catch((err: unknown) =>
+        this.#log(
+          `a pull request round of ${authorDid} into ${did}/${repo}: ${err instanceof Error ? err.message : String(err)}`,
+        ),
+      );
+  }
+
+  /**
    * Makes sure a pull request round's commits are in the target repository's mirror, fetching the
    * round's pack from its author's PDS when its head is missing. One download per pack at a time.
    */
