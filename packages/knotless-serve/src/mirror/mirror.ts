@@ -85,6 +85,8 @@ export class Mirror {
   #template: Promise<string> | undefined;
   /** Each mirror's refs as its last sync left them (name to object id). */
   readonly #refsOf = new Map<string, Map<string, string>>();
+  /** Pull request round heads known whole in a mirror (`gitDir` and head). */
+  readonly #wholeHeads = new Set<string>();
   readonly #rounds = new Map<string, Promise<void>>();
 
   constructor(config: ServeConfig, index: Index, identities: Identities, log: (line: string) => void) {
@@ -185,6 +187,8 @@ export class Mirror {
     const refs = await this.#index.refs(did, repo);
     if (known === undefined && refs.length === 0) {
       this.#refsOf.delete(dir);
+      // Rare (a deleted repository): the heads known whole are forgotten, this mirror's with them.
+      this.#wholeHeads.clear();
       fs.rmSync(dir, { recursive: true, force: true });
       return undefined;
     }
@@ -318,7 +322,10 @@ export class Mirror {
    * round's pack from its author's PDS when its head is missing. One download per pack at a time.
    */
   async loadRound(authorDid: string, gitDir: string, round: Round): Promise<void> {
-    if ((await wholeObjects(gitDir, [round.head])).has(round.head)) return;
+    // Every view of a pull request asks: once whole, a head stays whole (a mirror is never gc'd).
+    const known = `${gitDir}\n${round.head}`;
+    if (this.#wholeHeads.has(known)) return;
+    if ((await wholeObjects(gitDir, [round.head])).has(round.head)) return this.#whole(known);
     const key = `${gitDir}\n${round.pack.cid}`;
     let p = this.#rounds.get(key);
     if (p === undefined) {
@@ -337,10 +344,15 @@ export class Mirror {
       this.#rounds.set(key, p);
     }
     await p;
+    if (await whole(gitDir, [round.head])) return this.#whole(known);
     if (!(await presentObjects(gitDir, [round.head])).has(round.head))
       throw new RoundUnavailable(`the round's pack does not hold its head ${round.head}`);
-    if (!(await wholeObjects(gitDir, [round.head])).has(round.head))
-      throw new RoundUnavailable(`the round's pack lacks objects its head ${round.head} needs`);
+    throw new RoundUnavailable(`the round's pack lacks objects its head ${round.head} needs`);
+  }
+
+  #whole(key: string): void {
+    if (this.#wholeHeads.size >= 100_000) this.#wholeHeads.clear();
+    this.#wholeHeads.add(key);
   }
 
   /** Closes connections. */
