@@ -85,6 +85,8 @@ export class Mirror {
   #template: Promise<string> | undefined;
   /** Each mirror's refs as its last sync left them (name to object id). */
   readonly #refsOf = new Map<string, Map<string, string>>();
+  /** Round downloads started as their records came in: {@link idle} waits for them too. */
+  readonly #prefetching = new Set<Promise<void>>();
   /** Pull request round heads known whole in a mirror (`gitDir` and head). */
   readonly #wholeHeads = new Set<string>();
   readonly #rounds = new Map<string, Promise<void>>();
@@ -168,9 +170,10 @@ export class Mirror {
     return new XrpcClient(owner.pds, { transport: this.#transport });
   }
 
-  /** Settles when no sync is running. */
+  /** Settles when no sync, and no download of a round, is running. */
   async idle(): Promise<void> {
-    while (this.#running.size > 0) await Promise.all(this.#running.values());
+    while (this.#running.size > 0 || this.#prefetching.size > 0)
+      await Promise.all([...this.#running.values(), ...this.#prefetching]);
   }
 
   /**
@@ -306,7 +309,7 @@ export class Mirror {
    */
   prefetchRound(authorDid: string, did: string, repo: string, round: Round): void {
     const dir = this.gitDir(did, repo);
-    this.#slots
+    const p: Promise<void> = this.#slots
       .run(false, async () => {
         if (fs.existsSync(path.join(dir, 'HEAD'))) await this.loadRound(authorDid, dir, round);
       })
@@ -314,7 +317,9 @@ export class Mirror {
         this.#log(
           `a pull request round of ${authorDid} into ${did}/${repo}: ${err instanceof Error ? err.message : String(err)}`,
         ),
-      );
+      )
+      .finally(() => this.#prefetching.delete(p));
+    this.#prefetching.add(p);
   }
 
   /**
