@@ -21,7 +21,7 @@ import type { Identities } from '../ingest/identities.ts';
 import { guardedTransport } from './guard.ts';
 import type { Round } from '../ingest/forge-records.ts';
 import { refsChanged } from './ref-cache.ts';
-import { loadRoundPack, RoundUnavailable } from './round-packs.ts';
+import { Rounds } from './rounds.ts';
 import { trace } from '../trace.ts';
 import {
   createMirror,
@@ -29,7 +29,6 @@ import {
   headSymref,
   maintain,
   mirrorTemplate,
-  presentObjects,
   whole,
   wholeObjects,
 } from './objects.ts';
@@ -85,11 +84,7 @@ export class Mirror {
   #template: Promise<string> | undefined;
   /** Each mirror's refs as its last sync left them (name to object id). */
   readonly #refsOf = new Map<string, Map<string, string>>();
-  /** Round downloads started as their records came in: {@link idle} waits for them too. */
-  readonly #prefetching = new Set<Promise<void>>();
-  /** Pull request round heads known whole in a mirror (`gitDir` and head). */
-  readonly #wholeHeads = new Set<string>();
-  readonly #rounds = new Map<string, Promise<void>>();
+  readonly #rounds: Rounds;
 
   constructor(config: ServeConfig, index: Index, identities: Identities, log: (line: string) => void) {
     this.#config = config;
@@ -102,6 +97,17 @@ export class Mirror {
       idleMs: config.fetchIdleMs,
     });
     this.#cache = new BlobCache(path.join(config.dataDir, 'cache'));
+    this.#rounds = new Rounds(
+      {
+        identities,
+        transport: this.#transport,
+        cache: this.#cache,
+        maxPackBytes: config.maxPackBytes,
+        maxRoundBytes: config.maxRoundBytes,
+      },
+      this.#slots,
+      log,
+    );
   }
 
   /** The bare repository of one knotless repository. */
@@ -172,8 +178,8 @@ export class Mirror {
 
   /** Settles when no sync, and no download of a round, is running. */
   async idle(): Promise<void> {
-    while (this.#running.size > 0 || this.#prefetching.size > 0)
-      await Promise.all([...this.#running.values(), ...this.#prefetching]);
+    while (this.#running.size > 0 || this.#rounds.running().length > 0)
+      await Promise.all([...this.#running.values(), ...this.#rounds.running()]);
   }
 
   /**
@@ -191,7 +197,7 @@ export class Mirror {
     if (known === undefined && refs.length === 0) {
       this.#refsOf.delete(dir);
       // Rare (a deleted repository): the heads known whole are forgotten, this mirror's with them.
-      this.#wholeHeads.clear();
+      this.#rounds.forget();
       fs.rmSync(dir, { recursive: true, force: true });
       return undefined;
     }
@@ -301,63 +307,14 @@ export class Mirror {
     return lines.length > 0;
   }
 
-  /**
-   * Fetches a pull request's newest round into its target's mirror as soon as the record is
-   * indexed, so that its page does not wait for the download. Behind the syncs (a pull request
-   * costs its author nothing to write; pushes go first); a round that cannot be had is the page's
-   * to explain, and only logged here.
-   */
+  /** A pull request's newest round, fetched into its target's mirror as its record comes in. */
   prefetchRound(authorDid: string, did: string, repo: string, round: Round): void {
-    const dir = this.gitDir(did, repo);
-    const p: Promise<void> = this.#slots
-      .run(false, async () => {
-        if (fs.existsSync(path.join(dir, 'HEAD'))) await this.loadRound(authorDid, dir, round);
-      })
-      .catch((err: unknown) =>
-        this.#log(
-          `a pull request round of ${authorDid} into ${did}/${repo}: ${err instanceof Error ? err.message : String(err)}`,
-        ),
-      )
-      .finally(() => this.#prefetching.delete(p));
-    this.#prefetching.add(p);
+    this.#rounds.ahead(authorDid, this.gitDir(did, repo), `${did}/${repo}`, round);
   }
 
-  /**
-   * Makes sure a pull request round's commits are in the target repository's mirror, fetching the
-   * round's pack from its author's PDS when its head is missing. One download per pack at a time.
-   */
-  async loadRound(authorDid: string, gitDir: string, round: Round): Promise<void> {
-    // Every view of a pull request asks: once whole, a head stays whole (a mirror is never gc'd).
-    const known = `${gitDir}\n${round.head}`;
-    if (this.#wholeHeads.has(known)) return;
-    if ((await wholeObjects(gitDir, [round.head])).has(round.head)) return this.#whole(known);
-    const key = `${gitDir}\n${round.pack.cid}`;
-    let p = this.#rounds.get(key);
-    if (p === undefined) {
-      p = loadRoundPack(
-        {
-          identities: this.#identities,
-          transport: this.#transport,
-          cache: this.#cache,
-          maxPackBytes: this.#config.maxPackBytes,
-          maxRoundBytes: this.#config.maxRoundBytes,
-        },
-        authorDid,
-        gitDir,
-        round,
-      ).finally(() => this.#rounds.delete(key));
-      this.#rounds.set(key, p);
-    }
-    await p;
-    if (await whole(gitDir, [round.head])) return this.#whole(known);
-    if (!(await presentObjects(gitDir, [round.head])).has(round.head))
-      throw new RoundUnavailable(`the round's pack does not hold its head ${round.head}`);
-    throw new RoundUnavailable(`the round's pack lacks objects its head ${round.head} needs`);
-  }
-
-  #whole(key: string): void {
-    if (this.#wholeHeads.size >= 100_000) this.#wholeHeads.clear();
-    this.#wholeHeads.add(key);
+  /** Makes sure a pull request round's commits are in the target repository's mirror (rounds.ts). */
+  loadRound(authorDid: string, gitDir: string, round: Round): Promise<void> {
+    return this.#rounds.load(authorDid, gitDir, round);
   }
 
   /** Closes connections. */
