@@ -1,4 +1,5 @@
-// `npm run bench:ingest -- [--json FILE] [--rates 5000,10000,15000] [--seconds 10] [--accounts 100000]`:
+// `npm run bench:ingest -- [--json FILE] [--rates 5000,10000,15000] [--seconds 10] [--accounts 100000]
+// [--poll-ms 10]`:
 // drives a real appview (the installed bundle, its own process, SQLite) with a synthetic relay stream
 // at rising rates and reports the highest it sustained. See docs/reference/performance.md.
 import { spawn } from 'node:child_process';
@@ -11,6 +12,7 @@ import { startNetwork, startProxy } from 'knotless-devnet';
 import { cachedNetworkFrames, setSeq, type ReadyFrame } from './ingest/frames.ts';
 import { knotlessWriter, type KnotlessFrame } from './ingest/knotless.ts';
 import { startBenchRelay } from './ingest/stream-server.ts';
+import { stageFigures, TraceLines, type Checked } from './ingest/stages.ts';
 import { percentile } from './stats.ts';
 
 const { values } = parseArgs({
@@ -20,9 +22,15 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '10' },
     accounts: { type: 'string', default: '100000' },
     'knotless-per-mille': { type: 'string', default: '1' },
+    'poll-ms': { type: 'string', default: '10' },
   },
 });
 const RATES = values.rates.split(',').map(Number);
+/**
+ * How often a knotless record's page is asked for until it shows the record. Each ask is a page the
+ * appview renders beside the stream, so the figure is at most this much late, never early.
+ */
+const POLL_MS = Number(values['poll-ms']);
 const SECONDS = Number(values.seconds);
 const ACCOUNTS = Number(values.accounts);
 const PER_MILLE = Number(values['knotless-per-mille']);
@@ -37,10 +45,11 @@ const relay = await startBenchRelay();
 
 log(`making ${ACCOUNTS} accounts' signed frames`);
 const t0 = performance.now();
-// Kept between runs (the frames are the same for the same number of accounts, but for their keys).
+// Kept between runs (the frames are the same for the same number of accounts, but for their keys);
+// `-atcrypto`: signed with @atproto/crypto (older files, signed with OpenSSL, are not read).
 const cacheFile = path.resolve(
   import.meta.dirname,
-  `../node_modules/.cache/knotless-bench-ingest/frames-${ACCOUNTS}.bin`,
+  `../node_modules/.cache/knotless-bench-ingest/frames-${ACCOUNTS}-atcrypto.bin`,
 );
 const pool: ReadyFrame[] = await cachedNetworkFrames(cacheFile, ACCOUNTS, ACCOUNTS, (n) =>
   log(`${n} frames made`),
@@ -52,12 +61,14 @@ const dataDir = path.join(dir, 'appview');
 const child = spawn(
   process.execPath,
   [serveBin, '--firehose', relay.url, '--plc', plc.url, '--dev', '--data', dataDir, '--port', '0'],
-  { stdio: ['ignore', 'ignore', 'pipe'] },
+  // Traced: each knotless record's stages are timed (see ./ingest/stages.ts).
+  { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, KNOTLESS_SERVE_TRACE: '1' } },
 );
 let stderr = '';
+const traces = new TraceLines();
 const appUrl = await new Promise<string>((resolve, reject) => {
   child.stderr.setEncoding('utf8').on('data', (d: string) => {
-    stderr += d;
+    stderr = (stderr + traces.feed(d)).slice(-100_000);
     const m = /listening on (http:\/\/\S+)/.exec(stderr);
     if (m) resolve(m[1]!);
   });
@@ -96,6 +107,10 @@ interface StepResult {
   knotless_visible_p95_ms: number;
   knotless_visible_max_ms: number;
   load_average: number[];
+  /** Page requests the bench made to see the knotless records: load it adds to the appview. */
+  page_polls: number;
+  /** Per kind of write, each stage's p50/p95 (ms): where the time to the page went. */
+  stages: ReturnType<typeof stageFigures>;
 }
 
 const writer = await knotlessWriter(net, path.join(dir, 'writer'), password);
@@ -121,16 +136,29 @@ for (const rate of RATES) {
   const last = seq;
 
   const visible: number[] = [];
+  let polls = 0;
+  const checked: Checked[] = [];
   const pending: Promise<void>[] = [];
-  const watch = (check: NonNullable<KnotlessFrame['check']>, sentAt: number): Promise<void> =>
+  const epoch = (t: number): number => performance.timeOrigin + t;
+  const watch = (check: NonNullable<KnotlessFrame['check']>, i: number, sentAt: number): Promise<void> =>
     (async () => {
       for (;;) {
+        polls++;
         const res = await fetch(`${appUrl}${check.page}`);
         const text = await res.text();
         if (res.status === 200 && text.includes(check.text)) break;
-        await new Promise((r) => setTimeout(r, 10));
+        await new Promise((r) => setTimeout(r, POLL_MS));
       }
-      visible.push(performance.now() - sentAt);
+      const at = performance.now();
+      visible.push(at - sentAt);
+      const repo = /^\/alice\.test\/([^/]+)/.exec(check.page)?.[1];
+      checked.push({
+        kind: check.kind,
+        seq: last - bytes.length + 1 + i,
+        mirrorKey: check.kind === 'push' && repo !== undefined ? `${writer.did}/${repo}` : undefined,
+        sentAt: epoch(sentAt),
+        visibleAt: epoch(at),
+      });
     })();
   let rss = rssMiB();
   const sampler = setInterval(() => (rss = Math.max(rss, rssMiB())), 200);
@@ -140,7 +168,7 @@ for (const rate of RATES) {
     rate,
     sent: (i, at) => {
       const c = order[i]!.check;
-      if (c !== undefined) pending.push(watch(c, at));
+      if (c !== undefined) pending.push(watch(c, i, at));
     },
   });
   while (cursor() < last) await new Promise((r) => setTimeout(r, 50));
@@ -167,6 +195,8 @@ for (const rate of RATES) {
     knotless_visible_p95_ms: Math.round(percentile(visible, 95)),
     knotless_visible_max_ms: Math.round(Math.max(...visible)),
     load_average: os.loadavg().map((l) => Number(l.toFixed(1))),
+    page_polls: polls,
+    stages: stageFigures(checked, traces),
   };
   results.push(r);
   log(JSON.stringify(r));

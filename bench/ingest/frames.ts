@@ -1,12 +1,15 @@
 // Synthetic relay frames for the ingest bench: the network's traffic as a relay sends it. Each
-// account has its own secp256k1 key; each commit is a real one (a record block, an MST node over it,
-// a commit block signed by the account's key, all in a CAR) in a #commit frame whose header and body
-// are CBOR, made by @atproto/repo and @atproto/xrpc-server as a relay's would be. Made before the
-// clock starts; only the sequence number changes as the frames are sent (patched in place).
+// account has its own secp256k1 key (@atproto/crypto, as a PDS's); each commit is a real one (a
+// record block, an MST node over it, a commit block signed by the account's key, all in a CAR) in a
+// #commit frame whose header and body are CBOR, made by @atproto/repo and @atproto/xrpc-server as a
+// relay's would be (ingest-bench.test.ts has @atproto/sync's own firehose client validate and verify
+// them). Made before the clock starts; only the sequence number changes as the frames are sent
+// (patched in place).
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { TID } from '@atproto/common-web';
+import { Secp256k1Keypair } from '@atproto/crypto';
 import { cidForLex, encode } from '@atproto/lex-cbor';
 import { BlockMap, blocksToCarFile, signCommit } from '@atproto/repo';
 import { MessageFrame } from '@atproto/xrpc-server';
@@ -15,28 +18,6 @@ import { MessageFrame } from '@atproto/xrpc-server';
 export interface ReadyFrame {
   bytes: Buffer;
   seqAt: number;
-}
-
-/** The secp256k1 group order: a signature's s above half of it is replaced by n - s (low-S). */
-const N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
-
-/**
- * An account's key, signing with OpenSSL (node:crypto) for speed: @atproto/crypto's pure-JS signer
- * takes half a millisecond a signature, which for 100,000 accounts would be most of the bench.
- * The signature is the compact (r || s) low-S form atproto requires.
- */
-function nodeKeypair(): { jwtAlg: string; did(): string; sign(msg: Uint8Array): Promise<Uint8Array> } {
-  const { privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'secp256k1' });
-  return {
-    jwtAlg: 'ES256K',
-    did: () => 'did:key:unused',
-    sign: (msg) => {
-      const sig = crypto.sign('sha256', msg, { key: privateKey, dsaEncoding: 'ieee-p1363' });
-      const s = BigInt(`0x${sig.subarray(32).toString('hex')}`);
-      if (s > N / 2n) Buffer.from((N - s).toString(16).padStart(64, '0'), 'hex').copy(sig, 32);
-      return Promise.resolve(new Uint8Array(sig));
-    },
-  };
 }
 
 /** The marker sequence number frames are made with; found again in the bytes, then overwritten. */
@@ -52,8 +33,13 @@ export function ready(type: string, body: Record<string, unknown>): ReadyFrame {
   return { bytes, seqAt: at + 5 };
 }
 
-/** Writes `seq` (which must fit 32 bits) into a frame, in place. */
+/**
+ * Writes `seq` into a frame, in place. The number's four bytes are its canonical DAG-CBOR form only
+ * from 65,536 to 2^32 - 1 (a strict decoder, @atproto/sync's, refuses a smaller number so written).
+ */
 export function setSeq(f: ReadyFrame, seq: number): Buffer {
+  if (!Number.isInteger(seq) || seq < 0x10000 || seq > 0xffffffff)
+    throw new RangeError(`sequence number ${seq} has no four-byte canonical form`);
   f.bytes.writeUInt32BE(seq, f.seqAt);
   return f.bytes;
 }
@@ -93,10 +79,9 @@ function recordFor(collection: string, i: number, now: string): Record<string, u
   }
 }
 
-/** One account's commit of one record, as a relay's #commit frame. */
-async function commitFrame(i: number, collection: string): Promise<ReadyFrame> {
+/** One account's commit of one record, as a relay's #commit frame, signed with its key. */
+async function commitFrame(i: number, collection: string, key: Secp256k1Keypair): Promise<ReadyFrame> {
   const did = fakeDid(i);
-  const key = nodeKeypair();
   const now = new Date().toISOString();
   const rev = TID.nextStr();
   const path = `${collection}/${TID.nextStr()}`;
@@ -124,15 +109,27 @@ async function commitFrame(i: number, collection: string): Promise<ReadyFrame> {
 
 /**
  * `count` frames over `accounts` distinct accounts, in the network's mix: likes, posts, follows,
- * reposts and profile updates as commits, 1.5 % identity and 1.5 % account events.
+ * reposts and profile updates as commits, 1.5 % identity and 1.5 % account events. `keys`, when
+ * given, is filled with each account's DID and the did:key of the key its commits are signed with.
  */
 export async function networkFrames(
   count: number,
   accounts: number,
   progress: (done: number) => void = () => {},
+  keys?: Map<string, string>,
 ): Promise<ReadyFrame[]> {
   const out: ReadyFrame[] = [];
   const total = KINDS.reduce((n, k) => n + k.weight, 0);
+  // Kept only when accounts repeat: 100,000 accounts make 100,000 keys, each used once.
+  const made = new Map<number, Secp256k1Keypair>();
+  const keyOf = async (i: number): Promise<Secp256k1Keypair> => {
+    const known = made.get(i);
+    if (known !== undefined) return known;
+    const key = await Secp256k1Keypair.create();
+    if (count > accounts) made.set(i, key);
+    keys?.set(fakeDid(i), key.did());
+    return key;
+  };
   for (let n = 0; n < count; n++) {
     const i = n % accounts;
     const r = (n * 7919) % 1000;
@@ -142,7 +139,7 @@ export async function networkFrames(
     else {
       let w = (n * 104729) % total;
       const kind = KINDS.find((k) => (w -= k.weight) < 0) ?? KINDS[0];
-      out.push(await commitFrame(i, kind.collection));
+      out.push(await commitFrame(i, kind.collection, await keyOf(i)));
     }
     if ((n + 1) % 10_000 === 0) progress(n + 1);
   }
@@ -151,7 +148,7 @@ export async function networkFrames(
 
 /**
  * The frames, from a file made by an earlier run when there is one (making 100,000 accounts' keys
- * and signed commits takes minutes on a loaded machine): each frame as its length, its sequence
+ * and signed commits with @atproto/crypto's pure-JS signer takes minutes on a loaded machine): each frame as its length, its sequence
  * number's offset (4 bytes each) and its bytes.
  */
 export async function cachedNetworkFrames(

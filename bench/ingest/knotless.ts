@@ -1,5 +1,6 @@
 // The ingest bench's knotless records: real ones, written to the real reference PDS before the clock
-// starts (pushes with `knotless repo commit`, issues and comments as records), and their frames taken
+// starts (pushes with `knotless repo commit`, pull requests with `knotless pr create`, issues and
+// comments as records), and their frames taken
 // from the PDS's own stream, so that what the appview verifies is what a PDS signed. Each write's
 // last frame carries the page that shows it once the appview has it.
 import fs from 'node:fs';
@@ -12,7 +13,7 @@ import { ready, type ReadyFrame } from './frames.ts';
 export interface KnotlessFrame {
   frame: ReadyFrame;
   /** Set on a write's last frame: the page that shows the write, and the text that says so. */
-  check?: { page: string; text: string };
+  check?: { kind: string; page: string; text: string };
 }
 
 async function xrpc<T>(pds: string, nsid: string, body: unknown, token?: string): Promise<T> {
@@ -28,7 +29,10 @@ async function xrpc<T>(pds: string, nsid: string, body: unknown, token?: string)
 /** Writes knotless records as alice; `frames` is called once per step of the bench. */
 export interface KnotlessWriter {
   did: string;
-  /** Writes `count` records (pushes, issues and comments in turn) and returns their frames. */
+  /**
+   * Writes `count` records (pushes of a new branch, issues, comments and pull requests in turn) and
+   * returns their frames.
+   */
   frames(count: number): Promise<KnotlessFrame[]>;
 }
 
@@ -36,14 +40,16 @@ export async function knotlessWriter(net: Network, dir: string, password: string
   const { did } = await net.ensureAccount('alice.test', password);
   let n = 0;
   let lastIssue: string | undefined;
+  let lastBranch: string | undefined;
   let setUp = false;
   return {
     did,
     async frames(count) {
-      const r = await knotlessFrames(net, dir, password, did, count, setUp, n, lastIssue);
+      const r = await knotlessFrames(net, dir, password, did, count, setUp, n, lastIssue, lastBranch);
       setUp = true;
       n = r.n;
       lastIssue = r.lastIssue;
+      lastBranch = r.lastBranch;
       return r.frames;
     },
   };
@@ -58,7 +64,13 @@ async function knotlessFrames(
   setUp: boolean,
   from: number,
   issue: string | undefined,
-): Promise<{ frames: KnotlessFrame[]; n: number; lastIssue: string | undefined }> {
+  branch: string | undefined,
+): Promise<{
+  frames: KnotlessFrame[];
+  n: number;
+  lastIssue: string | undefined;
+  lastBranch: string | undefined;
+}> {
   const got: { type: string; body: Record<string, unknown> }[] = [];
   let wake: (() => void) | undefined;
   const ac = new AbortController();
@@ -111,14 +123,18 @@ async function knotlessFrames(
     GIT_COMMITTER_NAME: 'Bench',
     GIT_COMMITTER_EMAIL: 'bench@example.com',
   };
-  const cli = async (args: string[], input = ''): Promise<void> => {
+  const cli = async (args: string[], input = ''): Promise<string> => {
     const r = await runKnotless(args, env, input);
     if (r.code !== 0) throw new Error(`knotless ${args.join(' ')}: ${r.lastLine}`);
+    return r.stdout;
   };
+  const file = path.join(dir, 'file.txt');
   if (!setUp) {
     await cli(['login', 'alice.test', '--password'], `${password}\n`);
     await cli(['repo', 'create', 'bench']);
-    await collect({ page: '/alice.test/bench', text: 'bench' });
+    fs.writeFileSync(file, 'a repository the bench pushes to\n');
+    await cli(['repo', 'commit', 'bench', '-m', 'first', '--add', `README.md=${file}`]);
+    await collect({ kind: 'repo', page: '/alice.test/bench', text: 'README.md' });
   }
   const { accessJwt } = await xrpc<{ accessJwt: string }>(net.pdsUrl, 'com.atproto.server.createSession', {
     identifier: 'alice.test',
@@ -126,18 +142,46 @@ async function knotlessFrames(
   });
   const repoUri = `at://${did}/dev.knotless.repo/bench`;
   let lastIssue = issue;
-  const file = path.join(dir, 'file.txt');
+  let lastBranch = branch;
   let n = from;
   while (frames.filter((f) => f.check).length < count) {
     n++;
     const kind = n % 4;
     if (kind === 1) {
-      // A repository of its own each time: with main as merged today, a second `repo commit` to a
-      // repository stops with an internal error (reported), which this bench is not about.
+      // A push of a new branch to a repository that has history, as coding agents push.
       fs.writeFileSync(file, `push ${n}\n`);
-      await cli(['repo', 'create', `push-${n}`]);
-      await cli(['repo', 'commit', `push-${n}`, '-m', `bench push ${n}`, '--add', `f${n}.txt=${file}`]);
-      await collect({ page: `/alice.test/push-${n}`, text: `f${n}.txt` });
+      await cli([
+        'repo',
+        'commit',
+        'bench',
+        '--branch',
+        `push-${n}`,
+        '-m',
+        `bench push ${n}`,
+        '--add',
+        `f${n}.txt=${file}`,
+      ]);
+      lastBranch = `push-${n}`;
+      await collect({ kind: 'push', page: `/alice.test/bench/tree/push-${n}`, text: `f${n}.txt` });
+    } else if (kind === 0 && lastBranch !== undefined) {
+      // A pull request from the last branch pushed: its round's pack is a blob in alice's PDS.
+      const title = `bench pull request ${n}`;
+      const out = await cli([
+        'pr',
+        'create',
+        'bench',
+        '--head',
+        `bench:${lastBranch}`,
+        '--title',
+        title,
+        '--json',
+      ]);
+      const uri = (JSON.parse(out) as { uri: string }).uri;
+      await collect({
+        kind: 'pull',
+        page: `/alice.test/bench/pulls/${did}/${uri.split('/').at(-1)!}`,
+        text: title,
+      });
     } else if (kind === 3 && lastIssue !== undefined) {
       const body = `bench comment ${n}`;
       await xrpc(
@@ -151,7 +195,7 @@ async function knotlessFrames(
         accessJwt,
       );
       const rkey = lastIssue.split('/').at(-1)!;
-      await collect({ page: `/alice.test/bench/issues/${did}/${rkey}`, text: body });
+      await collect({ kind: 'comment', page: `/alice.test/bench/issues/${did}/${rkey}`, text: body });
     } else {
       const title = `bench issue ${n}`;
       const made = await xrpc<{ uri: string }>(
@@ -165,10 +209,14 @@ async function knotlessFrames(
         accessJwt,
       );
       lastIssue = made.uri;
-      await collect({ page: `/alice.test/bench/issues/${did}/${made.uri.split('/').at(-1)!}`, text: title });
+      await collect({
+        kind: 'issue',
+        page: `/alice.test/bench/issues/${did}/${made.uri.split('/').at(-1)!}`,
+        text: title,
+      });
     }
   }
   ac.abort();
   await reading;
-  return { frames, n, lastIssue };
+  return { frames, n, lastIssue, lastBranch };
 }

@@ -119,8 +119,9 @@ export async function startAppview(
 
   // Accounts are read whole at start, after a stream lost events, and one by one when asked.
   const leader: { current?: Leadership } = {};
-  const changed = (did: string, repo: string): void => {
-    void mirror.schedule(did, repo);
+  // `urgent`: a push seen on a stream goes ahead of the mirrors a re-read of accounts catches up.
+  const changed = (did: string, repo: string, urgent = false): void => {
+    void mirror.schedule(did, repo, urgent);
     leader.current?.announce(did, repo);
   };
   const resync = new Resync(
@@ -132,7 +133,11 @@ export async function startAppview(
     log,
   );
   const hooks: StreamHooks = {
-    changed,
+    changed: (did, repo) => changed(did, repo, true),
+    pulled: (did, record) => {
+      const round = record.rounds.at(-1);
+      if (round !== undefined) mirror.prefetchRound(did, record.repo.did, record.repo.rkey, round);
+    },
     gap: (service, reason) => {
       log(`${service} lost events (${reason}): reading every account again`);
       resync.full({ relays: config.relays.filter((r) => relayStream(r) === service), known: true });
@@ -171,7 +176,7 @@ export async function startAppview(
     // Any number of processes on one PostgreSQL index: one ingests, all serve (db/leader.ts).
     leader.current = await startLeadership(config.database, {
       lead: ingest,
-      changed: (did, repo) => void mirror.schedule(did, repo),
+      changed: (did, repo) => void mirror.schedule(did, repo, true),
       log,
     });
     // Every process keeps its own mirrors: bring them up to what the index holds.

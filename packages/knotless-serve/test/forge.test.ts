@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Lexicons, type LexiconDoc } from '@atproto/lexicon';
+import { runGit } from 'knotless-core';
 import { startAppview, type Appview } from '../src/appview.ts';
 import { defaultConfig } from '../src/config.ts';
 import { at, useForge } from './forge-site.ts';
@@ -64,6 +65,18 @@ describe('forge records in the appview', () => {
   after(async () => {
     await f.app?.close();
     await pg?.stop();
+  });
+
+  it("a pull request's newest round is fetched into the target's mirror as its record comes in, before any view", async () => {
+    // Round 1's head is on bob's branch only: alice's mirror gets it from the round's pack alone.
+    const dir = f.app.mirror.gitDir(f.dids.alice, 'site');
+    await waitFor("round 1's head in alice's mirror", async () => {
+      const r = await runGit(['cat-file', '-e', `${f.heads[1]}^{commit}`], {
+        gitDir: dir,
+        okCodes: [1, 128],
+      });
+      return r.code === 0 ? true : undefined;
+    });
   });
 
   it('getPull: the record, both rounds with their packs, the comments, authors by handle', async () => {

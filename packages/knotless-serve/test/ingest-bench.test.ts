@@ -9,6 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import type { IdResolver } from '@atproto/identity';
+import { Firehose, FirehoseSubscriptionError, type Event } from '@atproto/sync';
+import { networkFrames, setSeq } from '../../../bench/ingest/frames.ts';
+import { startBenchRelay } from '../../../bench/ingest/stream-server.ts';
 
 const root = path.resolve(import.meta.dirname, '../../..');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-ingest-bench-test-'));
@@ -60,5 +64,68 @@ describe('npm run bench:ingest', () => {
     // The knotless account is resolved (its commits are verified with its key); no other is.
     assert.ok(r.did_resolutions >= 1, JSON.stringify(r));
     assert.equal(r.did_resolutions_of_other_accounts, 0);
+  });
+});
+
+describe("the bench's frames", () => {
+  it('are what a relay sends: @atproto/sync validates every one and verifies each commit with its key', async () => {
+    const keys = new Map<string, string>();
+    const frames = await networkFrames(200, 200, () => {}, keys);
+    // One account's commits checked against another's key: that commit, and only it, must fail.
+    const dids = [...keys.keys()];
+    const wrong = dids[0]!;
+    const resolve = new Map(keys).set(wrong, keys.get(dids[1]!)!);
+    // Only the key lookup is stood in for (the accounts are synthetic, with no DID documents); the
+    // rest is the ecosystem's own firehose client.
+    const idResolver = {
+      did: {
+        resolveAtprotoKey: (did: string) => Promise.resolve(resolve.get(did)!),
+        resolve: () => Promise.resolve(null),
+      },
+    } as unknown as IdResolver;
+    const relay = await startBenchRelay();
+    const events: Event[] = [];
+    const errors: { did: string; message: string }[] = [];
+    let seen = 0;
+    let done: () => void = () => {};
+    let broken: (err: Error) => void = () => {};
+    const all = new Promise<void>((resolve, reject) => ((done = resolve), (broken = reject)));
+    const count = (): void => void (++seen === frames.length && done());
+    const firehose = new Firehose({
+      service: relay.url,
+      idResolver,
+      unauthenticatedHandles: true,
+      handleEvent: (evt) => {
+        events.push(evt);
+        count();
+      },
+      onError: (err) => {
+        // The stream itself refused (a frame it cannot decode): the client would reconnect forever.
+        if (err instanceof FirehoseSubscriptionError) return broken(err);
+        const evt = (err as { event?: { repo?: string; did?: string } }).event;
+        errors.push({ did: evt?.repo ?? evt?.did ?? '', message: err.message });
+        count();
+      },
+    });
+    const running = firehose.start();
+    try {
+      await relay.run({ frames: frames.map((f, i) => Buffer.from(setSeq(f, 100_000 + i))), rate: 2000 });
+      await all;
+    } finally {
+      await firehose.destroy();
+      await running;
+      await relay.close();
+    }
+    const wrongOnes = frames.length - events.length;
+    assert.ok(wrongOnes >= 1, 'the commit checked against another key was refused');
+    assert.deepEqual(new Set(errors.map((e) => e.did)), new Set([wrong]), JSON.stringify(errors.slice(0, 3)));
+    const kinds = new Map<string, number>();
+    for (const e of events) kinds.set(e.event, (kinds.get(e.event) ?? 0) + 1);
+    assert.ok((kinds.get('create') ?? 0) > 150, JSON.stringify([...kinds]));
+    assert.ok(
+      (kinds.get('identity') ?? 0) >= 1 && (kinds.get('account') ?? 0) >= 1,
+      JSON.stringify([...kinds]),
+    );
+    for (const e of events) if (e.event === 'create') assert.match(e.collection, /^app\.bsky\./);
   });
 });

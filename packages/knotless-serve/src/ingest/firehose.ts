@@ -2,7 +2,14 @@ import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import type { Index } from '../db/index-store.ts';
 import { accountChanged } from './accounts.ts';
 import { applyWrite } from './apply.ts';
-import { FORGE_COLLECTIONS, isForgeCollection } from './forge-records.ts';
+import {
+  FORGE_COLLECTIONS,
+  forgeRecordOf,
+  InvalidRecord,
+  isForgeCollection,
+  PULL_COLLECTION,
+  type PullRecord,
+} from './forge-records.ts';
 import type { Identities } from './identities.ts';
 import { lexToJson } from './records.ts';
 import { followStream } from './stream.ts';
@@ -17,6 +24,8 @@ export interface Subscription {
 export interface StreamHooks {
   /** A repository's refs changed in the index: its mirror should catch up. */
   changed(did: string, repo: string): void;
+  /** A pull request was opened or got a round (`did` its author): its page will want the commits. */
+  pulled?(did: string, record: PullRecord): void;
   /** The stream lost events (the service refused or no longer holds the position). */
   gap(service: string, reason: string): void;
   /** This account's knotless records must be read again whole (a #sync event, an event that failed). */
@@ -77,6 +86,17 @@ export async function follow(
         source,
         (line) => hooks.log(line),
       );
+      if (evt.collection === PULL_COLLECTION && evt.event !== 'delete' && hooks.pulled !== undefined) {
+        // A record the lexicon refuses was skipped, and logged, as it was indexed above.
+        let record: PullRecord | undefined;
+        try {
+          const parsed = forgeRecordOf(PULL_COLLECTION, lexToJson(evt.record));
+          if (parsed.collection === PULL_COLLECTION) record = parsed.record;
+        } catch (err) {
+          if (!(err instanceof InvalidRecord)) throw err;
+        }
+        if (record !== undefined) hooks.pulled(evt.did, record);
+      }
       if (isForgeCollection(evt.collection) && evt.event !== 'delete') {
         // Pages name a record's author by handle: resolve a new author once (kept in the index).
         await identities

@@ -1,9 +1,12 @@
 import type { IdResolver } from '@atproto/identity';
 import type { Event } from '@atproto/sync';
+import { nowMs, trace, tracing } from '../trace.ts';
 
 const METHOD = 'com.atproto.sync.subscribeRepos';
 /** How often the position is saved when events go by that change nothing in the index. */
 const SAVE_EVERY_MS = 1000;
+/** The longest the stream keeps the event loop to itself while frames are waiting. */
+const TURN_MS = 10;
 
 /** What a followed stream is handed. */
 export interface StreamOptions {
@@ -139,12 +142,16 @@ export async function followStream(opts: StreamOptions): Promise<Stream> {
       skipped = bytes;
       return;
     }
+    const at = tracing() ? nowMs() : 0;
     const f = Frame.fromBytes(bytes);
     if (f.isError()) throw Object.assign(new Error(`${f.code}: ${f.message ?? ''}`), { error: f.code });
     const body = f.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
     skipped = undefined;
+    const key = (body as { seq?: unknown }).seq;
+    if (typeof key === 'number') trace('frame', key, at);
     await one({ ...(body as Record<string, unknown>), $type: `${METHOD}${f.header.t ?? ''}` });
+    if (typeof key === 'number') trace('indexed', key);
   };
 
   const run = (async () => {
@@ -159,11 +166,18 @@ export async function followStream(opts: StreamOptions): Promise<Stream> {
         { dataMode: 'binary', maxReconnectSeconds: 30, heartbeat: {}, signal: ac.signal },
       );
       try {
+        let turn = performance.now();
         for await (const bytes of ws) {
           handling = true;
           await frame(bytes);
           handling = false;
           if (Date.now() - lastSave >= SAVE_EVERY_MS) await save().catch(failed);
+          // Frames already received are handed over without a return to the event loop: while a
+          // backlog drains, pages, mirror syncs and git's exits would wait for all of it.
+          if (performance.now() - turn >= TURN_MS) {
+            await new Promise((r) => setImmediate(r));
+            turn = performance.now();
+          }
         }
       } catch (err) {
         handling = false;

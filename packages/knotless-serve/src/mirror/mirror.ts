@@ -21,7 +21,24 @@ import type { Identities } from '../ingest/identities.ts';
 import { guardedTransport } from './guard.ts';
 import type { Round } from '../ingest/forge-records.ts';
 import { refsChanged } from './ref-cache.ts';
-import { loadRoundPack, RoundUnavailable } from './round-packs.ts';
+import { Rounds } from './rounds.ts';
+import { trace } from '../trace.ts';
+import {
+  createMirror,
+  currentRefs,
+  headSymref,
+  maintain,
+  mirrorTemplate,
+  whole,
+  wholeObjects,
+} from './objects.ts';
+import { Slots } from './queue.ts';
+
+/**
+ * Syncs running at once, all repositories together: enough that a push is not held behind another
+ * repository's download, few enough that a burst does not start every git process at once.
+ */
+const SYNC_SLOTS = 4;
 
 /** Thrown when a repository's packs exceed the configured bounds. */
 export class MirrorLimit extends Error {
@@ -61,7 +78,13 @@ export class Mirror {
   readonly #cache: BlobCache;
   readonly #running = new Map<string, Promise<void>>();
   readonly #again = new Set<string>();
-  readonly #rounds = new Map<string, Promise<void>>();
+  /** Repositories whose next sync is urgent (see {@link schedule}). */
+  readonly #urgent = new Set<string>();
+  readonly #slots = new Slots(SYNC_SLOTS);
+  #template: Promise<string> | undefined;
+  /** Each mirror's refs as its last sync left them (name to object id). */
+  readonly #refsOf = new Map<string, Map<string, string>>();
+  readonly #rounds: Rounds;
 
   constructor(config: ServeConfig, index: Index, identities: Identities, log: (line: string) => void) {
     this.#config = config;
@@ -74,6 +97,17 @@ export class Mirror {
       idleMs: config.fetchIdleMs,
     });
     this.#cache = new BlobCache(path.join(config.dataDir, 'cache'));
+    this.#rounds = new Rounds(
+      {
+        identities,
+        transport: this.#transport,
+        cache: this.#cache,
+        maxPackBytes: config.maxPackBytes,
+        maxRoundBytes: config.maxRoundBytes,
+      },
+      this.#slots,
+      log,
+    );
   }
 
   /** The bare repository of one knotless repository. */
@@ -81,34 +115,58 @@ export class Mirror {
     return path.join(this.root, didDir(did), `${repo}.git`);
   }
 
-  /** Asks for a sync of one repository; the promise settles when the mirror matches the index. */
-  schedule(did: string, repo: string): Promise<void> {
+  /**
+   * Asks for a sync of one repository; the promise settles when the mirror matches the index.
+   * `urgent`: a push just seen on a stream, or a reader waiting, goes ahead of catch-up syncs.
+   */
+  schedule(did: string, repo: string, urgent = false): Promise<void> {
     const key = `${did}\n${repo}`;
+    if (urgent) this.#urgent.add(key);
     const running = this.#running.get(key);
     if (running !== undefined) {
       this.#again.add(key);
       return running;
     }
     const p = (async () => {
+      let moved: { refs: number; objects: number } | undefined;
       do {
         this.#again.delete(key);
-        try {
-          await this.sync(did, repo);
-        } catch (err) {
-          // A compaction or force push replaced packs mid-download, and the index has not seen the
-          // new record yet: not damage, and the record's own event syncs this mirror again.
-          if (err instanceof BlobGone || isKnotlessError(err, 'remote-changed')) {
-            this.#log(
-              `mirror ${did}/${repo}: its packs were replaced while they were downloaded (a compaction or force push); the record's next event syncs it again`,
+        const now = this.#urgent.delete(key);
+        await this.#slots.run(now, async () => {
+          moved = (await this.#syncLogged(did, repo)) ?? moved;
+          // After the refs moved and the page shows them, unless another sync of this repository
+          // is already asked for (it does this after itself).
+          if (moved !== undefined && !this.#again.has(key)) {
+            const size = moved;
+            moved = undefined;
+            await maintain(this.gitDir(did, repo), size).catch((err: unknown) =>
+              this.#log(
+                `mirror ${did}/${repo}: packing refs: ${err instanceof Error ? err.message : String(err)}`,
+              ),
             );
-            continue;
+            trace('maintained', `${did}/${repo}`);
           }
-          this.#log(`mirror ${did}/${repo}: ${err instanceof Error ? err.message : String(err)}`);
-        }
+        });
       } while (this.#again.has(key));
     })().finally(() => this.#running.delete(key));
     this.#running.set(key, p);
     return p;
+  }
+
+  /** One sync, its failure logged; the repository's size when it moved refs. */
+  async #syncLogged(did: string, repo: string): Promise<{ refs: number; objects: number } | undefined> {
+    try {
+      return await this.#sync(did, repo);
+    } catch (err) {
+      // A compaction or force push replaced packs mid-download, and the index has not seen the
+      // new record yet: not damage, and the record's own event syncs this mirror again.
+      if (err instanceof BlobGone || isKnotlessError(err, 'remote-changed'))
+        this.#log(
+          `mirror ${did}/${repo}: its packs were replaced while they were downloaded (a compaction or force push); the record's next event syncs it again`,
+        );
+      else this.#log(`mirror ${did}/${repo}: ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    }
   }
 
   /** A client for `did`'s PDS, through the mirror's guarded transport. */
@@ -118,35 +176,55 @@ export class Mirror {
     return new XrpcClient(owner.pds, { transport: this.#transport });
   }
 
-  /** Settles when no sync is running. */
+  /** Settles when no sync, and no download of a round, is running. */
   async idle(): Promise<void> {
-    while (this.#running.size > 0) await Promise.all(this.#running.values());
+    while (this.#running.size > 0 || this.#rounds.running().length > 0)
+      await Promise.all([...this.#running.values(), ...this.#rounds.running()]);
   }
 
-  /** Brings one repository's mirror in line with the index. */
-  async sync(did: string, repo: string): Promise<void> {
+  /**
+   * Brings one repository's mirror in line with the index; its size when its refs moved. Each git
+   * process on a push's path counts (objects.ts): the mirror's refs are remembered from its last
+   * sync (this process is their only writer), refs already at their target are not looked at
+   * again, and a new mirror has nothing to look at.
+   */
+  async #sync(did: string, repo: string): Promise<{ refs: number; objects: number } | undefined> {
+    const key = `${did}/${repo}`;
+    trace('mirror-start', key);
     const dir = this.gitDir(did, repo);
     const known = await this.#index.repo(did, repo);
     const refs = await this.#index.refs(did, repo);
     if (known === undefined && refs.length === 0) {
+      this.#refsOf.delete(dir);
+      // Rare (a deleted repository): the heads known whole are forgotten, this mirror's with them.
+      this.#rounds.forget();
       fs.rmSync(dir, { recursive: true, force: true });
-      return;
+      return undefined;
     }
-    if (!fs.existsSync(path.join(dir, 'HEAD'))) {
-      fs.mkdirSync(dir, { recursive: true });
-      await runGit(['init', '-q', '--bare', dir]);
-      // Mirrors are rebuilt from the network: no reflogs, no automatic gc racing index-pack.
-      await runGit(['config', 'core.logAllRefUpdates', 'false'], { gitDir: dir });
-      await runGit(['config', 'gc.auto', '0'], { gitDir: dir });
+    const fresh = !fs.existsSync(path.join(dir, 'HEAD'));
+    if (fresh) {
+      this.#refsOf.delete(dir);
+      await createMirror(dir, await (this.#template ??= mirrorTemplate(this.root)));
     }
+    // Taken out while the sync runs: a sync that fails reads the refs again next time.
+    const current = fresh ? new Map<string, string>() : (this.#refsOf.get(dir) ?? (await currentRefs(dir)));
+    this.#refsOf.delete(dir);
     const targets = refs.filter((r) => r.target !== null);
-    const present = await wholeObjects(
-      dir,
-      targets.map((r) => r.target!),
-    );
-    const missing = targets.filter((r) => !present.has(r.target!));
-    if (missing.length > 0) await this.#fetchPacks(did, repo, dir, missing, targets);
-    await this.#updateRefs(dir, refs);
+    // A ref already at its target was whole when it was set.
+    const moving = targets.filter((r) => current.get(r.ref) !== r.target);
+    const present = fresh ? new Set<string>() : await wholeObjects(dir, unique(moving.map((r) => r.target!)));
+    const missing = moving.filter((r) => !present.has(r.target!));
+    if (missing.length > 0) {
+      await this.#fetchPacks(did, repo, dir, missing, targets);
+      const fetched = unique(missing.map((r) => r.target!));
+      for (const oid of (await whole(dir, fetched)) ? fetched : await wholeObjects(dir, fetched))
+        present.add(oid);
+    }
+    const moved = await this.#updateRefs(dir, refs, current, present, key);
+    this.#refsOf.set(dir, current);
+    trace('mirror-done', key);
+    if (!moved) return undefined;
+    return { refs: current.size, objects: unionPacks(targets.map(packsOf)).reduce((n, p) => n + p.count, 0) };
   }
 
   async #fetchPacks(did: string, repo: string, dir: string, missing: RefRow[], all: RefRow[]): Promise<void> {
@@ -169,7 +247,9 @@ export class Mirror {
       for (const p of list) {
         // On disk, streamed to git: a mirror's memory does not grow with the pack.
         const file = await loadPack(client, did, p, this.#cache, () => {});
+        trace('packs', `${did}/${repo}`);
         const { keepFile } = await indexPack(file, dir, false).finally(() => file.close());
+        trace('index-pack', `${did}/${repo}`);
         fs.rmSync(keepFile, { force: true });
         indexed.add(p.id);
       }
@@ -196,63 +276,45 @@ export class Mirror {
     );
   }
 
-  async #updateRefs(dir: string, refs: RefRow[]): Promise<void> {
-    const out = await runGit(['for-each-ref', '--format=%(objectname) %(refname)'], { gitDir: dir });
-    const current = new Map(
-      out.stdout
-        .toString('utf8')
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => [l.slice(41), l.slice(0, 40)] as const),
-    );
+  /** Sets the mirror's refs to the index's where their commits are whole (`present`); `current` follows. */
+  async #updateRefs(
+    dir: string,
+    refs: RefRow[],
+    current: Map<string, string>,
+    present: Set<string>,
+    key: string,
+  ): Promise<boolean> {
     const wanted = new Map(refs.filter((r) => r.target !== null).map((r) => [r.ref, r.target!]));
-    const present = await wholeObjects(dir, [...wanted.values()]);
     const lines: string[] = [];
     for (const [ref, oid] of wanted)
-      if (present.has(oid) && current.get(ref) !== oid) lines.push(`update ${ref} ${oid}`);
+      if (current.get(ref) !== oid && present.has(oid)) lines.push(`update ${ref} ${oid}`);
     for (const ref of current.keys()) if (!wanted.has(ref)) lines.push(`delete ${ref}`);
     if (lines.length > 0) {
       await runGit(['update-ref', '--stdin'], { gitDir: dir, input: lines.join('\n') + '\n' });
+      for (const line of lines) {
+        const [verb, ref, oid] = line.split(' ');
+        if (verb === 'update') current.set(ref!, oid!);
+        else current.delete(ref!);
+      }
       refsChanged(dir);
-      // Pages read every ref: one packed-refs file instead of thousands of loose ones, and a
-      // commit-graph (written in layers, so a push adds only its own commits) for counts, logs and
-      // ahead/behind. Both only speed reads up; the refs are already in place.
-      await runGit(['pack-refs', '--all', '--prune'], { gitDir: dir });
-      await runGit(['commit-graph', 'write', '--reachable', '--split', '--no-progress'], { gitDir: dir });
+      trace('refs', key);
     }
     const head = refs.find((r) => r.ref === 'HEAD')?.symref;
-    if (head !== undefined && head !== null) await runGit(['symbolic-ref', 'HEAD', head], { gitDir: dir });
-    refsChanged(dir);
+    if (head !== undefined && head !== null && headSymref(dir) !== head) {
+      await runGit(['symbolic-ref', 'HEAD', head], { gitDir: dir });
+      refsChanged(dir);
+    }
+    return lines.length > 0;
   }
 
-  /**
-   * Makes sure a pull request round's commits are in the target repository's mirror, fetching the
-   * round's pack from its author's PDS when its head is missing. One download per pack at a time.
-   */
-  async loadRound(authorDid: string, gitDir: string, round: Round): Promise<void> {
-    if ((await wholeObjects(gitDir, [round.head])).has(round.head)) return;
-    const key = `${gitDir}\n${round.pack.cid}`;
-    let p = this.#rounds.get(key);
-    if (p === undefined) {
-      p = loadRoundPack(
-        {
-          identities: this.#identities,
-          transport: this.#transport,
-          cache: this.#cache,
-          maxPackBytes: this.#config.maxPackBytes,
-          maxRoundBytes: this.#config.maxRoundBytes,
-        },
-        authorDid,
-        gitDir,
-        round,
-      ).finally(() => this.#rounds.delete(key));
-      this.#rounds.set(key, p);
-    }
-    await p;
-    if (!(await presentObjects(gitDir, [round.head])).has(round.head))
-      throw new RoundUnavailable(`the round's pack does not hold its head ${round.head}`);
-    if (!(await wholeObjects(gitDir, [round.head])).has(round.head))
-      throw new RoundUnavailable(`the round's pack lacks objects its head ${round.head} needs`);
+  /** A pull request's newest round, fetched into its target's mirror as its record comes in. */
+  prefetchRound(authorDid: string, did: string, repo: string, round: Round): void {
+    this.#rounds.ahead(authorDid, this.gitDir(did, repo), `${did}/${repo}`, round);
+  }
+
+  /** Makes sure a pull request round's commits are in the target repository's mirror (rounds.ts). */
+  loadRound(authorDid: string, gitDir: string, round: Round): Promise<void> {
+    return this.#rounds.load(authorDid, gitDir, round);
   }
 
   /** Closes connections. */
@@ -261,40 +323,6 @@ export class Mirror {
   }
 }
 
-/**
- * Which of `oids` the repository has whole: the commit and everything it reaches that the refs do
- * not. Round packs go into a mirror without a ref, and anyone can write a round holding a commit
- * without its trees: such a commit must not count as present, or a branch later moved to it would
- * skip its own packs and point at a commit git calls broken.
- */
-async function wholeObjects(dir: string, oids: string[]): Promise<Set<string>> {
-  const present = [...(await presentObjects(dir, oids))];
-  const whole = async (list: string[]) =>
-    list.length === 0 ||
-    (await runGit(['rev-list', '--objects', '--quiet', '--stdin', '--not', '--all'], {
-      gitDir: dir,
-      input: list.join('\n') + '\n',
-      okCodes: [128],
-    }).then((r) => r.code === 0));
-  if (await whole(present)) return new Set(present);
-  // Rare: one at a time, to keep the whole ones.
-  const out = new Set<string>();
-  for (const oid of present) if (await whole([oid])) out.add(oid);
-  return out;
-}
-
-/** Which of `oids` the repository has. */
-async function presentObjects(dir: string, oids: string[]): Promise<Set<string>> {
-  if (oids.length === 0) return new Set();
-  const out = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype)'], {
-    gitDir: dir,
-    input: oids.join('\n') + '\n',
-  });
-  return new Set(
-    out.stdout
-      .toString('utf8')
-      .split('\n')
-      .filter((l) => l !== '' && !l.endsWith(' missing'))
-      .map((l) => l.slice(0, 40)),
-  );
+function unique(list: string[]): string[] {
+  return [...new Set(list)];
 }

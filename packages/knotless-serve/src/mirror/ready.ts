@@ -77,6 +77,6 @@ export async function readyToClone(
   if (await matches(index, mirror, did, repo)) return undefined;
   let timer: NodeJS.Timeout | undefined;
   const out = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)));
-  await Promise.race([mirror.schedule(did, repo), out]).finally(() => clearTimeout(timer));
+  await Promise.race([mirror.schedule(did, repo, true), out]).finally(() => clearTimeout(timer));
   return (await matches(index, mirror, did, repo)) ? undefined : CATCHING_UP;
 }
