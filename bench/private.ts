@@ -47,18 +47,27 @@ export async function privateRound(
   }
 }
 
-/** p50 of each private row over its plain twin, per RTT: what a private repository costs. */
-export function privateRatios(samples: { op: string; rtt: number; ms: number }[], rtts: number[]): string {
+/**
+ * p50 of each private row over its plain twin, per RTT: what a private repository costs, in wall time
+ * and in CPU time (user + system of the command's whole process tree), which a loaded machine
+ * disturbs less.
+ */
+export function privateRatios(
+  samples: { op: string; rtt: number; ms: number; cpuMs: number }[],
+  rtts: number[],
+): string {
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] ?? NaN;
   const lines: string[] = [];
   for (const op of [...new Set(samples.map((s) => s.op))].filter((o) => o.endsWith('-private'))) {
     const plainOp = op.replace(/-private$/, '-plain');
-    const cells = rtts.map((r) => {
-      const p = median(samples.filter((s) => s.op === op && s.rtt === r).map((s) => s.ms));
-      const q = median(samples.filter((s) => s.op === plainOp && s.rtt === r).map((s) => s.ms));
-      return `${(p / q).toFixed(2)}× @${r} ms`;
-    });
-    lines.push(`${op.replace(/-private$/, '')}: private / plain p50 ${cells.join(', ')}`);
+    const cell = (r: number, f: (s: { ms: number; cpuMs: number }) => number) => {
+      const p = median(samples.filter((s) => s.op === op && s.rtt === r).map(f));
+      const q = median(samples.filter((s) => s.op === plainOp && s.rtt === r).map(f));
+      return `${(p / q).toFixed(2)}× (${Math.round(p)}/${Math.round(q)} ms) @${r} ms`;
+    };
+    lines.push(
+      `${op.replace(/-private$/, '')}: private / plain p50 wall ${rtts.map((r) => cell(r, (s) => s.ms)).join(', ')}; CPU ${rtts.map((r) => cell(r, (s) => s.cpuMs)).join(', ')}`,
+    );
   }
   return lines.join('\n');
 }
