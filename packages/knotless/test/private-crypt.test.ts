@@ -1,5 +1,6 @@
-// The pack encryption of private repositories on its own (libsodium's secretstream, file to file):
-// a round trip over several messages, and every way a PDS could change the bytes, refused.
+// The encryption of private repositories on its own: packs (libsodium's secretstream, file to file),
+// a round trip over several messages and every way a PDS could change the bytes, refused; ref
+// records (XChaCha20-Poly1305 from @noble/ciphers), byte for byte what libsodium makes.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -8,6 +9,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { PackFile } from 'knotless-core/git/pack-file';
 import { decryptPack, encryptPack, sealedPackSize } from 'knotless-core/private/pack-crypt';
+import { chacha, sodium } from 'knotless-core/private/libs';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-crypt-'));
 const key = crypto.randomBytes(32);
@@ -74,5 +76,29 @@ describe('pack encryption', () => {
     await assert.rejects(opened(bytes, crypto.randomBytes(32)), /does not decrypt/, 'another key');
     // Nothing half-decrypted is left behind.
     assert.deepEqual(fs.readdirSync(dir), []);
+  });
+});
+
+describe('ref record encryption', () => {
+  it('is libsodium’s XChaCha20-Poly1305: the same bytes either way, so records sealed by one open with the other', async () => {
+    const { xchacha20poly1305 } = await chacha();
+    const s = await sodium();
+    for (const n of [0, 1, 63, 64, 65, 1000]) {
+      const k = crypto.randomBytes(32);
+      const nonce = crypto.randomBytes(24);
+      const ad = crypto.randomBytes(n % 50);
+      const plain = crypto.randomBytes(n);
+      const ours = xchacha20poly1305(k, nonce, ad).encrypt(plain);
+      const theirs = s.crypto_aead_xchacha20poly1305_ietf_encrypt(plain, ad, null, nonce, k);
+      assert.deepEqual(Buffer.from(ours), Buffer.from(theirs), `${n} bytes`);
+      assert.deepEqual(
+        Buffer.from(s.crypto_aead_xchacha20poly1305_ietf_decrypt(null, ours, ad, nonce, k)),
+        plain,
+      );
+      assert.deepEqual(Buffer.from(xchacha20poly1305(k, nonce, ad).decrypt(theirs)), plain);
+      const changed = Buffer.from(theirs);
+      changed[0]! ^= 1;
+      assert.throws(() => xchacha20poly1305(k, nonce, ad).decrypt(changed));
+    }
   });
 });
