@@ -130,6 +130,38 @@ const vendored: Plugin = {
   },
 };
 
+/**
+ * libsodium's WebAssembly as a file beside its bundle (dist/vendor/sodium.wasm), taken from the
+ * base64 text its module carries, and its module given it (build/sodium-wasm.cjs): see there.
+ */
+const sodiumWasm: Plugin = {
+  name: 'sodium-wasm',
+  setup(b) {
+    b.onResolve({ filter: /^libsodium$/ }, (args) =>
+      (args.pluginData as { real?: boolean } | undefined)?.real === true
+        ? undefined
+        : { path: path.join(here, 'build', 'sodium-wasm.cjs') },
+    );
+    b.onResolve({ filter: /^libsodium-embedded$/ }, async (args) => {
+      const found = await b.resolve('libsodium', {
+        kind: 'import-statement',
+        resolveDir: args.resolveDir,
+        pluginData: { real: true },
+      });
+      const source = fs.readFileSync(found.path, 'utf8');
+      const texts = [...source.matchAll(/"(AGFzbQ[A-Za-z0-9+/]+=*)"/g)];
+      const wasm = texts.length === 1 ? Buffer.from(texts[0]![1]!, 'base64') : Buffer.alloc(0);
+      if (!wasm.subarray(0, 4).equals(Buffer.from('\0asm', 'latin1')))
+        throw new Error(
+          `${found.path} no longer carries one base64 WebAssembly module; see build/sodium-wasm.cjs`,
+        );
+      fs.mkdirSync(path.join(next, 'vendor'), { recursive: true });
+      fs.writeFileSync(path.join(next, 'vendor', 'sodium.wasm'), wasm);
+      return { path: found.path };
+    });
+  },
+};
+
 /** One library as a CommonJS bundle for Node 20 and later. */
 async function buildVendor(spec: string, file: string): Promise<void> {
   const name = JSON.stringify(spec);
@@ -143,7 +175,7 @@ async function buildVendor(spec: string, file: string): Promise<void> {
     format: 'cjs',
     platform: 'node',
     target: 'node20',
-    plugins: [noDefaultFetch],
+    plugins: spec === 'libsodium-wrappers' ? [noDefaultFetch, sodiumWasm] : [noDefaultFetch],
     logLevel: 'error',
   });
 }
