@@ -61,8 +61,11 @@ export interface Client {
   env(rtt: number, extra?: Record<string, string>): Record<string, string>;
   git(rtt: number, cwd: string, args: string[], extra?: Record<string, string>): Promise<Timed>;
   knotless(rtt: number, args: string[], extra?: Record<string, string>): Promise<Timed>;
-  /** A fresh cache directory that knows identities already (so "cold" means packs, not DNS). */
-  coldCache(): string;
+  /**
+   * A fresh cache directory that knows identities already (so "cold" means packs, not DNS); with
+   * `compiled`, Node's compile cache too (the code a machine that ran knotless before has compiled).
+   */
+  coldCache(opts?: { compiled?: boolean }): string;
   home: string;
 }
 
@@ -105,10 +108,13 @@ export async function makeClient(rig: Rig, plain: boolean): Promise<Client> {
         env: client.env(rtt, extra),
         home,
       }),
-    coldCache() {
+    coldCache(opts = {}) {
       const dir = path.join(home, `cold-cache-${++caches}`);
       fs.mkdirSync(dir, { recursive: true });
       fs.copyFileSync(path.join(cacheDir, 'identity.json'), path.join(dir, 'identity.json'));
+      const v8 = path.join(cacheDir, 'v8');
+      if (opts.compiled === true && fs.existsSync(v8))
+        fs.cpSync(v8, path.join(dir, 'v8'), { recursive: true });
       return dir;
     },
   };

@@ -83,7 +83,7 @@ async function commit(client: Client, rtt: number, dir: string, note: string): P
  * Measures `fn`: its time, and what reached `front` until any background work it started has ended
  * (the time does not include that wait; git's own peer starts none).
  */
-async function measure(
+export async function measure(
   client: Client,
   samples: Sample[],
   op: string,

@@ -5,7 +5,7 @@
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { makeClient } from './client.ts';
-import type { Sample } from './ops.ts';
+import { measure, type Sample } from './ops.ts';
 import { privateRatios, privateRound } from './private.ts';
 import { summarise } from './report.ts';
 import { startRig } from './setup.ts';
@@ -14,10 +14,13 @@ const { values } = parseArgs({
   options: {
     rtt: { type: 'string', default: '0,50' },
     rounds: { type: 'string', default: '8' },
+    // The sizes of the large pushes, MiB.
+    mib: { type: 'string', default: '8' },
   },
 });
 const rtts = values.rtt.split(',').map(Number);
 const rounds = Number(values.rounds);
+const largeMib = values.mib.split(',').map(Number);
 
 const rig = await startRig(rtts, false);
 const load = [os.loadavg()];
@@ -27,23 +30,13 @@ try {
   for (let round = 0; round < rounds; round++) {
     for (const rtt of rtts) {
       process.stderr.write(`rtt ${rtt} ms, round ${round + 1}/${rounds}\n`);
-      await privateRound(client, rtt, round, async (op, fn) => {
-        rig.pdsFront.reset();
-        const t = await fn();
-        const requests = rig.pdsFront.requests.length;
-        samples.push({
-          op,
-          rtt,
-          ms: t.ms,
-          cpuMs: t.cpuMs ?? NaN,
-          peakMib: t.peakMib ?? NaN,
-          requests,
-          connections: rig.pdsFront.connections,
-          writes: 0,
-          points: 0,
-          uploads: 0,
-        });
-      });
+      await privateRound(
+        client,
+        rtt,
+        round,
+        (op, fn) => measure(client, samples, op, rtt, rig.pdsFront, fn),
+        largeMib,
+      );
     }
     load.push(os.loadavg());
   }

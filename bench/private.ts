@@ -3,12 +3,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Client } from './client.ts';
 
-/** MiB of random data one push of the large pair carries: its pack goes to blobs, encrypted or not. */
-const LARGE_MIB = 8;
+/** MiB of random data each large push carries: its pack goes to blobs, encrypted or not. */
+const LARGE_MIB = [8];
 
 /**
  * The same operations on a plain and a private repository, one after the other: a small push, a
- * push of LARGE_MIB of fresh data (memory and encryption throughput), and a cold clone. Rows
+ * push of each of `largeMib` MiB of fresh data, one after the other (memory and encryption
+ * throughput; several sizes show whether memory grows with the pack), and a clone with no pack
+ * cached. Rows
  * `<op>-plain` and `<op>-private`; the report's ratio line divides them.
  */
 export async function privateRound(
@@ -16,6 +18,7 @@ export async function privateRound(
   rtt: number,
   round: number,
   measure: (op: string, fn: () => ReturnType<Client['git']>) => Promise<void>,
+  largeMib: number[] = LARGE_MIB,
 ): Promise<void> {
   for (const kind of ['plain', 'private'] as const) {
     const name = `${kind}-r${rtt}-${round}`;
@@ -34,11 +37,13 @@ export async function privateRound(
     await client.git(rtt, work, ['push', '-q', 'origin', 'main']);
     await change('a.txt', 'second\n');
     await measure(`push-${kind}`, () => client.git(rtt, work, ['push', '-q', 'origin', 'main']));
-    await change('large.bin', crypto.randomBytes(LARGE_MIB * 1024 * 1024));
-    await measure(`push-${LARGE_MIB}mib-${kind}`, () =>
-      client.git(rtt, work, ['push', '-q', 'origin', 'main']),
-    );
-    const cache = client.coldCache();
+    for (const mib of largeMib) {
+      await change(`large-${mib}.bin`, crypto.randomBytes(mib * 1024 * 1024));
+      await measure(`push-${mib}mib-${kind}`, () => client.git(rtt, work, ['push', '-q', 'origin', 'main']));
+    }
+    // Cold in packs, not in compiled code: both clones start as on a machine that ran knotless
+    // before (a first private clone also compiles libsodium, some 10 ms more: docs/performance.md).
+    const cache = client.coldCache({ compiled: true });
     await measure(`clone-${kind}`, () =>
       client.git(rtt, client.home, ['clone', '-q', url, path.join(client.home, `clone-${name}`)], {
         KNOTLESS_CACHE_DIR: cache,
