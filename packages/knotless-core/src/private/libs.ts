@@ -6,7 +6,7 @@
  * - libsodium (`libsodium-wrappers`): packs, encrypted with its streaming AEAD
  *   (`crypto_secretstream_xchacha20poly1305`). Measured against age's own stream (pure JavaScript)
  *   on this machine: about three times faster, which keeps a large push or a clone near a plain
- *   one's time. Its WebAssembly costs some 15 ms of CPU to load, so only a push that stores a pack
+ *   one's time. Its WebAssembly costs some 10 ms of CPU to load, so only a push that stores a pack
  *   as blobs, or a fetch or clone that downloads one, loads it.
  * - `@noble/ciphers` (audited; the ciphers age-encryption itself is built on): ref records, with
  *   its XChaCha20-Poly1305, the very AEAD libsodium calls `crypto_aead_xchacha20poly1305_ietf`
