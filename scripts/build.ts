@@ -233,7 +233,12 @@ async function buildExecutable(name: string): Promise<void> {
     conditions: ['development'],
     // The CLI imports no other workspace package but knotless-core: `knotless dev` runs the dev
     // network's own program (knotless-devnet), so nothing of the PDS or the appview is bundled here.
-    define: { 'import.meta.url': '__knotlessUrl', __KNOTLESS_BUILD__: JSON.stringify(BUILD_ID) },
+    define: {
+      'import.meta.url': '__knotlessUrl',
+      // The stub runs the executable (bin/git-remote-knotless.cjs calls its `run`), never itself.
+      'import.meta.main': 'false',
+      __KNOTLESS_BUILD__: JSON.stringify(BUILD_ID),
+    },
     banner: { js: "const __knotlessUrl = require('node:url').pathToFileURL(__filename).href;" },
     logLevel: 'warning',
   });
@@ -293,6 +298,7 @@ await Promise.all([
   ...Object.entries(VENDOR_PARTS).map(([source, file]) => buildVendorPart(source, file)),
   buildExecutable('knotless'),
   buildExecutable('git-remote-knotless'),
+  buildExecutable('git-remote-knotless-thin'),
   buildServe(),
 ]);
 

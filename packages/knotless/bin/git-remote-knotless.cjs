@@ -18,8 +18,12 @@ const ours = (dir) => {
 };
 if ((env.HOME || env.KNOTLESS_CACHE_DIR) && ours(cache))
   require('node:module').enableCompileCache?.(`${cache}/v8`);
+// The thin helper comes first: with the warm agent running, it forwards git's protocol to it and
+// the whole helper (the second bundle) is never loaded (src/bin/git-remote-knotless-thin.ts).
+const thin = `${__dirname}/../dist/git-remote-knotless-thin-main.cjs`;
 const bundle = `${__dirname}/../dist/git-remote-knotless-main.cjs`;
 try {
+  require.resolve(thin);
   require.resolve(bundle);
 } catch {
   require('node:fs').writeSync(
@@ -28,4 +32,4 @@ try {
   );
   process.exit(70);
 }
-require(bundle);
+require(thin).thin((replay) => require(bundle).run(replay));

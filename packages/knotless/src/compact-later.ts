@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { callerEnv } from 'knotless-core/caller/scope';
 import type { Config } from 'knotless-core/config/env';
 import { claimMarker, compactionMarker } from 'knotless-core/ops/compact-marker';
 import { BIN_SCRIPTS } from './bin/paths.ts';
@@ -20,6 +21,8 @@ export async function compactLater(config: Config, did: string, repo: string, re
     const child = spawn(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], {
       detached: true,
       stdio: 'ignore',
+      // Inside the warm agent, the environment of the helper it works for (caller/scope.ts).
+      env: callerEnv(),
     });
     child.unref();
     if (child.pid === undefined) fs.rmSync(marker, { force: true });

@@ -26,11 +26,23 @@ export class Context {
   readonly agentRefusal: string | undefined;
   #mayStartAgent: boolean;
 
-  constructor(config: Config = readConfig(), opts: { agent?: boolean } = {}) {
+  /**
+   * `hosted`: this context serves a helper run inside the warm agent (agent/helper-host.ts), whose
+   * connection pool is the agent's own and stays open when the context closes.
+   */
+  constructor(config: Config = readConfig(), opts: { agent?: boolean; hosted?: boolean } = {}) {
     // Before anything in them is read: folders others can write are not trusted (config/folders.ts).
     checkFolders(config);
     this.config = config;
-    const direct = transportFor(config);
+    const shared = transportFor(config);
+    const direct: Transport =
+      opts.hosted === true
+        ? {
+            request: (url, init) => shared.request(url, init),
+            preconnect: (url) => shared.preconnect?.(url),
+            close: () => {},
+          }
+        : shared;
     const found = opts.agent === false || !config.agent ? undefined : findAgent(config);
     this.agent =
       found?.socket === undefined ? undefined : new AgentClient(found.socket, config.httpTimeoutMs);
@@ -76,16 +88,24 @@ export class Context {
     return new XrpcClient(this.config.service ?? service, {
       ...this.#clientOptions(authorizer),
       relocate: (did, from) =>
-        relocateAccount(this.resolver, (s) => new XrpcClient(s, this.#clientOptions()), did, from, onMoved),
+        relocateAccount(
+          this.resolver,
+          // Ungated: what it finds of the account is said over what became of the handle.
+          (s) => new XrpcClient(s, this.#clientOptions(undefined, false)),
+          did,
+          from,
+          onMoved,
+        ),
     });
   }
 
-  #clientOptions(authorizer?: Authorizer): ConstructorParameters<typeof XrpcClient>[1] {
+  #clientOptions(authorizer?: Authorizer, gated = true): ConstructorParameters<typeof XrpcClient>[1] {
     return {
       transport: this.transport,
       trace: this.config.trace,
       retry: this.config.retry,
       onRetry: (notice) => this.retryNotice?.(notice),
+      ...(gated ? { gate: () => this.resolver.settle() } : {}),
       ...(authorizer === undefined ? {} : { authorizer }),
     };
   }

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { Writable } from 'node:stream';
+import { currentCaller } from '../caller/scope.ts';
 import { NESTED_MARKER } from '../config/env.ts';
 
 /** A git command that failed; its stderr says why. */
@@ -33,11 +34,16 @@ export interface RunGitOptions {
   signal?: AbortSignal;
 }
 
-/** Runs git with the caller's environment (GIT_DIR included) and returns its stdout and exit code. */
+/**
+ * Runs git with the caller's environment (GIT_DIR included) and returns its stdout and exit code. Work
+ * done for another process (caller/scope.ts) runs git in that process's directory and environment, and
+ * its stderr passes through to that process's.
+ */
 export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdout: Buffer; code: number }> {
   return new Promise((resolve, reject) => {
+    const caller = currentCaller();
     const env = {
-      ...process.env,
+      ...(caller?.env ?? process.env),
       [NESTED_MARKER]: '1',
       GIT_NO_LAZY_FETCH: '1',
       ...(opts.gitDir === undefined ? {} : { GIT_DIR: opts.gitDir }),
@@ -45,13 +51,16 @@ export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdo
     };
     const child = spawn('git', args, {
       env,
-      stdio: ['pipe', opts.stdoutFd ?? 'pipe', opts.passStderr ? 'inherit' : 'pipe'],
+      stdio: ['pipe', opts.stdoutFd ?? 'pipe', opts.passStderr && caller === undefined ? 'inherit' : 'pipe'],
+      ...(caller === undefined ? {} : { cwd: caller.cwd }),
       ...(opts.signal === undefined ? {} : { signal: opts.signal, killSignal: 'SIGKILL' as const }),
     });
     const out: Buffer[] = [];
     let err = '';
     child.stdout?.on('data', (d: Buffer) => out.push(d));
-    child.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d));
+    if (opts.passStderr && caller !== undefined)
+      child.stderr?.setEncoding('utf8').on('data', (d: string) => caller.stderr(d));
+    else child.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d));
     child.on('error', reject);
     child.on('close', (code) => {
       if (code === 0 || (code !== null && opts.okCodes?.includes(code)))

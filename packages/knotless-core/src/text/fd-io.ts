@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { currentCaller } from '../caller/scope.ts';
 
 /**
  * Plain writes and reads on the descriptors a process inherits (0, 1, 2), leaving them as they were.
@@ -40,10 +41,13 @@ export function writeAllSync(fd: number, data: string | Uint8Array): void {
 }
 
 /**
- * Writes to our stderr. A stderr nobody reads any more (EPIPE) cannot be told anything, so that
- * one failure is let go; any other is thrown.
+ * Writes to our stderr, or to the caller's when the work is done for another process (the warm agent
+ * running a helper's commands, see caller/scope.ts). A stderr nobody reads any more (EPIPE) cannot be
+ * told anything, so that one failure is let go; any other is thrown.
  */
 export function writeStderr(text: string): void {
+  const caller = currentCaller();
+  if (caller !== undefined) return caller.stderr(text);
   try {
     writeAllSync(2, text);
   } catch (err) {

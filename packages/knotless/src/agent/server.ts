@@ -10,6 +10,7 @@ import type { BodySource } from 'knotless-core/xrpc/request-body';
 import { BodyTooLarge, type ResponseHeaders } from 'knotless-core/xrpc/http-pool';
 import { safeText } from 'knotless-core/text/terminal';
 import { GroupCommit } from './group-commit.ts';
+import { hostHelper } from './helper-host.ts';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
@@ -336,6 +337,10 @@ export async function startAgent(
       else res.writeHead(out.status, answerHeaders(out.headers)).end(out.body);
       return;
     }
+    if (url.pathname === '/helper' && req.method === 'POST') {
+      await hostHelper(req, res, log);
+      return;
+    }
     if (url.pathname === '/view') {
       const owner: Identity = {
         did: url.searchParams.get('did')!,
@@ -405,6 +410,9 @@ export async function startAgent(
     });
   });
   server.keepAliveTimeout = 60_000;
+  // A thin helper's session (helper-host.ts) is one request whose body is git's commands: it lasts
+  // as long as git's command, past Node's default of five minutes for receiving a request.
+  server.requestTimeout = 0;
   // Another agent already answers at this socket: it serves, this one is not needed.
   if (!(await lifecycle.bind(server))) return undefined;
   return { socket, warm: load, stop: (why) => lifecycle.stop(why) };

@@ -8,7 +8,7 @@ import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { internalErrorLines, printErr, safeText } from 'knotless-core/text/terminal';
 import { closeTransport } from 'knotless-core/xrpc/transport';
 import { formatList, nestedRefs } from './list.ts';
-import { CommandReader, answer } from './protocol.ts';
+import { gitIo, type HelperIo } from './protocol.ts';
 import { HelperState } from './state.ts';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { parseKnotlessUrl } from './url.ts';
@@ -92,15 +92,17 @@ function shown(refs: Map<string, RemoteRef>): Map<string, RemoteRef> {
 }
 
 /**
- * The remote helper: speaks git's remote-helper protocol on stdin/stdout (gitremote-helpers(7)).
+ * The remote helper: speaks git's remote-helper protocol on stdin/stdout (gitremote-helpers(7)), or
+ * through `io` (the warm agent running a thin helper's commands, agent/helper-host.ts).
  * Returns the exit status; failures are one sentence on stderr.
  */
-export async function helperMain(argv: string[]): Promise<number> {
+export async function helperMain(argv: string[], io: HelperIo = gitIo()): Promise<number> {
   let ctx: Context | undefined;
+  const { answer } = io;
   try {
     // git commands this helper (or knotless) runs never start it again: one that did would be a
     // lazy fetch of a partial clone, which recurses without bound (see NESTED_MARKER).
-    const config = readConfig();
+    const config = readConfig(io.env);
     if (config.nested)
       throw new KnotlessError(
         'usage',
@@ -112,13 +114,13 @@ export async function helperMain(argv: string[]): Promise<number> {
         'usage',
         'git-remote-knotless is run by git: use a knotless:// URL as a remote.',
       );
-    const state = new HelperState((ctx = new Context(config)), parseKnotlessUrl(url));
+    const state = new HelperState((ctx = new Context(config, { hosted: io.hosted })), parseKnotlessUrl(url));
     // The process's peak memory, for checking that packs stream (performance.md) without a profiler.
-    if (config.trace)
+    if (config.trace && !io.hosted)
       process.once('exit', () =>
         printErr(`knotless: memory peak ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`),
       );
-    const reader = new CommandReader();
+    const { reader } = io;
     for (;;) {
       const line = await reader.next();
       if (line === undefined || line === '') return 0;
@@ -183,6 +185,6 @@ export async function helperMain(argv: string[]): Promise<number> {
     return EXIT_INTERNAL;
   } finally {
     ctx?.close();
-    closeTransport();
+    if (!io.hosted) closeTransport();
   }
 }

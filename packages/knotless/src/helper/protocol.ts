@@ -1,7 +1,11 @@
 import { readSome, writeAllSync } from 'knotless-core/text/fd-io';
 
+/** Where git's bytes come from: a descriptor, or pieces handed over (undefined at the end). */
+export type CommandSource = number | (() => Promise<Uint8Array | undefined>);
+
 /**
- * Reads git's commands line by line from our stdin. stdout belongs to git: only protocol answers
+ * Reads git's commands line by line from our stdin (or, in the warm agent, from what a thin helper
+ * forwards of its stdin). stdout belongs to git: only protocol answers
  * are written there, through {@link answer}.
  *
  * No stream is opened on stdin (a socket or process.stdin would make git's pipe non-blocking, and
@@ -9,27 +13,32 @@ import { readSome, writeAllSync } from 'knotless-core/text/fd-io';
  * thread pool, split into lines by hand.
  */
 export class CommandReader {
-  readonly #fd: number;
+  readonly #pull: () => Promise<Uint8Array | undefined>;
   readonly #lines: string[] = [];
   readonly #chunk = Buffer.alloc(64 * 1024);
   readonly #decoder = new TextDecoder('utf-8');
   #buffer = '';
   #ended = false;
 
-  constructor(fd = 0) {
-    this.#fd = fd;
+  constructor(source: CommandSource = 0) {
+    this.#pull = typeof source === 'number' ? () => this.#read(source) : source;
+  }
+
+  async #read(fd: number): Promise<Uint8Array | undefined> {
+    const n = await readSome(fd, this.#chunk);
+    return n === 0 ? undefined : this.#chunk.subarray(0, n);
   }
 
   /** The next line, or undefined when git closed our stdin. */
   async next(): Promise<string | undefined> {
     while (this.#lines.length === 0 && !this.#ended) {
-      const n = await readSome(this.#fd, this.#chunk);
-      if (n === 0) {
+      const piece = await this.#pull();
+      if (piece === undefined) {
         this.#ended = true;
         this.#buffer += this.#decoder.decode();
         break;
       }
-      this.#buffer += this.#decoder.decode(this.#chunk.subarray(0, n), { stream: true });
+      this.#buffer += this.#decoder.decode(piece, { stream: true });
       const parts = this.#buffer.split('\n');
       this.#buffer = parts.pop()!;
       this.#lines.push(...parts);
@@ -60,4 +69,18 @@ export class CommandReader {
  */
 export function answer(lines: string[]): void {
   writeAllSync(1, lines.map((l) => l + '\n').join(''));
+}
+
+/** How one run of the helper meets git: its commands, where its answers go, its environment. */
+export interface HelperIo {
+  reader: Pick<CommandReader, 'next' | 'batch'>;
+  answer: (lines: string[]) => void;
+  env: NodeJS.ProcessEnv;
+  /** True inside the warm agent: the process, its connections and its exit belong to the agent. */
+  hosted: boolean;
+}
+
+/** A helper process of its own: git's commands on fd 0, answers on fd 1. */
+export function gitIo(): HelperIo {
+  return { reader: new CommandReader(), answer, env: process.env, hosted: false };
 }

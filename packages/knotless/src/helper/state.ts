@@ -57,6 +57,8 @@ export class HelperState {
       // The agent keeps views of public repositories only (agent/server.ts): settled with no request,
       // unless the view is empty (then the repository record says) or this machine knows it private.
       await remote.prepare(fromAgent.length > 0 ? 'plain' : 'none');
+      // The owner's handle, when it came from the cache, is verified afresh before git sees anything.
+      await this.ctx.resolver.settle();
       return this.#keep(fromAgent);
     }
     const refs = await remote.listRefs();

@@ -1,0 +1,35 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+/**
+ * The process a piece of work is done for, when that is not this one: the warm agent runs a thin
+ * helper's commands (git's remote-helper protocol) in its own process, and everything those commands
+ * do must look as if the helper had done it itself. Its git commands run in the helper's directory
+ * with the environment git gave the helper (GIT_DIR, GIT_* and the rest), and what it prints goes to
+ * the helper's stderr. Outside such work (every process but the agent) there is no caller, and
+ * processes use their own environment, directory and fd 2.
+ */
+export interface Caller {
+  /** The caller's environment, as git gave it to the helper. */
+  readonly env: NodeJS.ProcessEnv;
+  /** The caller's working directory. */
+  readonly cwd: string;
+  /** Writes to the caller's stderr. */
+  stderr(text: string): void;
+}
+
+const scope = new AsyncLocalStorage<Caller>();
+
+/** Runs `work` (and everything asynchronous it starts) for `caller`. */
+export function forCaller<T>(caller: Caller, work: () => T): T {
+  return scope.run(caller, work);
+}
+
+/** The caller of the work now running, or undefined in a process working for itself. */
+export function currentCaller(): Caller | undefined {
+  return scope.getStore();
+}
+
+/** The environment of the work now running: its caller's, else this process's. */
+export function callerEnv(): NodeJS.ProcessEnv {
+  return scope.getStore()?.env ?? process.env;
+}

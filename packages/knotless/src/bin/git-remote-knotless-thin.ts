@@ -1,0 +1,166 @@
+import './helper-prelude.ts';
+import http from 'node:http';
+import { findAgent } from '../agent/autostart.ts';
+import { readConfig } from 'knotless-core/config/env';
+import { checkFolders } from 'knotless-core/config/folders';
+import { readSome, writeAllSync, writeStderr } from 'knotless-core/text/fd-io';
+import type { Replay } from '../helper/replay.ts';
+import type { HelperRecord, StdinPiece } from '../agent/helper-host.ts';
+
+/**
+ * The thin helper: what git starts when it runs `git-remote-knotless`. When this build's warm agent
+ * runs, it forwards git's remote-helper protocol to it (agent/helper-host.ts), where the helper's code
+ * runs warm, and loads nothing else: no bundle of the helper, no atproto library. Otherwise, or when
+ * the agent refuses before git's first command was read, `direct` runs the whole helper here as
+ * before. This file is its own small bundle (scripts/build.ts), which the committed stub loads first.
+ *
+ * git's descriptors are never turned into streams (see text/fd-io.ts): stdin is read with plain reads
+ * on the thread pool, stdout and stderr written with plain blocking writes, in the order the agent
+ * sent them. Only the connection to the agent, which is ours, is a socket.
+ */
+export function thin(direct: (replay?: Replay) => void): void {
+  const socket = agentSocket();
+  if (socket === undefined) return direct();
+  const req = http.request({
+    socketPath: socket,
+    method: 'POST',
+    path: '/helper',
+    headers: { host: 'agent', 'content-type': 'application/x-knotless-helper' },
+  });
+  let session: Session | undefined;
+  let fellBack = false;
+  // Before the agent took the session nothing of git's was read: the helper runs here from the start
+  // (a socket left by a killed agent, one stopping, one that does not host helpers). Once.
+  const fallBack = (): void => {
+    if (session !== undefined || fellBack) return;
+    fellBack = true;
+    req.destroy();
+    direct();
+  };
+  req.on('error', () => (session === undefined ? fallBack() : session.gone()));
+  req.on('response', (res) => {
+    if (res.statusCode !== 200) {
+      res.resume();
+      return fallBack();
+    }
+    if (!fellBack) session = new Session(req, res, direct);
+  });
+  const uid = process.getuid?.();
+  req.write(
+    `${JSON.stringify({ argv: process.argv.slice(2), cwd: process.cwd(), env: process.env, uid })}\n`,
+  );
+}
+
+/** This build's agent's socket, when one is there to use, else undefined (the helper runs directly). */
+function agentSocket(): string | undefined {
+  let config;
+  try {
+    config = readConfig();
+    if (!config.agent || config.nested) return undefined;
+    // Before anything in the cache folder is used (the socket is in it): as the whole helper does.
+    checkFolders(config);
+  } catch (err) {
+    // The whole helper meets the same fault and says it in its own sentence.
+    if (err instanceof Error) return undefined;
+    throw err;
+  }
+  return findAgent(config).socket;
+}
+
+/** One session with the agent: git's stdin goes to it as it asks, its records come back to git's fds. */
+class Session {
+  readonly #req: http.ClientRequest;
+  readonly #direct: (replay?: Replay) => void;
+  /** Every piece read from git's stdin so far, in order; undefined for its end. */
+  readonly #received: Array<Uint8Array | undefined> = [];
+  /** The read on git's stdin in progress: one at a time, and only when the helper's code asks. */
+  #reading: Promise<void> | undefined;
+  #sent = 0;
+  readonly #decoder = new TextDecoder('utf-8');
+  /** git's stdin as forwarded so far, to tell whether a push was handed to the agent. */
+  #forwarded = '';
+  /** The helper's answers git has, and whether one of them was a push's. */
+  #answered = 0;
+  #pushAnswered = false;
+  #exit: number | undefined;
+  #over = false;
+
+  constructor(req: http.ClientRequest, res: http.IncomingMessage, direct: (replay?: Replay) => void) {
+    this.#req = req;
+    this.#direct = direct;
+    let partial = '';
+    res.setEncoding('utf8');
+    res.on('data', (text: string) => {
+      const lines = (partial + text).split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) this.#record(JSON.parse(line) as HelperRecord);
+    });
+    res.on('end', () => this.#end());
+    res.on('close', () => this.#end());
+    res.on('error', () => this.gone());
+  }
+
+  #record(r: HelperRecord): void {
+    if ('o' in r) {
+      writeAllSync(1, r.o);
+      this.#answered++;
+      // git waits for each answer before its next command: an answer after a push was sent is its.
+      if (PUSH.test(this.#forwarded)) this.#pushAnswered = true;
+    } else if ('e' in r) writeStderr(r.e);
+    else if ('read' in r) void this.#read().then(() => this.#forward());
+    else this.#exit = r.exit;
+  }
+
+  #end(): void {
+    if (this.#over) return;
+    if (this.#exit === undefined) return this.gone();
+    this.#over = true;
+    process.exit(this.#exit);
+  }
+
+  /** Reads one more piece of git's stdin (or waits for the read in progress). */
+  #read(): Promise<void> {
+    this.#reading ??= (async () => {
+      const buf = Buffer.alloc(64 * 1024);
+      const n = await readSome(0, buf);
+      this.#received.push(n === 0 ? undefined : buf.subarray(0, n));
+      this.#reading = undefined;
+    })();
+    return this.#reading;
+  }
+
+  /** Sends the agent what it has not had yet of git's stdin. */
+  #forward(): void {
+    for (; !this.#over && this.#sent < this.#received.length; this.#sent++) {
+      const piece = this.#received[this.#sent];
+      if (piece === undefined) {
+        this.#req.end();
+        continue;
+      }
+      const text = this.#decoder.decode(piece, { stream: true });
+      this.#forwarded += text;
+      this.#req.write(`${JSON.stringify({ i: text } satisfies StdinPiece)}\n`);
+    }
+  }
+
+  /**
+   * The agent went away mid-session (killed, crashed). Once git has the push's answer, nothing is left
+   * to do but exit, as the helper would. Otherwise the helper goes on here, running git's commands again
+   * from the start without answering again what git has (helper/replay.ts): a push the agent had not
+   * written is written now, one it had is found landed.
+   */
+  gone(): void {
+    if (this.#over) return;
+    this.#over = true;
+    if (this.#pushAnswered) process.exit(0);
+    let next = 0;
+    const source = async (): Promise<Uint8Array | undefined> => {
+      while (next >= this.#received.length) await this.#read();
+      return this.#received[next++];
+    };
+    this.#direct({ source, answered: this.#answered });
+  }
+}
+
+/** A push command among git's lines. */
+const PUSH = /(^|\n)push /;

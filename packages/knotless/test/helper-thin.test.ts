@@ -1,0 +1,243 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { spawnAgent } from './helpers/agent.ts';
+import { commitFiles, useGitUser, type GitUser } from './helpers/git.ts';
+import { useParity } from './helpers/parity.ts';
+
+// With the warm agent running, git's helper process is thin: it forwards git's protocol to the agent,
+// which runs the helper's code; without one, the whole helper runs in the process. Either way git sees
+// the same answers, the same sentences on stderr and the same exit status.
+const { t, plain, warm, other, ready, stopAgent } = useParity();
+// A machine whose agent dies at a crash point (KNOTLESS_CRASH_AT) in the middle of a session.
+let crashSocket = '';
+const crashy = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_AGENT_SOCKET: crashSocket,
+  KNOTLESS_COMPACT: '0',
+}));
+let probeDir = '';
+let probe = '';
+
+before(async () => {
+  await t.ready;
+  // Loaded into every helper process: on exit it writes the modules that process loaded.
+  probeDir = t.tmpdir();
+  probe = path.join(probeDir, 'probe.cjs');
+  fs.writeFileSync(
+    probe,
+    `if (/git-remote-knotless/.test(process.argv[1] || '')) process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(probeDir)} + '/loaded-' + process.pid + '.json', JSON.stringify(Object.keys(require.cache))));\n`,
+  );
+});
+
+/** The modules each helper process `run` started loaded (one list per process), then forgets them. */
+async function loadedBy(run: () => Promise<unknown>): Promise<string[][]> {
+  await run();
+  const files = fs.readdirSync(probeDir).filter((f) => f.startsWith('loaded-'));
+  const lists = files.map((f) => JSON.parse(fs.readFileSync(path.join(probeDir, f), 'utf8')) as string[]);
+  for (const f of files) fs.rmSync(path.join(probeDir, f));
+  return lists;
+}
+
+/** Runs `run` with `more` added to `user`'s environment. */
+async function withEnv<T>(user: GitUser, more: Record<string, string>, run: () => Promise<T>): Promise<T> {
+  const was = user.env;
+  user.env = { ...was, ...more };
+  try {
+    return await run();
+  } finally {
+    user.env = was;
+  }
+}
+
+let n = 0;
+/**
+ * Runs `steps` (git command lines, `URL` for the remote; OTHER first: on the other machine) as `user`
+ * in a new repository with one commit pushed to a new remote, and gives the transcript: each
+ * command's exit status, stdout and stderr, with the remote's name and the directory made neutral.
+ */
+async function transcript(
+  user: GitUser,
+  steps: string[][],
+  env: Record<string, string> = {},
+  first: () => Promise<void> = async () => {},
+): Promise<string> {
+  await ready(user);
+  const name = `thin-${++n}`;
+  const made = await user.knotless('repo', 'create', name);
+  assert.equal(made.code, 0, made.stderr);
+  const url = `knotless://alice.test/${name}`;
+  const dir = user.dir();
+  await user.ok(dir, 'init', '-q');
+  await user.ok(dir, 'remote', 'add', 'origin', url);
+  await commitFiles(user, dir, { a: '1\n' }, 'one');
+  await first();
+  let out = '';
+  for (const step of steps) {
+    const who = step[0] === 'OTHER' ? other : user;
+    const args = (step[0] === 'OTHER' ? step.slice(1) : step).map((a) => (a === 'URL' ? url : a));
+    const res = await withEnv(who, who === user ? env : {}, () => who.git(dir, ...args));
+    const neutral = (s: string) => s.replaceAll(url, 'URL').replaceAll(name, 'NAME').replaceAll(dir, 'DIR');
+    out += `$ ${step.join(' ')} -> ${res.code}\n${neutral(res.stdout)}--\n${neutral(res.stderr)}`;
+  }
+  return out;
+}
+
+/** The same steps directly and through the agent: the transcripts must be equal. */
+async function same(steps: string[][]): Promise<string> {
+  const direct = await transcript(plain, steps);
+  const thin = await transcript(warm, steps);
+  assert.equal(thin, direct);
+  return thin;
+}
+
+describe('the thin helper', () => {
+  // Before the network and its proxy close (the agent holds connections to them).
+  after(() => stopAgent());
+
+  it('loads neither the helper bundle nor an atproto library when the agent runs, and the whole helper without it', async () => {
+    const options = { NODE_OPTIONS: `--require ${probe}` };
+    const thin = await loadedBy(() => transcript(warm, [['push', 'origin', 'main']], options));
+    assert.ok(thin.length > 0, 'no helper process ran');
+    for (const modules of thin) {
+      assert.ok(
+        modules.some((m) => m.endsWith('git-remote-knotless-thin-main.cjs')),
+        modules.join('\n'),
+      );
+      assert.deepEqual(
+        modules.filter((m) => /git-remote-knotless-main\.cjs$|@atproto|vendor/.test(m)),
+        [],
+      );
+    }
+    const direct = await loadedBy(() => transcript(plain, [['push', 'origin', 'main']], options));
+    assert.ok(direct.length > 0, 'no helper process ran');
+    for (const modules of direct)
+      assert.ok(
+        modules.some((m) => m.endsWith('git-remote-knotless-main.cjs')),
+        modules.join('\n'),
+      );
+  });
+
+  it('says what the direct helper says: a push, a change, a fetch and a clone', async () => {
+    const out = await same([
+      ['push', 'origin', 'main'],
+      ['commit', '-q', '--allow-empty', '-m', 'two'],
+      ['push', '-v', 'origin', 'main'],
+      ['fetch', 'origin'],
+      ['clone', '-q', 'URL', 'copy'],
+    ]);
+    assert.match(out, /\$ push origin main -> 0/);
+  });
+
+  it('says what the direct helper says when a push is rejected, by git or by the helper', async () => {
+    const out = await same([
+      ['commit', '-q', '--allow-empty', '-m', 'two'],
+      ['push', 'origin', 'main'],
+      ['reset', '-q', '--hard', 'HEAD~1'],
+      ['commit', '-q', '--allow-empty', '-m', 'three'],
+      ['push', 'origin', 'main'],
+      ['push', '--force-with-lease=main:HEAD', 'origin', 'main'],
+      ['push', 'origin', 'HEAD:refs/heads/main/inside'],
+    ]);
+    assert.match(out, /\(fetch first\)|\(non-fast-forward\)/);
+    assert.match(out, /\(stale info\)/);
+    assert.match(out, /main\/inside -> 1/);
+  });
+
+  it('says what the direct helper says to options it refuses, with the same exit status', async () => {
+    const out = await same([
+      ['push', '--signed', 'origin', 'main'],
+      ['push', '--push-option=x', 'origin', 'main'],
+      ['push', '--signed=if-asked', 'origin', 'main'],
+      ['fetch', '--depth', '1', 'origin'],
+      ['fetch', '--filter=blob:none', 'origin'],
+    ]);
+    assert.match(out, /does not support signed pushes/);
+    assert.match(out, /does not support shallow clones/);
+  });
+
+  it('exits as the direct helper does when it is run wrongly', async () => {
+    const results = [];
+    for (const user of [plain, warm]) {
+      await ready(user);
+      const dir = user.dir();
+      // Through a shell alias: the helper gets the user's whole environment, as from git.
+      const noUrl = await user.git(dir, '-c', 'alias.h=!git-remote-knotless', 'h');
+      const nested = await user.git(
+        dir,
+        '-c',
+        'alias.h=!KNOTLESS_NESTED=1 git-remote-knotless origin knotless://alice.test/x',
+        'h',
+      );
+      results.push([noUrl, nested].map((r) => `${r.code}\n${r.stdout}--\n${r.stderr}`).join('\n'));
+    }
+    assert.equal(results[1], results[0]);
+    assert.match(results[0]!, /^2\n--\nknotless: git-remote-knotless is run by git/);
+  });
+
+  it('goes on directly when the agent dies in the middle of a clone or a push', async () => {
+    await ready(plain);
+    const name = `thin-crash-${++n}`;
+    assert.equal((await plain.knotless('repo', 'create', name)).code, 0);
+    const url = `knotless://alice.test/${name}`;
+    const dir = plain.dir();
+    await plain.ok(dir, 'init', '-q');
+    await plain.ok(dir, 'remote', 'add', 'origin', url);
+    const head = await commitFiles(plain, dir, { a: '1\n' }, 'one');
+    await plain.ok(dir, 'push', '-q', 'origin', 'main');
+
+    /** Runs git as `crashy` with an agent that dies at `point`; its result once the agent is dead. */
+    const dying = async (point: string, cwd: string, ...args: string[]) => {
+      crashSocket = path.join(t.tmpdir(), 'crash.sock');
+      const agent = await spawnAgent(crashSocket, { ...crashy.env, KNOTLESS_CRASH_AT: point });
+      const gone = new Promise((r) => agent.child.once('exit', r));
+      const res = await crashy.git(cwd, ...args);
+      await gone;
+      assert.equal(agent.child.signalCode, 'SIGKILL', `the agent did not die at ${point}`);
+      return res;
+    };
+    // Killed after the clone's pack is indexed, before its answer: the clone goes on here.
+    const out = crashy.dir();
+    const clone = await dying('fetch:pack-indexed', out, 'clone', '-q', url, 'c');
+    assert.equal(clone.code, 0, clone.stderr);
+    assert.equal(clone.stderr, '');
+    const work = path.join(out, 'c');
+    assert.equal((await crashy.ok(work, 'rev-parse', 'HEAD')).trim(), head);
+
+    // Killed with the pack built, nothing written: the push goes on here and lands.
+    const two = await commitFiles(crashy, work, { b: '2\n' }, 'two');
+    const push = await dying('push:pack-built', work, 'push', '-q', 'origin', 'main');
+    assert.equal(push.code, 0, push.stderr);
+    assert.equal(push.stderr, '');
+    assert.match(await plain.ok(dir, 'ls-remote', url), new RegExp(`^${two}\trefs/heads/main$`, 'm'));
+
+    // Killed just after its write landed: the push going on here finds it landed, and says so.
+    const three = await commitFiles(crashy, work, { c: '3\n' }, 'three');
+    const landed = await dying('push:after-record-write', work, 'push', '-q', 'origin', 'main');
+    assert.equal(landed.code, 0, landed.stderr);
+    assert.equal(landed.stderr, '');
+    assert.match(await plain.ok(dir, 'ls-remote', url), new RegExp(`^${three}\trefs/heads/main$`, 'm'));
+  });
+
+  it('runs the whole helper when the agent refuses the session, before reading anything of git', async () => {
+    // An agent that is going away: it takes its socket down and refuses the session it was handed.
+    crashSocket = path.join(t.tmpdir(), 'none.sock');
+    const asked: string[] = [];
+    const server = http.createServer((req, res) => {
+      asked.push(`${req.method} ${req.url}`);
+      server.close();
+      req.resume();
+      res.writeHead(503).end('stopping');
+    });
+    const direct = await transcript(plain, [['push', 'origin', 'main']]);
+    // Listening only once the repository is made (the CLI would send its requests to it too).
+    const refused = await transcript(crashy, [['push', 'origin', 'main']], {}, async () => {
+      crashSocket = path.join(t.tmpdir(), 'refusing.sock');
+      await new Promise<void>((resolve) => server.listen(crashSocket, resolve));
+    });
+    assert.deepEqual(asked, ['POST /helper']);
+    assert.equal(refused, direct);
+    assert.match(refused, /-> 0\n--\nTo URL\n \* \[new branch\]/);
+  });
+});
