@@ -12,6 +12,8 @@ export interface Timed {
   stderr: string;
   /** Peak resident memory of the largest process in its tree, MiB (GNU time's %M), when measured. */
   peakMib?: number;
+  /** CPU time (user + system) of its whole tree, ms (GNU time's %U + %S), when measured. */
+  cpuMs?: number;
 }
 
 /** Runs a command to completion; fails loudly when it fails, since a bench of failures measures nothing. */
@@ -39,7 +41,8 @@ export function run(
 /**
  * Runs a command under GNU time: the peak resident memory of the largest process in its tree (the
  * kernel carries a reaped child's peak up to its parent, so git's figure covers the helper,
- * pack-objects and index-pack). Detached processes and the agent are not in the tree.
+ * pack-objects and index-pack), and the CPU time of the whole tree (reaped children included, at
+ * GNU time's 10 ms resolution). Detached processes and the agent are not in the tree.
  */
 async function runMeasured(
   cmd: string,
@@ -47,10 +50,10 @@ async function runMeasured(
   opts: { cwd: string; env: Record<string, string>; home: string },
 ): Promise<Timed> {
   const out = path.join(opts.home, `time-${process.hrtime.bigint()}`);
-  const t = await run('/usr/bin/time', ['-f', '%M', '-o', out, cmd, ...args], opts);
-  const kib = Number(fs.readFileSync(out, 'utf8').trim().split('\n').at(-1));
+  const t = await run('/usr/bin/time', ['-f', '%M %U %S', '-o', out, cmd, ...args], opts);
+  const [kib, user, sys] = fs.readFileSync(out, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number);
   fs.rmSync(out);
-  return { ...t, peakMib: Math.round(kib / 1024) };
+  return { ...t, peakMib: Math.round(kib! / 1024), cpuMs: Math.round((user! + sys!) * 1000) };
 }
 
 /** A user of the rig: git and knotless on PATH, logged in as alice, requests through one RTT's link. */
@@ -58,8 +61,11 @@ export interface Client {
   env(rtt: number, extra?: Record<string, string>): Record<string, string>;
   git(rtt: number, cwd: string, args: string[], extra?: Record<string, string>): Promise<Timed>;
   knotless(rtt: number, args: string[], extra?: Record<string, string>): Promise<Timed>;
-  /** A fresh cache directory that knows identities already (so "cold" means packs, not DNS). */
-  coldCache(): string;
+  /**
+   * A fresh cache directory that knows identities already (so "cold" means packs, not DNS); with
+   * `compiled`, Node's compile cache too (the code a machine that ran knotless before has compiled).
+   */
+  coldCache(opts?: { compiled?: boolean }): string;
   home: string;
 }
 
@@ -102,10 +108,13 @@ export async function makeClient(rig: Rig, plain: boolean): Promise<Client> {
         env: client.env(rtt, extra),
         home,
       }),
-    coldCache() {
+    coldCache(opts = {}) {
       const dir = path.join(home, `cold-cache-${++caches}`);
       fs.mkdirSync(dir, { recursive: true });
       fs.copyFileSync(path.join(cacheDir, 'identity.json'), path.join(dir, 'identity.json'));
+      const v8 = path.join(cacheDir, 'v8');
+      if (opts.compiled === true && fs.existsSync(v8))
+        fs.cpSync(v8, path.join(dir, 'v8'), { recursive: true });
       return dir;
     },
   };

@@ -23,6 +23,8 @@ export interface Sample {
   uploads: number;
   /** Peak resident memory of the command's largest process, MiB. */
   peakMib: number;
+  /** CPU time (user + system) of the command's whole process tree, ms. */
+  cpuMs: number;
 }
 
 const WRITES = new Set([
@@ -52,7 +54,7 @@ async function backgroundDone(client: Client): Promise<void> {
 }
 
 /** What reached `front` since its reset, background work included. */
-function counted(front: Rig['pdsFront']): Omit<Sample, 'op' | 'rtt' | 'ms' | 'peakMib'> {
+function counted(front: Rig['pdsFront']): Omit<Sample, 'op' | 'rtt' | 'ms' | 'peakMib' | 'cpuMs'> {
   const reqs = front.requests;
   return {
     requests: reqs.length,
@@ -81,7 +83,7 @@ async function commit(client: Client, rtt: number, dir: string, note: string): P
  * Measures `fn`: its time, and what reached `front` until any background work it started has ended
  * (the time does not include that wait; git's own peer starts none).
  */
-async function measure(
+export async function measure(
   client: Client,
   samples: Sample[],
   op: string,
@@ -92,7 +94,7 @@ async function measure(
   front.reset();
   const t = await fn();
   await backgroundDone(client);
-  samples.push({ op, rtt, ms: t.ms, peakMib: t.peakMib ?? NaN, ...counted(front) });
+  samples.push({ op, rtt, ms: t.ms, peakMib: t.peakMib ?? NaN, cpuMs: t.cpuMs ?? NaN, ...counted(front) });
 }
 
 /**
@@ -125,6 +127,7 @@ async function measureLoop(
     rtt,
     ms: mid(runs.map((r) => r.ms)),
     peakMib: mid(runs.map((r) => r.peakMib ?? NaN)),
+    cpuMs: mid(runs.map((r) => r.cpuMs ?? NaN)),
     requests: c.requests / n,
     connections: c.connections / n,
     writes: c.writes / n,

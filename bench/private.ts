@@ -3,12 +3,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Client } from './client.ts';
 
-/** MiB of random data one push of the large pair carries: its pack goes to blobs, encrypted or not. */
-const LARGE_MIB = 8;
+/** MiB of random data each large push carries: its pack goes to blobs, encrypted or not. */
+const LARGE_MIB = [8];
 
 /**
  * The same operations on a plain and a private repository, one after the other: a small push, a
- * push of LARGE_MIB of fresh data (memory and encryption throughput), and a cold clone. Rows
+ * push of each of `largeMib` MiB of fresh data, one after the other (memory and encryption
+ * throughput; several sizes show whether memory grows with the pack), and a clone with no pack
+ * cached. Rows
  * `<op>-plain` and `<op>-private`; the report's ratio line divides them.
  */
 export async function privateRound(
@@ -16,6 +18,7 @@ export async function privateRound(
   rtt: number,
   round: number,
   measure: (op: string, fn: () => ReturnType<Client['git']>) => Promise<void>,
+  largeMib: number[] = LARGE_MIB,
 ): Promise<void> {
   for (const kind of ['plain', 'private'] as const) {
     const name = `${kind}-r${rtt}-${round}`;
@@ -34,11 +37,13 @@ export async function privateRound(
     await client.git(rtt, work, ['push', '-q', 'origin', 'main']);
     await change('a.txt', 'second\n');
     await measure(`push-${kind}`, () => client.git(rtt, work, ['push', '-q', 'origin', 'main']));
-    await change('large.bin', crypto.randomBytes(LARGE_MIB * 1024 * 1024));
-    await measure(`push-${LARGE_MIB}mib-${kind}`, () =>
-      client.git(rtt, work, ['push', '-q', 'origin', 'main']),
-    );
-    const cache = client.coldCache();
+    for (const mib of largeMib) {
+      await change(`large-${mib}.bin`, crypto.randomBytes(mib * 1024 * 1024));
+      await measure(`push-${mib}mib-${kind}`, () => client.git(rtt, work, ['push', '-q', 'origin', 'main']));
+    }
+    // Cold in packs, not in compiled code: both clones start as on a machine that ran knotless
+    // before (a first private clone also compiles libsodium, some 10 ms more: docs/performance.md).
+    const cache = client.coldCache({ compiled: true });
     await measure(`clone-${kind}`, () =>
       client.git(rtt, client.home, ['clone', '-q', url, path.join(client.home, `clone-${name}`)], {
         KNOTLESS_CACHE_DIR: cache,
@@ -47,18 +52,27 @@ export async function privateRound(
   }
 }
 
-/** p50 of each private row over its plain twin, per RTT: what a private repository costs. */
-export function privateRatios(samples: { op: string; rtt: number; ms: number }[], rtts: number[]): string {
+/**
+ * p50 of each private row over its plain twin, per RTT: what a private repository costs, in wall time
+ * and in CPU time (user + system of the command's whole process tree), which a loaded machine
+ * disturbs less.
+ */
+export function privateRatios(
+  samples: { op: string; rtt: number; ms: number; cpuMs: number }[],
+  rtts: number[],
+): string {
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] ?? NaN;
   const lines: string[] = [];
   for (const op of [...new Set(samples.map((s) => s.op))].filter((o) => o.endsWith('-private'))) {
     const plainOp = op.replace(/-private$/, '-plain');
-    const cells = rtts.map((r) => {
-      const p = median(samples.filter((s) => s.op === op && s.rtt === r).map((s) => s.ms));
-      const q = median(samples.filter((s) => s.op === plainOp && s.rtt === r).map((s) => s.ms));
-      return `${(p / q).toFixed(2)}× @${r} ms`;
-    });
-    lines.push(`${op.replace(/-private$/, '')}: private / plain p50 ${cells.join(', ')}`);
+    const cell = (r: number, f: (s: { ms: number; cpuMs: number }) => number) => {
+      const p = median(samples.filter((s) => s.op === op && s.rtt === r).map(f));
+      const q = median(samples.filter((s) => s.op === plainOp && s.rtt === r).map(f));
+      return `${(p / q).toFixed(2)}× (${Math.round(p)}/${Math.round(q)} ms) @${r} ms`;
+    };
+    lines.push(
+      `${op.replace(/-private$/, '')}: private / plain p50 wall ${rtts.map((r) => cell(r, (s) => s.ms)).join(', ')}; CPU ${rtts.map((r) => cell(r, (s) => s.cpuMs)).join(', ')}`,
+    );
   }
   return lines.join('\n');
 }

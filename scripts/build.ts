@@ -36,8 +36,9 @@ const VENDOR: Record<string, string> = {
   'proper-lockfile': 'lockfile.cjs',
   // OAuth (PAR, PKCE, DPoP): loaded by `knotless login` and by requests with an OAuth session only.
   '@atproto/oauth-client-node': 'oauth.cjs',
-  // Private repositories only (knotless-core/private): packs and records, and keys.
+  // Private repositories only (knotless-core/private/libs.ts): packs, ref records, keys.
   'libsodium-wrappers': 'sodium.cjs',
+  '@noble/ciphers/chacha.js': 'chacha.cjs',
   'age-encryption': 'age.cjs',
 };
 
@@ -84,6 +85,13 @@ function buildId(): string {
 }
 const BUILD_ID = buildId();
 
+/**
+ * Libraries bundled from their ES module build rather than their CommonJS one: libsodium's ES build
+ * is its WebAssembly alone (311 KB), its CommonJS build carries an asm.js copy for engines without
+ * WebAssembly as well (908 KB), which Node would read and compile for nothing.
+ */
+const FROM_ESM = new Set(['libsodium-wrappers']);
+
 /** Replaces @atproto-labs/fetch-node by a stub (see build/no-default-fetch.cjs). */
 const noDefaultFetch: Plugin = {
   name: 'no-default-fetch',
@@ -102,31 +110,72 @@ const noDefaultFetch: Plugin = {
 const vendored: Plugin = {
   name: 'vendored',
   setup(b) {
-    b.onResolve({ filter: /^(@atproto\/[a-z-]+|proper-lockfile)$/ }, (args) =>
+    // Every library of VENDOR: one it missed would be inlined into both executables, and every git
+    // command would then read and compile it, used or not.
+    const names = Object.keys(VENDOR).map((n) => n.replace(/[/.-]/g, '\\$&'));
+    b.onResolve({ filter: new RegExp(`^(${names.join('|')})$`) }, (args) =>
       VENDOR[args.path] === undefined ? undefined : { path: args.path, namespace: 'vendored' },
     );
     b.onResolve({ filter: /-libs\.ts$/ }, (args) => {
       const file = path.relative(path.join(pkg, 'src'), path.join(args.resolveDir, args.path));
       return VENDOR_PARTS[file] === undefined ? undefined : { path: file, namespace: 'vendored' };
     });
-    b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => ({
-      contents: `module.exports = require(${JSON.stringify(`./vendor/${VENDOR[args.path] ?? VENDOR_PARTS[args.path]!}`)});`,
-      loader: 'js',
-    }));
+    b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => {
+      const file = JSON.stringify(`./vendor/${VENDOR[args.path] ?? VENDOR_PARTS[args.path]!}`);
+      // An ES build's bundle exports its default: the library itself, as its CommonJS build would.
+      const lib = FROM_ESM.has(args.path) ? `require(${file}).default` : `require(${file})`;
+      return { contents: `module.exports = ${lib};`, loader: 'js' };
+    });
     b.onResolve({ filter: /^\.\/vendor\// }, (args) => ({ path: args.path, external: true }));
+  },
+};
+
+/**
+ * libsodium's WebAssembly as a file beside its bundle (dist/vendor/sodium.wasm), taken from the
+ * base64 text its module carries, and its module given it (build/sodium-wasm.cjs): see there.
+ */
+const sodiumWasm: Plugin = {
+  name: 'sodium-wasm',
+  setup(b) {
+    b.onResolve({ filter: /^libsodium$/ }, (args) =>
+      (args.pluginData as { real?: boolean } | undefined)?.real === true
+        ? undefined
+        : { path: path.join(here, 'build', 'sodium-wasm.cjs') },
+    );
+    b.onResolve({ filter: /^libsodium-embedded$/ }, async (args) => {
+      const found = await b.resolve('libsodium', {
+        kind: 'import-statement',
+        resolveDir: args.resolveDir,
+        pluginData: { real: true },
+      });
+      const source = fs.readFileSync(found.path, 'utf8');
+      const texts = [...source.matchAll(/"(AGFzbQ[A-Za-z0-9+/]+=*)"/g)];
+      const wasm = texts.length === 1 ? Buffer.from(texts[0]![1]!, 'base64') : Buffer.alloc(0);
+      if (!wasm.subarray(0, 4).equals(Buffer.from('\0asm', 'latin1')))
+        throw new Error(
+          `${found.path} no longer carries one base64 WebAssembly module; see build/sodium-wasm.cjs`,
+        );
+      fs.mkdirSync(path.join(next, 'vendor'), { recursive: true });
+      fs.writeFileSync(path.join(next, 'vendor', 'sodium.wasm'), wasm);
+      return { path: found.path };
+    });
   },
 };
 
 /** One library as a CommonJS bundle for Node 20 and later. */
 async function buildVendor(spec: string, file: string): Promise<void> {
+  const name = JSON.stringify(spec);
+  const contents = FROM_ESM.has(spec)
+    ? `export { default } from ${name};`
+    : `module.exports = require(${name});`;
   await build({
-    stdin: { contents: `module.exports = require(${JSON.stringify(spec)});`, resolveDir: pkg, loader: 'js' },
+    stdin: { contents, resolveDir: pkg, loader: 'js' },
     outfile: path.join(next, 'vendor', file),
     bundle: true,
     format: 'cjs',
     platform: 'node',
     target: 'node20',
-    plugins: [noDefaultFetch],
+    plugins: spec === 'libsodium-wrappers' ? [noDefaultFetch, sodiumWasm] : [noDefaultFetch],
     logLevel: 'error',
   });
 }

@@ -182,6 +182,8 @@ export async function loadPack(
     checkPackBounds(pack.inline, pack.id, maxObjectBytes);
     return PackFile.fromBytes(Buffer.from(pack.inline));
   }
+  // The decryption's library loads while the blobs download.
+  if (pack.sealed !== undefined) pack.decryptSoon?.();
   const opened: Array<{ fd: number; size: number }> = [];
   let failed = false;
   // Parts still in flight when another failed are closed as they land.

@@ -11,9 +11,12 @@ import {
 } from '../records/ref-record.ts';
 import type { RefSealer } from '../records/sealer.ts';
 import { decryptPack, encryptPack } from './pack-crypt.ts';
-import { sodium } from './libs.ts';
+import { chacha, preloadSodium } from './libs.ts';
 
-type Sodium = Awaited<ReturnType<typeof sodium>>;
+type Chacha = Awaited<ReturnType<typeof chacha>>;
+
+/** XChaCha20-Poly1305's nonce: 24 random bytes, safe to draw at random for any number of records. */
+const NONCE = 24;
 
 /** A repository's keys: one random 32-byte key per epoch, the last the current one. */
 export interface KeyRing {
@@ -39,21 +42,22 @@ function corrupt(what: string): KnotlessError {
  *   epoch's key, so they stay the same across rotations (compare-and-swap per ref goes on working)
  *   and say nothing of the name;
  * - a record's contents (ref name, target, pack list, inline packs) are one XChaCha20-Poly1305
- *   message under the current epoch's record key, its associated data the account, the repository
+ *   message (libsodium's `crypto_aead_xchacha20poly1305_ietf`, here from `@noble/ciphers`: see
+ *   libs.ts) under the current epoch's record key, a random nonce before it, its associated data the account, the repository
  *   and the record key, so a record cannot be moved to another key or repository;
  * - a pack's blobs are the pack encrypted with secretstream under its epoch's pack key.
  *
  * Only the blob references stay in the clear: a PDS keeps the blobs its records reference.
  */
 export class RepoSealer implements RefSealer {
-  readonly #s: Sodium;
+  readonly #c: Chacha;
   readonly #did: string;
   readonly #repo: string;
   readonly #ring: KeyRing;
   readonly #names: Buffer;
 
-  private constructor(s: Sodium, did: string, repo: string, ring: KeyRing) {
-    this.#s = s;
+  private constructor(c: Chacha, did: string, repo: string, ring: KeyRing) {
+    this.#c = c;
     this.#did = did;
     this.#repo = repo;
     this.#ring = ring;
@@ -62,7 +66,7 @@ export class RepoSealer implements RefSealer {
 
   static async create(did: string, repo: string, ring: KeyRing): Promise<RepoSealer> {
     if (ring.epochs.length === 0) throw new Error('a key ring without keys');
-    return new RepoSealer(await sodium(), did, repo, ring);
+    return new RepoSealer(await chacha(), did, repo, ring);
   }
 
   get epoch(): number {
@@ -84,16 +88,11 @@ export class RepoSealer implements RefSealer {
   }
 
   seal(key: string, record: RefRecord): Record<string, unknown> {
-    const s = this.#s;
     const { $type: _type, ...plain } = writeRefRecord(record);
-    const nonce = s.randombytes_buf(s.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
-    const box = s.crypto_aead_xchacha20poly1305_ietf_encrypt(
-      Buffer.from(JSON.stringify(plain), 'utf8'),
-      this.#ad(key),
-      null,
-      nonce,
-      derive(this.#ring.epochs[this.epoch]!, 'ref records'),
-    );
+    const nonce = crypto.randomBytes(NONCE);
+    const box = this.#c
+      .xchacha20poly1305(derive(this.#ring.epochs[this.epoch]!, 'ref records'), nonce, this.#ad(key))
+      .encrypt(Buffer.from(JSON.stringify(plain), 'utf8'));
     const blobs: BlobRef[] = record.packs.flatMap((p) => p.parts ?? []);
     return {
       $type: REF_COLLECTION,
@@ -105,22 +104,21 @@ export class RepoSealer implements RefSealer {
   }
 
   open(key: string, value: Record<string, unknown>): RefRecord {
-    const s = this.#s;
     const epoch = value['epoch'];
     const sealed = (value['sealed'] as { $bytes?: unknown } | undefined)?.$bytes;
     if (typeof epoch !== 'number' || !this.knows(epoch)) throw corrupt('names a key epoch this ring lacks');
     if (typeof sealed !== 'string') throw corrupt('holds no sealed contents');
     const bytes = Buffer.from(sealed, 'base64');
-    const n = s.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES;
+    if (bytes.length < NONCE) throw corrupt('does not decrypt');
     let plain: Uint8Array;
     try {
-      plain = s.crypto_aead_xchacha20poly1305_ietf_decrypt(
-        null,
-        bytes.subarray(n),
-        this.#ad(key),
-        bytes.subarray(0, n),
-        derive(this.#ring.epochs[epoch]!, 'ref records'),
-      );
+      plain = this.#c
+        .xchacha20poly1305(
+          derive(this.#ring.epochs[epoch]!, 'ref records'),
+          bytes.subarray(0, NONCE),
+          this.#ad(key),
+        )
+        .decrypt(bytes.subarray(NONCE));
     } catch {
       throw corrupt('does not decrypt');
     }
@@ -148,6 +146,7 @@ export class RepoSealer implements RefSealer {
     if (!this.knows(epoch)) throw corrupt('names a key epoch this ring lacks');
     const key = derive(this.#ring.epochs[epoch]!, 'packs');
     pack.decrypt = (file, dir) => decryptPack(file, key, dir, pack.id);
+    pack.decryptSoon = preloadSodium;
   }
 
   async sealPack(pack: PackFile, dir: string): Promise<{ file: PackFile; epoch: number }> {

@@ -33,6 +33,8 @@ export interface PackEntry {
   sealed?: { stored: number; epoch: number };
   /** Decrypts a sealed pack's blobs into a new temporary file under `dir`; set when its record was opened. */
   decrypt?: (file: PackFile, dir: string) => Promise<PackFile>;
+  /** Starts loading what `decrypt` needs, without waiting: called as the blobs start to download. */
+  decryptSoon?: () => void;
 }
 
 /** A `dev.knotless.ref` record: one ref (or the symbolic HEAD) of one repository. */

@@ -1,4 +1,4 @@
-import { KnotlessError, isKnotlessError } from '../errors.ts';
+import { isKnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
 import { listKeyRange } from './list-range.ts';
@@ -8,44 +8,13 @@ import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { refKey } from './ref-key.ts';
 import { isSealed, newestEpoch, type PrivacyOpener, type RefSealer } from './sealer.ts';
-import {
-  MAX_RECORD_BYTES,
-  RECORD_ANSWER_BYTES,
-  parseRefRecord,
-  writeRefRecord,
-  type RefRecord,
-} from './ref-record.ts';
+import { RECORD_ANSWER_BYTES, writeRefRecord, type RefRecord } from './ref-record.ts';
+import { contestedSentence, parseRemoteRef, refsByName, type RemoteRef } from './remote-ref.ts';
+import { sameRecord, writeFailure, type RefWrite } from './ref-writes.ts';
 
-/** A ref record as read: its key, its CID (for compare-and-swap) and its contents. */
-export interface RemoteRef {
-  key: string;
-  cid: string;
-  record: RefRecord;
-  /** The account revision that wrote it, when known (writes and the event stream say). */
-  rev?: string;
-}
-
-/** Thrown when a compare-and-swap write found the record changed. */
-export class SwapConflict extends Error {
-  override name = 'SwapConflict';
-}
-
-/** Thrown when the PDS refuses a record key (it filters some words out of keys). */
-export class KeyRefused extends Error {
-  override name = 'KeyRefused';
-}
-
-/**
- * Thrown when the PDS refused a write because a blob its record lists is not stored (a compaction or
- * a rewind elsewhere freed it since the record that listed it was read).
- */
-export class BlobMissing extends Error {
-  override name = 'BlobMissing';
-}
-
-/** One write of an atomic batch. */
-export type RefWrite =
-  { action: 'create' | 'update'; key: string; record: RefRecord } | { action: 'delete'; key: string };
+// Split out of this file, still imported from here by most callers.
+export { contestedSentence, refsByName, type RemoteRef } from './remote-ref.ts';
+export { BlobMissing, KeyRefused, SwapConflict, type RefWrite } from './ref-writes.ts';
 
 /**
  * The clients of the owner's PDS that a {@link RemoteRepo} talks through, handed in rather than
@@ -316,116 +285,11 @@ export class RemoteRepo {
   }
 
   #parse(key: string, cid: string, value: unknown): RemoteRef | undefined {
-    try {
-      // Measured before parsing, so that an oversized record costs no more than its download.
-      const size = JSON.stringify(value)?.length ?? 0;
-      if (size > MAX_RECORD_BYTES)
-        throw new KnotlessError(
-          'corrupt-remote',
-          `The remote holds a ref record of ${size} bytes, over the limit of ${MAX_RECORD_BYTES}; it was ignored.`,
-        );
-      // Without its CID a record cannot be compare-and-swapped: never write on a guess.
-      if (typeof cid !== 'string' || cid === '')
-        throw new KnotlessError(
-          'corrupt-remote',
-          'The remote holds a ref record listed without its CID; it was ignored.',
-        );
-      const sealer = this.#sealer ?? undefined;
-      if (sealer === undefined && isSealed(value))
-        throw new KnotlessError(
-          'corrupt-remote',
-          'The remote holds a sealed ref record in a repository that is not private; it was ignored.',
-        );
-      if (sealer !== undefined && !isSealed(value))
-        throw new KnotlessError(
-          'corrupt-remote',
-          'The remote holds a plain ref record in a private repository; it was ignored.',
-        );
-      // A sealed record that does not open is refused outright, not skipped: see #open.
-      const record =
-        sealer !== undefined && isSealed(value) ? opened(sealer, key, value) : parseRefRecord(value);
-      // A record under this repository's keys that claims another repository is not one of its refs.
-      if (record.repo !== this.name)
-        throw new KnotlessError(
-          'corrupt-remote',
-          `The remote holds an invalid ref record (it names repository "${safeText(record.repo, 100)}"); it was ignored.`,
-        );
-      return { key, cid, record };
-    } catch (err) {
-      if (!isKnotlessError(err) || err instanceof SealBroken) throw err;
-      this.#warn(`${err.message.replace(/\.$/, '')} (record ${safeText(key, 100)})`);
-      return undefined;
-    }
+    return parseRemoteRef(
+      { name: this.name, sealer: this.#sealer ?? undefined, warn: this.#warn },
+      key,
+      cid,
+      value,
+    );
   }
-}
-
-/** A sealed record that did not open: the whole read fails (a hostile PDS must not pick our refs). */
-class SealBroken extends KnotlessError {}
-
-function opened(sealer: RefSealer, key: string, value: Record<string, unknown>): RefRecord {
-  try {
-    return sealer.open(key, value);
-  } catch (err) {
-    if (!isKnotlessError(err)) throw err;
-    throw new SealBroken(err.code, err.message, { cause: err });
-  }
-}
-
-/** True when a record read back is the one we wrote (its `updatedAt` makes it ours, not a twin). */
-function sameRecord(a: RefRecord, b: RefRecord): boolean {
-  return (
-    a.ref === b.ref &&
-    a.target === b.target &&
-    a.symref === b.symref &&
-    a.peeled === b.peeled &&
-    a.updatedAt === b.updatedAt &&
-    a.packs.length === b.packs.length &&
-    a.packs.every((p, i) => p.id === b.packs[i]?.id)
-  );
-}
-
-/**
- * A write's failure as the user should read it. `what` names no single ref, so that a push whose
- * refs all fail for one reason prints one sentence (git's own lines say which refs failed).
- */
-function writeFailure(err: unknown, what: string, ref?: string): unknown {
-  if (!(err instanceof XrpcError)) return err;
-  switch (pdsRefusal(err)) {
-    case 'swap-conflict':
-      return new SwapConflict(err.message);
-    case 'key-refused':
-      return new KeyRefused(err.message);
-    case 'blob-missing':
-      return new BlobMissing(err.message);
-    case 'too-large':
-      return new KnotlessError(
-        'too-large',
-        `The PDS refused ${safeText(ref ?? what)} as too large (${safeText(err.message)}).`,
-        { cause: err },
-      );
-    default:
-      return generalFailure(err, what);
-  }
-}
-
-/** Refs by name, and apart those that two or more records claim (no record of such a ref is used). */
-export function refsByName(refs: RemoteRef[]): {
-  byName: Map<string, RemoteRef>;
-  contested: Map<string, RemoteRef[]>;
-} {
-  const claims = new Map<string, RemoteRef[]>();
-  for (const r of refs) claims.set(r.record.ref, [...(claims.get(r.record.ref) ?? []), r]);
-  const byName = new Map<string, RemoteRef>();
-  const contested = new Map<string, RemoteRef[]>();
-  for (const [name, list] of claims) {
-    if (list.length === 1) byName.set(name, list[0]!);
-    else contested.set(name, list);
-  }
-  return { byName, contested };
-}
-
-/** The one sentence for a ref that several records claim. */
-export function contestedSentence(ref: string, claims: RemoteRef[]): string {
-  const keys = claims.map((c) => safeText(c.key, 100)).join(', ');
-  return `The remote holds ${claims.length} records for the ref ${safeText(ref)} (${keys}); knotless will not choose one, so the ref was ignored: delete it (git push <remote> :${safeText(ref)}) and push it again`;
 }
