@@ -61,3 +61,59 @@ export async function agentView(
   if (!view.confirmed) return null;
   return new Map((view.refs ?? []).map((r) => [r.record.ref, r.record]));
 }
+
+/** A ref as the agent sends it over its socket (see agent/views.ts). */
+export interface WireRefOf {
+  key: string;
+  cid: string;
+  rev?: string;
+  record: { ref: string; target?: string };
+}
+
+/** Calls the agent's socket: `path` with a JSON body (POST) or none (GET); the answer's text. */
+function callAgent(socket: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        socketPath: socket,
+        path,
+        method: body === undefined ? 'GET' : 'POST',
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (d: string) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+/** The agent's view as it sends it (records with their keys and CIDs) and the commit it is at. */
+export async function agentWireView(
+  socket: string,
+  q: { did: string; repo: string; pds: string },
+): Promise<{ refs: WireRefOf[]; commit?: string } | null> {
+  const view = JSON.parse((await callAgent(socket, `/view?${new URLSearchParams(q).toString()}`)).text) as {
+    confirmed: boolean;
+    refs?: WireRefOf[];
+    commit?: string;
+  };
+  return view.confirmed ? { refs: view.refs ?? [], ...(view.commit ? { commit: view.commit } : {}) } : null;
+}
+
+/**
+ * Puts `refs` into the agent's view of `repo` through its `/wrote` door, as a helper reports its
+ * writes: the view then says what the stream has not (yet) caught up with, for tests of a stale view.
+ */
+export async function agentWrote(
+  socket: string,
+  did: string,
+  repo: string,
+  refs: WireRefOf[],
+): Promise<void> {
+  const res = await callAgent(socket, '/wrote', { did, repo, written: refs });
+  if (res.status !== 204) throw new Error(`/wrote answered ${res.status}: ${res.text}`);
+}
