@@ -350,7 +350,8 @@ function bestAuthorization(batch: Pending[]): string {
   return best.op.authorization;
 }
 
-function refusalOf(res: HttpResponse): ReturnType<typeof pdsRefusal> {
+/** What kind of refusal a PDS's error answer is (see pdsRefusal). */
+export function refusalOf(res: HttpResponse): ReturnType<typeof pdsRefusal> {
   let e: { error?: unknown; message?: unknown } = {};
   try {
     e = JSON.parse(res.body.toString('utf8')) as typeof e;

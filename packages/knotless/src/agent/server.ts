@@ -9,7 +9,7 @@ import type { HttpRequest, Transport } from 'knotless-core/xrpc/transport';
 import type { BodySource } from 'knotless-core/xrpc/request-body';
 import { BodyTooLarge, type ResponseHeaders } from 'knotless-core/xrpc/http-pool';
 import { safeText } from 'knotless-core/text/terminal';
-import { GroupCommit } from './group-commit.ts';
+import { GroupCommit, refusalOf } from './group-commit.ts';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
@@ -121,6 +121,13 @@ export async function startAgent(
    * from a view carries it, and its write's `swapCommit` proves the listing (see RemoteRepo.viewProof).
    */
   const heads = new Map<string, string>();
+  /**
+   * Accounts a write found moved past the commit their views were at (a swap refused): the stream
+   * has not delivered that move yet. Until it delivers a commit, helpers are answered only once the
+   * view is shown current (a read), not at once with a commit already known to be behind. The view
+   * itself stays: the stream brings it up to date, in order, and nothing was written.
+   */
+  const behind = new Map<string, string>();
   const group = new GroupCommit(ctx.transport, log, (did, rev, writes, commit) => {
     remember(did, commit);
     const head = heads.get(did);
@@ -149,7 +156,11 @@ export async function startAgent(
     own.set(did, kept);
   };
   const drop = (dropped: { repo: string; did: string }[], why: string): void => {
-    for (const v of dropped) if (!views.follows(v.did)) heads.delete(v.did);
+    for (const v of dropped) {
+      if (views.follows(v.did)) continue;
+      heads.delete(v.did);
+      behind.delete(v.did);
+    }
     for (const v of dropped) log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
   };
 
@@ -247,7 +258,8 @@ export async function startAgent(
     const stream = streams.get(owner.pds);
     const view = views.get(owner.did, name);
     const head = heads.get(owner.did);
-    if (stream?.live === true && view?.ready === true && view.pds === owner.pds && head !== undefined)
+    const atOnce = head !== undefined && behind.get(owner.did) !== head;
+    if (stream?.live === true && view?.ready === true && view.pds === owner.pds && atOnce)
       return { refs: writeWireRefs([...view.refs.values()]), commit: head };
     const refs = await currentView(owner, name);
     return refs === undefined ? undefined : { refs };
@@ -366,7 +378,14 @@ export async function startAgent(
           .end(err instanceof Error ? err.message : String(err));
         return;
       }
-      if (out.status >= 400) failedWrite(`a write through the agent was refused (${out.status})`);
+      // A refused swap wrote nothing, and says only that the account moved on: the views follow
+      // it as the stream delivers it. Any other refusal is not understood here, so they go.
+      const refused = out.status >= 400 ? refusalOf(out) : undefined;
+      if (refused === 'swap-conflict') {
+        const did = isWrite && body instanceof Buffer ? writeTarget(body) : undefined;
+        const head = did === undefined ? undefined : heads.get(did);
+        if (did !== undefined && head !== undefined) behind.set(did, head);
+      } else if (out.status >= 400) failedWrite(`a write through the agent was refused (${out.status})`);
       if (res.headersSent) res.end();
       else res.writeHead(out.status, answerHeaders(out.headers)).end(out.body);
       return;

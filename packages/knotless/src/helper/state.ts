@@ -168,7 +168,9 @@ export class HelperState {
       await this.ctx.agent?.wrote(remote.owner.did, remote.name, {
         written: written.flatMap((w) => (w.error === undefined && w.record ? [w.record] : [])),
         deleted: deletedKeys.filter((k): k is string => k !== undefined),
-        invalidate: written.some((w) => w.conflicted === true),
+        // A conflict on a view the push found behind (its commit's swap refused) says only that
+        // the agent's stream had not delivered the latest commit yet: the view catches up by itself.
+        invalidate: written.some((w) => w.conflicted === true) && remote.viewProof?.state !== 'broken',
       });
     } catch (err) {
       // The push is done and must say so: failing it would tell git a written ref was not. The

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { KNOTLESS_BIN } from './cli.ts';
 
@@ -116,4 +117,55 @@ export async function agentWrote(
 ): Promise<void> {
   const res = await callAgent(socket, '/wrote', { did, repo, written: refs });
   if (res.status !== 204) throw new Error(`/wrote answered ${res.status}: ${res.text}`);
+}
+
+/** A TCP relay whose answers (from the target back to its clients) a test can hold back. */
+export interface Gate {
+  url: string;
+  /** Holds back every byte the target sends from now on, in order, until {@link release}. */
+  hold(): void;
+  release(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a relay to `target` (an http origin). Pointing an agent's event stream through it (the
+ * agent follows the PDS its helpers name) lets a test hold the stream back for a moment: the agent's
+ * view then lags the account exactly as on a slow stream, its commit included.
+ */
+export async function startGate(target: string): Promise<Gate> {
+  const { hostname, port } = new URL(target);
+  let held = false;
+  const queued: Array<[net.Socket, Buffer]> = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(port), hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      // One end failing ends the other: the client sees the connection lost, as with any cut.
+      s.on('error', () => (s === client ? upstream : client).destroy());
+    }
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+    client.pipe(upstream);
+    upstream.on('data', (chunk: Buffer) => {
+      if (held) queued.push([client, chunk]);
+      else client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    hold: () => void (held = true),
+    release: () => {
+      held = false;
+      for (const [client, chunk] of queued.splice(0)) if (!client.destroyed) client.write(chunk);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }
