@@ -129,6 +129,8 @@ async function whileBehind(
     gate!.release();
     // Held too long, the stream's heartbeat would cut it and the push would have listed instead.
     assert.equal(cuts(), before, `the stream was cut while held\n${agent!.log()}`);
+    // A refused swap wrote nothing: the view stays, and the stream brings it up to date.
+    assert.doesNotMatch(agent!.log(), new RegExp(`dropped the view of [^ ]+/${name}:`));
   }
 }
 

@@ -94,7 +94,17 @@ export class HelperState {
     const remote = this.#remote;
     if (shown === undefined || remote?.viewProof === undefined || remote.viewProof.state === 'proven') return;
     this.#unproven = undefined;
-    const now = await remote.listRefs();
+    let now: RemoteRef[];
+    try {
+      now = await remote.listRefs();
+    } catch (err) {
+      // Refs git sent were written and reported: a failed check must not turn them into a failure.
+      if (pushed.size === 0 || !(err instanceof KnotlessError)) throw err;
+      printErr(
+        `knotless: warning: ${remote.label} could not be read again after this push (${err.message.replace(/\.$/, '')}); what git printed of refs it did not push may be out of date.`,
+      );
+      return;
+    }
     const before = new Map(shown.map((r) => [r.key, r]));
     const after = new Map(now.map((r) => [r.key, r]));
     const moved = new Set<string>();

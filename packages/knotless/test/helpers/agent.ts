@@ -105,20 +105,6 @@ export async function agentWireView(
   return view.confirmed ? { refs: view.refs ?? [], ...(view.commit ? { commit: view.commit } : {}) } : null;
 }
 
-/**
- * Puts `refs` into the agent's view of `repo` through its `/wrote` door, as a helper reports its
- * writes: the view then says what the stream has not (yet) caught up with, for tests of a stale view.
- */
-export async function agentWrote(
-  socket: string,
-  did: string,
-  repo: string,
-  refs: WireRefOf[],
-): Promise<void> {
-  const res = await callAgent(socket, '/wrote', { did, repo, written: refs });
-  if (res.status !== 204) throw new Error(`/wrote answered ${res.status}: ${res.text}`);
-}
-
 /** A TCP relay whose answers (from the target back to its clients) a test can hold back. */
 export interface Gate {
   url: string;
