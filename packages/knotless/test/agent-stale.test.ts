@@ -151,7 +151,9 @@ describe('a push through the agent while its stream lags another machine', () =>
       c2,
       () => warm.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
     );
-    assert.notEqual(res.code, 0, res.stderr);
+    // git's own status for a push whose helper failed, as for a refused ref: the lease step of
+    // git-parity.test.ts may end so through the agent.
+    assert.equal(res.code, 1, res.stderr);
     assert.match(res.stdout, /^=\trefs\/heads\/main:refs\/heads\/main\t\[up to date\]$/m);
     assert.match(res.stderr, /^knotless: .* changed while git was deciding this push \(refs\/heads\/main\)/m);
     assert.equal((await remote(url)).get('refs/heads/main'), c4);
