@@ -139,54 +139,53 @@ async function comments(db: Db, me: string, handle: string): Promise<Notice[]> {
   return out;
 }
 
+/** Where each kind of item's decisions are: the state table, its columns naming the item and the state. */
+const DECIDED = [
+  { tab: 'pulls', table: 'pull_statuses', did: 'pull_did', rkey: 'pull_rkey', state: 'status' },
+  { tab: 'issues', table: 'issue_states', did: 'issue_did', rkey: 'issue_rkey', state: 'state' },
+] as const;
+
 /** The repository owner's decisions on `me`'s pull requests and issues (the ones that count). */
 async function decisions(db: Db, me: string): Promise<Notice[]> {
-  const pulls = await db
-    .selectFrom('pull_statuses as s')
-    .innerJoin('pulls as i', (j) => j.onRef('i.did', '=', 's.pull_did').onRef('i.rkey', '=', 's.pull_rkey'))
-    .select([
-      's.did as did',
-      's.status as state',
-      's.created_at as time',
-      'i.rkey as rkey',
-      'i.title as title',
-      'i.repo_name as repo_name',
-    ])
-    .where('i.did', '=', me)
-    .where('s.did', '!=', me)
-    .whereRef('s.did', '=', 'i.repo_did')
-    .where('s.deleted', '=', 0)
-    .orderBy('s.created_at', 'desc')
-    .limit(LIMIT)
-    .execute();
-  const issues = await db
-    .selectFrom('issue_states as s')
-    .innerJoin('issues as i', (j) =>
-      j.onRef('i.did', '=', 's.issue_did').onRef('i.rkey', '=', 's.issue_rkey'),
-    )
-    .select([
-      's.did as did',
-      's.state as state',
-      's.created_at as time',
-      'i.rkey as rkey',
-      'i.title as title',
-      'i.repo_name as repo_name',
-    ])
-    .where('i.did', '=', me)
-    .where('s.did', '!=', me)
-    .whereRef('s.did', '=', 'i.repo_did')
-    .where('s.deleted', '=', 0)
-    .orderBy('s.created_at', 'desc')
-    .limit(LIMIT)
-    .execute();
-  const of = (tab: 'pulls' | 'issues') => (r: (typeof pulls)[number]) => ({
-    kind: 'decision' as const,
-    did: r.did,
-    item: { tab, did: me, rkey: r.rkey, title: r.title, repoDid: r.did, repoName: r.repo_name },
-    detail: r.state,
-    time: r.time,
-  });
-  return [...pulls.map(of('pulls')), ...issues.map(of('issues'))];
+  const out: Notice[] = [];
+  for (const d of DECIDED) {
+    // Both pairs of tables have the columns read here, under the names given above; one pair's
+    // names keep kysely's types simple.
+    const [did, rkey, state] = [`s.${d.did}`, `s.${d.rkey}`, `s.${d.state}`] as [
+      's.pull_did',
+      's.pull_rkey',
+      's.status',
+    ];
+    const rows = await db
+      .selectFrom(`${d.table} as s` as 'pull_statuses as s')
+      .innerJoin(`${d.tab} as i` as 'pulls as i', (j) =>
+        j.onRef('i.did', '=', did).onRef('i.rkey', '=', rkey),
+      )
+      .select([
+        's.did as did',
+        `${state} as state`,
+        's.created_at as time',
+        'i.rkey as rkey',
+        'i.title as title',
+        'i.repo_name as repo_name',
+      ])
+      .where('i.did', '=', me)
+      .where('s.did', '!=', me)
+      .whereRef('s.did', '=', 'i.repo_did')
+      .where('s.deleted', '=', 0)
+      .orderBy('s.created_at', 'desc')
+      .limit(LIMIT)
+      .execute();
+    for (const r of rows)
+      out.push({
+        kind: 'decision',
+        did: r.did,
+        item: { tab: d.tab, did: me, rkey: r.rkey, title: r.title, repoDid: r.did, repoName: r.repo_name },
+        detail: r.state,
+        time: r.time,
+      });
+  }
+  return out;
 }
 
 export class Notifications {

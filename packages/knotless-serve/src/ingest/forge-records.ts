@@ -1,6 +1,14 @@
 import { Lexicons, jsonToLex, type LexiconDoc } from '@atproto/lexicon';
 import { REPO_COLLECTION, isValidRefName, isValidRepoName } from 'knotless-core';
-import { lineCommentProblem } from 'knotless-core/forge/records';
+import {
+  COMMENT,
+  ISSUE,
+  ISSUE_STATE,
+  PULL,
+  PULL_STATUS,
+  STAR,
+  lineCommentProblem,
+} from 'knotless-core/forge/records';
 import { hasUnsafe } from 'knotless-core/text/terminal';
 import comment from '../../../../lexicons/dev/knotless/comment.json' with { type: 'json' };
 import issue from '../../../../lexicons/dev/knotless/issue.json' with { type: 'json' };
@@ -9,12 +17,13 @@ import pull from '../../../../lexicons/dev/knotless/pull.json' with { type: 'jso
 import pullStatus from '../../../../lexicons/dev/knotless/pull/status.json' with { type: 'json' };
 import star from '../../../../lexicons/dev/knotless/star.json' with { type: 'json' };
 
-export const PULL_COLLECTION = 'dev.knotless.pull';
-export const PULL_STATUS_COLLECTION = 'dev.knotless.pull.status';
-export const ISSUE_COLLECTION = 'dev.knotless.issue';
-export const ISSUE_STATE_COLLECTION = 'dev.knotless.issue.state';
-export const COMMENT_COLLECTION = 'dev.knotless.comment';
-export const STAR_COLLECTION = 'dev.knotless.star';
+// The names are the CLI's (knotless-core's forge/records.ts): one definition for writer and reader.
+export const PULL_COLLECTION = PULL;
+export const PULL_STATUS_COLLECTION = PULL_STATUS;
+export const ISSUE_COLLECTION = ISSUE;
+export const ISSUE_STATE_COLLECTION = ISSUE_STATE;
+export const COMMENT_COLLECTION = COMMENT;
+export const STAR_COLLECTION = STAR;
 
 /** The forge's record collections (and stars), in the order a backfill reads them. */
 export const FORGE_COLLECTIONS = [

@@ -1,8 +1,6 @@
 #!/usr/bin/env node
+import './helper-prelude.ts';
 import { helperMain } from '../helper/main.ts';
-import { printWarningsPlainly } from './warnings.ts';
-
-printWarningsPlainly();
 
 // Exit explicitly: git may keep our stdin open after a failure, which would keep the process alive.
 void helperMain(process.argv.slice(2)).then((code) => process.exit(code));

@@ -24,7 +24,7 @@ function agentPushUnder(name: string, rule: FaultRule, lands: boolean, resent = 
   return {
     group: 'pds',
     name: `agent: ${name}`,
-    expected: `${lands ? 'push ok; remote at the new commit' : 'push failed; remote unchanged'}; ${resent ? 'view dropped or resent' : 'view dropped'}`,
+    expected: `${lands ? 'push ok; remote at the new commit' : 'push failed; remote unchanged'}; ${resent ? 'view dropped, or kept at the new commit' : 'view dropped'}`,
     async run(env: FaultEnv) {
       const socket = path.join(env.alice.dir(), 'agent.sock');
       const agent = await spawnAgent(socket, {
@@ -59,16 +59,20 @@ function agentPushUnder(name: string, rule: FaultRule, lands: boolean, resent = 
           if (res.code !== 0 && lands) facts.push(lastLine(res.stderr));
           const dropped = new RegExp(`dropped the view of ${env.did}/${repo}: `).test(agent.log());
           // A drop the PDS never saw may be resent by the agent's pool on another idle connection,
-          // twice when two are open: then the agent saw no failure and its view is still true.
-          facts.push(
-            dropped
-              ? resent
-                ? 'view dropped or resent'
-                : 'view dropped'
-              : resent
-                ? 'view dropped or resent'
-                : 'view kept',
-          );
+          // twice when two are open: then the agent saw no failure, and the view it kept must be
+          // true, holding the commit that landed.
+          if (dropped) facts.push(resent ? 'view dropped, or kept at the new commit' : 'view dropped');
+          else if (!resent) facts.push('view kept');
+          else {
+            // No confirmed view (the next push lists) is as safe as a dropped one.
+            const view = await agentView(socket, q);
+            const kept = view?.get('refs/heads/main')?.target;
+            facts.push(
+              view === null || kept === next
+                ? 'view dropped, or kept at the new commit'
+                : `view kept at ${kept ?? 'nothing'}`,
+            );
+          }
           return facts.join('; ');
         });
       } finally {

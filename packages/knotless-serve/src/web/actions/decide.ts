@@ -43,18 +43,7 @@ async function writeState(
   expect = state,
 ): Promise<void> {
   const pulls = item.kind === 'pulls';
-  const w = {
-    me: viewer.did,
-    myName: viewer.handle,
-    owner: repo.did,
-    label: `${repo.owner}/${repo.name}`,
-    author: item.did,
-    current: item.state,
-    authorMay: pulls ? PULL_AUTHOR_MAY : ISSUE_AUTHOR_MAY,
-    noun: pulls ? ('pull request' as const) : ('issue' as const),
-    state,
-    id: `${item.did}/${item.rkey}`,
-  };
+  const w = stateWrite(viewer, repo, item, state);
   checkStateWrite(w);
   const rkey = newTid();
   const decisions = await site.index.forge.decisions(item.kind, item.did, item.rkey);
@@ -67,15 +56,40 @@ async function writeState(
   await forgeStore(site).create(auth, collection, record, rkey);
 }
 
-async function untilState(site: Site, item: ItemRef, state: string): Promise<void> {
-  await untilIndexed(async () => {
-    const row =
+/** Who writes which state on which item: what the authority rule's checks are given. */
+function stateWrite(viewer: Viewer, repo: RepoTarget, item: ItemRef, state: string) {
+  const pulls = item.kind === 'pulls';
+  return {
+    me: viewer.did,
+    myName: viewer.handle,
+    owner: repo.did,
+    label: `${repo.owner}/${repo.name}`,
+    author: item.did,
+    current: item.state,
+    authorMay: pulls ? PULL_AUTHOR_MAY : ISSUE_AUTHOR_MAY,
+    noun: pulls ? ('pull request' as const) : ('issue' as const),
+    state,
+    id: `${item.did}/${item.rkey}`,
+  };
+}
+
+/** Waits until the index shows the item's row as `done` says (the write is read back, not assumed). */
+async function untilRow(
+  site: Site,
+  item: ItemRef,
+  done: (row: { state: string; labels: string } | undefined) => boolean,
+): Promise<void> {
+  await untilIndexed(async () =>
+    done(
       item.kind === 'issues'
         ? await site.index.forge.issue(item.did, item.rkey)
-        : await site.index.forge.pull(item.did, item.rkey);
-    return row?.state === state;
-  });
+        : await site.index.forge.pull(item.did, item.rkey),
+    ),
+  );
 }
+
+const untilState = (site: Site, item: ItemRef, state: string) =>
+  untilRow(site, item, (row) => row?.state === state);
 
 export async function setState(
   site: Site,
@@ -114,18 +128,7 @@ export async function merge(
 ) {
   const reviewed = field(form, 'head', 'the reviewed head');
   // Refused before any work: only the owner merges (the same rule a status record is written under).
-  checkStateWrite({
-    me: viewer.did,
-    myName: viewer.handle,
-    owner: repo.did,
-    label: `${repo.owner}/${repo.name}`,
-    author: item.did,
-    current: item.state,
-    authorMay: PULL_AUTHOR_MAY,
-    noun: 'pull request',
-    state: 'merged',
-    id: `${item.did}/${item.rkey}`,
-  });
+  checkStateWrite(stateWrite(viewer, repo, item, 'merged'));
   if (item.state !== 'open')
     throw new HttpError(409, `This pull request is ${item.state}; only an open one merges.`);
   const author = await identityOf(site, item.did);
@@ -206,12 +209,6 @@ export async function setLabels(
     item.state,
   );
   const want = JSON.stringify(labels);
-  await untilIndexed(async () => {
-    const row =
-      item.kind === 'issues'
-        ? await site.index.forge.issue(item.did, item.rkey)
-        : await site.index.forge.pull(item.did, item.rkey);
-    return row?.labels === want;
-  });
+  await untilRow(site, item, (row) => row?.labels === want);
   seeOther(res, item.page);
 }
