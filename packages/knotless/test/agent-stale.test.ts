@@ -282,6 +282,29 @@ describe('a push through the agent while its stream lags another machine', () =>
     });
   }
 
+  it('after a refused swap answers no helper at once with the commit it knows is behind, until the stream delivers', async () => {
+    const { name, dir, od, c2 } = await repository();
+    const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
+    await commitFiles(warm, dir, { three: 'three\n' }, 'c3');
+    let meanwhile: Awaited<ReturnType<typeof agentWireView>> | undefined;
+    const res = await whileBehind(
+      name,
+      () => other.ok(od, 'push', '-q', 'origin', 'main'),
+      'refs/heads/main',
+      c2,
+      async () => {
+        const out = await warm.git(dir, 'push', '--porcelain', 'origin', 'main');
+        // The stream is still held: no read can show the view current, so it is not given.
+        meanwhile = await agentWireView(socket, q(name));
+        return out;
+      },
+    );
+    assert.match(res.stdout, /\[rejected\] \(fetch first\)$/m);
+    assert.equal(meanwhile, null, 'the view was given with a commit known to be behind');
+    // Once the stream delivers the move, the view (kept) answers at once again.
+    await untilAgentSees(name, 'refs/heads/main', c4);
+  });
+
   it("decides on a true view once the stream has delivered the move: one read, and git's own refusal", async () => {
     const { url, name, dir, od } = await repository();
     const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
