@@ -85,6 +85,8 @@ function mailedToken(pds: NetworkPds, did: string): string {
  * createAccount with the existing DID on the new one, the repository's CAR imported, every missing
  * blob uploaded, the PLC operation signed by the old PDS and submitted through the new one, then
  * the new account activated and the old one deactivated. Each call is what a real PDS would get.
+ * A PDS that already holds the account (it moved away from there before) gets no createAccount,
+ * which would refuse the DID: the account logs in there and the same steps bring that copy up to date.
  */
 export async function migrateAccount(opts: MigrateOptions): Promise<{ did: string; handle: string }> {
   const { from, to, step } = opts;
@@ -96,27 +98,9 @@ export async function migrateAccount(opts: MigrateOptions): Promise<{ did: strin
     token: old.accessJwt,
   });
   const { did, handle } = old;
-
-  step(`asking ${from.url} for a service-auth token addressed to ${to.did}`);
-  const described = await call<{ did: string }>(to.url, 'com.atproto.server.describeServer', {});
-  const { token: serviceAuth } = await call<{ token: string }>(
-    from.url,
-    'com.atproto.server.getServiceAuth',
-    {
-      token: old.accessJwt,
-      params: {
-        aud: described.did,
-        lxm: 'com.atproto.server.createAccount',
-        exp: String(Math.floor(Date.now() / 1000) + 300),
-      },
-    },
-  );
-
-  step(`creating ${handle} (${did}) on ${to.url}, deactivated until the move is done`);
-  const fresh = await call<Session>(to.url, 'com.atproto.server.createAccount', {
-    token: serviceAuth,
-    json: { did, handle, email: email ?? `${handle}@knotless.invalid`, password: opts.password },
-  });
+  const fresh = (await heldBy(to.url, did))
+    ? await returnTo(to.url, did, handle, opts.password, step)
+    : await createOn(from.url, to, old, email, opts.password, step);
 
   step(`importing the repository (its CAR from ${from.url})`);
   const car = await call<Buffer>(from.url, 'com.atproto.sync.getRepo', { params: { did } });
@@ -191,4 +175,67 @@ export async function migrateAccount(opts: MigrateOptions): Promise<{ did: strin
   step(`deactivating ${handle} on ${from.url}`);
   await call(from.url, 'com.atproto.server.deactivateAccount', { token: old.accessJwt, json: {} });
   return { did, handle };
+}
+
+/**
+ * Whether a PDS already holds the account (a copy it left deactivated when the account moved away):
+ * `getRepoStatus` answers for any account it holds, active or not.
+ */
+async function heldBy(pds: string, did: string): Promise<boolean> {
+  const res = await fetch(`${pds}/xrpc/com.atproto.sync.getRepoStatus?did=${encodeURIComponent(did)}`);
+  if (res.ok) return true;
+  const body = (await res.json().catch(() => ({}))) as { error?: unknown };
+  if (res.status === 400 && body.error === 'RepoNotFound') return false;
+  throw new NetworkError(
+    `com.atproto.sync.getRepoStatus on ${pds} failed: ${res.status} ${JSON.stringify(body)}`,
+  );
+}
+
+/**
+ * The new PDS's account, created with the existing DID: service auth from the old PDS addressed to
+ * the new one, then createAccount (deactivated until the move is done).
+ */
+async function createOn(
+  from: string,
+  to: NetworkPds,
+  old: Session,
+  email: string | undefined,
+  password: string,
+  step: (line: string) => void,
+): Promise<Session> {
+  const { did, handle } = old;
+  step(`asking ${from} for a service-auth token addressed to ${to.did}`);
+  const described = await call<{ did: string }>(to.url, 'com.atproto.server.describeServer', {});
+  const { token: serviceAuth } = await call<{ token: string }>(from, 'com.atproto.server.getServiceAuth', {
+    token: old.accessJwt,
+    params: {
+      aud: described.did,
+      lxm: 'com.atproto.server.createAccount',
+      exp: String(Math.floor(Date.now() / 1000) + 300),
+    },
+  });
+  step(`creating ${handle} (${did}) on ${to.url}, deactivated until the move is done`);
+  return call<Session>(to.url, 'com.atproto.server.createAccount', {
+    token: serviceAuth,
+    json: { did, handle, email: email ?? `${handle}@knotless.invalid`, password },
+  });
+}
+
+/**
+ * Moving back to a PDS the account left: it still holds the account, deactivated, so there is
+ * nothing to create (createAccount would refuse the DID it holds); the account logs in there, as a
+ * deactivated account may, and the steps that follow bring that copy up to date (importRepo onto
+ * the repository it holds, the blobs it lacks) before it is activated again.
+ */
+async function returnTo(
+  to: string,
+  did: string,
+  handle: string,
+  password: string,
+  step: (line: string) => void,
+): Promise<Session> {
+  step(`${to} still holds ${handle} (${did}), deactivated since it left: logging in there`);
+  return call<Session>(to, 'com.atproto.server.createSession', {
+    json: { identifier: did, password },
+  });
 }

@@ -213,4 +213,33 @@ describe('the forge index: authority, order, deletes and replays', () => {
     // An invalid version counts as absent, as a deleted one does.
     assert.equal(await index.forge.issue(AUTHOR, '3issue'), undefined);
   });
+  it('an account that is not active counts for nothing: its items leave the totals, its state records decide nothing', async () => {
+    const [owner, author] = ['did:plc:owner2', 'did:plc:author2'];
+    const repo = `at://${owner}/dev.knotless.repo/tool`;
+    await index.putOwner(owner, 'owner2.test', 'http://pds.test');
+    await index.putOwner(author, 'author2.test', 'http://pds.test');
+    await write(author, 'dev.knotless.issue', '3iss', { repo, title: 'Slow', createdAt: t(0) });
+    await write(author, 'dev.knotless.pull', '3pr', { ...pull, repo, head: { repo, branch: 'feature' } });
+    const closed = { pull: `at://${author}/dev.knotless.pull/3pr`, status: 'closed', createdAt: t(1) };
+    await write(owner, 'dev.knotless.pull.status', '3st', closed);
+    const totals = (pulls: number[], issues: number[]) => ({
+      pulls: { open: pulls[0], closed: pulls[1], merged: 0 },
+      issues: { open: issues[0], closed: 0, merged: 0 },
+    });
+    const prState = async () => (await index.forge.pull(author, '3pr'))?.state;
+    assert.deepEqual(await index.forge.counts(owner, 'tool'), totals([0, 1], [1]));
+    // The author deactivated: their pull request and issue leave the repository's totals meanwhile.
+    await index.accounts.setStatus(author, 'deactivated');
+    assert.deepEqual(await index.forge.counts(owner, 'tool'), totals([0, 0], [0]));
+    await index.accounts.setStatus(author, null);
+    assert.deepEqual(await index.forge.counts(owner, 'tool'), totals([0, 1], [1]));
+    // The owner taken down: their close decides nothing meanwhile; active again, it does again.
+    await index.accounts.setStatus(owner, 'takendown');
+    assert.equal(await prState(), 'open');
+    await index.accounts.setStatus(owner, null);
+    assert.equal(await prState(), 'closed');
+    // The owner deleted: their records are gone, and the pull request is worked out without them.
+    await index.accounts.purge(owner);
+    assert.equal(await prState(), 'open');
+  });
 });

@@ -76,16 +76,24 @@ export class Context {
     return new XrpcClient(this.config.service ?? service, {
       ...this.#clientOptions(authorizer),
       relocate: (did, from) =>
-        relocateAccount(this.resolver, (s) => new XrpcClient(s, this.#clientOptions()), did, from, onMoved),
+        relocateAccount(
+          this.resolver,
+          // Ungated: what it finds of the account is said over what became of the handle.
+          (s) => new XrpcClient(s, this.#clientOptions(undefined, false)),
+          did,
+          from,
+          onMoved,
+        ),
     });
   }
 
-  #clientOptions(authorizer?: Authorizer): ConstructorParameters<typeof XrpcClient>[1] {
+  #clientOptions(authorizer?: Authorizer, gated = true): ConstructorParameters<typeof XrpcClient>[1] {
     return {
       transport: this.transport,
       trace: this.config.trace,
       retry: this.config.retry,
       onRetry: (notice) => this.retryNotice?.(notice),
+      ...(gated ? { gate: () => this.resolver.settle() } : {}),
       ...(authorizer === undefined ? {} : { authorizer }),
     };
   }

@@ -10,6 +10,7 @@ import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
 import { knotless, runProcess } from './helpers/cli.ts';
 import { json, newSite, openPr, tipOf, useForgeNet, type ItemJson } from './helpers/forge.ts';
 import { commitFiles } from './helpers/git.ts';
+import { approveWith, closeBrowser, oauthLogin } from './helpers/oauth-browser.ts';
 
 let app: Appview | undefined;
 let socket = '';
@@ -22,6 +23,9 @@ let agent: RunningAgent | undefined;
 let aliceClone = '';
 let bobClone = '';
 let pr: ItemJson | undefined;
+/** Two more shells of alice, logged in before the move: with an app password, and with OAuth. */
+let byPassword: Record<string, string> = {};
+let byOAuth: Record<string, string> = {};
 
 /** git as alice in the same shell, through her warm agent. */
 function agentGit(cwd: string, ...args: string[]) {
@@ -39,6 +43,7 @@ describe('an account that moves to another PDS takes its repositories along', ()
   after(async () => {
     await agent?.stop();
     await app?.close();
+    await closeBrowser();
   });
 
   it('before the move: alice on the first PDS, bob on the second, a fork and a pull request across them', async () => {
@@ -62,6 +67,12 @@ describe('an account that moves to another PDS takes its repositories along', ()
     assert.match(agent.log(), new RegExp(`following ${t.net.pdses[0]!.url}`));
     const listed = await alice.knotless('repo', 'list');
     assert.equal(listed.code, 0, listed.stderr);
+    byPassword = t.env();
+    const pw = await knotless(['login', 'alice.test', '--app-password', t.password], { env: byPassword });
+    assert.equal(pw.code, 0, pw.stderr);
+    byOAuth = t.env();
+    const oauth = await oauthLogin(byOAuth, 'alice.test', approveWith(t.password));
+    assert.equal(oauth.code, 0, oauth.stderr);
     await waitFor('the appview to index the repository', () =>
       xrpc<{ refs: unknown[] }>(app!, 'dev.knotless.getRepo', { actor: 'alice.test', repo: 'site' }).then(
         (r) => (r.refs.length > 0 ? true : undefined),
@@ -93,6 +104,32 @@ describe('an account that moves to another PDS takes its repositories along', ()
       await fetch(`${t.net.pdses[0]!.url}/xrpc/com.atproto.sync.getRepoStatus?did=${t.dids['alice.test']!}`)
     ).json()) as { active: boolean; status?: string };
     assert.deepEqual(status, { did: t.dids['alice.test'], active: false, status: 'deactivated' });
+  });
+
+  it('a session saved before the move: one sentence saying to log in again there, for either kind', async () => {
+    // Neither shell has heard of the move: their caches still name the old PDS. The old PDS's tokens
+    // are not the new one's (each PDS signs its own, and its authorization server keeps its own
+    // refresh tokens), so no session can follow the account; the command says so, exit 4.
+    const [from, to] = [t.net.pdses[0]!.url, t.net.pdses[1]!.url];
+    const moved = `knotless: alice.test moved from ${from} to ${to} since you logged in; log in again there with \`knotless login alice.test\`.`;
+    const file = path.join(t.tmpdir(), 'f.txt');
+    fs.writeFileSync(file, 'f\n');
+    for (const env of [byPassword, byOAuth]) {
+      const commit = await knotless(['repo', 'commit', 'site', '-m', 'f', '--add', `f.txt=${file}`], { env });
+      assert.equal(commit.code, 4, commit.stderr);
+      assert.equal(commit.stderr.trim(), moved);
+      const issue = await knotless(['issue', 'create', 'bob.test/site', '--title', 'x'], { env });
+      assert.equal(issue.code, 4, issue.stderr);
+      assert.equal(issue.stderr.trim(), moved);
+    }
+    // Logging in again is all it takes.
+    const again = await knotless(['login', 'alice.test', '--app-password', t.password], { env: byPassword });
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stderr, new RegExp(`on ${to}`));
+    const issue = await knotless(['issue', 'create', 'bob.test/site', '--title', 'after logging in'], {
+      env: byPassword,
+    });
+    assert.equal(issue.code, 0, issue.stderr);
   });
 
   it('after the move the same shells push, fetch, clone and list, with and without the agent', async () => {
@@ -176,5 +213,33 @@ describe('an account that moves to another PDS takes its repositories along', ()
         ),
       30_000,
     );
+  });
+  it('moving back to the PDS that holds her deactivated copy brings it up to date and activates it', async () => {
+    const [first, second] = [t.net.pdses[0]!.url, t.net.pdses[1]!.url];
+    const tip = await tipOf(bob, 'knotless://alice.test/site', 'main');
+    const res = await knotless(['dev', 'migrate', 'alice.test', '--dir', t.net.dir], {
+      env: { ...alice.env, KNOTLESS_DEV_PASSWORD: t.password },
+    });
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /still holds alice\.test \(did:plc:[a-z2-7]+\), deactivated since it left/);
+    assert.doesNotMatch(res.stdout, /creating alice\.test/);
+    assert.match(res.stdout, new RegExp(`alice\\.test now lives on ${first}`));
+    assert.equal((await t.net.pdsOf(t.dids['alice.test']!)).url, first);
+    const status = async (pds: string) =>
+      (await (
+        await fetch(`${pds}/xrpc/com.atproto.sync.getRepoStatus?did=${t.dids['alice.test']!}`)
+      ).json()) as { active: boolean; status?: string };
+    assert.equal((await status(first)).active, true);
+    assert.equal((await status(second)).status, 'deactivated');
+    // What she pushed while away is there, and the same shells go on.
+    assert.equal(await tipOf(bob, 'knotless://alice.test/site', 'main'), tip);
+    await alice.ok(aliceClone, 'pull', '-q', '--no-rebase', 'origin', 'main');
+    const next = await commitFiles(alice, aliceClone, { 'g.txt': 'back home\n' }, 'back home');
+    const push = await alice.git(aliceClone, 'push', '-q', 'origin', 'main');
+    assert.equal(push.code, 0, push.stderr);
+    assert.equal(await tipOf(bob, 'knotless://alice.test/site', 'main'), next);
+    const fresh = bob.dir();
+    await bob.ok(fresh, 'clone', '-q', 'knotless://alice.test/site', '.');
+    await bob.ok(fresh, 'fsck', '--strict');
   });
 });

@@ -3,7 +3,6 @@
 // would) at a DNS server on loopback that answers every question with one status: SERVFAIL (the
 // resolver is broken), nothing at all (the resolver is gone) or NXDOMAIN (the name does not exist).
 import assert from 'node:assert/strict';
-import dgram from 'node:dgram';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,31 +10,10 @@ import { after, before, describe, it } from 'node:test';
 import { freePort } from 'knotless-devnet';
 import { BIN_SCRIPTS } from '../src/bin/paths.ts';
 import { runProcess, type Run } from './helpers/cli.ts';
+import { dnsServer, RCODE } from './helpers/dns-server.ts';
 
-const RCODE = { SERVFAIL: 2, NXDOMAIN: 3 } as const;
-const servers: dgram.Socket[] = [];
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-test-'));
-after(async () => {
-  for (const s of servers) await new Promise<void>((resolve) => s.close(() => resolve()));
-  fs.rmSync(dir, { recursive: true, force: true });
-});
-
-/**
- * A DNS server answering every query with `rcode` and no records: the query itself, marked as a
- * response (QR), with recursion available and the status set (RFC 1035 §4.1.1).
- */
-async function dnsServer(rcode: number): Promise<string> {
-  const socket = dgram.createSocket('udp4');
-  servers.push(socket);
-  socket.on('message', (query, from) => {
-    const answer = Buffer.from(query);
-    answer[2] = answer[2]! | 0x80;
-    answer[3] = 0x80 | rcode;
-    socket.send(answer, from.port, from.address);
-  });
-  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
-  return `127.0.0.1:${socket.address().port}`;
-}
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 /** The environment of a process whose resolver asks only `server`. */
 function envWith(server: string): Record<string, string> {

@@ -2,7 +2,7 @@ import type * as IdentityModule from '@atproto/identity';
 import type { Config } from '../config/env.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import { KnotlessError } from '../errors.ts';
-import { safeText } from '../text/terminal.ts';
+import { printErr, safeText } from '../text/terminal.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
 import { inactiveAccount } from './inactive.ts';
@@ -11,6 +11,8 @@ import { inactiveAccount } from './inactive.ts';
 export type Identity = CachedIdentity;
 
 type IdResolverModule = typeof IdentityModule;
+/** A module, or its import under way. */
+type Lazy<T> = T | Promise<T>;
 
 /**
  * Resolves handles and DIDs to the PDS that hosts them, with the disk cache in front.
@@ -20,6 +22,8 @@ export class IdentityResolver {
   readonly #config: Config;
   readonly #transport: Transport;
   readonly cache: IdentityCache;
+  /** Handles answered from the cache, each being verified afresh meanwhile (see {@link settle}). */
+  readonly #rechecks = new Map<string, Promise<KnotlessError | undefined>>();
 
   constructor(config: Config, transport: Transport) {
     this.#config = config;
@@ -40,7 +44,10 @@ export class IdentityResolver {
     const input = isDid ? actor : actor.toLowerCase();
     if (opts.fresh !== true) {
       const cached = isDid ? this.cache.did(input) : this.cache.handle(input);
-      if (cached !== undefined) return cached;
+      if (cached !== undefined) {
+        if (!isDid && !this.#rechecks.has(input)) this.#rechecks.set(input, this.#recheck(input, cached));
+        return cached;
+      }
     }
 
     // Only what was resolved before is in the cache, so validating on a miss is enough.
@@ -84,6 +91,57 @@ export class IdentityResolver {
     return identity;
   }
 
+  /**
+   * Waits for the handles answered from the cache to be verified afresh, and throws the sentence of
+   * the first that no longer names the DID it was cached with. A handle can change hands at any time
+   * (its owner renames, someone else takes it), so a cached pair is used only for what runs in
+   * parallel with its check: the clients of a command await this before a write and before handing
+   * back an answer (`XrpcClientOptions.gate`), and nothing reaches git or the user before it.
+   */
+  async settle(): Promise<void> {
+    for (const check of this.#rechecks.values()) {
+      const failed = await check;
+      if (failed !== undefined) throw failed;
+    }
+  }
+
+  /**
+   * Resolves a cached handle afresh, both ways at once (the handle's DID, and the DID's document
+   * claiming it), and says why the cached pair no longer holds; updates the cache either way. A
+   * failure that proves nothing (no network) keeps the cached pair, as before.
+   */
+  async #recheck(handle: string, cached: Identity): Promise<KnotlessError | undefined> {
+    try {
+      // The library is loaded beside the handle's lookup, which needs it only outside the dev network.
+      const mod = import('@atproto/identity');
+      const [did, doc] = await Promise.all([
+        this.#lookupHandle(mod, handle).catch((err: unknown) => {
+          // Unresolvable from here is as good as a no; an account gone away is said (below).
+          if (err instanceof KnotlessError && err.code !== 'account-inactive') return undefined;
+          throw err;
+        }),
+        mod.then((m) => this.#resolveDid(m, cached.did)),
+      ]);
+      if (did === cached.did && doc.claimed?.toLowerCase() === handle) {
+        if (doc.pds !== cached.pds) this.cache.put({ ...cached, pds: doc.pds });
+        return undefined;
+      }
+      this.cache.forget(handle);
+      this.cache.put({ did: cached.did, handle: undefined, pds: doc.pds });
+      const now = did === undefined ? 'it names no account now' : `it names ${did} now`;
+      return new KnotlessError(
+        'unknown-handle',
+        `The handle ${handle} no longer belongs to ${cached.did} (${now}); run the command again, or name the account by its DID.`,
+      );
+    } catch (err) {
+      // A handle whose account went away: that sentence, rather than the first request's answer.
+      if (err instanceof KnotlessError && err.code === 'account-inactive') return err;
+      if (this.#config.trace)
+        printErr(`knotless: trace could not verify the handle ${handle} again: ${safeText(String(err))}`);
+      return undefined;
+    }
+  }
+
   /** The endpoint requests for this identity go to: KNOTLESS_SERVICE when set, else its PDS. */
   serviceFor(identity: Identity): string {
     return this.#config.service ?? identity.pds;
@@ -117,6 +175,9 @@ export class IdentityResolver {
           `Could not resolve the handle ${handle}: the DNS lookup failed (${safeText(failure)}), so whether it exists is unknown; check your network connection and try again.`,
         );
       }
+      // A handle its PDS serves (`https://<handle>/.well-known/atproto-did`) stops resolving while
+      // the account is deactivated or taken down; that host still says so of the repository.
+      if (!handle.endsWith('.test')) await this.#inactiveHandle([`https://${handle}`], handle, true);
       throw new KnotlessError(
         'unknown-handle',
         handle.endsWith('.test')
@@ -128,10 +189,10 @@ export class IdentityResolver {
   }
 
   /** The DID a handle resolves to (DNS or https for real handles), or undefined when it resolves to none. */
-  async #lookupHandle(mod: IdResolverModule, handle: string): Promise<string | undefined> {
+  async #lookupHandle(mod: Lazy<IdResolverModule>, handle: string): Promise<string | undefined> {
     const did = handle.endsWith('.test')
       ? await this.#lookupDevHandle(mod, handle)
-      : await this.#idResolver(mod).handle.resolve(handle);
+      : await this.#idResolver(await mod).handle.resolve(handle);
     // What a DNS record or a server says is checked before it reaches a message or a request.
     const { isValidDid } = await import('@atproto/syntax');
     return did !== undefined && isValidDid(did) ? did : undefined;
@@ -143,31 +204,34 @@ export class IdentityResolver {
    * handle it had there: when the PDSes disagree, the DID whose document claims the handle wins
    * (the caller checks that again either way).
    */
-  async #lookupDevHandle(mod: IdResolverModule, handle: string): Promise<string | undefined> {
+  async #lookupDevHandle(mod: Lazy<IdResolverModule>, handle: string): Promise<string | undefined> {
     const pdses = this.#config.devPdses.length > 0 ? this.#config.devPdses : [this.#config.service];
     const { isValidDid } = await import('@atproto/syntax');
     const candidates = new Set<string>();
-    for (const pds of pdses) {
-      if (pds === undefined) {
-        throw new KnotlessError(
-          'unknown-handle',
-          `${handle} is a dev-network handle; source the env file that \`knotless dev\` wrote (it sets KNOTLESS_DEV_PDS) and try again.`,
-        );
-      }
-      const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
-      try {
-        const { did } = await client.query<{ did: unknown }>('com.atproto.identity.resolveHandle', {
-          handle,
-        });
-        if (typeof did === 'string' && isValidDid(did)) candidates.add(did);
-      } catch (err) {
-        if (!(err instanceof XrpcError && err.status === 400)) throw err;
-      }
-    }
-    if (candidates.size === 0) await this.#inactiveDevHandle(pdses, handle);
+    // Every dev PDS at once: one round trip, not one per PDS.
+    await Promise.all(
+      pdses.map(async (pds) => {
+        if (pds === undefined) {
+          throw new KnotlessError(
+            'unknown-handle',
+            `${handle} is a dev-network handle; source the env file that \`knotless dev\` wrote (it sets KNOTLESS_DEV_PDS) and try again.`,
+          );
+        }
+        const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
+        try {
+          const { did } = await client.query<{ did: unknown }>('com.atproto.identity.resolveHandle', {
+            handle,
+          });
+          if (typeof did === 'string' && isValidDid(did)) candidates.add(did);
+        } catch (err) {
+          if (!(err instanceof XrpcError && err.status === 400)) throw err;
+        }
+      }),
+    );
+    if (candidates.size === 0) await this.#inactiveHandle(pdses, handle, false);
     if (candidates.size <= 1) return [...candidates][0];
     for (const did of candidates) {
-      const { claimed } = await this.#resolveDid(mod, did);
+      const { claimed } = await this.#resolveDid(await mod, did);
       if (claimed?.toLowerCase() === handle) return did;
     }
     return [...candidates][0];
@@ -176,16 +240,18 @@ export class IdentityResolver {
   /**
    * A PDS resolves no handle of an account it holds deactivated or taken down, but still says so of
    * its repository (describeRepo takes a handle): then the user is told what became of the account,
-   * not to check the handle's spelling.
+   * not to check the handle's spelling. `quiet`: a host that does not answer is passed over.
    */
-  async #inactiveDevHandle(pdses: Array<string | undefined>, handle: string): Promise<void> {
+  async #inactiveHandle(pdses: Array<string | undefined>, handle: string, quiet: boolean): Promise<void> {
     for (const pds of pdses) {
       if (pds === undefined) continue;
       const client = new XrpcClient(pds, { transport: this.#transport, trace: this.#config.trace });
       try {
         await client.query('com.atproto.repo.describeRepo', { repo: handle });
       } catch (err) {
-        if (!(err instanceof XrpcError)) throw err;
+        // A handle's own host need not be a PDS, nor answer: then the handle does not resolve.
+        if (!(err instanceof XrpcError) && !quiet) throw err;
+        if (!(err instanceof XrpcError)) continue;
         if (err.error === 'RepoDeactivated') throw inactiveAccount(handle, pds, 'deactivated');
         if (err.error === 'RepoTakendown') throw inactiveAccount(handle, pds, 'takendown');
       }

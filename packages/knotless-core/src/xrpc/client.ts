@@ -34,6 +34,11 @@ export interface Authorizer {
    * each request's method and URL, and the server may ask for a new nonce); absent for bearer tokens.
    */
   send?(url: URL, init: HttpRequest): Promise<HttpResponse>;
+  /**
+   * Throws when these credentials are no good at `service` and the reason is known (a session made
+   * on the PDS its account has since left): asked before each request is authorized.
+   */
+  checkService?(service: string): void;
 }
 
 /** Options for one call. */
@@ -77,6 +82,12 @@ export interface XrpcClientOptions {
    * send the read there once, or undefined when it has not moved; it may throw a sentence of its own.
    */
   relocate?: (did: string, from: string) => Promise<string | undefined>;
+  /**
+   * Awaited before a write is sent and before an answer (or a failure) is handed back, never before
+   * a read is sent: what a command learnt in parallel with its first request (a cached handle verified
+   * afresh, `IdentityResolver.settle`) may still stop it, at no round trip of its own.
+   */
+  gate?: () => Promise<void>;
 }
 
 /**
@@ -168,6 +179,26 @@ export class XrpcClient {
     params: CallOptions['params'],
     send: () => Promise<T>,
   ): Promise<T> {
+    const gate = this.#opts.gate;
+    if (gate === undefined) return this.#follow(method, params, send);
+    if (method === 'POST') await gate();
+    let answer: T;
+    try {
+      answer = await this.#follow(method, params, send);
+    } catch (err) {
+      // What became of the account (deleted, deactivated) is said over what became of its handle.
+      if (!(err instanceof KnotlessError && err.code === 'account-inactive')) await gate();
+      throw err;
+    }
+    await gate();
+    return answer;
+  }
+
+  async #follow<T>(
+    method: 'GET' | 'POST',
+    params: CallOptions['params'],
+    send: () => Promise<T>,
+  ): Promise<T> {
     try {
       return await send();
     } catch (err) {
@@ -233,6 +264,7 @@ export class XrpcClient {
     const url = new URL(`${this.service}/xrpc/${nsid}`);
     for (const [k, v] of Object.entries(opts.params ?? {}))
       if (v !== undefined) url.searchParams.set(k, String(v));
+    this.#opts.authorizer?.checkService?.(this.service);
     const headers: Record<string, string> = { ...(await this.#opts.authorizer?.headers()), ...opts.headers };
     let body: RequestBody = null;
     if (opts.body instanceof Uint8Array || isBodySource(opts.body)) {

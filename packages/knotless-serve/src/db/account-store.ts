@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { accountTargets, refreshTargets } from './forge-state.ts';
 import type { Database } from './schema.ts';
 
 /** The tables holding an account's own rows, all keyed by its DID in `did`. */
@@ -27,12 +28,12 @@ export class AccountStore {
 
   /** Records an account's status (null: active). Only accounts the index knows are recorded. */
   async setStatus(did: string, status: string | null): Promise<boolean> {
-    const res = await this.#db
-      .updateTable('owners')
-      .set({ status })
-      .where('did', '=', did)
-      .executeTakeFirst();
-    return res.numUpdatedRows > 0n;
+    return this.#db.transaction().execute(async (tx) => {
+      const res = await tx.updateTable('owners').set({ status }).where('did', '=', did).executeTakeFirst();
+      // Its state records count, or stop counting, for the items they name in others' repositories.
+      await refreshTargets(tx, await accountTargets(tx, did));
+      return res.numUpdatedRows > 0n;
+    });
   }
 
   /** The status of an account the index knows: null when active, undefined when unknown. */
@@ -50,8 +51,10 @@ export class AccountStore {
     return this.#db.transaction().execute(async (tx) => {
       const repos = await tx.selectFrom('repos').select('name').where('did', '=', did).execute();
       const refRepos = await tx.selectFrom('refs').select('repo').distinct().where('did', '=', did).execute();
+      const targets = await accountTargets(tx, did);
       for (const table of ACCOUNT_TABLES) await tx.deleteFrom(table).where('did', '=', did).execute();
       await tx.updateTable('owners').set({ status: 'deleted' }).where('did', '=', did).execute();
+      await refreshTargets(tx, targets);
       return [...new Set([...repos.map((r) => r.name), ...refRepos.map((r) => r.repo)])];
     });
   }

@@ -96,6 +96,39 @@ async function refresh(tx: Db, kind: Kind, did: string, rkey: string): Promise<v
     .execute();
 }
 
+/** The accounts the index holds as not active (deactivated, taken down, suspended, deleted). */
+export function inactiveDids(db: Db) {
+  return db.selectFrom('owners').select('did').where('status', 'is not', null);
+}
+
+/**
+ * The pull requests and issues an account's state records name, each worked out again: after the
+ * account's status changed (its records count, or stop counting) or its rows were removed.
+ */
+export async function refreshTargets(tx: Db, targets: AccountTargets): Promise<void> {
+  for (const kind of [PULLS, ISSUES])
+    for (const t of targets[kind.items]) await refresh(tx, kind, t.did, t.rkey);
+}
+
+/** What an account's live state records name, by kind. */
+export type AccountTargets = Record<'pulls' | 'issues', Array<{ did: string; rkey: string }>>;
+
+/** The items an account's live state records name (read before its rows go, to refresh them after). */
+export async function accountTargets(tx: Db, did: string): Promise<AccountTargets> {
+  const out: AccountTargets = { pulls: [], issues: [] };
+  for (const kind of [PULLS, ISSUES]) {
+    const rows = await tx
+      .selectFrom(kind.states as 'pull_statuses')
+      .select([sql.ref<string>(kind.itemDid).as('item_did'), sql.ref<string>(kind.itemRkey).as('item_rkey')])
+      .distinct()
+      .where('did', '=', did)
+      .where('deleted', '=', 0)
+      .execute();
+    out[kind.items] = rows.map((r) => ({ did: r.item_did, rkey: r.item_rkey }));
+  }
+  return out;
+}
+
 /** The live state records naming one pull request or issue, as `decide` reads them. */
 export async function itemDecisions(
   tx: Db,
@@ -112,6 +145,9 @@ export async function itemDecisions(
     .where(tx.dynamic.ref(kind.itemDid), '=', did)
     .where(tx.dynamic.ref(kind.itemRkey), '=', rkey)
     .where('deleted', '=', 0)
+    // The state records of an account that is not active decide nothing meanwhile (as its items
+    // count nowhere); its status changing works its targets out again (`refreshAccountTargets`).
+    .where('did', 'not in', inactiveDids(tx))
     .execute();
   return decisions(rows);
 }

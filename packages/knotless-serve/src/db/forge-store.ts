@@ -10,7 +10,7 @@ import {
   type ForgeRecord,
 } from '../ingest/forge-records.ts';
 import { saveCursor, type EventSource } from './cursor.ts';
-import { itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
+import { inactiveDids, itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
 import type { Decision } from 'knotless-core';
 import type { CommentTable, Database, IssueTable, PullTable } from './schema.ts';
 
@@ -223,12 +223,14 @@ export class ForgeStore {
     repoName: string,
   ): Promise<{ pulls: Record<string, number>; issues: Record<string, number> }> {
     const count = async (table: 'pulls' | 'issues') => {
+      // An account that is not active counts for nothing meanwhile, as its items show nowhere.
       const rows = await this.#db
         .selectFrom(table as 'pulls')
         .select((eb) => ['state', eb.fn.countAll<number | string>().as('n')])
         .where('repo_did', '=', repoDid)
         .where('repo_name', '=', repoName)
         .where('deleted', '=', 0)
+        .where('did', 'not in', inactiveDids(this.#db))
         .groupBy('state')
         .execute();
       const out: Record<string, number> = { open: 0, closed: 0, merged: 0 };

@@ -11,8 +11,15 @@ import { applyWrite } from './apply.ts';
 import { FORGE_COLLECTIONS, isForgeCollection } from './forge-records.ts';
 import type { Identities } from './identities.ts';
 
-/** The accounts a PDS hosts, from com.atproto.sync.listRepos (every page). */
-export async function listPdsAccounts(pds: string, transport: Transport): Promise<string[]> {
+/**
+ * The accounts a PDS hosts, from com.atproto.sync.listRepos (every page): the active ones, and those
+ * not active that `known` says the index holds (to be hidden, not read).
+ */
+export async function listPdsAccounts(
+  pds: string,
+  transport: Transport,
+  known: (did: string) => Promise<boolean> = () => Promise.resolve(false),
+): Promise<string[]> {
   const client = new XrpcClient(pds, { transport });
   const dids: string[] = [];
   let cursor: string | undefined;
@@ -21,7 +28,7 @@ export async function listPdsAccounts(pds: string, transport: Transport): Promis
       'com.atproto.sync.listRepos',
       { limit: 1000, cursor },
     );
-    for (const r of page.repos) if (r.active !== false) dids.push(r.did);
+    for (const r of page.repos) if (r.active !== false || (await known(r.did))) dids.push(r.did);
     cursor = page.repos.length > 0 ? page.cursor : undefined;
   } while (cursor !== undefined);
   return dids;
@@ -39,12 +46,41 @@ export async function backfillAccount(
   transport: Transport,
   log: (line: string) => void = () => {},
 ): Promise<string[]> {
+  const before = await index.owner(did);
+  const was = before?.status;
   const owner = await identities.owner(did, true);
+  // What its PDS says of the account first (one getRepoStatus): an account that went away while no
+  // stream told us (the appview was down, its position lost) is hidden, or removed, rather than read
+  // or shown; one the index never held is left alone.
+  const status = await identities.status(owner);
+  if (status !== null && status !== undefined && was === undefined) return [];
+  // Its PDS resolves no handle of an account it does not serve as active: the page saying what
+  // became of it names it by the handle it last had (as the stream's account events do).
+  if (typeof status === 'string' && owner.handle === null && before?.handle != null)
+    await index.putOwner(did, before.handle, owner.pds);
+  if (status === 'deleted') {
+    if (was === 'deleted') return [];
+    log(`${did} was deleted: its rows are removed from the index`);
+    return index.accounts.purge(did);
+  }
+  if (typeof status === 'string') {
+    if (was !== status) {
+      await index.accounts.setStatus(did, status);
+      log(`${did} is ${status}`);
+    }
+    return [];
+  }
+  const touched = new Set<string>();
+  if (status === null && typeof was === 'string') {
+    await index.accounts.setStatus(did, null);
+    log(`${did} is active again`);
+    // Its mirrors were left as they were: each catches up with what the listing below finds.
+    for (const r of await index.repos({ did, limit: 1000 })) touched.add(r.name);
+  }
   if (owner.pds === null) throw new Error(`${did} names no PDS`);
   const client = new XrpcClient(owner.pds, { transport });
   const { rev } = await client.query<{ rev: string }>('com.atproto.sync.getLatestCommit', { did });
   const time = new Date().toISOString();
-  const touched = new Set<string>();
   for (const collection of [REPO_COLLECTION, REF_COLLECTION, ...FORGE_COLLECTIONS]) {
     const seen = new Set<string>();
     for await (const r of listRecords(client, did, collection)) {

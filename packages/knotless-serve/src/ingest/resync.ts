@@ -125,7 +125,8 @@ export class Resync {
     }
     for (const pds of this.#sources.pdses) {
       try {
-        for (const did of await listPdsAccounts(pds, this.#transport)) dids.add(did);
+        const shown = async (did: string) => (await this.#index.owner(did))?.status === null;
+        for (const did of await listPdsAccounts(pds, this.#transport, shown)) dids.add(did);
       } catch (err) {
         this.#log(`listing accounts of ${pds}: ${String(err)}`);
       }

@@ -5,6 +5,7 @@ import type { Identity } from 'knotless-core/identity/resolver';
 import { printErr, safeText } from 'knotless-core/text/terminal';
 import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
 import { PasswordSession } from './password-session.ts';
+import { MoveAwareSession, movedSession } from './moved.ts';
 import { OAuthSession } from './oauth-session.ts';
 import {
   SessionStore,
@@ -157,7 +158,7 @@ export async function activeSession(ctx: AuthServices): Promise<SessionAuthorize
     const usable = found?.kind === 'password' && found.pds === identity.pds ? found : undefined;
     const stored =
       usable ?? (found === undefined ? await firstSession(store, identity.did, relogin) : await relogin());
-    return authorizerFor(ctx, store, stored, relogin);
+    return new MoveAwareSession(authorizerFor(ctx, store, stored, relogin), ctx, true);
   }
   const did = ctx.sessions.current();
   const stored = did === undefined ? undefined : ctx.sessions.get(did);
@@ -169,13 +170,11 @@ export async function activeSession(ctx: AuthServices): Promise<SessionAuthorize
   }
   // Sessions name the PDS they were made on (KNOTLESS_SERVICE's, for an OAuth session made through it).
   const known = ctx.config.service === undefined ? ctx.resolver.cache.did(stored.did) : undefined;
-  if (known !== undefined && known.pds !== stored.pds) {
-    const name = safeText(known.handle ?? stored.handle);
-    throw new KnotlessError(
-      'session-expired',
-      `${name} moved from ${safeText(stored.pds)} to ${safeText(known.pds)} since you logged in; log in again there with \`knotless login ${name}\`.`,
-    );
-  }
-  if (stored.kind === 'oauth') return new OAuthSession(ctx, ctx.sessions, stored);
-  return authorizerFor(ctx, ctx.sessions, stored);
+  if (known !== undefined && known.pds !== stored.pds)
+    throw movedSession(known.handle ?? stored.handle, stored.pds, known.pds, false);
+  const session =
+    stored.kind === 'oauth'
+      ? new OAuthSession(ctx, ctx.sessions, stored)
+      : authorizerFor(ctx, ctx.sessions, stored);
+  return new MoveAwareSession(session, ctx, false);
 }

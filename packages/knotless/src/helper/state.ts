@@ -66,6 +66,8 @@ export class HelperState {
         remote.viewProof = { commit: fromAgent.commit, state: 'pending' };
         this.#unproven = fromAgent.refs;
       }
+      // The owner's handle, when it came from the cache, is verified afresh before git sees anything.
+      await this.ctx.resolver.settle();
       return this.#keep(fromAgent.refs);
     }
     const refs = await remote.listRefs();
