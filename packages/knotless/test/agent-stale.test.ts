@@ -4,7 +4,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { agentWireView, spawnAgent, startGate, type Gate, type RunningAgent } from './helpers/agent.ts';
-import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
+import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
 // The warm agent answers git's `list for-push` from its view at once. Here its event stream runs
@@ -38,20 +38,32 @@ const did = () => t.dids['alice.test']!;
 const q = (repo: string) => ({ did: did(), repo, pds: gate!.url });
 
 /**
- * Starts the warm user's agent once, after pointing the user's identity cache at the relay as
- * alice's PDS: helpers name that PDS to the agent, whose stream then runs through the relay (every
- * other request goes to KNOTLESS_SERVICE, the proxy).
+ * Points the warm user's identity cache at the relay as alice's PDS: helpers name that PDS to the
+ * agent, whose stream then runs through the relay (every other request goes to KNOTLESS_SERVICE, the
+ * proxy). Done again before each command: a command that names alice by her cached handle checks it
+ * afresh and writes her real PDS back (the warm user's URLs name her DID, which is not checked).
  */
-async function ensureAgent(user: GitUser): Promise<void> {
-  if (agent !== undefined) return;
-  assert.equal((await user.knotless('repo', 'list')).code, 0);
-  const file = path.join(user.env['KNOTLESS_CACHE_DIR']!, 'identity.json');
+function pointAtGate(): void {
+  const file = path.join(warm.env['KNOTLESS_CACHE_DIR']!, 'identity.json');
   const cache = JSON.parse(fs.readFileSync(file, 'utf8')) as {
     dids: Record<string, { value: { pds: string } }>;
   };
   cache.dids[did()]!.value.pds = gate!.url;
   fs.writeFileSync(file, JSON.stringify(cache));
-  agent = await spawnAgent(socket, { ...user.env, KNOTLESS_COMPACT: '0', KNOTLESS_SERVICE: proxy!.url });
+}
+
+/** The warm user's git, through the relay's stream. */
+const held = {
+  git: (cwd: string, ...args: string[]) => (pointAtGate(), warm.git(cwd, ...args)),
+  ok: (cwd: string, ...args: string[]) => (pointAtGate(), warm.ok(cwd, ...args)),
+};
+
+/** Starts the warm user's agent once. */
+async function ensureAgent(): Promise<void> {
+  if (agent !== undefined) return;
+  assert.equal((await warm.knotless('repo', 'list')).code, 0);
+  pointAtGate();
+  agent = await spawnAgent(socket, { ...warm.env, KNOTLESS_COMPACT: '0', KNOTLESS_SERVICE: proxy!.url });
 }
 
 /** Waits (bounded) until the agent's view of `name` answers at once with `ref` at `oid`. */
@@ -79,15 +91,17 @@ async function repository(): Promise<{
   c1: string;
   c2: string;
 }> {
-  await ensureAgent(warm);
+  await ensureAgent();
   const name = `stale-${++n}`;
   assert.equal((await warm.knotless('repo', 'create', name)).code, 0);
-  const url = `knotless://alice.test/${name}`;
+  // The warm user names alice by her DID; the other machine by her handle.
+  const url = `knotless://${did()}/${name}`;
+  pointAtGate();
   const dir = await newRepo(warm, url);
   const c1 = await commitFiles(warm, dir, { one: 'one\n' }, 'c1');
-  await warm.ok(dir, 'push', '-q', 'origin', 'main', 'main:side');
+  await held.ok(dir, 'push', '-q', 'origin', 'main', 'main:side');
   const c2 = await commitFiles(warm, dir, { two: 'two\n' }, 'c2');
-  await warm.ok(dir, 'push', '-q', 'origin', 'main');
+  await held.ok(dir, 'push', '-q', 'origin', 'main');
   await untilAgentSees(name, 'refs/heads/main', c2);
   const od = other.dir();
   await other.ok(od, 'clone', '-q', url, 'c');
@@ -149,7 +163,7 @@ describe('a push through the agent while its stream lags another machine', () =>
       () => other.ok(od, 'push', '-q', 'origin', 'main'),
       'refs/heads/main',
       c2,
-      () => warm.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
+      () => held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
     );
     // git's own status for a push whose helper failed, as for a refused ref: the lease step of
     // git-parity.test.ts may end so through the agent.
@@ -168,7 +182,7 @@ describe('a push through the agent while its stream lags another machine', () =>
       () => other.ok(od, 'push', '-q', 'origin', 'main'),
       'refs/heads/main',
       c2,
-      () => warm.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
+      () => held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
     );
     assert.equal(res.code, 1, res.stderr);
     assert.match(res.stdout, /^!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)$/m);
@@ -223,7 +237,7 @@ describe('a push through the agent while its stream lags another machine', () =>
         () => c.move(od),
         c.ref,
         c.ref === 'refs/heads/main' ? c2 : c1,
-        () => warm.git(dir, ...c.push(dir)),
+        () => held.git(dir, ...c.push(dir)),
       );
       assert.equal(res.code, c.code, res.stderr);
       assert.match(res.stdout, c.line);
@@ -270,7 +284,7 @@ describe('a push through the agent while its stream lags another machine', () =>
         ref === 'refs/heads/main' ? c2 : c1,
         async () => {
           const before = await remote(url);
-          const out = await warm.git(dir, 'push', '--porcelain', 'origin', spec(c1));
+          const out = await held.git(dir, 'push', '--porcelain', 'origin', spec(c1));
           // Nothing was written: the remote is as the other machine left it.
           assert.deepEqual(await remote(url), before);
           return out;
@@ -293,7 +307,7 @@ describe('a push through the agent while its stream lags another machine', () =>
       'refs/heads/main',
       c2,
       async () => {
-        const out = await warm.git(dir, 'push', '--porcelain', 'origin', 'main');
+        const out = await held.git(dir, 'push', '--porcelain', 'origin', 'main');
         // The stream is still held: no read can show the view current, so it is not given.
         meanwhile = await agentWireView(socket, q(name));
         return out;
@@ -311,7 +325,7 @@ describe('a push through the agent while its stream lags another machine', () =>
     await other.ok(od, 'push', '-q', 'origin', 'main');
     await untilAgentSees(name, 'refs/heads/main', c4);
     proxy!.reset();
-    const res = await warm.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main');
+    const res = await held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main');
     assert.equal(res.code, 1, res.stderr);
     assert.match(res.stdout, /^!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)$/m);
     assert.doesNotMatch(res.stderr, /changed while git was deciding/);
