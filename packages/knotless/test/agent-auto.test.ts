@@ -125,10 +125,10 @@ describe('the agent starts itself', () => {
       } else assert.equal((await status(user)).running, false);
       const second = await cost(() => user.ok(dir, 'push', '-q', 'origin', 'main'));
       if (user === auto) {
-        // The view is proved current by the account's latest revision (git decides locally from
-        // this answer, so it must be true), and the write goes on the agent's open connection.
+        // git is answered from the view at once, and the write proves it (its swapCommit is the
+        // commit the view is at): one request, on the agent's open connection.
         assert.deepEqual(second, {
-          requests: ['com.atproto.sync.getLatestCommit', 'com.atproto.repo.putRecord'],
+          requests: ['com.atproto.repo.putRecord'],
           connections: 0,
         });
         // The second helper found the agent with a stat: it started no other.

@@ -51,11 +51,19 @@ describe('the writes a group commit takes', () => {
     assert.equal(parseWrite(PUT, { 'content-type': 'application/json' }, put(), COLLECTION), undefined);
   });
 
+  it("takes the listing's swapCommit with the write: the commit proves the listing", () => {
+    assert.equal(
+      parseWrite(PUT, auth, put({ swapCommit: 'bafycommit' }), COLLECTION)?.swapCommit,
+      'bafycommit',
+    );
+    assert.equal(parseWrite(PUT, auth, put(), COLLECTION)?.swapCommit, undefined);
+  });
+
   it('forwards as it came a write without a swap, with conditions of its own, or of another collection', () => {
     const noSwap = JSON.parse(put().toString()) as Record<string, unknown>;
     delete noSwap['swapRecord'];
     assert.equal(parseWrite(PUT, auth, Buffer.from(JSON.stringify(noSwap)), COLLECTION), undefined);
-    assert.equal(parseWrite(PUT, auth, put({ swapCommit: 'bafycommit' }), COLLECTION), undefined);
+    assert.equal(parseWrite(PUT, auth, put({ swapCommit: 7 }), COLLECTION), undefined);
     assert.equal(parseWrite(PUT, auth, put({ validate: false }), COLLECTION), undefined);
     assert.equal(parseWrite(PUT, auth, put({ collection: 'dev.knotless.repo' }), COLLECTION), undefined);
     const del = JSON.stringify({ repo: DID, collection: COLLECTION, rkey: 'k', swapRecord: null });

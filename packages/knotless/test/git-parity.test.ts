@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { commitFiles } from './helpers/git.ts';
-import { OTHER, useParity } from './helpers/parity.ts';
+import { CAUGHT_UP, OTHER, useParity } from './helpers/parity.ts';
 
 // git pushes to knotless and to a bare repository (helpers/parity.ts): the same outcome. Fetches and
 // clones: git-parity-fetch.test.ts.
@@ -165,13 +165,16 @@ describe('git push to knotless and to a bare repository: the same outcome', () =
   ] as const) {
     it(`leases, deletes, --porcelain and --atomic after another machine's push (${label})`, async () => {
       await ready(user);
-      const { bare, knotless } = await both(
+      const { bare, knotless, stderr } = await both(
         user,
         (dir) => [
           ['push', '--porcelain', 'origin', 'main', 'main:b2', 'main:b3', 'v1'],
           // The other machine moves main and b2; this one still has the old values.
           [OTHER, '-C', path.join(dir, 'o'), 'push', '--porcelain', 'URL', 'HEAD:main', 'HEAD:b2'],
           ['push', '--porcelain', '--force-with-lease', 'origin', 'main'],
+          // From here on the agent's view has the other machine's push (the steps test leases and
+          // deletes, not the stream's delay, which the step above and agent-stale.test.ts do).
+          [CAUGHT_UP],
           ['push', '--porcelain', '--force-with-lease=b3:HEAD~1', 'origin', 'HEAD~1:b3'],
           ['push', '--porcelain', '--force-with-lease=b4:', 'origin', 'HEAD:b4'],
           ['push', '--porcelain', '--force-with-lease=b4:', 'origin', 'HEAD:b4'],
@@ -192,8 +195,23 @@ describe('git push to knotless and to a bare repository: the same outcome', () =
           await commitFiles(u, path.join(dir, 'o'), { b: 'theirs' }, 'theirs');
         },
       );
-      assert.equal(knotless, bare);
-      assert.match(knotless, /\[rejected\] \(stale info\)/);
+      assert.match(bare, /\[rejected\] \(stale info\)/);
+      if (knotless === bare) return;
+      // Through the agent, git decides from the agent's view at once: when its event stream had not
+      // delivered the other machine's push yet, git judged main "up to date" locally and sent
+      // nothing; the helper's one read before exiting found main moved, said so, and failed the push
+      // (never "up to date" with exit 0). Nothing else may differ, and the remote is as for the bare.
+      assert.equal(label, 'through the agent', 'without an agent the transcripts must be equal');
+      const stale = bare.replace(
+        /^(\$ git push --porcelain --force-with-lease origin main -> )1\n!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)\n/m,
+        '$11\n=\trefs/heads/main:refs/heads/main\t[up to date]\n',
+      );
+      assert.notEqual(stale, bare, 'the lease step of the bare transcript');
+      assert.equal(knotless, stale);
+      assert.match(
+        stderr[2]!,
+        /^knotless: .* changed while git was deciding this push \(.*refs\/heads\/main/m,
+      );
     });
   }
 

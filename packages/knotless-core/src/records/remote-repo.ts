@@ -10,7 +10,7 @@ import { refKey } from './ref-key.ts';
 import { isSealed, newestEpoch, type PrivacyOpener, type RefSealer } from './sealer.ts';
 import { RECORD_ANSWER_BYTES, writeRefRecord, type RefRecord } from './ref-record.ts';
 import { contestedSentence, parseRemoteRef, refsByName, type RemoteRef } from './remote-ref.ts';
-import { sameRecord, writeFailure, type RefWrite } from './ref-writes.ts';
+import { SwapConflict, sameRecord, writeFailure, type RefWrite } from './ref-writes.ts';
 
 // Split out of this file, still imported from here by most callers.
 export { contestedSentence, refsByName, type RemoteRef } from './remote-ref.ts';
@@ -159,6 +159,27 @@ export class RemoteRepo {
     }
   }
 
+  /**
+   * The account's commit a listing given to git was read at, when that listing was not read just now
+   * (the warm agent's view): ref writes carry it as `swapCommit` until one lands, which proves the
+   * whole listing was still true (`proven`); a refused one leaves it `broken`, and the writes go on
+   * with `swapRecord` alone. The helper reads once before exiting unless it was proven.
+   */
+  viewProof: { commit: string; state: 'pending' | 'proven' | 'broken' } | undefined;
+
+  /** `swapCommit` for the next ref write, while the listing's commit waits for its proof. */
+  #proofFields(): { swapCommit?: string } {
+    return this.viewProof?.state === 'pending' ? { swapCommit: this.viewProof.commit } : {};
+  }
+
+  /** Settles the listing's proof from a ref write's outcome. */
+  #settleProof(carried: boolean, err?: unknown): void {
+    if (!carried || this.viewProof === undefined) return;
+    if (err === undefined) this.viewProof.state = 'proven';
+    else if (err instanceof SwapConflict && this.viewProof.state === 'pending')
+      this.viewProof.state = 'broken';
+  }
+
   /** Writes a ref record if its current CID is `swap` (null: if it does not exist). Returns the new CID and revision. */
   async putRef(
     auth: Authorizer,
@@ -167,6 +188,7 @@ export class RemoteRepo {
     swap: string | null,
   ): Promise<{ cid: string; rev: string }> {
     await this.prepare();
+    const proof = this.#proofFields();
     try {
       const res = await this.writer(auth).procedure<{ cid: string; commit?: { rev?: string } }>(
         'com.atproto.repo.putRecord',
@@ -176,25 +198,34 @@ export class RemoteRepo {
           rkey: key,
           record: this.#value(key, record),
           swapRecord: swap,
+          ...proof,
         },
       );
+      this.#settleProof(proof.swapCommit !== undefined);
       return { cid: res.cid, rev: res.commit?.rev ?? '' };
     } catch (err) {
-      throw writeFailure(err, `writing the refs of ${this.label}`, record.ref);
+      const failure = writeFailure(err, `writing the refs of ${this.label}`, record.ref);
+      this.#settleProof(proof.swapCommit !== undefined, failure);
+      throw failure;
     }
   }
 
   /** Deletes a ref record if its current CID is `swap`. */
   async deleteRef(auth: Authorizer, key: string, swap: string): Promise<void> {
+    const proof = this.#proofFields();
     try {
       await this.writer(auth).procedure('com.atproto.repo.deleteRecord', {
         repo: this.owner.did,
         collection: REF_COLLECTION,
         rkey: key,
         swapRecord: swap,
+        ...proof,
       });
+      this.#settleProof(proof.swapCommit !== undefined);
     } catch (err) {
-      throw writeFailure(err, `writing the refs of ${this.label}`);
+      const failure = writeFailure(err, `writing the refs of ${this.label}`);
+      this.#settleProof(proof.swapCommit !== undefined, failure);
+      throw failure;
     }
   }
 

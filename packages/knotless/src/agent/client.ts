@@ -100,7 +100,11 @@ export class AgentClient {
    * The agent's current view of a repository's refs, or undefined when it has none yet or has gone
    * away (the caller lists instead). An agent that is there but answers wrongly is an error.
    */
-  async view(did: string, repo: string, pds: string): Promise<RemoteRef[] | undefined> {
+  async view(
+    did: string,
+    repo: string,
+    pds: string,
+  ): Promise<{ refs: RemoteRef[]; commit?: string } | undefined> {
     if (!this.#alive) return undefined;
     const q = new URLSearchParams({ did, repo, pds });
     const res = await this.#gone(
@@ -108,8 +112,14 @@ export class AgentClient {
     );
     if (res === undefined) return undefined;
     if (res.status !== 200) throw agentAnswer('/view', res);
-    const body = JSON.parse(res.body.toString('utf8')) as { confirmed: boolean; refs?: WireRef[] };
-    return body.confirmed && body.refs !== undefined ? parseWireRefs(body.refs) : undefined;
+    const body = JSON.parse(res.body.toString('utf8')) as {
+      confirmed: boolean;
+      refs?: WireRef[];
+      commit?: unknown;
+    };
+    if (!body.confirmed || body.refs === undefined) return undefined;
+    const refs = parseWireRefs(body.refs);
+    return typeof body.commit === 'string' ? { refs, commit: body.commit } : { refs };
   }
 
   /** The answer, or undefined when the call found the agent gone (only that: anything else throws). */

@@ -12,6 +12,8 @@ import { AccountState, landedAlone, parseWrite, swapAnswer, type RefOp } from '.
 const WINDOW_MS = 5;
 /** The PDS's limit on writes in one applyWrites. */
 const MAX_WRITES = 200;
+/** How many of our own latest commits `provenSince` walks back through (over every account). */
+const OWN_CHAIN = 1024;
 /** Commits refused because the account moved, before each write is sent on its own instead. */
 const MAX_ROUNDS = 5;
 
@@ -66,6 +68,10 @@ export class GroupCommit {
   readonly #log: (line: string) => void;
   readonly #landed: (did: string, rev: string, writes: Landed[], commit: string) => void;
   readonly #accounts = new Map<string, Account>();
+  /** Our own latest commits (their CID → the commit each was swapped on), for `provenSince`. */
+  readonly #prev = new Map<string, string>();
+  /** Each account's latest commit of ours. */
+  readonly #latest = new Map<string, string>();
 
   /**
    * `landed` is told of each commit's writes, with the commit's CID, before any helper hears of it
@@ -125,6 +131,26 @@ export class GroupCommit {
     });
   }
 
+  /**
+   * True when every commit from `since` up to `commit` is one of our own, each swapped on the one
+   * before: nothing else wrote the account between them, so a listing true at `since` that took our
+   * commits' writes as they landed was true all along.
+   */
+  provenSince(commit: string, since: string): boolean {
+    for (let at: string | undefined = commit, n = 0; at !== undefined && n <= OWN_CHAIN; n++) {
+      if (at === since) return true;
+      at = this.#prev.get(at);
+    }
+    return false;
+  }
+
+  #chain(did: string, commit: string, prev: string): void {
+    this.#latest.set(did, commit);
+    this.#prev.set(commit, prev);
+    // Oldest first: a Map keeps insertion order.
+    if (this.#prev.size > OWN_CHAIN) this.#prev.delete(this.#prev.keys().next().value!);
+  }
+
   /** Writes not yet answered (waiting, or in the commit under way), by account: for tests. */
   pending(): Record<string, number> {
     const out: Record<string, number> = {};
@@ -157,12 +183,20 @@ export class GroupCommit {
   /** Sends one write as it came; what it did to the account is not known exactly, so forget it. */
   async #single(acc: Account, p: Pending): Promise<void> {
     acc.state.forget();
+    // A listing read before our own latest commits is proven by a swap on the latest of them.
+    const latest = this.#latest.get(acc.state.did);
+    let swapCommit = p.op.swapCommit;
+    let body = p.body;
+    if (swapCommit !== undefined && latest !== undefined && this.provenSince(latest, swapCommit)) {
+      swapCommit = latest;
+      body = Buffer.from(JSON.stringify({ ...(JSON.parse(body.toString('utf8')) as object), swapCommit }));
+    }
     let res: HttpResponse;
     try {
       res = await this.#transport.request(p.url, {
         method: 'POST',
         headers: p.headers,
-        body: p.body,
+        body,
         ...limitOf([p]),
       });
     } catch (err) {
@@ -171,6 +205,8 @@ export class GroupCommit {
     }
     // Landed: told like a group commit's writes, before the helper hears (the views take it).
     const done = res.status === 200 ? landedAlone(p.op, res.body) : undefined;
+    // Its swapCommit held at the PDS: the commit it made came right after that one.
+    if (done !== undefined && swapCommit !== undefined) this.#chain(acc.state.did, done.commit, swapCommit);
     if (done !== undefined) {
       const record = p.op.kind === 'put' ? p.op.record : null;
       this.#landed(acc.state.did, done.rev, [{ rkey: p.op.rkey, record, cid: done.cid }], done.commit);
@@ -185,8 +221,23 @@ export class GroupCommit {
     }
     const state = acc.state;
     let at;
+    const listed = round === 0 ? listingCommit(batch) : undefined;
+    const known = state.commit;
+    // Our own commits came since the listing's: the account is further on than it says.
+    const ahead = [known, this.#latest.get(state.did)].some(
+      (c) => c !== undefined && listed !== undefined && c !== listed && this.provenSince(c, listed),
+    );
     try {
-      at = await state.current(batch.map((p) => p.op.rkey));
+      if (listed !== undefined && !ahead && known !== listed) {
+        // The helpers' listing is of a commit newer than (or unknown to) what this state knows:
+        // swap on that commit, with the records as the listing has them (it is complete at that
+        // commit, so if the account is still there, they are exact).
+        state.forget();
+        at = { commit: listed, rev: '', cids: new Map(batch.map((p) => [p.op.rkey, p.op.swap])) };
+      } else if (listed !== undefined && known === listed) {
+        // The state is at the listing's very commit: records it has not read are as listed.
+        at = state.fill(batch.map((p) => [p.op.rkey, p.op.swap]));
+      } else at = await state.current(batch.map((p) => p.op.rkey));
     } catch (err) {
       // The records could not be read: each write goes as it came and meets its own swap at the PDS.
       this.#log(`group commit: reading ${safeText(state.did)} failed (${safeText(String(err))})`);
@@ -196,7 +247,10 @@ export class GroupCommit {
     const going: Pending[] = [];
     for (const p of batch) {
       const now = at.cids.get(p.op.rkey) ?? null;
-      if (p.op.swap === now && (p.op.kind === 'put' || now !== null)) going.push(p);
+      // A write that asks for its listing to be proven goes only when nothing but our own commits
+      // came since that listing's commit; otherwise it is refused as the PDS would refuse its swapCommit.
+      const proven = p.op.swapCommit === undefined || this.provenSince(at.commit, p.op.swapCommit);
+      if (proven && p.op.swap === now && (p.op.kind === 'put' || now !== null)) going.push(p);
       else p.resolve(swapAnswer(now));
     }
     if (going.length === 0) return;
@@ -240,6 +294,7 @@ export class GroupCommit {
         record: p.op.kind === 'put' ? p.op.record : null,
         cid: done.cids[i]!,
       }));
+      this.#chain(state.did, done.commit, at.commit);
       this.#landed(state.did, done.rev, writes, done.commit);
       going.forEach((p, i) => p.resolve(done.answers[i]!));
       if (going.length > 1)
@@ -282,6 +337,12 @@ function takeBatch(queue: Pending[]): Pending[] {
   return batch;
 }
 
+/** The commit every write's listing was read at, when they all carry the same one. */
+function listingCommit(batch: Pending[]): string | undefined {
+  const first = batch[0]?.op.swapCommit;
+  return first !== undefined && batch.every((p) => p.op.swapCommit === first) ? first : undefined;
+}
+
 /** The authorization that lives longest of those the writes came with (each is for this account). */
 function bestAuthorization(batch: Pending[]): string {
   let best = batch[0]!;
@@ -289,7 +350,8 @@ function bestAuthorization(batch: Pending[]): string {
   return best.op.authorization;
 }
 
-function refusalOf(res: HttpResponse): ReturnType<typeof pdsRefusal> {
+/** What kind of refusal a PDS's error answer is (see pdsRefusal). */
+export function refusalOf(res: HttpResponse): ReturnType<typeof pdsRefusal> {
   let e: { error?: unknown; message?: unknown } = {};
   try {
     e = JSON.parse(res.body.toString('utf8')) as typeof e;

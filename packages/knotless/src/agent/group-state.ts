@@ -11,6 +11,8 @@ export interface RefOp {
   record: unknown;
   /** The CID the record must have now; null: it must not exist. */
   swap: string | null;
+  /** The account's commit the helper's listing was read at, when it asks for that to be proven. */
+  swapCommit?: string;
   /** The helper's `authorization` header, and when its token expires (seconds since the epoch). */
   authorization: string;
   expires: number;
@@ -42,7 +44,8 @@ export function parseWrite(
     return undefined;
   const allowed = kind === 'putRecord' ? PUT_KEYS : DELETE_KEYS;
   if (!Object.keys(input).every((k) => allowed.has(k))) return undefined;
-  const { repo, rkey, swapRecord, record } = input;
+  const { repo, rkey, swapRecord, record, swapCommit } = input;
+  if (swapCommit !== undefined && typeof swapCommit !== 'string') return undefined;
   // The token names the account: a write is grouped only under credentials for the account it writes.
   if (typeof repo !== 'string' || !repo.startsWith('did:') || claims.sub !== repo) return undefined;
   if (input['collection'] !== collection || typeof rkey !== 'string') return undefined;
@@ -56,6 +59,7 @@ export function parseWrite(
     rkey,
     record,
     swap: swapRecord,
+    ...(swapCommit === undefined ? {} : { swapCommit }),
     authorization: auth,
     expires: typeof claims.exp === 'number' ? claims.exp : 0,
   };
@@ -76,8 +80,8 @@ export function landedAlone(
   return typeof res?.cid === 'string' ? { commit: commit.cid, rev: commit.rev, cid: res.cid } : undefined;
 }
 
-const PUT_KEYS = new Set(['repo', 'collection', 'rkey', 'record', 'swapRecord']);
-const DELETE_KEYS = new Set(['repo', 'collection', 'rkey', 'swapRecord']);
+const PUT_KEYS = new Set(['repo', 'collection', 'rkey', 'record', 'swapRecord', 'swapCommit']);
+const DELETE_KEYS = new Set(['repo', 'collection', 'rkey', 'swapRecord', 'swapCommit']);
 
 function jsonOf(bytes: Buffer): unknown {
   try {
@@ -145,6 +149,11 @@ export class AccountState {
     return new URL(`${this.#xrpc}/${nsid}`);
   }
 
+  /** The commit this state is at, when known. */
+  get commit(): string | undefined {
+    return this.#known?.commit;
+  }
+
   knows(rkey: string): boolean {
     return this.#known?.cids.has(rkey) ?? false;
   }
@@ -168,6 +177,16 @@ export class AccountState {
     const read = await mapLimit(missing, 32, (k) => this.#recordCid(k));
     missing.forEach((k, i) => known.cids.set(k, read[i]!));
     this.#known = known;
+    return known;
+  }
+
+  /**
+   * The known state with these records' CIDs filled in where it has none, from a listing complete at
+   * the state's own commit (the caller checks that it is).
+   */
+  fill(listed: Array<[string, string | null]>): Known {
+    const known = this.#known!;
+    for (const [k, cid] of listed) if (!known.cids.has(k)) known.cids.set(k, cid);
     return known;
   }
 

@@ -9,7 +9,7 @@ import type { HttpRequest, Transport } from 'knotless-core/xrpc/transport';
 import type { BodySource } from 'knotless-core/xrpc/request-body';
 import { BodyTooLarge, type ResponseHeaders } from 'knotless-core/xrpc/http-pool';
 import { safeText } from 'knotless-core/text/terminal';
-import { GroupCommit } from './group-commit.ts';
+import { GroupCommit, refusalOf } from './group-commit.ts';
 import { hostHelper } from './helper-host.ts';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
 import { PdsStream } from './stream.ts';
@@ -116,8 +116,23 @@ export async function startAgent(
   const views = new Views();
   const streams = new Map<string, PdsStream>();
   const loading = new Map<string, Promise<void>>();
+  /**
+   * Per account, the commit its views are complete at: read before the first listing, then each
+   * commit the event stream delivers, or one of ours that came right after it. A helper's listing
+   * from a view carries it, and its write's `swapCommit` proves the listing (see RemoteRepo.viewProof).
+   */
+  const heads = new Map<string, string>();
+  /**
+   * Accounts a write found moved past the commit their views were at (a swap refused): the stream
+   * has not delivered that move yet. Until it delivers a commit, helpers are answered only once the
+   * view is shown current (a read), not at once with a commit already known to be behind. The view
+   * itself stays: the stream brings it up to date, in order, and nothing was written.
+   */
+  const behind = new Map<string, string>();
   const group = new GroupCommit(ctx.transport, log, (did, rev, writes, commit) => {
     remember(did, commit);
+    const head = heads.get(did);
+    if (head !== undefined && group.provenSince(commit, head)) heads.set(did, commit);
     try {
       for (const w of writes) {
         const ref =
@@ -142,6 +157,11 @@ export async function startAgent(
     own.set(did, kept);
   };
   const drop = (dropped: { repo: string; did: string }[], why: string): void => {
+    for (const v of dropped) {
+      if (views.follows(v.did)) continue;
+      heads.delete(v.did);
+      behind.delete(v.did);
+    }
     for (const v of dropped) log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
   };
 
@@ -156,6 +176,9 @@ export async function startAgent(
         ours: (did, commit) => own.get(did)?.includes(commit) === true,
         apply: (did, changes, rev) => {
           for (const c of changes) views.apply(did, c.key, c.ref, rev);
+        },
+        head: (did, commit) => {
+          if (views.follows(did)) heads.set(did, commit);
         },
         drop: (did, why) => drop(views.drop(did === undefined ? { pds } : { did }), why),
         // A new handle, a move, a status change: the next command of any shell resolves it afresh,
@@ -182,14 +205,16 @@ export async function startAgent(
     return stream;
   }
 
-  /** The account's latest revision, as its PDS says now. */
-  async function latestRev(owner: Identity): Promise<string> {
+  /** The account's latest commit and revision, as its PDS says now. */
+  async function latest(owner: Identity): Promise<{ cid: string; rev: string }> {
     const res = await ctx
       .client(owner.pds)
-      .query<{ rev?: unknown }>('com.atproto.sync.getLatestCommit', { did: owner.did });
-    if (typeof res.rev !== 'string') throw new Error('getLatestCommit answered without a revision');
-    return res.rev;
+      .query<{ cid?: unknown; rev?: unknown }>('com.atproto.sync.getLatestCommit', { did: owner.did });
+    if (typeof res.rev !== 'string' || typeof res.cid !== 'string')
+      throw new Error('getLatestCommit answered without a commit and revision');
+    return { cid: res.cid, rev: res.rev };
   }
+  const latestRev = async (owner: Identity): Promise<string> => (await latest(owner)).rev;
 
   /**
    * Starts a view: once the account's stream is demonstrably live, reads the latest revision, then
@@ -202,14 +227,17 @@ export async function startAgent(
       const stream = await follow(owner.pds);
       if (!(await stream.whenLive())) return;
       const view = views.begin(owner.did, name, owner.pds);
-      const baseRev = await latestRev(owner);
+      const base = await latest(owner);
       const remote = ctx.remoteRepo(owner, name, log);
       const refs = await remote.listRefs();
       // An empty listing says nothing of privacy: the repository record does.
       if (refs.length === 0) await remote.prepare();
       // A private repository's records are sealed, and the stream's cannot be applied: its helpers list.
       if (remote.isPrivate) throw new Error('a private repository, of which no view is kept');
-      views.finish(view, refs, baseRev);
+      // The listing holds at least the base commit, maybe more: a later commit the stream delivers, or
+      // our own on top of it, moves the head on; a write swapped on the base finds any commit between.
+      if (!heads.has(owner.did) && views.get(owner.did, name) === view) heads.set(owner.did, base.cid);
+      views.finish(view, refs, base.rev);
     })()
       .catch((err: unknown) => {
         drop(views.dropRepo(owner.did, name) ? [{ did: owner.did, repo: name }] : [], 'its listing failed');
@@ -217,6 +245,25 @@ export async function startAgent(
       })
       .finally(() => loading.delete(k));
     loading.set(k, p);
+  }
+
+  /**
+   * The view of a repository, at once, with the commit it is complete at: a helper's write proves it
+   * with `swapCommit` (and reads once before exiting when nothing did). Without a known commit, the
+   * view only once it is shown current (a read of the latest revision).
+   */
+  async function viewAt(
+    owner: Identity,
+    name: string,
+  ): Promise<{ refs: WireRef[]; commit?: string } | undefined> {
+    const stream = streams.get(owner.pds);
+    const view = views.get(owner.did, name);
+    const head = heads.get(owner.did);
+    const atOnce = head !== undefined && behind.get(owner.did) !== head;
+    if (stream?.live === true && view?.ready === true && view.pds === owner.pds && atOnce)
+      return { refs: writeWireRefs([...view.refs.values()]), commit: head };
+    const refs = await currentView(owner, name);
+    return refs === undefined ? undefined : { refs };
   }
 
   /** The view of a repository when it is current now, else undefined (and a load is started). */
@@ -332,7 +379,14 @@ export async function startAgent(
           .end(err instanceof Error ? err.message : String(err));
         return;
       }
-      if (out.status >= 400) failedWrite(`a write through the agent was refused (${out.status})`);
+      // A refused swap wrote nothing, and says only that the account moved on: the views follow
+      // it as the stream delivers it. Any other refusal is not understood here, so they go.
+      const refused = out.status >= 400 ? refusalOf(out) : undefined;
+      if (refused === 'swap-conflict') {
+        const did = isWrite && body instanceof Buffer ? writeTarget(body) : undefined;
+        const head = did === undefined ? undefined : heads.get(did);
+        if (did !== undefined && head !== undefined) behind.set(did, head);
+      } else if (out.status >= 400) failedWrite(`a write through the agent was refused (${out.status})`);
       if (res.headersSent) res.end();
       else res.writeHead(out.status, answerHeaders(out.headers)).end(out.body);
       return;
@@ -349,10 +403,10 @@ export async function startAgent(
       };
       const name = url.searchParams.get('repo')!;
       // The first helper to ask lists for itself; the view is ready for later ones.
-      const refs = await currentView(owner, name);
+      const got = await viewAt(owner, name);
       res
         .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify(refs === undefined ? { confirmed: false } : { confirmed: true, refs }));
+        .end(JSON.stringify(got === undefined ? { confirmed: false } : { confirmed: true, ...got }));
       return;
     }
     if (url.pathname === '/wrote' && req.method === 'POST') {

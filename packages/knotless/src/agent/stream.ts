@@ -24,6 +24,8 @@ export interface StreamSink {
   apply(did: string, changes: Array<{ key: string; ref: RemoteRef | null }>, rev: string): void;
   /** An identity or account event of a followed account: what is cached of its identity is stale. */
   identityChanged(did: string): void;
+  /** The views of `did` hold every change up to its commit `commit` (the stream delivers in order). */
+  head(did: string, commit: string): void;
   /** The stream could not apply something: forget the views of `did`, or of every account (undefined). */
   drop(did: string | undefined, why: string): void;
 }
@@ -209,6 +211,7 @@ export class PdsStream {
       const cid = typeof commit === 'object' && commit !== null ? (commit as CidLike).toString() : '';
       if (cid !== '' && this.#sink.ours(did, cid)) {
         this.ours++;
+        this.#sink.head(did, cid);
         this.#see(did, rev);
         return;
       }
@@ -227,6 +230,7 @@ export class PdsStream {
               : { key: w.rkey, cid: w.cid.toString(), record: asListed(w.rkey, lexToJson(w.record)) },
         }));
         if (changes.length > 0) this.#sink.apply(did, changes, rev);
+        if (cid !== '') this.#sink.head(did, cid);
       } catch (err) {
         this.#sink.drop(did, `an event could not be applied (${safeText(errorText(err))})`);
       }

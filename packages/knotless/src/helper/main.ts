@@ -121,9 +121,14 @@ export async function helperMain(argv: string[], io: HelperIo = gitIo()): Promis
         printErr(`knotless: memory peak ${Math.round(process.resourceUsage().maxRSS / 1024)} MiB`),
       );
     const { reader } = io;
+    // The refs git sent push commands for: their writes judged them on swaps (see HelperState.checkView).
+    const pushed = new Set<string>();
     for (;;) {
       const line = await reader.next();
-      if (line === undefined || line === '') return 0;
+      if (line === undefined || line === '') {
+        await state.checkView(pushed);
+        return 0;
+      }
       if (line === 'capabilities') answer(['option', 'fetch', 'push', '']);
       else if (line.startsWith('option ')) {
         const [, name = '', ...rest] = line.split(' ');
@@ -157,10 +162,9 @@ export async function helperMain(argv: string[], io: HelperIo = gitIo()): Promis
           setOption(state, name, rest.join(' '));
         }
         const { pushBatch } = await import('./push.ts');
-        const result = await pushBatch(
-          state,
-          batch.filter((l) => l.startsWith('push ')),
-        );
+        const pushLines = batch.filter((l) => l.startsWith('push '));
+        for (const l of pushLines) pushed.add(l.slice(l.lastIndexOf(':') + 1));
+        const result = await pushBatch(state, pushLines);
         answer([...result.lines, '']);
         // Past its threshold only (pushes fold small packs into their own write): merging happens in
         // a process of its own that outlives us.

@@ -26,6 +26,8 @@ export class HelperState {
   refs: Map<string, RemoteRef> | undefined;
   /** Refs that several records claim, as last listed: never fetched, pushed only to delete them. */
   contested = new Map<string, RemoteRef[]>();
+  /** What git was shown from the agent's view, until a write or {@link checkView} proves it. */
+  #unproven: RemoteRef[] | undefined;
 
   constructor(ctx: Context, url: KnotlessUrl) {
     this.ctx = ctx;
@@ -45,7 +47,10 @@ export class HelperState {
    * The refs, for git's `list` or `list for-push`. git decides "up to date", deletes, prunes and
    * leases locally from this answer, before any compare-and-swap can run, so it must be true: it is
    * a listing (one request per 100 refs; an empty one also checks that the repository exists), or,
-   * for a push, the warm agent's view when the agent has just shown it current (see agent/stream.ts).
+   * for a push, the warm agent's view. A view the agent gives with the commit it is complete at is
+   * answered at once and proven afterwards: the push's first ref write carries that commit as
+   * `swapCommit` (RemoteRepo.viewProof), and when no write proved it, {@link checkView} reads once
+   * before the helper exits. A view without one the agent shows current first (a read).
    * A cached view is never enough on its age alone: another machine may have moved a ref a moment ago.
    */
   async list(forPush: boolean): Promise<Map<string, RemoteRef>> {
@@ -54,12 +59,16 @@ export class HelperState {
       ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
       : undefined;
     if (fromAgent !== undefined) {
-      // The agent keeps views of public repositories only (agent/server.ts): settled with no request,
-      // unless the view is empty (then the repository record says) or this machine knows it private.
-      await remote.prepare(fromAgent.length > 0 ? 'plain' : 'none');
+      // The agent keeps views of public repositories only (their records are plain): as a plain
+      // listing does, that settles the question without reading the repository record.
+      await remote.prepare(fromAgent.refs.length > 0 ? 'plain' : 'none');
+      if (fromAgent.commit !== undefined) {
+        remote.viewProof = { commit: fromAgent.commit, state: 'pending' };
+        this.#unproven = fromAgent.refs;
+      }
       // The owner's handle, when it came from the cache, is verified afresh before git sees anything.
       await this.ctx.resolver.settle();
-      return this.#keep(fromAgent);
+      return this.#keep(fromAgent.refs);
     }
     const refs = await remote.listRefs();
     if (refs.length === 0 && !(await remote.exists())) {
@@ -72,6 +81,55 @@ export class HelperState {
     // never for a private repository, whose records this cache would hold opened.
     if (!remote.isPrivate) this.#view(remote).write({ refs });
     return this.#keep(refs);
+  }
+
+  /**
+   * Before the helper exits: when git was shown a view no write proved (git sent no push command, or
+   * none of its writes carried the view's commit and landed), lists once and compares. When git sent
+   * nothing, a ref that moved may have been judged "up to date" (or refused) on a stale view: the
+   * push fails with one sentence rather than exit 0 on a judgement never true. When git sent
+   * commands, their refs were judged on swaps; which others git looked at the helper cannot tell (git
+   * does not send its refspecs), so the moved ones are named in a warning.
+   */
+  async checkView(pushed: ReadonlySet<string>): Promise<void> {
+    const shown = this.#unproven;
+    const remote = this.#remote;
+    if (shown === undefined || remote?.viewProof === undefined || remote.viewProof.state === 'proven') return;
+    this.#unproven = undefined;
+    let now: RemoteRef[];
+    try {
+      now = await remote.listRefs();
+    } catch (err) {
+      // Refs git sent were written and reported: a failed check must not turn them into a failure.
+      if (pushed.size === 0 || !(err instanceof KnotlessError)) throw err;
+      printErr(
+        `knotless: warning: ${remote.label} could not be read again after this push (${err.message.replace(/\.$/, '')}); what git printed of refs it did not push may be out of date.`,
+      );
+      return;
+    }
+    const before = new Map(shown.map((r) => [r.key, r]));
+    const after = new Map(now.map((r) => [r.key, r]));
+    const moved = new Set<string>();
+    for (const key of new Set([...before.keys(), ...after.keys()])) {
+      const was = before.get(key);
+      const is = after.get(key);
+      if (was?.cid === is?.cid) continue;
+      const name = (was ?? is)!.record.ref;
+      // git decides nothing about HEAD in a push, and judged its own refs' writes on swaps.
+      if (name !== 'HEAD' && !pushed.has(name)) moved.add(name);
+    }
+    if (moved.size === 0) return;
+    const names = [...moved].slice(0, 3).map((n) => safeText(n));
+    if (pushed.size > 0) {
+      printErr(
+        `knotless: warning: ${remote.label} changed while git was deciding this push (${names.join(', ')}${moved.size > 3 ? ', …' : ''}); what git printed of refs it did not push may be out of date.`,
+      );
+      return;
+    }
+    throw new KnotlessError(
+      'push-rejected',
+      `${remote.label} changed while git was deciding this push (${names.join(', ')}${moved.size > 3 ? ', …' : ''}), so what git judged of those refs may be wrong; run \`git fetch\` and push again.`,
+    );
   }
 
   /** Takes a listing's records as the refs, each ref that several records claim set apart. */
@@ -122,7 +180,9 @@ export class HelperState {
       await this.ctx.agent?.wrote(remote.owner.did, remote.name, {
         written: written.flatMap((w) => (w.error === undefined && w.record ? [w.record] : [])),
         deleted: deletedKeys.filter((k): k is string => k !== undefined),
-        invalidate: written.some((w) => w.conflicted === true),
+        // A conflict on a view the push found behind (its commit's swap refused) says only that
+        // the agent's stream had not delivered the latest commit yet: the view catches up by itself.
+        invalidate: written.some((w) => w.conflicted === true) && remote.viewProof?.state !== 'broken',
       });
     } catch (err) {
       // The push is done and must say so: failing it would tell git a written ref was not. The

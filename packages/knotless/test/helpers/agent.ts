@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { KNOTLESS_BIN } from './cli.ts';
 
@@ -60,4 +61,97 @@ export async function agentView(
   };
   if (!view.confirmed) return null;
   return new Map((view.refs ?? []).map((r) => [r.record.ref, r.record]));
+}
+
+/** A ref as the agent sends it over its socket (see agent/views.ts). */
+export interface WireRefOf {
+  key: string;
+  cid: string;
+  rev?: string;
+  record: { ref: string; target?: string };
+}
+
+/** Calls the agent's socket: `path` with a JSON body (POST) or none (GET); the answer's text. */
+function callAgent(socket: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        socketPath: socket,
+        path,
+        method: body === undefined ? 'GET' : 'POST',
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (d: string) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+/** The agent's view as it sends it (records with their keys and CIDs) and the commit it is at. */
+export async function agentWireView(
+  socket: string,
+  q: { did: string; repo: string; pds: string },
+): Promise<{ refs: WireRefOf[]; commit?: string } | null> {
+  const view = JSON.parse((await callAgent(socket, `/view?${new URLSearchParams(q).toString()}`)).text) as {
+    confirmed: boolean;
+    refs?: WireRefOf[];
+    commit?: string;
+  };
+  return view.confirmed ? { refs: view.refs ?? [], ...(view.commit ? { commit: view.commit } : {}) } : null;
+}
+
+/** A TCP relay whose answers (from the target back to its clients) a test can hold back. */
+export interface Gate {
+  url: string;
+  /** Holds back every byte the target sends from now on, in order, until {@link release}. */
+  hold(): void;
+  release(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a relay to `target` (an http origin). Pointing an agent's event stream through it (the
+ * agent follows the PDS its helpers name) lets a test hold the stream back for a moment: the agent's
+ * view then lags the account exactly as on a slow stream, its commit included.
+ */
+export async function startGate(target: string): Promise<Gate> {
+  const { hostname, port } = new URL(target);
+  let held = false;
+  const queued: Array<[net.Socket, Buffer]> = [];
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(port), hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      // One end failing ends the other: the client sees the connection lost, as with any cut.
+      s.on('error', () => (s === client ? upstream : client).destroy());
+    }
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+    client.pipe(upstream);
+    upstream.on('data', (chunk: Buffer) => {
+      if (held) queued.push([client, chunk]);
+      else client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    hold: () => void (held = true),
+    release: () => {
+      held = false;
+      for (const [client, chunk] of queued.splice(0)) if (!client.destroyed) client.write(chunk);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
-import { spawnAgent, type RunningAgent } from './agent.ts';
+import { agentView, spawnAgent, type RunningAgent } from './agent.ts';
 import { commitFiles, useGitUser, type GitUser } from './git.ts';
 import { useNetwork, type TestNet } from './network.ts';
 
@@ -12,6 +12,12 @@ import { useNetwork, type TestNet } from './network.ts';
 
 /** Marks a step of {@link Parity.both} that the other machine runs. */
 export const OTHER = '(other machine)';
+/**
+ * A step of {@link Parity.both} that prints nothing: through the agent, it waits until the agent's
+ * view of the repository is the remote as it is (its event stream has delivered every write), so
+ * that the steps after it are answered from a view that has caught up. Elsewhere it does nothing.
+ */
+export const CAUGHT_UP = '(agent caught up)';
 
 /** One file's users, remotes and comparison. */
 export interface Parity {
@@ -40,7 +46,7 @@ export interface Parity {
     user: GitUser,
     steps: (repo: string) => string[][],
     setup?: (user: GitUser, dir: string) => Promise<void>,
-  ) => Promise<{ bare: string; knotless: string }>;
+  ) => Promise<{ bare: string; knotless: string; stderr: string[] }>;
 }
 
 /** Sets up the network, the proxy and the three users for the calling test file. */
@@ -92,13 +98,21 @@ export function useParity(): Parity {
   }
 
   /** What a command did, as a comparison sees it: its status and stdout, the remote's URL made neutral. */
-  async function outcome(user: GitUser, cwd: string, url: string, ...args: string[]): Promise<string> {
+  async function outcome(
+    user: GitUser,
+    cwd: string,
+    url: string,
+    ...args: string[]
+  ): Promise<{ text: string; stderr: string }> {
     const res = await user.git(cwd, ...args.map((a) => (a === 'URL' ? url : a)));
     const shown = args.join(' ').replaceAll(cwd, 'DIR');
     // git's own warnings (an empty clone, a HEAD naming a missing branch) are part of the outcome.
     const warnings = res.stderr.split('\n').filter((l) => l.startsWith('warning: '));
     const stdout = res.stdout.replaceAll(url, 'URL').replaceAll(cwd, 'DIR');
-    return `$ git ${shown} -> ${res.code}\n${stdout}${warnings.map((w) => `${w}\n`).join('')}`;
+    return {
+      text: `$ git ${shown} -> ${res.code}\n${stdout}${warnings.map((w) => `${w}\n`).join('')}`,
+      stderr: res.stderr,
+    };
   }
 
   /** The remote's refs ("oid ref" lines, HEAD included), as `git ls-remote` shows them. */
@@ -114,9 +128,9 @@ export function useParity(): Parity {
     user: GitUser,
     steps: (repo: string) => string[][],
     setup: (user: GitUser, dir: string) => Promise<void> = async () => {},
-  ): Promise<{ bare: string; knotless: string }> {
+  ): Promise<{ bare: string; knotless: string; stderr: string[] }> {
     const urls = await remotes(user);
-    const out = { bare: '', knotless: '' };
+    const out = { bare: '', knotless: '', stderr: [] as string[] };
     for (const kind of ['bare', 'knotless'] as const) {
       const url = urls[kind];
       const dir = user.dir();
@@ -126,15 +140,45 @@ export function useParity(): Parity {
       await setup(user, dir);
       const from = proxy!.requests.length;
       // A step starting with OTHER runs on the other machine (its own cache and agent-less).
-      for (const step of steps(dir))
-        out[kind] +=
-          step[0] === OTHER
-            ? await outcome(other, dir, url, ...step.slice(1))
-            : await outcome(user, dir, url, ...step);
+      for (const step of steps(dir)) {
+        if (step[0] === CAUGHT_UP) {
+          if (kind === 'knotless' && user === warm) await caughtUp(url);
+          continue;
+        }
+        const [by, args] = step[0] === OTHER ? [other, step.slice(1)] : [user, step];
+        const { text, stderr } = await outcome(by, dir, url, ...args);
+        out[kind] += text;
+        if (kind === 'knotless') out.stderr.push(stderr);
+      }
       out[kind] += `== refs\n${await lsRemote(user, url)}`;
       if (kind === 'knotless' && user === warm) carriedByAgent(proxy!.requests.slice(from));
     }
     return out;
+  }
+
+  /** Waits (bounded) until the agent's view of the knotless repository at `url` is the remote's refs. */
+  async function caughtUp(url: string): Promise<void> {
+    const q = { did: t.dids['alice.test']!, repo: url.split('/').pop()!, pds: t.net.pdsUrl };
+    const listed = (text: string) =>
+      text
+        .split('\n')
+        .filter((l) => l !== '' && !l.endsWith('\tHEAD') && !l.includes('^{}'))
+        .map((l) => `${l.split('\t')[1]} ${l.split('\t')[0]}`)
+        .sort()
+        .join('\n');
+    const want = listed(await lsRemote(other, url));
+    let seen = '';
+    for (let i = 0; i < 150; i++) {
+      const view = await agentView(socket, q);
+      seen = [...(view ?? new Map<string, { target?: string }>())]
+        .filter(([ref]) => ref !== 'HEAD')
+        .map(([ref, r]) => `${ref} ${r.target ?? ''}`)
+        .sort()
+        .join('\n');
+      if (view !== null && seen === want) return;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal(seen, want, "the agent's view never caught up with the remote");
   }
 
   /** Every request a run through the agent made reached the PDS on the agent's own connections. */

@@ -32,7 +32,9 @@ export async function checkUpdate(
 ): Promise<Verdict> {
   const cur = current?.record.target;
   if (lease !== undefined) {
-    const expected = lease === ZERO_OID ? undefined : lease;
+    // git sends `<ref>:` (nothing after the colon) when the ref must not exist and it has no
+    // remote-tracking ref to name, and the zero id when told so (`--force-with-lease=<ref>:`).
+    const expected = lease === ZERO_OID || lease === '' ? undefined : lease;
     if (cur !== expected) return { kind: 'reject', reason: 'stale info' };
     return cur === u.oid ? { kind: 'up-to-date' } : { kind: 'write' };
   }

@@ -80,12 +80,25 @@ async function writeOne(job: WriteJob, u: Update, batches: CreateBatches | undef
         const union = unionPacks([current.record.packs, packs.filter((p) => !old.has(p.id))]);
         return { kind: 'again', state: { current, key, packs: union, batched: false } };
       }
-      if (u.force || u.oid === undefined || lease !== undefined) return { kind: 'refuse', why: 'stale info' };
-      const verdict = await checkUpdate(u, current, undefined, (oid) => hasObject(job, oid), env.gitDir);
+      // git decided on the warm agent's view, which this push found behind the account (a swap on
+      // its commit was refused): git's judgement may rest on a value the ref never had just then, so
+      // judge again as git would have on a true listing: a lease against what git expects, a force
+      // or a delete written over the ref as it is, a plain update only as a fast-forward of it.
+      const unproven = remote.viewProof?.state === 'broken';
+      if (!unproven && (u.force || u.oid === undefined || lease !== undefined))
+        return { kind: 'refuse', why: 'stale info' };
+      const verdict = await checkUpdate(
+        u,
+        current,
+        unproven ? lease : undefined,
+        (oid) => hasObject(job, oid),
+        env.gitDir,
+      );
       if (verdict.kind === 'reject') return { kind: 'refuse', why: verdict.reason };
       if (verdict.kind === 'up-to-date')
         return { kind: 'done', value: { dst: u.dst, ...(current === undefined ? {} : { record: current }) } };
-      return { kind: 'again', state: { current, key, packs, batched: false } };
+      // The record that holds the ref now (another machine may have made it under another key).
+      return { kind: 'again', state: { current, key: current?.key ?? key, packs, batched: false } };
     },
   });
   if (outcome.kind === 'done') return outcome.value;
