@@ -74,16 +74,21 @@ async function knotlessFrames(
   const got: { type: string; body: Record<string, unknown> }[] = [];
   let wake: (() => void) | undefined;
   const ac = new AbortController();
+  // From the PDS's first event (and, after a reconnect, from the last one read): no write is missed
+  // for want of a connection made in time.
+  let seq = 0;
   const sub = new Subscription<Record<string, unknown>>({
     service: net.pdsUrl.replace(/^http/, 'ws'),
     method: 'com.atproto.sync.subscribeRepos',
     signal: ac.signal,
+    getParams: () => ({ cursor: seq }),
     validate: (v) => v as Record<string, unknown>,
   });
   const reading = (async () => {
     try {
       for await (const v of sub) {
-        const { $type, seq: _seq, ...body } = v;
+        const { $type, seq: at, ...body } = v;
+        if (typeof at === 'number') seq = at;
         got.push({ type: String($type).replace(/^.*#/, '#'), body });
         wake?.();
       }
@@ -109,8 +114,11 @@ async function knotlessFrames(
       frames.push({ frame: ready(g.type, g.body), ...(i === mine.length - 1 && check ? { check } : {}) }),
     );
   };
-  // Give the subscription its connection before the first write.
-  await new Promise((r) => setTimeout(r, 500));
+  // The account's past, replayed up to its latest commit, is passed over: frames are taken from there.
+  const past = await latestRev();
+  const isPast = (g: (typeof got)[number]) => g.type === '#commit' && g.body['rev'] === past;
+  while (!got.some(isPast)) await new Promise<void>((r) => (wake = r));
+  taken = got.findIndex(isPast) + 1;
 
   const env = {
     KNOTLESS_PLC_URL: net.plcUrl,

@@ -260,20 +260,27 @@ describe('read-your-writes: own records laid over an appview that has not ingest
         status: 'open',
         createdAt,
       });
-    // The appview follows again until it holds bob's records (a later comment of his), then stops.
-    assert.equal(
-      (await bob.knotless('pr', 'comment', 'alice.test/proj', third.id, '--body', 'again')).code,
-      0,
-    );
+    // The appview follows again until it holds bob's records and alice's close (a later comment of
+    // each: bob and alice are on different PDSes, whose streams it replays side by side, in no order
+    // between them), then stops.
+    for (const [user, body] of [
+      [bob, 'again'],
+      [alice, 'noted'],
+    ] as const)
+      assert.equal(
+        (await user.knotless('pr', 'comment', 'alice.test/proj', third.id, '--body', body)).code,
+        0,
+      );
     await app!.close();
     app = await appviewOn(t, database, dataDir);
-    const got = await waitFor('the appview to index the comment', async () => {
+    const got = await waitFor('the appview to index both comments', async () => {
       const g = await xrpc<{ pull: { state: string }; comments: { body: string }[] }>(
         app!,
         'dev.knotless.getPull',
         { uri: third.uri },
       );
-      return g.comments.some((c) => c.body === 'again') ? g : undefined;
+      const bodies = g.comments.map((c) => c.body);
+      return bodies.includes('again') && bodies.includes('noted') ? g : undefined;
     });
     assert.equal(got.pull.state, 'closed');
     await app.close();
