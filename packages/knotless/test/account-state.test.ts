@@ -48,7 +48,11 @@ function pageSays(page: string, status: number, text: RegExp, on = app): Promise
 function mirrors(): string[] {
   const root = path.join(appDir, 'git');
   if (!fs.existsSync(root)) return [];
-  return fs.readdirSync(root).flatMap((d) => fs.readdirSync(path.join(root, d)));
+  // One folder per account (the mirror's template, `.template`, is none).
+  return fs
+    .readdirSync(root)
+    .filter((d) => !d.startsWith('.'))
+    .flatMap((d) => fs.readdirSync(path.join(root, d)));
 }
 
 /** `knotless dev account …` on the test network, as from a dev network's shell. */
@@ -184,6 +188,11 @@ describe('accounts that go away and come back, and handles that change', () => {
     // DID for a day.
     const third = t.env();
     assert.equal((await knotless(['repo', 'list', 'alice.test'], { env: third })).code, 0);
+    // A check that cannot reach a PDS it asks proves nothing: the cached pair is used, as before.
+    const unsure = await knotless(['repo', 'list', 'alice.test'], {
+      env: { ...third, KNOTLESS_DEV_PDS2: 'http://127.0.0.1:9' },
+    });
+    assert.equal(unsure.code, 0, unsure.stderr);
     const did = t.dids['alice.test']!;
     assert.equal(
       await devAccount('alice.test', 'handle', 'alice2.test'),

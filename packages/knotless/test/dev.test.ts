@@ -50,6 +50,7 @@ describe('knotless dev', () => {
       'KNOTLESS_DEV_PDS',
       'KNOTLESS_DEV_PDS2',
       'KNOTLESS_DEV_PASSWORD',
+      'KNOTLESS_DEV_DIR',
       'PATH',
     ]) {
       assert.match(env, new RegExp(`^export ${v}=`, 'm'));
@@ -80,6 +81,12 @@ describe('knotless dev', () => {
     // others. Node makes its compile cache (code caches of the public bundle, no data) with its own
     // modes; it sits inside the 0700 directory all the same.
     assert.deepEqual(looseModes(dir, ['cache/v8']), []);
+    // The env file names the network's folder (not the default under HOME): the dev commands need
+    // no --dir in a shell that sourced it.
+    const states = await shell(
+      'knotless dev account bob.test deactivate && knotless dev account bob.test activate',
+    );
+    assert.equal(states.code, 0, states.stderr);
     dev.child.kill('SIGINT');
     assert.equal(await dev.exited, 0);
   });

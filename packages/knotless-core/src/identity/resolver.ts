@@ -115,9 +115,11 @@ export class IdentityResolver {
       // The library is loaded beside the handle's lookup, which needs it only outside the dev network.
       const mod = import('@atproto/identity');
       const [did, doc] = await Promise.all([
-        this.#lookupHandle(mod, handle).catch((err: unknown) => {
-          // Unresolvable from here is as good as a no; an account gone away is said (below).
-          if (err instanceof KnotlessError && err.code !== 'account-inactive') return undefined;
+        this.#resolveHandle(mod, handle).catch((err: unknown) => {
+          // A handle that resolves to no account is a no. Anything else (a PDS, DNS or host that did
+          // not answer) proves nothing and is thrown, to keep the cached pair (below); an account
+          // gone away is said.
+          if (err instanceof KnotlessError && err.code === 'unknown-handle') return undefined;
           throw err;
         }),
         mod.then((m) => this.#resolveDid(m, cached.did)),
@@ -155,7 +157,7 @@ export class IdentityResolver {
   }
 
   /** The DID a handle is registered to; a `unknown-handle` error when it has none. */
-  async #resolveHandle(mod: IdResolverModule, handle: string): Promise<string> {
+  async #resolveHandle(mod: Lazy<IdResolverModule>, handle: string): Promise<string> {
     let did: string | undefined;
     try {
       did = await this.#lookupHandle(mod, handle);

@@ -95,7 +95,11 @@ export async function runDev(argv: string[]): Promise<number> {
     DEV_USAGE.forEach(out);
     return 0;
   }
-  const dir = path.resolve(values.dir ?? path.join(readConfig().dataDir, 'dev'));
+  // A shell that sourced a network's env file names its folder: `knotless dev migrate alice.test`
+  // there acts on that network, wherever it was started.
+  const dir = path.resolve(
+    values.dir ?? (process.env['KNOTLESS_DEV_DIR'] || path.join(readConfig().dataDir, 'dev')),
+  );
   const [verb, ...rest] = positionals;
   if (verb === 'migrate' && rest.length === 1) {
     await runMigrate(dir, rest[0]!, out);
@@ -181,6 +185,7 @@ export async function runDev(argv: string[]): Promise<number> {
     KNOTLESS_DEV_PDS2: net.pdses[1]!.url,
     KNOTLESS_DEV_RELAY: relay.url,
     KNOTLESS_DEV_PASSWORD: password,
+    KNOTLESS_DEV_DIR: dir,
     KNOTLESS_CONFIG_DIR: path.join(dir, 'config'),
     KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
     ...(appview === undefined ? {} : { KNOTLESS_APPVIEW: appview.url }),

@@ -60,7 +60,7 @@ export const command: Command = {
     dir: {
       type: 'string',
       value: 'DIR',
-      help: 'keep the network here (default: ~/.local/share/knotless/dev)',
+      help: "keep the network here (default: $KNOTLESS_DEV_DIR, set by a network's env file, else ~/.local/share/knotless/dev)",
     },
   },
   positionals: { min: 0, max: 4 },
