@@ -80,10 +80,17 @@ async function plant(): Promise<void> {
 describe('cache and config folders others can write', () => {
   before(plant);
 
-  it('the planted identity.json does redirect, in a folder of our own', async () => {
-    const res = await lsRemote(cacheAt(path.join(t.tmpdir(), 'cache')));
-    assert.equal(res.code, 0, res.stderr);
-    assert.ok(res.stdout.includes(carolHead), 'the plant is what the next cases refuse');
+  it('the planted identity.json is read in a folder of our own, and caught by the handle check', async () => {
+    const res = await lsRemote(cacheAt(path.join(t.tmpdir(), 'own')));
+    // What the next cases refuse to read is read here: the first request goes to carol's DID as the
+    // plant says. The cached handle's check beside it (both ways, afresh) finds bob.test naming
+    // bob's DID, so nothing of carol's reaches git. The folder checks refuse before any reading.
+    assert.notEqual(res.code, 0, res.stdout);
+    assert.match(
+      res.stderr,
+      new RegExp(`The handle bob\\.test no longer belongs to ${t.dids['carol.test']!}`),
+    );
+    assert.ok(!res.stdout.includes(carolHead), "carol's repository was listed");
   });
 
   it('refuses a cache under a folder anyone can write (no sticky bit)', async () => {

@@ -261,10 +261,16 @@ describe('merging pull requests: conflicts, rebase, squash, a moving base', () =
     for (const [name, res] of Object.entries({ create, view, comment, merge }))
       ctx.diagnostic(`pr ${name}: ${calls(res).length} requests: ${calls(res).join(', ')}`);
     // Upper bounds: the records read, the listings of the two branches, the pack, the writes; view
-    // also lists the head repository's refs, to check the rounds against its branch.
-    assert.ok(calls(create).length <= 8, calls(create).join(', '));
-    assert.ok(calls(view).length <= 9, calls(view).join(', '));
-    assert.ok(calls(comment).length <= 6, calls(comment).join(', '));
-    assert.ok(calls(merge).length <= 9, calls(merge).join(', '));
+    // also lists the head repository's refs, to check the rounds against its branch. A handle read
+    // from the cache is checked afresh beside the first request: on the dev network each PDS is
+    // asked (resolveHandle), where the real network asks DNS; those are counted apart.
+    const isCheck = (c: string) => c === 'com.atproto.identity.resolveHandle';
+    const pds = (res: { stderr: string }) => calls(res).filter((c) => !isCheck(c));
+    for (const res of [create, view, comment, merge])
+      assert.ok(calls(res).filter(isCheck).length <= 2 * 2, calls(res).join(', '));
+    assert.ok(pds(create).length <= 8, calls(create).join(', '));
+    assert.ok(pds(view).length <= 9, calls(view).join(', '));
+    assert.ok(pds(comment).length <= 6, calls(comment).join(', '));
+    assert.ok(pds(merge).length <= 9, calls(merge).join(', '));
   });
 });

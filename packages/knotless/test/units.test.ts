@@ -122,15 +122,16 @@ describe('configuration', () => {
     assert.equal(readConfig({ HOME: '/home/y' }).cacheDir, path.join('/home/y', '.cache', 'knotless'));
   });
 
-  it('is the only reader of the environment: other modules take a Config (git/run.ts only passes it on)', () => {
+  it('is the only reader of the environment: other modules take a Config (the whole environment may be passed on)', () => {
     const packages = path.join(import.meta.dirname, '..', '..');
     const readers: string[] = [];
     for (const src of ['knotless/src', 'knotless-core/src'].map((p) => path.join(packages, p))) {
       for (const file of fs.readdirSync(src, { recursive: true, encoding: 'utf8' })) {
         if (!file.endsWith('.ts') || file === path.join('config', 'env.ts')) continue;
         const text = fs.readFileSync(path.join(src, file), 'utf8');
-        // Spreading the whole environment into a child's is passing it, not reading a variable.
-        const reads = text.replaceAll('...process.env,', '').match(/process\.env|\benv\[\s*['"`]/g);
+        // Passing the whole environment on (to a child, to the agent for a thin helper's session, as
+        // the caller's) is not reading a variable; `process.env.X` and `env['X']` are.
+        const reads = text.match(/process\.env\s*(\.|\[)|\benv\[\s*['"`]/g);
         if (reads !== null) readers.push(`${file}: ${reads.join(', ')}`);
       }
     }
