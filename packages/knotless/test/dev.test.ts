@@ -82,9 +82,10 @@ describe('knotless dev', () => {
     // modes; it sits inside the 0700 directory all the same.
     assert.deepEqual(looseModes(dir, ['cache/v8']), []);
     // The env file names the network's folder (not the default under HOME): the dev commands need
-    // no --dir in a shell that sourced it.
+    // no --dir in a shell that sourced it. bob is left renamed and deactivated: the next start finds
+    // his account all the same.
     const states = await shell(
-      'knotless dev account bob.test deactivate && knotless dev account bob.test activate',
+      'knotless dev account bob.test deactivate && knotless dev account bob.test activate && knotless dev account bob.test handle bobby.test && knotless dev account bobby.test deactivate',
     );
     assert.equal(states.code, 0, states.stderr);
     dev.child.kill('SIGINT');

@@ -153,7 +153,13 @@ export async function runDev(argv: string[]): Promise<number> {
   process.on('SIGTERM', stop);
 
   const password = devPassword(dir);
-  for (const [handle, pds] of ACCOUNTS) await net.ensureAccount(handle, password, pds);
+  try {
+    for (const [handle, pds] of ACCOUNTS) await net.ensureAccount(handle, password, pds);
+  } catch (err) {
+    await net.close();
+    if (err instanceof NetworkError) throw new KnotlessError('dev-network', err.message, { cause: err });
+    throw err;
+  }
 
   // No relay can be installed here: the stand-in offers its read API over the network's PDSes.
   const relay = await startRelay({
