@@ -203,8 +203,8 @@ describe('git push to knotless and to a bare repository: the same outcome', () =
       // (never "up to date" with exit 0). Nothing else may differ, and the remote is as for the bare.
       assert.equal(label, 'through the agent', 'without an agent the transcripts must be equal');
       const stale = bare.replace(
-        /^(\$ git push --porcelain --force-with-lease origin main -> )1\n!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)\n/m,
-        '$11\n=\trefs/heads/main:refs/heads/main\t[up to date]\n',
+        /^(\$ git push --porcelain --force-with-lease origin main -> 1\nTo URL\n)!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)\n/m,
+        '$1=\trefs/heads/main:refs/heads/main\t[up to date]\n',
       );
       assert.notEqual(stale, bare, 'the lease step of the bare transcript');
       assert.equal(knotless, stale);

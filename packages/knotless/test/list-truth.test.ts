@@ -206,11 +206,21 @@ describe('list for-push', () => {
       assert.equal(compacted.code, 0, compacted.stderr);
       assert.match(compacted.stderr, /packs →/);
       await commitFiles(warm, dir, { w: 'after compaction' }, 'after compaction');
-      // Answered from the view at once (no listing); when the stream had not delivered the
-      // compaction yet, the write's swap is refused and main alone is read again before it lands.
+      // Answered from the view at once (no listing before the write); when the stream had not
+      // delivered the compaction yet, the write's swap is refused, main alone is read again before it
+      // lands, and, the view's proof broken, the refs are read once before the helper exits (git may
+      // have judged others on that view: HelperState.checkView).
       const asked = await requestsOf(() => warm.ok(dir, 'push', '-q', 'origin', 'main'));
-      assert.ok(!asked.includes('com.atproto.repo.listRecords'), asked.join(' '));
-      assert.equal(asked.at(-1), 'com.atproto.repo.putRecord', asked.join(' '));
+      const put = 'com.atproto.repo.putRecord';
+      const landed = asked.lastIndexOf(put);
+      assert.ok(landed >= 0, asked.join(' '));
+      assert.ok(!asked.slice(0, landed).includes('com.atproto.repo.listRecords'), asked.join(' '));
+      if (asked.includes('com.atproto.repo.getRecord'))
+        assert.ok(
+          asked.slice(landed + 1).every((r) => r === 'com.atproto.repo.listRecords'),
+          asked.join(' '),
+        );
+      else assert.deepEqual(asked, [put]);
       const view = await agentView(socket, q(name));
       assert.ok(view !== null, 'the agent has a current view');
       assert.equal(view.get('refs/heads/main')?.target, (await remote(url)).get('refs/heads/main'));
