@@ -163,7 +163,7 @@ describe('git push to knotless and to a bare repository: the same outcome', () =
     ['without an agent', plain],
     ['through the agent', warm],
   ] as const) {
-    it(`leases, deletes, --porcelain and --atomic after another machine's push (${label})`, async () => {
+    it(`leases, deletes, --porcelain and --atomic after another machine's push (${label})`, async (tc) => {
       await ready(user);
       const { bare, knotless, stderr } = await both(
         user,
@@ -196,6 +196,7 @@ describe('git push to knotless and to a bare repository: the same outcome', () =
         },
       );
       assert.match(bare, /\[rejected\] \(stale info\)/);
+      tc.diagnostic(knotless === bare ? 'the transcript of the bare repository' : 'the stale-view outcome');
       if (knotless === bare) return;
       // Through the agent, git decides from the agent's view at once: when its event stream had not
       // delivered the other machine's push yet, git judged main "up to date" locally and sent
