@@ -290,25 +290,28 @@ async function ensureAccount(
       return { did, handle, created: false };
     }
   }
-  // Made before under this handle, and since renamed or deactivated (`knotless dev account`): its
-  // handle no longer resolves, but its email and password still sign in, wherever it lives now.
   const email = `${handle}@knotless.invalid`;
-  for (const p of all) {
-    const session = await xrpc(p.url, 'com.atproto.server.createSession', {
-      body: { identifier: email, password },
-    });
-    if (session.ok) {
-      const made = (await session.json()) as { did: string; handle: string };
-      return { did: made.did, handle: made.handle, created: false };
-    }
-  }
   const res = await xrpc(pdsUrl, 'com.atproto.server.createAccount', {
     body: { handle, password, email },
   });
-  if (!res.ok)
+  if (!res.ok) {
+    const refusal = `${res.status} ${(await res.text()).slice(0, 200)}`;
+    // Made before under this handle, and since renamed or deactivated (`knotless dev account`): its
+    // handle no longer resolves and its email is taken, but the email and password still sign in,
+    // wherever it lives now.
+    for (const p of all) {
+      const session = await xrpc(p.url, 'com.atproto.server.createSession', {
+        body: { identifier: email, password },
+      });
+      if (session.ok) {
+        const made = (await session.json()) as { did: string; handle: string };
+        return { did: made.did, handle: made.handle, created: false };
+      }
+    }
     throw new NetworkError(
-      `Could not create the dev account ${handle} (${res.status} ${(await res.text()).slice(0, 200)}); start over in a new --dir if this network's accounts were changed by hand.`,
+      `Could not create the dev account ${handle} (${refusal}); start over in a new --dir if this network's accounts were changed by hand.`,
     );
+  }
   const { did } = (await res.json()) as { did: string };
   return { did, handle, created: true };
 }
