@@ -8,7 +8,7 @@
 // EPOCHREALTIME around it. The agent's CPU is not a child of git: it is read from /proc apart and
 // given per push (with the git commands it ran for the helper). The network (PDS, PLC) runs in this
 // process and is counted in neither.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,6 +17,7 @@ import { startNetwork } from 'knotless-devnet';
 import { run } from './client.ts';
 import { writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
 import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { localEnv, startAgentProcess } from './local.ts';
 import { percentile } from './stats.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '20' } } });
@@ -69,21 +70,6 @@ function cpuOf(pid: number): number {
   return ([11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0) * 1000) / 100;
 }
 
-function startAgent(socket: string, env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [BIN_SCRIPTS['knotless']!, 'agent', '--socket', socket], {
-    env: { ...env, KNOTLESS_AGENT_IDLE: '0' },
-    stdio: ['ignore', 'pipe', 'ignore'],
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      if (/^ready$/m.test(out)) resolve(child);
-    });
-    child.once('exit', (code) => reject(new Error(`the agent exited ${code}`)));
-  });
-}
-
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-helper-cost-'));
 const net = await startNetwork({ dir: path.join(dir, 'net') });
 let agent: ChildProcess | undefined;
@@ -96,17 +82,7 @@ try {
   writeWrappers(bin);
   const socket = path.join(dir, 'agent.sock');
   const env = {
-    PATH: `${bin}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
-    HOME: dir,
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_AUTHOR_NAME: 'bench',
-    GIT_AUTHOR_EMAIL: 'bench@example.com',
-    GIT_COMMITTER_NAME: 'bench',
-    GIT_COMMITTER_EMAIL: 'bench@example.com',
-    KNOTLESS_CONFIG_DIR: path.join(dir, 'config'),
-    KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
-    KNOTLESS_PLC_URL: net.plcUrl,
-    KNOTLESS_DEV_PDS: net.pdsUrl,
+    ...localEnv(dir, bin, net),
     // A compaction runs detached, outside what is measured: none, so that every push is alike.
     KNOTLESS_COMPACT: '0',
   };
@@ -124,7 +100,7 @@ try {
     await knotless('login', handle, '--app-password', 'cost-password');
     await knotless('repo', 'create', 'cost');
   }
-  agent = await startAgent(socket, env);
+  agent = await startAgentProcess(socket, { ...env, KNOTLESS_AGENT_IDLE: '0' });
   const url = 'knotless://alice.test/cost';
   const bare = path.join(dir, 'bare.git');
   await run('git', ['init', '-q', '--bare', bare], { cwd: dir, env });

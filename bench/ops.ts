@@ -1,8 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
 import type { Client, Timed } from './client.ts';
+import { startAgentProcess } from './local.ts';
 import type { Rig } from './setup.ts';
 import { privateRound } from './private.ts';
 
@@ -202,7 +201,7 @@ export async function knotlessRound(rig: Rig, client: Client, rtt: number, round
 
   // The same through the warm agent, which keeps its connection to the PDS and its view current.
   const socket = path.join(client.home, `agent-${name}.sock`);
-  const agent = await startAgent(client, rtt, socket);
+  const agent = await startAgentProcess(socket, client.env(rtt));
   try {
     const viaAgent = { KNOTLESS_AGENT: '1', KNOTLESS_AGENT_SOCKET: socket };
     await client.git(rtt, work, ['pull', '-q', '--rebase', 'origin', 'main'], viaAgent);
@@ -238,21 +237,6 @@ export async function knotlessRound(rig: Rig, client: Client, rtt: number, round
     agent.kill('SIGTERM');
   }
   return samples;
-}
-
-function startAgent(client: Client, rtt: number, socket: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [BIN_SCRIPTS['knotless']!, 'agent', '--socket', socket], {
-    env: client.env(rtt),
-    stdio: ['ignore', 'pipe', 'ignore'],
-  });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      if (/^ready$/m.test(out)) resolve(child);
-    });
-    child.on('exit', (code) => reject(new Error(`agent exited ${code}`)));
-  });
 }
 
 /** One round of git's smart HTTP (git http-backend) at one RTT: the peer. */

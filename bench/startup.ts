@@ -8,6 +8,7 @@ import { startNetwork } from 'knotless-devnet';
 import { run } from './client.ts';
 import { writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
 import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { localEnv } from './local.ts';
 import { percentile } from './stats.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '20' } } });
@@ -20,17 +21,7 @@ try {
   const bin = path.join(dir, 'bin');
   writeWrappers(bin);
   const env = {
-    PATH: `${bin}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
-    HOME: dir,
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_AUTHOR_NAME: 'bench',
-    GIT_AUTHOR_EMAIL: 'bench@example.com',
-    GIT_COMMITTER_NAME: 'bench',
-    GIT_COMMITTER_EMAIL: 'bench@example.com',
-    KNOTLESS_CONFIG_DIR: path.join(dir, 'config'),
-    KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
-    KNOTLESS_PLC_URL: net.plcUrl,
-    KNOTLESS_DEV_PDS: net.pdsUrl,
+    ...localEnv(dir, bin, net),
     KNOTLESS_AGENT: '0',
   };
   const opts = { cwd: dir, env };

@@ -1,0 +1,42 @@
+// What the benches that run on a local dev network share: a command's environment on it, and a warm
+// agent started as `knotless agent` and waited for until it says ready.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+
+/** git and knotless on the network, with `bin` (the wrappers) first on PATH and state under `dir`. */
+export function localEnv(
+  dir: string,
+  bin: string,
+  net: { plcUrl: string; pdsUrl: string },
+): Record<string, string> {
+  return {
+    PATH: `${bin}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
+    HOME: dir,
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_AUTHOR_NAME: 'bench',
+    GIT_AUTHOR_EMAIL: 'bench@example.com',
+    GIT_COMMITTER_NAME: 'bench',
+    GIT_COMMITTER_EMAIL: 'bench@example.com',
+    KNOTLESS_CONFIG_DIR: path.join(dir, 'config'),
+    KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
+    KNOTLESS_PLC_URL: net.plcUrl,
+    KNOTLESS_DEV_PDS: net.pdsUrl,
+  };
+}
+
+/** `knotless agent` on `socket` with `env`, once it has said ready. */
+export function startAgentProcess(socket: string, env: Record<string, string>): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [BIN_SCRIPTS['knotless']!, 'agent', '--socket', socket], {
+    env,
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      if (/^ready$/m.test(out)) resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`the agent exited ${code}`)));
+  });
+}
