@@ -1,3 +1,5 @@
+import path from 'node:path';
+import { currentCaller } from '../caller/scope.ts';
 import { gitText, runGit } from './run.ts';
 
 /** What a local name or id resolves to. */
@@ -15,9 +17,24 @@ export interface InRepo {
 
 /** Resolves names or ids in one `git cat-file` run; names that resolve to nothing are left out. */
 export async function resolveObjects(specs: string[], repo: InRepo = {}): Promise<Map<string, LocalObject>> {
+  return (await lookUpObjects(specs, [], repo)).found;
+}
+
+/**
+ * {@link resolveObjects} and {@link presentObjects} in one `git cat-file` run: a push asks both
+ * before it decides anything, and every git process it starts costs a fork of the (warm, large)
+ * process it runs in.
+ */
+export async function lookUpObjects(
+  specs: string[],
+  oids: Iterable<string>,
+  repo: InRepo = {},
+): Promise<{ found: Map<string, LocalObject>; present: Set<string> }> {
   const found = new Map<string, LocalObject>();
-  if (specs.length === 0) return found;
-  const input = specs.map((s) => `${s}\n${s}^{}\n`).join('');
+  const present = new Set<string>();
+  const ids = [...new Set(oids)];
+  if (specs.length === 0 && ids.length === 0) return { found, present };
+  const input = specs.map((s) => `${s}\n${s}^{}\n`).join('') + ids.map((id) => `${id}\n`).join('');
   const lines = (
     await gitText(['cat-file', '--batch-check=%(objectname) %(objecttype)'], { ...repo, input })
   ).split('\n');
@@ -32,7 +49,12 @@ export async function resolveObjects(specs: string[], repo: InRepo = {}): Promis
       peeled: peeled !== undefined && !lines[2 * i + 1]!.endsWith('missing') ? peeled : oid,
     });
   });
-  return found;
+  ids.forEach((id, i) => {
+    // A present object's line is `<id> <type>`; otherwise `<what was asked> missing` (or ambiguous).
+    const [oid, type] = (lines[2 * specs.length + i] ?? '').split(' ');
+    if (oid === id && type !== undefined && type !== 'missing' && type !== 'ambiguous') present.add(id);
+  });
+  return { found, present };
 }
 
 /** The subset of ids whose objects this repository has. */
@@ -59,4 +81,18 @@ export async function isAncestor(ancestor: string, descendant: string, repo: InR
 /** The repository's git directory. */
 export async function gitDir(): Promise<string> {
   return (await gitText(['rev-parse', '--absolute-git-dir'])).trim();
+}
+
+/**
+ * The repository's git directory and its object directory (a linked worktree's is the main one's,
+ * GIT_OBJECT_DIRECTORY may name another), in one git process.
+ */
+export async function repoDirs(): Promise<{ gitDir: string; objectsDir: string }> {
+  const [dir, objects] = (await gitText(['rev-parse', '--absolute-git-dir', '--git-path', 'objects'])).split(
+    '\n',
+  );
+  if (dir === undefined || objects === undefined || dir === '' || objects === '')
+    throw new Error('git rev-parse did not name the repository');
+  // A relative answer is relative to where git ran: the caller's directory, not necessarily ours.
+  return { gitDir: dir, objectsDir: path.resolve(currentCaller()?.cwd ?? process.cwd(), objects) };
 }

@@ -45,7 +45,9 @@ export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<
   if (from === undefined) return list;
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fold-'));
   try {
-    await runGit(['init', '-q', '--bare', scratch]);
+    // No template: a scratch repository needs no hooks or samples, and each file is written and
+    // removed again on every fold.
+    await runGit(['init', '-q', '--bare', '--template=', scratch]);
     fs.writeFileSync(path.join(scratch, 'objects', 'info', 'alternates'), `${path.resolve(objectsDir)}\n`);
     const wanted = new Set<string>();
     for (const p of list.slice(from)) {

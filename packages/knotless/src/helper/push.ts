@@ -1,7 +1,7 @@
 import { activeSession } from '../auth/login.ts';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
-import { gitDir } from 'knotless-core/git/objects';
+import { repoDirs } from 'knotless-core/git/objects';
 import { GitError } from 'knotless-core/git/run';
 import { pushRefs, type PushOutcome, type PushSpec } from 'knotless-core/ops/push/push';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
@@ -55,20 +55,24 @@ async function push(state: HelperState, specs: PushSpec[]): Promise<PushOutcome[
   const remote = await state.remote();
   const auth = await activeSession(state.ctx);
   const { config } = state.ctx;
+  const dirs = await repoDirs();
   const pushed = await pushRefs(
     {
       remote,
       auth,
       pusher: auth.session,
-      gitDir: await gitDir(),
+      ...dirs,
       cache: new BlobCache(config.cacheDir),
       cacheDir: config.cacheDir,
       fold: config.autoCompact,
       chatter: state.options,
       options: state.options,
       listing: async () => {
-        const refs = state.refs ?? (await state.list(true));
-        return { refs, contested: state.contested };
+        // git lists before it pushes: normally the refs it decided on are the ones it was shown.
+        if (state.refs !== undefined)
+          return { refs: state.refs, contested: state.contested, shownToGit: true };
+        const refs = await state.list(true);
+        return { refs, contested: state.contested, shownToGit: false };
       },
       remember: (written) => state.remember(written),
     },

@@ -21,7 +21,10 @@ export type Verdict = { kind: 'write' } | { kind: 'up-to-date' } | { kind: 'reje
  * Decides an update against the remote's current state with git's own rules and words (git's
  * transport reads the reason: "fetch first", "non-fast forward", "stale info", "already exists").
  * Run again after every compare-and-swap conflict, on the state read back. `gitDir` is the
- * repository pushed from, where fast-forwards are checked.
+ * repository pushed from, where fast-forwards are checked. `shownToGit`: `current` is the value git
+ * was listed and decided this update on; git sends an unforced update only when it found it a
+ * fast-forward of that value (it refuses the rest itself, as "non-fast-forward" or "fetch first"),
+ * so the walk is not made a second time.
  */
 export async function checkUpdate(
   u: Update,
@@ -29,6 +32,7 @@ export async function checkUpdate(
   lease: string | undefined,
   present: (oid: string) => boolean | Promise<boolean>,
   gitDir: string,
+  shownToGit = false,
 ): Promise<Verdict> {
   const cur = current?.record.target;
   if (lease !== undefined) {
@@ -42,6 +46,7 @@ export async function checkUpdate(
   if (u.oid === undefined || cur === undefined || u.force) return { kind: 'write' };
   if (u.dst.startsWith('refs/tags/')) return { kind: 'reject', reason: 'already exists' };
   if (!(await present(cur))) return { kind: 'reject', reason: 'fetch first' };
+  if (shownToGit) return { kind: 'write' };
   try {
     if (await isAncestor(cur, u.oid, { gitDir })) return { kind: 'write' };
   } catch (err) {

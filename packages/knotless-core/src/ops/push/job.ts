@@ -19,6 +19,8 @@ export interface PushOptions {
 export interface Listing {
   refs: Map<string, RemoteRef>;
   contested: Map<string, RemoteRef[]>;
+  /** These are the refs git was listed and decided the push on (not a listing read afterwards). */
+  shownToGit: boolean;
 }
 
 /**
@@ -32,6 +34,8 @@ export interface PushEnv {
   pusher: { did: string; handle: string };
   /** The repository pushed from (its git directory). */
   gitDir: string;
+  /** Its object directory (where a fold borrows the objects its packs build on). */
+  objectsDir: string;
   cache: BlobCache;
   cacheDir: string;
   /** Fold the small packs at the end of a pack list into the push's write (off with KNOTLESS_COMPACT=0). */

@@ -1,7 +1,6 @@
 import path from 'node:path';
 import { crashPoint } from '../../crash.ts';
 import { buildPack } from '../../git/pack.ts';
-import { gitText } from '../../git/run.ts';
 import { foldPacks, foldStart } from '../../packs/fold.ts';
 import { newPackEntry, storePacks } from '../../packs/store-packs.ts';
 import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
@@ -65,8 +64,7 @@ export async function preparePacks(
   if (entry !== undefined) list.push(entry);
   // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
   if (env.fold && foldStart(list) !== undefined) {
-    const objects = (await gitText(['rev-parse', '--git-path', 'objects'], { gitDir: env.gitDir })).trim();
-    const folded = await foldPacks(list, path.resolve(objects));
+    const folded = await foldPacks(list, env.objectsDir);
     if (folded !== list) crashPoint('push:packs-folded');
     list = folded;
   }

@@ -1,5 +1,5 @@
 import { KnotlessError, type PushReason } from '../../errors.ts';
-import { presentObjects, resolveObjects } from '../../git/objects.ts';
+import { lookUpObjects, presentObjects } from '../../git/objects.ts';
 import { gitText } from '../../git/run.ts';
 import { compactionDue } from '../../packs/geometric.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
@@ -56,8 +56,10 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
   await remote.prepare('plain');
   const inRepo = { gitDir: env.gitDir };
 
-  const local = await resolveObjects(
+  // What git asked to push, and which of the refs' values this repository has: one git process.
+  const { found: local, present: have } = await lookUpObjects(
     specs.filter((s) => s.src !== '').map((s) => s.src),
+    [...refs.values()].flatMap((r) => (r.record.target === undefined ? [] : [r.record.target])),
     inRepo,
   );
   // git tells a helper nothing of the repository's hash; an object id's length does.
@@ -83,10 +85,6 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
       peeled: obj?.type === 'tag' ? obj.peeled : undefined,
     };
   });
-  const have = await presentObjects(
-    [...refs.values()].flatMap((r) => (r.record.target === undefined ? [] : [r.record.target])),
-    inRepo,
-  );
   const present = (oid: string) => have.has(oid);
 
   const outcomes = new Map<string, PushOutcome>();
@@ -132,7 +130,14 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
       outcomes.set(u.dst, { dst: u.dst, error: refusal.reason });
       continue;
     }
-    const verdict = await checkUpdate(u, refs.get(u.dst), env.options.cas.get(u.dst), present, env.gitDir);
+    const verdict = await checkUpdate(
+      u,
+      refs.get(u.dst),
+      env.options.cas.get(u.dst),
+      present,
+      env.gitDir,
+      listing.shownToGit,
+    );
     if (verdict.kind === 'write' && u.oid !== undefined) names.add(u.dst);
     if (verdict.kind === 'write') toWrite.push(u);
     else
