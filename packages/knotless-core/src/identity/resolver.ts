@@ -5,14 +5,17 @@ import { KnotlessError } from '../errors.ts';
 import { printErr, safeText } from '../text/terminal.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
+import { readPlcDocument, type AtprotoData } from './did-doc.ts';
 import { inactiveAccount } from './inactive.ts';
 
 /** A resolved account: its DID, its verified handle, and the PDS that hosts it. */
 export type Identity = CachedIdentity;
 
 type IdResolverModule = typeof IdentityModule;
-/** A module, or its import under way. */
-type Lazy<T> = T | Promise<T>;
+/** The library, imported the first time a lookup needs it (a did:plc document never does). */
+type Load = () => Promise<IdResolverModule>;
+let identityModule: Promise<IdResolverModule> | undefined;
+const loadIdentity: Load = () => (identityModule ??= import('@atproto/identity'));
 
 /**
  * Resolves handles and DIDs to the PDS that hosts them, with the disk cache in front.
@@ -58,7 +61,7 @@ export class IdentityResolver {
         `"${safeText(actor)}" is not a valid handle or DID; use a handle like alice.bsky.social.`,
       );
     }
-    const mod = await import('@atproto/identity');
+    const mod = loadIdentity;
     if (!isDid) {
       const did = await this.#resolveHandle(mod, input);
       const { pds, claimed } = await this.#resolveDid(mod, did);
@@ -112,8 +115,8 @@ export class IdentityResolver {
    */
   async #recheck(handle: string, cached: Identity): Promise<KnotlessError | undefined> {
     try {
-      // The library is loaded beside the handle's lookup, which needs it only outside the dev network.
-      const mod = import('@atproto/identity');
+      // The library is loaded only for what needs it: a handle outside the dev network, did:web.
+      const mod = loadIdentity;
       const [did, doc] = await Promise.all([
         this.#resolveHandle(mod, handle).catch((err: unknown) => {
           // A handle that resolves to no account is a no. Anything else (a PDS, DNS or host that did
@@ -122,7 +125,7 @@ export class IdentityResolver {
           if (err instanceof KnotlessError && err.code === 'unknown-handle') return undefined;
           throw err;
         }),
-        mod.then((m) => this.#resolveDid(m, cached.did)),
+        this.#resolveDid(mod, cached.did),
       ]);
       if (did === cached.did && doc.claimed?.toLowerCase() === handle) {
         if (doc.pds !== cached.pds) this.cache.put({ ...cached, pds: doc.pds });
@@ -157,7 +160,7 @@ export class IdentityResolver {
   }
 
   /** The DID a handle is registered to; a `unknown-handle` error when it has none. */
-  async #resolveHandle(mod: Lazy<IdResolverModule>, handle: string): Promise<string> {
+  async #resolveHandle(mod: Load, handle: string): Promise<string> {
     let did: string | undefined;
     try {
       did = await this.#lookupHandle(mod, handle);
@@ -191,10 +194,10 @@ export class IdentityResolver {
   }
 
   /** The DID a handle resolves to (DNS or https for real handles), or undefined when it resolves to none. */
-  async #lookupHandle(mod: Lazy<IdResolverModule>, handle: string): Promise<string | undefined> {
+  async #lookupHandle(mod: Load, handle: string): Promise<string | undefined> {
     const did = handle.endsWith('.test')
       ? await this.#lookupDevHandle(mod, handle)
-      : await this.#idResolver(await mod).handle.resolve(handle);
+      : await this.#idResolver(await mod()).handle.resolve(handle);
     // What a DNS record or a server says is checked before it reaches a message or a request.
     const { isValidDid } = await import('@atproto/syntax');
     return did !== undefined && isValidDid(did) ? did : undefined;
@@ -206,7 +209,7 @@ export class IdentityResolver {
    * handle it had there: when the PDSes disagree, the DID whose document claims the handle wins
    * (the caller checks that again either way).
    */
-  async #lookupDevHandle(mod: Lazy<IdResolverModule>, handle: string): Promise<string | undefined> {
+  async #lookupDevHandle(mod: Load, handle: string): Promise<string | undefined> {
     const pdses = this.#config.devPdses.length > 0 ? this.#config.devPdses : [this.#config.service];
     const { isValidDid } = await import('@atproto/syntax');
     const candidates = new Set<string>();
@@ -233,7 +236,7 @@ export class IdentityResolver {
     if (candidates.size === 0) await this.#inactiveHandle(pdses, handle, false);
     if (candidates.size <= 1) return [...candidates][0];
     for (const did of candidates) {
-      const { claimed } = await this.#resolveDid(await mod, did);
+      const { claimed } = await this.#resolveDid(mod, did);
       if (claimed?.toLowerCase() === handle) return did;
     }
     return [...candidates][0];
@@ -261,13 +264,16 @@ export class IdentityResolver {
   }
 
   /** A DID's PDS and the handle its document claims (unverified: the caller checks it). */
-  async #resolveDid(
-    mod: IdResolverModule,
-    did: string,
-  ): Promise<{ pds: string; claimed: string | undefined }> {
-    let doc;
+  async #resolveDid(mod: Load, did: string): Promise<{ pds: string; claimed: string | undefined }> {
+    let data: AtprotoData | null;
     try {
-      doc = await this.#idResolver(mod).did.resolve(did, true);
+      if (did.startsWith('did:plc:')) {
+        data = await readPlcDocument(this.#transport, this.#config.plcUrl, did, AbortSignal.timeout(10_000));
+      } else {
+        const m = await mod();
+        const doc = await this.#idResolver(m).did.resolve(did, true);
+        data = doc === null ? null : { pds: m.getPds(doc), claimed: m.getHandle(doc) };
+      }
     } catch (err) {
       throw new KnotlessError(
         'pds-unreachable',
@@ -275,11 +281,10 @@ export class IdentityResolver {
         { cause: err },
       );
     }
-    if (doc === null) throw new KnotlessError('unknown-handle', `No account has the DID ${did}; check it.`);
-    const pds = mod.getPds(doc);
-    if (pds === undefined)
+    if (data === null) throw new KnotlessError('unknown-handle', `No account has the DID ${did}; check it.`);
+    if (data.pds === undefined)
       throw new KnotlessError('unknown-handle', `The account ${did} names no PDS in its DID document.`);
-    return { pds: pds.replace(/\/+$/, ''), claimed: mod.getHandle(doc) };
+    return { pds: data.pds.replace(/\/+$/, ''), claimed: data.claimed };
   }
 }
 
