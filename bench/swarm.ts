@@ -59,7 +59,10 @@ async function startAgent(
 ): Promise<{ socket: string; pid: number; stop(): Promise<void> }> {
   const socket = path.join(dir, 'agent.sock');
   const log = fs.openSync(path.join(dir, 'agent.log'), 'a');
-  const child = spawn(process.execPath, [BIN_SCRIPTS['knotless']!, 'agent', '--socket', socket], {
+  // KNOTLESS_BENCH_AGENT_PROF=DIR: the agent's CPU profile (node --cpu-prof) is written into DIR.
+  const prof = process.env['KNOTLESS_BENCH_AGENT_PROF'];
+  const flags = prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [];
+  const child = spawn(process.execPath, [...flags, BIN_SCRIPTS['knotless']!, 'agent', '--socket', socket], {
     env: client.env(rtt, { KNOTLESS_COMPACT: '1' }),
     stdio: ['ignore', 'pipe', log],
   });

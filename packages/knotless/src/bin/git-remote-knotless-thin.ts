@@ -23,6 +23,9 @@ export function thin(direct: (replay?: Replay) => void): void {
   if (socket === undefined) return direct();
   const req = http.request({
     socketPath: socket,
+    // One request on its own connection: no pool (whose bookkeeping, a host name check among it, is
+    // a few milliseconds of this process's start).
+    agent: false,
     method: 'POST',
     path: '/helper',
     headers: { host: 'agent', 'content-type': 'application/x-knotless-helper' },
