@@ -6,6 +6,7 @@ import { printErr, safeText } from '../text/terminal.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
 import { readPlcDocument, type AtprotoData } from './did-doc.ts';
+import { lookupHandle } from './handle-lookup.ts';
 import { inactiveAccount } from './inactive.ts';
 
 /** A resolved account: its DID, its verified handle, and the PDS that hosts it. */
@@ -197,7 +198,7 @@ export class IdentityResolver {
   async #lookupHandle(mod: Load, handle: string): Promise<string | undefined> {
     const did = handle.endsWith('.test')
       ? await this.#lookupDevHandle(mod, handle)
-      : await this.#idResolver(await mod()).handle.resolve(handle);
+      : await lookupHandle(this.#transport, handle, 10_000);
     // What a DNS record or a server says is checked before it reaches a message or a request.
     const { isValidDid } = await import('@atproto/syntax');
     return did !== undefined && isValidDid(did) ? did : undefined;

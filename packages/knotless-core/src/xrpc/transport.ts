@@ -105,40 +105,52 @@ export function fetchOver(transport: Transport): typeof globalThis.fetch {
     // Through Request, so that a Request (as the OAuth client passes) and form or buffer bodies all
     // arrive as one method, header set, byte string, signal and redirect mode.
     const req = new Request(input, init);
-    let url = new URL(req.url);
-    let headers: Record<string, string> = {};
+    const headers: Record<string, string> = {};
     req.headers.forEach((value, name) => (headers[name] = value));
-    let method = req.method;
-    let body: Uint8Array | string | null = req.body === null ? null : new Uint8Array(await req.arrayBuffer());
-    const signal = req.signal;
-    const mode = req.redirect;
-    for (let hops = 0; ; hops++) {
-      const res = await transport.request(url, {
-        method,
-        headers,
-        body,
-        maxBytes: FETCH_MAX_BYTES,
-        ...(signal === undefined ? {} : { signal }),
-      });
-      const location = res.headers['location'];
-      if (!isRedirect(res.status) || location === undefined || mode === 'manual') return toResponse(res);
-      if (mode === 'error')
-        throw new TypeError(`${url.origin} redirected (HTTP ${res.status}), which was refused`);
-      if (hops >= FETCH_MAX_REDIRECTS) throw new TypeError(`more than ${FETCH_MAX_REDIRECTS} redirects`);
-      const next = new URL(location, url);
-      if (next.protocol !== 'https:' && (next.protocol !== 'http:' || url.protocol === 'https:'))
-        throw new TypeError(
-          `${url.origin} redirected to ${next.protocol} (HTTP ${res.status}), which was refused`,
-        );
-      if (next.origin !== url.origin) headers = withoutCredentials(headers);
-      // As fetch does: 303, and 301/302 after a POST, turn into a GET without a body.
-      if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
-        method = 'GET';
-        body = null;
-      }
-      url = next;
-    }
+    const body = req.body === null ? null : new Uint8Array(await req.arrayBuffer());
+    const res = await requestFollowing(
+      transport,
+      new URL(req.url),
+      { method: req.method, headers, body, maxBytes: FETCH_MAX_BYTES, signal: req.signal },
+      req.redirect,
+    );
+    return toResponse(res);
   };
+}
+
+/**
+ * A request that handles redirects as fetch's `redirect` mode says: 'manual' hands the redirect
+ * back, 'error' refuses it (a TypeError, as fetch), 'follow' follows up to {@link FETCH_MAX_REDIRECTS}
+ * of them, never from https to http, dropping credentials when they leave the origin.
+ */
+export async function requestFollowing(
+  transport: Transport,
+  start: URL,
+  init: HttpRequest,
+  mode: 'follow' | 'error' | 'manual',
+): Promise<HttpResponse> {
+  let url = start;
+  let { method, headers, body } = init;
+  for (let hops = 0; ; hops++) {
+    const res = await transport.request(url, { ...init, method, headers, body });
+    const location = res.headers['location'];
+    if (!isRedirect(res.status) || location === undefined || mode === 'manual') return res;
+    if (mode === 'error')
+      throw new TypeError(`${url.origin} redirected (HTTP ${res.status}), which was refused`);
+    if (hops >= FETCH_MAX_REDIRECTS) throw new TypeError(`more than ${FETCH_MAX_REDIRECTS} redirects`);
+    const next = new URL(location, url);
+    if (next.protocol !== 'https:' && (next.protocol !== 'http:' || url.protocol === 'https:'))
+      throw new TypeError(
+        `${url.origin} redirected to ${next.protocol} (HTTP ${res.status}), which was refused`,
+      );
+    if (next.origin !== url.origin) headers = withoutCredentials(headers);
+    // As fetch does: 303, and 301/302 after a POST, turn into a GET without a body.
+    if (res.status === 303 || ((res.status === 301 || res.status === 302) && method === 'POST')) {
+      method = 'GET';
+      body = null;
+    }
+    url = next;
+  }
 }
 
 function isRedirect(status: number): boolean {
