@@ -19,8 +19,9 @@ let identityModule: Promise<IdResolverModule> | undefined;
 const loadIdentity: Load = () => (identityModule ??= import('@atproto/identity'));
 
 /**
- * Resolves handles and DIDs to the PDS that hosts them, with the disk cache in front.
- * @atproto/identity does the resolving and is imported only on a cache miss, to keep start-up fast.
+ * Resolves handles and DIDs to the PDS that hosts them, with the disk cache in front. Handles and
+ * did:plc documents are read with this process's own clients (handle-lookup.ts, did-doc.ts), since a
+ * cached handle is checked again on every command; @atproto/identity is imported for did:web only.
  */
 export class IdentityResolver {
   readonly #config: Config;
