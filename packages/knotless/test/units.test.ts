@@ -215,3 +215,27 @@ describe('reading local files', () => {
     }
   });
 });
+
+describe('ipLiteral (the TLS server name rule)', () => {
+  it('agrees with net.isIP on every hostname a URL parser gives', async () => {
+    const { ipLiteral } = await import('knotless-core/xrpc/http-pool');
+    const net = await import('node:net');
+    const urls = [
+      'https://127.0.0.1/',
+      'https://127.1/',
+      'https://0x7f.0.0.1/',
+      'https://[::1]:8443/',
+      'https://[fe80::1]/',
+      'https://[::ffff:1.2.3.4]/',
+      'https://localhost/',
+      'https://pds.example/',
+      'https://1.2.3.4.nip.io/',
+      'https://xn--bcher-kva.example/',
+      'https://a-1.b-2.example:443/',
+    ];
+    for (const u of urls) {
+      const host = new URL(u).hostname.replace(/^\[(.*)\]$/, '$1');
+      assert.equal(ipLiteral(host), net.isIP(host) !== 0, u);
+    }
+  });
+});

@@ -21,15 +21,17 @@ import type { HelperRecord, StdinPiece } from '../agent/helper-host.ts';
 export function thin(direct: (replay?: Replay) => void): void {
   const socket = agentSocket();
   if (socket === undefined) return direct();
-  const req = http.request({
+  const options: http.RequestOptions & { servername: string } = {
     socketPath: socket,
-    // One request on its own connection: no pool (whose bookkeeping, a host name check among it, is
-    // a few milliseconds of this process's start).
+    // One request on its own connection, and no TLS server name to work out for it: Node's check of
+    // whether the host is an IP address compiles its IPv6 pattern, about 5 ms of this process's start.
     agent: false,
+    servername: '',
     method: 'POST',
     path: '/helper',
     headers: { host: 'agent', 'content-type': 'application/x-knotless-helper' },
-  });
+  };
+  const req = http.request(options);
   let session: Session | undefined;
   let fellBack = false;
   // Before the agent took the session nothing of git's was read: the helper runs here from the start
