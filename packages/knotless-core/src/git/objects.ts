@@ -78,21 +78,31 @@ export async function isAncestor(ancestor: string, descendant: string, repo: InR
   return code === 0;
 }
 
-/** The repository's git directory. */
+/**
+ * The repository's git directory: GIT_DIR, which git sets for every remote helper to the repository
+ * it resolved (relative to the directory it runs the helper in), or, when absent (a helper run by
+ * hand), git's own answer. Every git process costs a fork of the (warm, large) process it runs in.
+ */
 export async function gitDir(): Promise<string> {
+  const caller = currentCaller();
+  const set = (caller?.env ?? process.env)['GIT_DIR'];
+  if (set !== undefined && set !== '') return path.resolve(caller?.cwd ?? process.cwd(), set);
   return (await gitText(['rev-parse', '--absolute-git-dir'])).trim();
 }
 
 /**
- * The repository's git directory and its object directory (a linked worktree's is the main one's,
- * GIT_OBJECT_DIRECTORY may name another), in one git process.
+ * The repository a push is made from ({@link gitDir}), and its object directory (a linked worktree's
+ * is the main one's, GIT_OBJECT_DIRECTORY may name another), asked of git only when a push needs it
+ * (a fold).
  */
-export async function repoDirs(): Promise<{ gitDir: string; objectsDir: string }> {
-  const [dir, objects] = (await gitText(['rev-parse', '--absolute-git-dir', '--git-path', 'objects'])).split(
-    '\n',
-  );
-  if (dir === undefined || objects === undefined || dir === '' || objects === '')
-    throw new Error('git rev-parse did not name the repository');
-  // A relative answer is relative to where git ran: the caller's directory, not necessarily ours.
-  return { gitDir: dir, objectsDir: path.resolve(currentCaller()?.cwd ?? process.cwd(), objects) };
+export async function pushedFrom(): Promise<{ gitDir: string; objectsDir: () => Promise<string> }> {
+  const dir = await gitDir();
+  const cwd = currentCaller()?.cwd ?? process.cwd();
+  let objects: Promise<string> | undefined;
+  const objectsDir = () =>
+    (objects ??= gitText(['rev-parse', '--git-path', 'objects'], { gitDir: dir }).then((out) =>
+      // A relative answer is relative to where git ran: the caller's directory.
+      path.resolve(cwd, out.trim()),
+    ));
+  return { gitDir: dir, objectsDir };
 }

@@ -1,7 +1,7 @@
 import { activeSession } from '../auth/login.ts';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
-import { repoDirs } from 'knotless-core/git/objects';
+import { pushedFrom } from 'knotless-core/git/objects';
 import { GitError } from 'knotless-core/git/run';
 import { pushRefs, type PushOutcome, type PushSpec } from 'knotless-core/ops/push/push';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
@@ -55,7 +55,7 @@ async function push(state: HelperState, specs: PushSpec[]): Promise<PushOutcome[
   const remote = await state.remote();
   const auth = await activeSession(state.ctx);
   const { config } = state.ctx;
-  const dirs = await repoDirs();
+  const dirs = await pushedFrom();
   const pushed = await pushRefs(
     {
       remote,

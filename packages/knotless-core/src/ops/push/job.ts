@@ -34,8 +34,8 @@ export interface PushEnv {
   pusher: { did: string; handle: string };
   /** The repository pushed from (its git directory). */
   gitDir: string;
-  /** Its object directory (where a fold borrows the objects its packs build on). */
-  objectsDir: string;
+  /** Its object directory (where a fold borrows the objects its packs build on), asked when needed. */
+  objectsDir: () => Promise<string>;
   cache: BlobCache;
   cacheDir: string;
   /** Fold the small packs at the end of a pack list into the push's write (off with KNOTLESS_COMPACT=0). */

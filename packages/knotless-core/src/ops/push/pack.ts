@@ -64,7 +64,7 @@ export async function preparePacks(
   if (entry !== undefined) list.push(entry);
   // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
   if (env.fold && foldStart(list) !== undefined) {
-    const folded = await foldPacks(list, env.objectsDir);
+    const folded = await foldPacks(list, await env.objectsDir());
     if (folded !== list) crashPoint('push:packs-folded');
     list = folded;
   }

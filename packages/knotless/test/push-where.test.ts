@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { commitFiles, newRepo, refsOf, repoMaker, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+// The helper takes the repository from GIT_DIR, as git hands it over, and asks git for the object
+// directory only when a push folds packs: pushes from a linked worktree (whose objects are in the
+// main repository's directory), from a subdirectory and with `git -C`, many in a row so that folds
+// happen, land whole, both directly and through the agent.
+const t = useNetwork(['alice.test']);
+let agent = '0';
+const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: agent }));
+const createRepo = repoMaker(alice, 'alice.test', 'where');
+
+/** How many packs the ref's record lists, read from alice's PDS. */
+async function packsOf(url: string, ref: string): Promise<number> {
+  const name = url.split('/').pop()!;
+  const query = new URLSearchParams({
+    repo: t.dids['alice.test']!,
+    collection: 'dev.knotless.ref',
+    limit: '100',
+  });
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.listRecords?${query.toString()}`);
+  const { records } = (await res.json()) as {
+    records: Array<{ value: { repo: string; ref: string; packs: unknown[] } }>;
+  };
+  const record = records.find((r) => r.value.repo === name && r.value.ref === ref);
+  assert.ok(record !== undefined, `no record of ${ref}`);
+  return record.value.packs.length;
+}
+
+for (const via of ['directly', 'through the agent']) {
+  describe(`pushes ${via}`, () => {
+    it('from a linked worktree, a subdirectory and git -C land whole, folds included', async () => {
+      agent = via === 'directly' ? '0' : '1';
+      const url = await createRepo();
+      const main = await newRepo(alice, url);
+      await commitFiles(alice, main, { 'a.txt': 'one\n' }, 'one');
+      await alice.ok(main, 'push', '-q', 'origin', 'main');
+      const tree = path.join(alice.dir(), 'wt');
+      await alice.ok(main, 'worktree', 'add', '-q', '-b', 'feature', tree);
+      fs.mkdirSync(path.join(tree, 'sub'));
+      for (let i = 0; i < 6; i++) {
+        await commitFiles(alice, tree, { [`sub/f${i}.txt`]: `change ${i}\n`.repeat(50) }, `feature ${i}`);
+        // In turn: the worktree's top, a subdirectory of it, and git -C from elsewhere.
+        if (i % 3 === 0) await alice.ok(tree, 'push', '-q', 'origin', 'feature');
+        else if (i % 3 === 1) await alice.ok(path.join(tree, 'sub'), 'push', '-q', 'origin', 'feature');
+        else await alice.ok(alice.dir(), '-C', tree, 'push', '-q', 'origin', 'feature');
+        await commitFiles(alice, main, { 'a.txt': `main ${i}\n` }, `main ${i}`);
+        await alice.ok(main, 'push', '-q', 'origin', 'main');
+      }
+      const clone = path.join(alice.dir(), 'clone');
+      await alice.ok(alice.dir(), 'clone', '-q', '--mirror', url, clone);
+      await alice.ok(clone, 'fsck', '--strict', '--no-dangling');
+      const ours = (await refsOf(alice, main, 'refs/heads/')).trim();
+      assert.equal((await refsOf(alice, clone, 'refs/heads/')).trim(), ours);
+      // Folds happened: seven pushes of the branch left fewer packs on its record than pushes (a
+      // fold that could not find the objects leaves the list as it was, one pack per push).
+      assert.ok((await packsOf(url, 'refs/heads/feature')) < 7);
+    });
+  });
+}
