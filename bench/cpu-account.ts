@@ -102,7 +102,11 @@ export class CpuAccount {
     this.#machine0 = machine();
   }
 
-  /** What was spent since {@link start}, per push landed. */
+  /**
+   * What was spent since {@link start}, per push landed. With an agent (`agentPid`), the helper's git
+   * commands are the agent's children (it runs the helper's code for the thin helper git started),
+   * so they are not in `git push`'s count.
+   */
   finish(agentPid: number | undefined, pushes: number): CpuBreakdown {
     const hz = 100;
     const cpu = process.cpuUsage(this.#cpu0);
@@ -131,7 +135,7 @@ export class CpuAccount {
     const get = (k: string): number => sums.get(k) ?? 0;
     const helperAll = [...sums].filter(([k]) => k.startsWith('helper:')).reduce((a, [, s]) => a + s, 0);
     const wrapped = fs.readdirSync(this.dir).filter((f) => f.startsWith('git.helper.')).length;
-    const helperTree = helperAll + helperGitTotal + wrapped * this.#overhead;
+    const helperTree = helperAll + (agentPid === undefined ? helperGitTotal + wrapped * this.#overhead : 0);
     const per = (s: number): number => Math.round((s / Math.max(1, pushes)) * 1000);
     return {
       pushes,
