@@ -304,6 +304,9 @@ export class GroupCommit {
     const refusal = refusalOf(res);
     if (refusal === 'swap-conflict') {
       // The account moved since the state was read: read it again and decide each write anew.
+      this.#log(
+        `group commit: the PDS refused ${going.length} ref writes of ${safeText(state.did)} on commit ${safeText(at.commit)} (round ${round}); reading the account again`,
+      );
       state.forget();
       await this.#commit(acc, going, round + 1);
       return;
