@@ -135,7 +135,10 @@ export class Views {
   }
 
   #applyTo(v: RepoView, key: string, change: RemoteRef | null, rev: string): void {
-    const heldRev = v.refs.get(key)?.rev ?? v.deleted.get(key);
+    // A ref as listed has no revision of its own, but the listing holds the account at least at
+    // `baseRev`: a change of that revision or older is in it already, and applied late (the stream
+    // delivering an older commit after the listing) it would undo a newer write.
+    const heldRev = v.refs.get(key)?.rev ?? v.deleted.get(key) ?? (v.baseRev === '' ? undefined : v.baseRev);
     if (heldRev !== undefined && rev !== '' && heldRev >= rev) return;
     if (change === null) {
       v.refs.delete(key);
