@@ -240,4 +240,30 @@ describe('the thin helper', () => {
     assert.equal(refused, direct);
     assert.match(refused, /-> 0\n--\nTo URL\n \* \[new branch\]/);
   });
+
+  // Without the helper's deadline git waits for ever: the test's own limit turns that into a failure.
+  it(
+    'runs the whole helper when the agent takes the session but never answers',
+    { timeout: 300_000 },
+    async () => {
+      // An agent that got stuck as it took a session: it never answers, and takes no other connection
+      // (the whole helper, run here, would ask it too). git must not hang.
+      crashSocket = path.join(t.tmpdir(), 'none.sock');
+      const asked: string[] = [];
+      const held: http.ServerResponse[] = [];
+      const server = http.createServer((req, res) => {
+        asked.push(`${req.method} ${req.url}`);
+        server.close();
+        held.push(res);
+      });
+      const direct = await transcript(plain, [['push', 'origin', 'main']]);
+      const stuck = await transcript(crashy, [['push', 'origin', 'main']], {}, async () => {
+        crashSocket = path.join(t.tmpdir(), 'stuck.sock');
+        await new Promise<void>((resolve) => server.listen(crashSocket, resolve));
+      });
+      for (const res of held) res.destroy();
+      assert.deepEqual(asked, ['POST /helper']);
+      assert.equal(stuck, direct);
+    },
+  );
 });

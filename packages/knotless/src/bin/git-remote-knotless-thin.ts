@@ -37,13 +37,18 @@ export function thin(direct: (replay?: Replay) => void): void {
   // Before the agent took the session nothing of git's was read: the helper runs here from the start
   // (a socket left by a killed agent, one stopping, one that does not host helpers). Once.
   const fallBack = (): void => {
+    clearTimeout(waiting);
     if (session !== undefined || fellBack) return;
     fellBack = true;
     req.destroy();
     direct();
   };
+  // An agent that takes the connection but never answers (stuck, stopped in a debugger) must not
+  // hang git: nothing of git's has been read yet, so the helper can still run here from the start.
+  const waiting = setTimeout(fallBack, AGENT_ANSWER_MS);
   req.on('error', () => (session === undefined ? fallBack() : session.gone()));
   req.on('response', (res) => {
+    clearTimeout(waiting);
     if (res.statusCode !== 200) {
       res.resume();
       return fallBack();
@@ -55,6 +60,12 @@ export function thin(direct: (replay?: Replay) => void): void {
     `${JSON.stringify({ argv: process.argv.slice(2), cwd: process.cwd(), env: process.env, uid })}\n`,
   );
 }
+
+/**
+ * How long the agent may take to answer a session (it answers as soon as it has read the session's
+ * first line, in milliseconds on a busy machine) before the helper runs here instead.
+ */
+const AGENT_ANSWER_MS = 10_000;
 
 /** This build's agent's socket, when one is there to use, else undefined (the helper runs directly). */
 function agentSocket(): string | undefined {
