@@ -7,7 +7,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type FaultRule, type Proxy } from 'knotless-devnet';
-import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import { agentWireView, spawnAgent, type RunningAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -96,25 +96,14 @@ async function together<T>(pushes: Array<() => Promise<T>>, rule?: FaultRule): P
  * (a third commit request, correct but not what a case counts).
  */
 async function viewCaughtUp(name: string, refs: string[], oid: string): Promise<void> {
-  const q = new URLSearchParams({ did: t.dids['alice.test']!, repo: name, pds: t.net.pdsUrl });
+  const q = { did: t.dids['alice.test']!, repo: name, pds: t.net.pdsUrl };
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const body = await new Promise<string>((resolve, reject) => {
-      http
-        .get({ socketPath: socket, path: `/view?${q.toString()}` }, (res) => {
-          let text = '';
-          res.setEncoding('utf8').on('data', (d: string) => (text += d));
-          res.on('end', () => resolve(text));
-        })
-        .on('error', reject);
-    });
-    const view = JSON.parse(body) as {
-      confirmed: boolean;
-      refs?: Array<{ record: { ref: string; target?: string } }>;
-    };
-    const at = new Map((view.refs ?? []).map((r) => [r.record.ref, r.record.target]));
-    if (view.confirmed && refs.every((r) => at.get(`refs/heads/${r}`) === oid)) return;
-    if (Date.now() > deadline) throw new Error(`the agent's view of ${name} never caught up: ${body}`);
+    const view = await agentWireView(socket, q);
+    const at = new Map((view?.refs ?? []).map((r) => [r.record.ref, r.record.target]));
+    if (view !== null && refs.every((r) => at.get(`refs/heads/${r}`) === oid)) return;
+    if (Date.now() > deadline)
+      throw new Error(`the agent's view of ${name} never caught up: ${JSON.stringify(view)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
