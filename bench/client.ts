@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
 import { writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
+import { localEnv } from './local.ts';
 import type { Rig } from './setup.ts';
 
 /** A finished command and how long it took. */
@@ -82,18 +83,9 @@ export async function makeClient(rig: Rig, plain: boolean): Promise<Client> {
     env(rtt, extra = {}) {
       const link = rig.links.get(rtt)!;
       return {
-        PATH: `${bin}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
-        HOME: home,
-        GIT_CONFIG_NOSYSTEM: '1',
-        GIT_AUTHOR_NAME: 'bench',
-        GIT_AUTHOR_EMAIL: 'bench@example.com',
-        GIT_COMMITTER_NAME: 'bench',
-        GIT_COMMITTER_EMAIL: 'bench@example.com',
+        // The local network's environment (its cache is `cacheDir`), reached through the delay link.
+        ...localEnv(home, bin, rig.net),
         GIT_SSL_CAINFO: rig.cert.certFile,
-        KNOTLESS_CONFIG_DIR: path.join(home, 'config'),
-        KNOTLESS_CACHE_DIR: cacheDir,
-        KNOTLESS_PLC_URL: rig.net.plcUrl,
-        KNOTLESS_DEV_PDS: rig.net.pdsUrl,
         KNOTLESS_SERVICE: `${scheme}://127.0.0.1:${link.pds.port}`,
         KNOTLESS_CA_CERTS: rig.cert.certFile,
         // Measure the general case: compaction on (the default; its whole cost is counted), no agent unless asked.
