@@ -59,13 +59,7 @@ export async function lookUpObjects(
 
 /** The subset of ids whose objects this repository has. */
 export async function presentObjects(oids: Iterable<string>, repo: InRepo = {}): Promise<Set<string>> {
-  const list = [...new Set(oids)];
-  if (list.length === 0) return new Set();
-  const out = await gitText(['cat-file', '--batch-check=%(objectname)'], {
-    ...repo,
-    input: list.join('\n') + '\n',
-  });
-  return new Set(out.split('\n').filter((l) => l !== '' && !l.endsWith(' missing')));
+  return (await lookUpObjects([], oids, repo)).present;
 }
 
 /** True when `ancestor` is reachable from `descendant` (both must exist locally). */
@@ -86,8 +80,13 @@ export async function isAncestor(ancestor: string, descendant: string, repo: InR
 export async function gitDir(): Promise<string> {
   const caller = currentCaller();
   const set = (caller?.env ?? process.env)['GIT_DIR'];
-  if (set !== undefined && set !== '') return path.resolve(caller?.cwd ?? process.cwd(), set);
+  if (set !== undefined && set !== '') return path.resolve(callerDir(), set);
   return (await gitText(['rev-parse', '--absolute-git-dir'])).trim();
+}
+
+/** The directory git runs in for this work: the caller's (caller/scope.ts), else ours. */
+function callerDir(): string {
+  return currentCaller()?.cwd ?? process.cwd();
 }
 
 /**
@@ -97,7 +96,7 @@ export async function gitDir(): Promise<string> {
  */
 export async function pushedFrom(): Promise<{ gitDir: string; objectsDir: () => Promise<string> }> {
   const dir = await gitDir();
-  const cwd = currentCaller()?.cwd ?? process.cwd();
+  const cwd = callerDir();
   let objects: Promise<string> | undefined;
   const objectsDir = () =>
     (objects ??= gitText(['rev-parse', '--git-path', 'objects'], { gitDir: dir }).then((out) =>
