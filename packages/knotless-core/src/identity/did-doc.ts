@@ -6,8 +6,8 @@ import { FETCH_MAX_BYTES } from '../xrpc/transport.ts';
  * cached handle is checked afresh on each). Written here rather than through @atproto/identity
  * because loading that library and the `fetch` it calls costs more CPU (about 55 ms, measured by the
  * helper's CPU profile) than the rest of a command's start; the reading rules are the atproto DID
- * spec's as @atproto/common-web applies them (`getHandle`, `getPdsEndpoint`), and the first lookup
- * of an account, did:web and handles outside the dev network still go through the library.
+ * spec's as @atproto/common-web applies them (`getHandle`, `getPdsEndpoint`). did:web documents
+ * still go through the library.
  */
 
 /** What a command needs of a DID document: the PDS it names and the handle it claims (unverified). */

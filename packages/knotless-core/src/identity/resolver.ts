@@ -13,10 +13,9 @@ import { inactiveAccount } from './inactive.ts';
 export type Identity = CachedIdentity;
 
 type IdResolverModule = typeof IdentityModule;
-/** The library, imported the first time a lookup needs it (a did:plc document never does). */
-type Load = () => Promise<IdResolverModule>;
+/** The library, imported the first time a lookup needs it: a did:web document (nothing else does). */
 let identityModule: Promise<IdResolverModule> | undefined;
-const loadIdentity: Load = () => (identityModule ??= import('@atproto/identity'));
+const loadIdentity = (): Promise<IdResolverModule> => (identityModule ??= import('@atproto/identity'));
 
 /**
  * Resolves handles and DIDs to the PDS that hosts them, with the disk cache in front. Handles and
@@ -63,10 +62,9 @@ export class IdentityResolver {
         `"${safeText(actor)}" is not a valid handle or DID; use a handle like alice.bsky.social.`,
       );
     }
-    const mod = loadIdentity;
     if (!isDid) {
-      const did = await this.#resolveHandle(mod, input);
-      const { pds, claimed } = await this.#resolveDid(mod, did);
+      const did = await this.#resolveHandle(input);
+      const { pds, claimed } = await this.#resolveDid(did);
       if (claimed?.toLowerCase() !== input) {
         throw new KnotlessError(
           'unknown-handle',
@@ -77,12 +75,12 @@ export class IdentityResolver {
       this.cache.put(identity);
       return identity;
     }
-    const { pds, claimed } = await this.#resolveDid(mod, input);
+    const { pds, claimed } = await this.#resolveDid(input);
     const handle = claimed !== undefined && isValidHandle(claimed) ? claimed.toLowerCase() : undefined;
     let verified: boolean | 'unknown' = false;
     if (handle !== undefined) {
       try {
-        verified = (await this.#lookupHandle(mod, handle)) === input;
+        verified = (await this.#lookupHandle(handle)) === input;
       } catch (err) {
         // A KnotlessError here means the handle cannot be resolved from this configuration (a `.test`
         // handle off the dev network): as good as a no. Anything else (a timeout, a DNS failure)
@@ -117,17 +115,15 @@ export class IdentityResolver {
    */
   async #recheck(handle: string, cached: Identity): Promise<KnotlessError | undefined> {
     try {
-      // The library is loaded only for what needs it: a handle outside the dev network, did:web.
-      const mod = loadIdentity;
       const [did, doc] = await Promise.all([
-        this.#resolveHandle(mod, handle).catch((err: unknown) => {
+        this.#resolveHandle(handle).catch((err: unknown) => {
           // A handle that resolves to no account is a no. Anything else (a PDS, DNS or host that did
           // not answer) proves nothing and is thrown, to keep the cached pair (below); an account
           // gone away is said.
           if (err instanceof KnotlessError && err.code === 'unknown-handle') return undefined;
           throw err;
         }),
-        this.#resolveDid(mod, cached.did),
+        this.#resolveDid(cached.did),
       ]);
       if (did === cached.did && doc.claimed?.toLowerCase() === handle) {
         if (doc.pds !== cached.pds) this.cache.put({ ...cached, pds: doc.pds });
@@ -162,10 +158,10 @@ export class IdentityResolver {
   }
 
   /** The DID a handle is registered to; a `unknown-handle` error when it has none. */
-  async #resolveHandle(mod: Load, handle: string): Promise<string> {
+  async #resolveHandle(handle: string): Promise<string> {
     let did: string | undefined;
     try {
-      did = await this.#lookupHandle(mod, handle);
+      did = await this.#lookupHandle(handle);
     } catch (err) {
       if (err instanceof KnotlessError) throw err;
       throw new KnotlessError(
@@ -196,9 +192,9 @@ export class IdentityResolver {
   }
 
   /** The DID a handle resolves to (DNS or https for real handles), or undefined when it resolves to none. */
-  async #lookupHandle(mod: Load, handle: string): Promise<string | undefined> {
+  async #lookupHandle(handle: string): Promise<string | undefined> {
     const did = handle.endsWith('.test')
-      ? await this.#lookupDevHandle(mod, handle)
+      ? await this.#lookupDevHandle(handle)
       : await lookupHandle(this.#transport, handle, 10_000);
     // What a DNS record or a server says is checked before it reaches a message or a request.
     const { isValidDid } = await import('@atproto/syntax');
@@ -211,7 +207,7 @@ export class IdentityResolver {
    * handle it had there: when the PDSes disagree, the DID whose document claims the handle wins
    * (the caller checks that again either way).
    */
-  async #lookupDevHandle(mod: Load, handle: string): Promise<string | undefined> {
+  async #lookupDevHandle(handle: string): Promise<string | undefined> {
     const pdses = this.#config.devPdses.length > 0 ? this.#config.devPdses : [this.#config.service];
     const { isValidDid } = await import('@atproto/syntax');
     const candidates = new Set<string>();
@@ -238,7 +234,7 @@ export class IdentityResolver {
     if (candidates.size === 0) await this.#inactiveHandle(pdses, handle, false);
     if (candidates.size <= 1) return [...candidates][0];
     for (const did of candidates) {
-      const { claimed } = await this.#resolveDid(mod, did);
+      const { claimed } = await this.#resolveDid(did);
       if (claimed?.toLowerCase() === handle) return did;
     }
     return [...candidates][0];
@@ -266,13 +262,13 @@ export class IdentityResolver {
   }
 
   /** A DID's PDS and the handle its document claims (unverified: the caller checks it). */
-  async #resolveDid(mod: Load, did: string): Promise<{ pds: string; claimed: string | undefined }> {
+  async #resolveDid(did: string): Promise<{ pds: string; claimed: string | undefined }> {
     let data: AtprotoData | null;
     try {
       if (did.startsWith('did:plc:')) {
         data = await readPlcDocument(this.#transport, this.#config.plcUrl, did, AbortSignal.timeout(10_000));
       } else {
-        const m = await mod();
+        const m = await loadIdentity();
         const doc = await this.#idResolver(m).did.resolve(did, true);
         data = doc === null ? null : { pds: m.getPds(doc), claimed: m.getHandle(doc) };
       }
