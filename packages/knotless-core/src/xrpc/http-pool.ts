@@ -216,7 +216,8 @@ export class HttpPool {
 
   #options(endpoint: Endpoint, req: PoolRequest): Http.RequestOptions & Record<string, unknown> {
     const base = { method: req.method, path: req.target, headers: req.headers };
-    if (endpoint.kind === 'unix') return { ...base, socketPath: endpoint.path };
+    // No TLS: no server name, said so that Node does not work one out (see ipLiteral).
+    if (endpoint.kind === 'unix') return { ...base, socketPath: endpoint.path, servername: '' };
     const tls = endpoint.secure
       ? {
           // Always set, so that a preconnected connection and a request's agree on their agent's name.
@@ -224,8 +225,7 @@ export class HttpPool {
           ALPNProtocols: ['http/1.1'],
           ...(this.#limits.ca === undefined ? {} : { ca: this.#limits.ca }),
         }
-      : // Plain HTTP sends no server name: said, so that Node does not work one out (below).
-        { servername: '' };
+      : { servername: '' };
     return { ...base, host: endpoint.address ?? endpoint.host, port: endpoint.port, ...tls };
   }
 
