@@ -184,9 +184,8 @@ function peakMib(stderr: string): number {
 // Measured before streaming: 131 MiB for a 22 MiB pack, 526 MiB for 200 MiB. The helper
 // now holds a piece of the pack at a time, whatever its size. A helper holding this pack whole would
 // need Node's 45 MiB plus the pack's 64: over the push's limit. The clone is held to what a one-file
-// clone peaks at in the same run plus less than the pack: its floor moves with what a command loads
-// (the handle's fresh check loads @atproto/identity), and node:http's reads, each in a buffer of its
-// own, wait for a collection.
+// clone peaks at in the same run plus less than the pack: its floor moves with what a command loads,
+// and node:http's reads, each in a buffer of its own, wait for a collection.
 const PACK_MIB = 64;
 const LIMIT_MIB = 100;
 
