@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { readPackIndex } from './pack-index.ts';
 import { PackFile, tempFile } from './pack-file.ts';
 import { runGit } from './run.ts';
 
@@ -28,6 +29,7 @@ async function packToFile(
   tmpDir: string,
   gitDir?: string,
   progress = false,
+  env?: Record<string, string>,
 ): Promise<PackFile> {
   const tmp = tempFile(tmpDir, 'pack');
   fs.rmSync(tmp.path);
@@ -37,6 +39,7 @@ async function packToFile(
       stdoutFd: tmp.fd,
       passStderr: progress,
       ...(gitDir === undefined ? {} : { gitDir }),
+      ...(env === undefined ? {} : { env }),
     });
     return PackFile.fromFds([{ fd: tmp.fd, size: fs.fstatSync(tmp.fd).size }]);
   } catch (err) {
@@ -83,13 +86,19 @@ export async function indexPack(
   pack: Uint8Array | PackFile,
   gitDirPath: string,
   progress: boolean,
+  env?: Record<string, string>,
 ): Promise<IndexedPack> {
   const args = ['index-pack', '--stdin', '--fix-thin', '--keep=knotless', ...(progress ? ['-v'] : [])];
   // A pack on disk is streamed to git a piece at a time.
   const input = pack instanceof PackFile ? pack.chunks() : pack;
-  const out = (await runGit(args, { input, passStderr: progress, gitDir: gitDirPath })).stdout.toString(
-    'utf8',
-  );
+  const out = (
+    await runGit(args, {
+      input,
+      passStderr: progress,
+      gitDir: gitDirPath,
+      ...(env === undefined ? {} : { env }),
+    })
+  ).stdout.toString('utf8');
   const hash = /^(?:keep|pack)\t([0-9a-f]+)/m.exec(out)?.[1];
   if (hash === undefined) throw new Error(`index-pack said: ${out}`);
   return { hash, keepFile: path.join(gitDirPath, 'objects', 'pack', `pack-${hash}.keep`) };
@@ -102,20 +111,20 @@ export async function indexPack(
  */
 export async function packObjects(gitDirPath: string, hash: string, count: number): Promise<string[]> {
   const idx = await fs.promises.readFile(path.join(gitDirPath, 'objects', 'pack', `pack-${hash}.idx`));
-  const lines = (await runGit(['show-index'], { input: idx, gitDir: gitDirPath })).stdout
-    .toString('utf8')
-    .split('\n');
-  return lines
-    .filter(Boolean)
-    .map((l) => l.split(' '))
-    .map(([offset, oid]) => ({ offset: Number(offset), oid: oid! }))
+  return readPackIndex(idx)
     .sort((a, b) => a.offset - b.offset)
     .slice(0, count)
     .map((o) => o.oid);
 }
 
 /** Packs exactly the given objects (not thin: deltas only among them), into a file under `tmpDir`. */
-export async function packObjectList(gitDirPath: string, oids: string[], tmpDir: string): Promise<PackFile> {
+export async function packObjectList(
+  gitDirPath: string,
+  oids: string[],
+  tmpDir: string,
+  env?: Record<string, string>,
+): Promise<PackFile> {
   const input = oids.join('\n') + '\n';
-  return packToFile(['pack-objects', '--stdout', '--delta-base-offset', '-q'], input, tmpDir, gitDirPath);
+  const args = ['pack-objects', '--stdout', '--delta-base-offset', '-q'];
+  return packToFile(args, input, tmpDir, gitDirPath, false, env);
 }
