@@ -11,7 +11,8 @@ import { useNetwork } from './helpers/network.ts';
 // happen, land whole, both directly and through the agent.
 const t = useNetwork(['alice.test']);
 let agent = '0';
-const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: agent }));
+let objectsEnv: Record<string, string> = {};
+const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: agent, ...objectsEnv }));
 const createRepo = repoMaker(alice, 'alice.test', 'where');
 
 /** How many packs the ref's record lists, read from alice's PDS. */
@@ -59,6 +60,31 @@ for (const via of ['directly', 'through the agent']) {
       // Folds happened: seven pushes of the branch left fewer packs on its record than pushes (a
       // fold that could not find the objects leaves the list as it was, one pack per push).
       assert.ok((await packsOf(url, 'refs/heads/feature')) < 7);
+    });
+
+    it('from a repository whose objects GIT_OBJECT_DIRECTORY keeps elsewhere: folds, and adds nothing there', async () => {
+      agent = via === 'directly' ? '0' : '1';
+      const url = await createRepo();
+      const main = await newRepo(alice, url);
+      const elsewhere = path.join(alice.dir(), `objects-${agent}`);
+      fs.renameSync(path.join(main, '.git', 'objects'), elsewhere);
+      objectsEnv = { GIT_OBJECT_DIRECTORY: elsewhere };
+      const packsThere = () => fs.readdirSync(path.join(elsewhere, 'pack')).sort();
+      try {
+        for (let i = 0; i < 6; i++) {
+          await commitFiles(alice, main, { [`f${i}.txt`]: `change ${i}\n`.repeat(50) }, `change ${i}`);
+          const held = packsThere();
+          await alice.ok(main, 'push', '-q', 'origin', 'main');
+          // The fold's scratch packs went to the scratch repository, not into the user's objects.
+          assert.deepEqual(packsThere(), held);
+        }
+        assert.ok((await packsOf(url, 'refs/heads/main')) < 6);
+      } finally {
+        objectsEnv = {};
+      }
+      const clone = path.join(alice.dir(), `clone-objects-${agent}`);
+      await alice.ok(alice.dir(), 'clone', '-q', '--mirror', url, clone);
+      await alice.ok(clone, 'fsck', '--strict', '--no-dangling');
     });
   });
 }

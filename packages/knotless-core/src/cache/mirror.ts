@@ -96,7 +96,7 @@ export class Mirror {
     if (fs.existsSync(path.join(this.gitDir, 'HEAD'))) return;
     this.#creating ??= (async () => {
       fs.mkdirSync(path.dirname(this.gitDir), { recursive: true });
-      await runGit(['init', '-q', '--bare', this.gitDir]);
+      await runGit(['init', '-q', '--bare', '--object-format=sha1', this.gitDir]);
     })();
     await this.#creating;
   }

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
-import { GitError, runGit } from '../git/run.ts';
+import { GitError } from '../git/run.ts';
 import { planMerge } from './geometric.ts';
 import type { PackEntry } from '../records/ref-record.ts';
 
@@ -30,6 +30,20 @@ export function foldStart(list: PackEntry[]): number | undefined {
 }
 
 /**
+ * Lays out a bare repository by hand (gitrepository-layout: `HEAD`, `refs/`, `objects/`) that borrows
+ * every object of `objectsDir`. Not `git init`: the agent folds on nearly every push, and each git
+ * process costs its main thread a fork of the whole agent; nor does a scratch repository want the
+ * user's init settings (templates, a SHA-256 default). No config file: SHA-1, git's defaults.
+ */
+function makeScratchRepo(dir: string, objectsDir: string): void {
+  fs.mkdirSync(path.join(dir, 'objects', 'pack'), { recursive: true });
+  fs.mkdirSync(path.join(dir, 'objects', 'info'));
+  fs.mkdirSync(path.join(dir, 'refs'));
+  fs.writeFileSync(path.join(dir, 'HEAD'), 'ref: refs/heads/main\n');
+  fs.writeFileSync(path.join(dir, 'objects', 'info', 'alternates'), `${path.resolve(objectsDir)}\n`);
+}
+
+/**
  * Folds compaction into a write that rewrites the record anyway: when the pack list wants merging,
  * the small inline packs at its end (the new pack among them) become one pack, in the same record
  * write, so steady pushes never need a compaction of their own. `objectsDir` is a git object
@@ -45,13 +59,13 @@ export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<
   if (from === undefined) return list;
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fold-'));
   try {
-    // No template: a scratch repository needs no hooks or samples, and each file is written and
-    // removed again on every fold.
-    await runGit(['init', '-q', '--bare', '--template=', scratch]);
-    fs.writeFileSync(path.join(scratch, 'objects', 'info', 'alternates'), `${path.resolve(objectsDir)}\n`);
+    makeScratchRepo(scratch, objectsDir);
+    // The caller's GIT_OBJECT_DIRECTORY names its own repository's objects (objectsDir): in the
+    // scratch repository git must write and read its own.
+    const env = { GIT_OBJECT_DIRECTORY: path.join(scratch, 'objects') };
     const wanted = new Set<string>();
     for (const p of list.slice(from)) {
-      const indexed = await indexPack(p.inline!, scratch, false).catch((err: unknown) => {
+      const indexed = await indexPack(p.inline!, scratch, false, env).catch((err: unknown) => {
         if (err instanceof GitError) return undefined;
         throw err;
       });
@@ -59,7 +73,7 @@ export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<
       for (const oid of await packObjects(scratch, indexed.hash, p.count)) wanted.add(oid);
     }
     // Folded packs are small (inline ones): the merged pack is read into memory, to travel inline.
-    const file = await packObjectList(scratch, [...wanted], scratch);
+    const file = await packObjectList(scratch, [...wanted], scratch, env);
     const merged = file.bytes();
     file.close();
     const info = parsePackInfo(merged);
