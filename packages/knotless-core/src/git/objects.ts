@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { currentCaller } from '../caller/scope.ts';
 import { gitText, runGit } from './run.ts';
@@ -90,18 +91,27 @@ function callerDir(): string {
 }
 
 /**
- * The repository a push is made from ({@link gitDir}), and its object directory (a linked worktree's
- * is the main one's, GIT_OBJECT_DIRECTORY may name another), asked of git only when a push needs it
- * (a fold).
+ * The repository a push is made from ({@link gitDir}), and its object directory, worked out when a
+ * push needs it (a fold) as git does (gitrepository-layout): GIT_OBJECT_DIRECTORY, else the common
+ * directory's `objects` (GIT_COMMON_DIR, else the one a linked worktree's `commondir` file names,
+ * else the git directory itself). Read here rather than asked of `git rev-parse --git-path objects`:
+ * in the agent every git process costs a fork of the whole agent.
  */
 export async function pushedFrom(): Promise<{ gitDir: string; objectsDir: () => Promise<string> }> {
   const dir = await gitDir();
   const cwd = callerDir();
-  let objects: Promise<string> | undefined;
-  const objectsDir = () =>
-    (objects ??= gitText(['rev-parse', '--git-path', 'objects'], { gitDir: dir }).then((out) =>
-      // A relative answer is relative to where git ran: the caller's directory.
-      path.resolve(cwd, out.trim()),
-    ));
+  const env = currentCaller()?.env ?? process.env;
+  const objectsDir = async () => {
+    const objects = env['GIT_OBJECT_DIRECTORY'];
+    if (objects !== undefined && objects !== '') return path.resolve(cwd, objects);
+    const common = env['GIT_COMMON_DIR'];
+    if (common !== undefined && common !== '') return path.resolve(cwd, common, 'objects');
+    const named = await fs.promises.readFile(path.join(dir, 'commondir'), 'utf8').catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    });
+    // The file names a directory relative to the git directory; git drops the line's ends.
+    return path.resolve(dir, named === undefined ? '.' : named.replace(/[\r\n]+$/, ''), 'objects');
+  };
   return { gitDir: dir, objectsDir };
 }

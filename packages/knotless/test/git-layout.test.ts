@@ -1,3 +1,5 @@
+// What knotless reads of git's files by hand instead of starting a git process for it (pack indexes, a
+// repository's object directory) agrees with git itself, and refuses what git did not write.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
@@ -116,5 +118,46 @@ describe('pack index reader', () => {
     refused(fs.readFileSync(path.join(sha, 'p.idx')), /checksum/);
     fs.rmSync(sha, { recursive: true, force: true });
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe("a push's object directory", () => {
+  it('is the one git names, for a repository, a linked worktree, GIT_OBJECT_DIRECTORY and GIT_COMMON_DIR', async () => {
+    const { forCaller } = await import('knotless-core/caller/scope');
+    const { pushedFrom } = await import('knotless-core/git/objects');
+    const top = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-objdir-')));
+    const repo = path.join(top, 'repo');
+    const run = (cwd: string, args: string[], env: NodeJS.ProcessEnv = {}) => {
+      const r = spawnSync('git', args, { cwd, env: { ...process.env, ...env } });
+      assert.equal(r.status, 0, `git ${args.join(' ')}: ${r.stderr.toString()}`);
+      return r.stdout.toString().trim();
+    };
+    fs.mkdirSync(repo);
+    run(repo, ['init', '-q']);
+    run(repo, ['-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-q', '--allow-empty', '-m', 'a']);
+    run(repo, ['worktree', 'add', '-q', '-b', 'side', path.join(top, 'wt')]);
+    fs.mkdirSync(path.join(top, 'wt', 'sub'));
+    fs.mkdirSync(path.join(top, 'elsewhere'));
+    const cases: { cwd: string; env: Record<string, string> }[] = [
+      { cwd: repo, env: { GIT_DIR: '.git' } },
+      {
+        cwd: path.join(top, 'wt', 'sub'),
+        env: { GIT_DIR: run(path.join(top, 'wt'), ['rev-parse', '--git-dir']) },
+      },
+      { cwd: repo, env: { GIT_DIR: '.git', GIT_OBJECT_DIRECTORY: '../elsewhere' } },
+      {
+        cwd: path.join(top, 'wt'),
+        env: { GIT_DIR: path.join(repo, '.git', 'worktrees', 'wt'), GIT_COMMON_DIR: path.join(repo, '.git') },
+      },
+    ];
+    for (const c of cases) {
+      const git = path.resolve(c.cwd, run(c.cwd, ['rev-parse', '--git-path', 'objects'], c.env));
+      const env = { ...process.env, ...c.env };
+      const ours = await forCaller({ env, cwd: c.cwd, stderr: () => {} }, async () =>
+        (await pushedFrom()).objectsDir(),
+      );
+      assert.equal(ours, git, JSON.stringify(c));
+    }
+    fs.rmSync(top, { recursive: true, force: true });
   });
 });
