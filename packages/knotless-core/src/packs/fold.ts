@@ -4,6 +4,7 @@ import path from 'node:path';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
 import { GitError } from '../git/run.ts';
 import { planMerge } from './geometric.ts';
+import { knownObjects, packKey, rememberObjects } from './pack-objects-memo.ts';
 import type { PackEntry } from '../records/ref-record.ts';
 
 /** A fold may make the merged pack at most this many times the packs it replaces (plus the slack). */
@@ -57,23 +58,53 @@ function makeScratchRepo(dir: string, objectsDir: string): void {
 export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<PackEntry[]> {
   const from = foldStart(list);
   if (from === undefined) return list;
+  // First sparing the packs whose objects this process knows; should that fail (objectsDir lacks
+  // their objects, or a later pack is thin on them), once more indexing every pack.
+  return (await foldFrom(list, from, objectsDir, true)) ?? (await foldFrom(list, from, objectsDir, false))!;
+}
+
+/**
+ * The fold of `list` from `from` on. With `spare`, packs whose objects this process knows
+ * (pack-objects-memo.ts) are not indexed, their objects read from `objectsDir`; undefined when that
+ * did not work. Each git process costs the agent a fork of itself.
+ */
+async function foldFrom(
+  list: PackEntry[],
+  from: number,
+  objectsDir: string,
+  spare: boolean,
+): Promise<PackEntry[] | undefined> {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fold-'));
   try {
     makeScratchRepo(scratch, objectsDir);
     // The caller's GIT_OBJECT_DIRECTORY names its own repository's objects (objectsDir): in the
     // scratch repository git must write and read its own.
     const env = { GIT_OBJECT_DIRECTORY: path.join(scratch, 'objects') };
+    let spared = 0;
     const wanted = new Set<string>();
     for (const p of list.slice(from)) {
-      const indexed = await indexPack(p.inline!, scratch, false, env).catch((err: unknown) => {
-        if (err instanceof GitError) return undefined;
-        throw err;
-      });
-      if (indexed === undefined) return list;
-      for (const oid of await packObjects(scratch, indexed.hash, p.count)) wanted.add(oid);
+      const key = packKey(p.inline!);
+      let own = spare ? knownObjects(key) : undefined;
+      if (own !== undefined) spared++;
+      else {
+        const indexed = await indexPack(p.inline!, scratch, false, env).catch((err: unknown) => {
+          if (err instanceof GitError) return undefined;
+          throw err;
+        });
+        // git cannot complete the pack from objectsDir: no fold (perhaps the spared packs held it).
+        if (indexed === undefined) return spared > 0 ? undefined : list;
+        own = await packObjects(scratch, indexed.hash, p.count);
+        rememberObjects(key, own);
+      }
+      for (const oid of own) wanted.add(oid);
     }
+    const file = await packObjectList(scratch, [...wanted], scratch, env).catch((err: unknown) => {
+      // A spared pack's objects are not all in objectsDir.
+      if (err instanceof GitError && spared > 0) return undefined;
+      throw err;
+    });
+    if (file === undefined) return undefined;
     // Folded packs are small (inline ones): the merged pack is read into memory, to travel inline.
-    const file = await packObjectList(scratch, [...wanted], scratch, env);
     const merged = file.bytes();
     file.close();
     const info = parsePackInfo(merged);
@@ -83,6 +114,7 @@ export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<
     // small change to a big file would come back whole. Such a fold is not made; the list stays.
     const before = list.slice(from).reduce((n, p) => n + p.size, 0);
     if (merged.length > FOLD_GROWTH_MAX * before + FOLD_SLACK_BYTES) return list;
+    rememberObjects(packKey(merged), [...wanted]);
     return [...list.slice(0, from), { id: info.id, size: merged.length, count: info.count, inline: merged }];
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });

@@ -1,0 +1,138 @@
+// A fold merges the small inline packs at the end of a ref's pack list. A process that folds again
+// (the warm agent) spares the packs whose objects it already knows an index-pack; where the
+// repository it folds against lacks those objects, it indexes them after all, and the fold is the
+// same. Real git throughout; a wrapper on PATH counts the git processes a fold starts.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { foldPacks } from 'knotless-core/packs/fold';
+import type { PackEntry } from 'knotless-core/records/ref-record';
+
+const top = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fold-test-')));
+after(() => fs.rmSync(top, { recursive: true, force: true }));
+
+function git(dir: string, args: string[], input?: string | Buffer): Buffer {
+  const r = spawnSync('git', args, { input, env: { ...process.env, GIT_DIR: dir }, maxBuffer: 64 << 20 });
+  assert.equal(r.status, 0, `git ${args.join(' ')}: ${r.stderr.toString()}`);
+  return r.stdout;
+}
+
+/** A repository with commits c1..c5, each changing a file of a few KiB; returns their ids. */
+function history(dir: string): string[] {
+  git(dir, ['init', '-q', '--bare', '--object-format=sha1']);
+  const commits: string[] = [];
+  let text = Array.from({ length: 400 }, (_, i) => `line ${i}`).join('\n');
+  for (let i = 1; i <= 5; i++) {
+    text += `\nchange ${i}`;
+    const blob = git(dir, ['hash-object', '-w', '--stdin'], text).toString().trim();
+    const other = git(dir, ['hash-object', '-w', '--stdin'], `file ${i}\n`).toString().trim();
+    const tree = git(dir, ['mktree'], `100644 blob ${blob}\ta.txt\n100644 blob ${other}\tn${i}.txt\n`)
+      .toString()
+      .trim();
+    const parent = commits.length > 0 ? ['-p', commits.at(-1)!] : [];
+    const env = { GIT_AUTHOR_DATE: `${1700000000 + i} +0000`, GIT_COMMITTER_DATE: `${1700000000 + i} +0000` };
+    const r = spawnSync(
+      'git',
+      ['-c', 'user.name=a', '-c', 'user.email=a@b', 'commit-tree', tree, ...parent, '-m', `c${i}`],
+      {
+        env: { ...process.env, ...env, GIT_DIR: dir },
+      },
+    );
+    commits.push(r.stdout.toString().trim());
+  }
+  return commits;
+}
+
+/** An inline pack entry of what `tip` reaches and `not` does not; thin against `not` when asked. */
+function pack(dir: string, tip: string, not: string | undefined, thin: boolean): PackEntry {
+  const input = `${tip}\n${not === undefined ? '' : `^${not}\n`}`;
+  const bytes = git(dir, ['pack-objects', '--stdout', '--revs', '-q', ...(thin ? ['--thin'] : [])], input);
+  return {
+    id: bytes.subarray(bytes.length - 20).toString('hex'),
+    size: bytes.length,
+    count: bytes.readUInt32BE(8),
+    inline: new Uint8Array(bytes),
+  };
+}
+
+/** The objects of a (complete) pack, sorted, read back by git. */
+function objectsOf(entry: PackEntry): string[] {
+  const dir = fs.mkdtempSync(path.join(top, 'check-'));
+  git(dir, ['init', '-q', '--bare']);
+  fs.writeFileSync(path.join(dir, 'p.pack'), entry.inline!);
+  git(dir, ['index-pack', path.join(dir, 'p.pack')]);
+  const out = git(dir, ['show-index'], fs.readFileSync(path.join(dir, 'p.idx')));
+  return out
+    .toString()
+    .trim()
+    .split('\n')
+    .map((l) => l.split(' ')[1]!)
+    .sort();
+}
+
+/** Runs `work` with a git wrapper first on PATH; returns what it gave and the git commands it ran. */
+async function counting<T>(work: () => Promise<T>): Promise<{ value: T; commands: string[] }> {
+  const bin = fs.mkdtempSync(path.join(top, 'bin-'));
+  const log = path.join(bin, 'log');
+  const real = spawnSync('sh', ['-c', 'command -v git']).stdout.toString().trim();
+  fs.writeFileSync(path.join(bin, 'git'), `#!/bin/sh\necho "$1" >> '${log}'\nexec '${real}' "$@"\n`, {
+    mode: 0o755,
+  });
+  const before = process.env['PATH'];
+  process.env['PATH'] = `${bin}:${before ?? ''}`;
+  try {
+    const value = await work();
+    const commands = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : [];
+    return { value, commands };
+  } finally {
+    process.env['PATH'] = before;
+  }
+}
+
+describe('folding packs', () => {
+  const full = path.join(top, 'full.git');
+  const c = history(full);
+  const p2 = pack(full, c[1]!, c[0], true);
+  const p3 = pack(full, c[2]!, c[1], true);
+  const base = pack(full, c[0]!, undefined, false);
+  // A big first pack (kept), then small ones (merged): geometric planning folds from the second.
+  const big: PackEntry = { ...base, size: 1 << 20 };
+
+  it('merges the small packs into one holding exactly their objects, and a second fold spares the first', async () => {
+    const first = await counting(() => foldPacks([big, p2, p3], path.join(full, 'objects')));
+    assert.equal(first.value.length, 2);
+    const merged = first.value[1]!;
+    assert.deepEqual(objectsOf(merged), [...new Set([...objectsOf(pack(full, c[2]!, c[0], false))])].sort());
+    assert.deepEqual(first.commands.filter((x) => x === 'index-pack').length, 2);
+
+    // The next push's fold: the merged pack (this process made it) and a new thin pack. Only the
+    // new one is indexed. (Its size is made to count as large enough that the two are merged.)
+    const p4 = { ...pack(full, c[3]!, c[2], true), size: merged.size };
+    const second = await counting(() => foldPacks([big, merged, p4], path.join(full, 'objects')));
+    assert.equal(second.value.length, 2);
+    assert.deepEqual(second.commands.sort(), ['index-pack', 'pack-objects']);
+    assert.deepEqual(objectsOf(second.value[1]!), objectsOf(pack(full, c[3]!, c[0], false)));
+  });
+
+  it('indexes spared packs after all when the repository it folds against lacks their objects', async () => {
+    const merged = (await foldPacks([big, p2, p3], path.join(full, 'objects')))[1]!;
+    // A repository with c1's objects and c4's alone: the merged pack's objects (c2, c3) are missing.
+    const partial = path.join(top, 'partial.git');
+    git(partial, ['init', '-q', '--bare']);
+    git(partial, ['index-pack', '--stdin'], Buffer.from(base.inline!));
+    // A pack thin on c3 (which only the merged pack holds), then one not thin: both must fold.
+    for (const thin of [true, false]) {
+      const p4 = { ...pack(full, c[3]!, c[2], thin), size: merged.size };
+      const { value, commands } = await counting(() =>
+        foldPacks([big, merged, p4], path.join(partial, 'objects')),
+      );
+      assert.equal(value.length, 2, `thin ${thin}`);
+      assert.deepEqual(objectsOf(value[1]!), objectsOf(pack(full, c[3]!, c[0], false)), `thin ${thin}`);
+      // The spared attempt failed, and the fold indexed both packs in a second scratch repository.
+      assert.ok(commands.filter((x) => x === 'index-pack').length >= 2, commands.join(' '));
+    }
+  });
+});
