@@ -1,6 +1,7 @@
 import type * as Http from 'node:http';
 import type * as Net from 'node:net';
 import type * as Stream from 'node:stream';
+import type * as Tls from 'node:tls';
 import { bodyLength, writeBody, type RequestBody } from './request-body.ts';
 
 // The HTTP client: node:http and node:https with keep-alive agents, which own the framing (the
@@ -98,6 +99,11 @@ export class HttpPool {
   readonly #limits: Required<Omit<HttpLimits, 'ca'>> & { ca: string[] | undefined };
   #plain: Http.Agent | undefined;
   #secure: Http.Agent | undefined;
+  /**
+   * The trusted certificates made into a TLS context once: given as `ca`, Node parses them again
+   * for every connection and joins them into every request's agent name.
+   */
+  #trust: Tls.SecureContext | undefined;
   /** Connections opened ahead of a request (see preconnect), by the agent's name for them. */
   readonly #warm = new Map<string, { socket: Net.Socket; release: () => void }>();
   /** Sockets handed from #warm to a request: a failure on one before any answer may be retried. */
@@ -214,6 +220,10 @@ export class HttpPool {
     }) as Net.Socket;
   }
 
+  #trusted(ca: string[]): Tls.SecureContext {
+    return (this.#trust ??= process.getBuiltinModule('node:tls').createSecureContext({ ca }));
+  }
+
   #options(endpoint: Endpoint, req: PoolRequest): Http.RequestOptions & Record<string, unknown> {
     const base = { method: req.method, path: req.target, headers: req.headers };
     // No TLS: no server name, said so that Node does not work one out (see ipLiteral).
@@ -223,7 +233,7 @@ export class HttpPool {
           // Always set, so that a preconnected connection and a request's agree on their agent's name.
           servername: ipLiteral(endpoint.host) ? '' : endpoint.host,
           ALPNProtocols: ['http/1.1'],
-          ...(this.#limits.ca === undefined ? {} : { ca: this.#limits.ca }),
+          ...(this.#limits.ca === undefined ? {} : { secureContext: this.#trusted(this.#limits.ca) }),
         }
       : { servername: '' };
     return { ...base, host: endpoint.address ?? endpoint.host, port: endpoint.port, ...tls };
