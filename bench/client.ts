@@ -45,7 +45,7 @@ export function run(
  * pack-objects and index-pack), and the CPU time of the whole tree (reaped children included, at
  * GNU time's 10 ms resolution). Detached processes and the agent are not in the tree.
  */
-async function runMeasured(
+export async function runMeasured(
   cmd: string,
   args: string[],
   opts: { cwd: string; env: Record<string, string>; home: string },

@@ -6,7 +6,8 @@
 // that started it. A helper reports its own CPU when it exits (process.cpuUsage: all its threads, no
 // children; a preloaded script), as perf would count the wrappers of its git commands too. The
 // agent's CPU is read from /proc, this process's (the PDS, PLC, proxies and links all run in it) from
-// process.cpuUsage. `git push` itself is what perf counts for it less its helper's tree (the helper,
+// process.cpuUsage, and the swarm driver's (the process that starts the swarm's git commands) is
+// reported by it. `git push` itself is what perf counts for it less its helper's tree (the helper,
 // its git commands and, measured here once, what a wrapper costs per command).
 // Not counted apart: a detached `knotless repo compact` (it reports as a helper), rare in a swarm of
 // one-line pushes (a push folds small packs itself).
@@ -28,7 +29,7 @@ export interface CpuBreakdown {
   helper_git_processes: number;
   /** The warm agent, when the swarm went through one. */
   agent: number;
-  /** This process: the reference PDS, PLC, the devnet proxy and delay links, the bench's own loop. */
+  /** This process (the reference PDS, PLC, the devnet proxy and delay links) and the swarm's driver. */
   pds_and_bench: number;
   /** The swarm's own `git add` and `git commit` before each push (load, not the push's cost). */
   git_add_commit: number;
@@ -105,11 +106,13 @@ export class CpuAccount {
   /**
    * What was spent since {@link start}, per push landed. With an agent (`agentPid`), the helper's git
    * commands are the agent's children (it runs the helper's code for the thin helper git started),
-   * so they are not in `git push`'s count.
+   * so they are not in `git push`'s count. `driverMs`: the CPU of the process that ran the swarm's
+   * git commands (swarm-driver.ts), counted with this one's as the bench's own.
    */
-  finish(agentPid: number | undefined, pushes: number): CpuBreakdown {
+  finish(agentPid: number | undefined, pushes: number, driverMs = 0): CpuBreakdown {
     const hz = 100;
-    const cpu = process.cpuUsage(this.#cpu0);
+    const own = process.cpuUsage(this.#cpu0);
+    const cpu = { user: own.user + driverMs * 1000, system: own.system };
     const agent = agentPid === undefined ? 0 : (ticks(agentPid) - this.#agent0) / hz;
     const m = machine();
     const sums = new Map<string, number>();

@@ -125,6 +125,13 @@ try {
     trees[name] = work;
   }
 
+  // KNOTLESS_BENCH_HELPER_PROF=DIR: each helper process measured writes its CPU profile (node
+  // --cpu-prof) into DIR/<way>; the profiler's own cost is then in the figures.
+  const prof = process.env['KNOTLESS_BENCH_HELPER_PROF'];
+  const profiled = (name: string, e: Record<string, string>) =>
+    prof === undefined || name === 'git_bare'
+      ? e
+      : { ...e, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.join(prof, name)}` };
   const samples: Record<string, Cost[]> = { node_floor: [], agent: [], direct: [], git_bare: [] };
   let agentCpu = 0;
   const warmup = 3;
@@ -138,7 +145,7 @@ try {
       fs.writeFileSync(path.join(work, 'file.txt'), `${i + 1}\n`);
       await run('git', ['commit', '-q', '-am', String(i + 1)], { cwd: work, env: way.env });
       const before = name === 'agent' ? cpuOf(agent.pid!) : 0;
-      const cost = await measure(['git', 'push', '-q', 'origin', way.branch], work, way.env);
+      const cost = await measure(['git', 'push', '-q', 'origin', way.branch], work, profiled(name, way.env));
       if (name === 'agent') {
         // The agent may finish its part (the view's update) just after git's exit: a moment to settle.
         await new Promise((r) => setTimeout(r, 50));

@@ -6,6 +6,25 @@ import type { Client } from './client.ts';
 import { CpuAccount, type CpuBreakdown } from './cpu-account.ts';
 import type { Rig } from './setup.ts';
 import { percentile } from './stats.ts';
+import type { DriverJob, DriverResult } from './swarm-driver.ts';
+
+/** Runs the swarm's pushing side in a process of its own (swarm-driver.ts says why). */
+function runDriver(job: DriverJob): Promise<DriverResult> {
+  return new Promise((resolve, reject) => {
+    const driver = path.join(import.meta.dirname, 'swarm-driver.ts');
+    const child = spawn(process.execPath, [...process.execArgv, driver], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code === 0) resolve(JSON.parse(out) as DriverResult);
+      else reject(new Error(`the swarm driver exited ${code}`));
+    });
+    child.stdin.end(JSON.stringify(job));
+  });
+}
 
 /** How the swarm's pushes reach the PDS: through one warm agent they share, or each on its own. */
 export type SwarmVia = 'agent' | 'direct';
@@ -33,15 +52,6 @@ export interface SwarmResult {
   sample_error?: string;
   /** CPU per push by process, with `--cpu`. */
   cpu?: CpuBreakdown;
-}
-
-/** Names a failed push by what the user would read in it. */
-function failureKind(stderr: string): string {
-  if (/rate-limit/i.test(stderr)) return 'rate-limited';
-  if (/fetch first|non-fast-forward/.test(stderr)) return 'rejected (remote moved)';
-  if (/stale info/.test(stderr)) return 'stale info';
-  if (/Could not reach|ECONN|timed out/i.test(stderr)) return 'unreachable';
-  return 'other';
 }
 
 /** Requests that make a commit in the account. */
@@ -149,42 +159,19 @@ async function swarm(
     dirs.push(dir);
   }
 
-  const latencies: number[] = [];
-  const failures: Record<string, number> = {};
-  let attempted = 0;
-  let landed = 0;
-  let sample: string | undefined;
   rig.pdsFront.reset();
   account?.start(agent?.pid);
-  const started = performance.now();
-  const deadline = started + seconds * 1000;
-  await Promise.all(
-    dirs.map(async (dir, i) => {
-      for (let n = 0; performance.now() < deadline; n++) {
-        const tick = performance.now();
-        fs.writeFileSync(path.join(dir, `agent-${i}.txt`), `push ${n}\n`);
-        await client.git(rtt, dir, ['add', '-A'], load);
-        await client.git(rtt, dir, ['commit', '-q', '-m', `agent ${i} push ${n}`], load);
-        attempted++;
-        try {
-          const t = await client.git(rtt, dir, ['push', '-q', 'origin', `agent-${i}`], defaults);
-          latencies.push(t.ms);
-          landed++;
-        } catch (err) {
-          const kind = failureKind(String(err));
-          failures[kind] = (failures[kind] ?? 0) + 1;
-          sample ??= String(err)
-            .split('\n')
-            .filter((l) => /knotless:|error:|rejected/.test(l))
-            .join(' / ');
-        }
-        const wait = tick + 1000 - performance.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      }
-    }),
-  );
-  const elapsed = (performance.now() - started) / 1000;
-  const cpu = account?.finish(agent?.pid, landed);
+  const job: DriverJob = {
+    dirs,
+    seconds,
+    home: client.home,
+    loadEnv: client.env(rtt, load),
+    pushEnv: client.env(rtt, defaults),
+  };
+  const r = await runDriver(job);
+  const cpu = account?.finish(agent?.pid, r.landed, r.cpuMs);
+  const elapsed = r.elapsed;
+  const { attempted, landed, latencies, failures, sample } = r;
   const commits = COMMITS.reduce((n, nsid) => n + rig.pdsFront.count(nsid), 0);
   const perSecond = (n: number) => Math.round((n / elapsed) * 10) / 10;
   return {
