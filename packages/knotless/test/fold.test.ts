@@ -8,7 +8,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
+import { rangeObjects } from 'knotless-core/git/pack';
 import { foldPacks } from 'knotless-core/packs/fold';
+import { packKey, rememberObjects } from 'knotless-core/packs/pack-objects-memo';
 import type { PackEntry } from 'knotless-core/records/ref-record';
 
 const top = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fold-test-')));
@@ -102,7 +104,9 @@ describe('folding packs', () => {
   const big: PackEntry = { ...base, size: 1 << 20 };
 
   it('merges the small packs into one holding exactly their objects, and a second fold spares the first', async () => {
-    const first = await counting(() => foldPacks([big, p2, p3], path.join(full, 'objects')));
+    const first = await counting(() =>
+      foldPacks([big, p2, p3], { gitDir: full, objectsDir: path.join(full, 'objects') }),
+    );
     assert.equal(first.value.length, 2);
     const merged = first.value[1]!;
     assert.deepEqual(objectsOf(merged), [...new Set([...objectsOf(pack(full, c[2]!, c[0], false))])].sort());
@@ -111,14 +115,30 @@ describe('folding packs', () => {
     // The next push's fold: the merged pack (this process made it) and a new thin pack. Only the
     // new one is indexed. (Its size is made to count as large enough that the two are merged.)
     const p4 = { ...pack(full, c[3]!, c[2], true), size: merged.size };
-    const second = await counting(() => foldPacks([big, merged, p4], path.join(full, 'objects')));
+    const second = await counting(() =>
+      foldPacks([big, merged, p4], { gitDir: full, objectsDir: path.join(full, 'objects') }),
+    );
     assert.equal(second.value.length, 2);
     assert.deepEqual(second.commands.sort(), ['index-pack', 'pack-objects']);
     assert.deepEqual(objectsOf(second.value[1]!), objectsOf(pack(full, c[3]!, c[0], false)));
+
+    // A push tells the fold what its new pack holds (the range's objects): with every pack known,
+    // the fold is one pack-objects in the repository itself, no scratch repository.
+    const merged2 = second.value[1]!;
+    const p5 = { ...pack(full, c[4]!, c[3], true), size: merged2.size };
+    rememberObjects(packKey(p5.inline!), await rangeObjects([c[4]!], [c[3]!], full));
+    const third = await counting(() =>
+      foldPacks([big, merged2, p5], { gitDir: full, objectsDir: path.join(full, 'objects') }),
+    );
+    assert.equal(third.value.length, 2);
+    assert.deepEqual(third.commands, ['pack-objects']);
+    assert.deepEqual(objectsOf(third.value[1]!), objectsOf(pack(full, c[4]!, c[0], false)));
   });
 
   it('indexes spared packs after all when the repository it folds against lacks their objects', async () => {
-    const merged = (await foldPacks([big, p2, p3], path.join(full, 'objects')))[1]!;
+    const merged = (
+      await foldPacks([big, p2, p3], { gitDir: full, objectsDir: path.join(full, 'objects') })
+    )[1]!;
     // A repository with c1's objects and c4's alone: the merged pack's objects (c2, c3) are missing.
     const partial = path.join(top, 'partial.git');
     git(partial, ['init', '-q', '--bare']);
@@ -127,12 +147,21 @@ describe('folding packs', () => {
     for (const thin of [true, false]) {
       const p4 = { ...pack(full, c[3]!, c[2], thin), size: merged.size };
       const { value, commands } = await counting(() =>
-        foldPacks([big, merged, p4], path.join(partial, 'objects')),
+        foldPacks([big, merged, p4], { gitDir: partial, objectsDir: path.join(partial, 'objects') }),
       );
       assert.equal(value.length, 2, `thin ${thin}`);
       assert.deepEqual(objectsOf(value[1]!), objectsOf(pack(full, c[3]!, c[0], false)), `thin ${thin}`);
       // The spared attempt failed, and the fold indexed both packs in a second scratch repository.
       assert.ok(commands.filter((x) => x === 'index-pack').length >= 2, commands.join(' '));
     }
+    // Every pack known, but the repository lacks the merged pack's objects: indexed after all.
+    const p4 = { ...pack(full, c[3]!, c[2], false), size: merged.size };
+    rememberObjects(packKey(p4.inline!), await rangeObjects([c[3]!], [c[2]!], full));
+    const { value, commands } = await counting(() =>
+      foldPacks([big, merged, p4], { gitDir: partial, objectsDir: path.join(partial, 'objects') }),
+    );
+    assert.equal(value.length, 2);
+    assert.deepEqual(objectsOf(value[1]!), objectsOf(pack(full, c[3]!, c[0], false)));
+    assert.deepEqual(commands.filter((x) => x === 'index-pack').length, 2, commands.join(' '));
   });
 });

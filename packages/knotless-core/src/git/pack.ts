@@ -72,6 +72,23 @@ export async function buildPack(opts: {
   return packToFile(args, input, opts.tmpDir, opts.gitDir, opts.progress);
 }
 
+/**
+ * The objects {@link buildPack} packs for the same `tips` and `exclude`: `rev-list --objects` walks
+ * the range as `pack-objects --revs` does. Lets a caller know a pack's objects without indexing it;
+ * callers hold the answer to the pack's object count before trusting it.
+ */
+export async function rangeObjects(tips: string[], exclude: string[], gitDir?: string): Promise<string[]> {
+  const input = [...tips, ...exclude.map((oid) => `^${oid}`)].join('\n') + '\n';
+  const out = await runGit(['rev-list', '--objects', '--stdin'], {
+    input,
+    ...(gitDir === undefined ? {} : { gitDir }),
+  });
+  return out.stdout
+    .toString('latin1')
+    .split('\n')
+    .flatMap((l) => (l === '' ? [] : [l.slice(0, l.indexOf(' ') === -1 ? l.length : l.indexOf(' '))]));
+}
+
 /** A pack indexed into a repository: its local name and the .keep file that protects it. */
 export interface IndexedPack {
   hash: string;

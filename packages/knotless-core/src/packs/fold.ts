@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
+import type { PackFile } from '../git/pack-file.ts';
 import { GitError } from '../git/run.ts';
 import { planMerge } from './geometric.ts';
 import { knownObjects, packKey, rememberObjects } from './pack-objects-memo.ts';
@@ -44,29 +45,66 @@ function makeScratchRepo(dir: string, objectsDir: string): void {
   fs.writeFileSync(path.join(dir, 'objects', 'info', 'alternates'), `${path.resolve(objectsDir)}\n`);
 }
 
-/**
- * Folds compaction into a write that rewrites the record anyway: when the pack list wants merging,
- * the small inline packs at its end (the new pack among them) become one pack, in the same record
- * write, so steady pushes never need a compaction of their own. `objectsDir` is a git object
- * directory holding every object those packs build on (the pusher's repository, or `repo commit`'s
- * mirror); the packs are indexed in a scratch repository that borrows from it, and their own
- * objects packed again there, not thin. Returns the list unchanged when there is nothing to fold,
- * when git cannot index a pack against `objectsDir` (it lacks a base the pack is thin on), or when
- * the merged pack would be far bigger than the packs it replaces: the list is still valid, only
- * longer, and a separate compaction merges it past its threshold.
- */
-export async function foldPacks(list: PackEntry[], objectsDir: string): Promise<PackEntry[]> {
-  const from = foldStart(list);
-  if (from === undefined) return list;
-  // First sparing the packs whose objects this process knows; should that fail (objectsDir lacks
-  // their objects, or a later pack is thin on them), once more indexing every pack.
-  return (await foldFrom(list, from, objectsDir, true)) ?? (await foldFrom(list, from, objectsDir, false))!;
+/** The repository a fold works against: its git directory, and where its objects are. */
+export interface FoldRepo {
+  gitDir: string;
+  objectsDir: string;
 }
 
 /**
- * The fold of `list` from `from` on. With `spare`, packs whose objects this process knows
- * (pack-objects-memo.ts) are not indexed, their objects read from `objectsDir`; undefined when that
- * did not work. Each git process costs the agent a fork of itself.
+ * Folds compaction into a write that rewrites the record anyway: when the pack list wants merging,
+ * the small inline packs at its end (the new pack among them) become one pack, in the same record
+ * write, so steady pushes never need a compaction of their own. `repo` holds every object those
+ * packs build on (the pusher's repository, or `repo commit`'s mirror); the packs' own objects are
+ * packed again, not thin. Returns the list unchanged when there is nothing to fold, when git cannot
+ * index a pack against the repository (it lacks a base the pack is thin on), or when the merged
+ * pack would be far bigger than the packs it replaces: the list is still valid, only longer, and a
+ * separate compaction merges it past its threshold.
+ *
+ * Each git process costs a warm agent a fork of itself, so the packs whose objects this process
+ * knows (pack-objects-memo.ts: the pack it folded last time, a pack it just built) are not indexed:
+ * when it knows every one, their objects are packed straight from the repository, with no scratch
+ * repository at all; should the repository lack one (another machine pushed it), or a pack be thin
+ * on a spared one, every pack is indexed after all.
+ */
+export async function foldPacks(list: PackEntry[], repo: FoldRepo): Promise<PackEntry[]> {
+  const from = foldStart(list);
+  if (from === undefined) return list;
+  const known = list.slice(from).map((p) => knownObjects(packKey(p.inline!)));
+  if (!known.every((k) => k !== undefined))
+    return (
+      (await foldFrom(list, from, repo.objectsDir, true)) ??
+      (await foldFrom(list, from, repo.objectsDir, false))!
+    );
+  const wanted = new Set(known.flat());
+  const file = await packObjectList(repo.gitDir, [...wanted], os.tmpdir()).catch((err: unknown) => {
+    if (err instanceof GitError) return undefined;
+    throw err;
+  });
+  if (file !== undefined) return folded(list, from, wanted, file);
+  return (await foldFrom(list, from, repo.objectsDir, false))!;
+}
+
+/** The list with the packs from `from` on replaced by `file`, the pack of `wanted`, if it is a fold. */
+function folded(list: PackEntry[], from: number, wanted: Set<string>, file: PackFile): PackEntry[] {
+  // Folded packs are small (inline ones): the merged pack is read into memory, to travel inline.
+  const merged = file.bytes();
+  file.close();
+  const info = parsePackInfo(merged);
+  // pack-objects packs exactly the objects it is given, or fails: anything else is not a fold.
+  if (info.count !== wanted.size) return list;
+  // Not thin, the merged pack holds in full what the packs held as deltas against older packs: a
+  // small change to a big file would come back whole. Such a fold is not made; the list stays.
+  const before = list.slice(from).reduce((n, p) => n + p.size, 0);
+  if (merged.length > FOLD_GROWTH_MAX * before + FOLD_SLACK_BYTES) return list;
+  rememberObjects(packKey(merged), [...wanted]);
+  return [...list.slice(0, from), { id: info.id, size: merged.length, count: info.count, inline: merged }];
+}
+
+/**
+ * The fold of `list` from `from` on, in a scratch repository borrowing `objectsDir`'s objects. With
+ * `spare`, packs whose objects this process knows are not indexed, their objects read from
+ * `objectsDir`; undefined when that did not work.
  */
 async function foldFrom(
   list: PackEntry[],
@@ -104,18 +142,7 @@ async function foldFrom(
       throw err;
     });
     if (file === undefined) return undefined;
-    // Folded packs are small (inline ones): the merged pack is read into memory, to travel inline.
-    const merged = file.bytes();
-    file.close();
-    const info = parsePackInfo(merged);
-    // pack-objects packs exactly the objects it is given, or fails: anything else is not a fold.
-    if (info.count !== wanted.size) return list;
-    // Not thin, the merged pack holds in full what the packs held as deltas against older packs: a
-    // small change to a big file would come back whole. Such a fold is not made; the list stays.
-    const before = list.slice(from).reduce((n, p) => n + p.size, 0);
-    if (merged.length > FOLD_GROWTH_MAX * before + FOLD_SLACK_BYTES) return list;
-    rememberObjects(packKey(merged), [...wanted]);
-    return [...list.slice(0, from), { id: info.id, size: merged.length, count: info.count, inline: merged }];
+    return folded(list, from, wanted, file);
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }

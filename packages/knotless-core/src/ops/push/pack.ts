@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { crashPoint } from '../../crash.ts';
-import { buildPack } from '../../git/pack.ts';
+import { buildPack, rangeObjects } from '../../git/pack.ts';
 import { foldPacks, foldStart } from '../../packs/fold.ts';
+import { packKey, rememberObjects } from '../../packs/pack-objects-memo.ts';
 import { newPackEntry, storePacks } from '../../packs/store-packs.ts';
 import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
 import type { RemoteRef } from '../../records/remote-repo.ts';
@@ -52,9 +53,10 @@ export async function preparePacks(
   const tips = [...new Set(updates.map((u) => u.oid).filter((o): o is string => o !== undefined))];
   let list = unionPacks(bases.map((b) => b.record.packs));
   if (tips.length === 0) return list;
+  const exclude = bases.map((b) => b.record.target!);
   const pack = await buildPack({
     tips,
-    exclude: bases.map((b) => b.record.target!),
+    exclude,
     progress: env.chatter.progress && env.chatter.verbosity > 0,
     tmpDir: path.join(env.cacheDir, 'tmp'),
     gitDir: env.gitDir,
@@ -64,7 +66,12 @@ export async function preparePacks(
   if (entry !== undefined) list.push(entry);
   // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
   if (env.fold && foldStart(list) !== undefined) {
-    const folded = await foldPacks(list, await env.objectsDir());
+    // The fold need not index the new pack: its objects are the range's, held to its count.
+    if (entry?.inline !== undefined) {
+      const objects = await rangeObjects(tips, exclude, env.gitDir);
+      if (objects.length === entry.count) rememberObjects(packKey(entry.inline), objects);
+    }
+    const folded = await foldPacks(list, { gitDir: env.gitDir, objectsDir: await env.objectsDir() });
     if (folded !== list) crashPoint('push:packs-folded');
     list = folded;
   }
