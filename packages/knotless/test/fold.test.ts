@@ -135,6 +135,30 @@ describe('folding packs', () => {
     assert.deepEqual(objectsOf(third.value[1]!), objectsOf(pack(full, c[4]!, c[0], false)));
   });
 
+  it("knows a range's objects as pack-objects packs them, replace refs and all", async () => {
+    const repo = path.join(top, 'replaced.git');
+    const r = history(repo);
+    // c3 replaced by another commit with another tree: rev-list would follow it, pack-objects not.
+    const other = git(repo, ['mktree'], '').toString().trim();
+    const fake = spawnSync('git', ['commit-tree', other, '-p', r[1]!, '-m', 'fake'], {
+      env: {
+        ...process.env,
+        GIT_DIR: repo,
+        GIT_AUTHOR_NAME: 'a',
+        GIT_AUTHOR_EMAIL: 'a@b',
+        GIT_COMMITTER_NAME: 'a',
+        GIT_COMMITTER_EMAIL: 'a@b',
+      },
+    })
+      .stdout.toString()
+      .trim();
+    git(repo, ['replace', r[2]!, fake]);
+    const packed = pack(repo, r[3]!, r[1], true);
+    const listed = await rangeObjects([r[3]!], [r[1]!], repo);
+    assert.equal(listed.length, packed.count);
+    assert.deepEqual([...listed].sort(), objectsOf(pack(repo, r[3]!, r[1], false)));
+  });
+
   it('indexes spared packs after all when the repository it folds against lacks their objects', async () => {
     const merged = (
       await foldPacks([big, p2, p3], { gitDir: full, objectsDir: path.join(full, 'objects') })

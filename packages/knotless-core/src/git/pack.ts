@@ -82,6 +82,8 @@ export async function rangeObjects(tips: string[], exclude: string[], gitDir?: s
   const out = await runGit(['rev-list', '--objects', '--stdin'], {
     input,
     ...(gitDir === undefined ? {} : { gitDir }),
+    // pack-objects never follows replace refs (it packs the objects themselves); rev-list would.
+    env: { GIT_NO_REPLACE_OBJECTS: '1' },
   });
   return out.stdout
     .toString('latin1')
