@@ -11,7 +11,7 @@ import { ACCOUNT, costTable, summarise, table } from './report.ts';
 import { privateRatios } from './private.ts';
 import { startRig } from './setup.ts';
 import { cpuTable } from './cpu-account.ts';
-import { runSwarm, swarmTable, type SwarmResult, type SwarmVia } from './swarm.ts';
+import { requestLines, runSwarm, swarmTable, type SwarmResult, type SwarmVia } from './swarm.ts';
 
 const { values } = parseArgs({
   options: {
@@ -109,6 +109,10 @@ try {
     console.log(`Swarm: agents pushing every second to one account, ${values.seconds} s, RTT ${swarmRtt} ms`);
     console.log('');
     console.log(swarmTable(swarm));
+    console.log('');
+    console.log('PDS requests per push landed, by method');
+    console.log('');
+    console.log(requestLines(swarm));
     const counted = swarm.flatMap((r) => (r.cpu === undefined ? [] : [{ ...r, cpu: r.cpu }]));
     if (counted.length > 0) {
       console.log('');

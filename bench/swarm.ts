@@ -50,6 +50,8 @@ export interface SwarmResult {
   pushes_per_second: number;
   /** What git printed for the first failed push, if one failed. */
   sample_error?: string;
+  /** Requests the PDS had per push landed, by XRPC method (the agent's event stream included). */
+  requests_per_push: Record<string, number>;
   /** CPU per push by process, with `--cpu`. */
   cpu?: CpuBreakdown;
 }
@@ -172,6 +174,16 @@ async function swarm(
   const cpu = account?.finish(agent?.pid, r.landed, r.cpuMs);
   const elapsed = r.elapsed;
   const { attempted, landed, latencies, failures, sample } = r;
+  const byMethod: Record<string, number> = {};
+  for (const req of rig.pdsFront.requests) {
+    const nsid = req.nsid ?? req.path.split('?')[0]!;
+    byMethod[nsid] = (byMethod[nsid] ?? 0) + 1;
+  }
+  const requestsPerPush = Object.fromEntries(
+    Object.entries(byMethod)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => [k, Math.round((v / Math.max(1, landed)) * 100) / 100]),
+  );
   const commits = COMMITS.reduce((n, nsid) => n + rig.pdsFront.count(nsid), 0);
   const perSecond = (n: number) => Math.round((n / elapsed) * 10) / 10;
   return {
@@ -188,9 +200,22 @@ async function swarm(
     commits_per_second: perSecond(commits),
     elapsed_s: Math.round(elapsed),
     pushes_per_second: perSecond(landed),
+    requests_per_push: requestsPerPush,
     ...(sample === undefined ? {} : { sample_error: sample }),
     ...(cpu === undefined ? {} : { cpu }),
   };
+}
+
+/** One line per swarm run: the PDS's requests per push landed, by method. */
+export function requestLines(results: SwarmResult[]): string {
+  return results
+    .map((r) => {
+      const methods = Object.entries(r.requests_per_push)
+        .map(([k, v]) => `${k.replace(/^com\.atproto\./, '')} ${v}`)
+        .join(', ');
+      return `- ${r.agents} ${r.via}: ${methods}`;
+    })
+    .join('\n');
 }
 
 /** A Markdown table of swarm runs. */
