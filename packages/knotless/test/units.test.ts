@@ -130,8 +130,8 @@ describe('configuration', () => {
         if (!file.endsWith('.ts') || file === path.join('config', 'env.ts')) continue;
         const text = fs.readFileSync(path.join(src, file), 'utf8');
         // Passing the whole environment on (to a child, to the agent for a thin helper's session, as
-        // the caller's) is not reading a variable; `process.env.X` and `env['X']` are.
-        const reads = text.match(/process\.env\s*(\.|\[)|\benv\[\s*['"`]/g);
+        // the caller's) is not reading a variable; `process.env.X`, `env['X']` and `(… ?? process.env)['X']` are.
+        const reads = text.match(/process\.env\s*(\.|\[)|\benv\)?\[\s*['"`]/g);
         if (reads !== null) readers.push(`${file}: ${reads.join(', ')}`);
       }
     }

@@ -110,6 +110,22 @@ export function childPath(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /**
+ * Where git's environment puts the repository a helper works on (git sets GIT_DIR for its helpers;
+ * the user may set the others): the variables that locate it, unset when empty, as git treats them.
+ */
+export function gitRepoEnv(env: NodeJS.ProcessEnv = process.env): {
+  gitDir: string | undefined;
+  objectDirectory: string | undefined;
+  commonDir: string | undefined;
+} {
+  return {
+    gitDir: nonEmpty(env['GIT_DIR']),
+    objectDirectory: nonEmpty(env['GIT_OBJECT_DIRECTORY']),
+    commonDir: nonEmpty(env['GIT_COMMON_DIR']),
+  };
+}
+
+/**
  * The environment a started agent gets: this process's without git's variables. git sets GIT_DIR and
  * others for its helper; the agent outlives the command and serves every repository, so none of one
  * repository's settings may follow it.

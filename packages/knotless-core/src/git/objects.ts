@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { currentCaller } from '../caller/scope.ts';
+import { gitRepoEnv } from '../config/env.ts';
 import { gitText, runGit } from './run.ts';
 
 /** What a local name or id resolves to. */
@@ -80,8 +81,8 @@ export async function isAncestor(ancestor: string, descendant: string, repo: InR
  */
 export async function gitDir(): Promise<string> {
   const caller = currentCaller();
-  const set = (caller?.env ?? process.env)['GIT_DIR'];
-  if (set !== undefined && set !== '') return path.resolve(callerDir(), set);
+  const set = gitRepoEnv(caller?.env ?? process.env).gitDir;
+  if (set !== undefined) return path.resolve(callerDir(), set);
   return (await gitText(['rev-parse', '--absolute-git-dir'])).trim();
 }
 
@@ -100,12 +101,10 @@ function callerDir(): string {
 export async function pushedFrom(): Promise<{ gitDir: string; objectsDir: () => Promise<string> }> {
   const dir = await gitDir();
   const cwd = callerDir();
-  const env = currentCaller()?.env ?? process.env;
+  const { objectDirectory, commonDir } = gitRepoEnv(currentCaller()?.env ?? process.env);
   const objectsDir = async () => {
-    const objects = env['GIT_OBJECT_DIRECTORY'];
-    if (objects !== undefined && objects !== '') return path.resolve(cwd, objects);
-    const common = env['GIT_COMMON_DIR'];
-    if (common !== undefined && common !== '') return path.resolve(cwd, common, 'objects');
+    if (objectDirectory !== undefined) return path.resolve(cwd, objectDirectory);
+    if (commonDir !== undefined) return path.resolve(cwd, commonDir, 'objects');
     const named = await fs.promises.readFile(path.join(dir, 'commondir'), 'utf8').catch((err: unknown) => {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
