@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { rangeObjects } from 'knotless-core/git/pack';
 import { foldPacks } from 'knotless-core/packs/fold';
-import { packKey, rememberObjects } from 'knotless-core/packs/pack-objects-memo';
+import { knownObjects, packKey, rememberObjects } from 'knotless-core/packs/pack-objects-memo';
 import type { PackEntry } from 'knotless-core/records/ref-record';
 
 const top = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fold-test-')));
@@ -187,5 +187,24 @@ describe('folding packs', () => {
     assert.equal(value.length, 2);
     assert.deepEqual(objectsOf(value[1]!), objectsOf(pack(full, c[3]!, c[0], false)));
     assert.deepEqual(commands.filter((x) => x === 'index-pack').length, 2, commands.join(' '));
+  });
+});
+
+describe('the memory of packs folded before', () => {
+  it('is bounded: the oldest packs go first, and a pack of too many objects is not kept', () => {
+    const key = (i: number) => packKey(Buffer.from(`pack ${i}`));
+    for (let i = 0; i < 300; i++) rememberObjects(key(i), [`${i}`.padStart(40, '0')]);
+    assert.equal(knownObjects(key(0)), undefined);
+    assert.equal(knownObjects(key(43)), undefined);
+    assert.deepEqual(knownObjects(key(299)), ['299'.padStart(40, '0')]);
+    assert.ok(knownObjects(key(44)) !== undefined);
+    const huge = Array.from({ length: 200_001 }, (_, i) => i.toString(16).padStart(40, '0'));
+    rememberObjects(key(1000), huge);
+    assert.equal(knownObjects(key(1000)), undefined);
+    // Many objects in all: packs are dropped, oldest first, until the total fits again.
+    rememberObjects(key(1001), huge.slice(0, 150_000));
+    rememberObjects(key(1002), huge.slice(0, 100_000));
+    assert.equal(knownObjects(key(1001)), undefined);
+    assert.equal(knownObjects(key(1002))?.length, 100_000);
   });
 });

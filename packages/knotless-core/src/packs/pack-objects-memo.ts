@@ -1,8 +1,9 @@
 import crypto from 'node:crypto';
 
 /**
- * The objects of packs this process has already indexed or made, by the SHA-1 of the pack's bytes
- * (hashed here, never taken from a record: the list is exactly those bytes' objects). A warm agent
+ * The objects of packs this process has already indexed or made, by the SHA-256 of the pack's bytes
+ * (hashed here, never taken from a record: the list is exactly those bytes' objects; SHA-256, not
+ * the pack's own SHA-1 trailer, so that no crafted pack can pass for one it knows). A warm agent
  * folds the pack it made on the last push into the next one; knowing that pack's objects spares the
  * fold an `index-pack` of it, and each git process costs the agent a fork of itself. Bounded: the
  * oldest entries go first.
@@ -14,7 +15,7 @@ let oids = 0;
 
 /** The key of a pack's bytes. */
 export function packKey(bytes: Uint8Array): string {
-  return crypto.createHash('sha1').update(bytes).digest('hex');
+  return crypto.createHash('sha256').update(bytes).digest('hex');
 }
 
 /** The pack's own objects, when this process has seen its bytes. */
