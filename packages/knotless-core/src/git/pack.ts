@@ -85,10 +85,11 @@ export async function rangeObjects(tips: string[], exclude: string[], gitDir?: s
     // pack-objects never follows replace refs (it packs the objects themselves); rev-list would.
     env: { GIT_NO_REPLACE_OBJECTS: '1' },
   });
+  // Each line is an object's name, then (for trees and blobs) a space and its path.
   return out.stdout
     .toString('latin1')
     .split('\n')
-    .flatMap((l) => (l === '' ? [] : [l.slice(0, l.indexOf(' ') === -1 ? l.length : l.indexOf(' '))]));
+    .flatMap((l) => (l === '' ? [] : [l.split(' ', 1)[0]!]));
 }
 
 /** A pack indexed into a repository: its local name and the .keep file that protects it. */

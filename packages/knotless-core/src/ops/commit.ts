@@ -5,7 +5,7 @@ import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
 import { RefView } from '../cache/ref-view.ts';
 import { KnotlessError } from '../errors.ts';
-import { buildPack, parsePackInfo } from '../git/pack.ts';
+import { buildPack, parsePackInfo, rangeObjects } from '../git/pack.ts';
 import { checkTreePath, parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
 import { isValidRefName } from '../git/refname.ts';
 import { GitError, gitText } from '../git/run.ts';
@@ -288,21 +288,20 @@ async function buildCommit(
       );
     }
   }
-  const range = [commit, ...(parent === undefined ? [] : [`^${parent}`])];
+  const exclude = parent === undefined ? [] : [parent];
   // What the pack carries, listed beside it, so the mirror adopts it without indexing it again.
-  const [pack, listed] = await Promise.all([
+  const [pack, objects] = await Promise.all([
     buildPack({
       tips: [commit],
-      exclude: parent === undefined ? [] : [parent],
+      exclude,
       progress: false,
       tmpDir: path.join(env.cacheDir, 'tmp'),
       gitDir: mirror.gitDir,
     }),
-    gitText(['rev-list', '--objects', ...range], { gitDir: mirror.gitDir }),
+    rangeObjects([commit], exclude, mirror.gitDir),
     gitText(['update-ref', '-d', scratch], { gitDir: mirror.gitDir }),
   ]);
   const info = parsePackInfo(pack);
-  const objects = listed.split('\n').flatMap((l) => (l === '' ? [] : [l.split(' ')[0]!]));
   // Should the two ever disagree, the next sync indexes the pack as it would any other.
   if (objects.length === info.count) mirror.adopt(info.id, objects);
   const entry = newPackEntry(pack);
