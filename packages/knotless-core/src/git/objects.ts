@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { currentCaller } from '../caller/scope.ts';
+import { callerEnv, currentCaller } from '../caller/scope.ts';
 import { gitRepoEnv } from '../config/env.ts';
 import { gitText, runGit } from './run.ts';
 
@@ -80,8 +80,7 @@ export async function isAncestor(ancestor: string, descendant: string, repo: InR
  * hand), git's own answer. Every git process costs a fork of the (warm, large) process it runs in.
  */
 export async function gitDir(): Promise<string> {
-  const caller = currentCaller();
-  const set = gitRepoEnv(caller?.env ?? process.env).gitDir;
+  const set = gitRepoEnv(callerEnv()).gitDir;
   if (set !== undefined) return path.resolve(callerDir(), set);
   return (await gitText(['rev-parse', '--absolute-git-dir'])).trim();
 }
@@ -101,7 +100,7 @@ function callerDir(): string {
 export async function pushedFrom(): Promise<{ gitDir: string; objectsDir: () => Promise<string> }> {
   const dir = await gitDir();
   const cwd = callerDir();
-  const { objectDirectory, commonDir } = gitRepoEnv(currentCaller()?.env ?? process.env);
+  const { objectDirectory, commonDir } = gitRepoEnv(callerEnv());
   const objectsDir = async () => {
     if (objectDirectory !== undefined) return path.resolve(cwd, objectDirectory);
     if (commonDir !== undefined) return path.resolve(cwd, commonDir, 'objects');
