@@ -70,11 +70,12 @@ export interface FoldRepo {
 export async function foldPacks(list: PackEntry[], repo: FoldRepo): Promise<PackEntry[]> {
   const from = foldStart(list);
   if (from === undefined) return list;
-  const known = list.slice(from).map((p) => knownObjects(packKey(p.inline!)));
+  const keys = list.slice(from).map((p) => packKey(p.inline!));
+  const known = keys.map(knownObjects);
   if (!known.every((k) => k !== undefined))
     return (
-      (await foldFrom(list, from, repo.objectsDir, true)) ??
-      (await foldFrom(list, from, repo.objectsDir, false))!
+      (await foldFrom(list, from, keys, repo.objectsDir, true)) ??
+      (await foldFrom(list, from, keys, repo.objectsDir, false))!
     );
   const wanted = new Set(known.flat());
   const file = await packObjectList(repo.gitDir, [...wanted], os.tmpdir()).catch((err: unknown) => {
@@ -82,7 +83,7 @@ export async function foldPacks(list: PackEntry[], repo: FoldRepo): Promise<Pack
     throw err;
   });
   if (file !== undefined) return folded(list, from, wanted, file);
-  return (await foldFrom(list, from, repo.objectsDir, false))!;
+  return (await foldFrom(list, from, keys, repo.objectsDir, false))!;
 }
 
 /** The list with the packs from `from` on replaced by `file`, the pack of `wanted`, if it is a fold. */
@@ -102,13 +103,14 @@ function folded(list: PackEntry[], from: number, wanted: Set<string>, file: Pack
 }
 
 /**
- * The fold of `list` from `from` on, in a scratch repository borrowing `objectsDir`'s objects. With
- * `spare`, packs whose objects this process knows are not indexed, their objects read from
- * `objectsDir`; undefined when that did not work.
+ * The fold of `list` from `from` on (`keys`: those packs' {@link packKey}s), in a scratch repository
+ * borrowing `objectsDir`'s objects. With `spare`, packs whose objects this process knows are not
+ * indexed, their objects read from `objectsDir`; undefined when that did not work.
  */
 async function foldFrom(
   list: PackEntry[],
   from: number,
+  keys: string[],
   objectsDir: string,
   spare: boolean,
 ): Promise<PackEntry[] | undefined> {
@@ -120,8 +122,8 @@ async function foldFrom(
     const env = { GIT_OBJECT_DIRECTORY: path.join(scratch, 'objects') };
     let spared = 0;
     const wanted = new Set<string>();
-    for (const p of list.slice(from)) {
-      const key = packKey(p.inline!);
+    for (const [i, p] of list.slice(from).entries()) {
+      const key = keys[i]!;
       let own = spare ? knownObjects(key) : undefined;
       if (own !== undefined) spared++;
       else {
