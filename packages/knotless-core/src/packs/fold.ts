@@ -114,30 +114,16 @@ async function foldFrom(
   objectsDir: string,
   spare: boolean,
 ): Promise<PackEntry[] | undefined> {
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fold-'));
-  try {
-    makeScratchRepo(scratch, objectsDir);
-    // The caller's GIT_OBJECT_DIRECTORY names its own repository's objects (objectsDir): in the
-    // scratch repository git must write and read its own.
-    const env = { GIT_OBJECT_DIRECTORY: path.join(scratch, 'objects') };
-    let spared = 0;
-    const wanted = new Set<string>();
-    for (const [i, p] of list.slice(from).entries()) {
-      const key = keys[i]!;
-      let own = spare ? knownObjects(key) : undefined;
-      if (own !== undefined) spared++;
-      else {
-        const indexed = await indexPack(p.inline!, scratch, false, env).catch((err: unknown) => {
-          if (err instanceof GitError) return undefined;
-          throw err;
-        });
-        // git cannot complete the pack from objectsDir: no fold (perhaps the spared packs held it).
-        if (indexed === undefined) return spared > 0 ? undefined : list;
-        own = await packObjects(scratch, indexed.hash, p.count);
-        rememberObjects(key, own);
-      }
-      for (const oid of own) wanted.add(oid);
-    }
+  return inScratch(objectsDir, async (scratch, env) => {
+    const packs = list.slice(from);
+    const spared = spare ? keys.filter((k) => knownObjects(k) !== undefined).length : 0;
+    // The packs are independent of each other: indexed at once, on as many cores as there are.
+    const lists = await Promise.all(
+      packs.map((p, i) => (spare ? knownObjects(keys[i]!) : undefined) ?? learn(p, keys[i]!, scratch, env)),
+    );
+    // git cannot complete a pack from objectsDir: no fold (perhaps the spared packs held it).
+    if (lists.includes(undefined)) return spared > 0 ? undefined : list;
+    const wanted = new Set(lists.flatMap((l) => l!));
     const file = await packObjectList(scratch, [...wanted], scratch, env).catch((err: unknown) => {
       // A spared pack's objects are not all in objectsDir.
       if (err instanceof GitError && spared > 0) return undefined;
@@ -145,6 +131,37 @@ async function foldFrom(
     });
     if (file === undefined) return undefined;
     return folded(list, from, wanted, file);
+  });
+}
+
+/** Indexes one inline pack in the scratch repository and remembers its objects; undefined if git cannot. */
+async function learn(
+  p: PackEntry,
+  key: string,
+  scratch: string,
+  env: Record<string, string>,
+): Promise<string[] | undefined> {
+  const indexed = await indexPack(p.inline!, scratch, false, env).catch((err: unknown) => {
+    if (err instanceof GitError) return undefined;
+    throw err;
+  });
+  if (indexed === undefined) return undefined;
+  const own = await packObjects(scratch, indexed.hash, p.count);
+  rememberObjects(key, own);
+  return own;
+}
+
+/** Runs `work` in a scratch repository borrowing `objectsDir`'s objects, removed after. */
+async function inScratch<T>(
+  objectsDir: string,
+  work: (scratch: string, env: Record<string, string>) => Promise<T>,
+): Promise<T> {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-fold-'));
+  try {
+    makeScratchRepo(scratch, objectsDir);
+    // The caller's GIT_OBJECT_DIRECTORY names its own repository's objects (objectsDir): in the
+    // scratch repository git must write and read its own.
+    return await work(scratch, { GIT_OBJECT_DIRECTORY: path.join(scratch, 'objects') });
   } finally {
     fs.rmSync(scratch, { recursive: true, force: true });
   }

@@ -13,9 +13,17 @@ const MAX_OIDS = 200_000;
 const known = new Map<string, readonly string[]>();
 let oids = 0;
 
-/** The key of a pack's bytes. */
+/** Keys already computed, by the bytes' object: a push asks for a pack's key at several steps. */
+const keys = new WeakMap<Uint8Array, string>();
+
+/** The key of a pack's bytes (hashed once per buffer: packs are never changed in place). */
 export function packKey(bytes: Uint8Array): string {
-  return crypto.createHash('sha256').update(bytes).digest('hex');
+  let key = keys.get(bytes);
+  if (key === undefined) {
+    key = crypto.createHash('sha256').update(bytes).digest('hex');
+    keys.set(bytes, key);
+  }
+  return key;
 }
 
 /** The pack's own objects, when this process has seen its bytes. */

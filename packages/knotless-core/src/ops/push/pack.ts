@@ -35,6 +35,14 @@ export function baseRefs(
 }
 
 /**
+ * A stand-in for the new pack before it is built, to tell whether a fold is likely: the size of the
+ * last pack (pushes to a branch tend to be alike), at least one byte.
+ */
+function likeTheLast(list: PackEntry[]): PackEntry {
+  return { id: '', size: Math.max(1, list.at(-1)?.size ?? 1), count: 1, inline: new Uint8Array(0) };
+}
+
+/**
  * Builds the push's one thin pack (objects the remote lacks, deltas against what it has) and
  * returns the pack list every updated ref will carry: the base refs' packs, then the new pack —
  * or, when the list wants merging, the small packs at its end and the new one folded into one.
@@ -54,13 +62,19 @@ export async function preparePacks(
   let list = unionPacks(bases.map((b) => b.record.packs));
   if (tips.length === 0) return list;
   const exclude = bases.map((b) => b.record.target!);
-  const pack = await buildPack({
-    tips,
-    exclude,
-    progress: env.chatter.progress && env.chatter.verbosity > 0,
-    tmpDir: path.join(env.cacheDir, 'tmp'),
-    gitDir: env.gitDir,
-  });
+  // When a fold is likely, the new pack's objects (what the fold needs to know of it) are listed
+  // while git builds the pack.
+  const guess = env.fold ? foldStart([...list, likeTheLast(list)]) : undefined;
+  const [pack, objects] = await settleAll([
+    buildPack({
+      tips,
+      exclude,
+      progress: env.chatter.progress && env.chatter.verbosity > 0,
+      tmpDir: path.join(env.cacheDir, 'tmp'),
+      gitDir: env.gitDir,
+    }),
+    guess === undefined ? undefined : rangeObjects(tips, exclude, env.gitDir),
+  ]);
   crashPoint('push:pack-built');
   const entry = newPackEntry(pack);
   if (entry !== undefined) list.push(entry);
@@ -68,8 +82,8 @@ export async function preparePacks(
   if (env.fold && foldStart(list) !== undefined) {
     // The fold need not index the new pack: its objects are the range's, held to its count.
     if (entry?.inline !== undefined) {
-      const objects = await rangeObjects(tips, exclude, env.gitDir);
-      if (objects.length === entry.count) rememberObjects(packKey(entry.inline), objects);
+      const listed = objects ?? (await rangeObjects(tips, exclude, env.gitDir));
+      if (listed.length === entry.count) rememberObjects(packKey(entry.inline), listed);
     }
     const folded = await foldPacks(list, { gitDir: env.gitDir, objectsDir: await env.objectsDir() });
     if (folded !== list) crashPoint('push:packs-folded');
@@ -83,4 +97,18 @@ export async function preparePacks(
     chatter: env.chatter,
     sealer: env.remote.sealer,
   });
+}
+
+/**
+ * Like Promise.all, but waits for every piece to end before it throws the first failure: no git
+ * process or scratch repository of a push outlives the push.
+ */
+async function settleAll<T extends readonly unknown[]>(
+  pieces: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(pieces);
+  for (const s of settled) if (s.status === 'rejected') throw s.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as {
+    -readonly [K in keyof T]: Awaited<T[K]>;
+  };
 }
