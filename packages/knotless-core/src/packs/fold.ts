@@ -119,7 +119,10 @@ async function foldFrom(
     const spared = spare ? keys.filter((k) => knownObjects(k) !== undefined).length : 0;
     // The packs are independent of each other: indexed at once, on as many cores as there are.
     const lists = await Promise.all(
-      packs.map((p, i) => (spare ? knownObjects(keys[i]!) : undefined) ?? learn(p, keys[i]!, scratch, env)),
+      packs.map(
+        async (p, i) =>
+          (spare ? knownObjects(keys[i]!) : undefined) ?? (await learn(p, keys[i]!, scratch, env)),
+      ),
     );
     // git cannot complete a pack from objectsDir: no fold (perhaps the spared packs held it).
     if (lists.includes(undefined)) return spared > 0 ? undefined : list;
