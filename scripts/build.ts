@@ -299,6 +299,7 @@ await Promise.all([
   buildExecutable('knotless'),
   buildExecutable('git-remote-knotless'),
   buildExecutable('git-remote-knotless-thin'),
+  buildExecutable('git-spawner'),
   buildServe(),
 ]);
 

@@ -32,11 +32,11 @@ async function packToFile(
   env?: Record<string, string>,
 ): Promise<PackFile> {
   const tmp = tempFile(tmpDir, 'pack');
-  fs.rmSync(tmp.path);
   try {
+    // By its name: whoever starts git (this process or the agent's spawner) opens it for git.
     await runGit(args, {
       input,
-      stdoutFd: tmp.fd,
+      stdoutFile: tmp.path,
       passStderr: progress,
       ...(gitDir === undefined ? {} : { gitDir }),
       ...(env === undefined ? {} : { env }),
@@ -45,6 +45,9 @@ async function packToFile(
   } catch (err) {
     fs.closeSync(tmp.fd);
     throw err;
+  } finally {
+    // Only the open descriptor is kept: nothing is left behind when this process ends.
+    fs.rmSync(tmp.path, { force: true });
   }
 }
 

@@ -1,7 +1,7 @@
-import { spawn } from 'node:child_process';
 import type { Writable } from 'node:stream';
 import { currentCaller } from '../caller/scope.ts';
 import { NESTED_MARKER } from '../config/env.ts';
+import { launchGit } from './launch.ts';
 
 /** A git command that failed; its stderr says why. */
 export class GitError extends Error {
@@ -20,8 +20,8 @@ export class GitError extends Error {
 export interface RunGitOptions {
   /** stdin: bytes, or pieces written as git reads them (a pack streamed from disk). */
   input?: Uint8Array | string | AsyncIterable<Uint8Array>;
-  /** Sends stdout to this open file instead of memory (a pack written by pack-objects). */
-  stdoutFd?: number;
+  /** Sends stdout to this existing file instead of memory (a pack written by pack-objects). */
+  stdoutFile?: string;
   /** Let git's stderr through to ours (progress meters), instead of capturing it. */
   passStderr?: boolean;
   /** Exit codes that are answers rather than failures (e.g. 1 for merge-base --is-ancestor). */
@@ -49,11 +49,12 @@ export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdo
       ...(opts.gitDir === undefined ? {} : { GIT_DIR: opts.gitDir }),
       ...opts.env,
     };
-    const child = spawn('git', args, {
+    const child = launchGit(args, {
       env,
-      stdio: ['pipe', opts.stdoutFd ?? 'pipe', opts.passStderr && caller === undefined ? 'inherit' : 'pipe'],
+      stderr: opts.passStderr && caller === undefined ? 'inherit' : 'pipe',
+      ...(opts.stdoutFile === undefined ? {} : { stdoutFile: opts.stdoutFile }),
       ...(caller === undefined ? {} : { cwd: caller.cwd }),
-      ...(opts.signal === undefined ? {} : { signal: opts.signal, killSignal: 'SIGKILL' as const }),
+      ...(opts.signal === undefined ? {} : { signal: opts.signal }),
     });
     const out: Buffer[] = [];
     let err = '';
@@ -62,7 +63,7 @@ export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdo
       child.stderr?.setEncoding('utf8').on('data', (d: string) => caller.stderr(d));
     else child.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d));
     child.on('error', reject);
-    child.on('close', (code) => {
+    child.on('close', (code: number | null) => {
       if (code === 0 || (code !== null && opts.okCodes?.includes(code)))
         resolve({ stdout: Buffer.concat(out), code });
       else reject(new GitError(args, code, err));

@@ -117,13 +117,14 @@ async function foldFrom(
   return inScratch(objectsDir, async (scratch, env) => {
     const packs = list.slice(from);
     const spared = spare ? keys.filter((k) => knownObjects(k) !== undefined).length : 0;
-    // The packs are independent of each other: indexed at once, on as many cores as there are.
+    // Indexed at once, on as many cores as there are; a pack thin on an earlier one of these
+    // (not yet indexed then) fails, and is indexed again after the others, in list order.
     const lists = await Promise.all(
       packs.map(
-        async (p, i) =>
-          (spare ? knownObjects(keys[i]!) : undefined) ?? (await learn(p, keys[i]!, scratch, env)),
+        async (p, i) => (spare ? knownObjects(keys[i]!) : undefined) ?? (await learn(p, keys[i]!, scratch, env)),
       ),
     );
+    for (const [i, p] of packs.entries()) lists[i] ??= await learn(p, keys[i]!, scratch, env);
     // git cannot complete a pack from objectsDir: no fold (perhaps the spared packs held it).
     if (lists.includes(undefined)) return spared > 0 ? undefined : list;
     const wanted = new Set(lists.flatMap((l) => l!));

@@ -31,3 +31,6 @@ export const BIN_SCRIPTS: Record<string, string> = {
     built ? 'bin/git-remote-knotless.cjs' : 'src/bin/git-remote-knotless.ts',
   ),
 };
+
+/** The warm agent's git spawner, which the agent forks with its own Node (knotless-core git/spawner). */
+export const SPAWNER_SCRIPT = path.join(root, built ? 'dist/git-spawner-main.cjs' : 'src/bin/git-spawner.ts');

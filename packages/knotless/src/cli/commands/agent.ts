@@ -1,5 +1,7 @@
 import { agentSocket } from '../../agent/autostart.ts';
+import { startGitSpawner } from '../../agent/git-spawner.ts';
 import { startAgent } from '../../agent/server.ts';
+import { SPAWNER_SCRIPT } from '../../bin/paths.ts';
 import { Context } from '../../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { safeText } from 'knotless-core/text/terminal';
@@ -56,6 +58,7 @@ export const command: Command = {
     process.once('SIGINT', () => agent.stop('interrupted'));
     process.once('SIGTERM', () => agent.stop('terminated'));
     log(`listening on ${socket}`);
+    startGitSpawner(SPAWNER_SCRIPT, log);
     const warm = stringOption(args, 'warm');
     if (warm !== undefined) {
       const slash = warm.indexOf('/');
