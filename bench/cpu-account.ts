@@ -44,6 +44,29 @@ function ticks(pid: number): number {
   return Number(fields[11]) + Number(fields[12]);
 }
 
+/**
+ * The agent's ticks and its git spawner's (a child that starts the agent's git commands, whose own
+ * CPU is the agent's cost; the git commands it starts are counted through their wrappers).
+ */
+function agentTicks(pid: number): number {
+  let total = ticks(pid);
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid !== pid) continue;
+      if (!fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('git-spawner')) continue;
+      total += ticks(Number(entry));
+    } catch (err) {
+      // A process that ended while being read.
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' && (err as NodeJS.ErrnoException).code !== 'ESRCH')
+        throw err;
+    }
+  }
+  return total;
+}
+
 /** Busy and total CPU time of the machine, in clock ticks (/proc/stat's first line). */
 function machine(): { busy: number; total: number } {
   const cpu = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
@@ -99,7 +122,7 @@ export class CpuAccount {
     fs.rmSync(this.dir, { recursive: true, force: true });
     fs.mkdirSync(this.dir);
     this.#cpu0 = process.cpuUsage();
-    this.#agent0 = agentPid === undefined ? 0 : ticks(agentPid);
+    this.#agent0 = agentPid === undefined ? 0 : agentTicks(agentPid);
     this.#machine0 = machine();
   }
 
@@ -113,7 +136,7 @@ export class CpuAccount {
     const hz = 100;
     const own = process.cpuUsage(this.#cpu0);
     const cpu = { user: own.user + driverMs * 1000, system: own.system };
-    const agent = agentPid === undefined ? 0 : (ticks(agentPid) - this.#agent0) / hz;
+    const agent = agentPid === undefined ? 0 : (agentTicks(agentPid) - this.#agent0) / hz;
     const m = machine();
     const sums = new Map<string, number>();
     for (const file of fs.readdirSync(this.dir)) {

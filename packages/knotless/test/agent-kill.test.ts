@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { spawnAgent } from './helpers/agent.ts';
@@ -75,5 +76,81 @@ describe('the warm agent killed while two pushes are in flight', () => {
     // Pushes go on by themselves where nothing was written (directly, without the agent).
     ctx.diagnostic(`${onTheirOwn} of ${DELAYS.length * 2} pushes landed without a retry`);
     assert.ok(onTheirOwn > 0, 'no push went on after the agent was killed');
+  });
+});
+
+/** The agent's git spawner: its child whose command line names it (waited for, not timed). */
+async function spawnerOf(agentPid: number): Promise<number> {
+  for (;;) {
+    for (const entry of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        if (ppid === agentPid && fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('git-spawner'))
+          return Number(entry);
+      } catch (err) {
+        // A process that ended while being read.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+// The agent's git spawner (the process that starts its git commands) killed while two pushes go
+// through the agent: each push lands or says one sentence, a retry through the same agent works
+// (it starts git itself from then on), and nothing acknowledged is lost.
+describe("the agent's git spawner killed while two pushes are in flight", () => {
+  it('every push lands or says one sentence; the agent goes on without it', async () => {
+    const spawnerUrl = await createRepo();
+    const dirs: string[] = [];
+    for (const branch of ['a', 'b']) {
+      const dir = alice.dir();
+      await alice.ok(dir, 'init', '-q');
+      await alice.ok(dir, 'remote', 'add', 'origin', spawnerUrl);
+      await alice.ok(dir, 'checkout', '-q', '-b', branch);
+      await commitFiles(alice, dir, { [`${branch}.txt`]: '0\n' }, `${branch} 0`);
+      socket = path.join(t.tmpdir(), 'none.sock');
+      await alice.ok(dir, 'push', '-q', 'origin', branch);
+      dirs.push(dir);
+    }
+    for (const [round, delay] of [0, 20, 60, 120].entries()) {
+      socket = path.join(t.tmpdir(), `spawner-${round}.sock`);
+      const agent = await spawnAgent(socket, { ...alice.env, KNOTLESS_AGENT_IDLE: '0' });
+      try {
+        const spawner = await spawnerOf(agent.child.pid!);
+        const heads = await Promise.all(
+          ['a', 'b'].map((b, i) =>
+            commitFiles(alice, dirs[i]!, { [`${b}.txt`]: `${round + 1}\n` }, `${b} ${round + 1}`),
+          ),
+        );
+        const pushes = ['a', 'b'].map((b, i) => alice.git(dirs[i]!, 'push', 'origin', b));
+        // The delay places the kill somewhere in the pushes; what is checked does not depend on where.
+        await new Promise((r) => setTimeout(r, delay));
+        process.kill(spawner, 'SIGKILL');
+        for (const [i, res] of (await Promise.all(pushes)).entries()) {
+          const branch = ['a', 'b'][i]!;
+          if (res.code !== 0) {
+            assertOneSentence(res.stderr);
+            const again = await alice.git(dirs[i]!, 'push', 'origin', branch);
+            assert.equal(again.code, 0, again.stderr);
+          }
+          const listed = await alice.ok(alice.dir(), 'ls-remote', spawnerUrl);
+          assert.ok(
+            listed.includes(`${heads[i]}\trefs/heads/${branch}`),
+            `${branch} lost ${heads[i]}:\n${listed}`,
+          );
+        }
+        // The agent itself is still there, and pushes through it still land.
+        assert.equal(agent.child.exitCode, null, agent.log());
+        await commitFiles(alice, dirs[0]!, { 'a.txt': `after ${round}\n` }, `a after ${round}`);
+        await alice.ok(dirs[0]!, 'push', '-q', 'origin', 'a');
+        assert.match(agent.log(), /listening/);
+        assert.doesNotMatch(agent.log(), /internal error|^\s+at /m, agent.log());
+      } finally {
+        await agent.stop();
+      }
+    }
   });
 });

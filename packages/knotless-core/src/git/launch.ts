@@ -23,6 +23,13 @@ export interface LaunchOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * The code of the error a launched command fails with when it surely never started (the spawner
+ * could not be reached): it can be started again, here. A command the spawner may have started
+ * fails with another code: it may have done its work.
+ */
+export const NOT_LAUNCHED = 'ENOTLAUNCHED';
+
 /** Starts git some other way (the warm agent's spawner), or undefined to start it here. */
 export type GitLauncher = (args: string[], opts: LaunchOptions) => GitChild | undefined;
 

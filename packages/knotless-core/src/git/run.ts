@@ -1,7 +1,7 @@
 import type { Writable } from 'node:stream';
 import { currentCaller } from '../caller/scope.ts';
 import { NESTED_MARKER } from '../config/env.ts';
-import { launchGit } from './launch.ts';
+import { launchGit, NOT_LAUNCHED } from './launch.ts';
 
 /** A git command that failed; its stderr says why. */
 export class GitError extends Error {
@@ -39,7 +39,20 @@ export interface RunGitOptions {
  * done for another process (caller/scope.ts) runs git in that process's directory and environment, and
  * its stderr passes through to that process's.
  */
-export function runGit(args: string[], opts: RunGitOptions = {}): Promise<{ stdout: Buffer; code: number }> {
+export async function runGit(
+  args: string[],
+  opts: RunGitOptions = {},
+): Promise<{ stdout: Buffer; code: number }> {
+  try {
+    return await runOnce(args, opts);
+  } catch (err) {
+    // The agent's git spawner refused the command before anything of it ran: it is started here.
+    if ((err as NodeJS.ErrnoException).code === NOT_LAUNCHED) return runOnce(args, opts);
+    throw err;
+  }
+}
+
+function runOnce(args: string[], opts: RunGitOptions): Promise<{ stdout: Buffer; code: number }> {
   return new Promise((resolve, reject) => {
     const caller = currentCaller();
     const env = {

@@ -6,7 +6,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
-import type { GitChild, LaunchOptions } from '../launch.ts';
+import { KnotlessError } from '../../errors.ts';
+import { NOT_LAUNCHED, type GitChild, type LaunchOptions } from '../launch.ts';
 import type { LaunchOrder, SpawnerReport, SpawnerRequest } from './wire.ts';
 
 /**
@@ -147,10 +148,18 @@ export class GitSpawner {
     if (this.#gone) return;
     this.#gone = true;
     fs.rmSync(this.#dir, { recursive: true, force: true });
-    for (const child of this.#running.values())
-      child.fail(Object.assign(new Error('the git spawner stopped'), { code: 'ESPAWNER' }));
+    for (const child of this.#running.values()) child.fail(spawnerStopped());
     this.#running.clear();
   }
+}
+
+/** What a command the spawner may have started fails with when the spawner goes: one sentence. */
+function spawnerStopped(cause?: Error): KnotlessError {
+  return new KnotlessError(
+    'cancelled',
+    "The warm agent's git spawner stopped while git ran; run the command again.",
+    cause === undefined ? undefined : { cause },
+  );
 }
 
 /**
@@ -188,11 +197,20 @@ class SpawnedGit extends EventEmitter implements GitChild {
       this.stdin.destroy();
       this.#maybeClose();
     });
+    let connected = false;
+    conn.once('connect', () => (connected = true));
     conn.on('error', (err) => {
       // git gone before reading all its stdin: its exit code tells, as with a pipe.
       if (this.#started) return void conn.destroy();
-      // Before git started, nothing but the order was written: the spawner is not there.
-      this.fail(err);
+      // No connection: the spawner never read the order, so git never ran and may start elsewhere.
+      // Connected, the spawner may have started git before the connection failed: it just fails.
+      this.fail(
+        connected
+          ? spawnerStopped(err)
+          : Object.assign(new Error(`the git spawner could not be reached: ${err.message}`), {
+              code: NOT_LAUNCHED,
+            }),
+      );
       this.#owner.broken();
     });
     if (!stdout) conn.resume();
