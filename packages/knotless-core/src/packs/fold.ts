@@ -121,7 +121,8 @@ async function foldFrom(
     // (not yet indexed then) fails, and is indexed again after the others, in list order.
     const lists = await Promise.all(
       packs.map(
-        async (p, i) => (spare ? knownObjects(keys[i]!) : undefined) ?? (await learn(p, keys[i]!, scratch, env)),
+        async (p, i) =>
+          (spare ? knownObjects(keys[i]!) : undefined) ?? (await learn(p, keys[i]!, scratch, env)),
       ),
     );
     for (const [i, p] of packs.entries()) lists[i] ??= await learn(p, keys[i]!, scratch, env);
