@@ -24,8 +24,7 @@ export async function resolveObjects(specs: string[], repo: InRepo = {}): Promis
 
 /**
  * {@link resolveObjects} and {@link presentObjects} in one `git cat-file` run: a push asks both
- * before it decides anything, and every git process it starts costs a fork of the (warm, large)
- * process it runs in.
+ * before it decides anything, and every git process costs a process start.
  */
 export async function lookUpObjects(
   specs: string[],
@@ -77,7 +76,7 @@ export async function isAncestor(ancestor: string, descendant: string, repo: InR
 /**
  * The repository's git directory: GIT_DIR, which git sets for every remote helper to the repository
  * it resolved (relative to the directory it runs the helper in), or, when absent (a helper run by
- * hand), git's own answer. Every git process costs a fork of the (warm, large) process it runs in.
+ * hand), git's own answer. Every git process costs a process start.
  */
 export async function gitDir(): Promise<string> {
   const set = gitRepoEnv(callerEnv()).gitDir;
@@ -95,7 +94,7 @@ function callerDir(): string {
  * push needs it (a fold) as git does (gitrepository-layout): GIT_OBJECT_DIRECTORY, else the common
  * directory's `objects` (GIT_COMMON_DIR, else the one a linked worktree's `commondir` file names,
  * else the git directory itself). Read here rather than asked of `git rev-parse --git-path objects`:
- * in the agent every git process costs a fork of the whole agent.
+ * every git process costs a process start.
  */
 export async function pushedFrom(): Promise<{ gitDir: string; objectsDir: () => Promise<string> }> {
   const dir = await gitDir();

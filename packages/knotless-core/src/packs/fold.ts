@@ -34,7 +34,7 @@ export function foldStart(list: PackEntry[]): number | undefined {
 /**
  * Lays out a bare repository by hand (gitrepository-layout: `HEAD`, `refs/`, `objects/`) that borrows
  * every object of `objectsDir`. Not `git init`: the agent folds on nearly every push, and each git
- * process costs its main thread a fork of the whole agent; nor does a scratch repository want the
+ * process costs a process start; nor does a scratch repository want the
  * user's init settings (templates, a SHA-256 default). No config file: SHA-1, git's defaults.
  */
 function makeScratchRepo(dir: string, objectsDir: string): void {
@@ -61,7 +61,7 @@ export interface FoldRepo {
  * pack would be far bigger than the packs it replaces: the list is still valid, only longer, and a
  * separate compaction merges it past its threshold.
  *
- * Each git process costs a warm agent a fork of itself, so the packs whose objects this process
+ * Each git process costs a process start, so the packs whose objects this process
  * knows (pack-objects-memo.ts: the pack it folded last time, a pack it just built) are not indexed:
  * when it knows every one, their objects are packed straight from the repository, with no scratch
  * repository at all; should the repository lack one (another machine pushed it), or a pack be thin

@@ -5,7 +5,7 @@ import crypto from 'node:crypto';
  * (hashed here, never taken from a record: the list is exactly those bytes' objects; SHA-256, not
  * the pack's own SHA-1 trailer, so that no crafted pack can pass for one it knows). A warm agent
  * folds the pack it made on the last push into the next one; knowing that pack's objects spares the
- * fold an `index-pack` of it, and each git process costs the agent a fork of itself. Bounded: the
+ * fold an `index-pack` of it, and each git process costs a process start. Bounded: the
  * oldest entries go first.
  */
 const MAX_PACKS = 256;
