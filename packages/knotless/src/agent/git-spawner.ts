@@ -9,7 +9,9 @@ import { safeText } from 'knotless-core/text/terminal';
  * itself. The spawner leaves with the agent (its IPC channel closes).
  */
 export function startGitSpawner(script: string, log: (line: string) => void): void {
-  GitSpawner.start(script, process.execArgv).then(
+  // The agent's own Node flags (the sources' loader, a profiler), but no debugger: its port is the agent's.
+  const flags = process.execArgv.filter((f) => !/^--(inspect|debug)/.test(f));
+  GitSpawner.start(script, flags).then(
     (spawner) => useGitLauncher((args, opts) => spawner.launch(args, opts)),
     (err: unknown) => log(`git commands start from the agent itself: ${safeText(String(err))}`),
   );
