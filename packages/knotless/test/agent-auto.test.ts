@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, startTraffic, type Proxy } from 'knotless-devnet';
-import { agentView } from './helpers/agent.ts';
+import { agentView, alive } from './helpers/agent.ts';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
 import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -51,15 +51,6 @@ async function until(check: () => Promise<boolean> | boolean, what: string, ms =
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 

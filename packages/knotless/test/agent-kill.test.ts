@@ -26,19 +26,26 @@ function assertOneSentence(stderr: string): void {
   assert.ok(ours.length <= 1, stderr);
 }
 
+/** Two clones of `repo`, on branches a and b, each pushed once without an agent. */
+async function twoBranches(repo: string): Promise<string[]> {
+  const dirs: string[] = [];
+  for (const branch of ['a', 'b']) {
+    const dir = alice.dir();
+    await alice.ok(dir, 'init', '-q');
+    await alice.ok(dir, 'remote', 'add', 'origin', repo);
+    await alice.ok(dir, 'checkout', '-q', '-b', branch);
+    await commitFiles(alice, dir, { [`${branch}.txt`]: '0\n' }, `${branch} 0`);
+    socket = path.join(t.tmpdir(), 'none.sock');
+    await alice.ok(dir, 'push', '-q', 'origin', branch);
+    dirs.push(dir);
+  }
+  return dirs;
+}
+
 describe('the warm agent killed while two pushes are in flight', () => {
   it('every push lands and says ok, or says one sentence; a retry works; nothing acknowledged is lost', async (ctx) => {
     url = await createRepo();
-    for (const branch of ['a', 'b']) {
-      const dir = alice.dir();
-      await alice.ok(dir, 'init', '-q');
-      await alice.ok(dir, 'remote', 'add', 'origin', url);
-      await alice.ok(dir, 'checkout', '-q', '-b', branch);
-      await commitFiles(alice, dir, { [`${branch}.txt`]: '0\n' }, `${branch} 0`);
-      socket = path.join(t.tmpdir(), 'none.sock');
-      await alice.ok(dir, 'push', '-q', 'origin', branch);
-      clones.push(dir);
-    }
+    clones.push(...(await twoBranches(url)));
     const acknowledged = new Map<string, string>();
     let onTheirOwn = 0;
     for (const [round, delay] of DELAYS.entries()) {
@@ -104,17 +111,7 @@ async function spawnerOf(agentPid: number): Promise<number> {
 describe("the agent's git spawner killed while two pushes are in flight", () => {
   it('every push lands or says one sentence; the agent goes on without it', async () => {
     const spawnerUrl = await createRepo();
-    const dirs: string[] = [];
-    for (const branch of ['a', 'b']) {
-      const dir = alice.dir();
-      await alice.ok(dir, 'init', '-q');
-      await alice.ok(dir, 'remote', 'add', 'origin', spawnerUrl);
-      await alice.ok(dir, 'checkout', '-q', '-b', branch);
-      await commitFiles(alice, dir, { [`${branch}.txt`]: '0\n' }, `${branch} 0`);
-      socket = path.join(t.tmpdir(), 'none.sock');
-      await alice.ok(dir, 'push', '-q', 'origin', branch);
-      dirs.push(dir);
-    }
+    const dirs = await twoBranches(spawnerUrl);
     for (const [round, delay] of [0, 20, 60, 120].entries()) {
       socket = path.join(t.tmpdir(), `spawner-${round}.sock`);
       const agent = await spawnAgent(socket, { ...alice.env, KNOTLESS_AGENT_IDLE: '0' });

@@ -18,6 +18,7 @@ import { buildPack } from 'knotless-core/git/pack';
 import { GitError, gitText, runGit } from 'knotless-core/git/run';
 import { GitSpawner } from 'knotless-core/git/spawner/client';
 import { SPAWNER_SCRIPT } from '../src/bin/paths.ts';
+import { alive } from './helpers/agent.ts';
 
 const top = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-spawner-test-')));
 const repo = path.join(top, 'repo.git');
@@ -290,13 +291,3 @@ describe('a git spawner that goes away', () => {
     assert.equal(fs.existsSync(path.dirname(socket)), false);
   });
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw err;
-  }
-}

@@ -241,3 +241,14 @@ export function post(socket: string, target: string, method = 'POST'): Promise<s
     req.end();
   });
 }
+
+/** Whether a process runs (one of this user's: another user's answers EPERM, which is thrown). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
+}

@@ -155,3 +155,5 @@ export async function startGate(target: string): Promise<Gate> {
       }),
   };
 }
+
+export { alive } from '../../src/agent/lifecycle.ts';

@@ -1,4 +1,4 @@
-import { post } from '../../agent/lifecycle.ts';
+import { alive, post } from '../../agent/lifecycle.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import type { Config } from 'knotless-core/config/env';
 import type { Command } from '../command.ts';
@@ -41,13 +41,3 @@ export const command: Command = {
     io.out(pid === undefined ? 'no agent is running' : `stopped the agent (pid ${pid})`);
   },
 };
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw err;
-  }
-}
