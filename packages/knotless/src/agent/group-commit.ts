@@ -180,11 +180,9 @@ export class GroupCommit {
     }
   }
 
-  /**
-   * Sends one write as it came. The account's state stays only when the write landed swapped on the
-   * state's own commit: then its commit is that one plus the write. Anything else forgets it.
-   */
+  /** Sends one write as it came; what it did to the account is not known exactly, so forget it. */
   async #single(acc: Account, p: Pending): Promise<void> {
+    acc.state.forget();
     // A listing read before our own latest commits is proven by a swap on the latest of them.
     const latest = this.#latest.get(acc.state.did);
     let swapCommit = p.op.swapCommit;
@@ -202,14 +200,11 @@ export class GroupCommit {
         ...limitOf([p]),
       });
     } catch (err) {
-      acc.state.forget();
       p.reject(err);
       return;
     }
     // Landed: told like a group commit's writes, before the helper hears (the views take it).
     const done = res.status === 200 ? landedAlone(p.op, res.body) : undefined;
-    if (done === undefined) acc.state.forget();
-    else acc.state.landedAlone(swapCommit, p.op.rkey, done.cid, done.commit, done.rev);
     // Its swapCommit held at the PDS: the commit it made came right after that one.
     if (done !== undefined && swapCommit !== undefined) this.#chain(acc.state.did, done.commit, swapCommit);
     if (done !== undefined) {

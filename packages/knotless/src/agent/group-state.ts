@@ -120,8 +120,8 @@ interface Known {
  * Sound because every group commit carries `swapCommit`: the commit is read before any record, so a
  * record read later holds its value at that commit unless the account moved, and then the commit is
  * refused and everything is read again. After a commit of ours lands, the new commit's records are
- * the old ones with our writes (swapCommit makes it the very next commit), and so after a write
- * sent alone that was swapped on the state's commit. Anything unclear forgets it all.
+ * the old ones with our writes (swapCommit makes it the very next commit). A write sent alone, or
+ * anything unclear, forgets it all.
  */
 export class AccountState {
   readonly did: string;
@@ -247,28 +247,6 @@ export class AccountState {
       this.#chain = { from, to: commit.rev };
     }
     return { answers, cids, commit: commit.cid, rev: commit.rev };
-  }
-
-  /**
-   * Takes a write sent alone that landed: swapped on the very commit this state is at, the commit it
-   * made holds the same records but that one (swapCommit makes it the next commit); otherwise what
-   * the account holds now is not known.
-   */
-  landedAlone(
-    swapCommit: string | undefined,
-    rkey: string,
-    cid: string | null,
-    commit: string,
-    rev: string,
-  ): void {
-    const known = this.#known;
-    if (swapCommit === undefined || known === undefined || known.commit !== swapCommit) return this.forget();
-    const before = known.rev;
-    known.commit = commit;
-    known.rev = rev;
-    known.cids.set(rkey, cid);
-    const from = this.#chain?.to === before ? this.#chain.from : before;
-    this.#chain = { from, to: rev };
   }
 
   async #get(nsid: string, params: Record<string, string>): Promise<HttpResponse> {
