@@ -1,9 +1,12 @@
 // Which forwarded requests the agent's group commit may take (agent/group-state.ts parseWrite): only a
 // ref write with a swap, under a bearer token whose subject is the account written. Everything else
 // must be forwarded as it came, so that its own credentials and conditions reach the PDS untouched.
+// And the chain of the group commit's own commits, against a PDS stand-in that enforces swapCommit.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { GroupCommit } from '../src/agent/group-commit.ts';
 import { parseWrite } from '../src/agent/group-state.ts';
+import type { Transport } from 'knotless-core/xrpc/transport';
 
 const DID = 'did:plc:alice';
 const PUT = new URL('http://pds.test/xrpc/com.atproto.repo.putRecord');
@@ -71,5 +74,92 @@ describe('the writes a group commit takes', () => {
     const create = new URL('http://pds.test/xrpc/com.atproto.repo.createRecord');
     assert.equal(parseWrite(create, auth, put(), COLLECTION), undefined);
     assert.equal(parseWrite(PUT, auth, Buffer.from('not json'), COLLECTION), undefined);
+  });
+});
+
+/**
+ * A PDS stand-in for one account, enough for the group commit: its latest commit, its ref records'
+ * CIDs, and `applyWrites` / `putRecord` refused as the PDS refuses them when `swapCommit` is not the
+ * latest commit. Counts the requests by method.
+ */
+function accountPds(): { transport: Transport; commit: () => string; calls: Map<string, number> } {
+  let n = 0;
+  let commit = 'c0';
+  const cids = new Map<string, string>();
+  const calls = new Map<string, number>();
+  const answer = (status: number, body: unknown) => ({
+    status,
+    headers: {},
+    body: Buffer.from(JSON.stringify(body)),
+  });
+  const transport: Transport = {
+    request(url, init) {
+      const method = url.pathname.split('/').pop()!;
+      calls.set(method, (calls.get(method) ?? 0) + 1);
+      if (method === 'com.atproto.sync.getLatestCommit')
+        return Promise.resolve(answer(200, { cid: commit, rev: `r${n}` }));
+      if (method === 'com.atproto.repo.getRecord') {
+        const cid = cids.get(url.searchParams.get('rkey')!);
+        return Promise.resolve(cid ? answer(200, { cid }) : answer(400, { error: 'RecordNotFound' }));
+      }
+      const body = JSON.parse(String(init.body)) as {
+        swapCommit?: string;
+        writes?: Array<{ rkey: string }>;
+        rkey?: string;
+      };
+      if (body.swapCommit !== undefined && body.swapCommit !== commit)
+        return Promise.resolve(answer(400, { error: 'InvalidSwap', message: 'commit was at another CID' }));
+      n++;
+      commit = `c${n}`;
+      const rkeys = body.writes?.map((w) => w.rkey) ?? [body.rkey!];
+      for (const k of rkeys) cids.set(k, `${k}-${n}`);
+      const results = rkeys.map((k) => ({ uri: `at://${DID}/${COLLECTION}/${k}`, cid: `${k}-${n}` }));
+      const head = { cid: commit, rev: `r${n}` };
+      return Promise.resolve(
+        answer(200, body.writes ? { commit: head, results } : { ...results[0], commit: head }),
+      );
+    },
+    close() {},
+  };
+  return { transport, commit: () => commit, calls };
+}
+
+describe("the group commit's chain of its own commits", () => {
+  const write = (rkey: string, swapCommit?: string) =>
+    Buffer.from(
+      JSON.stringify({
+        repo: DID,
+        collection: COLLECTION,
+        rkey,
+        record: { ref: `refs/heads/${rkey}` },
+        swapRecord: null,
+        ...(swapCommit === undefined ? {} : { swapCommit }),
+      }),
+    );
+
+  it('links each commit to the one it was swapped on, so an older listing is known to be proven', async () => {
+    const pds = accountPds();
+    const group = new GroupCommit(
+      pds.transport,
+      () => {},
+      () => {},
+    );
+    // Two writes in one commit, on the account's state read first (c0 → c1).
+    const first = ['a', 'b'].map((k) => group.accept(PUT, auth, write(k))!);
+    assert.deepEqual(
+      (await Promise.all(first)).map((r) => r.status),
+      [200, 200],
+    );
+    assert.equal(pds.commit(), 'c1');
+    assert.ok(group.provenSince('c1', 'c0'), 'c1 came right after c0, and is ours');
+    // Two more on a listing read at c0: our own commit since, so they land at once on c1.
+    const second = ['c', 'd'].map((k) => group.accept(PUT, auth, write(k, 'c0'))!);
+    assert.deepEqual(
+      (await Promise.all(second)).map((r) => r.status),
+      [200, 200],
+    );
+    assert.equal(pds.commit(), 'c2');
+    assert.ok(group.provenSince('c2', 'c0'));
+    assert.equal(pds.calls.get('com.atproto.repo.applyWrites'), 2, 'no commit refused and tried again');
   });
 });

@@ -275,8 +275,10 @@ export class GroupCommit {
       return;
     }
     if (res.status === 200) {
+      // `at` may be the state itself, which taking the answer moves on to the new commit.
+      const swapped = at.commit;
       const done = state.landed(
-        at.commit,
+        swapped,
         going.map((p) => p.op),
         res.body,
       );
@@ -294,7 +296,7 @@ export class GroupCommit {
         record: p.op.kind === 'put' ? p.op.record : null,
         cid: done.cids[i]!,
       }));
-      this.#chain(state.did, done.commit, at.commit);
+      this.#chain(state.did, done.commit, swapped);
       this.#landed(state.did, done.rev, writes, done.commit);
       going.forEach((p, i) => p.resolve(done.answers[i]!));
       if (going.length > 1)
