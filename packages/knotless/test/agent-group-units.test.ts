@@ -102,7 +102,7 @@ function accountPds(): { transport: Transport; commit: () => string; calls: Map<
         const cid = cids.get(url.searchParams.get('rkey')!);
         return Promise.resolve(cid ? answer(200, { cid }) : answer(400, { error: 'RecordNotFound' }));
       }
-      const body = JSON.parse(String(init.body)) as {
+      const body = JSON.parse(Buffer.from(init.body as string | Buffer).toString('utf8')) as {
         swapCommit?: string;
         writes?: Array<{ rkey: string }>;
         rkey?: string;
