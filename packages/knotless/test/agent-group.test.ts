@@ -157,6 +157,27 @@ describe('group commit through the agent', () => {
     assert.match(agent.log(), /group commit: 5 ref writes of did:plc:\S+ in one commit/);
   });
 
+  it('proves the next push on its view after a commit of several writes: one write, no refusal, no warning', async () => {
+    const names = ['c1', 'c2', 'c3', 'c4'];
+    const { url, dir, top } = await seeded('group-chain', names);
+    for (const b of names) await branchCommit(dir, `${b}-next`, top, `${b}.txt`);
+    const first = await together(names.map((b) => () => alice.git(dir, 'push', url, `${b}-next:${b}`)));
+    proxy.clearFaults();
+    first.forEach((r, i) => assert.equal(r.code, 0, `push of ${names[i]}: ${r.stderr}`));
+    // The agent's commits so far: a write alone, then the others in one commit on the account state
+    // it read. The next push's view is at that commit, and its write must prove it at once.
+    const again = await branchCommit(dir, 'c1-again', 'c1-next', 'again.txt');
+    proxy.reset();
+    const res = await alice.git(dir, 'push', url, 'c1-again:c1');
+    assert.equal(res.code, 0, res.stderr);
+    assert.doesNotMatch(res.stderr, /changed while git was deciding/);
+    const why = `the agent's log:\n${agent.log().slice(-3000)}`;
+    assert.equal(commits(), 1, `${commits()} commit requests for one push; ${why}`);
+    assert.equal(proxy.count('com.atproto.repo.listRecords'), 0, why);
+    assert.equal(proxy.count('com.atproto.repo.getRecord'), 0, why);
+    assert.equal(await tip(url, 'refs/heads/c1'), again);
+  });
+
   it("rejects a non-fast-forward push of the batch alone, with git's reason, and lands its neighbours", async () => {
     const { url, dir, top } = await seeded('group-nff', ['x', 'n1', 'n2', 'n3']);
     const b = await branchCommit(dir, 'p1', top, 'p1.txt');
