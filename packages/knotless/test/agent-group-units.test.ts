@@ -82,7 +82,13 @@ describe('the writes a group commit takes', () => {
  * CIDs, and `applyWrites` / `putRecord` refused as the PDS refuses them when `swapCommit` is not the
  * latest commit. Counts the requests by method.
  */
-function accountPds(): { transport: Transport; commit: () => string; calls: Map<string, number> } {
+function accountPds(): {
+  transport: Transport;
+  commit: () => string;
+  calls: Map<string, number>;
+  /** A commit by someone else (another machine writing the account directly). */
+  foreign: () => void;
+} {
   let n = 0;
   let commit = 'c0';
   const cids = new Map<string, string>();
@@ -121,7 +127,11 @@ function accountPds(): { transport: Transport; commit: () => string; calls: Map<
     },
     close() {},
   };
-  return { transport, commit: () => commit, calls };
+  const foreign = (): void => {
+    n++;
+    commit = `c${n}`;
+  };
+  return { transport, commit: () => commit, calls, foreign };
 }
 
 describe("the group commit's chain of its own commits", () => {
@@ -161,5 +171,28 @@ describe("the group commit's chain of its own commits", () => {
     assert.equal(pds.commit(), 'c2');
     assert.ok(group.provenSince('c2', 'c0'));
     assert.equal(pds.calls.get('com.atproto.repo.applyWrites'), 2, 'no commit refused and tried again');
+  });
+
+  it('chains a write sent alone that names no commit, and sends it as it came when the account moved', async () => {
+    const pds = accountPds();
+    const group = new GroupCommit(
+      pds.transport,
+      () => {},
+      () => {},
+    );
+    await Promise.all(['a', 'b'].map((k) => group.accept(PUT, auth, write(k))!));
+    assert.equal(pds.commit(), 'c1');
+    // One write, on a listing of its own (no commit named): tried on our latest, it lands chained.
+    assert.equal((await group.accept(PUT, auth, write('e'))!).status, 200);
+    assert.equal(pds.commit(), 'c2');
+    assert.ok(group.provenSince('c2', 'c0'), 'a listing from before both commits is still proven');
+    assert.equal(pds.calls.get('com.atproto.repo.putRecord'), 1);
+    // Someone else writes the account: the next such write is refused on our latest, then sent as it
+    // came, and lands; its commit is not taken for one of a chain of ours.
+    pds.foreign();
+    assert.equal((await group.accept(PUT, auth, write('f'))!).status, 200);
+    assert.equal(pds.commit(), 'c4');
+    assert.equal(pds.calls.get('com.atproto.repo.putRecord'), 3);
+    assert.ok(!group.provenSince('c4', 'c2'));
   });
 });

@@ -180,25 +180,32 @@ export class GroupCommit {
     }
   }
 
-  /** Sends one write as it came; what it did to the account is not known exactly, so forget it. */
+  /**
+   * Sends one write as it came; what it did to the account is not known exactly, so forget it. Its
+   * commit joins the chain of ours when it is swapped on one of ours: a listing read before our own
+   * latest commits is proven by a swap on the latest of them, and a write that names no commit is
+   * tried on our latest too (a listing before it then stays proven), and sent again as it came when
+   * that swap is refused: it lands or fails exactly as it would have.
+   */
   async #single(acc: Account, p: Pending): Promise<void> {
     acc.state.forget();
-    // A listing read before our own latest commits is proven by a swap on the latest of them.
     const latest = this.#latest.get(acc.state.did);
     let swapCommit = p.op.swapCommit;
     let body = p.body;
-    if (swapCommit !== undefined && latest !== undefined && this.provenSince(latest, swapCommit)) {
+    const added = swapCommit === undefined && latest !== undefined;
+    if (latest !== undefined && (added || this.provenSince(latest, swapCommit!))) {
       swapCommit = latest;
       body = Buffer.from(JSON.stringify({ ...(JSON.parse(body.toString('utf8')) as object), swapCommit }));
     }
+    const send = (bytes: Buffer) =>
+      this.#transport.request(p.url, { method: 'POST', headers: p.headers, body: bytes, ...limitOf([p]) });
     let res: HttpResponse;
     try {
-      res = await this.#transport.request(p.url, {
-        method: 'POST',
-        headers: p.headers,
-        body,
-        ...limitOf([p]),
-      });
+      res = await send(body);
+      if (added && res.status !== 200 && refusalOf(res) === 'swap-conflict') {
+        swapCommit = undefined;
+        res = await send(p.body);
+      }
     } catch (err) {
       p.reject(err);
       return;
