@@ -134,6 +134,19 @@ function accountPds(): {
   return { transport, commit: () => commit, calls, foreign };
 }
 
+/** A group commit in front of a fresh {@link accountPds}. */
+function grouped(): { pds: ReturnType<typeof accountPds>; group: GroupCommit } {
+  const pds = accountPds();
+  return {
+    pds,
+    group: new GroupCommit(
+      pds.transport,
+      () => {},
+      () => {},
+    ),
+  };
+}
+
 describe("the group commit's chain of its own commits", () => {
   const write = (rkey: string, swapCommit?: string) =>
     Buffer.from(
@@ -148,12 +161,7 @@ describe("the group commit's chain of its own commits", () => {
     );
 
   it('links each commit to the one it was swapped on, so an older listing is known to be proven', async () => {
-    const pds = accountPds();
-    const group = new GroupCommit(
-      pds.transport,
-      () => {},
-      () => {},
-    );
+    const { pds, group } = grouped();
     // Two writes in one commit, on the account's state read first (c0 → c1).
     const first = ['a', 'b'].map((k) => group.accept(PUT, auth, write(k))!);
     assert.deepEqual(
@@ -174,12 +182,7 @@ describe("the group commit's chain of its own commits", () => {
   });
 
   it('chains a write sent alone that names no commit, and sends it as it came when the account moved', async () => {
-    const pds = accountPds();
-    const group = new GroupCommit(
-      pds.transport,
-      () => {},
-      () => {},
-    );
+    const { pds, group } = grouped();
     await Promise.all(['a', 'b'].map((k) => group.accept(PUT, auth, write(k))!));
     assert.equal(pds.commit(), 'c1');
     // One write, on a listing of its own (no commit named): tried on our latest, it lands chained.
