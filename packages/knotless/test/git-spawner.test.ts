@@ -258,7 +258,16 @@ describe('a git spawner that goes away', () => {
         if (child !== undefined) launched++;
         return child;
       });
-      assert.equal((await gitText(['rev-parse', '--git-dir'], { gitDir: repo })).trim(), repo);
+      // Its input streamed, as a pack from disk: started here, it still gets every piece.
+      const data = crypto.randomBytes(1 << 20);
+      async function* pieces(): AsyncIterable<Uint8Array> {
+        for (let i = 0; i < 8; i++) {
+          await new Promise(setImmediate);
+          yield data.subarray(i << 17, (i + 1) << 17);
+        }
+      }
+      const expected = spawnSync('git', ['hash-object', '--stdin'], { input: data }).stdout.toString();
+      assert.equal(await gitText(['hash-object', '--stdin'], { gitDir: repo, input: pieces() }), expected);
       assert.equal(launched, 1, 'the spawner was tried once');
       assert.equal((await gitText(['rev-parse', '--git-dir'], { gitDir: repo })).trim(), repo);
       assert.equal(launched, 1, 'and not again');

@@ -3,7 +3,10 @@ import type { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 
-/** A started git command, as much of Node's ChildProcess as `runGit` uses. */
+/**
+ * A started git command, as much of Node's ChildProcess as `runGit` uses: `spawn` once git runs,
+ * `error` when it did not start or was aborted, `close` with its exit code once its output is read.
+ */
 export interface GitChild extends EventEmitter {
   readonly stdin: Writable | null;
   readonly stdout: Readable | null;

@@ -86,12 +86,15 @@ function runOnce(args: string[], opts: RunGitOptions): Promise<{ stdout: Buffer;
     });
     const input = opts.input ?? '';
     if (typeof input === 'string' || input instanceof Uint8Array) child.stdin!.end(input);
-    // Piped with backpressure: a piece is read only when git has taken the last one.
+    // Piped with backpressure: a piece is read only when git has taken the last one, and the first
+    // only once git runs: a command that never started (and runs again) has taken nothing of it.
     else
-      void pump(input, child.stdin!).catch((err: Error) => {
-        // Reading the input failed (a pack file): git must not wait for the rest of it.
-        child.kill();
-        reject(err);
+      child.once('spawn', () => {
+        void pump(input, child.stdin!).catch((err: Error) => {
+          // Reading the input failed (a pack file): git must not wait for the rest of it.
+          child.kill();
+          reject(err);
+        });
       });
   });
 }

@@ -219,6 +219,7 @@ class SpawnedGit extends EventEmitter implements GitChild {
   spawned(): void {
     this.#started = true;
     this.stdin.start();
+    this.emit('spawn');
   }
 
   stderrText(text: string): void {
