@@ -1,10 +1,9 @@
 // Reads the object names and offsets of a pack index (.idx), as `git show-index` prints them. Read
 // here rather than through show-index because a push's fold reads one index per pack it merges, and
 // each git process costs a process start (a fork, of the agent's spawner or of the helper) besides
-// git's own. The format is git's
-// (Documentation/gitformat-pack.txt, "pack-*.idx files"), version 1 and 2, SHA-1 names: the indexes
-// read here are ones git itself just wrote; the trailing checksum is checked, which also refuses an
-// index of SHA-256 names (its checksum is SHA-256, and longer).
+// git's own. The format is git's (Documentation/gitformat-pack.txt, "pack-*.idx files"), version 1
+// and 2, SHA-1 names: the indexes read here are ones git itself just wrote; the trailing checksum is
+// checked, which also refuses an index of SHA-256 names (its checksum is SHA-256, and longer).
 import crypto from 'node:crypto';
 
 const OID_BYTES = 20;

@@ -34,8 +34,8 @@ export function foldStart(list: PackEntry[]): number | undefined {
 /**
  * Lays out a bare repository by hand (gitrepository-layout: `HEAD`, `refs/`, `objects/`) that borrows
  * every object of `objectsDir`. Not `git init`: the agent folds on nearly every push, and each git
- * process costs a process start; nor does a scratch repository want the
- * user's init settings (templates, a SHA-256 default). No config file: SHA-1, git's defaults.
+ * process costs a process start; nor does a scratch repository want the user's init settings
+ * (templates, a SHA-256 default). No config file: SHA-1, git's defaults.
  */
 function makeScratchRepo(dir: string, objectsDir: string): void {
   fs.mkdirSync(path.join(dir, 'objects', 'pack'), { recursive: true });
@@ -61,8 +61,8 @@ export interface FoldRepo {
  * pack would be far bigger than the packs it replaces: the list is still valid, only longer, and a
  * separate compaction merges it past its threshold.
  *
- * Each git process costs a process start, so the packs whose objects this process
- * knows (pack-objects-memo.ts: the pack it folded last time, a pack it just built) are not indexed:
+ * Each git process costs a process start, so the packs whose objects this process knows
+ * (pack-objects-memo.ts: the pack it folded last time, a pack it just built) are not indexed:
  * when it knows every one, their objects are packed straight from the repository, with no scratch
  * repository at all; should the repository lack one (another machine pushed it), or a pack be thin
  * on a spared one, every pack is indexed after all.
@@ -70,12 +70,11 @@ export interface FoldRepo {
 export async function foldPacks(list: PackEntry[], repo: FoldRepo): Promise<PackEntry[]> {
   const from = foldStart(list);
   if (from === undefined) return list;
-  const keys = list.slice(from).map((p) => packKey(p.inline!));
-  const known = keys.map(knownObjects);
+  const known = list.slice(from).map((p) => knownObjects(packKey(p.inline!)));
   if (!known.every((k) => k !== undefined))
     return (
-      (await foldFrom(list, from, keys, repo.objectsDir, true)) ??
-      (await foldFrom(list, from, keys, repo.objectsDir, false))!
+      (await foldFrom(list, from, repo.objectsDir, true)) ??
+      (await foldFrom(list, from, repo.objectsDir, false))!
     );
   const wanted = new Set(known.flat());
   const file = await packObjectList(repo.gitDir, [...wanted], os.tmpdir()).catch((err: unknown) => {
@@ -83,7 +82,7 @@ export async function foldPacks(list: PackEntry[], repo: FoldRepo): Promise<Pack
     throw err;
   });
   if (file !== undefined) return folded(list, from, wanted, file);
-  return (await foldFrom(list, from, keys, repo.objectsDir, false))!;
+  return (await foldFrom(list, from, repo.objectsDir, false))!;
 }
 
 /** The list with the packs from `from` on replaced by `file`, the pack of `wanted`, if it is a fold. */
@@ -103,19 +102,20 @@ function folded(list: PackEntry[], from: number, wanted: Set<string>, file: Pack
 }
 
 /**
- * The fold of `list` from `from` on (`keys`: those packs' {@link packKey}s), in a scratch repository
- * borrowing `objectsDir`'s objects. With `spare`, packs whose objects this process knows are not
- * indexed, their objects read from `objectsDir`; undefined when that did not work.
+ * The fold of `list` from `from` on, in a scratch repository borrowing `objectsDir`'s objects. With
+ * `spare`, packs whose objects this process knows are not indexed, their objects read from
+ * `objectsDir`; undefined when that did not work.
  */
 async function foldFrom(
   list: PackEntry[],
   from: number,
-  keys: string[],
   objectsDir: string,
   spare: boolean,
 ): Promise<PackEntry[] | undefined> {
   return inScratch(objectsDir, async (scratch, env) => {
     const packs = list.slice(from);
+    // Each pack's bytes are hashed once (packKey remembers the key by buffer).
+    const keys = packs.map((p) => packKey(p.inline!));
     const spared = spare ? keys.filter((k) => knownObjects(k) !== undefined).length : 0;
     // Indexed at once, on as many cores as there are; a pack thin on an earlier one of these
     // (not yet indexed then) fails, and is indexed again after the others, in list order.
