@@ -75,23 +75,80 @@ function objectsOf(entry: PackEntry): string[] {
     .sort();
 }
 
-/** Runs `work` with a git wrapper first on PATH; returns what it gave and the git commands it ran. */
-async function counting<T>(work: () => Promise<T>): Promise<{ value: T; commands: string[] }> {
+/** A folder with a git wrapper that logs each command's name, and the commands logged so far. */
+function gitCounter(): { bin: string; commands: () => string[] } {
   const bin = fs.mkdtempSync(path.join(top, 'bin-'));
   const log = path.join(bin, 'log');
   const real = spawnSync('sh', ['-c', 'command -v git']).stdout.toString().trim();
   fs.writeFileSync(path.join(bin, 'git'), `#!/bin/sh\necho "$1" >> '${log}'\nexec '${real}' "$@"\n`, {
     mode: 0o755,
   });
+  const commands = () => (fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : []);
+  return { bin, commands };
+}
+
+/** Runs `work` with a git wrapper first on PATH; returns what it gave and the git commands it ran. */
+async function counting<T>(work: () => Promise<T>): Promise<{ value: T; commands: string[] }> {
+  const { bin, commands } = gitCounter();
   const before = process.env['PATH'];
   process.env['PATH'] = `${bin}:${before ?? ''}`;
   try {
     const value = await work();
-    const commands = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : [];
-    return { value, commands };
+    return { value, commands: commands() };
   } finally {
     process.env['PATH'] = before;
   }
+}
+
+/** What a fold in a new process is given, as JSON (pack bytes in base64). */
+interface Order {
+  list: Array<Omit<PackEntry, 'inline'> & { inline: string }>;
+  repo: string;
+  memoDir: string;
+  /** The index of the new pack whose objects the push tells the fold, and those objects. */
+  told?: { index: number; objects: string[] } | undefined;
+  out: string;
+}
+
+const CHILD = `
+import fs from 'node:fs';
+import { foldPacks } from 'knotless-core/packs/fold';
+import { rememberObjects } from 'knotless-core/packs/pack-objects-memo';
+const order = JSON.parse(fs.readFileSync(process.argv[1], 'utf8'));
+const list = order.list.map((p) => ({ ...p, inline: new Uint8Array(Buffer.from(p.inline, 'base64')) }));
+if (order.told) rememberObjects(list[order.told.index].inline, order.told.objects, order.memoDir);
+const repo = { gitDir: order.repo, objectsDir: order.repo + '/objects', memoDir: order.memoDir };
+const out = await foldPacks(list, repo);
+fs.writeFileSync(order.out, JSON.stringify(out.map((p) => ({ ...p, inline: Buffer.from(p.inline).toString('base64') }))));
+`;
+
+/**
+ * Folds `list` against `repo` in a process of its own, as the next push's helper process does, with
+ * the memo kept in `memoDir`; the new pack at `told` is told its objects, as a push tells them.
+ */
+function foldInNewProcess(
+  list: PackEntry[],
+  repo: string,
+  memoDir: string,
+  told?: { index: number; objects: string[] },
+): { value: PackEntry[]; commands: string[] } {
+  const { bin, commands } = gitCounter();
+  const file = path.join(bin, 'order.json');
+  const out = path.join(bin, 'out.json');
+  const inline = (p: PackEntry) => ({ ...p, inline: Buffer.from(p.inline!).toString('base64') });
+  const order: Order = { list: list.map(inline), repo, memoDir, told, out };
+  fs.writeFileSync(file, JSON.stringify(order));
+  const r = spawnSync(
+    process.execPath,
+    ['--conditions=development', '--input-type=module', '-e', CHILD, file],
+    { cwd: import.meta.dirname, env: { ...process.env, PATH: `${bin}:${process.env['PATH'] ?? ''}` } },
+  );
+  assert.equal(r.status, 0, r.stderr.toString());
+  const value = (JSON.parse(fs.readFileSync(out, 'utf8')) as Order['list']).map((p) => ({
+    ...p,
+    inline: new Uint8Array(Buffer.from(p.inline, 'base64')),
+  }));
+  return { value, commands: commands() };
 }
 
 describe('folding packs', () => {
@@ -126,7 +183,7 @@ describe('folding packs', () => {
     // the fold is one pack-objects in the repository itself, no scratch repository.
     const merged2 = second.value[1]!;
     const p5 = { ...pack(full, c[4]!, c[3], true), size: merged2.size };
-    rememberObjects(packKey(p5.inline!), await rangeObjects([c[4]!], [c[3]!], full));
+    rememberObjects(p5.inline!, await rangeObjects([c[4]!], [c[3]!], full));
     const third = await counting(() =>
       foldPacks([big, merged2, p5], { gitDir: full, objectsDir: path.join(full, 'objects') }),
     );
@@ -180,7 +237,7 @@ describe('folding packs', () => {
     }
     // Every pack known, but the repository lacks the merged pack's objects: indexed after all.
     const p4 = { ...pack(full, c[3]!, c[2], false), size: merged.size };
-    rememberObjects(packKey(p4.inline!), await rangeObjects([c[3]!], [c[2]!], full));
+    rememberObjects(p4.inline!, await rangeObjects([c[3]!], [c[2]!], full));
     const { value, commands } = await counting(() =>
       foldPacks([big, merged, p4], { gitDir: partial, objectsDir: path.join(partial, 'objects') }),
     );
@@ -192,7 +249,7 @@ describe('folding packs', () => {
 
 describe('the memory of packs folded before', () => {
   it('is bounded: the oldest packs go first, and a pack of too many objects is not kept', () => {
-    const key = (i: number) => packKey(Buffer.from(`pack ${i}`));
+    const key = (i: number) => Buffer.from(`pack ${i}`);
     for (let i = 0; i < 300; i++) rememberObjects(key(i), [`${i}`.padStart(40, '0')]);
     assert.equal(knownObjects(key(0)), undefined);
     assert.equal(knownObjects(key(43)), undefined);
@@ -206,5 +263,76 @@ describe('the memory of packs folded before', () => {
     rememberObjects(key(1002), huge.slice(0, 100_000));
     assert.equal(knownObjects(key(1001)), undefined);
     assert.equal(knownObjects(key(1002))?.length, 100_000);
+  });
+});
+
+describe('the memory of packs folded before, kept in the cache folder', () => {
+  const full = path.join(top, 'disk.git');
+  const c = history(full);
+  const p2 = pack(full, c[1]!, c[0], true);
+  const p3 = pack(full, c[2]!, c[1], true);
+  const big: PackEntry = { ...pack(full, c[0]!, undefined, false), size: 1 << 20 };
+  const objectsDir = path.join(full, 'objects');
+
+  /** The last push's fold (made here), and the next push's list and what it tells of its new pack. */
+  async function lastFold(memoDir: string) {
+    const merged = (await foldPacks([big, p2, p3], { gitDir: full, objectsDir, memoDir }))[1]!;
+    const p4 = { ...pack(full, c[3]!, c[2], true), size: merged.size };
+    const told = { index: 2, objects: await rangeObjects([c[3]!], [c[2]!], full) };
+    return { merged, next: [big, merged, p4], told };
+  }
+
+  it('spares the next helper process the index-pack of the pack the last push folded', async () => {
+    const memoDir = path.join(top, 'memo-spared');
+    const { next, told } = await lastFold(memoDir);
+    const { value, commands } = foldInNewProcess(next, full, memoDir, told);
+    assert.deepEqual(commands, ['pack-objects']);
+    assert.equal(value.length, 2);
+    assert.deepEqual(objectsOf(value[1]!), objectsOf(pack(full, c[3]!, c[0], false)));
+    // The same fold where nothing was kept indexes the merged pack, and folds the same objects.
+    const cold = foldInNewProcess(next, full, path.join(top, 'memo-empty'), told);
+    assert.deepEqual(cold.commands.sort(), ['index-pack', 'pack-objects']);
+    assert.deepEqual(objectsOf(cold.value[1]!), objectsOf(value[1]!));
+  });
+
+  it('takes a damaged list for none: the pack is indexed, the fold is the same, the list mended', async () => {
+    const memoDir = path.join(top, 'memo-damaged');
+    const { merged, next, told } = await lastFold(memoDir);
+    const file = path.join(memoDir, packKey(merged.inline!));
+    const good = fs.readFileSync(file, 'utf8').split('\n');
+    assert.deepEqual([...good].sort(), objectsOf(merged));
+    const damaged = [
+      '',
+      good.slice(1).join('\n'),
+      [...good.slice(1), good[0]!.replace(/./, (x) => (x === 'a' ? 'b' : 'a'))].join('\n').toUpperCase(),
+      [...good.slice(1), good[1]!].join('\n'),
+      [...good, '0'.repeat(40)].join('\n'),
+      `${good.join('\n')}\n`,
+      Buffer.from(good.join('\n')).subarray(0, 41).toString(),
+    ];
+    for (const [i, text] of damaged.entries()) {
+      fs.writeFileSync(file, text);
+      const { value, commands } = foldInNewProcess(next, full, memoDir, told);
+      assert.deepEqual(commands.sort(), ['index-pack', 'pack-objects'], `damage ${i}`);
+      assert.deepEqual(objectsOf(value[1]!), objectsOf(pack(full, c[3]!, c[0], false)), `damage ${i}`);
+      assert.deepEqual(fs.readFileSync(file, 'utf8').split('\n').sort(), objectsOf(merged), `damage ${i}`);
+    }
+  });
+
+  it('is bounded: past 512 lists, the least recently written go, down to 384', () => {
+    const memoDir = path.join(top, 'memo-bounded');
+    fs.mkdirSync(memoDir);
+    const now = Date.now() / 1000;
+    for (let i = 0; i < 512; i++) {
+      const file = path.join(memoDir, `old-${String(i).padStart(3, '0')}`);
+      fs.writeFileSync(file, '');
+      fs.utimesSync(file, now - 10_000 + i, now - 10_000 + i);
+    }
+    rememberObjects(Buffer.from('the 513th'), ['1'.repeat(40)], memoDir);
+    const left = fs.readdirSync(memoDir).sort();
+    assert.equal(left.length, 384);
+    assert.ok(left.includes(packKey(Buffer.from('the 513th'))));
+    // The 129 oldest are gone: old-000 .. old-128.
+    assert.equal(left.filter((n) => n.startsWith('old-')).at(0), 'old-129');
   });
 });

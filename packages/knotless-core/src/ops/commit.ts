@@ -11,7 +11,7 @@ import { isValidRefName } from '../git/refname.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfer.ts';
 import { foldPacks } from '../packs/fold.ts';
-import { packKey, rememberObjects } from '../packs/pack-objects-memo.ts';
+import { packMemoDir, rememberObjects } from '../packs/pack-objects-memo.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
 import { contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
 import { newPackEntry, storePacks } from '../packs/store-packs.ts';
@@ -307,13 +307,14 @@ async function buildCommit(
   const entry = newPackEntry(pack);
   // The fold need not index the new pack either.
   if (entry?.inline !== undefined && objects.length === info.count)
-    rememberObjects(packKey(entry.inline), objects);
+    rememberObjects(entry.inline, objects, packMemoDir(env.cacheDir));
   let built: PackEntry[] = [...list, ...(entry === undefined ? [] : [entry])];
   // The record is rewritten anyway: small packs at the end of its list merge in the same write.
   if (env.fold) {
     const folded = await foldPacks(built, {
       gitDir: mirror.gitDir,
       objectsDir: path.join(mirror.gitDir, 'objects'),
+      memoDir: packMemoDir(env.cacheDir),
     });
     if (folded !== built) crashPoint('commit:packs-folded');
     built = folded;

@@ -5,7 +5,7 @@ import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pa
 import type { PackFile } from '../git/pack-file.ts';
 import { GitError } from '../git/run.ts';
 import { planMerge } from './geometric.ts';
-import { knownObjects, packKey, rememberObjects } from './pack-objects-memo.ts';
+import { knownObjects, rememberObjects } from './pack-objects-memo.ts';
 import type { PackEntry } from '../records/ref-record.ts';
 
 /** A fold may make the merged pack at most this many times the packs it replaces (plus the slack). */
@@ -49,6 +49,8 @@ function makeScratchRepo(dir: string, objectsDir: string): void {
 export interface FoldRepo {
   gitDir: string;
   objectsDir: string;
+  /** Where packs' objects are remembered across processes (packMemoDir); this process's only if unset. */
+  memoDir?: string;
 }
 
 /**
@@ -61,32 +63,35 @@ export interface FoldRepo {
  * pack would be far bigger than the packs it replaces: the list is still valid, only longer, and a
  * separate compaction merges it past its threshold.
  *
- * Each git process costs a process start, so the packs whose objects this process knows
- * (pack-objects-memo.ts: the pack it folded last time, a pack it just built) are not indexed:
- * when it knows every one, their objects are packed straight from the repository, with no scratch
- * repository at all; should the repository lack one (another machine pushed it), or a pack be thin
- * on a spared one, every pack is indexed after all.
+ * Each git process costs a process start, so the packs whose objects are known (pack-objects-memo.ts:
+ * those earlier pushes made or folded, kept in the cache folder for the next helper process) are not
+ * indexed: when every one is known, their objects are packed straight from the repository, with no
+ * scratch repository at all; should the repository lack one (another machine pushed it), or a pack
+ * be thin on a spared one, every pack is indexed after all.
  */
 export async function foldPacks(list: PackEntry[], repo: FoldRepo): Promise<PackEntry[]> {
   const from = foldStart(list);
   if (from === undefined) return list;
-  const known = list.slice(from).map((p) => knownObjects(packKey(p.inline!)));
+  const known = list.slice(from).map((p) => knownObjects(p.inline!, repo.memoDir));
   if (!known.every((k) => k !== undefined))
-    return (
-      (await foldFrom(list, from, repo.objectsDir, true)) ??
-      (await foldFrom(list, from, repo.objectsDir, false))!
-    );
+    return (await foldFrom(list, from, repo, true)) ?? (await foldFrom(list, from, repo, false))!;
   const wanted = new Set(known.flat());
   const file = await packObjectList(repo.gitDir, [...wanted], os.tmpdir()).catch((err: unknown) => {
     if (err instanceof GitError) return undefined;
     throw err;
   });
-  if (file !== undefined) return folded(list, from, wanted, file);
-  return (await foldFrom(list, from, repo.objectsDir, false))!;
+  if (file !== undefined) return folded(list, from, wanted, file, repo.memoDir);
+  return (await foldFrom(list, from, repo, false))!;
 }
 
 /** The list with the packs from `from` on replaced by `file`, the pack of `wanted`, if it is a fold. */
-function folded(list: PackEntry[], from: number, wanted: Set<string>, file: PackFile): PackEntry[] {
+function folded(
+  list: PackEntry[],
+  from: number,
+  wanted: Set<string>,
+  file: PackFile,
+  memoDir: string | undefined,
+): PackEntry[] {
   // Folded packs are small (inline ones): the merged pack is read into memory, to travel inline.
   const merged = file.bytes();
   file.close();
@@ -97,62 +102,57 @@ function folded(list: PackEntry[], from: number, wanted: Set<string>, file: Pack
   // small change to a big file would come back whole. Such a fold is not made; the list stays.
   const before = list.slice(from).reduce((n, p) => n + p.size, 0);
   if (merged.length > FOLD_GROWTH_MAX * before + FOLD_SLACK_BYTES) return list;
-  rememberObjects(packKey(merged), [...wanted]);
+  rememberObjects(merged, [...wanted], memoDir);
   return [...list.slice(0, from), { id: info.id, size: merged.length, count: info.count, inline: merged }];
 }
 
 /**
- * The fold of `list` from `from` on, in a scratch repository borrowing `objectsDir`'s objects. With
- * `spare`, packs whose objects this process knows are not indexed, their objects read from
- * `objectsDir`; undefined when that did not work.
+ * The fold of `list` from `from` on, in a scratch repository borrowing the repository's objects.
+ * With `spare`, packs whose objects are known are not indexed, their objects read from the
+ * repository; undefined when that did not work.
  */
 async function foldFrom(
   list: PackEntry[],
   from: number,
-  objectsDir: string,
+  repo: FoldRepo,
   spare: boolean,
 ): Promise<PackEntry[] | undefined> {
-  return inScratch(objectsDir, async (scratch, env) => {
+  return inScratch(repo.objectsDir, async (scratch, env) => {
     const packs = list.slice(from);
-    // Each pack's bytes are hashed once (packKey remembers the key by buffer).
-    const keys = packs.map((p) => packKey(p.inline!));
-    const spared = spare ? keys.filter((k) => knownObjects(k) !== undefined).length : 0;
+    const spared = packs.map((p) => (spare ? knownObjects(p.inline!, repo.memoDir) : undefined));
+    const learn = (p: PackEntry) => learnPack(p, scratch, env, repo.memoDir);
     // Indexed at once, on as many cores as there are; a pack thin on an earlier one of these
     // (not yet indexed then) fails, and is indexed again after the others, in list order.
-    const lists = await Promise.all(
-      packs.map(
-        async (p, i) =>
-          (spare ? knownObjects(keys[i]!) : undefined) ?? (await learn(p, keys[i]!, scratch, env)),
-      ),
-    );
-    for (const [i, p] of packs.entries()) lists[i] ??= await learn(p, keys[i]!, scratch, env);
+    const lists = await Promise.all(packs.map(async (p, i) => spared[i] ?? (await learn(p))));
+    for (const [i, p] of packs.entries()) lists[i] ??= await learn(p);
+    const anySpared = spared.some((k) => k !== undefined);
     // git cannot complete a pack from objectsDir: no fold (perhaps the spared packs held it).
-    if (lists.includes(undefined)) return spared > 0 ? undefined : list;
+    if (lists.includes(undefined)) return anySpared ? undefined : list;
     const wanted = new Set(lists.flatMap((l) => l!));
     const file = await packObjectList(scratch, [...wanted], scratch, env).catch((err: unknown) => {
       // A spared pack's objects are not all in objectsDir.
-      if (err instanceof GitError && spared > 0) return undefined;
+      if (err instanceof GitError && anySpared) return undefined;
       throw err;
     });
     if (file === undefined) return undefined;
-    return folded(list, from, wanted, file);
+    return folded(list, from, wanted, file, repo.memoDir);
   });
 }
 
 /** Indexes one inline pack in the scratch repository and remembers its objects; undefined if git cannot. */
-async function learn(
+async function learnPack(
   p: PackEntry,
-  key: string,
   scratch: string,
   env: Record<string, string>,
-): Promise<string[] | undefined> {
+  memoDir: string | undefined,
+): Promise<readonly string[] | undefined> {
   const indexed = await indexPack(p.inline!, scratch, false, env).catch((err: unknown) => {
     if (err instanceof GitError) return undefined;
     throw err;
   });
   if (indexed === undefined) return undefined;
   const own = await packObjects(scratch, indexed.hash, p.count);
-  rememberObjects(key, own);
+  rememberObjects(p.inline!, own, memoDir);
   return own;
 }
 

@@ -2,7 +2,7 @@ import path from 'node:path';
 import { crashPoint } from '../../crash.ts';
 import { buildPack, rangeObjects } from '../../git/pack.ts';
 import { foldPacks, foldStart } from '../../packs/fold.ts';
-import { packKey, rememberObjects } from '../../packs/pack-objects-memo.ts';
+import { packMemoDir, rememberObjects } from '../../packs/pack-objects-memo.ts';
 import { newPackEntry, storePacks } from '../../packs/store-packs.ts';
 import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
 import type { RemoteRef } from '../../records/remote-repo.ts';
@@ -62,9 +62,14 @@ export async function preparePacks(
   let list = unionPacks(bases.map((b) => b.record.packs));
   if (tips.length === 0) return list;
   const exclude = bases.map((b) => b.record.target!);
-  // When a fold is likely, the new pack's objects (what the fold needs to know of it) are listed
-  // while git builds the pack.
+  // Every tip already a base's (a new branch at a pushed commit): nothing is new, no pack to build.
+  if (tips.every((tip) => exclude.includes(tip))) return list;
+  // A fold packs again the objects of the inline packs it merges, and lists what each holds: a
+  // pack's objects remembered (pack-objects-memo.ts) spare it an index-pack of that pack. So the new
+  // pack's objects are listed (rev-list over the pushed range) whenever it is inline: while git builds
+  // it when it is likely to be (a fold is likely, or the last pack is inline too), else after.
   const guess = env.fold ? foldStart([...list, likeTheLast(list)]) : undefined;
+  const early = env.fold && (guess !== undefined || list.at(-1)?.inline !== undefined);
   const [pack, objects] = await settleAll([
     buildPack({
       tips,
@@ -73,19 +78,21 @@ export async function preparePacks(
       tmpDir: path.join(env.cacheDir, 'tmp'),
       gitDir: env.gitDir,
     }),
-    guess === undefined ? undefined : rangeObjects(tips, exclude, env.gitDir),
+    early ? rangeObjects(tips, exclude, env.gitDir) : undefined,
   ]);
   crashPoint('push:pack-built');
   const entry = newPackEntry(pack);
   if (entry !== undefined) list.push(entry);
+  const memoDir = packMemoDir(env.cacheDir);
+  if (env.fold && entry?.inline !== undefined) {
+    const listed = objects ?? (await rangeObjects(tips, exclude, env.gitDir));
+    // Held to the pack's count: should the two ever disagree, a fold indexes the pack.
+    if (listed.length === entry.count) rememberObjects(entry.inline, listed, memoDir);
+  }
   // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
   if (env.fold && foldStart(list) !== undefined) {
-    // The fold need not index the new pack: its objects are the range's, held to its count.
-    if (entry?.inline !== undefined) {
-      const listed = objects ?? (await rangeObjects(tips, exclude, env.gitDir));
-      if (listed.length === entry.count) rememberObjects(packKey(entry.inline), listed);
-    }
-    const folded = await foldPacks(list, { gitDir: env.gitDir, objectsDir: await env.objectsDir() });
+    const objectsDir = await env.objectsDir();
+    const folded = await foldPacks(list, { gitDir: env.gitDir, objectsDir, memoDir });
     if (folded !== list) crashPoint('push:packs-folded');
     list = folded;
   }
