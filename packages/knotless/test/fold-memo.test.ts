@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { spawnAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, refsOf, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -11,7 +12,9 @@ import { useNetwork } from './helpers/network.ts';
 // every push still lands whole. Real git, the real PDS; git's trace tells which git commands ran.
 const t = useNetwork(['alice.test']);
 let trace = '';
-const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', GIT_TRACE: trace }));
+let agentEnv: Record<string, string> = { KNOTLESS_AGENT: '0' };
+const alice = useGitUser(t, 'alice.test', () => ({ ...agentEnv, GIT_TRACE: trace }));
+
 const createRepo = repoMaker(alice, 'alice.test', 'memo');
 
 /** The git commands one push ran (their names), from git's trace. */
@@ -117,5 +120,44 @@ describe('a fold in a new helper process', () => {
       [],
     );
     await clonesWhole(url, main);
+  });
+
+  it('through the warm agent, which keeps the lists in memory: no index-pack, no file a push', async () => {
+    const url = await createRepo();
+    const main = await newRepo(alice, url);
+    await commitFiles(alice, main, { 'a.txt': 'a\n' }, 'first');
+    await alice.ok(main, 'push', '-q', 'origin', 'main');
+    const socket = path.join(alice.dir(), 'agent.sock');
+    const agent = await spawnAgent(socket, alice.env);
+    agentEnv = { KNOTLESS_AGENT_SOCKET: socket };
+    const kept = () => (fs.existsSync(memo()) ? fs.readdirSync(memo()).sort() : []);
+    const before = kept();
+    try {
+      const runs: string[][] = [];
+      for (let i = 0; i < 8; i++) {
+        await commitFiles(alice, main, { [`f${i}.txt`]: `change ${i}\n`.repeat(20) }, `change ${i}`);
+        runs.push(await pushTraced(main, 'main'));
+      }
+      // The agent's git commands ran for these pushes (git's trace is in the environment they
+      // were given), folds among them.
+      assert.ok(
+        runs.every((r) => r.includes('pack-objects')),
+        JSON.stringify(runs),
+      );
+      assert.ok(
+        runs.some((r) => r.filter((c) => c === 'pack-objects').length === 2),
+        JSON.stringify(runs),
+      );
+      assert.deepEqual(
+        runs.filter((r) => r.includes('index-pack')),
+        [],
+      );
+      assert.deepEqual(kept(), before);
+      assert.ok((await packsOf(url, 'refs/heads/main')) < 9);
+      await clonesWhole(url, main);
+    } finally {
+      agentEnv = { KNOTLESS_AGENT: '0' };
+      await agent.stop();
+    }
   });
 });

@@ -50,7 +50,7 @@ export interface FoldRepo {
   gitDir: string;
   objectsDir: string;
   /** Where packs' objects are remembered across processes (packMemoDir); this process's only if unset. */
-  memoDir?: string;
+  memoDir?: string | undefined;
 }
 
 /**

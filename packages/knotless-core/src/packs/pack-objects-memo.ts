@@ -31,6 +31,18 @@ export function packKey(bytes: Uint8Array): string {
   return key;
 }
 
+/**
+ * Whether this process writes the lists it learns to the cache folder too. The warm agent does not:
+ * it keeps them in memory for the pushes it serves, and each file write costs it (the event loop
+ * waits on it) on every push; it still reads the lists helper processes wrote.
+ */
+let writes = true;
+
+/** Keeps the lists this process learns in its memory only (the warm agent). */
+export function keepObjectsInMemoryOnly(): void {
+  writes = false;
+}
+
 /** Where the memo is kept in the cache folder `cacheDir`. */
 export function packMemoDir(cacheDir: string): string {
   return path.join(cacheDir, 'pack-objects');
@@ -51,11 +63,11 @@ export function knownObjects(bytes: Uint8Array, dir?: string): readonly string[]
 
 /**
  * Remembers a pack's own objects (in pack order, without bases a thin pack borrowed), in this
- * process and, given `dir`, on disk.
+ * process and, given `dir`, on disk (unless {@link keepObjectsInMemoryOnly}).
  */
 export function rememberObjects(bytes: Uint8Array, list: readonly string[], dir?: string): void {
   const key = packKey(bytes);
-  if (!remember(key, list) || dir === undefined) return;
+  if (!remember(key, list) || dir === undefined || !writes) return;
   writeFileAtomic(path.join(dir, key), list.join('\n'));
   trim(dir);
 }

@@ -1,5 +1,6 @@
 import { agentSocket } from '../../agent/autostart.ts';
 import { startGitSpawner } from '../../agent/git-spawner.ts';
+import { keepObjectsInMemoryOnly } from 'knotless-core/packs/pack-objects-memo';
 import { startAgent } from '../../agent/server.ts';
 import { SPAWNER_SCRIPT } from '../../bin/paths.ts';
 import { Context } from '../../context.ts';
@@ -59,6 +60,7 @@ export const command: Command = {
     process.once('SIGTERM', () => agent.stop('terminated'));
     log(`listening on ${socket}`);
     startGitSpawner(SPAWNER_SCRIPT, log);
+    keepObjectsInMemoryOnly();
     const warm = stringOption(args, 'warm');
     if (warm !== undefined) {
       const slash = warm.indexOf('/');
