@@ -160,6 +160,26 @@ describe('the git spawner', () => {
     assert.equal((r as { code: number }).code, 128);
   });
 
+  it("loses none of git's output when git exits before the agent handles its start", async () => {
+    // git given no input exits at once; the agent, busy, learns it started only later. A write on
+    // the connection then (its stdin's end) failed, and Node dropped git's output still unread:
+    // about one command in sixteen, eight at a time, gave an empty answer.
+    const expected = await gitText(['cat-file', '-t', commit], { gitDir: repo });
+    useGitLauncher((args, opts) => spawner.launch(args, opts));
+    try {
+      let wrong = 0;
+      for (let round = 0; round < 40; round++) {
+        const outs = await Promise.all(
+          Array.from({ length: 8 }, () => gitText(['cat-file', '-t', commit], { gitDir: repo })),
+        );
+        wrong += outs.filter((o) => o !== expected).length;
+      }
+      assert.equal(wrong, 0);
+    } finally {
+      useGitLauncher(undefined);
+    }
+  });
+
   it('kills git when the work is aborted', async () => {
     useGitLauncher((args, opts) => spawner.launch(args, opts));
     try {

@@ -18,6 +18,8 @@ export interface GitChild extends EventEmitter {
 export interface LaunchOptions {
   env: NodeJS.ProcessEnv;
   cwd?: string;
+  /** 'ignore': git reads nothing (its stdin is /dev/null, and `stdin` is null); 'pipe': written by the caller. */
+  stdin: 'pipe' | 'ignore';
   /** git's stdout goes to this existing file (written from its start) instead of a pipe. */
   stdoutFile?: string;
   /** 'inherit': git's stderr is this process's; 'pipe': read by the caller. */
@@ -54,7 +56,7 @@ export function launchGit(args: string[], opts: LaunchOptions): GitChild {
   try {
     return spawn('git', args, {
       env: opts.env,
-      stdio: ['pipe', out ?? 'pipe', opts.stderr],
+      stdio: [opts.stdin, out ?? 'pipe', opts.stderr],
       ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
       ...(opts.signal === undefined ? {} : { signal: opts.signal, killSignal: 'SIGKILL' as const }),
     });

@@ -62,8 +62,12 @@ function runOnce(args: string[], opts: RunGitOptions): Promise<{ stdout: Buffer;
       ...(opts.gitDir === undefined ? {} : { GIT_DIR: opts.gitDir }),
       ...opts.env,
     };
+    const input = opts.input ?? '';
+    // git given no input reads /dev/null: nothing is written to it, nothing can fail to be.
+    const none = (typeof input === 'string' || input instanceof Uint8Array) && input.length === 0;
     const child = launchGit(args, {
       env,
+      stdin: none ? 'ignore' : 'pipe',
       stderr: opts.passStderr && caller === undefined ? 'inherit' : 'pipe',
       ...(opts.stdoutFile === undefined ? {} : { stdoutFile: opts.stdoutFile }),
       ...(caller === undefined ? {} : { cwd: caller.cwd }),
@@ -81,10 +85,10 @@ function runOnce(args: string[], opts: RunGitOptions): Promise<{ stdout: Buffer;
         resolve({ stdout: Buffer.concat(out), code });
       else reject(new GitError(args, code, err));
     });
+    if (none) return;
     child.stdin!.on('error', () => {
       // git may exit before reading all input (e.g. on a bad argument); its exit code tells.
     });
-    const input = opts.input ?? '';
     if (typeof input === 'string' || input instanceof Uint8Array) child.stdin!.end(input);
     // Piped with backpressure: a piece is read only when git has taken the last one, and the first
     // only once git runs: a command that never started (and runs again) has taken nothing of it.

@@ -93,14 +93,21 @@ export class GitSpawner {
       env,
       ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
       ...(opts.stdoutFile === undefined ? {} : { stdoutFile: opts.stdoutFile }),
+      stdin: opts.stdin,
       stderr: opts.stderr,
     };
     const conn = net.connect(this.#socket);
-    const child = new SpawnedGit(conn, opts.stdoutFile === undefined, opts.stderr === 'pipe', {
-      kill: (signal) => this.#send({ op: 'kill', id, signal }),
-      // The spawner did not take a command: it is of no more use, git starts here from now on.
-      broken: () => this.stop(),
-    });
+    const child = new SpawnedGit(
+      conn,
+      opts.stdin === 'pipe',
+      opts.stdoutFile === undefined,
+      opts.stderr === 'pipe',
+      {
+        kill: (signal) => this.#send({ op: 'kill', id, signal }),
+        // The spawner did not take a command: it is of no more use, git starts here from now on.
+        broken: () => this.stop(),
+      },
+    );
     this.#track(id, child);
     conn.write(`${JSON.stringify(order)}\n`);
     if (opts.signal !== undefined) child.abortOn(opts.signal);
@@ -168,7 +175,7 @@ function spawnerStopped(cause?: Error): KnotlessError {
  * once git has exited and its stdout is read to the end.
  */
 class SpawnedGit extends EventEmitter implements GitChild {
-  readonly stdin: HeldStdin;
+  readonly stdin: HeldStdin | null;
   readonly stdout: net.Socket | null;
   readonly stderr: PassThrough | null;
   readonly #conn: net.Socket;
@@ -180,6 +187,7 @@ class SpawnedGit extends EventEmitter implements GitChild {
 
   constructor(
     conn: net.Socket,
+    stdin: boolean,
     stdout: boolean,
     stderr: boolean,
     owner: { kill(signal: NodeJS.Signals): void; broken(): void },
@@ -187,14 +195,17 @@ class SpawnedGit extends EventEmitter implements GitChild {
     super();
     this.#conn = conn;
     this.#owner = owner;
-    // Held here until git runs: the spawner must never read a byte meant for git.
-    this.stdin = new HeldStdin(conn);
+    // Held here until git runs: the spawner must never read a byte meant for git. A command that
+    // reads nothing has no stdin here at all: a write to git's end after git exited fails (EPIPE),
+    // and Node then destroys the connection, dropping git's output still unread on it. A command
+    // given input reads it all before it answers (each one knotless runs), so its writes come first.
+    this.stdin = stdin ? new HeldStdin(conn) : null;
     this.stdout = stdout ? conn : null;
     this.stderr = stderr ? new PassThrough() : null;
     conn.on('close', () => {
       this.#connClosed = true;
       // Whatever git did not take of its stdin is dropped, as a pipe's writer sees EPIPE.
-      this.stdin.destroy();
+      this.stdin?.destroy();
       this.#maybeClose();
     });
     let connected = false;
@@ -218,7 +229,7 @@ class SpawnedGit extends EventEmitter implements GitChild {
 
   spawned(): void {
     this.#started = true;
-    this.stdin.start();
+    this.stdin?.start();
     this.emit('spawn');
   }
 
@@ -290,6 +301,8 @@ class HeldStdin extends Writable {
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null) => void): void {
+    // Nothing to send: no write on the connection (one after git exited would fail, see SpawnedGit).
+    if (chunk.length === 0) return done();
     this.#whenStarted(() => this.#conn.write(chunk, done));
   }
 

@@ -90,7 +90,7 @@ export function serveSpawns(): void {
       const child = spawn('git', order.args, {
         env: order.env,
         ...(order.cwd === undefined ? {} : { cwd: order.cwd }),
-        stdio: [conn, out ?? conn, order.stderr],
+        stdio: [order.stdin === 'ignore' ? 'ignore' : conn, out ?? conn, order.stderr],
       });
       children.set(id, child);
       child.stderr?.setEncoding('utf8').on('data', (text: string) => report({ op: 'stderr', id, text }));

@@ -1,7 +1,7 @@
 /**
  * What the warm agent and its git spawner say to each other (client.ts, host.ts). A git command's
  * order travels as the first line of its own socket connection, whose other bytes are then git's
- * stdin and stdout; what the spawner reports travels on the IPC channel Node's `fork` opens.
+ * stdout and (unless it reads nothing) stdin; what the spawner reports travels on the IPC channel Node's `fork` opens.
  */
 
 /** The first line of a connection to the spawner: one git command to start. */
@@ -12,6 +12,11 @@ export interface LaunchOrder {
   args: string[];
   env: Record<string, string>;
   cwd?: string;
+  /**
+   * 'ignore': git's stdin is /dev/null and the agent writes nothing on the connection; 'pipe': the
+   * connection is git's stdin too.
+   */
+  stdin: 'pipe' | 'ignore';
   /** git's stdout goes to this file (opened for writing, not created) instead of the connection. */
   stdoutFile?: string;
   /** 'inherit': git's stderr is the spawner's (the agent's log); 'pipe': reported line by line. */
