@@ -1,7 +1,8 @@
 /**
  * What the warm agent and its git spawner say to each other (client.ts, host.ts). A git command's
  * order travels as the first line of its own socket connection, whose other bytes are then git's
- * stdout and (unless it reads nothing) stdin; what the spawner reports travels on the IPC channel Node's `fork` opens.
+ * stdout and (unless it reads nothing) stdin; what the spawner reports travels on the IPC channel
+ * Node's `fork` opens.
  */
 
 /** The first line of a connection to the spawner: one git command to start. */
