@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import { spawnAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, refsOf, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { packCount } from './helpers/ref-packs.ts';
 
 // Each push without the agent is a new helper process. A fold packs again the objects of the inline
 // packs it merges; the packs earlier pushes made are known from the cache folder, so the fold indexes
@@ -30,22 +31,7 @@ async function pushTraced(cwd: string, ref: string): Promise<string[]> {
   return [...text.matchAll(/trace: built-in: git ([a-z-]+)/g)].map((m) => m[1]!).slice(1);
 }
 
-/** How many packs the ref's record lists, read from alice's PDS. */
-async function packsOf(url: string, ref: string): Promise<number> {
-  const query = new URLSearchParams({
-    repo: t.dids['alice.test']!,
-    collection: 'dev.knotless.ref',
-    limit: '100',
-  });
-  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.listRecords?${query.toString()}`);
-  const { records } = (await res.json()) as {
-    records: Array<{ value: { repo: string; ref: string; packs: unknown[] } }>;
-  };
-  const name = url.split('/').pop()!;
-  const record = records.find((r) => r.value.repo === name && r.value.ref === ref);
-  assert.ok(record !== undefined, `no record of ${ref}`);
-  return record.value.packs.length;
-}
+const packsOf = (url: string, ref: string) => packCount(t, 'alice.test', url, ref);
 
 /** A clone of `url` is whole and has `main`'s refs. */
 async function clonesWhole(url: string, main: string): Promise<void> {

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { commitFiles, newRepo, refsOf, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { packCount } from './helpers/ref-packs.ts';
 
 // The helper takes the repository from GIT_DIR, as git hands it over, and asks git for the object
 // directory only when a push folds packs: pushes from a linked worktree (whose objects are in the
@@ -15,22 +16,7 @@ let objectsEnv: Record<string, string> = {};
 const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: agent, ...objectsEnv }));
 const createRepo = repoMaker(alice, 'alice.test', 'where');
 
-/** How many packs the ref's record lists, read from alice's PDS. */
-async function packsOf(url: string, ref: string): Promise<number> {
-  const name = url.split('/').pop()!;
-  const query = new URLSearchParams({
-    repo: t.dids['alice.test']!,
-    collection: 'dev.knotless.ref',
-    limit: '100',
-  });
-  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.listRecords?${query.toString()}`);
-  const { records } = (await res.json()) as {
-    records: Array<{ value: { repo: string; ref: string; packs: unknown[] } }>;
-  };
-  const record = records.find((r) => r.value.repo === name && r.value.ref === ref);
-  assert.ok(record !== undefined, `no record of ${ref}`);
-  return record.value.packs.length;
-}
+const packsOf = (url: string, ref: string) => packCount(t, 'alice.test', url, ref);
 
 for (const via of ['directly', 'through the agent']) {
   describe(`pushes ${via}`, () => {
