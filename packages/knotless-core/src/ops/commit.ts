@@ -306,15 +306,16 @@ async function buildCommit(
   if (objects.length === info.count) mirror.adopt(info.id, objects);
   const entry = newPackEntry(pack);
   // The fold need not index the new pack either.
+  const memoDir = packMemoDir(env.cacheDir);
   if (entry?.inline !== undefined && objects.length === info.count)
-    rememberObjects(entry.inline, objects, packMemoDir(env.cacheDir));
+    rememberObjects(entry.inline, objects, memoDir);
   let built: PackEntry[] = [...list, ...(entry === undefined ? [] : [entry])];
   // The record is rewritten anyway: small packs at the end of its list merge in the same write.
   if (env.fold) {
     const folded = await foldPacks(built, {
       gitDir: mirror.gitDir,
       objectsDir: path.join(mirror.gitDir, 'objects'),
-      memoDir: packMemoDir(env.cacheDir),
+      memoDir,
     });
     if (folded !== built) crashPoint('commit:packs-folded');
     built = folded;

@@ -74,14 +74,14 @@ export async function foldPacks(list: PackEntry[], repo: FoldRepo): Promise<Pack
   if (from === undefined) return list;
   const known = list.slice(from).map((p) => knownObjects(p.inline!, repo.memoDir));
   if (!known.every((k) => k !== undefined))
-    return (await foldFrom(list, from, repo, true)) ?? (await foldFrom(list, from, repo, false))!;
+    return (await foldFrom(list, from, repo, known)) ?? (await foldFrom(list, from, repo))!;
   const wanted = new Set(known.flat());
   const file = await packObjectList(repo.gitDir, [...wanted], os.tmpdir()).catch((err: unknown) => {
     if (err instanceof GitError) return undefined;
     throw err;
   });
   if (file !== undefined) return folded(list, from, wanted, file, repo.memoDir);
-  return (await foldFrom(list, from, repo, false))!;
+  return (await foldFrom(list, from, repo))!;
 }
 
 /** The list with the packs from `from` on replaced by `file`, the pack of `wanted`, if it is a fold. */
@@ -108,18 +108,17 @@ function folded(
 
 /**
  * The fold of `list` from `from` on, in a scratch repository borrowing the repository's objects.
- * With `spare`, packs whose objects are known are not indexed, their objects read from the
- * repository; undefined when that did not work.
+ * The packs whose objects `spared` gives (by position from `from`, as foldPacks found them) are not
+ * indexed, their objects read from the repository; undefined when that did not work.
  */
 async function foldFrom(
   list: PackEntry[],
   from: number,
   repo: FoldRepo,
-  spare: boolean,
+  spared: Array<readonly string[] | undefined> = [],
 ): Promise<PackEntry[] | undefined> {
   return inScratch(repo.objectsDir, async (scratch, env) => {
     const packs = list.slice(from);
-    const spared = packs.map((p) => (spare ? knownObjects(p.inline!, repo.memoDir) : undefined));
     const learn = (p: PackEntry) => learnPack(p, scratch, env, repo.memoDir);
     // Indexed at once, on as many cores as there are; a pack thin on an earlier one of these
     // (not yet indexed then) fails, and is indexed again after the others, in list order.
