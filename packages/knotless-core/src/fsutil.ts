@@ -15,6 +15,16 @@ export function isMissing(err: unknown): boolean {
   return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
+/** A file's text, or undefined when it does not exist; any other failure to read it surfaces. */
+export function readIfPresent(file: string, encoding: BufferEncoding): string | undefined {
+  try {
+    return fs.readFileSync(file, encoding);
+  } catch (err) {
+    if (isMissing(err)) return undefined;
+    throw err;
+  }
+}
+
 /**
  * Reads and parses a JSON file, or returns undefined when it does not exist or is not JSON. Every
  * file read so is a cache or a session that knotless wrote whole (writeFileAtomic): one that is not
@@ -22,13 +32,8 @@ export function isMissing(err: unknown): boolean {
  * other failure to read it (permissions, I/O) surfaces.
  */
 export function readJson<T>(file: string): T | undefined {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    if (isMissing(err)) return undefined;
-    throw err;
-  }
+  const text = readIfPresent(file, 'utf8');
+  if (text === undefined) return undefined;
   try {
     return JSON.parse(text) as T;
   } catch (err) {

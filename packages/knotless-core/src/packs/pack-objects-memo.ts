@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { isMissing, writeFileAtomic } from '../fsutil.ts';
+import { isMissing, readIfPresent, writeFileAtomic } from '../fsutil.ts';
 import { parsePackInfo } from '../git/pack.ts';
 
 /**
@@ -93,13 +93,8 @@ const OID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
  * absent: the fold indexes the pack, and the list written then replaces it.
  */
 function readKept(file: string, bytes: Uint8Array): string[] | undefined {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'latin1');
-  } catch (err) {
-    if (isMissing(err)) return undefined;
-    throw err;
-  }
+  const text = readIfPresent(file, 'latin1');
+  if (text === undefined) return undefined;
   const list = text.split('\n');
   if (list.length !== parsePackInfo(bytes).count || !list.every((o) => OID.test(o))) return undefined;
   return new Set(list).size === list.length ? list : undefined;
