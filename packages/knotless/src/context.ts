@@ -24,6 +24,8 @@ export class Context {
   readonly agent: AgentClient | undefined;
   /** Why an agent's socket or directory was not used (another user's…): one sentence to print. */
   readonly agentRefusal: string | undefined;
+  /** This context serves a helper run inside the warm agent (see the constructor). */
+  readonly hosted: boolean;
   #mayStartAgent: boolean;
 
   /**
@@ -34,6 +36,7 @@ export class Context {
     // Before anything in them is read: folders others can write are not trusted (config/folders.ts).
     checkFolders(config);
     this.config = config;
+    this.hosted = opts.hosted === true;
     const shared = transportFor(config);
     const direct: Transport =
       opts.hosted === true

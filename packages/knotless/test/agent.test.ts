@@ -115,6 +115,18 @@ describe('the warm agent', () => {
       alice.knotless('repo', 'commit', 'warm', '-m', 'bot', '--add', `bot.txt=${file}`),
     );
     assert.deepEqual(commit, { requests: ['com.atproto.repo.putRecord'], connections: 0 });
+
+    // A push through the agent leaves this machine's view file as it was (the agent's view took the
+    // write): `repo commit` asks the agent first, and still writes in one request.
+    await alice.ok(dir, 'fetch', '-q', 'origin');
+    await alice.ok(dir, 'reset', '-q', '--hard', 'origin/main');
+    await commitFiles(alice, dir, { a: 'after the bot' }, 'after the bot');
+    await alice.ok(dir, 'push', '-q', 'origin', 'main');
+    (await import('node:fs')).writeFileSync(file, 'from a bot, again\n');
+    const again = await cost(() =>
+      alice.knotless('repo', 'commit', 'warm', '-m', 'bot again', '--add', `bot.txt=${file}`),
+    );
+    assert.deepEqual(again, { requests: ['com.atproto.repo.putRecord'], connections: 0 });
   });
 
   it("keeps its view current from the account's events when another machine pushes", async () => {

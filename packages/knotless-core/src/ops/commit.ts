@@ -50,6 +50,11 @@ export interface CommitEnv {
   cacheDir: string;
   /** Fold the small packs at the end of the list into the commit's write (off with KNOTLESS_COMPACT=0). */
   fold?: boolean;
+  /**
+   * The refs as something that follows the account holds them now (the warm agent's view), asked
+   * before this machine's cached view; undefined when it has none.
+   */
+  known?: () => Promise<RemoteRef[] | undefined>;
 }
 
 const MAX_ATTEMPTS = 5;
@@ -154,8 +159,7 @@ async function commitInMirror(
   remote.writer(env.auth).preconnect();
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
   // An expected tip is checked against a listing, never a cached view that may be behind.
-  const seen = req.expect === undefined ? view.read() : undefined;
-  let refs = seen?.refs;
+  let refs = req.expect === undefined ? ((await env.known?.()) ?? view.read()?.refs) : undefined;
   const headOf = (list: RemoteRef[] | undefined) => list?.find((r) => r.record.ref === 'HEAD')?.record.symref;
   const ref = req.branch !== undefined ? `refs/heads/${req.branch}` : (headOf(refs) ?? 'refs/heads/main');
   if (refs === undefined || !refs.some((r) => r.record.ref === ref)) {
