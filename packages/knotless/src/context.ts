@@ -38,14 +38,13 @@ export class Context {
     this.config = config;
     this.hosted = opts.hosted === true;
     const shared = transportFor(config);
-    const direct: Transport =
-      opts.hosted === true
-        ? {
-            request: (url, init) => shared.request(url, init),
-            preconnect: (url) => shared.preconnect?.(url),
-            close: () => {},
-          }
-        : shared;
+    const direct: Transport = this.hosted
+      ? {
+          request: (url, init) => shared.request(url, init),
+          preconnect: (url) => shared.preconnect?.(url),
+          close: () => {},
+        }
+      : shared;
     const found = opts.agent === false || !config.agent ? undefined : findAgent(config);
     this.agent =
       found?.socket === undefined ? undefined : new AgentClient(found.socket, config.httpTimeoutMs);
