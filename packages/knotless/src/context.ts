@@ -1,5 +1,5 @@
 import { findAgent, startAgentDetached, type AgentStart } from './agent/autostart.ts';
-import { AgentClient } from './agent/client.ts';
+import { AgentClient, hostedLink, type AgentHost, type AgentLink } from './agent/client.ts';
 import { SessionStore } from './auth/store.ts';
 import { readConfig, type Config } from 'knotless-core/config/env';
 import { checkFolders } from 'knotless-core/config/folders';
@@ -20,8 +20,8 @@ export class Context {
   readonly sessions: SessionStore;
   /** Told of each request retry (the helper sets it when git asks for verbosity); silent when unset. */
   retryNotice: ((notice: string) => void) | undefined;
-  /** The warm agent, when one is running (and this is not the agent itself). */
-  readonly agent: AgentClient | undefined;
+  /** The warm agent, when one is running: its socket's client, or the agent itself when hosted. */
+  readonly agent: AgentLink | undefined;
   /** Why an agent's socket or directory was not used (another user's…): one sentence to print. */
   readonly agentRefusal: string | undefined;
   /** This context serves a helper run inside the warm agent (see the constructor). */
@@ -29,14 +29,15 @@ export class Context {
   #mayStartAgent: boolean;
 
   /**
-   * `hosted`: this context serves a helper run inside the warm agent (agent/helper-host.ts), whose
-   * connection pool is the agent's own and stays open when the context closes.
+   * `hosted`: this context serves a helper run inside the warm agent (agent/helper-host.ts), which it
+   * reaches by calls (not through its own socket); the connection pool is the agent's own and stays
+   * open when the context closes.
    */
-  constructor(config: Config = readConfig(), opts: { agent?: boolean; hosted?: boolean } = {}) {
+  constructor(config: Config = readConfig(), opts: { agent?: boolean; hosted?: AgentHost | undefined } = {}) {
     // Before anything in them is read: folders others can write are not trusted (config/folders.ts).
     checkFolders(config);
     this.config = config;
-    this.hosted = opts.hosted === true;
+    this.hosted = opts.hosted !== undefined;
     const shared = transportFor(config);
     const direct: Transport = this.hosted
       ? {
@@ -45,9 +46,14 @@ export class Context {
           close: () => {},
         }
       : shared;
-    const found = opts.agent === false || !config.agent ? undefined : findAgent(config);
+    const found =
+      opts.agent === false || !config.agent || opts.hosted !== undefined ? undefined : findAgent(config);
     this.agent =
-      found?.socket === undefined ? undefined : new AgentClient(found.socket, config.httpTimeoutMs);
+      opts.hosted !== undefined
+        ? hostedLink(opts.hosted, config.httpTimeoutMs)
+        : found?.socket === undefined
+          ? undefined
+          : new AgentClient(found.socket, config.httpTimeoutMs);
     this.agentRefusal = found?.refusal;
     this.#mayStartAgent = found?.mayStart ?? false;
     this.transport = this.agent?.transport(direct) ?? direct;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { spawnAgent } from './helpers/agent.ts';
@@ -218,6 +219,51 @@ describe('the thin helper', () => {
     assert.equal(landed.code, 0, landed.stderr);
     assert.equal(landed.stderr, '');
     assert.match(await plain.ok(dir, 'ls-remote', url), new RegExp(`^${three}\trefs/heads/main$`, 'm'));
+  });
+
+  it("asks the agent nothing over its socket but the session: the hosted helper's requests are calls", async () => {
+    // The agent listens at its own socket; git's helpers reach it through a relay that notes each
+    // HTTP request it carries. A helper hosted in the agent that asked it for its view, sent its
+    // writes or said what it wrote over a socket would find the relay too (its session's environment
+    // names it).
+    const own = path.join(t.tmpdir(), 'own.sock');
+    const agent = await spawnAgent(own, { ...crashy.env, KNOTLESS_AGENT_SOCKET: own });
+    const seen: string[] = [];
+    const relay = net.createServer((client) => {
+      const up = net.connect(own);
+      let head = '';
+      client.on('data', (d: Buffer) => {
+        head += d.toString('latin1');
+        for (let m; (m = /^(GET|POST) (\S+) HTTP\/1\.1\r\n/m.exec(head)) !== null;) {
+          seen.push(`${m[1]} ${new URL(m[2]!, 'http://agent').pathname}`);
+          head = head.slice(m.index + m[0].length);
+        }
+      });
+      client.pipe(up).pipe(client);
+      client.on('error', () => up.destroy());
+      up.on('error', () => client.destroy());
+    });
+    crashSocket = path.join(t.tmpdir(), 'relay.sock');
+    await new Promise<void>((resolve) => relay.listen(crashSocket, resolve));
+    try {
+      const name = `thin-calls-${++n}`;
+      assert.equal((await crashy.knotless('repo', 'create', name)).code, 0);
+      const dir = crashy.dir();
+      await crashy.ok(dir, 'init', '-q');
+      await crashy.ok(dir, 'remote', 'add', 'origin', `knotless://alice.test/${name}`);
+      // The first push starts the agent's view of the repository; the second finds it warm.
+      for (const file of ['a', 'b']) {
+        await commitFiles(crashy, dir, { [file]: `${file}\n` }, file);
+        seen.length = 0;
+        const res = await crashy.git(dir, 'push', '-q', 'origin', 'main');
+        assert.equal(res.code, 0, res.stderr);
+        assert.equal(res.stderr, '');
+        assert.deepEqual(seen, ['POST /helper']);
+      }
+    } finally {
+      await new Promise((r) => relay.close(r));
+      await agent.stop();
+    }
   });
 
   it('runs the whole helper when the agent refuses the session, before reading anything of git', async () => {

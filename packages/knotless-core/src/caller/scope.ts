@@ -17,11 +17,29 @@ export interface Caller {
   stderr(text: string): void;
 }
 
-const scope = new AsyncLocalStorage<Caller>();
+const scope = new AsyncLocalStorage<Caller | undefined>();
 
 /** Runs `work` (and everything asynchronous it starts) for `caller`. */
 export function forCaller<T>(caller: Caller, work: () => T): T {
   return scope.run(caller, work);
+}
+
+/**
+ * Runs `work` (and everything asynchronous it starts) as this process's own, from inside a caller's:
+ * the warm agent's views, event streams, group commits and log serve every caller, so none of them
+ * may take on the directory, environment or stderr of the helper whose request set them going.
+ */
+export function forThisProcess<T>(work: () => T): T {
+  return scope.run(undefined, work);
+}
+
+/**
+ * `fn`, run for the caller of the work now running whoever calls it later: a helper's own callback
+ * (a download's sink, an upload's source) that the agent's own work calls back.
+ */
+export function boundToCaller<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R {
+  const caller = scope.getStore();
+  return caller === undefined ? fn : (...args) => scope.run(caller, () => fn(...args));
 }
 
 /** The caller of the work now running, or undefined in a process working for itself. */

@@ -1,16 +1,101 @@
 import fs from 'node:fs';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
+import { boundToCaller } from 'knotless-core/caller/scope';
 import { safeText } from 'knotless-core/text/terminal';
+import { isBodySource, type BodySource } from 'knotless-core/xrpc/request-body';
 import { HttpPool } from 'knotless-core/xrpc/http-pool';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
+
+/** A repository's refs as the agent's view has them, with the commit it is complete at if known. */
+export type AgentView = { refs: RemoteRef[]; commit?: string };
+
+/** What a push wrote (so the agent's view is current at once), or that the view was stale. */
+export interface WroteChange {
+  written?: RemoteRef[];
+  deleted?: string[];
+  invalidate?: boolean;
+}
+
+/** What a command asks of the warm agent: its socket's client, or the agent itself when hosted. */
+export interface AgentLink {
+  /** True until a call found the agent gone. */
+  readonly alive: boolean;
+  /** A transport whose requests the agent sends on (ref writes grouped), `direct` once it is gone. */
+  transport(direct: Transport): Transport;
+  view(did: string, repo: string, pds: string): Promise<AgentView | undefined>;
+  wrote(did: string, repo: string, change: WroteChange): Promise<void>;
+}
+
+/**
+ * The agent as the helpers it hosts (helper-host.ts) reach it: in its own process, so that a hosted
+ * push's request, view and notice are calls, not exchanges over its own socket. What it hands back is
+ * the helper's own copy (refs are decoded afresh), never the views' objects.
+ */
+export interface AgentHost {
+  forward(url: URL, init: HttpRequest): Promise<HttpResponse>;
+  view(did: string, repo: string, pds: string): Promise<AgentView | undefined>;
+  wrote(did: string, repo: string, change: WroteChange): Promise<void>;
+}
+
+/**
+ * The link of a helper the agent hosts. `deadlineMs` is the helper's own limit on one request
+ * (KNOTLESS_HTTP_TIMEOUT of its session), which the agent applies as it does for a socket's helper.
+ */
+export function hostedLink(host: AgentHost, deadlineMs: number | undefined): AgentLink {
+  return {
+    alive: true,
+    transport: () => ({
+      request: (url, init) =>
+        host.forward(url, {
+          ...boundRequest(init),
+          ...(init.deadlineMs !== undefined || deadlineMs === undefined ? {} : { deadlineMs }),
+        }),
+      // The agent's connections are open already.
+      close: () => {},
+    }),
+    view: (did, repo, pds) => host.view(did, repo, pds),
+    wrote: (did, repo, change) => host.wrote(did, repo, change),
+  };
+}
+
+/**
+ * A hosted helper's request with its own callbacks (a download's sink and head, an upload's source)
+ * bound to its caller: the agent runs the request as its own work (see forThisProcess), and what the
+ * helper's code does when called back must still be done in the helper's directory and environment.
+ */
+function boundRequest(init: HttpRequest): HttpRequest {
+  const { sink, onHead, body } = init;
+  return {
+    ...init,
+    ...(sink === undefined ? {} : { sink: boundToCaller(sink) }),
+    ...(onHead === undefined ? {} : { onHead: boundToCaller(onHead) }),
+    ...(isBodySource(body) ? { body: boundSource(body) } : {}),
+  };
+}
+
+function boundSource(source: BodySource): BodySource {
+  const open = boundToCaller(() => source.open()[Symbol.asyncIterator]());
+  return {
+    length: source.length,
+    open: () => {
+      const pieces = open();
+      const next = boundToCaller(() => pieces.next());
+      const end = boundToCaller(async (): Promise<IteratorResult<Uint8Array>> => {
+        await pieces.return?.();
+        return { done: true, value: undefined };
+      });
+      return { [Symbol.asyncIterator]: () => ({ next, return: end }) };
+    },
+  };
+}
 
 /**
  * Talks to a running warm agent over its Unix socket: forwards requests (the agent's connections
  * to the PDS are already open) and asks for its views of repositories. When the agent is not
  * there, every call falls back, silently, to what the helper would do without it.
  */
-export class AgentClient {
+export class AgentClient implements AgentLink {
   readonly #socket: string;
   readonly #pool: HttpPool;
   readonly #deadlineMs: number | undefined;
@@ -100,11 +185,7 @@ export class AgentClient {
    * The agent's current view of a repository's refs, or undefined when it has none yet or has gone
    * away (the caller lists instead). An agent that is there but answers wrongly is an error.
    */
-  async view(
-    did: string,
-    repo: string,
-    pds: string,
-  ): Promise<{ refs: RemoteRef[]; commit?: string } | undefined> {
+  async view(did: string, repo: string, pds: string): Promise<AgentView | undefined> {
     if (!this.#alive) return undefined;
     const q = new URLSearchParams({ did, repo, pds });
     const res = await this.#gone(
@@ -138,11 +219,7 @@ export class AgentClient {
    * Nothing to do when the agent has gone; any other failure throws (the caller warns: the push
    * itself is done, and the agent serves a view only once its event stream has caught up).
    */
-  async wrote(
-    did: string,
-    repo: string,
-    change: { written?: RemoteRef[]; deleted?: string[]; invalidate?: boolean },
-  ): Promise<void> {
+  async wrote(did: string, repo: string, change: WroteChange): Promise<void> {
     if (!this.#alive) return;
     const body = JSON.stringify({
       did,

@@ -2,6 +2,7 @@ import type http from 'node:http';
 import path from 'node:path';
 import { forCaller } from 'knotless-core/caller/scope';
 import { safeText } from 'knotless-core/text/terminal';
+import type { AgentHost } from './client.ts';
 
 /**
  * What a thin helper (bin/git-remote-knotless-thin.ts) sends first, as one line of JSON: who it is
@@ -37,6 +38,8 @@ export interface HostedSession {
   read: () => Promise<Uint8Array | undefined>;
   /** Writes one answer to git. */
   answer: (lines: string[]) => void;
+  /** The agent hosting the session, for the helper's requests, views and notices: calls, not its socket. */
+  agent: AgentHost;
 }
 
 /** Runs the helper's code for a session and gives its exit status (helper/main.ts's `helperMain`). */
@@ -99,12 +102,14 @@ function parseSession(value: unknown): HelperSession | string {
  * over with {@link hostHelpers}) reads
  * git's commands from the request's body and answers through the response, with the helper's
  * directory and environment for everything it runs and its stderr for everything it prints
- * (caller/scope.ts). The helper's own requests go through this agent's socket like any helper's.
+ * (caller/scope.ts). The helper's own requests, its view and what it wrote reach this agent through
+ * `agent`, in this process, as a helper's through the socket would.
  */
 export async function hostHelper(
   req: http.IncomingMessage,
   res: http.ServerResponse,
   log: (line: string) => void,
+  agent: AgentHost,
 ): Promise<void> {
   if (runner === undefined) {
     // No helper code in this process: the thin helper runs the whole helper itself.
@@ -146,6 +151,7 @@ export async function hostHelper(
       env: session.env,
       read: stdin,
       answer: (lines) => send({ o: lines.map((l) => `${l}\n`).join('') }),
+      agent,
     }),
   );
   send({ exit: code });

@@ -1,17 +1,18 @@
 import http from 'node:http';
 import type { Config } from 'knotless-core/config/env';
+import { forThisProcess } from 'knotless-core/caller/scope';
 import { isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRefRecord } from 'knotless-core/records/ref-record';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import type { XrpcClient } from 'knotless-core/xrpc/client';
-import type { HttpRequest, Transport } from 'knotless-core/xrpc/transport';
-import type { BodySource } from 'knotless-core/xrpc/request-body';
-import { BodyTooLarge, type ResponseHeaders } from 'knotless-core/xrpc/http-pool';
+import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import { safeText } from 'knotless-core/text/terminal';
+import type { AgentHost, WroteChange } from './client.ts';
 import { GroupCommit, refusalOf } from './group-commit.ts';
 import { hostHelper } from './helper-host.ts';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
+import { answerForward, isWrite, readBody } from './socket-forward.ts';
 import { PdsStream } from './stream.ts';
 import { Views, parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
 
@@ -23,9 +24,6 @@ const CATCH_UP_MS = 3000;
 
 /** How many of its own latest group commits per account the agent knows by CID (see `own`). */
 const OWN_KEPT = 64;
-
-/** Writes whose failure means the view they were built on may be wrong. */
-const WRITES = /\/xrpc\/com\.atproto\.repo\.(putRecord|applyWrites|deleteRecord|createRecord)$/;
 
 /**
  * What the agent is handed by `knotless agent` (a `Context` is one): the configuration, the direct
@@ -47,46 +45,6 @@ export interface Agent {
   warm(owner: Identity, name: string): void;
   /** Stops accepting, answers what is in flight, stops following; then `exit` is called. */
   stop(why: string): void;
-}
-
-function readBody(req: http.IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
-}
-
-/** An answer's headers as the agent passes them on (its own connection frames the body). */
-function answerHeaders(headers: ResponseHeaders): Record<string, string> {
-  const back: Record<string, string> = {};
-  for (const [k, v] of Object.entries(headers))
-    if (
-      typeof v === 'string' &&
-      !['connection', 'keep-alive', 'transfer-encoding', 'content-length'].includes(k)
-    )
-      back[k] = v;
-  return back;
-}
-
-/**
- * Forwarded request bodies past this size are passed on as they arrive rather than read whole: blob
- * uploads of megabytes. Ref writes (which group-commit.ts parses) are kilobytes of JSON.
- */
-const STREAM_BODY_MIN = 64 * 1024;
-
-/** A request's body read as it is sent on, once: the helper retries by sending it again. */
-function streamedBody(req: http.IncomingMessage, length: number): BodySource {
-  let opened = false;
-  return {
-    length,
-    open: () => {
-      if (opened) throw new Error('a forwarded request body can be sent only once');
-      opened = true;
-      return req;
-    },
-  };
 }
 
 /** The account a forwarded write was for (its body's `repo`), if it says. */
@@ -293,106 +251,91 @@ export async function startAgent(
     return writeWireRefs([...view.refs.values()]);
   }
 
+  /**
+   * A helper's request, sent on: a ref write into the account's next group commit, anything else as
+   * it came. The views follow what it found: a write that failed (it may have landed) or was refused
+   * for anything but a swap drops them; a refused swap marks the account behind.
+   */
+  async function forward(target: URL, init: HttpRequest): Promise<HttpResponse> {
+    // A helper hosted here hands its body as it built it (JSON text), one over the socket as bytes.
+    const { body } = init;
+    const bytes =
+      typeof body === 'string'
+        ? Buffer.from(body, 'utf8')
+        : body instanceof Uint8Array
+          ? Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+          : undefined;
+    const did = bytes !== undefined && isWrite(target.pathname) ? writeTarget(bytes) : undefined;
+    let out: HttpResponse;
+    try {
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(init.headers)) headers[k.toLowerCase()] = v;
+      const grouped =
+        init.method === 'POST' && bytes !== undefined
+          ? group.accept(target, headers, bytes, init.deadlineMs)
+          : undefined;
+      out = await (grouped ??
+        ctx.transport.request(target, bytes?.length === 0 ? { ...init, body: null } : init));
+    } catch (err) {
+      // Whether it landed is unknown: the views of that account cannot be trusted any more.
+      if (did !== undefined) drop(views.drop({ did }), 'a write through the agent failed');
+      throw err;
+    }
+    // A refused swap wrote nothing, and says only that the account moved on: the views follow
+    // it as the stream delivers it. Any other refusal is not understood here, so they go.
+    const refused = out.status >= 400 ? refusalOf(out) : undefined;
+    if (refused === 'swap-conflict') {
+      const head = did === undefined ? undefined : heads.get(did);
+      if (did !== undefined && head !== undefined) behind.set(did, head);
+    } else if (out.status >= 400 && did !== undefined)
+      drop(views.drop({ did }), `a write through the agent was refused (${out.status})`);
+    return out;
+  }
+
+  /** What a helper's push wrote, into the views at once; or its view found stale, dropped. */
+  function wrote(did: string, repo: string, change: WroteChange): void {
+    if (change.invalidate === true) {
+      const v = views.dropRepo(did, repo);
+      if (v !== undefined) drop([v], 'a push found it stale');
+    }
+    for (const r of change.written ?? []) views.apply(did, r.key, r, r.rev ?? '');
+    for (const key of change.deleted ?? []) views.apply(did, key, null, '');
+  }
+
+  /**
+   * The agent as the helpers it hosts reach it: calls, with the helper's own copies of refs. Each runs
+   * as the agent's own work, outside the calling helper's (a stream it starts, a group commit it
+   * joins, a line it logs serve every caller; see forThisProcess).
+   */
+  const host: AgentHost = {
+    forward: (url, init) => forThisProcess(() => forward(url, init)),
+    view: (did, repo, pds) =>
+      forThisProcess(async () => {
+        const got = await viewAt({ did, handle: undefined, pds }, repo);
+        if (got === undefined) return undefined;
+        const refs = parseWireRefs(got.refs);
+        return got.commit === undefined ? { refs } : { refs, commit: got.commit };
+      }),
+    // Applied before the call returns; a fault of the views rejects, as the socket's 502 would.
+    wrote: (did, repo, change) =>
+      forThisProcess(
+        () =>
+          new Promise<void>((resolve) =>
+            resolve(
+              wrote(did, repo, { ...change, written: parseWireRefs(writeWireRefs(change.written ?? [])) }),
+            ),
+          ),
+      ),
+  };
+
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://agent');
     if (url.pathname === '/forward') {
-      const target = new URL(String(req.headers['x-knotless-url']));
-      const headers: Record<string, string> = {};
-      for (const [k, v] of Object.entries(req.headers)) {
-        if (
-          typeof v === 'string' &&
-          !k.startsWith('x-knotless-') &&
-          !['host', 'connection', 'content-length'].includes(k)
-        )
-          headers[k] = v;
-      }
-      const isWrite = WRITES.test(target.pathname);
-      const length = Number(req.headers['content-length']);
-      const body =
-        !isWrite && Number.isSafeInteger(length) && length > STREAM_BODY_MIN
-          ? streamedBody(req, length)
-          : await readBody(req);
-      const failedWrite = (why: string): void => {
-        const did = isWrite && body instanceof Buffer ? writeTarget(body) : undefined;
-        if (did !== undefined) drop(views.drop({ did }), why);
-      };
-      // The helper's cap for this answer travels with it, so the agent never holds more than it would.
-      const cap = Number(req.headers['x-knotless-max-bytes']);
-      const capped = Number.isSafeInteger(cap) && cap >= 0;
-      // A download's answer (a blob) goes on to the helper as it arrives, unheld, and the helper counts
-      // it against its cap and hangs up past it, in its own words (see `gone`): the agent cutting it
-      // would look like a lost connection to the helper, which retries. An announced length is
-      // checked here, before a byte is read.
-      const streaming = req.method === 'GET';
-      const maxBytes = streaming ? Number.MAX_SAFE_INTEGER : capped ? cap : undefined;
-      // Stops the request to the PDS when the helper hangs up on a streamed answer.
-      const gone = new AbortController();
-      res.once('close', () => {
-        if (!res.writableFinished) gone.abort(new Error('the helper hung up'));
-      });
-      const stream: Pick<HttpRequest, 'sink' | 'onHead' | 'signal'> = !streaming
-        ? {}
-        : {
-            signal: gone.signal,
-            onHead: (status, headers) => {
-              if (capped && Number(headers['content-length']) > cap) throw new BodyTooLarge(cap);
-              res.writeHead(status, answerHeaders(headers));
-            },
-            // Written before the connection reads on: the piece is a view of its read buffer.
-            sink: (part) => new Promise<void>((resolve) => res.write(part, () => resolve())),
-          };
-      // The helper's own time limit, so that a time-out is met and named as the helper would.
-      const limit = Number(req.headers['x-knotless-deadline']);
-      const deadlineMs = Number.isSafeInteger(limit) && limit > 0 ? limit : undefined;
-      let out;
-      try {
-        // A ref write goes into the account's next group commit; anything else as it came.
-        const grouped =
-          req.method === 'POST' && body instanceof Buffer
-            ? group.accept(target, headers, body, deadlineMs)
-            : undefined;
-        out = await (grouped ??
-          ctx.transport.request(target, {
-            method: req.method ?? 'GET',
-            headers,
-            body: body instanceof Buffer && body.length === 0 ? null : body,
-            ...(maxBytes === undefined ? {} : { maxBytes }),
-            ...(deadlineMs === undefined ? {} : { deadlineMs }),
-            ...stream,
-          }));
-      } catch (err) {
-        // Part of a streamed answer has gone out already: the helper sees it cut, as it would directly.
-        if (res.headersSent) {
-          res.destroy();
-          return;
-        }
-        // Whether it landed is unknown: the views of that account cannot be trusted any more.
-        failedWrite('a write through the agent failed');
-        // The helper rebuilds the same fault from these headers, as if it had met it itself.
-        const { code, limit } = err as { code?: unknown; limit?: unknown };
-        if (typeof code !== 'string') throw err;
-        res
-          .writeHead(502, {
-            'x-knotless-error': code,
-            'x-knotless-limit': typeof limit === 'number' ? String(limit) : '',
-          })
-          .end(err instanceof Error ? err.message : String(err));
-        return;
-      }
-      // A refused swap wrote nothing, and says only that the account moved on: the views follow
-      // it as the stream delivers it. Any other refusal is not understood here, so they go.
-      const refused = out.status >= 400 ? refusalOf(out) : undefined;
-      if (refused === 'swap-conflict') {
-        const did = isWrite && body instanceof Buffer ? writeTarget(body) : undefined;
-        const head = did === undefined ? undefined : heads.get(did);
-        if (did !== undefined && head !== undefined) behind.set(did, head);
-      } else if (out.status >= 400) failedWrite(`a write through the agent was refused (${out.status})`);
-      if (res.headersSent) res.end();
-      else res.writeHead(out.status, answerHeaders(out.headers)).end(out.body);
+      await answerForward(req, res, forward);
       return;
     }
     if (url.pathname === '/helper' && req.method === 'POST') {
-      await hostHelper(req, res, log);
+      await hostHelper(req, res, log, host);
       return;
     }
     if (url.pathname === '/view') {
@@ -417,12 +360,11 @@ export async function startAgent(
         written?: WireRef[];
         deleted?: Array<{ key: string; rev: string }>;
       };
-      if (body.invalidate === true) {
-        const v = views.dropRepo(body.did, body.repo);
-        if (v !== undefined) drop([v], 'a push found it stale');
-      }
-      for (const r of parseWireRefs(body.written ?? [])) views.apply(body.did, r.key, r, r.rev ?? '');
-      for (const d of body.deleted ?? []) views.apply(body.did, d.key, null, d.rev);
+      wrote(body.did, body.repo, {
+        invalidate: body.invalidate === true,
+        written: parseWireRefs(body.written ?? []),
+        deleted: (body.deleted ?? []).map((d) => d.key),
+      });
       res.writeHead(204).end();
       return;
     }

@@ -13,7 +13,7 @@ hostHelpers(async (session) => {
     reader: new CommandReader(session.read),
     answer: session.answer,
     env: session.env,
-    hosted: true,
+    hosted: session.agent,
   });
 });
 

@@ -1,4 +1,5 @@
 import { readSome, writeAllSync } from 'knotless-core/text/fd-io';
+import type { AgentHost } from '../agent/client.ts';
 
 /** Where git's bytes come from: a descriptor, or pieces handed over (undefined at the end). */
 export type CommandSource = number | (() => Promise<Uint8Array | undefined>);
@@ -76,11 +77,14 @@ export interface HelperIo {
   reader: Pick<CommandReader, 'next' | 'batch'>;
   answer: (lines: string[]) => void;
   env: NodeJS.ProcessEnv;
-  /** True inside the warm agent: the process, its connections and its exit belong to the agent. */
-  hosted: boolean;
+  /**
+   * Inside the warm agent, the agent itself: the process, its connections and its exit belong to it.
+   * Undefined in a helper process of its own.
+   */
+  hosted: AgentHost | undefined;
 }
 
 /** A helper process of its own: git's commands on fd 0, answers on fd 1. */
 export function gitIo(): HelperIo {
-  return { reader: new CommandReader(), answer, env: process.env, hosted: false };
+  return { reader: new CommandReader(), answer, env: process.env, hosted: undefined };
 }

@@ -24,7 +24,7 @@ export function replayIo(replay: Replay): HelperIo {
   return {
     reader: new CommandReader(replay.source),
     env: process.env,
-    hosted: false,
+    hosted: undefined,
     answer: (lines) => {
       if (owed > 0) owed--;
       else writeAllSync(1, lines.map((l) => `${l}\n`).join(''));
