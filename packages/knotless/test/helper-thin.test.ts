@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { startProxy } from 'knotless-devnet';
 import { spawnAgent } from './helpers/agent.ts';
 import { commitFiles, useGitUser, type GitUser } from './helpers/git.ts';
 import { useParity } from './helpers/parity.ts';
@@ -263,6 +266,77 @@ describe('the thin helper', () => {
     } finally {
       await new Promise((r) => relay.close(r));
       await agent.stop();
+    }
+  });
+
+  it('sends nothing more when git is interrupted mid-push (Ctrl-C), as the helper process would have died', async () => {
+    // A pack too large to go in the record is uploaded first; the proxy holds that upload, so that
+    // git can be interrupted while the agent pushes, before the record is written.
+    const proxy = await startProxy({ target: t.net.pdsUrl });
+    const own = path.join(t.tmpdir(), 'own.sock');
+    const via = { KNOTLESS_SERVICE: proxy.url, KNOTLESS_AGENT_SOCKET: own };
+    const agent = await spawnAgent(own, { ...crashy.env, ...via });
+    crashSocket = own;
+    let release = (): void => {};
+    // Waits for `done`, bounded by the test's own limit: a guard, not a speed claim.
+    const until = async (done: () => boolean | Promise<boolean>): Promise<void> => {
+      while (!(await done())) await new Promise((r) => setTimeout(r, 50));
+    };
+    try {
+      await withEnv(crashy, via, async () => {
+        const name = `thin-interrupted-${++n}`;
+        const url = `knotless://alice.test/${name}`;
+        assert.equal((await crashy.knotless('repo', 'create', name)).code, 0);
+        const dir = crashy.dir();
+        await crashy.ok(dir, 'init', '-q');
+        await crashy.ok(dir, 'remote', 'add', 'origin', url);
+        const one = await commitFiles(crashy, dir, { a: '1\n' }, 'one');
+        await crashy.ok(dir, 'push', '-q', 'origin', 'main');
+        const big = crypto.randomBytes(96 * 1024).toString('base64');
+        const two = await commitFiles(crashy, dir, { big }, 'two');
+        const remoteAt = async () =>
+          (await crashy.ok(dir, 'ls-remote', url, 'refs/heads/main')).split('\t')[0];
+
+        proxy.reset();
+        proxy.inject({
+          nsid: 'com.atproto.repo.uploadBlob',
+          fault: { kind: 'hold', until: new Promise<void>((r) => (release = r)) },
+        });
+        // git and its thin helper in a process group of their own, as a shell runs a command.
+        const push = spawn('git', ['push', '-q', 'origin', 'main'], {
+          cwd: dir,
+          env: crashy.env,
+          detached: true,
+          stdio: 'ignore',
+        });
+        const exited = new Promise<unknown>((r) => push.once('exit', (code, signal) => r(signal ?? code)));
+        await until(() => proxy.count('com.atproto.repo.uploadBlob') > 0 || push.exitCode !== null);
+        assert.equal(push.exitCode, null, 'the push ended before its upload');
+        process.kill(-push.pid!, 'SIGINT');
+        assert.equal(await exited, 'SIGINT');
+        await until(() => /went away mid-session/.test(agent.log()));
+        release();
+        // The session ended, or (wrongly) the push landed.
+        await until(
+          async () =>
+            /the helper that went away ended \(status \d+\)/.test(agent.log()) || (await remoteAt()) !== one,
+        );
+        assert.equal(await remoteAt(), one, 'the interrupted push was written');
+        assert.equal(
+          proxy.count('com.atproto.repo.putRecord') + proxy.count('com.atproto.repo.applyWrites'),
+          0,
+        );
+
+        // The agent goes on serving: the push again, uninterrupted, lands.
+        proxy.clearFaults();
+        const again = await crashy.git(dir, 'push', '-q', 'origin', 'main');
+        assert.equal(again.code, 0, again.stderr);
+        assert.equal(await remoteAt(), two);
+      });
+    } finally {
+      release();
+      await agent.stop();
+      await proxy.close();
     }
   });
 

@@ -15,6 +15,11 @@ export interface Caller {
   readonly cwd: string;
   /** Writes to the caller's stderr. */
   stderr(text: string): void;
+  /**
+   * True once the caller went away before its work ended (git interrupted or killed): nobody will hear
+   * of what is left, so it sends nothing more, as the helper would have died with git.
+   */
+  gone?(): boolean;
 }
 
 const scope = new AsyncLocalStorage<Caller | undefined>();

@@ -144,7 +144,20 @@ export async function hostHelper(
     const piece = (await next()) as StdinPiece | undefined;
     return piece === undefined ? undefined : Buffer.from(String(piece.i), 'utf8');
   };
-  const caller = { env: session.env, cwd: session.cwd, stderr: (e: string) => send({ e }) };
+  // The thin helper's connection closed before the session's end: git was interrupted (Ctrl-C reaches
+  // git and its helper together) or killed. A helper process would have died with it mid-work.
+  let hungUp = false;
+  res.once('close', () => {
+    if (res.writableFinished) return;
+    hungUp = true;
+    log('a helper went away mid-session (git interrupted or killed): what is left of its work sends nothing');
+  });
+  const caller = {
+    env: session.env,
+    cwd: session.cwd,
+    stderr: (e: string) => send({ e }),
+    gone: () => hungUp,
+  };
   const code = await forCaller(caller, () =>
     run({
       argv: session.argv,
@@ -154,6 +167,7 @@ export async function hostHelper(
       agent,
     }),
   );
+  if (hungUp) log(`the session of the helper that went away ended (status ${code})`);
   send({ exit: code });
   res.end();
 }

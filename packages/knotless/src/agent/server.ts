@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { Config } from 'knotless-core/config/env';
-import { forThisProcess } from 'knotless-core/caller/scope';
-import { isKnotlessError } from 'knotless-core/errors';
+import { currentCaller, forThisProcess } from 'knotless-core/caller/scope';
+import { isKnotlessError, KnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRefRecord } from 'knotless-core/records/ref-record';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
@@ -308,7 +308,14 @@ export async function startAgent(
    * joins, a line it logs serve every caller; see forThisProcess).
    */
   const host: AgentHost = {
-    forward: (url, init) => forThisProcess(() => forward(url, init)),
+    forward: (url, init) => {
+      // git went away: a request nobody will hear the outcome of is not sent, above all a write.
+      if (currentCaller()?.gone?.() === true)
+        return Promise.reject(
+          new KnotlessError('cancelled', 'git went away before the helper was done; nothing more was sent.'),
+        );
+      return forThisProcess(() => forward(url, init));
+    },
     view: (did, repo, pds) =>
       forThisProcess(async () => {
         const got = await viewAt({ did, handle: undefined, pds }, repo);
