@@ -314,7 +314,12 @@ export async function startAgent(
         return Promise.reject(
           new KnotlessError('cancelled', 'git went away before the helper was done; nothing more was sent.'),
         );
-      return forThisProcess(() => forward(url, init));
+      // Its own answer: a group commit hands one answer (a 5xx, a 429) to each helper it refused.
+      return forThisProcess(() => forward(url, init)).then((res) => ({
+        status: res.status,
+        headers: { ...res.headers },
+        body: Buffer.from(res.body),
+      }));
     },
     view: (did, repo, pds) =>
       forThisProcess(async () => {
