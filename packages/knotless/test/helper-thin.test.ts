@@ -297,41 +297,57 @@ describe('the thin helper', () => {
         const remoteAt = async () =>
           (await crashy.ok(dir, 'ls-remote', url, 'refs/heads/main')).split('\t')[0];
 
-        proxy.reset();
-        proxy.inject({
-          nsid: 'com.atproto.repo.uploadBlob',
-          fault: { kind: 'hold', until: new Promise<void>((r) => (release = r)) },
-        });
-        // git and its thin helper in a process group of their own, as a shell runs a command.
-        const push = spawn('git', ['push', '-q', 'origin', 'main'], {
-          cwd: dir,
-          env: crashy.env,
-          detached: true,
-          stdio: 'ignore',
-        });
-        const exited = new Promise<unknown>((r) => push.once('exit', (code, signal) => r(signal ?? code)));
-        await until(() => proxy.count('com.atproto.repo.uploadBlob') > 0 || push.exitCode !== null);
-        assert.equal(push.exitCode, null, 'the push ended before its upload');
-        process.kill(-push.pid!, 'SIGINT');
-        assert.equal(await exited, 'SIGINT');
-        await until(() => /went away mid-session/.test(agent.log()));
-        release();
-        // The session ended, or (wrongly) the push landed.
-        await until(
-          async () =>
-            /the helper that went away ended \(status \d+\)/.test(agent.log()) || (await remoteAt()) !== one,
-        );
+        /** Interrupts `git push` while the proxy holds its `held` request; the session's exit status. */
+        const interrupted = async (held: string): Promise<number> => {
+          const hangUps = (): number => agent.log().match(/went away mid-session/g)?.length ?? 0;
+          const ends = (): string[] =>
+            [...agent.log().matchAll(/the helper that went away ended \(status (\d+)\)/g)].map((m) => m[1]!);
+          const [before, ended] = [hangUps(), ends().length];
+          proxy.reset();
+          proxy.inject({
+            nsid: held,
+            fault: { kind: 'hold', until: new Promise<void>((r) => (release = r)) },
+          });
+          // git and its thin helper in a process group of their own, as a shell runs a command.
+          const push = spawn('git', ['push', '-q', 'origin', 'main'], {
+            cwd: dir,
+            env: crashy.env,
+            detached: true,
+            stdio: 'ignore',
+          });
+          const exited = new Promise<unknown>((r) => push.once('exit', (code, signal) => r(signal ?? code)));
+          await until(() => proxy.count(held) > 0 || push.exitCode !== null);
+          assert.equal(push.exitCode, null, `the push ended before its ${held}`);
+          process.kill(-push.pid!, 'SIGINT');
+          assert.equal(await exited, 'SIGINT');
+          await until(() => hangUps() > before);
+          release();
+          await until(() => ends().length > ended);
+          proxy.clearFaults();
+          return Number(ends().at(-1));
+        };
+
+        // Held as the pack is uploaded, before the record's write: nothing is written.
+        const status = await interrupted('com.atproto.repo.uploadBlob');
         assert.equal(await remoteAt(), one, 'the interrupted push was written');
         assert.equal(
           proxy.count('com.atproto.repo.putRecord') + proxy.count('com.atproto.repo.applyWrites'),
           0,
         );
+        // Its failure is said in git's protocol, to nobody; the session itself ends without a fault.
+        assert.notEqual(status, 70, 'the session ended with an internal error');
 
         // The agent goes on serving: the push again, uninterrupted, lands.
-        proxy.clearFaults();
         const again = await crashy.git(dir, 'push', '-q', 'origin', 'main');
         assert.equal(again.code, 0, again.stderr);
         assert.equal(await remoteAt(), two);
+
+        // Held as the record is written: sent before git went away, the write lands, and what is left
+        // of the session (git's stdin, at its end) ends without a fault of its own.
+        const three = await commitFiles(crashy, dir, { c: '3\n' }, 'three');
+        const landed = await interrupted('com.atproto.repo.putRecord');
+        assert.equal(await remoteAt(), three);
+        assert.notEqual(landed, 70, 'the session ended with an internal error');
       });
     } finally {
       release();

@@ -140,8 +140,18 @@ export async function hostHelper(
   // git's stdin is read only when the helper's code asks, as the helper reads its own: a read left
   // waiting on git's pipe would keep the thin helper from exiting.
   const stdin = async (): Promise<Uint8Array | undefined> => {
+    // git went away: its stdin has ended, as a helper process reading it would find.
+    if (req.destroyed) return undefined;
     send({ read: true });
-    const piece = (await next()) as StdinPiece | undefined;
+    let piece: StdinPiece | undefined;
+    try {
+      piece = (await next()) as StdinPiece | undefined;
+    } catch (err) {
+      // The connection was cut under the read (git killed or interrupted): the same end. A line that
+      // is not JSON, or too long, is still the fault it is.
+      if (req.destroyed && !(err instanceof SyntaxError)) return undefined;
+      throw err;
+    }
     return piece === undefined ? undefined : Buffer.from(String(piece.i), 'utf8');
   };
   // The thin helper's connection closed before the session's end: git was interrupted (Ctrl-C reaches
