@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy } from 'knotless-devnet';
 import { spawnAgent } from './helpers/agent.ts';
-import { commitFiles, useGitUser, type GitUser } from './helpers/git.ts';
+import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
 import { useParity } from './helpers/parity.ts';
 
 // With the warm agent running, git's helper process is thin: it forwards git's protocol to the agent,
@@ -251,9 +251,7 @@ describe('the thin helper', () => {
     try {
       const name = `thin-calls-${++n}`;
       assert.equal((await crashy.knotless('repo', 'create', name)).code, 0);
-      const dir = crashy.dir();
-      await crashy.ok(dir, 'init', '-q');
-      await crashy.ok(dir, 'remote', 'add', 'origin', `knotless://alice.test/${name}`);
+      const dir = await newRepo(crashy, `knotless://alice.test/${name}`);
       // The first push starts the agent's view of the repository; the second finds it warm.
       for (const file of ['a', 'b']) {
         await commitFiles(crashy, dir, { [file]: `${file}\n` }, file);
@@ -287,9 +285,7 @@ describe('the thin helper', () => {
         const name = `thin-interrupted-${++n}`;
         const url = `knotless://alice.test/${name}`;
         assert.equal((await crashy.knotless('repo', 'create', name)).code, 0);
-        const dir = crashy.dir();
-        await crashy.ok(dir, 'init', '-q');
-        await crashy.ok(dir, 'remote', 'add', 'origin', url);
+        const dir = await newRepo(crashy, url);
         const one = await commitFiles(crashy, dir, { a: '1\n' }, 'one');
         await crashy.ok(dir, 'push', '-q', 'origin', 'main');
         const big = crypto.randomBytes(96 * 1024).toString('base64');
