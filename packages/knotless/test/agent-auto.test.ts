@@ -22,7 +22,7 @@ const auto = useGitUser(t, 'alice.test', () => ({
 /** The same, with the agent turned off. */
 const off = useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT: '0', ...via() }));
 /** More users with agents of their own (their own caches), for the tests that break one. */
-const more = [1, 2, 3].map(() =>
+const more = [1, 2, 3, 4].map(() =>
   useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT_IDLE: '30', ...via() })),
 );
 
@@ -97,7 +97,7 @@ describe('the agent starts itself', () => {
         },
       );
       after(() => traffic.stop());
-      // The first push goes direct: it lists and writes, and starts the agent only after its list.
+      // The first push goes direct: it lists and writes, and starts the agent once git has its answer.
       const first = await cost(() => user.ok(dir, 'push', '-q', 'origin', 'main'));
       assert.equal(first.requests[0], 'com.atproto.repo.listRecords');
       await commitFiles(user, dir, { a: '2' }, 'two');
@@ -149,6 +149,31 @@ describe('the agent starts itself', () => {
       }
     });
   }
+
+  it("is started by a push only once git has the push's answer, not beside its work", async () => {
+    const user = more[3]!;
+    assert.equal((await user.knotless('repo', 'create', 'auto-after')).code, 0);
+    const dir = await newRepo(user, 'knotless://alice.test/auto-after');
+    await commitFiles(user, dir, { a: '1' }, 'one');
+    // A first push writes its ref and the repository's HEAD in one commit.
+    const writes = ['com.atproto.repo.applyWrites', 'com.atproto.repo.putRecord'];
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    proxy!.reset();
+    for (const nsid of writes) proxy!.inject({ nsid, fault: { kind: 'hold', until: held } });
+    const push = user.git(dir, 'push', '-q', 'origin', 'main');
+    try {
+      await until(() => writes.some((w) => proxy!.count(w) > 0), "the push's write");
+      // Listed, packed and written, git not answered yet: no agent was started (its log comes first).
+      assert.equal(fs.existsSync(path.join(agentDir(user), 'agent.log')), false);
+    } finally {
+      release();
+      proxy!.clearFaults();
+    }
+    const res = await push;
+    assert.equal(res.code, 0, res.stderr);
+    await until(async () => (await status(user)).running, 'the agent the push started');
+  });
 
   it('of helpers racing to start it, exactly one agent runs', async () => {
     const user = more[0]!;

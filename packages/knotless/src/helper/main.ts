@@ -123,9 +123,26 @@ export async function helperMain(argv: string[], io: HelperIo = gitIo()): Promis
     const { reader } = io;
     // The refs git sent push commands for: their writes judged them on swaps (see HelperState.checkView).
     const pushed = new Set<string>();
+    // A listing for a push was answered: the warm agent is started, not before git has the push's
+    // answer (or sent none). Its start (a Node process loading knotless, connecting, listing) shares
+    // the machine's cores with the push: started as git decided, it slowed a first push by a fifth.
+    let agentDue = false;
+    const startAgentIfDue = async (): Promise<void> => {
+      if (!agentDue) return;
+      agentDue = false;
+      const remote = await state.remote();
+      state.ctx.startAgent({
+        bin: BIN_SCRIPTS['knotless']!,
+        warn: (m) => printErr(`knotless: warning: ${m}`),
+        warm: `${remote.owner.did}/${remote.name}`,
+      });
+      // A start that failed says so on the next tick, before this process may exit.
+      await new Promise((resolve) => setImmediate(resolve));
+    };
     for (;;) {
       const line = await reader.next();
       if (line === undefined || line === '') {
+        await startAgentIfDue();
         await state.checkView(pushed);
         return 0;
       }
@@ -140,15 +157,9 @@ export async function helperMain(argv: string[], io: HelperIo = gitIo()): Promis
         // update of it is refused), and never to a fetch, which would have to pick one.
         const claimed = [...state.contested].map(([name, claims]) => [name, claims[0]!] as const);
         answer([...formatList(forPush ? new Map([...refs, ...claimed]) : shown(refs), forPush), '']);
-        // git decides what to send meanwhile; the next push finds the agent (agent/autostart.ts).
-        if (forPush) {
-          const remote = await state.remote();
-          state.ctx.startAgent({
-            bin: BIN_SCRIPTS['knotless']!,
-            warn: (m) => printErr(`knotless: warning: ${m}`),
-            warm: `${remote.owner.did}/${remote.name}`,
-          });
-        }
+        // The next push finds the agent (agent/autostart.ts), started once git has this push's answer;
+        // a helper the agent hosts has it already.
+        if (forPush && !io.hosted) agentDue = true;
       } else if (line.startsWith('fetch ')) {
         // fetch and push load git plumbing and pack code only when git asks for them.
         const { fetchBatch } = await import('./fetch.ts');
@@ -166,6 +177,7 @@ export async function helperMain(argv: string[], io: HelperIo = gitIo()): Promis
         for (const l of pushLines) pushed.add(l.slice(l.lastIndexOf(':') + 1));
         const result = await pushBatch(state, pushLines);
         answer([...result.lines, '']);
+        await startAgentIfDue();
         // Past its threshold only (pushes fold small packs into their own write): merging happens in
         // a process of its own that outlives us.
         if (result.compact.length > 0) {
