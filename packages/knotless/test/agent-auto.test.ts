@@ -22,7 +22,7 @@ const auto = useGitUser(t, 'alice.test', () => ({
 /** The same, with the agent turned off. */
 const off = useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT: '0', ...via() }));
 /** More users with agents of their own (their own caches), for the tests that break one. */
-const more = [1, 2, 3, 4].map(() =>
+const more = [1, 2, 3, 4, 5].map(() =>
   useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT_IDLE: '30', ...via() })),
 );
 
@@ -150,29 +150,50 @@ describe('the agent starts itself', () => {
     });
   }
 
-  it("is started by a push only once git has the push's answer, not beside its work", async () => {
-    const user = more[3]!;
-    assert.equal((await user.knotless('repo', 'create', 'auto-after')).code, 0);
-    const dir = await newRepo(user, 'knotless://alice.test/auto-after');
-    await commitFiles(user, dir, { a: '1' }, 'one');
-    // A first push writes its ref and the repository's HEAD in one commit.
+  /**
+   * Runs `act` while the proxy holds its first record write, and checks that no agent had been started
+   * by then (a started agent's log is made first); then that the one `act` started runs.
+   */
+  async function startsOnlyAfterItsWrite(
+    user: GitUser,
+    act: () => Promise<{ code: number | null; stderr: string }>,
+  ) {
+    // A first push writes its ref and the repository's HEAD in one commit; `repo commit` one record.
     const writes = ['com.atproto.repo.applyWrites', 'com.atproto.repo.putRecord'];
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     proxy!.reset();
     for (const nsid of writes) proxy!.inject({ nsid, fault: { kind: 'hold', until: held } });
-    const push = user.git(dir, 'push', '-q', 'origin', 'main');
+    const done = act();
     try {
-      await until(() => writes.some((w) => proxy!.count(w) > 0), "the push's write");
-      // Listed, packed and written, git not answered yet: no agent was started (its log comes first).
+      await until(() => writes.some((w) => proxy!.count(w) > 0), 'the write');
+      // Everything done but the write's answer: no agent was started.
       assert.equal(fs.existsSync(path.join(agentDir(user), 'agent.log')), false);
     } finally {
       release();
       proxy!.clearFaults();
     }
-    const res = await push;
+    const res = await done;
     assert.equal(res.code, 0, res.stderr);
-    await until(async () => (await status(user)).running, 'the agent the push started');
+    await until(async () => (await status(user)).running, 'the agent it started');
+  }
+
+  it("is started by a push only once git has the push's answer, not beside its work", async () => {
+    const user = more[3]!;
+    assert.equal((await user.knotless('repo', 'create', 'auto-after')).code, 0);
+    const dir = await newRepo(user, 'knotless://alice.test/auto-after');
+    await commitFiles(user, dir, { a: '1' }, 'one');
+    await startsOnlyAfterItsWrite(user, () => user.git(dir, 'push', '-q', 'origin', 'main'));
+  });
+
+  it('is started by `repo commit` only once its commit is made', async () => {
+    const user = more[4]!;
+    assert.equal((await user.knotless('repo', 'create', 'auto-commit')).code, 0);
+    const file = path.join(user.dir(), 'a.txt');
+    fs.writeFileSync(file, 'one\n');
+    await startsOnlyAfterItsWrite(user, () =>
+      user.knotless('repo', 'commit', 'auto-commit', '-m', 'one', '--add', `a.txt=${file}`),
+    );
   });
 
   it('of helpers racing to start it, exactly one agent runs', async () => {
