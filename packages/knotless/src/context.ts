@@ -64,14 +64,16 @@ export class Context {
   /**
    * Starts the warm agent in the background when none answered (absent, or its socket left by one
    * that died), at most once per process; this process carries on directly and a later one uses it.
-   * Failures are warnings: the command itself never needed the agent.
+   * Failures are warnings: the command itself never needed the agent. Resolves once a start that
+   * failed has said so (on the next tick), so that a command may exit right after.
    */
-  startAgent(how: AgentStart): void {
+  async startAgent(how: AgentStart): Promise<void> {
     if (this.agentRefusal !== undefined) how.warn(this.agentRefusal);
     if (!this.#mayStartAgent || (this.agent !== undefined && this.agent.alive)) return;
     this.#mayStartAgent = false;
     try {
       startAgentDetached(this.config, how);
+      await new Promise((resolve) => setImmediate(resolve));
     } catch (err) {
       // This command goes direct whatever happened; a refused directory is said, once.
       if (!(err instanceof KnotlessError) && (err as NodeJS.ErrnoException).code === undefined) throw err;

@@ -131,13 +131,11 @@ export async function helperMain(argv: string[], io: HelperIo = gitIo()): Promis
       if (!agentDue) return;
       agentDue = false;
       const remote = await state.remote();
-      state.ctx.startAgent({
+      await state.ctx.startAgent({
         bin: BIN_SCRIPTS['knotless']!,
         warn: (m) => printErr(`knotless: warning: ${m}`),
         warm: `${remote.owner.did}/${remote.name}`,
       });
-      // A start that failed says so on the next tick, before this process may exit.
-      await new Promise((resolve) => setImmediate(resolve));
     };
     for (;;) {
       const line = await reader.next();

@@ -75,9 +75,7 @@ export const command: Command = {
     io.out(commit);
     // A bot's next commit then travels on the agent's open connection (agent/autostart.ts). Started
     // once this one is made: the agent's own start would share the machine's cores with it.
-    c.startAgent({ bin: BIN_SCRIPTS['knotless']!, warn: (m) => io.err(`warning: ${m}`) });
-    // A start that failed says so on the next tick, before this process may exit.
-    await new Promise((resolve) => setImmediate(resolve));
+    await c.startAgent({ bin: BIN_SCRIPTS['knotless']!, warn: (m) => io.err(`warning: ${m}`) });
     // The commit folded small packs into its own write; a list still far past logarithmic (big
     // commits pile up as blob packs) gets a compaction of its own, as after a push.
     if (compactionDue(packs)) await compactLater(c.config, remote.owner.did, remote.name, [ref]);
