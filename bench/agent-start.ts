@@ -3,7 +3,8 @@
 // `knotless repo commit`. Before each measured command no agent runs (the one the last command
 // started is waited for and stopped), so every "starts" sample is a first command that starts one;
 // the ways alternate in order round by round so that load affects them alike. Wall time around the
-// whole command (git and its helper, or the CLI); the network (PDS, PLC) runs in this process.
+// whole command (git and its helper, or the CLI), as client.ts's `run` measures it; the network (PDS,
+// PLC) runs in this process.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -44,12 +45,6 @@ async function noAgent(): Promise<void> {
   fs.rmSync(log, { force: true });
 }
 
-async function timed(work: () => Promise<unknown>): Promise<number> {
-  const start = performance.now();
-  await work();
-  return performance.now() - start;
-}
-
 try {
   await net.ensureAccount('alice.test', 'start-password');
   await knotless(['login', 'alice.test', '--app-password', 'start-password']);
@@ -78,11 +73,11 @@ try {
         await git(['pull', '-q', '--rebase', 'origin', 'main'], off);
         fs.writeFileSync(path.join(work, 'file.txt'), `${i} ${name}\n`);
         await git(['commit', '-q', '-am', `${i} ${name}`], off);
-        samples[name]!.push(await timed(() => git(['push', '-q', 'origin', 'main'], e)));
+        samples[name]!.push((await git(['push', '-q', 'origin', 'main'], e)).ms);
       } else {
         fs.writeFileSync(file, `${i} ${name}\n`);
         const args = ['repo', 'commit', 'start', '-m', `${i} ${name}`, '--add', `other.txt=${file}`];
-        samples[name]!.push(await timed(() => knotless(args, e)));
+        samples[name]!.push((await knotless(args, e)).ms);
       }
     }
   }
