@@ -9,12 +9,18 @@
 // process.cpuUsage, and the swarm driver's (the process that starts the swarm's git commands) is
 // reported by it. `git push` itself is what perf counts for it less its helper's tree (the helper,
 // its git commands and, measured here once, what a wrapper costs per command).
+// Node's floor (`node -e 0`, counted as a helper is: bench/floor.ts) is measured just before and
+// after each swarm and printed beside the helper's column.
 // Not counted apart: a detached `knotless repo compact` (it reports as a helper), rare in a swarm of
 // one-line pushes (a push folds small packs itself).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { median, nodeFloorRuns } from './floor.ts';
+
+/** Runs of `node -e 0` before and after each swarm. */
+const FLOOR_RUNS = 5;
 
 /** CPU seconds per push, by where they were spent. */
 export interface CpuBreakdown {
@@ -23,6 +29,11 @@ export interface CpuBreakdown {
   git_push: number;
   /** The helper process itself (git commands it ran excluded): node start-up, our code. */
   helper: number;
+  /**
+   * `node -e 0` counted the same way as the helper (bench/floor.ts): the median of runs just before
+   * and just after the swarm, for reading the helper's figure on a machine of unknown speed.
+   */
+  node_floor: number;
   /** git commands the helper ran (pack-objects, rev-list, …), by subcommand. */
   helper_git: Record<string, number>;
   /** How many git processes the helper started per push. */
@@ -82,6 +93,7 @@ export class CpuAccount {
   #cpu0 = process.cpuUsage();
   #agent0 = 0;
   #machine0 = machine();
+  #floor: number[] = [];
 
   constructor(dir: string) {
     this.#bin = path.join(dir, 'acct-bin');
@@ -119,6 +131,8 @@ export class CpuAccount {
 
   /** Starts counting now (what was counted before is dropped). */
   start(agentPid: number | undefined): void {
+    // Before the counters start: these processes are not the swarm's.
+    this.#floor = nodeFloorRuns(FLOOR_RUNS);
     fs.rmSync(this.dir, { recursive: true, force: true });
     fs.mkdirSync(this.dir);
     this.#cpu0 = process.cpuUsage();
@@ -138,6 +152,7 @@ export class CpuAccount {
     const cpu = { user: own.user + driverMs * 1000, system: own.system };
     const agent = agentPid === undefined ? 0 : (agentTicks(agentPid) - this.#agent0) / hz;
     const m = machine();
+    this.#floor.push(...nodeFloorRuns(FLOOR_RUNS));
     const sums = new Map<string, number>();
     for (const file of fs.readdirSync(this.dir)) {
       const [what, role, sub] = file.split('.');
@@ -167,6 +182,7 @@ export class CpuAccount {
       pushes,
       git_push: per(get('git:top:push') - helperTree),
       helper: per(helperAll),
+      node_floor: median(this.#floor),
       helper_git: Object.fromEntries(Object.entries(helperGit).map(([k, s]) => [k, per(s)])),
       helper_git_processes: Math.round((wrapped / Math.max(1, pushes)) * 10) / 10,
       agent: per(agent),
@@ -221,11 +237,11 @@ export function cpuTable(rows: Array<{ agents: number; via: string; cpu: CpuBrea
       Object.values(cpu.helper_git).reduce((a, b) => a + b, 0) +
       cpu.agent +
       cpu.pds_and_bench;
-    return `| ${agents} | ${via} | ${cpu.pushes} | ${cpu.git_push} | ${cpu.helper} | ${cpu.helper_git_processes}: ${plumbing} | ${cpu.agent} | ${cpu.pds_and_bench} | ${ours} | ${cpu.git_add_commit} | ${cpu.machine_busy} / ${cpu.machine_capacity} |`;
+    return `| ${agents} | ${via} | ${cpu.pushes} | ${cpu.git_push} | ${cpu.helper} | ${cpu.node_floor} | ${cpu.helper_git_processes}: ${plumbing} | ${cpu.agent} | ${cpu.pds_and_bench} | ${ours} | ${cpu.git_add_commit} | ${cpu.machine_busy} / ${cpu.machine_capacity} |`;
   });
   return [
-    '| agents | via | pushes | git push | helper | git under the helper (processes: ms) | agent | PDS + bench process | push total | git add + commit | machine busy / capacity |',
-    '| ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |',
+    "| agents | via | pushes | git push | helper | Node's floor | git under the helper (processes: ms) | agent | PDS + bench process | push total | git add + commit | machine busy / capacity |",
+    '| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |',
     ...lines,
   ].join('\n');
 }

@@ -11,6 +11,7 @@ import { ACCOUNT, costTable, summarise, table } from './report.ts';
 import { privateRatios } from './private.ts';
 import { startRig } from './setup.ts';
 import { cpuTable } from './cpu-account.ts';
+import { median, nodeFloorRuns } from './floor.ts';
 import { requestLines, runSwarm, swarmTable, type SwarmResult, type SwarmVia } from './swarm.ts';
 
 const { values } = parseArgs({
@@ -43,6 +44,9 @@ const rounds = Number(values.rounds);
 const plain = values.plain;
 loopPushes.n = Number(values.loop);
 
+// Node's own start-up, before the network starts and again after the operations: what the helper's
+// figures are read beside on a machine of unknown speed.
+const floorRuns = nodeFloorRuns(7);
 const rig = await startRig(rtts, plain);
 try {
   const client = await makeClient(rig, plain);
@@ -55,6 +59,8 @@ try {
       peer.push(...(await peerRound(rig, client, rtt, round)));
     }
   }
+  floorRuns.push(...nodeFloorRuns(7));
+  const floor = median(floorRuns);
   const oursFig = summarise(ours, rtts);
   const peerFig = summarise(peer, rtts);
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
@@ -62,6 +68,9 @@ try {
     `knotless bench, ${new Date().toISOString()}, ${os.cpus().length} × ${cpu}, Node ${process.version}`,
   );
   console.log(`npm run bench -- ${process.argv.slice(2).join(' ')}`);
+  console.log(
+    `Node's floor: \`node -e 0\` took ${floor} ms of CPU (median of ${floorRuns.length} runs before and after the operations)`,
+  );
   console.log(
     plain
       ? 'plain http, connecting free: the requests alone'
@@ -142,6 +151,7 @@ try {
       values.json,
       JSON.stringify(
         {
+          node_floor_cpu_ms: floor,
           operations: oursFig,
           peer: peerFig,
           samples: { ours, peer },
