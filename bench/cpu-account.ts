@@ -17,7 +17,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
-import { median, nodeFloorRuns } from './floor.ts';
+import { floorMs, nodeFloorRuns } from './floor.ts';
 
 /** Runs of `node -e 0` before and after each swarm. */
 const FLOOR_RUNS = 5;
@@ -182,7 +182,7 @@ export class CpuAccount {
       pushes,
       git_push: per(get('git:top:push') - helperTree),
       helper: per(helperAll),
-      node_floor: median(this.#floor),
+      node_floor: floorMs(this.#floor),
       helper_git: Object.fromEntries(Object.entries(helperGit).map(([k, s]) => [k, per(s)])),
       helper_git_processes: Math.round((wrapped / Math.max(1, pushes)) * 10) / 10,
       agent: per(agent),

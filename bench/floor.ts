@@ -34,7 +34,7 @@ export function nodeFloorRuns(runs: number): number[] {
   }
 }
 
-/** The median CPU ms of `node -e 0`, rounded. */
-export function median(runs: number[]): number {
+/** The floor to print: the median CPU ms of runs of `node -e 0`, rounded to a millisecond. */
+export function floorMs(runs: number[]): number {
   return Math.round(percentile(runs, 50));
 }

@@ -11,7 +11,7 @@ import { ACCOUNT, costTable, summarise, table } from './report.ts';
 import { privateRatios } from './private.ts';
 import { startRig } from './setup.ts';
 import { cpuTable } from './cpu-account.ts';
-import { median, nodeFloorRuns } from './floor.ts';
+import { floorMs, nodeFloorRuns } from './floor.ts';
 import { requestLines, runSwarm, swarmTable, type SwarmResult, type SwarmVia } from './swarm.ts';
 
 const { values } = parseArgs({
@@ -60,7 +60,7 @@ try {
     }
   }
   floorRuns.push(...nodeFloorRuns(7));
-  const floor = median(floorRuns);
+  const floor = floorMs(floorRuns);
   const oursFig = summarise(ours, rtts);
   const peerFig = summarise(peer, rtts);
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
