@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { checkTreePath, parseIdents, quotePath, writeCommitStream } from 'knotless-core/git/fast-import';
+import { parseIdents, quotePath, writeCommitStream } from 'knotless-core/git/fast-import';
 
 describe('one commit through git fast-import', () => {
   it('stores odd paths byte for byte, executables, deletes, and prints the commit id', () => {
@@ -62,11 +62,8 @@ describe('one commit through git fast-import', () => {
     }
   });
 
-  it('quotes paths C-style and refuses paths git cannot store', () => {
+  it('quotes paths C-style', () => {
     assert.equal(quotePath('a"b\\c\n'), '"a\\"b\\\\c\\012"');
-    for (const bad of ['', '/abs', 'a//b', 'a/', './a', 'a/../b', '..', '.git/config', 'x/.GIT', 'nul\0'])
-      assert.throws(() => checkTreePath(bad), { code: 'usage' }, JSON.stringify(bad));
-    for (const good of ['a', 'a/b/c', '.gitignore', 'a.git', '...']) checkTreePath(good);
   });
 
   it('reads identities from git var -l, and says what to set when git has none', () => {

@@ -158,4 +158,33 @@ describe('knotless repo commit', () => {
     const missing = await alice.knotless('repo', 'commit', 'nope', '-m', 'x', '--add', 'a=' + file('x'));
     assert.equal(missing.code, 7);
   });
+
+  it('refuses a path git would not check out: one sentence, exit 2, nothing written', async () => {
+    const refs = () => alice.ok(alice.dir(), 'ls-remote', 'knotless://alice.test/bot');
+    const before = await refs();
+    const cases: [string, string][] = [
+      ['git~1/x', 'its part "git~1" is the .git folder on Windows (NTFS)'],
+      ['.git /x', 'its part ".git " is the .git folder on Windows (NTFS)'],
+      ['.gI\u200ct/x', 'its part ".gI\u200ct" is the .git folder on macOS (HFS+)'],
+    ];
+    for (const [bad, why] of cases) {
+      const r = await alice.knotless('repo', 'commit', 'bot', '-m', 'x', '--add', `${bad}=${file('x')}`);
+      assert.equal(r.code, 2, r.stderr);
+      assert.equal(r.stdout, '');
+      const lines = r.stderr.split('\n').filter((l) => l !== '' && !l.startsWith('knotless: trace'));
+      assert.deepEqual(lines, [
+        `knotless: "${bad}" is not a path git will check out: ${why}; choose another.`,
+      ]);
+      assert.equal(requests(r.stderr), 0, r.stderr);
+    }
+    // The escape character is named, not sent to the terminal.
+    const esc = await alice.knotless('repo', 'commit', 'bot', '-m', 'x', '--add', `e\x1b[2Jx=${file('x')}`);
+    assert.equal(esc.code, 2);
+    assert.match(
+      esc.stderr,
+      /^knotless: "e\\x1b\[2Jx" is not a path git will check out: it holds a control/m,
+    );
+    assert.ok(!esc.stderr.includes('\x1b'), 'no escape character reaches the terminal');
+    assert.equal(await refs(), before, 'no ref moved');
+  });
 });

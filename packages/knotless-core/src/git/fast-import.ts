@@ -19,20 +19,6 @@ export interface CommitSpec {
   changes: TreeChange[];
 }
 
-/** Refuses a path git would refuse in a tree (and fast-import does not check). */
-export function checkTreePath(p: string): void {
-  const parts = p.split('/');
-  const bad =
-    p === '' ||
-    p.includes('\0') ||
-    parts.some((c) => c === '' || c === '.' || c === '..' || c.toLowerCase() === '.git');
-  if (bad)
-    throw new KnotlessError(
-      'usage',
-      `"${p}" is not a path git can store: use a relative path without empty, "." or ".." parts or .git.`,
-    );
-}
-
 /** A path in fast-import's C-style quotes: `"`, `\` and control characters escaped, UTF-8 as is. */
 export function quotePath(p: string): string {
   let out = '"';

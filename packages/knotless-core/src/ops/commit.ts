@@ -6,7 +6,8 @@ import { crashPoint } from '../crash.ts';
 import { RefView } from '../cache/ref-view.ts';
 import { KnotlessError } from '../errors.ts';
 import { buildPack, parsePackInfo, rangeObjects } from '../git/pack.ts';
-import { checkTreePath, parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
+import { parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
+import { checkTreePath } from '../git/tree-path.ts';
 import { isValidRefName } from '../git/refname.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfer.ts';
@@ -137,6 +138,8 @@ export async function commitToBranch(
   env: CommitEnv,
   req: CommitRequest,
 ): Promise<Committed> {
+  // Before the mirror is touched or anything asked: a path no clone could check out is never written.
+  for (const c of req.changes) checkTreePath(c.path);
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   return mirror.hold(() => commitInMirror(remote, env, req, mirror));
 }
@@ -147,7 +150,6 @@ async function commitInMirror(
   req: CommitRequest,
   mirror: Mirror,
 ): Promise<Committed> {
-  for (const c of req.changes) checkTreePath(c.path);
   if (req.author !== undefined) checkAuthor(req.author);
   // A branch git would refuse (`git check-ref-format --branch`) would be a record no clone can use.
   const b = req.branch;
