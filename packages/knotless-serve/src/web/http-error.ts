@@ -1,13 +1,19 @@
 // The two ways a handler ends a request early; apart from site.ts so that modules site.ts names
 // (images.ts) can use them without an import cycle.
+import type { SafeHtml } from './html.ts';
 
-/** A page-level failure with the HTTP status to answer. */
+/**
+ * A page-level failure with the HTTP status to answer. `body`, when given, is the page shown instead
+ * of the bare sentence: a refused form shown again with what the reader typed, and the sentence.
+ */
 export class HttpError extends Error {
   override name = 'HttpError';
   readonly status: number;
-  constructor(status: number, message: string) {
+  readonly body: SafeHtml | undefined;
+  constructor(status: number, message: string, body?: SafeHtml) {
     super(message);
     this.status = status;
+    this.body = body;
   }
 }
 

@@ -271,6 +271,12 @@ export function handleRequest(site: Site, req: http.IncomingMessage, res: http.S
       if (!(err instanceof HttpError)) site.log(`${req.method} ${req.url}: ${String(err)}`);
       const message = err instanceof HttpError ? err.message : 'Something went wrong; the log says what.';
       if (res.headersSent) return void res.destroy();
+      const kept = err instanceof HttpError ? err.body : undefined;
+      if (kept !== undefined)
+        // A form shown again carries the reader's CSRF token: never kept by a cache.
+        return void res
+          .writeHead(status, { ...HTML_HEADERS, 'cache-control': 'private, no-store' })
+          .end(page(String(status), kept));
       res.writeHead(status, HTML_HEADERS).end(page(String(status), htmlMessage(status, message)));
     },
   );

@@ -8,18 +8,71 @@ import type http from 'node:http';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { isValidBranch } from 'knotless-core/forge/records';
+import { treePathRefusal, treePathSentence } from 'knotless-core/git/tree-path';
 import { commitToBranch } from 'knotless-core/ops/commit';
+import { safeText } from 'knotless-core/text/terminal';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { readBlob } from '../../mirror/read.ts';
 import { csrfField } from '../forms.ts';
-import { html, page, pathHref } from '../html.ts';
+import { html, page, pathHref, withoutUnsafe, type SafeHtml } from '../html.ts';
 import { crumbs, refPath, repoHeader } from '../pages/common.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { viewer } from '../viewer.ts';
 import { field, identityOf, remoteRepo, seeOther, statusOf, writerFor, type Form } from './forge-env.ts';
 
-/** Largest file edited in the browser. */
+/** Largest file edited in the browser: the one limit both the page and the post hold to. */
 const MAX_EDIT = 512 * 1024;
+
+/**
+ * The largest edit form posted, derived from {@link MAX_EDIT} so that every file the page opens can
+ * be saved: a form is URL-encoded, where a byte takes up to 3 (`%E2`), and a line end 6 (the
+ * browser sends the text area's LF as CRLF, `%0D%0A`); 64 KiB more for the path, the message and
+ * the other fields.
+ */
+export const EDIT_FORM_BYTES = 6 * MAX_EDIT + 64 * 1024;
+
+/** What the edit form holds: the file's place and the reader's text. */
+interface EditFields {
+  path: string;
+  branch: string;
+  base: string;
+  content: string;
+  message: string;
+}
+
+/** The edit form, filled with `f`, under `refusal` when the last post was refused. */
+function editForm(repo: RepoTarget, f: EditFields, refusal?: string): SafeHtml {
+  const name = f.path.split('/').pop() ?? f.path;
+  // HTML drops a line break right after <textarea>: one goes first, so a file's own first is kept.
+  const text = `\n${f.content}`;
+  return html`${repoHeader(repo, f.branch)}${crumbs(repo, f.branch, f.path)}
+    ${refusal === undefined ? '' : html`<p class="error" role="alert">${refusal}</p>`}
+    <form class="stack" method="post" action="${pathHref([repo.owner, repo.name], 'edit')}">
+      ${csrfField()}
+      <input type="hidden" name="path" value="${f.path}" />
+      <input type="hidden" name="branch" value="${f.branch}" />
+      <input type="hidden" name="base" value="${f.base}" />
+      <label for="edit-content">${name}</label>
+      <textarea id="edit-content" name="content" rows="24" class="mono">${text}</textarea>
+      <label for="edit-message">Commit message</label>
+      <input id="edit-message" name="message" required value="${f.message}" />
+      <p><button type="submit">Commit to ${f.branch}</button></p>
+    </form>`;
+}
+
+/**
+ * Why the browser cannot edit `content` so that saving it writes the same bytes back, or undefined
+ * when it can: a page holds text, so a file that is not UTF-8 or holds what the page shows as
+ * U+FFFD would be saved changed.
+ */
+function notEditable(content: Buffer | undefined): string | undefined {
+  if (content === undefined) return 'it is larger than 512 KiB';
+  const text = content.toString('utf8');
+  if (content.subarray(0, 8000).includes(0) || !Buffer.from(text, 'utf8').equals(content))
+    return 'it is not UTF-8 text';
+  if (withoutUnsafe(text) !== text) return 'it holds control or bidi characters a page cannot carry';
+  return undefined;
+}
 
 function ownerOnly(repo: RepoTarget, v: Viewer | undefined): Viewer {
   if (v === undefined) throw new HttpError(401, 'Sign in to edit files.');
@@ -37,25 +90,22 @@ export async function editPage(_site: Site, repo: RepoTarget, tail: string): Pro
   const at = await refPath(repo, tail);
   if (!isValidBranch(at.ref)) throw new HttpError(404, `${at.ref} is not a branch.`);
   const blob = await readBlob(repo.gitDir, at.oid, at.path, MAX_EDIT);
-  if (blob.content === undefined || blob.content.subarray(0, 8000).includes(0))
-    throw new HttpError(400, 'Only text files up to 512 KiB are edited here; commit it with git.');
+  // Opened only when it can be saved as it is: the same checks as the post's.
+  const why = treePathRefusal(at.path) ?? notEditable(blob.content);
+  if (why !== undefined)
+    throw new HttpError(
+      400,
+      `${safeText(at.path)} cannot be edited here: ${why}; change it with git and push.`,
+    );
   const name = at.path.split('/').pop() ?? at.path;
-  return page(
-    `Edit ${at.path} on ${at.ref}`,
-    html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}
-      <form class="stack" method="post" action="${pathHref([repo.owner, repo.name], 'edit')}">
-        ${csrfField()}
-        <input type="hidden" name="path" value="${at.path}" />
-        <input type="hidden" name="branch" value="${at.ref}" />
-        <input type="hidden" name="base" value="${at.oid}" />
-        <label for="edit-content">${name}</label>
-        <textarea id="edit-content" name="content" rows="24" class="mono">
-${blob.content.toString('utf8')}</textarea>
-        <label for="edit-message">Commit message</label>
-        <input id="edit-message" name="message" required value="Update ${name}" />
-        <p><button type="submit">Commit to ${at.ref}</button></p>
-      </form>`,
-  );
+  const fields = {
+    path: at.path,
+    branch: at.ref,
+    base: at.oid,
+    content: blob.content!.toString('utf8'),
+    message: `Update ${name}`,
+  };
+  return page(`Edit ${at.path} on ${at.ref}`, editForm(repo, fields));
 }
 
 /**
@@ -71,13 +121,20 @@ export async function editFile(
 ): Promise<void> {
   ownerOnly(repo, v);
   const branch = field(form, 'branch', 'the branch');
-  const file = field(form, 'path', 'the file');
+  // Taken as sent, not trimmed: "a " and "a" are different files.
+  const file = form.get('path') ?? '';
   const base = field(form, 'base', 'the commit edited');
   const message = field(form, 'message', 'a commit message');
   if (!isValidBranch(branch)) throw new HttpError(400, 'That is not a branch name.');
   // Browsers send text areas with CRLF line ends: the file gets the LF it had.
   const content = (form.get('content') ?? '').replace(/\r\n/g, '\n');
-  if (Buffer.byteLength(content) > MAX_EDIT) throw new HttpError(413, 'Files up to 512 KiB are edited here.');
+  // A refusal shows the form again with the reader's text, so no typing is lost.
+  const refuse = (status: number, sentence: string): HttpError =>
+    new HttpError(status, sentence, editForm(repo, { path: file, branch, base, content, message }, sentence));
+  const badPath = treePathSentence(file);
+  if (badPath !== undefined) throw refuse(400, badPath);
+  if (Buffer.byteLength(content) > MAX_EDIT)
+    throw refuse(413, 'Files up to 512 KiB are edited here; nothing was committed.');
   const remote = remoteRepo(site, await identityOf(site, repo.did), repo.name);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-edit-'));
   try {
@@ -104,6 +161,7 @@ export async function editFile(
         409,
         `${branch} moved since this file was opened (someone pushed); open it again and redo the edit.`,
       );
+    if (err instanceof KnotlessError && err.code === 'usage') throw refuse(400, err.message);
     if (err instanceof KnotlessError) throw new HttpError(statusOf(err), err.message);
     throw err;
   } finally {

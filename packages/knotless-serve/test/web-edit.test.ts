@@ -1,0 +1,107 @@
+// Editing a file in the browser, at its edges, in Chromium on the dev network: a path git will not
+// check out is refused with the reader's text kept on the page and nothing written; every file the
+// editor opens can be saved, however its text grows when the form encodes it; a file the page
+// cannot carry byte for byte is not opened.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { BrowserContext, Page } from 'playwright-core';
+import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
+import { useNetwork } from '../../knotless/test/helpers/network.ts';
+import type { Appview } from '../src/appview.ts';
+import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
+import { appviewOn, waitFor } from './helpers.ts';
+import { mainOf, signIn } from './web-forge-kit.ts';
+
+const t = useNetwork(['alice.test']);
+const alice = useGitUser(t, 'alice.test');
+
+/** 510 KiB of short lines with an accent: each of its bytes takes 4 in the posted form. */
+const BIG = 'é\n'.repeat(174_000);
+
+let app: Appview;
+let browser: BrowserContext;
+let page: Page;
+let cspErrors: string[];
+
+async function cloned(): Promise<string> {
+  const dir = alice.dir();
+  await alice.ok(dir, 'clone', '-q', 'knotless://alice.test/site', '.');
+  return dir;
+}
+
+describe('editing a file in the browser, at its edges', () => {
+  before(async () => {
+    await t.ready;
+    app = await appviewOn(t, ':memory:');
+    assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
+    const work = await newRepo(alice, 'knotless://alice.test/site');
+    await commitFiles(alice, work, { 'README.md': '# Site\n', 'big.txt': BIG }, 'start');
+    fs.writeFileSync(path.join(work, 'latin1.txt'), Buffer.from('caf\xe9\n', 'latin1'));
+    await alice.ok(work, 'add', 'latin1.txt');
+    await alice.ok(work, 'commit', '-q', '-m', 'a Latin-1 file');
+    await alice.ok(work, 'push', '-q', 'origin', 'main');
+    const tip = await mainOf(alice, 'alice.test/site');
+    await waitFor(
+      'the push mirrored',
+      async () => {
+        const res = await fetch(`${app.url}/alice.test/site/commits/main`);
+        return res.status === 200 && (await res.text()).includes(tip.slice(0, 7)) ? true : undefined;
+      },
+      60_000,
+    );
+    browser = await launchBrowser();
+    ({ page, cspErrors } = await watchedPage(browser));
+    await signIn(page, app.url, 'alice.test', t.password);
+  });
+  after(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  it('a path git will not check out: 400, one sentence, the text and message kept, nothing written', async () => {
+    const before = await mainOf(alice, 'alice.test/site');
+    await page.goto(`${app.url}/alice.test/site/edit/main/README.md`);
+    await page.getByLabel('README.md').fill('# Site\n\nA careful edit.\n');
+    await page.getByLabel('Commit message').fill('Keep what I typed');
+    // A form whose path was changed on its way (the page itself only posts the file it opened).
+    await page.locator('input[name="path"]').evaluate((el) => ((el as HTMLInputElement).value = 'git~1/x'));
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Commit to main' }).click(),
+    ]);
+    assert.equal(answer.status(), 400);
+    assert.equal(
+      await page.getByRole('alert').innerText(),
+      '"git~1/x" is not a path git will check out: its part "git~1" is the .git folder on Windows (NTFS); choose another.',
+    );
+    assert.equal(await page.locator('textarea[name="content"]').inputValue(), '# Site\n\nA careful edit.\n');
+    assert.equal(await page.getByLabel('Commit message').inputValue(), 'Keep what I typed');
+    await checkPage(page, cspErrors, 'the refused edit, shown again');
+    assert.equal(await mainOf(alice, 'alice.test/site'), before, 'nothing written');
+  });
+
+  it('a file of 510 KiB the editor opens is saved, though its form is four times that', async () => {
+    const opened = await page.goto(`${app.url}/alice.test/site/edit/main/big.txt`);
+    assert.equal(opened?.status(), 200);
+    await page.getByLabel('big.txt').evaluate((el) => ((el as HTMLTextAreaElement).value += 'one more\n'));
+    await page.getByLabel('Commit message').fill('One more line');
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Commit to main' }).click(),
+    ]);
+    assert.equal(answer.status(), 303, await answer.text().catch(() => ''));
+    const dir = await cloned();
+    assert.ok(fs.readFileSync(path.join(dir, 'big.txt')).equals(Buffer.from(`${BIG}one more\n`)));
+  });
+
+  it('a file the page cannot carry byte for byte (not UTF-8) is not opened: one sentence', async () => {
+    const res = await page.goto(`${app.url}/alice.test/site/edit/main/latin1.txt`);
+    assert.equal(res?.status(), 400);
+    assert.match(
+      await page.locator('main').innerText(),
+      /latin1\.txt cannot be edited here: it is not UTF-8 text; change it with git and push\./,
+    );
+  });
+});
