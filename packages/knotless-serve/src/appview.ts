@@ -2,10 +2,12 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { XrpcClient, safeText } from 'knotless-core';
+import { parseAtUri } from 'knotless-core/forge/records';
 import { makeSignIn, type SignIn } from './auth/oauth.ts';
 import { loadServerKey } from './auth/server-key.ts';
 import { WebSessions } from './auth/web-sessions.ts';
 import type { ServeConfig } from './config.ts';
+import { storedRound } from './db/forge-store.ts';
 import { Index } from './db/index-store.ts';
 import { Notifications } from './db/notifications.ts';
 import { startLeadership, type Leadership } from './db/leader.ts';
@@ -136,7 +138,9 @@ export async function startAppview(
     changed: (did, repo) => changed(did, repo, true),
     pulled: (did, record) => {
       const round = record.rounds.at(-1);
-      if (round !== undefined) mirror.prefetchRound(did, record.repo.did, record.repo.rkey, round);
+      const repo = parseAtUri(record.repo);
+      if (round !== undefined && repo !== undefined)
+        mirror.prefetchRound(did, repo.did, repo.rkey, storedRound(round));
     },
     gap: (service, reason) => {
       log(`${service} lost events (${reason}): reading every account again`);

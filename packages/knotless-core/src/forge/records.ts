@@ -1,6 +1,7 @@
-// The forge's records (pull requests, issues, their states, comments): collections, shapes and
-// at-uris, shared by the CLI and the appview. Reading checks against the lexicons live with each
-// front end (they bundle the lexicon documents); checkToWrite takes that check as an argument.
+// The forge's records (pull requests, issues, their states, comments, stars): collections, shapes
+// and at-uris, the one contract the CLI and the appview both read and write (read.ts reads them).
+// The lexicon documents are bundled by each front end, so the lexicon check is handed in.
+import { isValidDid, isValidRecordKey, parseAtUriString } from '@atproto/syntax';
 import { KnotlessError } from '../errors.ts';
 import { isValidRefName } from '../git/refname.ts';
 import { REPO_COLLECTION } from '../records/collections.ts';
@@ -15,6 +16,14 @@ export const ISSUE_STATE = 'dev.knotless.issue.state';
 export const COMMENT = 'dev.knotless.comment';
 export const STAR = 'dev.knotless.star';
 
+/** The forge's collections, in the order a backfill reads them. */
+export const FORGE_COLLECTIONS = [PULL, PULL_STATUS, ISSUE, ISSUE_STATE, COMMENT, STAR] as const;
+export type ForgeCollection = (typeof FORGE_COLLECTIONS)[number];
+
+export function isForgeCollection(c: string): c is ForgeCollection {
+  return (FORGE_COLLECTIONS as readonly string[]).includes(c);
+}
+
 /** The MIME type of a round's pack blob. */
 export const PACK_MIME = 'application/x-git-packed-objects';
 
@@ -25,13 +34,18 @@ export interface AtUri {
   rkey: string;
 }
 
-const AT_URI =
-  /^at:\/\/(did:[a-z]+:[A-Za-z0-9._:%-]{1,2000})\/([a-zA-Z0-9.-]{1,317})\/([A-Za-z0-9._:~-]{1,512})$/;
-
-/** Parses an at-uri naming one record, or undefined when it is not one. */
+/**
+ * Parses an at-uri naming one record by its account's DID, or undefined when it is not one: atproto's
+ * own syntax (@atproto/syntax), and only a DID for the authority, since a handle in a uri can change
+ * owner.
+ */
 export function parseAtUri(uri: string): AtUri | undefined {
-  const m = AT_URI.exec(uri);
-  return m === null ? undefined : { did: m[1]!, collection: m[2]!, rkey: m[3]! };
+  const parsed = parseAtUriString(uri);
+  if (!parsed.success) return undefined;
+  const { authority, collection, rkey, hash } = parsed.value;
+  if (hash !== undefined || collection === undefined || rkey === undefined) return undefined;
+  if (!isValidDid(authority) || !isValidRecordKey(rkey)) return undefined;
+  return { did: authority, collection, rkey };
 }
 
 export function atUri(did: string, collection: string, rkey: string): string {
@@ -100,6 +114,15 @@ export interface StarRecord {
   subject: string;
   createdAt: string;
 }
+
+/** A forge record as read, with its collection. */
+export type ForgeRecord =
+  | { collection: typeof PULL; record: PullRecord }
+  | { collection: typeof PULL_STATUS; record: PullStatusRecord }
+  | { collection: typeof ISSUE; record: IssueRecord }
+  | { collection: typeof ISSUE_STATE; record: IssueStateRecord }
+  | { collection: typeof COMMENT; record: CommentRecord }
+  | { collection: typeof STAR; record: StarRecord };
 
 /** A record that fails its lexicon or the checks beyond it; `why` says which rule. */
 export class InvalidRecord extends KnotlessError {

@@ -1,18 +1,21 @@
 import type { Kysely } from 'kysely';
 import {
-  COMMENT_COLLECTION,
-  ISSUE_COLLECTION,
-  ISSUE_STATE_COLLECTION,
-  PULL_COLLECTION,
-  PULL_STATUS_COLLECTION,
-  STAR_COLLECTION,
+  COMMENT,
+  ISSUE,
+  ISSUE_STATE,
+  PULL,
+  PULL_STATUS,
+  STAR,
+  parseAtUri,
+  type AtUri,
   type ForgeCollection,
   type ForgeRecord,
-} from '../ingest/forge-records.ts';
+  type Round,
+} from 'knotless-core/forge/records';
 import { saveCursor, type EventSource } from './cursor.ts';
 import { inactiveDids, itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
 import type { Decision } from 'knotless-core';
-import type { CommentTable, Database, IssueTable, PullTable } from './schema.ts';
+import type { CommentTable, Database, IssueTable, PullTable, StoredRound } from './schema.ts';
 
 /** A forge record change: `record` null for a delete. */
 export interface ForgeChange {
@@ -26,12 +29,12 @@ export interface ForgeChange {
 }
 
 const TABLES: Record<ForgeCollection, ForgeTable> = {
-  [PULL_COLLECTION]: 'pulls',
-  [PULL_STATUS_COLLECTION]: 'pull_statuses',
-  [ISSUE_COLLECTION]: 'issues',
-  [ISSUE_STATE_COLLECTION]: 'issue_states',
-  [COMMENT_COLLECTION]: 'comments',
-  [STAR_COLLECTION]: 'stars',
+  [PULL]: 'pulls',
+  [PULL_STATUS]: 'pull_statuses',
+  [ISSUE]: 'issues',
+  [ISSUE_STATE]: 'issue_states',
+  [COMMENT]: 'comments',
+  [STAR]: 'stars',
 };
 
 /** A row with its author's verified handle. */
@@ -241,6 +244,28 @@ export class ForgeStore {
   }
 }
 
+/** The parts of an at-uri the reader (knotless-core's forge/read.ts) already checked. */
+function uriOf(uri: string): AtUri {
+  const u = parseAtUri(uri);
+  if (u === undefined) throw new Error(`a record the reader kept names no record: ${uri}`);
+  return u;
+}
+
+/** createdAt in one form (UTC, milliseconds), so that rows sort by it as strings. */
+function time(v: string): string {
+  return new Date(v).toISOString();
+}
+
+/** A round as the index keeps it. */
+export function storedRound(x: Round): StoredRound {
+  return {
+    head: x.head,
+    base: x.base,
+    pack: { cid: x.pack.ref.$link, size: x.pack.size },
+    createdAt: time(x.createdAt),
+  };
+}
+
 function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
   const base = {
     did: change.did,
@@ -248,63 +273,74 @@ function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
     cid: change.cid,
     rev: change.rev,
     deleted: 0,
-    created_at: r.record.createdAt,
+    created_at: time(r.record.createdAt),
     indexed_at: change.time,
   };
   switch (r.collection) {
-    case PULL_COLLECTION:
+    case PULL: {
+      const rounds = r.record.rounds.map(storedRound);
       return {
         ...itemRow(base, r.record),
         base: r.record.base,
         head_repo: r.record.head.repo,
         head_branch: r.record.head.branch,
-        rounds: JSON.stringify(r.record.rounds),
+        rounds: JSON.stringify(rounds),
         merged: null,
       };
-    case PULL_STATUS_COLLECTION:
+    }
+    case PULL_STATUS: {
+      const pull = uriOf(r.record.pull);
       return {
         ...base,
-        pull_did: r.record.pull.did,
-        pull_rkey: r.record.pull.rkey,
+        pull_did: pull.did,
+        pull_rkey: pull.rkey,
         status: r.record.status,
         merged: r.record.merged ?? null,
-        labels: JSON.stringify(r.record.labels),
+        labels: JSON.stringify(r.record.labels ?? []),
       };
-    case ISSUE_COLLECTION:
+    }
+    case ISSUE:
       return itemRow(base, r.record);
-    case ISSUE_STATE_COLLECTION:
+    case ISSUE_STATE: {
+      const issue = uriOf(r.record.issue);
       return {
         ...base,
-        issue_did: r.record.issue.did,
-        issue_rkey: r.record.issue.rkey,
+        issue_did: issue.did,
+        issue_rkey: issue.rkey,
         state: r.record.state,
-        labels: JSON.stringify(r.record.labels),
+        labels: JSON.stringify(r.record.labels ?? []),
       };
-    case COMMENT_COLLECTION:
+    }
+    case COMMENT: {
+      const subject = uriOf(r.record.subject);
       return {
         ...base,
-        subject_did: r.record.subject.did,
-        subject_collection: r.record.subject.collection,
-        subject_rkey: r.record.subject.rkey,
+        subject_did: subject.did,
+        subject_collection: subject.collection,
+        subject_rkey: subject.rkey,
         round: r.record.round ?? null,
         path: r.record.path ?? null,
         line: r.record.line ?? null,
         body: r.record.body,
       };
-    case STAR_COLLECTION:
-      return { ...base, subject_did: r.record.subject.did, subject_name: r.record.subject.rkey };
+    }
+    case STAR: {
+      const subject = uriOf(r.record.subject);
+      return { ...base, subject_did: subject.did, subject_name: subject.rkey };
+    }
   }
 }
 
 /** What a pull request's and an issue's rows have alike; the state is worked out right after (refreshTarget). */
 function itemRow(
   base: Record<string, unknown>,
-  record: { repo: { did: string; rkey: string }; title: string; body?: string | undefined },
+  record: { repo: string; title: string; body?: string | undefined },
 ): Record<string, unknown> {
+  const repo = uriOf(record.repo);
   return {
     ...base,
-    repo_did: record.repo.did,
-    repo_name: record.repo.rkey,
+    repo_did: repo.did,
+    repo_name: repo.rkey,
     title: record.title,
     body: record.body ?? null,
     state: 'open',

@@ -77,6 +77,14 @@ interface ForgeRow {
   indexed_at: string;
 }
 
+/** A pull request round as the index keeps it (`PullTable.rounds`): its pack named by CID alone. */
+export interface StoredRound {
+  head: string;
+  base: string;
+  pack: { cid: string; size: number };
+  createdAt: string;
+}
+
 /** A `dev.knotless.pull` record, with the state its status records give it by the authority rule. */
 export interface PullTable extends ForgeRow {
   repo_did: string;
@@ -86,7 +94,7 @@ export interface PullTable extends ForgeRow {
   head_branch: string;
   title: string;
   body: string | null;
-  /** The rounds as JSON: [{ head, base, pack: { cid, size }, createdAt }]. */
+  /** The rounds as JSON: StoredRound[]. */
   rounds: string;
   /** Kept current from pull_statuses: open, closed or merged. */
   state: string;

@@ -1,7 +1,8 @@
 import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import type { EventSource, Index } from '../db/index-store.ts';
 import { repoOfKey } from '../db/index-store.ts';
-import { forgeRecordOf, InvalidRecord, isForgeCollection, type ForgeCollection } from './forge-records.ts';
+import { InvalidRecord, isForgeCollection, type ForgeCollection } from 'knotless-core/forge/records';
+import { forgeRecords } from './forge-records.ts';
 import { refRecordOf, repoRecordOf } from './records.ts';
 
 /** One record write seen on a stream or in a listing. */
@@ -68,10 +69,10 @@ async function applyForgeWrite(
   let record = null;
   if (w.record !== null) {
     try {
-      record = forgeRecordOf(collection, w.record);
+      record = await forgeRecords.any(collection, w.record);
     } catch (err) {
       if (!(err instanceof InvalidRecord)) throw err;
-      log(`skipping at://${w.did}/${collection}/${w.rkey}: ${err.message}`);
+      log(`skipping at://${w.did}/${collection}/${w.rkey}: ${err.why}`);
     }
   }
   await index.forge.apply(

@@ -4,14 +4,14 @@ import { accountChanged } from './accounts.ts';
 import { applyWrite } from './apply.ts';
 import {
   FORGE_COLLECTIONS,
-  forgeRecordOf,
   InvalidRecord,
   isForgeCollection,
-  PULL_COLLECTION,
+  PULL,
   type PullRecord,
-} from './forge-records.ts';
+} from 'knotless-core/forge/records';
+import { forgeRecords } from './forge-records.ts';
 import type { Identities } from './identities.ts';
-import { lexToJson } from './records.ts';
+import { lexToJson } from '@atproto/lexicon';
 import { followStream } from './stream.ts';
 
 /** A followed event stream. */
@@ -86,12 +86,11 @@ export async function follow(
         source,
         (line) => hooks.log(line),
       );
-      if (evt.collection === PULL_COLLECTION && evt.event !== 'delete' && hooks.pulled !== undefined) {
+      if (evt.collection === PULL && evt.event !== 'delete' && hooks.pulled !== undefined) {
         // A record the lexicon refuses was skipped, and logged, as it was indexed above.
         let record: PullRecord | undefined;
         try {
-          const parsed = forgeRecordOf(PULL_COLLECTION, lexToJson(evt.record));
-          if (parsed.collection === PULL_COLLECTION) record = parsed.record;
+          record = await forgeRecords.pull(lexToJson(evt.record));
         } catch (err) {
           if (!(err instanceof InvalidRecord)) throw err;
         }

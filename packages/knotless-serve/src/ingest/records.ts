@@ -1,20 +1,5 @@
-import { CID } from 'multiformats/cid';
 import { REPO_COLLECTION, isKnotlessError, parseRefRecord, type RefRecord } from 'knotless-core';
-import { parseRecordUri } from './forge-records.ts';
-
-/**
- * A record decoded from CBOR (bytes as Uint8Array, links as CID objects) in its JSON form
- * (`$bytes`, `$link`), the form listRecords returns and the knotless parser reads.
- */
-export function lexToJson(value: unknown): unknown {
-  if (value instanceof Uint8Array) return { $bytes: Buffer.from(value).toString('base64') };
-  const cid = CID.asCID(value);
-  if (cid !== null) return { $link: cid.toString() };
-  if (Array.isArray(value)) return value.map(lexToJson);
-  if (typeof value === 'object' && value !== null)
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, lexToJson(v)]));
-  return value;
-}
+import { parseAtUri } from 'knotless-core/forge/records';
 
 /**
  * A ref record, or undefined when the parser refuses it as invalid (it is then skipped, as the helper
@@ -44,8 +29,6 @@ export function repoRecordOf(json: unknown): {
     // Its ref records are sealed (they never parse as refs): the pages say so instead of "empty".
     ...(typeof v['private'] === 'object' && v['private'] !== null ? { private: true } : {}),
     // Kept only when it names a repository record by DID: pages link to it and pull requests target it.
-    ...(typeof forkOf === 'string' && parseRecordUri(forkOf)?.collection === REPO_COLLECTION
-      ? { forkOf }
-      : {}),
+    ...(typeof forkOf === 'string' && parseAtUri(forkOf)?.collection === REPO_COLLECTION ? { forkOf } : {}),
   };
 }

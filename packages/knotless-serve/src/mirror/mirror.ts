@@ -19,7 +19,7 @@ import type { ServeConfig } from '../config.ts';
 import type { Index, RefRow } from '../db/index-store.ts';
 import type { Identities } from '../ingest/identities.ts';
 import { guardedTransport } from './guard.ts';
-import type { Round } from '../ingest/forge-records.ts';
+import type { StoredRound as Round } from '../db/schema.ts';
 import { refsChanged } from './ref-cache.ts';
 import { Rounds } from './rounds.ts';
 import { trace } from '../trace.ts';

@@ -12,7 +12,7 @@ import {
   type PackFile,
   type Transport,
 } from 'knotless-core';
-import type { Round } from '../ingest/forge-records.ts';
+import type { StoredRound as Round } from '../db/schema.ts';
 import type { Identities } from '../ingest/identities.ts';
 
 /** What loading a round's pack needs from the mirror. */

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Round } from '../ingest/forge-records.ts';
+import type { StoredRound as Round } from '../db/schema.ts';
 import { presentObjects, whole, wholeObjects } from './objects.ts';
 import type { Slots } from './queue.ts';
 import { loadRoundPack, RoundUnavailable, type RoundPackDeps } from './round-packs.ts';

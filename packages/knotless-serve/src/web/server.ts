@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type http from 'node:http';
-import { parseRecordUri } from '../ingest/forge-records.ts';
+import { parseAtUri } from 'knotless-core/forge/records';
 import { handleXrpc } from '../xrpc/router.ts';
 import { RequestTimeout, requestSignal, withSignal } from './deadline.ts';
 import { editPage } from './actions/edit.ts';
@@ -50,7 +50,7 @@ async function findRepo(site: Site, actor: string, name: string): Promise<RepoTa
   if (owner === undefined || repo === undefined)
     throw new HttpError(404, `No repository ${actor}/${name} is known here.`);
   const gitDir = site.mirror.gitDir(owner.did, name);
-  const parent = repo.fork_of === null ? undefined : parseRecordUri(repo.fork_of);
+  const parent = repo.fork_of === null ? undefined : parseAtUri(repo.fork_of);
   const forkOf =
     parent === undefined
       ? null

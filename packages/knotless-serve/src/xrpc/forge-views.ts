@@ -1,5 +1,6 @@
 import type { CommentRow, IssueRow, PullRow, StateFilter } from '../db/forge-store.ts';
-import { parseRecordUri, recordUri, type RecordUri, type Round } from '../ingest/forge-records.ts';
+import { atUri as recordUri, parseAtUri, type AtUri } from 'knotless-core/forge/records';
+import type { StoredRound as Round } from '../db/schema.ts';
 import { XrpcHttpError } from './common.ts';
 
 function author(did: string, handle: string | null): Record<string, unknown> {
@@ -62,8 +63,8 @@ export function commentView(r: CommentRow): Record<string, unknown> {
 }
 
 /** A uri parameter naming a record of `collection`. */
-export function uriParam(value: string, collection: string, name: string): RecordUri {
-  const u = parseRecordUri(value);
+export function uriParam(value: string, collection: string, name: string): AtUri {
+  const u = parseAtUri(value);
   if (u === undefined || u.collection !== collection)
     throw new XrpcHttpError(400, 'InvalidRequest', `${name} must be an at://<did>/${collection}/<key> uri`);
   return u;

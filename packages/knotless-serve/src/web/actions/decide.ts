@@ -4,12 +4,12 @@
 import type http from 'node:http';
 import { KnotlessError } from 'knotless-core/errors';
 import { mergePull } from 'knotless-core/forge/merge';
-import { ISSUE_STATE, PULL, PULL_STATUS, type PullRecord } from 'knotless-core/forge/records';
+import { ISSUE_STATE, PULL, PULL_STATUS } from 'knotless-core/forge/records';
 import { newTid } from 'knotless-core/forge/store';
 import { checkOutcome, checkStateWrite, stateBy, stateRecord } from 'knotless-core/forge/state-write';
 import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
 import type { Viewer } from '../../auth/web-sessions.ts';
-import { forgeRecordOf } from '../../ingest/forge-records.ts';
+import { forgeRecords } from '../../ingest/forge-records.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import {
   checkedRecord,
@@ -51,7 +51,10 @@ async function writeState(
   checkOutcome({ ...w, decisions, rkey, authorName, expect });
   const collection = pulls ? PULL_STATUS : ISSUE_STATE;
   const keep = viewer.did === repo.did ? item.labels : [];
-  const record = checkedRecord(collection, stateRecord(pulls ? 'pr' : 'issue', item.uri, state, keep, extra));
+  const record = await checkedRecord(
+    collection,
+    stateRecord(pulls ? 'pr' : 'issue', item.uri, state, keep, extra),
+  );
   const auth = await writerFor(site, viewer);
   await forgeStore(site).create(auth, collection, record, rkey);
 }
@@ -134,8 +137,7 @@ export async function merge(
   const author = await identityOf(site, item.did);
   const raw = await forgeStore(site).getRaw(author, PULL, item.rkey);
   if (raw === undefined) throw new HttpError(404, "The pull request is no longer in its author's account.");
-  forgeRecordOf(PULL, raw.value);
-  const pull = raw.value as PullRecord;
+  const pull = await forgeRecords.pull(raw.value);
   const last = pull.rounds[pull.rounds.length - 1]!;
   if (last.head !== reviewed)
     throw new HttpError(

@@ -1,14 +1,24 @@
 // What the forge's browser actions share: the reader's writer, repositories as the core's
 // RemoteRepo, records checked as the index checks them, failures as one sentence with a status.
 import type http from 'node:http';
-import { KnotlessError } from 'knotless-core/errors';
-import { writeRecord } from 'knotless-core/forge/records';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
+import {
+  COMMENT,
+  ISSUE,
+  ISSUE_STATE,
+  PULL,
+  PULL_STATUS,
+  STAR,
+  checkToWrite,
+  writeRecord,
+  type ForgeCollection,
+} from 'knotless-core/forge/records';
 import { ForgeStore } from 'knotless-core/forge/store';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { readerAuth, type ReaderAuth } from '../../auth/authorizer.ts';
 import type { Viewer } from '../../auth/web-sessions.ts';
-import { InvalidRecord, forgeRecordOf, type ForgeCollection } from '../../ingest/forge-records.ts';
+import { forgeRecords } from '../../ingest/forge-records.ts';
 import { HttpError, type Site } from '../site.ts';
 
 /** The reader's OAuth session as a writer for the core's operations. */
@@ -45,16 +55,29 @@ export function remoteRepo(site: Site, owner: Identity, name: string): RemoteRep
  * The JSON of a record to write, checked exactly as the index will read it: nothing is written
  * that every reader would skip.
  */
-export function checkedRecord(collection: ForgeCollection, record: object): Record<string, unknown> {
+export async function checkedRecord(
+  collection: ForgeCollection,
+  record: object,
+): Promise<Record<string, unknown>> {
   const json = writeRecord(collection, record);
   try {
-    forgeRecordOf(collection, JSON.parse(JSON.stringify(json)));
+    await checkToWrite((v) => forgeRecords.any(collection, v), json, NOUN[collection]);
   } catch (err) {
-    if (err instanceof InvalidRecord) throw new HttpError(400, `That cannot be written: ${err.message}.`);
+    if (isKnotlessError(err, 'usage')) throw new HttpError(400, err.message);
     throw err;
   }
   return json;
 }
+
+/** What a record is called in a sentence that refuses to write it. */
+const NOUN: Record<ForgeCollection, string> = {
+  [PULL]: 'pull request',
+  [PULL_STATUS]: "pull request's state",
+  [ISSUE]: 'issue',
+  [ISSUE_STATE]: "issue's state",
+  [COMMENT]: 'comment',
+  [STAR]: 'star',
+};
 
 /** The HTTP status of a failure of the core's operations: who may (403), who was first (409). */
 export function statusOf(err: KnotlessError): number {

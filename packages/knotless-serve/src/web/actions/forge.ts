@@ -91,7 +91,7 @@ async function itemOf(
 async function openIssue(site: Site, viewer: Viewer, repo: RepoTarget, form: Form, res: http.ServerResponse) {
   const title = field(form, 'title', 'the issue a title');
   const body = optional(form, 'body');
-  const record = checkedRecord(ISSUE, {
+  const record = await checkedRecord(ISSUE, {
     repo: repoUri(repo.did, repo.name),
     title,
     ...(body === undefined ? {} : { body }),
@@ -131,7 +131,7 @@ async function comment(
   )
     throw new HttpError(400, 'A comment on a line names a round, a file of its diff and a line number.');
   const createdAt = new Date().toISOString();
-  const record = checkedRecord(COMMENT, {
+  const record = await checkedRecord(COMMENT, {
     subject: item.uri,
     ...(round === undefined ? {} : { round }),
     ...(path === undefined ? {} : { path, line }),
@@ -193,7 +193,11 @@ async function openPull(site: Site, viewer: Viewer, repo: RepoTarget, form: Form
   );
   if (round.head === round.base)
     throw new HttpError(400, `${branch} holds nothing that ${base} lacks; nothing was written.`);
-  const record = checkedRecord(PULL, { ...draft, rounds: [round], createdAt: new Date().toISOString() });
+  const record = await checkedRecord(PULL, {
+    ...draft,
+    rounds: [round],
+    createdAt: new Date().toISOString(),
+  });
   const made = await forgeStore(site).create(auth, PULL, record);
   await untilIndexed(async () => (await site.index.forge.pull(viewer.did, made.rkey)) !== undefined);
   seeOther(res, href(repo.owner, repo.name, 'pulls', viewer.did, made.rkey));

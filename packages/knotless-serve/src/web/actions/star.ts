@@ -27,7 +27,7 @@ export async function star(
     const made = await store.create(
       auth,
       STAR,
-      checkedRecord(STAR, { subject, createdAt: new Date().toISOString() }),
+      await checkedRecord(STAR, { subject, createdAt: new Date().toISOString() }),
     );
     await untilIndexed(async () => (await indexed()).includes(made.rkey));
   } else if (!on) {

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { PullRow } from '../../db/forge-store.ts';
-import { parseRecordUri, type Round } from '../../ingest/forge-records.ts';
+import { parseAtUri } from 'knotless-core/forge/records';
+import type { StoredRound as Round } from '../../db/schema.ts';
 import { log, mergeBase, resolveCommit } from '../../mirror/read.ts';
 import { RoundUnavailable } from '../../mirror/round-packs.ts';
 import { roundsOf } from '../../xrpc/forge-views.ts';
@@ -120,7 +121,7 @@ async function roundDiff(
 
 /** The head's repository as `owner/name:` when it is not the target itself (a fork), else ''. */
 async function headRepoName(site: Site, repo: RepoTarget, uri: string): Promise<string> {
-  const u = parseRecordUri(uri);
+  const u = parseAtUri(uri);
   if (u === undefined || (u.did === repo.did && u.rkey === repo.name)) return '';
   return `${(await site.index.owner(u.did))?.handle ?? u.did}/${u.rkey}:`;
 }
