@@ -4,15 +4,21 @@
 import type http from 'node:http';
 import { KnotlessError } from 'knotless-core/errors';
 import { mergePull } from 'knotless-core/forge/merge';
-import { ISSUE_STATE, PULL, PULL_STATUS } from 'knotless-core/forge/records';
-import { newTid } from 'knotless-core/forge/store';
-import { checkOutcome, checkStateWrite, stateBy, stateRecord } from 'knotless-core/forge/state-write';
+import {
+  alreadyDecided,
+  checkLabel,
+  checkLabelCount,
+  checkLabelWrite,
+  labelDecision,
+  writeDecision,
+} from 'knotless-core/forge/decision';
+import { PULL } from 'knotless-core/forge/records';
+import { checkStateWrite } from 'knotless-core/forge/state-write';
 import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { forgeRecords } from '../../ingest/forge-records.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import {
-  checkedRecord,
   field,
   forgeStore,
   identityOf,
@@ -23,10 +29,6 @@ import {
   type Form,
   type ItemRef,
 } from './forge-env.ts';
-
-/** The lexicons' limits on labels (a string's maxLength counts UTF-8 bytes). */
-const MAX_LABELS = 20;
-const MAX_LABEL = 64;
 
 /**
  * The state record of a close, reopen, merge or labelling, when the authority rule lets the reader
@@ -42,21 +44,21 @@ async function writeState(
   extra: Record<string, unknown> = {},
   expect = state,
 ): Promise<void> {
-  const pulls = item.kind === 'pulls';
   const w = stateWrite(viewer, repo, item, state);
   checkStateWrite(w);
-  const rkey = newTid();
   const decisions = await site.index.forge.decisions(item.kind, item.did, item.rkey);
   const authorName = (await identityOf(site, item.did)).handle ?? item.did;
-  checkOutcome({ ...w, decisions, rkey, authorName, expect });
-  const collection = pulls ? PULL_STATUS : ISSUE_STATE;
-  const keep = viewer.did === repo.did ? item.labels : [];
-  const record = await checkedRecord(
-    collection,
-    stateRecord(pulls ? 'pr' : 'issue', item.uri, state, keep, extra),
-  );
+  const read = item.kind === 'pulls' ? forgeRecords.pullStatus : forgeRecords.issueState;
   const auth = await writerFor(site, viewer);
-  await forgeStore(site).create(auth, collection, record, rkey);
+  await writeDecision(forgeStore(site), auth, read, {
+    ...w,
+    subject: item.uri,
+    labels: item.labels,
+    extra,
+    decisions,
+    authorName,
+    expect,
+  });
 }
 
 /** Who writes which state on which item: what the authority rule's checks are given. */
@@ -106,9 +108,8 @@ export async function setState(
   if (state !== 'open' && state !== 'closed') throw new HttpError(400, 'A state is open or closed.');
   if (item.state === 'merged')
     throw new HttpError(409, 'This pull request is merged; there is nothing to change.');
-  // Already so by the reader's own decision too: an owner may still close what its author withdrew.
-  const mine = stateBy(await site.index.forge.decisions(item.kind, item.did, item.rkey), viewer.did);
-  if (item.state !== state || mine !== state) {
+  const decisions = await site.index.forge.decisions(item.kind, item.did, item.rkey);
+  if (!alreadyDecided(item.state, decisions, viewer.did, state)) {
     await writeState(site, viewer, repo, item, state);
     await untilState(site, item, state);
   }
@@ -180,12 +181,7 @@ export async function setLabels(
   form: Form,
   res: http.ServerResponse,
 ) {
-  const noun = item.kind === 'pulls' ? 'pull requests' : 'issues';
-  if (viewer.did !== repo.did)
-    throw new HttpError(
-      403,
-      `Only ${repo.owner}/${repo.name}'s owner can label its ${noun}; you are ${viewer.handle}.`,
-    );
+  checkLabelWrite(stateWrite(viewer, repo, item, item.state));
   const labels = [
     ...new Set(
       (form.get('labels') ?? '')
@@ -194,22 +190,12 @@ export async function setLabels(
         .filter((l) => l !== ''),
     ),
   ];
-  if (labels.length > MAX_LABELS) throw new HttpError(400, `At most ${MAX_LABELS} labels.`);
-  const long = labels.find((l) => Buffer.byteLength(l) > MAX_LABEL);
-  if (long !== undefined)
-    throw new HttpError(400, `A label is at most ${MAX_LABEL} bytes; "${long.slice(0, 80)}" is longer.`);
+  for (const l of labels) checkLabel(l);
+  checkLabelCount(labels, stateWrite(viewer, repo, item, item.state).noun);
   const merged = item.kind === 'pulls' ? (await site.index.forge.pull(item.did, item.rkey))?.merged : null;
-  // The owner's own decision is kept as it was: a label is not a close or reopen of theirs.
-  const own = stateBy(await site.index.forge.decisions(item.kind, item.did, item.rkey), repo.did);
-  await writeState(
-    site,
-    viewer,
-    repo,
-    { ...item, labels },
-    own,
-    { labels, ...(own !== 'merged' || merged === null || merged === undefined ? {} : { merged }) },
-    item.state,
-  );
+  const decisions = await site.index.forge.decisions(item.kind, item.did, item.rkey);
+  const d = labelDecision(decisions, repo.did, labels, merged ?? undefined);
+  await writeState(site, viewer, repo, { ...item, labels }, d.state, d.extra, item.state);
   const want = JSON.stringify(labels);
   await untilRow(site, item, (row) => row?.labels === want);
   seeOther(res, item.page);

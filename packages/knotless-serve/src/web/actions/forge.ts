@@ -2,12 +2,14 @@
 // would, into the reader's own account, through the core's operations and with the CLI's checks.
 import type http from 'node:http';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { writeComment } from 'knotless-core/forge/comment';
 import { makeRound, branchOf } from 'knotless-core/forge/packs';
-import { COMMENT, ISSUE, PULL, atUri, isValidBranch, repoUri } from 'knotless-core/forge/records';
+import { ISSUE, PULL, atUri, isValidBranch, repoUri } from 'knotless-core/forge/records';
 import { isValidRepoName } from 'knotless-core/records/name';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { href } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
+import { forgeRecords } from '../../ingest/forge-records.ts';
 import { merge, setLabels, setState } from './decide.ts';
 import { star } from './star.ts';
 import {
@@ -130,16 +132,13 @@ async function comment(
     (path !== undefined && round === undefined)
   )
     throw new HttpError(400, 'A comment on a line names a round, a file of its diff and a line number.');
-  const createdAt = new Date().toISOString();
-  const record = await checkedRecord(COMMENT, {
+  const auth = await writerFor(site, viewer);
+  const { made } = await writeComment(forgeStore(site), auth, forgeRecords.comment, {
     subject: item.uri,
     ...(round === undefined ? {} : { round }),
-    ...(path === undefined ? {} : { path, line }),
+    ...(path === undefined || line === undefined ? {} : { path, line }),
     body,
-    createdAt,
   });
-  const auth = await writerFor(site, viewer);
-  const made = await forgeStore(site).create(auth, COMMENT, record);
   const collection = item.kind === 'issues' ? ISSUE : PULL;
   await untilIndexed(async () =>
     (await site.index.forge.comments(collection, item.did, item.rkey)).some(

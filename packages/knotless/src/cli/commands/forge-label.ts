@@ -1,15 +1,18 @@
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
+import {
+  MAX_LABEL,
+  checkLabel,
+  checkLabelCount,
+  checkLabelWrite,
+  labelDecision,
+} from 'knotless-core/forge/decision';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import type { Kind } from '../../forge/kinds.ts';
 import { JSON_OPTION, type Args, type Command } from '../command.ts';
-import { itemFor, itemJson, stateOf, writeState } from './forge-shared.ts';
+import { itemFor, itemJson, writeState } from './forge-shared.ts';
 
 type Base = { repo: string; title: string; body?: string; createdAt: string };
-
-/** The lexicons' limits on labels (a string's maxLength counts UTF-8 bytes). */
-const MAX_LABELS = 20;
-const MAX_LABEL = 64;
 
 function list(args: Args, name: string): string[] {
   const v = args.values[name];
@@ -36,36 +39,22 @@ export function labelCommand<R extends Base>(kind: Kind<R>): Command {
       const remove = new Set(list(args, 'remove'));
       if (add.length === 0 && remove.size === 0)
         throw new KnotlessError('usage', 'Say what to change with --add or --remove.');
-      for (const l of add)
-        if (l.trim() === '' || Buffer.byteLength(l) > MAX_LABEL)
-          throw new KnotlessError(
-            'usage',
-            `A label is 1 to ${MAX_LABEL} bytes of UTF-8; "${safeText(l, 80)}" is not.`,
-          );
+      for (const l of add) checkLabel(l);
       const c = ctx();
       const { target, item, r } = await itemFor(c, io, kind, args);
       const auth = await activeSession(c);
-      if (auth.session.did !== target.owner.did)
-        throw new KnotlessError(
-          'permission-denied',
-          `Only ${target.label}'s owner can label its ${kind.noun}s; you are ${safeText(auth.session.handle)}.`,
-        );
+      checkLabelWrite({
+        me: auth.session.did,
+        myName: auth.session.handle,
+        owner: target.owner.did,
+        label: target.label,
+        noun: kind.noun,
+      });
       const labels = [...new Set([...item.labels, ...add])].filter((l) => !remove.has(l));
-      if (labels.length > MAX_LABELS)
-        throw new KnotlessError('usage', `A ${kind.noun} has at most ${MAX_LABELS} labels.`);
+      checkLabelCount(labels, kind.noun);
       item.labels = labels;
-      // The owner's own decision is kept as it was: a label is not a close or reopen of theirs.
-      const own = stateOf(item, target.owner.did);
-      await writeState(
-        r,
-        auth,
-        kind,
-        target,
-        item,
-        own,
-        { labels, ...(own === 'merged' && item.merged !== undefined ? { merged: item.merged } : {}) },
-        item.state,
-      );
+      const d = labelDecision(item.decisions ?? [], target.owner.did, labels, item.merged);
+      await writeState(r, auth, kind, target, item, d.state, d.extra, item.state);
       io.err(
         `${safeText(item.id)}: ${labels.length === 0 ? 'no labels' : labels.map((l) => safeText(l, MAX_LABEL)).join(', ')}.`,
       );

@@ -3,10 +3,10 @@ import type { SessionAuthorizer } from '../../auth/store.ts';
 import type { Context } from '../../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import type { Kind } from '../../forge/kinds.ts';
-import { COMMENT, checkToWrite, parseComment, repoUri, writeRecord } from '../../forge/records.ts';
-import { newTid } from 'knotless-core/forge/store';
+import { writeComment } from 'knotless-core/forge/comment';
+import { parseComment, repoUri } from '../../forge/records.ts';
 import { findItem, reader, type CommentItem, type Item, type Reader } from '../../forge/subjects.ts';
-import { checkOutcome, checkStateWrite, stateBy, stateRecord } from 'knotless-core/forge/state-write';
+import { alreadyDecided, writeDecision } from 'knotless-core/forge/decision';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -191,15 +191,12 @@ export function commentCommand<R extends Base>(kind: Kind<R>): Command {
         throw new KnotlessError('usage', '--path and --line go together, with --round.');
       if (line === 0) throw new KnotlessError('usage', '--line is a line number, 1 or more.');
       const auth = await activeSession(c);
-      const record = {
+      const { made, record } = await writeComment(r.store, auth, parseComment, {
         subject: item.uri,
         ...(round === undefined ? {} : { round }),
-        ...(path === undefined ? {} : { path, line }),
+        ...(path === undefined || line === undefined ? {} : { path, line }),
         body,
-        createdAt: new Date().toISOString(),
-      };
-      await checkToWrite(parseComment, record, 'comment');
-      const made = await r.store.create(auth, COMMENT, writeRecord(COMMENT, record));
+      });
       if (args.values['json'] === true)
         io.out(safeJson({ ...itemJson(item), comment: { uri: made.uri, ...record } }));
       else io.out(made.uri);
@@ -223,8 +220,7 @@ export async function writeState<R extends Base>(
   extra: Record<string, unknown> = {},
   expect: string = state,
 ): Promise<void> {
-  const isOwner = auth.session.did === target.owner.did;
-  const w = {
+  await writeDecision(r.store, auth, kind.parseState, {
     me: auth.session.did,
     myName: auth.session.handle,
     owner: target.owner.did,
@@ -235,20 +231,13 @@ export async function writeState<R extends Base>(
     noun: kind.noun,
     state,
     id: item.id,
-  };
-  checkStateWrite(w);
-  const record = stateRecord(kind.word, item.uri, state, isOwner ? item.labels : [], extra);
-  await checkToWrite(kind.parseState, writeRecord(kind.stateCollection, record), `${kind.noun}'s state`);
-  const rkey = newTid();
-  // Decided again with this record among the others: one the rule would outrank is never written.
-  if (item.decisions !== undefined)
-    checkOutcome({ ...w, decisions: item.decisions, rkey, authorName: item.handle ?? item.did, expect });
-  await r.store.create(auth, kind.stateCollection, writeRecord(kind.stateCollection, record), rkey);
-}
-
-/** The state `did`'s own latest record gives an item (`open` with none): what a label keeps. */
-export function stateOf(item: Item<Base>, did: string): string {
-  return stateBy(item.decisions ?? [], did);
+    subject: item.uri,
+    labels: item.labels,
+    extra,
+    ...(item.decisions === undefined ? {} : { decisions: item.decisions }),
+    authorName: item.handle ?? item.did,
+    expect,
+  });
 }
 
 /** `close` / `reopen`: one state record, when the rule lets you write it. */
@@ -268,7 +257,7 @@ export function stateCommand<R extends Base>(kind: Kind<R>, verb: 'close' | 'reo
         throw new KnotlessError('usage', `${safeText(item.id)} is merged; there is nothing to ${verb}.`);
       // Already so, by this account's own decision too: an owner may still close what its author
       // withdrew, which the author could otherwise reopen.
-      if (item.state === state && stateOf(item, auth.session.did) === state) {
+      if (alreadyDecided(item.state, item.decisions ?? [], auth.session.did, state)) {
         io.err(`${safeText(item.id)} is already ${state}; nothing was written.`);
       } else {
         await writeState(r, auth, kind, target, item, state);

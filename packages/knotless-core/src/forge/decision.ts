@@ -1,0 +1,108 @@
+// A decision on a pull request or issue (close, reopen, merged, labels) written as a state record in
+// the deciding account: the one write both front ends make (the CLI's commands, the appview's
+// buttons), which differ only in how they read what to decide and how they show the result. The
+// record is written only when the authority rule lets it count (state-write.ts).
+import { KnotlessError } from '../errors.ts';
+import type { Decision } from '../records/forge-authority.ts';
+import { safeText } from '../text/terminal.ts';
+import { ISSUE_STATE, PULL_STATUS, checkToWrite, writeRecord } from './records.ts';
+import { checkOutcome, checkStateWrite, stateBy, stateRecord, type StateWrite } from './state-write.ts';
+import { newTid, type ForgeStore } from './store.ts';
+
+/** The lexicons' limits on labels (a string's maxLength counts UTF-8 bytes). */
+export const MAX_LABELS = 20;
+export const MAX_LABEL = 64;
+
+/** Throws `usage` for a label the lexicon would refuse: empty, or over MAX_LABEL bytes of UTF-8. */
+export function checkLabel(label: string): void {
+  if (label.trim() === '' || Buffer.byteLength(label) > MAX_LABEL)
+    throw new KnotlessError(
+      'usage',
+      `A label is 1 to ${MAX_LABEL} bytes of UTF-8; "${safeText(label, 80)}" is not.`,
+    );
+}
+
+/** Throws `usage` when an item would carry more labels than the lexicon allows. */
+export function checkLabelCount(labels: string[], noun: string): void {
+  if (labels.length > MAX_LABELS)
+    throw new KnotlessError('usage', `A ${noun} has at most ${MAX_LABELS} labels.`);
+}
+
+/** Throws `permission-denied` unless `w.me` owns the repository: labels count only from its owner. */
+export function checkLabelWrite(w: Pick<StateWrite, 'me' | 'myName' | 'owner' | 'label' | 'noun'>): void {
+  if (w.me !== w.owner)
+    throw new KnotlessError(
+      'permission-denied',
+      `Only ${w.label}'s owner can label its ${w.noun}s; you are ${safeText(w.myName)}.`,
+    );
+}
+
+/**
+ * Whether a close or reopen would change nothing: the item is already in `state`, by `me`'s own
+ * latest decision too (an owner may still close what its author withdrew, which the author could
+ * otherwise reopen).
+ */
+export function alreadyDecided(
+  current: string,
+  decisions: Decision<string>[],
+  me: string,
+  state: string,
+): boolean {
+  return current === state && stateBy(decisions, me) === state;
+}
+
+/** What a label change writes: the owner's own state kept as it was (a label is no close or reopen). */
+export function labelDecision(
+  decisions: Decision<string>[],
+  owner: string,
+  labels: string[],
+  merged: string | undefined,
+): { state: string; extra: Record<string, unknown> } {
+  const own = stateBy(decisions, owner);
+  return { state: own, extra: { labels, ...(own === 'merged' && merged !== undefined ? { merged } : {}) } };
+}
+
+export interface DecisionWrite extends StateWrite {
+  /** The pull request's or issue's at-uri. */
+  subject: string;
+  /** The labels the item has, which the owner's record keeps. */
+  labels: string[];
+  /** Fields beyond the state: `merged`, or the labels of a label change. */
+  extra?: Record<string, unknown>;
+  /** The item's decisions so far, when the writer has them: the record is decided again among them. */
+  decisions?: Decision<string>[];
+  /** How the item's author is named when the rule says they decided. */
+  authorName: string;
+  /** The state the item must be in after the write (the state written, unless only labels change). */
+  expect?: string;
+}
+
+/**
+ * Writes a state record for `d.subject` in `auth`'s account, after checking the authority rule
+ * (format.md): the owner may set any state, the author only close or reopen their own. A record the
+ * rule would ignore or outrank is never written, nor one its readers would skip (`read` is the
+ * record's reader, forge/read.ts).
+ */
+export async function writeDecision(
+  store: ForgeStore,
+  auth: Parameters<ForgeStore['create']>[0],
+  read: (value: unknown) => Promise<unknown>,
+  d: DecisionWrite,
+): Promise<{ uri: string; cid: string; rkey: string }> {
+  checkStateWrite(d);
+  const word = d.noun === 'pull request' ? 'pr' : 'issue';
+  const collection = word === 'pr' ? PULL_STATUS : ISSUE_STATE;
+  const keep = d.me === d.owner ? d.labels : [];
+  const record = writeRecord(collection, stateRecord(word, d.subject, d.state, keep, d.extra));
+  await checkToWrite(read, record, `${d.noun}'s state`);
+  const rkey = newTid();
+  // Decided again with this record among the others: one the rule would outrank is never written.
+  if (d.decisions !== undefined)
+    checkOutcome({
+      ...d,
+      decisions: d.decisions,
+      rkey,
+      ...(d.expect === undefined ? {} : { expect: d.expect }),
+    });
+  return store.create(auth, collection, record, rkey);
+}
