@@ -10,7 +10,7 @@ import {
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import type { Kind } from '../../forge/kinds.ts';
 import { JSON_OPTION, type Args, type Command } from '../command.ts';
-import { itemFor, itemJson, writeState } from './forge-shared.ts';
+import { itemFor, itemJson, writeState } from '../forge-shared.ts';
 
 type Base = { repo: string; title: string; body?: string; createdAt: string };
 

@@ -3,7 +3,7 @@ import type { Kind } from '../../forge/kinds.ts';
 import { listItems } from '../../forge/subjects.ts';
 import { safeJson } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
-import { currentDid, forgeReader, itemJson, itemLine, targetOf } from './forge-shared.ts';
+import { currentDid, forgeReader, itemJson, itemLine, targetOf } from '../forge-shared.ts';
 
 type Base = { repo: string; title: string; createdAt: string };
 

@@ -3,7 +3,7 @@ import { KnotlessError } from 'knotless-core/errors';
 import { ISSUE, checkToWrite, parseIssue, writeRecord } from '../../forge/records.ts';
 import { safeJson } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
-import { createdItem, forgeReader, itemJson, targetOf } from './forge-shared.ts';
+import { createdItem, forgeReader, itemJson, targetOf } from '../forge-shared.ts';
 
 export const command: Command = {
   name: 'issue create',

@@ -2,7 +2,7 @@ import { ISSUES } from '../../forge/kinds.ts';
 import { commentsOn } from '../../forge/subjects.ts';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
-import { commentJson, currentDid, itemFor, itemJson, printBody, printComments } from './forge-shared.ts';
+import { commentJson, currentDid, itemFor, itemJson, printBody, printComments } from '../forge-shared.ts';
 
 export const command: Command = {
   name: 'issue view',

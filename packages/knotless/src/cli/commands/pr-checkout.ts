@@ -10,7 +10,7 @@ import { GitError, gitText, runGit } from 'knotless-core/git/run';
 import { isValidRefName } from 'knotless-core/git/refname';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
-import { itemFor, itemJson } from './forge-shared.ts';
+import { itemFor, itemJson } from '../forge-shared.ts';
 
 /** The git directory of the clone this runs in, or a sentence saying to run it in one. */
 async function gitDirHere(): Promise<string> {

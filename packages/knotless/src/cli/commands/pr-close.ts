@@ -1,5 +1,5 @@
 import { PULLS } from '../../forge/kinds.ts';
 import type { Command } from '../command.ts';
-import { stateCommand } from './forge-shared.ts';
+import { stateCommand } from '../forge-shared.ts';
 
 export const command: Command = stateCommand(PULLS, 'close');

@@ -6,7 +6,7 @@ import { PULL, checkToWrite, isValidBranch, parsePull, repoUri, writeRecord } fr
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
-import { createdItem, forgeReader, itemJson, targetOf } from './forge-shared.ts';
+import { createdItem, forgeReader, itemJson, targetOf } from '../forge-shared.ts';
 
 /** `--head [handle/]repo:branch`: the repository (yours without a handle) and branch to propose. */
 function parseHead(text: string): { owner: string | undefined; name: string; branch: string } {

@@ -4,7 +4,7 @@ import { PULLS } from '../../forge/kinds.ts';
 import { mergePull, type MergeMethod } from 'knotless-core/forge/merge';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
-import { itemFor, itemJson, writeState } from './forge-shared.ts';
+import { itemFor, itemJson, writeState } from '../forge-shared.ts';
 
 export const command: Command = {
   name: 'pr merge',

@@ -6,7 +6,7 @@ import { makeRound } from 'knotless-core/forge/packs';
 import { PULL, parseAtUri, writeRecord } from '../../forge/records.ts';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
-import { itemFor, itemJson } from './forge-shared.ts';
+import { itemFor, itemJson } from '../forge-shared.ts';
 
 /** The most rounds a pull request may have (the lexicon's limit). */
 const MAX_ROUNDS = 100;

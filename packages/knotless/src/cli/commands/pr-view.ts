@@ -20,7 +20,7 @@ import {
   printBody,
   printComments,
   type Target,
-} from './forge-shared.ts';
+} from '../forge-shared.ts';
 
 interface DiffSummary {
   files: number;

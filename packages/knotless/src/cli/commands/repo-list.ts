@@ -1,6 +1,6 @@
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
-import { currentDid } from './forge-shared.ts';
+import { currentDid } from '../forge-shared.ts';
 import { ownerOf } from './owner.ts';
 
 export const command: Command = {

@@ -1,18 +1,18 @@
-import { activeSession } from '../../auth/login.ts';
-import type { SessionAuthorizer } from '../../auth/store.ts';
-import type { Context } from '../../context.ts';
+import { activeSession } from '../auth/login.ts';
+import type { SessionAuthorizer } from '../auth/store.ts';
+import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
-import type { Kind } from '../../forge/kinds.ts';
+import type { Kind } from '../forge/kinds.ts';
 import { writeComment } from 'knotless-core/forge/comment';
-import { parseComment, repoUri } from '../../forge/records.ts';
-import { findItem, reader, type CommentItem, type Item, type Reader } from '../../forge/subjects.ts';
+import { parseComment, repoUri } from '../forge/records.ts';
+import { findItem, reader, type CommentItem, type Item, type Reader } from '../forge/subjects.ts';
 import { alreadyDecided, writeDecision } from 'knotless-core/forge/decision';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
-import { JSON_OPTION, stringOption, type Args, type Command } from '../command.ts';
-import type { Io } from '../io.ts';
-import { ownerOf } from './owner.ts';
+import { JSON_OPTION, stringOption, type Args, type Command } from './command.ts';
+import type { Io } from './io.ts';
+import { ownerOf } from './commands/owner.ts';
 
 type Base = { repo: string; title: string; body?: string; createdAt: string };
 
