@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startNetwork, startTraffic } from 'knotless-devnet';
-import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
 
 const { values } = parseArgs({
   options: {

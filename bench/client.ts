@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
 import { writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
 import { localEnv } from './local.ts';
 import type { Rig } from './setup.ts';

@@ -16,7 +16,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
 import { floorMs, nodeFloorRuns } from './floor.ts';
 
 /** Runs of `node -e 0` before and after each swarm. */

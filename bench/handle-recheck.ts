@@ -10,7 +10,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startNetwork } from 'knotless-devnet';
 import { run } from './client.ts';
-import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
 import { percentile } from './stats.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '15' } } });

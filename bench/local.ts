@@ -2,7 +2,7 @@
 // agent started as `knotless agent` and waited for until it says ready.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
 
 /** git and knotless on the network, with `bin` (the wrappers) first on PATH and state under `dir`. */
 export function localEnv(

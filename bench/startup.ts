@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { startNetwork } from 'knotless-devnet';
 import { run } from './client.ts';
 import { writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
-import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
 import { localEnv } from './local.ts';
 import { percentile } from './stats.ts';
 

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BIN_SCRIPTS } from '../packages/knotless/src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
 import type { Client } from './client.ts';
 import { CpuAccount, type CpuBreakdown } from './cpu-account.ts';
 import type { Rig } from './setup.ts';

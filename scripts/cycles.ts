@@ -1,14 +1,19 @@
 // `npm run cycles`: fails when the modules of any package's src import each other in a circle,
-// type-only imports included (a type cycle is still two layers that each know the other).
+// type-only imports included (a type cycle is still two layers that each know the other), or when an
+// import runs back up the layers docs/architecture.md gives each package (scripts/layers.ts).
+// `--root DIR` checks another checkout (the tests check a copy with an import added).
 // madge finds the cycles; it is driven through its API so that a relative import it could not
 // resolve (which would hide a cycle) fails the check too.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { layerViolations, parseLayers } from './layers.ts';
 
 interface MadgeResult {
   circular(): string[][];
+  obj(): Record<string, string[]>;
   warnings(): { skipped: string[] };
 }
 type Madge = (paths: string[], config: Record<string, unknown>) => Promise<MadgeResult>;
@@ -20,7 +25,8 @@ type Madge = (paths: string[], config: Record<string, unknown>) => Promise<Madge
  */
 const KNOWN = new Set<string>([]);
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const { values } = parseArgs({ options: { root: { type: 'string' } } });
+const root = values.root ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 // madge is CommonJS without type declarations: required, and typed by the little used here.
 const madge = createRequire(import.meta.url)('madge') as Madge;
 const packages = path.join(root, 'packages');
@@ -56,7 +62,13 @@ for (const cycle of found) {
 for (const cycle of KNOWN) {
   if (!found.includes(cycle)) console.log(`gone, delete it from KNOWN in scripts/cycles.ts: ${cycle}`);
 }
+const layers = parseLayers(fs.readFileSync(path.join(root, 'docs', 'architecture.md'), 'utf8'));
+const broken = layerViolations(result.obj(), layers);
+for (const problem of broken) {
+  console.error(`layers: ${problem}`);
+  failed = true;
+}
 console.log(
-  `${sources.length} packages, ${found.length} cycles (${found.filter((c) => !KNOWN.has(c)).length} new)`,
+  `${sources.length} packages, ${found.length} cycles (${found.filter((c) => !KNOWN.has(c)).length} new), ${broken.length} imports against the layers`,
 );
 process.exit(failed ? 1 : 0);

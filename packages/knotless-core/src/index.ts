@@ -14,7 +14,7 @@ export {
   type BlobRef,
 } from './records/ref-record.ts';
 export { BlobGone, loadPack, verifyPack, mapLimit, withRelist } from './packs/transfer.ts';
-export { blobMatchesCid } from './packs/cid.ts';
+export { blobMatchesCid } from './records/cid.ts';
 export { BlobCache } from './cache/blob-cache.ts';
 export { IndexedPacks } from './cache/indexed-packs.ts';
 export { indexPack, parsePackInfo } from './git/pack.ts';

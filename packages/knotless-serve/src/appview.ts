@@ -15,7 +15,7 @@ import { openDatabase } from './db/open.ts';
 import { follow, type StreamHooks, type Subscription } from './ingest/firehose.ts';
 import { Identities } from './ingest/identities.ts';
 import { Resync } from './ingest/resync.ts';
-import { guardedFetch, guardedTransport } from './mirror/guard.ts';
+import { guardedFetch, guardedTransport } from './net/guard.ts';
 import { Mirror } from './mirror/mirror.ts';
 import { ImageProxy, imageKey } from './web/images.ts';
 import { handleRequest } from './web/server.ts';

@@ -11,7 +11,7 @@ import {
   guardedFetch,
   guardedTransport,
   refusedReason,
-} from '../src/mirror/guard.ts';
+} from '../src/net/guard.ts';
 
 const GET = { method: 'GET', headers: {}, body: null };
 

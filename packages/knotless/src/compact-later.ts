@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { callerEnv } from 'knotless-core/caller/scope';
 import type { Config } from 'knotless-core/config/env';
 import { claimMarker, compactionMarker } from 'knotless-core/ops/compact-marker';
-import { BIN_SCRIPTS } from './bin/paths.ts';
+import { BIN_SCRIPTS } from './paths.ts';
 
 /**
  * Starts a detached `knotless repo compact` of `refs` of one repository, unless KNOTLESS_COMPACT=0

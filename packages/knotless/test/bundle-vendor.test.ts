@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { packageRoot } from '../src/bin/paths.ts';
+import { packageRoot } from '../src/paths.ts';
 
 const dist = path.join(packageRoot(), 'dist');
 

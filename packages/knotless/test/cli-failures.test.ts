@@ -7,7 +7,7 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { freePort, startProxy, type FaultRule, type Proxy } from 'knotless-devnet';
 import { EXIT_CODES } from 'knotless-core/exit-codes';
-import { BIN_SCRIPTS } from '../src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../src/paths.ts';
 import { runProcess, type Run } from './helpers/cli.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from 'knotless-devnet';
-import { BIN_SCRIPTS } from '../src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../src/paths.ts';
 import { runProcess, type Run } from './helpers/cli.ts';
 import { dnsServer, RCODE } from './helpers/dns-server.ts';
 

@@ -17,7 +17,7 @@ import { useGitLauncher } from 'knotless-core/git/launch';
 import { buildPack } from 'knotless-core/git/pack';
 import { GitError, gitText, runGit } from 'knotless-core/git/run';
 import { GitSpawner } from 'knotless-core/git/spawner/client';
-import { SPAWNER_SCRIPT } from '../src/bin/paths.ts';
+import { SPAWNER_SCRIPT } from '../src/paths.ts';
 import { alive } from './helpers/agent.ts';
 
 const top = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-spawner-test-')));

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { CID } from 'multiformats/cid';
 import { create as createDigest } from 'multiformats/hashes/digest';
 import { DEFAULT_HTTP_TIMEOUT_MS, readConfig } from 'knotless-core/config/env';
-import { blobMatchesCid, cidForBlob } from 'knotless-core/packs/cid';
+import { blobMatchesCid, cidForBlob } from 'knotless-core/records/cid';
 import { HttpPool } from 'knotless-core/xrpc/http-pool';
 import { transportFor } from 'knotless-core/xrpc/transport';
 import { rawServer } from './helpers/hostile-server.ts';

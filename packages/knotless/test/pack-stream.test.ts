@@ -13,7 +13,7 @@ import { ObjectInflater, inflateWhole } from '../../knotless-core/src/git/inflat
 import { PackFile } from '../../knotless-core/src/git/pack-file.ts';
 import { parsePackInfo } from '../../knotless-core/src/git/pack.ts';
 import { runGit } from '../../knotless-core/src/git/run.ts';
-import { cidForBlob } from '../../knotless-core/src/packs/cid.ts';
+import { cidForBlob } from '../../knotless-core/src/records/cid.ts';
 import { loadPack } from '../../knotless-core/src/packs/transfer.ts';
 import type { PackEntry } from '../../knotless-core/src/records/ref-record.ts';
 import { XrpcClient } from '../../knotless-core/src/xrpc/client.ts';

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BIN_SCRIPTS } from '../src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../src/paths.ts';
 import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
 import { putRaw } from './helpers/forge.ts';

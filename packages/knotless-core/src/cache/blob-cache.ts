@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { isMissing, writeFileAtomic } from '../fsutil.ts';
 import { READ_CHUNK, readFully, tempFile, type ByteSource } from '../git/pack-file.ts';
-import { CidHasher, blobMatchesCid } from '../packs/cid.ts';
+import { CidHasher, blobMatchesCid } from '../records/cid.ts';
 import { noteCacheGrowth } from './budget.ts';
 
 let shared: Buffer | undefined;

@@ -9,7 +9,7 @@ import { checkPackBounds } from '../git/pack-check.ts';
 import { indexPack, parsePackInfo } from '../git/pack.ts';
 import { GitError, runGit } from '../git/run.ts';
 import type { Identity } from '../identity/resolver.ts';
-import { blobMatchesCid } from '../packs/cid.ts';
+import { blobMatchesCid } from '../records/cid.ts';
 import { MAX_BLOB_PART_BYTES, loadPack, verifyPack } from '../packs/transfer.ts';
 import type { BlobRef } from '../records/ref-record.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';

@@ -9,7 +9,7 @@ import { PackFile, tempFile } from '../git/pack-file.ts';
 import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
 import type { BodySource } from '../xrpc/request-body.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
-import { CidHasher } from './cid.ts';
+import { CidHasher } from '../records/cid.ts';
 import type { BlobRef, PackEntry } from '../records/ref-record.ts';
 
 /**

@@ -1,6 +1,6 @@
 import type * as IdentityModule from '@atproto/identity';
 import type { Index } from '../db/index-store.ts';
-import { guardedFetch, type FetchLimits } from '../mirror/guard.ts';
+import { guardedFetch, type FetchLimits } from '../net/guard.ts';
 
 /** A resolved account. */
 export interface Owner {

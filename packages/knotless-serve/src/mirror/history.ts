@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { requestSignal } from '../web/deadline.ts';
+import { requestSignal } from '../net/deadline.ts';
 
 /** The last commit that touched an entry of a directory. */
 export interface LastCommit {

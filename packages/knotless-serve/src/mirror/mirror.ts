@@ -18,7 +18,7 @@ import {
 import type { ServeConfig } from '../config.ts';
 import type { Index, RefRow } from '../db/index-store.ts';
 import type { Identities } from '../ingest/identities.ts';
-import { guardedTransport } from './guard.ts';
+import { guardedTransport } from '../net/guard.ts';
 import type { StoredRound as Round } from '../db/schema.ts';
 import { refsChanged } from './ref-cache.ts';
 import { Rounds } from './rounds.ts';

@@ -5,7 +5,7 @@ import {
   runGit as runGitUnbounded,
   type RunGitOptions,
 } from 'knotless-core';
-import { requestSignal } from '../web/deadline.ts';
+import { requestSignal } from '../net/deadline.ts';
 import { Memo } from './history.ts';
 import { mirrorRefs } from './ref-cache.ts';
 

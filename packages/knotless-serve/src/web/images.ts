@@ -4,7 +4,7 @@ import http from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
 import { safeText } from 'knotless-core';
-import { AddressRefused, checkUrl, guardedAgents } from '../mirror/guard.ts';
+import { AddressRefused, checkUrl, guardedAgents } from '../net/guard.ts';
 import { HttpError } from './http-error.ts';
 
 /**

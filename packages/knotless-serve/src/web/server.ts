@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import type http from 'node:http';
 import { parseAtUri } from 'knotless-core/forge/records';
-import { handleXrpc } from '../xrpc/router.ts';
-import { RequestTimeout, requestSignal, withSignal } from './deadline.ts';
+import { handleXrpc } from './xrpc/router.ts';
+import { RequestTimeout, requestSignal, withSignal } from '../net/deadline.ts';
 import { editPage } from './actions/edit.ts';
 import { handlePost } from './actions/router.ts';
 import { finishSignIn, signInPage } from './actions/sign-in.ts';

@@ -118,7 +118,7 @@ export function findAgent(config: Config): AgentLookup {
 
 /** How to start the agent. */
 export interface AgentStart {
-  /** The `knotless` script to run (bin/paths.ts's BIN_SCRIPTS; the front ends pass it). */
+  /** The `knotless` script to run (paths.ts's BIN_SCRIPTS; the front ends pass it). */
   bin: string;
   /** Told why the agent was not started, or could not be. */
   warn(message: string): void;

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { packageRoot } from '../bin/paths.ts';
+import { packageRoot } from '../paths.ts';
 import { settleCache } from 'knotless-core/cache/budget';
 import { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';

@@ -3,7 +3,7 @@ import type { BlobCache } from 'knotless-core/cache/blob-cache';
 import type { Context } from '../context.ts';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
-import { blobMatchesCid } from 'knotless-core/packs/cid';
+import { blobMatchesCid } from 'knotless-core/records/cid';
 import { MAX_BLOB_PART_BYTES, mapLimit } from 'knotless-core/packs/transfer';
 import { forkPrivate } from 'knotless-core/private/fork';
 import { cacheRing } from 'knotless-core/private/ring';

@@ -1,5 +1,5 @@
 import { settleCache } from 'knotless-core/cache/budget';
-import { BIN_SCRIPTS } from '../bin/paths.ts';
+import { BIN_SCRIPTS } from '../paths.ts';
 import { compactLater } from '../compact-later.ts';
 import { Context } from '../context.ts';
 import { readConfig } from 'knotless-core/config/env';

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { BIN_SCRIPTS } from '../../src/bin/paths.ts';
+import { BIN_SCRIPTS } from '../../src/paths.ts';
 
 /** The CLI as users run it: the bundle `npm test` builds first. */
 export const KNOTLESS_BIN = BIN_SCRIPTS['knotless']!;

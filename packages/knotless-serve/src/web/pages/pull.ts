@@ -4,7 +4,7 @@ import { parseAtUri } from 'knotless-core/forge/records';
 import type { StoredRound as Round } from '../../db/schema.ts';
 import { log, mergeBase, resolveCommit } from '../../mirror/read.ts';
 import { RoundUnavailable } from '../../mirror/round-packs.ts';
-import { roundsOf } from '../../xrpc/forge-views.ts';
+import { roundsOf } from '../xrpc/forge-views.ts';
 import { copyField, html, href, page, when, type SafeHtml } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { commitLink, repoHeader, short } from './common.ts';

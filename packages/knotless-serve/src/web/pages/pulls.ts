@@ -1,5 +1,5 @@
 import type { PullRow } from '../../db/forge-store.ts';
-import { roundsOf } from '../../xrpc/forge-views.ts';
+import { roundsOf } from '../xrpc/forge-views.ts';
 import { copyField, html, href, when, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../site.ts';
 import { newPullForm } from './forge-forms.ts';

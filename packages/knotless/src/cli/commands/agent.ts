@@ -2,7 +2,7 @@ import { agentSocket } from '../../agent/autostart.ts';
 import { startGitSpawner } from '../../agent/git-spawner.ts';
 import { keepObjectsInMemoryOnly } from 'knotless-core/packs/pack-objects-memo';
 import { startAgent } from '../../agent/server.ts';
-import { SPAWNER_SCRIPT } from '../../bin/paths.ts';
+import { SPAWNER_SCRIPT } from '../../paths.ts';
 import { Context } from '../../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { safeText } from 'knotless-core/text/terminal';

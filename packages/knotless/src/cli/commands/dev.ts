@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { KnotlessError } from 'knotless-core/errors';
-import { packageRoot } from '../../bin/paths.ts';
+import { packageRoot } from '../../paths.ts';
 import { stringOption, type Command } from '../command.ts';
 
 /** The program that runs the dev network, as npm links it from the knotless-devnet package. */

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import { BIN_SCRIPTS } from '../../bin/paths.ts';
+import { BIN_SCRIPTS } from '../../paths.ts';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { commitToBranch, type Change } from 'knotless-core/ops/commit';

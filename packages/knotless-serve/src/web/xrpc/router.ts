@@ -1,5 +1,5 @@
 import type http from 'node:http';
-import type { Site } from '../web/site.ts';
+import type { Site } from '../site.ts';
 import { XrpcHttpError, type XrpcHandler } from './common.ts';
 import { getIssue } from './get-issue.ts';
 import { getPull } from './get-pull.ts';

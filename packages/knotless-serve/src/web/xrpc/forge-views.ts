@@ -1,6 +1,6 @@
-import type { CommentRow, IssueRow, PullRow, StateFilter } from '../db/forge-store.ts';
+import type { CommentRow, IssueRow, PullRow, StateFilter } from '../../db/forge-store.ts';
 import { atUri as recordUri, parseAtUri, type AtUri } from 'knotless-core/forge/records';
-import type { StoredRound as Round } from '../db/schema.ts';
+import type { StoredRound as Round } from '../../db/schema.ts';
 import { XrpcHttpError } from './common.ts';
 
 function author(did: string, handle: string | null): Record<string, unknown> {

@@ -1,5 +1,5 @@
-import type { RefRow, RepoRow } from '../db/index-store.ts';
-import type { Site } from '../web/site.ts';
+import type { RefRow, RepoRow } from '../../db/index-store.ts';
+import type { Site } from '../site.ts';
 
 /** An XRPC error answer: HTTP status, error name and message, as the XRPC spec shapes them. */
 export class XrpcHttpError extends Error {
