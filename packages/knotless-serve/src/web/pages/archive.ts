@@ -1,7 +1,8 @@
 import type http from 'node:http';
 import { spawnGit } from '../../mirror/history.ts';
 import { listRefs, log } from '../../mirror/read.ts';
-import { escapeHtml, href } from '../html.ts';
+import { atomXml } from '../atom.ts';
+import { href } from '../html.ts';
 import { HttpError, type Site, type RepoTarget } from '../site.ts';
 import { refPath, requireMirror } from './common.ts';
 
@@ -57,9 +58,6 @@ export async function archive(repo: RepoTarget, tail: string, res: http.ServerRe
   });
 }
 
-// eslint-disable-next-line no-control-regex -- these are exactly the characters to replace
-export const NOT_XML = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]/g;
-
 /** Entries of the Atom feed. */
 const FEED_ENTRIES = 30;
 
@@ -77,24 +75,26 @@ export async function atomFeed(
   }
   const at = await refPath(repo, tail);
   const commits = await log(repo.gitDir, at.oid, FEED_ENTRIES);
-  // XML 1.0 has no place for most control characters, which a commit message may hold.
-  const x = (text: string) => escapeHtml(text.replace(NOT_XML, '\ufffd'));
   const repoUrl = site.publicUrl + href(repo.owner, repo.name);
   const updated =
     commits[0]?.date === undefined ? new Date(0).toISOString() : new Date(commits[0].date).toISOString();
-  const entries = commits.map((c) => {
-    const url = `${site.publicUrl}${href(repo.owner, repo.name, 'commit', c.oid)}`;
-    return (
-      `<entry><id>${x(url)}</id><title>${x(c.subject)}</title><link href="${x(url)}"/>` +
-      `<updated>${x(new Date(c.date).toISOString())}</updated><author><name>${x(c.author)}</name></author>` +
-      `<content type="text">${x(c.body === '' ? c.subject : `${c.subject}\n\n${c.body}`)}</content></entry>`
-    );
+  const feed = atomXml({
+    id: `${repoUrl}/atom/${at.ref}`,
+    title: `${repo.owner}/${repo.name}: commits on ${at.ref}`,
+    link: repoUrl,
+    updated,
+    entries: commits.map((c) => {
+      const url = `${site.publicUrl}${href(repo.owner, repo.name, 'commit', c.oid)}`;
+      return {
+        id: url,
+        title: c.subject,
+        link: url,
+        updated: new Date(c.date).toISOString(),
+        author: c.author,
+        content: c.body === '' ? c.subject : `${c.subject}\n\n${c.body}`,
+      };
+    }),
   });
-  const feed =
-    '<?xml version="1.0" encoding="utf-8"?>\n' +
-    `<feed xmlns="http://www.w3.org/2005/Atom"><id>${x(`${repoUrl}/atom/${at.ref}`)}</id>` +
-    `<title>${x(`${repo.owner}/${repo.name}: commits on ${at.ref}`)}</title>` +
-    `<link href="${x(repoUrl)}"/><updated>${updated}</updated>${entries.join('')}</feed>\n`;
   if (res.headersSent) return;
   res
     .writeHead(200, {

@@ -3,10 +3,10 @@
 import type http from 'node:http';
 import type { Notice } from '../../db/notifications.ts';
 import { csrfField } from '../forms.ts';
-import { escapeHtml, href, html, page, when, type SafeHtml } from '../html.ts';
+import { href, html, page, when, type SafeHtml } from '../html.ts';
 import { HttpError, type Site } from '../site.ts';
 import { viewer } from '../viewer.ts';
-import { NOT_XML } from './archive.ts';
+import { atomXml, type AtomEntry } from '../atom.ts';
 
 /** One notice as a sentence: who did what to which item. */
 function sentence(n: Notice, who: string): string {
@@ -96,23 +96,27 @@ export async function notificationsFeed(site: Site, token: string, res: http.Ser
   if (did === undefined)
     throw new HttpError(404, 'No feed has this address; make a new one on your notifications page.');
   const handle = await named(site, did);
-  const x = (text: string) => escapeHtml(text.replace(NOT_XML, '\ufffd'));
   const notices = await site.notifications.list(did, handle);
-  const entries: string[] = [];
+  const entries: AtomEntry[] = [];
   for (const n of notices) {
     const url = `${site.publicUrl}${itemHref(n, await named(site, n.item.repoDid))}`;
     const title = sentence(n, await named(site, n.did));
-    entries.push(
-      `<entry><id>${x(`${url}#${n.kind}-${n.did}-${n.time}`)}</id><title>${x(title)}</title><link href="${x(url)}"/>` +
-        `<updated>${x(n.time)}</updated><author><name>${x(await named(site, n.did))}</name></author>` +
-        `<content type="text">${x(n.detail === '' ? title : n.detail)}</content></entry>`,
-    );
+    entries.push({
+      id: `${url}#${n.kind}-${n.did}-${n.time}`,
+      title,
+      link: url,
+      updated: n.time,
+      author: await named(site, n.did),
+      content: n.detail === '' ? title : n.detail,
+    });
   }
-  const feed =
-    '<?xml version="1.0" encoding="utf-8"?>\n' +
-    `<feed xmlns="http://www.w3.org/2005/Atom"><id>${x(`${site.publicUrl}/-/notifications/${did}`)}</id>` +
-    `<title>${x(`knotless notifications for ${handle}`)}</title>` +
-    `<link href="${x(`${site.publicUrl}/-/notifications`)}"/><updated>${x(notices[0]?.time ?? new Date(0).toISOString())}</updated>${entries.join('')}</feed>\n`;
+  const feed = atomXml({
+    id: `${site.publicUrl}/-/notifications/${did}`,
+    title: `knotless notifications for ${handle}`,
+    link: `${site.publicUrl}/-/notifications`,
+    updated: notices[0]?.time ?? new Date(0).toISOString(),
+    entries,
+  });
   res
     .writeHead(200, {
       'content-type': 'application/atom+xml; charset=utf-8',
