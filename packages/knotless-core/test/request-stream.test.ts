@@ -3,8 +3,8 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import type { BodySource } from '../../knotless-core/src/xrpc/request-body.ts';
-import { HttpPool, type Endpoint } from '../../knotless-core/src/xrpc/http-pool.ts';
+import type { BodySource } from '../src/xrpc/request-body.ts';
+import { HttpPool, type Endpoint } from '../src/xrpc/http-pool.ts';
 
 // A local HTTP server that counts connections and answers each request with the sha-256 of its body.
 let server: http.Server;
