@@ -1,7 +1,8 @@
 // Editing a file in the browser, at its edges, in Chromium on the dev network: a path git will not
 // check out is refused with the reader's text kept on the page and nothing written; every file the
-// editor opens can be saved, however its text grows when the form encodes it; a file the page
-// cannot carry byte for byte is not opened.
+// editor opens can be saved, however its text grows when the form encodes it, and keeps its line
+// ends; a file the page cannot carry byte for byte, or at a path that could not be saved, is not
+// opened.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -31,13 +32,29 @@ async function cloned(): Promise<string> {
   return dir;
 }
 
+/** Opens the editor on `file` once the appview's copy has main's tip (an edit of a tip behind is a 409). */
+async function openEditor(file: string): Promise<void> {
+  const tip = await mainOf(alice, 'alice.test/site');
+  await waitFor("the appview at main's tip", async () => {
+    await page.goto(`${app.url}/alice.test/site/edit/main/${file}`);
+    return (await page.locator('input[name="base"]').inputValue()) === tip ? true : undefined;
+  });
+}
+
 describe('editing a file in the browser, at its edges', () => {
   before(async () => {
     await t.ready;
     app = await appviewOn(t, ':memory:');
     assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
     const work = await newRepo(alice, 'knotless://alice.test/site');
-    await commitFiles(alice, work, { 'README.md': '# Site\n', 'big.txt': BIG }, 'start');
+    const files = {
+      'README.md': '# Site\n',
+      'big.txt': BIG,
+      'dos.txt': 'one\r\ntwo\r\n',
+      'mixed.txt': 'one\r\ntwo\n',
+      'tab\tname.txt': 'x\n',
+    };
+    await commitFiles(alice, work, files, 'start');
     fs.writeFileSync(path.join(work, 'latin1.txt'), Buffer.from('caf\xe9\n', 'latin1'));
     await alice.ok(work, 'add', 'latin1.txt');
     await alice.ok(work, 'commit', '-q', '-m', 'a Latin-1 file');
@@ -96,12 +113,28 @@ describe('editing a file in the browser, at its edges', () => {
     assert.ok(fs.readFileSync(path.join(dir, 'big.txt')).equals(Buffer.from(`${BIG}one more\n`)));
   });
 
-  it('a file the page cannot carry byte for byte (not UTF-8) is not opened: one sentence', async () => {
-    const res = await page.goto(`${app.url}/alice.test/site/edit/main/latin1.txt`);
-    assert.equal(res?.status(), 400);
-    assert.match(
-      await page.locator('main').innerText(),
-      /latin1\.txt cannot be edited here: it is not UTF-8 text; change it with git and push\./,
-    );
+  it('a file with CRLF line ends keeps them when saved from the text area', async () => {
+    await openEditor('dos.txt');
+    await page.getByLabel('dos.txt').fill('one\ntwo\nthree\n');
+    await page.getByRole('button', { name: 'Commit to main' }).click();
+    await page.waitForURL(/\/commits\/main$/);
+    const dir = await cloned();
+    assert.equal(fs.readFileSync(path.join(dir, 'dos.txt'), 'latin1'), 'one\r\ntwo\r\nthree\r\n');
+  });
+
+  it('a file the page cannot carry byte for byte, or whose path could not be saved, is not opened', async () => {
+    const cases: [string, RegExp][] = [
+      [
+        'latin1.txt',
+        /latin1\.txt cannot be edited here: it is not UTF-8 text; change it with git and push\./,
+      ],
+      ['mixed.txt', /mixed\.txt cannot be edited here: its lines end in a mix of LF, CRLF and CR/],
+      ['tab%09name.txt', /tab\\tname\.txt cannot be edited here: it holds a control/],
+    ];
+    for (const [file, says] of cases) {
+      const res = await page.goto(`${app.url}/alice.test/site/edit/main/${file}`);
+      assert.equal(res?.status(), 400, file);
+      assert.match(await page.locator('main').innerText(), says);
+    }
   });
 });

@@ -36,9 +36,14 @@ interface EditFields {
   path: string;
   branch: string;
   base: string;
+  /** The text as the text area holds it: lines end in LF. */
   content: string;
+  /** The file's line ends, which the post puts back (a text area holds LF, a browser posts CRLF). */
+  eol: LineEnds;
   message: string;
 }
+
+type LineEnds = 'lf' | 'crlf';
 
 /** The edit form, filled with `f`, under `refusal` when the last post was refused. */
 function editForm(repo: RepoTarget, f: EditFields, refusal?: string): SafeHtml {
@@ -52,6 +57,7 @@ function editForm(repo: RepoTarget, f: EditFields, refusal?: string): SafeHtml {
       <input type="hidden" name="path" value="${f.path}" />
       <input type="hidden" name="branch" value="${f.branch}" />
       <input type="hidden" name="base" value="${f.base}" />
+      <input type="hidden" name="eol" value="${f.eol}" />
       <label for="edit-content">${name}</label>
       <textarea id="edit-content" name="content" rows="24" class="mono">${text}</textarea>
       <label for="edit-message">Commit message</label>
@@ -71,7 +77,15 @@ function notEditable(content: Buffer | undefined): string | undefined {
   if (content.subarray(0, 8000).includes(0) || !Buffer.from(text, 'utf8').equals(content))
     return 'it is not UTF-8 text';
   if (withoutUnsafe(text) !== text) return 'it holds control or bidi characters a page cannot carry';
+  if (lineEnds(text) === undefined)
+    return 'its lines end in a mix of LF, CRLF and CR, which a text area makes one';
   return undefined;
+}
+
+/** The line ends of `text` when all are one kind (a text area holds only LF); undefined for a mix. */
+function lineEnds(text: string): LineEnds | undefined {
+  if (!text.includes('\r')) return 'lf';
+  return /\r(?!\n)|(?<!\r)\n/.test(text) ? undefined : 'crlf';
 }
 
 function ownerOnly(repo: RepoTarget, v: Viewer | undefined): Viewer {
@@ -98,11 +112,13 @@ export async function editPage(_site: Site, repo: RepoTarget, tail: string): Pro
       `${safeText(at.path)} cannot be edited here: ${why}; change it with git and push.`,
     );
   const name = at.path.split('/').pop() ?? at.path;
+  const text = blob.content!.toString('utf8');
   const fields = {
     path: at.path,
     branch: at.ref,
     base: at.oid,
-    content: blob.content!.toString('utf8'),
+    content: text.replace(/\r\n/g, '\n'),
+    eol: lineEnds(text)!,
     message: `Update ${name}`,
   };
   return page(`Edit ${at.path} on ${at.ref}`, editForm(repo, fields));
@@ -126,11 +142,17 @@ export async function editFile(
   const base = field(form, 'base', 'the commit edited');
   const message = field(form, 'message', 'a commit message');
   if (!isValidBranch(branch)) throw new HttpError(400, 'That is not a branch name.');
-  // Browsers send text areas with CRLF line ends: the file gets the LF it had.
-  const content = (form.get('content') ?? '').replace(/\r\n/g, '\n');
+  // Browsers send text areas with CRLF line ends: the file gets back the ones it had.
+  const text = (form.get('content') ?? '').replace(/\r\n/g, '\n');
+  const eol: LineEnds = form.get('eol') === 'crlf' ? 'crlf' : 'lf';
+  const content = eol === 'crlf' ? text.replace(/\n/g, '\r\n') : text;
   // A refusal shows the form again with the reader's text, so no typing is lost.
   const refuse = (status: number, sentence: string): HttpError =>
-    new HttpError(status, sentence, editForm(repo, { path: file, branch, base, content, message }, sentence));
+    new HttpError(
+      status,
+      sentence,
+      editForm(repo, { path: file, branch, base, content: text, eol, message }, sentence),
+    );
   const badPath = treePathSentence(file);
   if (badPath !== undefined) throw refuse(400, badPath);
   if (Buffer.byteLength(content) > MAX_EDIT)
