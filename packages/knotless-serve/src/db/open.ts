@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
 import { Migrator, type MigrationProvider } from 'kysely/migration';
 import type BetterSqlite3 from 'better-sqlite3';
-import { migrations } from './migrations.ts';
+import { migrations } from './migrations/index.ts';
 import type { Database } from './schema.ts';
 
 /** Which SQL engine an index runs on; a few queries differ (case-insensitive search). */

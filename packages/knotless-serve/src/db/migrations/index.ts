@@ -1,0 +1,23 @@
+import type { Migration } from 'kysely/migration';
+import { migration as m0001 } from './0001-init.ts';
+import { migration as m0002 } from './0002-forge.ts';
+import { migration as m0003 } from './0003-sign-in.ts';
+import { migration as m0004 } from './0004-account-status.ts';
+import { migration as m0005 } from './0005-private-repos.ts';
+import { migration as m0006 } from './0006-notifications.ts';
+import { migration as m0007 } from './0007-stars-and-line-comments.ts';
+
+/**
+ * Numbered migrations, applied in order by kysely's Migrator, one file each: a new one is a file
+ * here and its line below, never an edit of one already released. Column types are the ones SQLite
+ * and PostgreSQL both accept; booleans are integers so that one query works on both.
+ */
+export const migrations: Record<string, Migration> = {
+  '0001_init': m0001,
+  '0002_forge': m0002,
+  '0003_sign_in': m0003,
+  '0004_account_status': m0004,
+  '0005_private_repos': m0005,
+  '0006_notifications': m0006,
+  '0007_stars_and_line_comments': m0007,
+};
