@@ -10,7 +10,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { writeCommitStream } from 'knotless-core/git/fast-import';
-import { checkTreePath, treePathRefusal, type TreeEntryKind } from 'knotless-core/git/tree-path';
+import {
+  checkRemovedPath,
+  checkTreePath,
+  treePathRefusal,
+  type TreeEntryKind,
+} from 'knotless-core/git/tree-path';
 
 interface Row {
   path: string;
@@ -160,5 +165,11 @@ describe("the paths a commit may hold: git's rule", () => {
     });
     assert.throws(() => checkTreePath('.gitmodules', 'symlink'), /symbolic link may not be \.gitmodules/);
     checkTreePath('.gitmodules');
+  });
+
+  it('a path to remove need only be a path, so one git refuses can be removed', () => {
+    for (const p of ['git~1/x', '.git /x', 'tab\there', 'a\\b', '.g\u200cit', 'e\x1bx']) checkRemovedPath(p);
+    for (const p of ['', '/abs', 'a/', 'a//b', './a', 'a/../b', '..', 'nul\0x', 'lone\ud800'])
+      assert.throws(() => checkRemovedPath(p), { code: 'usage' }, JSON.stringify(p));
   });
 });

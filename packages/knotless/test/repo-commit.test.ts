@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { commitFiles, useGitUser } from './helpers/git.ts';
+import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
@@ -186,5 +186,40 @@ describe('knotless repo commit', () => {
     );
     assert.ok(!esc.stderr.includes('\x1b'), 'no escape character reaches the terminal');
     assert.equal(await refs(), before, 'no ref moved');
+  });
+
+  it('removes a path git itself stores but knotless would not write (a tab in its name): the repair', async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'odd')).code, 0);
+    const work = await newRepo(alice, 'knotless://alice.test/odd');
+    await commitFiles(alice, work, { 'tab\there.txt': 'x\n', 'keep.txt': 'k\n' }, 'a tab in a name');
+    await alice.ok(work, 'push', '-q', 'origin', 'main');
+    const add = await alice.knotless(
+      'repo',
+      'commit',
+      'odd',
+      '-m',
+      'x',
+      '--add',
+      `tab\tthere.txt=${file('y')}`,
+    );
+    assert.equal(add.code, 2, add.stderr);
+    const removed = await alice.knotless(
+      'repo',
+      'commit',
+      'odd',
+      '-m',
+      'remove it',
+      '--delete',
+      'tab\there.txt',
+    );
+    assert.equal(removed.code, 0, removed.stderr);
+    const dir = await cloneOf('odd');
+    assert.equal((await alice.ok(dir, 'ls-files')).trim(), 'keep.txt');
+    const bad = await alice.knotless('repo', 'commit', 'odd', '-m', 'x', '--delete', 'a//b');
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(
+      bad.stderr,
+      /^knotless: "a\/\/b" names no path a repository can hold: it has an empty part \("\/\/"\)\.$/m,
+    );
   });
 });

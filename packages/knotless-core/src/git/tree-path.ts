@@ -48,11 +48,30 @@ function hfsIs(part: string, name: string): boolean {
 }
 
 /**
+ * Why `path` names nothing a tree can hold, whatever the name's parts (the end of a sentence), or
+ * undefined: what a path to remove is held to, so that one git refuses, brought by a push from
+ * elsewhere, can still be removed.
+ */
+function formRefusal(path: string): string | undefined {
+  if (path === '') return 'it is empty';
+  if (path.includes('\0')) return 'it holds a NUL character';
+  if (Buffer.from(path, 'utf8').toString('utf8') !== path) return 'it is not valid Unicode';
+  if (path.startsWith('/')) return 'it starts with "/" (paths are relative to the repository)';
+  if (path.endsWith('/')) return 'it ends with "/"';
+  for (const part of path.split('/')) {
+    if (part === '') return 'it has an empty part ("//")';
+    if (part === '.' || part === '..') return `it has a "${part}" part`;
+  }
+  return undefined;
+}
+
+/**
  * Why git would not check out `path` as a `kind` entry, as the end of a sentence ("it ends with
  * /"), or undefined when it would.
  */
 export function treePathRefusal(path: string, kind: TreeEntryKind = 'file'): string | undefined {
-  if (path === '') return 'it is empty';
+  const form = formRefusal(path);
+  if (form !== undefined) return form;
   // Not git's rule but ours: a name holding an escape sequence or a bidi override prints as
   // something else in every terminal and listing that shows it (ls, git status, this tool), so a
   // file can pose as another. git stores such names; they are refused here before they are written.
@@ -61,13 +80,9 @@ export function treePathRefusal(path: string, kind: TreeEntryKind = 'file'): str
   // A separator on Windows, where git refuses the path (a checkout there fails); elsewhere git
   // also reads `a\.git` as .git inside a, which the checks below need not repeat.
   if (path.includes('\\')) return 'it holds "\\", which Windows takes for a folder separator';
-  if (path.startsWith('/')) return 'it starts with "/" (paths are relative to the repository)';
-  if (path.endsWith('/')) return 'it ends with "/"';
   const parts = path.split('/');
   for (const [i, part] of parts.entries()) {
     const shown = `"${safeText(part)}"`;
-    if (part === '') return 'it has an empty part ("//")';
-    if (part === '.' || part === '..') return `it has a "${part}" part`;
     if (/^\.[gG][iI][tT]$/.test(part)) return `its part ${shown} is git's own folder`;
     if (NTFS_DOTGIT.test(part)) return `its part ${shown} is the .git folder on Windows (NTFS)`;
     if (hfsIs(part, '.git')) return `its part ${shown} is the .git folder on macOS (HFS+)`;
@@ -95,4 +110,15 @@ export function treePathSentence(path: string, kind: TreeEntryKind = 'file'): st
 export function checkTreePath(path: string, kind: TreeEntryKind = 'file'): void {
   const sentence = treePathSentence(path, kind);
   if (sentence !== undefined) throw new KnotlessError('usage', sentence);
+}
+
+/**
+ * Refuses (`usage`) a path to remove that no tree can hold. Only its form is checked: a path git
+ * would not check out may be in a repository all the same (pushed from a git without the
+ * protections), and removing it is the repair.
+ */
+export function checkRemovedPath(path: string): void {
+  const why = formRefusal(path);
+  if (why !== undefined)
+    throw new KnotlessError('usage', `"${safeText(path)}" names no path a repository can hold: ${why}.`);
 }

@@ -7,7 +7,7 @@ import { RefView } from '../cache/ref-view.ts';
 import { KnotlessError } from '../errors.ts';
 import { buildPack, parsePackInfo, rangeObjects } from '../git/pack.ts';
 import { parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
-import { checkTreePath } from '../git/tree-path.ts';
+import { checkRemovedPath, checkTreePath } from '../git/tree-path.ts';
 import { isValidRefName } from '../git/refname.ts';
 import { GitError, gitText } from '../git/run.ts';
 import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfer.ts';
@@ -138,8 +138,12 @@ export async function commitToBranch(
   env: CommitEnv,
   req: CommitRequest,
 ): Promise<Committed> {
-  // Before the mirror is touched or anything asked: a path no clone could check out is never written.
-  for (const c of req.changes) checkTreePath(c.path);
+  // Before the mirror is touched or anything asked: a path no clone could check out is never
+  // written. One to remove need only be a path: removing one git refuses repairs the repository.
+  for (const c of req.changes) {
+    if (c.kind === 'add') checkTreePath(c.path);
+    else checkRemovedPath(c.path);
+  }
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   return mirror.hold(() => commitInMirror(remote, env, req, mirror));
 }
