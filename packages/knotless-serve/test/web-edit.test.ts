@@ -20,6 +20,12 @@ const alice = useGitUser(t, 'alice.test');
 
 /** 510 KiB of short lines with an accent: each of its bytes takes 4 in the posted form. */
 const BIG = 'é\n'.repeat(174_000);
+/**
+ * The worst a form can grow: empty lines, each byte 6 in the form (`%0D%0A`), and 2 bytes short
+ * of 512 KiB, the editor's limit, so that the line the test adds fills it exactly. It also starts
+ * with a line break, which HTML drops right after <textarea> unless the page puts one first.
+ */
+const BLANK = '\n'.repeat(512 * 1024 - 2);
 
 let app: Appview;
 let browser: BrowserContext;
@@ -50,6 +56,7 @@ describe('editing a file in the browser, at its edges', () => {
     const files = {
       'README.md': '# Site\n',
       'big.txt': BIG,
+      'blank.txt': BLANK,
       'dos.txt': 'one\r\ntwo\r\n',
       'mixed.txt': 'one\r\ntwo\n',
       'tab\tname.txt': 'x\n',
@@ -111,6 +118,23 @@ describe('editing a file in the browser, at its edges', () => {
     assert.equal(answer.status(), 303, await answer.text().catch(() => ''));
     const dir = await cloned();
     assert.ok(fs.readFileSync(path.join(dir, 'big.txt')).equals(Buffer.from(`${BIG}one more\n`)));
+  });
+
+  it('512 KiB of empty lines, the worst a form grows (six times), is saved byte for byte', async () => {
+    await openEditor('blank.txt');
+    await page.getByLabel('blank.txt').evaluate((el) => ((el as HTMLTextAreaElement).value += 'x\n'));
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Commit to main' }).click(),
+    ]);
+    assert.equal(answer.status(), 303, await answer.text().catch(() => ''));
+    assert.ok(
+      answer.request().postDataBuffer()!.length > 6 * 512 * 1024 - 100,
+      'the form was the worst case',
+    );
+    const saved = fs.readFileSync(path.join(await cloned(), 'blank.txt'));
+    assert.equal(saved.length, 512 * 1024);
+    assert.ok(saved.equals(Buffer.from(`${BLANK}x\n`)));
   });
 
   it('a file with CRLF line ends keeps them when saved from the text area', async () => {
