@@ -1,12 +1,13 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { XrpcClient, safeText } from 'knotless-core';
+import { XrpcClient } from 'knotless-core';
 import { parseAtUri } from 'knotless-core/forge/records';
 import { makeSignIn, type SignIn } from './auth/oauth.ts';
 import { loadServerKey } from './auth/server-key.ts';
 import { WebSessions } from './auth/web-sessions.ts';
 import type { ServeConfig } from './config.ts';
+import { jsonLog, textLog } from './log.ts';
 import { storedRound } from './db/forge-store.ts';
 import { Index } from './db/index-store.ts';
 import { Notifications } from './db/notifications.ts';
@@ -36,13 +37,9 @@ export interface Appview {
  * Starts the appview: opens (and migrates) the index, listens for HTTP, follows the event streams
  * from their saved cursors, then backfills the accounts it was given and catches mirrors up.
  */
-export async function startAppview(
-  config: ServeConfig,
-  write: (line: string) => void = (l) => process.stderr.write(`knotless-serve: ${l}\n`),
-): Promise<Appview> {
-  // Log lines carry network text (handles, repository names, PDS errors, request paths): one escape
-  // here covers every line, whoever wrote it.
-  const log = (line: string): void => write(safeText(line, 2000));
+export async function startAppview(config: ServeConfig, write?: (line: string) => void): Promise<Appview> {
+  // JSON lines for an operator's log pipeline; text for a caller that takes the lines itself.
+  const log = write === undefined ? jsonLog(config.logLevel) : textLog(config.logLevel, write);
   const { db, engine } = await openDatabase(config.database, log);
   const index = new Index(db, engine);
   const identities = await Identities.create(
@@ -93,7 +90,7 @@ export async function startAppview(
     // An operator who configured a key asked for sign-in: starting without it would hide that.
     // The dev network's own key only offers it, where the address allows.
     if (config.oauthKeyFile !== undefined) throw err;
-    log(`sign-in is off: ${String(err)}`);
+    log.warn(`sign-in is off: ${String(err)}`);
   }
   const site: Site = {
     index,
@@ -143,7 +140,7 @@ export async function startAppview(
         mirror.prefetchRound(did, repo.did, repo.rkey, storedRound(round));
     },
     gap: (service, reason) => {
-      log(`${service} lost events (${reason}): reading every account again`);
+      log.warn(`${service} lost events (${reason}): reading every account again`);
       resync.full({ relays: config.relays.filter((r) => relayStream(r) === service), known: true });
     },
     recheck: (did) => resync.recheck(did),

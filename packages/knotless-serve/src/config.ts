@@ -1,6 +1,10 @@
 import path from 'node:path';
 
 /** Everything the appview is told, from the command line or the environment. */
+/** How much the log says (log.ts), from the least: errors only, to everything. */
+export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 export interface ServeConfig {
   /** Mirrors, downloaded blobs and (by default) the SQLite index live here. */
   dataDir: string;
@@ -25,6 +29,8 @@ export interface ServeConfig {
   backfillDids: string[];
   /** Dev mode: loopback and private addresses allowed, `.test` handles resolved through their PDS. */
   dev: boolean;
+  /** The least a log line must matter to be written (log.ts). */
+  logLevel: LogLevel;
   /** Largest pack the mirror downloads, and the most bytes of packs one repository may have. */
   maxPackBytes: number;
   maxRepoBytes: number;
@@ -68,6 +74,7 @@ export function defaultConfig(dataDir: string): ServeConfig {
     backfillPdses: [],
     backfillDids: [],
     dev: false,
+    logLevel: 'info',
     maxPackBytes: 256 * 1024 * 1024,
     maxRepoBytes: 2 * 1024 * 1024 * 1024,
     maxRoundBytes: 512 * 1024 * 1024,

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { safeText } from 'knotless-core';
 import { startAppview } from './appview.ts';
-import { defaultConfig, type ServeConfig } from './config.ts';
+import { LOG_LEVELS, defaultConfig, type LogLevel, type ServeConfig } from './config.ts';
 
 const USAGE = `usage: knotless-serve [options] [DID ...]
 
@@ -26,6 +26,8 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
   --recheck MS         read every known account again this often       [$KNOTLESS_SERVE_RECHECK]
                        (default 21600000: six hours)
   --dev                allow loopback/private addresses, .test handles [$KNOTLESS_SERVE_DEV=1]
+  --log-level LEVEL    error, warn, info (default) or debug; the log is
+                       JSON lines on stderr                            [$KNOTLESS_SERVE_LOG_LEVEL]
   -V, --version        print the version
   -h, --help           print this help
   DID ...              accounts to backfill at start`;
@@ -45,6 +47,12 @@ function relayUrl(v: string): string {
   return url.origin + url.pathname.replace(/\/+$/, '');
 }
 
+function logLevel(v: string): LogLevel {
+  if (!(LOG_LEVELS as readonly string[]).includes(v))
+    throw new Error(`--log-level ${safeText(v)} is not one of ${LOG_LEVELS.join(', ')}`);
+  return v as LogLevel;
+}
+
 const OPTIONS = {
   data: { type: 'string' },
   db: { type: 'string' },
@@ -60,6 +68,7 @@ const OPTIONS = {
   'git-timeout': { type: 'string' },
   recheck: { type: 'string' },
   dev: { type: 'boolean' },
+  'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'V' },
 } as const;
@@ -142,6 +151,7 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
     backfillPdses: values['backfill-pds'] ?? list(env['KNOTLESS_SERVE_BACKFILL_PDS']),
     backfillDids: positionals,
     dev: values.dev === true || /^(1|true|yes)$/i.test(env['KNOTLESS_SERVE_DEV'] ?? ''),
+    logLevel: logLevel(values['log-level'] ?? env['KNOTLESS_SERVE_LOG_LEVEL'] ?? c.logLevel),
   };
 }
 

@@ -56,6 +56,7 @@ describe('the knotless-serve command', () => {
       [['--port'], '--port needs a value'],
       [['--dev=yes'], '--dev takes no value'],
       [['--port', 'x'], '--port x is not a port number (0 to 65535)'],
+      [['--log-level', 'loud'], '--log-level loud is not one of error, warn, info, debug'],
     ];
     for (const [args, what] of mistakes) {
       const res = await runBin(args);

@@ -27,6 +27,7 @@ import { HttpError, Redirect, type RepoTarget, type Site } from './site.ts';
 import { SCRIPT } from './script.ts';
 import { STYLE } from './style.ts';
 import { viewer, withViewer } from './viewer.ts';
+import { logFields, withRequestLog } from '../log.ts';
 
 /** A repository addressed by a URL: its owner, name and mirror. */
 const GIT_SERVICES = new Set(['info/refs', 'git-upload-pack', 'git-receive-pack']);
@@ -56,6 +57,7 @@ async function findRepo(site: Site, actor: string, name: string): Promise<RepoTa
       ? null
       : { owner: (await site.index.owner(parent.did))?.handle ?? parent.did, name: parent.rkey };
   const priv = repo.private === 1;
+  logFields({ repo: `${owner.did}/${name}` });
   return { did: owner.did, owner: actor, name, description: repo.description, gitDir, forkOf, private: priv };
 }
 
@@ -232,6 +234,11 @@ function isGitRequest(pathname: string): boolean {
  * reader who goes away aborts it the same way.
  */
 export function handleRequest(site: Site, req: http.IncomingMessage, res: http.ServerResponse): void {
+  // Every line logged for the request, its time limit's included, carries its fields.
+  withRequestLog(req.method, (req.url ?? '/').split('?')[0] ?? '/', () => answer(site, req, res));
+}
+
+function answer(site: Site, req: http.IncomingMessage, res: http.ServerResponse): void {
   const pathname = (req.url ?? '/').split('?')[0] ?? '/';
   const limit = isGitRequest(pathname) ? site.gitTimeoutMs : site.requestTimeoutMs;
   const controller = new AbortController();
@@ -246,6 +253,7 @@ export function handleRequest(site: Site, req: http.IncomingMessage, res: http.S
   withSignal(controller.signal, async () => {
     // The signed-in reader (when the request carries a live session's cookie), for the layout and forms.
     const reader = await site.sessions.viewer(req);
+    if (reader !== undefined) logFields({ account: reader.did });
     // The header's count, for pages only (not files, queries or git).
     const unseen =
       reader === undefined || /^\/(static|xrpc|-\/img)\//.test(pathname) || isGitRequest(pathname)
@@ -268,7 +276,7 @@ export function handleRequest(site: Site, req: http.IncomingMessage, res: http.S
       if (err instanceof Redirect && !res.headersSent)
         return void res.writeHead(302, { location: err.location }).end();
       const status = err instanceof HttpError ? err.status : 500;
-      if (!(err instanceof HttpError)) site.log(`${req.method} ${req.url}: ${String(err)}`);
+      if (!(err instanceof HttpError)) site.log.error(`${req.method} ${req.url}: ${String(err)}`);
       const message = err instanceof HttpError ? err.message : 'Something went wrong; the log says what.';
       if (res.headersSent) return void res.destroy();
       const kept = err instanceof HttpError ? err.body : undefined;
@@ -284,7 +292,7 @@ export function handleRequest(site: Site, req: http.IncomingMessage, res: http.S
 
 /** The answer to a request out of time, in the form its caller reads (JSON for XRPC, text for git). */
 function timedOut(site: Site, req: http.IncomingMessage, res: http.ServerResponse, limit: number): void {
-  site.log(`${req.method} ${req.url}: stopped after ${limit} ms`);
+  site.log.warn(`${req.method} ${req.url}: stopped after ${limit} ms`);
   if (res.headersSent) return void res.destroy();
   const seconds = Math.round(limit / 100) / 10;
   const message = `This request took longer than ${seconds} s and was stopped; try again later.`;

@@ -1,3 +1,4 @@
+import type { Log } from '../log.ts';
 import type { ForgeServices } from 'knotless-core/forge/services';
 import type { Transport } from 'knotless-core/xrpc/transport';
 import type { SignIn } from '../auth/oauth.ts';
@@ -14,7 +15,7 @@ export interface Site {
   mirror: Mirror;
   /** The appview's public URL, without a trailing slash. */
   publicUrl: string;
-  log(line: string): void;
+  log: Log;
   /** Time limits, in ms: every request but smart-HTTP git, and smart-HTTP git. */
   requestTimeoutMs: number;
   gitTimeoutMs: number;
