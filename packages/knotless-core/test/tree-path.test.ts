@@ -161,7 +161,7 @@ describe("the paths a commit may hold: git's rule", () => {
     });
     assert.throws(() => checkTreePath('e\x1b[31mx'), {
       message:
-        '"e\\x1b[31mx" is not a path git will check out: it holds a control, bidi or line-separator character, or text that is not valid Unicode; choose another.',
+        '"e\\x1b[31mx" is not a path git will check out: it holds a control, bidi or line-separator character; choose another.',
     });
     assert.throws(() => checkTreePath('.gitmodules', 'symlink'), /symbolic link may not be \.gitmodules/);
     checkTreePath('.gitmodules');

@@ -1,6 +1,6 @@
 // Which paths a commit may hold: git's own rule (`verify_path` in read-cache.c, with the NTFS and
 // HFS+ checks of path.c and utf8.c), so that nothing is committed that a clone then cannot check
-// out. git takes a path it refuses into no index: the clone's checkout fails on it, on every
+// out. A path git refuses never enters its index, so every clone's checkout fails on it, on every
 // machine that has the protection on. NTFS's protection is on everywhere by default and HFS+'s on
 // macOS; a repository is checked out anywhere, so both are applied here whatever this machine is.
 // Every front end that makes a commit (the CLI's `repo commit`, the appview's file edit) asks this
@@ -75,8 +75,7 @@ export function treePathRefusal(path: string, kind: TreeEntryKind = 'file'): str
   // Not git's rule but ours: a name holding an escape sequence or a bidi override prints as
   // something else in every terminal and listing that shows it (ls, git status, this tool), so a
   // file can pose as another. git stores such names; they are refused here before they are written.
-  if (hasUnsafe(path))
-    return 'it holds a control, bidi or line-separator character, or text that is not valid Unicode';
+  if (hasUnsafe(path)) return 'it holds a control, bidi or line-separator character';
   // A separator on Windows, where git refuses the path (a checkout there fails); elsewhere git
   // also reads `a\.git` as .git inside a, which the checks below need not repeat.
   if (path.includes('\\')) return 'it holds "\\", which Windows takes for a folder separator';
