@@ -70,6 +70,44 @@ describe('plain git clones from the appview', () => {
     );
   });
 
+  it("gives shallow and partial clones, as git's own server does", async () => {
+    const dir = alice.dir();
+    const tip = (await alice.ok(src, 'rev-parse', 'main')).trim();
+    // --depth 1: the one commit, marked shallow, whole in its tree.
+    await alice.ok(
+      dir,
+      'clone',
+      '-q',
+      '--depth',
+      '1',
+      '--no-single-branch',
+      `${app.url}/alice.test/gen`,
+      'shallow',
+    );
+    assert.equal((await alice.ok(`${dir}/shallow`, 'rev-parse', 'HEAD')).trim(), tip);
+    assert.equal((await alice.ok(`${dir}/shallow`, 'rev-list', '--count', 'HEAD')).trim(), '1');
+    assert.equal((await alice.ok(`${dir}/shallow`, 'rev-parse', '--is-shallow-repository')).trim(), 'true');
+    await alice.ok(`${dir}/shallow`, 'fetch', '-q', '--deepen', '5');
+    assert.equal(
+      (await alice.ok(`${dir}/shallow`, 'rev-list', '--count', '--first-parent', 'HEAD')).trim(),
+      '6',
+    );
+    // --filter=blob:none: history whole, the blobs of old commits left on the server until asked for.
+    await alice.ok(dir, 'clone', '-q', '--filter=blob:none', `${app.url}/alice.test/gen`, 'blobless');
+    const missing = (await alice.ok(`${dir}/blobless`, 'rev-list', '--objects', '--all', '--missing=print'))
+      .split('\n')
+      .filter((l) => l.startsWith('?'));
+    assert.ok(missing.length > 0, 'a blobless clone left no blob on the server');
+    assert.equal((await alice.ok(`${dir}/blobless`, 'config', 'remote.origin.promisor')).trim(), 'true');
+    // Checking out an old commit fetches the blobs its tree lacks, in one request.
+    const old = (await alice.ok(`${dir}/blobless`, 'rev-parse', 'HEAD~20')).trim();
+    await alice.ok(`${dir}/blobless`, 'checkout', '-q', old);
+    assert.equal((await alice.ok(`${dir}/blobless`, 'status', '--porcelain')).trim(), '');
+    await alice.ok(`${dir}/blobless`, 'fsck', '--no-dangling');
+    await alice.ok(`${dir}/blobless`, 'checkout', '-q', 'main');
+    assert.equal((await alice.ok(`${dir}/blobless`, 'rev-parse', 'HEAD')).trim(), tip);
+  });
+
   it('refuses pushes over HTTP', async () => {
     const dir = alice.dir();
     await alice.ok(dir, 'clone', '-q', `${app.url}/alice.test/gen`, 'c');

@@ -38,11 +38,15 @@ export function serveHttpBackend(
       GIT_HTTP_EXPORT_ALL: '1',
       GIT_CONFIG_NOSYSTEM: '1',
       GIT_CONFIG_GLOBAL: '/dev/null',
-      GIT_CONFIG_COUNT: '2',
+      GIT_CONFIG_COUNT: '3',
       GIT_CONFIG_KEY_0: 'http.receivepack',
       GIT_CONFIG_VALUE_0: String(r.receivePack),
       GIT_CONFIG_KEY_1: 'http.uploadpack',
       GIT_CONFIG_VALUE_1: 'true',
+      // Partial clones (`--filter=blob:none`, `blob:limit=`, `tree:0`) and the fetches that fill
+      // them in later: without it upload-pack ignores a filter and sends everything.
+      GIT_CONFIG_KEY_2: 'uploadpack.allowFilter',
+      GIT_CONFIG_VALUE_2: 'true',
       REQUEST_METHOD: req.method ?? 'GET',
       PATH_INFO: r.pathInfo,
       QUERY_STRING: r.query,
