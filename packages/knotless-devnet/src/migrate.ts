@@ -81,10 +81,15 @@ function mailedToken(pds: NetworkPds, did: string): string {
 
 /**
  * Moves an account from one PDS of the network to another by the standard migration steps (those of
- * atproto's account migration guide and goat's `account migrate`): service auth from the old PDS,
- * createAccount with the existing DID on the new one, the repository's CAR imported, every missing
- * blob uploaded, the PLC operation signed by the old PDS and submitted through the new one, then
- * the new account activated and the old one deactivated. Each call is what a real PDS would get.
+ * atproto's account migration guide and goat's `account migrate`), in an order of its own that
+ * loses no write: service auth from the old PDS, createAccount with the existing DID on the new one,
+ * then the old account deactivated BEFORE its repository is copied (the guide and goat copy first
+ * and deactivate last, so every write the old PDS acknowledges in between stays behind in its
+ * deactivated copy), the repository's CAR imported and every missing blob uploaded (read with the
+ * account's own token: a deactivated account's repository and blobs are served to it alone), the
+ * PLC operation signed by the old PDS and submitted through the new one, then the new account
+ * activated. When a step fails before the PLC operation is submitted, the old account is activated
+ * again, so that the account stays where it was. Each call is what a real PDS would get.
  * A PDS that already holds the account (it moved away from there before) gets no createAccount,
  * which would refuse the DID: the account logs in there and the same steps bring that copy up to date.
  */
@@ -102,8 +107,50 @@ export async function migrateAccount(opts: MigrateOptions): Promise<{ did: strin
     ? await returnTo(to.url, did, handle, opts.password, step)
     : await createOn(from.url, to, old, email, opts.password, step);
 
+  // The copy is made after the old account stops taking writes, never before: a push in flight now
+  // is refused by the old PDS (AccountDeactivated) and fails, where it would have been acknowledged
+  // and then left behind.
+  step(`deactivating ${handle} on ${from.url}, so that it takes no write the copy would miss`);
+  await call(from.url, 'com.atproto.server.deactivateAccount', { token: old.accessJwt, json: {} });
+  let operation: unknown;
+  try {
+    await copyRepository(from, to, old, fresh, step);
+    operation = await signPlcOperation(from, to, old, fresh, step);
+  } catch (err) {
+    step(`the move stopped before the PLC operation: activating ${handle} on ${from.url} again`);
+    await call(from.url, 'com.atproto.server.activateAccount', { token: old.accessJwt, post: true });
+    throw err;
+  }
+  step(`submitting it through ${to.url}`);
+  await call(to.url, 'com.atproto.identity.submitPlcOperation', {
+    token: fresh.accessJwt,
+    json: { operation },
+  });
+  const named = await pdsInDocument(opts.plcUrl, did);
+  if (named !== to.url) throw new NetworkError(`The PLC directory names ${named} for ${did}, not ${to.url}.`);
+
+  step(`activating ${handle} on ${to.url}`);
+  await call(to.url, 'com.atproto.server.activateAccount', { token: fresh.accessJwt, post: true });
+  return { did, handle };
+}
+
+/**
+ * Copies the old (deactivated) account's repository and blobs to the new PDS: its CAR imported,
+ * then every blob listMissingBlobs names; stops when checkAccountStatus counts one missing.
+ */
+async function copyRepository(
+  from: NetworkPds,
+  to: NetworkPds,
+  old: Session,
+  fresh: Session,
+  step: (line: string) => void,
+): Promise<void> {
+  const { did, handle } = old;
   step(`importing the repository (its CAR from ${from.url})`);
-  const car = await call<Buffer>(from.url, 'com.atproto.sync.getRepo', { params: { did } });
+  const car = await call<Buffer>(from.url, 'com.atproto.sync.getRepo', {
+    token: old.accessJwt,
+    params: { did },
+  });
   await call(to.url, 'com.atproto.repo.importRepo', {
     token: fresh.accessJwt,
     bytes: car,
@@ -120,6 +167,7 @@ export async function migrateAccount(opts: MigrateOptions): Promise<{ did: strin
     );
     for (const { cid } of page.blobs) {
       const bytes = await call<Buffer | undefined>(from.url, 'com.atproto.sync.getBlob', {
+        token: old.accessJwt,
         params: { did, cid },
       });
       await call(to.url, 'com.atproto.repo.uploadBlob', {
@@ -143,7 +191,17 @@ export async function migrateAccount(opts: MigrateOptions): Promise<{ did: strin
     );
   }
   step(`${to.url} holds ${status.indexedRecords} records and all ${status.expectedBlobs} blobs`);
+}
 
+/** The PLC operation naming the new PDS, signed by the old one (not yet submitted). */
+async function signPlcOperation(
+  from: NetworkPds,
+  to: NetworkPds,
+  old: Session,
+  fresh: Session,
+  step: (line: string) => void,
+): Promise<unknown> {
+  const { did } = old;
   step(`asking ${from.url} to sign the PLC operation naming ${to.url}`);
   const credentials = await call<Record<string, unknown>>(
     to.url,
@@ -162,19 +220,7 @@ export async function migrateAccount(opts: MigrateOptions): Promise<{ did: strin
       json: { token: mailedToken(from, did), ...credentials },
     },
   );
-  step(`submitting it through ${to.url}`);
-  await call(to.url, 'com.atproto.identity.submitPlcOperation', {
-    token: fresh.accessJwt,
-    json: { operation },
-  });
-  const named = await pdsInDocument(opts.plcUrl, did);
-  if (named !== to.url) throw new NetworkError(`The PLC directory names ${named} for ${did}, not ${to.url}.`);
-
-  step(`activating ${handle} on ${to.url}`);
-  await call(to.url, 'com.atproto.server.activateAccount', { token: fresh.accessJwt, post: true });
-  step(`deactivating ${handle} on ${from.url}`);
-  await call(from.url, 'com.atproto.server.deactivateAccount', { token: old.accessJwt, json: {} });
-  return { did, handle };
+  return operation;
 }
 
 /**

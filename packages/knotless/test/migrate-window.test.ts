@@ -1,0 +1,229 @@
+// Pushes that meet an account move: every push the old PDS acknowledged before it stopped taking
+// writes reaches the new PDS, and a push that arrives once it has stopped fails in one sentence,
+// with git told nothing landed. The moments are made certain by holding the move's own requests at
+// a proxy in front of the old PDS while pushes run, not by timing.
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { startProxy, type Proxy, type ProxyRequest } from 'knotless-devnet';
+import { migrateAccount } from '../../knotless-devnet/src/migrate.ts';
+import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import type { Run } from './helpers/cli.ts';
+import { commitFiles, useGitUser, type GitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test'], { pdses: 2 });
+/** Where alice's pushes go: the old PDS, through a proxy that tells the agent's connections apart. */
+let pushProxy: Proxy | undefined;
+let agent: RunningAgent | undefined;
+let socket = '';
+const via = () => ({ KNOTLESS_COMPACT: '0', ...(pushProxy ? { KNOTLESS_SERVICE: pushProxy.url } : {}) });
+const plain = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', ...via() }));
+const warm = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT_SOCKET: socket, ...via() }));
+/** A reader that follows the account wherever its DID document says it lives. */
+const reader = useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT: '0' }));
+
+const WRITES = new Set(['com.atproto.repo.putRecord', 'com.atproto.repo.applyWrites']);
+const URL_ = 'knotless://alice.test/site';
+
+/** One push of a new commit (with a file big enough to travel as a blob) on `branch`. */
+interface Pushed {
+  commit: string;
+  run: Run;
+  /** Record writes it sent, and how many of them came on the agent's connections. */
+  writes: number;
+  byAgent: number;
+  /** Every request it sent, and the agent's: `nsid status agent|helper`. */
+  sent: string[];
+}
+
+async function push(user: GitUser, dir: string, branch: string, name: string): Promise<Pushed> {
+  const commit = await commitFiles(user, dir, { [`${name}.bin`]: crypto.randomBytes(40_000) }, name);
+  const from = pushProxy!.requests.length;
+  const run = await user.git(dir, 'push', '-q', 'origin', `HEAD:refs/heads/${branch}`);
+  const all = pushProxy!.requests.slice(from);
+  const writes = all.filter((r) => WRITES.has(r.nsid ?? ''));
+  const pid = agent?.child.pid;
+  return {
+    commit,
+    run,
+    writes: writes.length,
+    byAgent: writes.filter((r) => r.pid === pid).length,
+    sent: all.map((r) => `${r.nsid ?? r.path} ${r.status} ${r.pid === pid ? 'agent' : 'helper'}`),
+  };
+}
+
+/** The ref records of alice's account as one PDS holds them, read straight from it: ref → target. */
+async function refsOn(pds: string): Promise<Map<string, string | undefined>> {
+  const q = new URLSearchParams({
+    repo: t.dids['alice.test']!,
+    collection: 'dev.knotless.ref',
+    limit: '100',
+  });
+  const res = await fetch(`${pds}/xrpc/com.atproto.repo.listRecords?${q.toString()}`);
+  assert.equal(res.status, 200, await res.clone().text());
+  const body = (await res.json()) as { records: Array<{ value: { ref: string; target?: string } }> };
+  return new Map(body.records.map((r) => [r.value.ref, r.value.target]));
+}
+
+describe('pushes while the account moves to another PDS', () => {
+  let plainDir = '';
+  let warmDir = '';
+  /** Acknowledged while the old PDS was about to stop taking writes (its deactivation held). */
+  const beforeStop: Record<string, Pushed> = {};
+  /** Sent while the old account's repository was being exported (after it stopped taking writes). */
+  const duringCopy: Record<string, Pushed> = {};
+  const steps: string[] = [];
+
+  before(async () => {
+    await t.ready;
+    pushProxy = await startProxy({
+      target: t.net.pdses[0]!.url,
+      watchPids: () => (agent ? [agent.child.pid!] : []),
+    });
+    socket = path.join(t.tmpdir(), 'agent.sock');
+  });
+  after(async () => {
+    await agent?.stop();
+    await pushProxy?.close();
+  });
+
+  it('pushes acknowledged up to the old PDS stopping are all on the new PDS; later ones fail in one sentence', async () => {
+    assert.equal((await plain.knotless('repo', 'create', 'site')).code, 0);
+    plainDir = plain.dir();
+    await plain.ok(plainDir, 'init', '-q');
+    await commitFiles(plain, plainDir, { 'README.md': 'hello\n' }, 'first');
+    await plain.ok(plainDir, 'remote', 'add', 'origin', URL_);
+    await plain.ok(plainDir, 'push', '-q', 'origin', 'main');
+    warmDir = warm.dir();
+    await warm.ok(warmDir, 'clone', '-q', URL_, '.');
+    agent = await spawnAgent(socket, { ...warm.env, ...via() });
+
+    // The move's requests to the old PDS pass a proxy of their own, which runs pushes at two
+    // moments: when the deactivation arrives (held until the pushes are answered, so they land
+    // while the old PDS still takes writes) and when the export of the repository arrives.
+    const held = new Set<string>();
+    const moveProxy = await startProxy({
+      target: t.net.pdses[0]!.url,
+      onRequest: async (req: ProxyRequest) => {
+        const moment =
+          req.nsid === 'com.atproto.server.deactivateAccount'
+            ? beforeStop
+            : req.nsid === 'com.atproto.sync.getRepo'
+              ? duringCopy
+              : undefined;
+        if (moment === undefined || held.has(req.nsid!)) return;
+        held.add(req.nsid!);
+        moment['direct'] = await push(plain, plainDir, 'direct', `${req.nsid!}-direct`);
+        moment['agent'] = await push(warm, warmDir, 'agent', `${req.nsid!}-agent`);
+      },
+    });
+    try {
+      await migrateAccount({
+        plcUrl: t.net.plcUrl,
+        from: { ...t.net.pdses[0]!, url: moveProxy.url },
+        to: t.net.pdses[1]!,
+        account: 'alice.test',
+        password: t.password,
+        step: (line) => steps.push(line),
+      });
+    } finally {
+      await moveProxy.close();
+    }
+    assert.equal((await t.net.pdsOf(t.dids['alice.test']!)).url, t.net.pdses[1]!.url);
+    assert.deepEqual([...held].sort(), ['com.atproto.server.deactivateAccount', 'com.atproto.sync.getRepo']);
+
+    // Both pushes before the stop were acknowledged, the agent's on the agent's own connections.
+    for (const [who, p] of Object.entries(beforeStop)) assert.equal(p.run.code, 0, `${who}: ${p.run.stderr}`);
+    assert.ok(
+      beforeStop['agent']!.writes > 0 && beforeStop['agent']!.byAgent === beforeStop['agent']!.writes,
+    );
+    assert.equal(beforeStop['direct']!.byAgent, 0);
+
+    // Every acknowledged push is on the new PDS, read there directly.
+    const moved = await refsOn(t.net.pdses[1]!.url);
+    for (const [who, p] of [...Object.entries(beforeStop), ...Object.entries(duringCopy)]) {
+      if (p.run.code === 0)
+        assert.equal(moved.get(`refs/heads/${who}`), p.commit, `${who}'s push was acknowledged`);
+    }
+    assert.equal(moved.get('refs/heads/direct'), beforeStop['direct']!.commit);
+    assert.equal(moved.get('refs/heads/agent'), beforeStop['agent']!.commit);
+  });
+
+  it('a push during the copy is refused in one sentence and git is not told it landed', () => {
+    const sentence =
+      'knotless: The account alice.test is deactivated; its repositories are unavailable until its owner activates it again.';
+    for (const [who, p] of Object.entries(duringCopy)) {
+      assert.notEqual(p.run.code, 0, `${who}'s push during the copy was acknowledged`);
+      assert.equal(p.run.stderr.trim(), sentence, who);
+    }
+    // The direct push was refused by the old PDS itself; the agent's helper sent nothing of its own:
+    // the agent answered it.
+    assert.ok(
+      duringCopy['direct']!.sent.some((r) => / 400 helper$/.test(r)),
+      duringCopy['direct']!.sent.join(', '),
+    );
+    assert.deepEqual(
+      duringCopy['agent']!.sent.filter((r) => r.endsWith(' helper')),
+      [],
+    );
+  });
+
+  it('git in each clone holds as pushed only what landed, and a clone from the new PDS has it all', async () => {
+    assert.equal(
+      (await plain.ok(plainDir, 'rev-parse', 'origin/direct')).trim(),
+      beforeStop['direct']!.commit,
+    );
+    assert.equal((await warm.ok(warmDir, 'rev-parse', 'origin/agent')).trim(), beforeStop['agent']!.commit);
+    // The blobs came along: a clone from the new PDS has both pushes' files, and fsck is clean.
+    const fresh = reader.dir();
+    await reader.ok(fresh, 'clone', '-q', '--no-checkout', URL_, '.');
+    await reader.ok(fresh, 'fsck', '--strict');
+    for (const who of ['direct', 'agent'])
+      assert.equal((await reader.ok(fresh, 'rev-parse', `origin/${who}`)).trim(), beforeStop[who]!.commit);
+    // The move said so, in that order.
+    const at = (start: string) => steps.findIndex((s) => s.startsWith(start));
+    assert.ok(at('deactivating') >= 0 && at('deactivating') < at('importing'), steps.join('\n'));
+  });
+});
+
+describe('what the PDS an account left still serves of it', () => {
+  it('its repository and blobs to the owner alone; listings to no one', async () => {
+    const old = t.net.pdses[0]!.url;
+    const did = t.dids['alice.test']!;
+    const q = (p: Record<string, string>) => new URLSearchParams(p).toString();
+    const refused = async (res: Response) => ({
+      status: res.status,
+      error: ((await res.json()) as { error?: string }).error,
+    });
+    assert.deepEqual(await refused(await fetch(`${old}/xrpc/com.atproto.sync.getRepo?${q({ did })}`)), {
+      status: 400,
+      error: 'RepoDeactivated',
+    });
+    const listing = await fetch(
+      `${old}/xrpc/com.atproto.repo.listRecords?${q({ repo: did, collection: 'dev.knotless.ref' })}`,
+    );
+    assert.equal(listing.status, 400, await listing.text());
+    // The owner may still log in there (a deactivated account may) and read the repository whole.
+    const login = await fetch(`${old}/xrpc/com.atproto.server.createSession`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ identifier: did, password: t.password }),
+    });
+    assert.equal(login.status, 200);
+    const { accessJwt } = (await login.json()) as { accessJwt: string };
+    const auth = { authorization: `Bearer ${accessJwt}` };
+    const car = await fetch(`${old}/xrpc/com.atproto.sync.getRepo?${q({ did })}`, { headers: auth });
+    assert.equal(car.status, 200);
+    assert.equal(car.headers.get('content-type'), 'application/vnd.ipld.car');
+    const blobs = (await (
+      await fetch(`${old}/xrpc/com.atproto.sync.listBlobs?${q({ did })}`, { headers: auth })
+    ).json()) as { cids: string[] };
+    assert.ok(blobs.cids.length > 0);
+    const blob = await fetch(`${old}/xrpc/com.atproto.sync.getBlob?${q({ did, cid: blobs.cids[0]! })}`, {
+      headers: auth,
+    });
+    assert.equal(blob.status, 200);
+  });
+});
