@@ -13,7 +13,8 @@ import type { Run } from './helpers/cli.ts';
 import { commitFiles, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
-const t = useNetwork(['alice.test'], { pdses: 2 });
+// alice moves from the first PDS with knotless's order; bob from the second with the guide's loss.
+const t = useNetwork(['alice.test', 'bob.test'], { pdses: 2 });
 /** Where alice's pushes go: the old PDS, through a proxy that tells the agent's connections apart. */
 let pushProxy: Proxy | undefined;
 let agent: RunningAgent | undefined;
@@ -23,6 +24,7 @@ const plain = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', ...via()
 const warm = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT_SOCKET: socket, ...via() }));
 /** A reader that follows the account wherever its DID document says it lives. */
 const reader = useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT: '0' }));
+const bob = useGitUser(t, 'bob.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT: '0' }));
 
 const WRITES = new Set(['com.atproto.repo.putRecord', 'com.atproto.repo.applyWrites']);
 const URL_ = 'knotless://alice.test/site';
@@ -54,10 +56,10 @@ async function push(user: GitUser, dir: string, branch: string, name: string): P
   };
 }
 
-/** The ref records of alice's account as one PDS holds them, read straight from it: ref → target. */
-async function refsOn(pds: string): Promise<Map<string, string | undefined>> {
+/** The ref records of an account (alice's by default) as one PDS holds them, read straight from it: ref → target. */
+async function refsOn(pds: string, handle = 'alice.test'): Promise<Map<string, string | undefined>> {
   const q = new URLSearchParams({
-    repo: t.dids['alice.test']!,
+    repo: t.dids[handle]!,
     collection: 'dev.knotless.ref',
     limit: '100',
   });
@@ -225,5 +227,78 @@ describe('what the PDS an account left still serves of it', () => {
       headers: auth,
     });
     assert.equal(blob.status, 200);
+  });
+});
+
+describe('a push a move in the guide order left behind, pushed again from the clone that made it', () => {
+  it('git fetch shows the branch going back, and pushing the value before the fetch puts it back', async () => {
+    const [from, to] = [t.net.pdses[1]!, t.net.pdses[0]!];
+    const did = t.dids['bob.test']!;
+    const url = 'knotless://bob.test/notes';
+    assert.equal((await bob.knotless('repo', 'create', 'notes')).code, 0);
+    const dir = bob.dir();
+    await bob.ok(dir, 'init', '-q');
+    const first = await commitFiles(bob, dir, { 'a.txt': 'a\n' }, 'first');
+    await bob.ok(dir, 'remote', 'add', 'origin', url);
+    await bob.ok(dir, 'push', '-q', 'origin', 'main');
+    // The export the guide's order makes while the account still takes writes…
+    const login = await fetch(`${from.url}/xrpc/com.atproto.server.createSession`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ identifier: did, password: t.password }),
+    });
+    const { accessJwt } = (await login.json()) as { accessJwt: string };
+    const early = await fetch(`${from.url}/xrpc/com.atproto.sync.getRepo?did=${did}`, {
+      headers: { authorization: `Bearer ${accessJwt}` },
+    });
+    assert.equal(early.status, 200);
+    const car = new Uint8Array(await early.arrayBuffer());
+    // …then a push the old PDS acknowledges before it is deactivated…
+    const lost = await commitFiles(
+      bob,
+      dir,
+      { 'b.bin': crypto.randomBytes(40_000) },
+      'acknowledged, then lost',
+    );
+    await bob.ok(dir, 'push', '-q', 'origin', 'main');
+    // …and the move carries that early export: the new PDS gets the repository without it.
+    const moveProxy = await startProxy({
+      target: from.url,
+      faults: [
+        {
+          nsid: 'com.atproto.sync.getRepo',
+          fault: { kind: 'replace', body: car, contentType: 'application/vnd.ipld.car' },
+        },
+      ],
+    });
+    try {
+      await migrateAccount({
+        plcUrl: t.net.plcUrl,
+        from: { ...from, url: moveProxy.url },
+        to,
+        account: 'bob.test',
+        password: t.password,
+        step: () => {},
+      });
+    } finally {
+      await moveProxy.close();
+    }
+    assert.equal((await refsOn(to.url, 'bob.test')).get('refs/heads/main'), first);
+
+    // What configuration.md tells the user to do: log in again on the new PDS, fetch, and push the
+    // branch's value from before the fetch.
+    const again = await bob.knotless('login', 'bob.test', '--app-password', t.password);
+    assert.equal(again.code, 0, again.stderr);
+    const fetched = await bob.git(dir, 'fetch', 'origin');
+    assert.equal(fetched.code, 0, fetched.stderr);
+    assert.match(fetched.stderr, /\(forced update\)/);
+    assert.equal((await bob.ok(dir, 'rev-parse', 'origin/main@{1}')).trim(), lost);
+    const pushed = await bob.git(dir, 'push', 'origin', 'origin/main@{1}:refs/heads/main');
+    assert.equal(pushed.code, 0, pushed.stderr);
+    assert.equal((await refsOn(to.url, 'bob.test')).get('refs/heads/main'), lost);
+    const fresh = bob.dir();
+    await bob.ok(fresh, 'clone', '-q', url, '.');
+    await bob.ok(fresh, 'fsck', '--strict');
+    assert.equal((await bob.ok(fresh, 'rev-parse', 'HEAD')).trim(), lost);
   });
 });
