@@ -28,6 +28,8 @@ export interface Appview {
   url: string;
   index: Index;
   mirror: Mirror;
+  /** Reads accounts whole; its counts tell how often. */
+  resync: Resync;
   /** Settles when every mirror sync asked for so far has finished. */
   idle(): Promise<void>;
   close(): Promise<void>;
@@ -130,6 +132,7 @@ export async function startAppview(config: ServeConfig, write?: (line: string) =
     transport,
     changed,
     log,
+    config.gapResyncMs,
   );
   const hooks: StreamHooks = {
     changed: (did, repo) => changed(did, repo, true),
@@ -141,7 +144,7 @@ export async function startAppview(config: ServeConfig, write?: (line: string) =
     },
     gap: (service, reason) => {
       log.warn(`${service} lost events (${reason}): reading every account again`);
-      resync.full({ relays: config.relays.filter((r) => relayStream(r) === service), known: true });
+      resync.gap({ relays: config.relays.filter((r) => relayStream(r) === service), known: true });
     },
     recheck: (did) => resync.recheck(did),
     log,
@@ -169,6 +172,7 @@ export async function startAppview(config: ServeConfig, write?: (line: string) =
     return async () => {
       clearInterval(recheck);
       await Promise.all(subs.map((s) => s.stop()));
+      resync.stop();
       await resync.idle();
     };
   };
@@ -191,6 +195,7 @@ export async function startAppview(config: ServeConfig, write?: (line: string) =
     url,
     index,
     mirror,
+    resync,
     async idle() {
       await resync.idle();
       await mirror.idle();

@@ -58,6 +58,11 @@ export interface ServeConfig {
    * without saying so are caught up this way.
    */
   recheckMs: number;
+  /**
+   * The least time between two passes that read every account again because a stream said it lost
+   * events (ms): a relay repeating `OutdatedCursor` gets one pass in that time, not one per message.
+   */
+  gapResyncMs: number;
 }
 
 /** The defaults for every setting but the data directory. */
@@ -87,6 +92,7 @@ export function defaultConfig(dataDir: string): ServeConfig {
     imageMaxBytes: 5 * 1024 * 1024,
     imageTimeoutMs: 10_000,
     recheckMs: 6 * 60 * 60 * 1000,
+    gapResyncMs: 5 * 60 * 1000,
     oauthKeyFile: undefined,
   };
 }

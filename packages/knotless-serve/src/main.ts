@@ -25,6 +25,8 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
   --git-timeout MS     time limit of a smart-HTTP git request          [$KNOTLESS_SERVE_GIT_TIMEOUT]
   --recheck MS         read every known account again this often       [$KNOTLESS_SERVE_RECHECK]
                        (default 21600000: six hours)
+  --gap-resync MS      after a relay says it lost events, read every   [$KNOTLESS_SERVE_GAP_RESYNC]
+                       account again at most this often (default 300000)
   --dev                allow loopback/private addresses, .test handles [$KNOTLESS_SERVE_DEV=1]
   --log-level LEVEL    error, warn, info (default) or debug; the log is
                        JSON lines on stderr                            [$KNOTLESS_SERVE_LOG_LEVEL]
@@ -67,6 +69,7 @@ const OPTIONS = {
   'request-timeout': { type: 'string' },
   'git-timeout': { type: 'string' },
   recheck: { type: 'string' },
+  'gap-resync': { type: 'string' },
   dev: { type: 'boolean' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -140,6 +143,7 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
       c.gitTimeoutMs,
     ),
     recheckMs: ms('recheck', values.recheck ?? env['KNOTLESS_SERVE_RECHECK'], c.recheckMs),
+    gapResyncMs: ms('gap-resync', values['gap-resync'] ?? env['KNOTLESS_SERVE_GAP_RESYNC'], c.gapResyncMs),
     database: values.db ?? env['KNOTLESS_SERVE_DB'] ?? c.database,
     host: values.host ?? env['KNOTLESS_SERVE_HOST'] ?? c.host,
     port,

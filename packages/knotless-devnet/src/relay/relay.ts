@@ -19,6 +19,14 @@ export interface Relay {
   url: string;
   /** The sequence number of the last frame sent out (0 before any). */
   readonly seq: number;
+  /** How many consumers follow its stream now. */
+  readonly consumers: number;
+  /**
+   * Sends every live consumer an `#info` frame (e.g. `OutdatedCursor`), as a relay does when it
+   * lost a consumer's position, and as a hostile one may do at will: for tests of what a consumer
+   * makes of it.
+   */
+  info(name: string, message?: string): void;
   close(): Promise<void>;
 }
 
@@ -153,6 +161,16 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
     url: `http://127.0.0.1:${port}`,
     get seq() {
       return seq;
+    },
+    get consumers() {
+      return live.size;
+    },
+    info(name, message) {
+      const frame = new MessageFrame(
+        { name, ...(message === undefined ? {} : { message }) },
+        { type: '#info' },
+      );
+      for (const box of live) send(box, frame);
     },
     close: async () => {
       for (const u of upstreams) u.stop();

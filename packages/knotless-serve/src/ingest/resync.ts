@@ -28,6 +28,10 @@ const CONCURRENCY = 8;
  * that could not be indexed (a recheck). Passes never overlap: one asked for while another runs
  * starts once it ends, once however often it was asked for. The streams run meanwhile; rows carry
  * revisions, so which write lands first does not matter.
+ *
+ * A gap is the stream's word (a relay's `OutdatedCursor` or `FutureCursor`), and a hostile or broken
+ * relay can say it without end: passes for gaps start at most once every `gapMs`, whatever the
+ * relays; gaps reported meanwhile wait, merged into the one pass that starts when the time is up.
  */
 export class Resync {
   readonly #running = new Set<Promise<void>>();
@@ -35,6 +39,11 @@ export class Resync {
   #fullAgain: FullPass | undefined;
   readonly #pending = new Set<string>();
   #draining = false;
+  /** When the last pass for a gap started (performance.now()). */
+  #lastGap = -Infinity;
+  /** The pass for the gaps reported since, and the timer that starts it. */
+  #gapWaiting: { pass: FullPass; timer: NodeJS.Timeout } | undefined;
+  #accountsRead = 0;
 
   readonly #sources: ResyncSources;
   readonly #index: Index;
@@ -42,6 +51,7 @@ export class Resync {
   readonly #transport: Transport;
   readonly #changed: (did: string, repo: string) => void;
   readonly #log: (line: string) => void;
+  readonly #gapMs: number;
 
   constructor(
     sources: ResyncSources,
@@ -50,7 +60,9 @@ export class Resync {
     transport: Transport,
     changed: (did: string, repo: string) => void,
     log: (line: string) => void,
+    gapMs: number,
   ) {
+    this.#gapMs = gapMs;
     this.#sources = sources;
     this.#index = index;
     this.#identities = identities;
@@ -63,10 +75,7 @@ export class Resync {
   full(pass: FullPass): void {
     if (this.#full !== undefined) {
       const next = this.#fullAgain;
-      this.#fullAgain = {
-        relays: [...new Set([...(next?.relays ?? []), ...pass.relays])],
-        known: (next?.known ?? false) || pass.known,
-      };
+      this.#fullAgain = next === undefined ? pass : merged(next, pass);
       return;
     }
     this.#full = this.#track(this.#fullPass(pass)).finally(() => {
@@ -75,6 +84,49 @@ export class Resync {
       this.#fullAgain = undefined;
       if (again !== undefined) this.full(again);
     });
+  }
+
+  /**
+   * A stream lost events: a full pass, at once unless one for a gap started less than `gapMs` ago;
+   * then when that time is up, one pass for every gap reported until then.
+   */
+  gap(pass: FullPass): void {
+    const waiting = this.#gapWaiting;
+    if (waiting !== undefined) {
+      waiting.pass = merged(waiting.pass, pass);
+      return;
+    }
+    const wait = this.#lastGap + this.#gapMs - performance.now();
+    if (wait <= 0) {
+      this.#lastGap = performance.now();
+      this.full(pass);
+      return;
+    }
+    const timer = setTimeout(() => {
+      const due = this.#gapWaiting;
+      this.#gapWaiting = undefined;
+      if (due === undefined) return;
+      this.#lastGap = performance.now();
+      this.full(due.pass);
+    }, wait);
+    timer.unref();
+    this.#gapWaiting = { pass, timer };
+  }
+
+  /** How many times an account was read whole (each full pass reads every one of its accounts). */
+  get accountsRead(): number {
+    return this.#accountsRead;
+  }
+
+  /** Whether a pass for a gap waits for its time. */
+  get gapWaiting(): boolean {
+    return this.#gapWaiting !== undefined;
+  }
+
+  /** Drops the pass waiting for a gap, if any (the streams are stopped). */
+  stop(): void {
+    clearTimeout(this.#gapWaiting?.timer);
+    this.#gapWaiting = undefined;
   }
 
   /** Reads one account again. */
@@ -93,7 +145,7 @@ export class Resync {
     });
   }
 
-  /** Settles when no pass is running or waiting. */
+  /** Settles when no pass is running or queued (a pass for a gap waiting for its time is neither). */
   async idle(): Promise<void> {
     while (this.#running.size > 0) await Promise.all([...this.#running]);
   }
@@ -146,6 +198,7 @@ export class Resync {
   }
 
   async #account(did: string): Promise<void> {
+    this.#accountsRead += 1;
     try {
       for (const repo of await backfillAccount(
         did,
@@ -159,4 +212,9 @@ export class Resync {
       this.#log(`backfilling ${did}: ${String(err)}`);
     }
   }
+}
+
+/** One pass that reads what both would. */
+function merged(a: FullPass, b: FullPass): FullPass {
+  return { relays: [...new Set([...a.relays, ...b.relays])], known: a.known || b.known };
 }
