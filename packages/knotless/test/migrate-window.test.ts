@@ -13,8 +13,9 @@ import type { Run } from './helpers/cli.ts';
 import { commitFiles, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
-// alice moves from the first PDS with knotless's order; bob from the second with the guide's loss.
-const t = useNetwork(['alice.test', 'bob.test'], { pdses: 2 });
+// alice moves from the first PDS with knotless's order; bob from the second with the guide's loss;
+// carol's move fails half-way.
+const t = useNetwork(['alice.test', 'bob.test', 'carol.test'], { pdses: 2 });
 /** Where alice's pushes go: the old PDS, through a proxy that tells the agent's connections apart. */
 let pushProxy: Proxy | undefined;
 let agent: RunningAgent | undefined;
@@ -25,6 +26,7 @@ const warm = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT_SOCKET: socket,
 /** A reader that follows the account wherever its DID document says it lives. */
 const reader = useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT: '0' }));
 const bob = useGitUser(t, 'bob.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT: '0' }));
+const carol = useGitUser(t, 'carol.test', () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_AGENT: '0' }));
 
 const WRITES = new Set(['com.atproto.repo.putRecord', 'com.atproto.repo.applyWrites']);
 const URL_ = 'knotless://alice.test/site';
@@ -300,5 +302,55 @@ describe('a push a move in the guide order left behind, pushed again from the cl
     await bob.ok(fresh, 'clone', '-q', url, '.');
     await bob.ok(fresh, 'fsck', '--strict');
     assert.equal((await bob.ok(fresh, 'rev-parse', 'HEAD')).trim(), lost);
+  });
+});
+
+describe('a move that fails after the old account stopped taking writes', () => {
+  it('activates the old account again, so that it stays where it was and takes pushes', async () => {
+    const [from, to] = [t.net.pdses[0]!, t.net.pdses[1]!];
+    const did = t.dids['carol.test']!;
+    assert.equal((await carol.knotless('repo', 'create', 'notes')).code, 0);
+    const dir = carol.dir();
+    await carol.ok(dir, 'init', '-q');
+    await commitFiles(carol, dir, { 'a.txt': 'a\n' }, 'first');
+    await carol.ok(dir, 'remote', 'add', 'origin', 'knotless://carol.test/notes');
+    await carol.ok(dir, 'push', '-q', 'origin', 'main');
+    // The new PDS refuses the import.
+    const toProxy = await startProxy({
+      target: to.url,
+      faults: [{ nsid: 'com.atproto.repo.importRepo', fault: { kind: 'status', status: 500 } }],
+    });
+    const steps: string[] = [];
+    try {
+      await assert.rejects(
+        migrateAccount({
+          plcUrl: t.net.plcUrl,
+          from,
+          to: { ...to, url: toProxy.url },
+          account: 'carol.test',
+          password: t.password,
+          step: (line) => steps.push(line),
+        }),
+        /com\.atproto\.repo\.importRepo on .* failed: 500/,
+      );
+    } finally {
+      await toProxy.close();
+    }
+    assert.ok(
+      steps.some((s) => s.startsWith('deactivating carol.test')),
+      steps.join('\n'),
+    );
+    assert.equal(
+      steps.at(-1),
+      `the move stopped before the PLC operation: activating carol.test on ${from.url} again`,
+    );
+    const status = (await (
+      await fetch(`${from.url}/xrpc/com.atproto.sync.getRepoStatus?did=${did}`)
+    ).json()) as { active: boolean };
+    assert.equal(status.active, true);
+    assert.equal((await t.net.pdsOf(did)).url, from.url);
+    const next = await commitFiles(carol, dir, { 'b.txt': 'b\n' }, 'after the failed move');
+    await carol.ok(dir, 'push', '-q', 'origin', 'main');
+    assert.equal((await refsOn(from.url, 'carol.test')).get('refs/heads/main'), next);
   });
 });
