@@ -220,7 +220,7 @@ describe('accounts that go away and come back, and handles that change', () => {
     assert.equal(warmOld.code, 3, warmOld.stderr);
     const byDid = await cold('repo', 'list', t.dids['alice.test']!);
     assert.equal(byDid.code, 0, byDid.stderr);
-    // Her own shell: whoami reads the handle verified at login, the commands the one verified now.
+    // Her own shell: the commands use the handle verified now.
     const mine = await alice.knotless('repo', 'info', 'alice2.test/site');
     assert.equal(mine.code, 0, mine.stderr);
     // The appview: the new handle's pages at once, the old handle's none.

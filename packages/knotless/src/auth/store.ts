@@ -89,6 +89,18 @@ export class SessionStore {
     writeFileAtomic(this.fileFor(session.did), JSON.stringify(session, null, 2));
   }
 
+  /**
+   * Records the handle an account's session goes by now (verified afresh both ways by the caller),
+   * under the session's lock so that a refresh writing the file meanwhile is not undone.
+   */
+  async rename(did: string, handle: string): Promise<void> {
+    await withSessionLock(this.fileFor(did), () => {
+      const stored = this.get(did);
+      if (stored !== undefined && stored.handle !== handle) this.put({ ...stored, handle });
+      return Promise.resolve();
+    });
+  }
+
   /** Removes an account's session; the current account is cleared when it was this one. */
   remove(did: string): void {
     fs.rmSync(this.fileFor(did), { force: true });

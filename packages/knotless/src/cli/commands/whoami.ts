@@ -62,21 +62,36 @@ export const command: Command = {
   async run({ ctx, io, args }) {
     const c = ctx();
     const auth = await activeSession(c);
-    // Asking the PDS proves the session still works (and refreshes it when due).
-    let res: { did: unknown };
-    try {
-      res = await c.client(auth.session.pds, auth).query('com.atproto.server.getSession');
-    } catch (err) {
-      throw generalFailure(err, 'checking your session');
-    }
-    if (res.did !== auth.session.did) {
+    // Asking the PDS proves the session still works (and refreshes it when due). The handle is
+    // resolved afresh meanwhile: it may have changed since login, and a PDS's word for a handle is
+    // no proof, so it is the one the DID document claims and that resolves back to the DID.
+    const [session, identity] = await Promise.allSettled([
+      c.client(auth.session.pds, auth).query<{ did: unknown }>('com.atproto.server.getSession'),
+      c.resolver.resolve(auth.session.did, { fresh: true }),
+    ]);
+    if (session.status === 'rejected') throw generalFailure(session.reason, 'checking your session');
+    if (session.value.did !== auth.session.did) {
       throw new KnotlessError(
         'pds-error',
         `The PDS at ${safeText(auth.session.pds)} says this session belongs to another account; log in again.`,
       );
     }
-    // The handle verified at login, not the one the PDS reports: a PDS's word for a handle is no proof.
-    const { did, handle, pds } = auth.session;
+    const { did, pds } = auth.session;
+    let handle = auth.session.handle;
+    if (identity.status === 'fulfilled') {
+      // No verified handle now: the DID stands for the account, as at a login without one. The
+      // stored session takes a handle verified now, so that `login` and messages find it by it.
+      const now = identity.value.handle;
+      handle = now ?? did;
+      if (now !== undefined && now !== auth.session.handle && c.sessions.get(did) !== undefined)
+        await c.sessions.rename(did, now);
+    } else {
+      // Nothing proves the handle either way (its DNS or the PLC did not answer): the one verified
+      // last is shown, said to be such.
+      io.err(
+        `knotless: could not verify the handle again (${safeText(identity.reason instanceof Error ? identity.reason.message : String(identity.reason))}); showing the one verified at login.`,
+      );
+    }
     // KNOTLESS_IDENTIFIER's one-off session is not the saved one, even for the same account.
     const oneOff = c.config.identifier !== undefined;
     const how = describe(oneOff ? auth.session : (c.sessions.get(did) ?? auth.session), oneOff);
