@@ -130,6 +130,28 @@ describe('cache and config folders others can write', () => {
     );
   });
 
+  it('refuses a cache folder that is a symbolic link another user owns, even to a folder of ours', async () => {
+    // Whoever owns the link can point it elsewhere at any moment, so where it points now proves nothing.
+    const env = cacheAt(path.join(t.tmpdir(), 'linked-target'));
+    const link = path.join(t.tmpdir(), 'linked-cache');
+    fs.symlinkSync(env['KNOTLESS_CACHE_DIR']!, link);
+    fs.lchownSync(link, 65534, 65534); // Giving a link to another user takes root, as these tests run.
+    const linked = { ...env, KNOTLESS_CACHE_DIR: link };
+    assertRefused(await lsRemote(linked), link, /symbolic link that belongs to another user \(uid 65534\)/);
+    assertRefused(await knotless(['repo', 'list', 'bob.test'], { env: linked }), link, /symbolic link/, 5);
+  });
+
+  it('refuses a cache folder reached through a symbolic link another user owns', async () => {
+    const real = path.join(t.tmpdir(), 'real-parent');
+    fs.mkdirSync(real);
+    cacheAt(path.join(real, 'cache'));
+    const link = path.join(t.tmpdir(), 'linked-parent');
+    fs.symlinkSync(real, link);
+    fs.lchownSync(link, 65534, 65534);
+    const env = { ...victim, KNOTLESS_CACHE_DIR: path.join(link, 'cache') };
+    assertRefused(await lsRemote(env), link, /symbolic link that belongs to another user \(uid 65534\)/);
+  });
+
   it('refuses a config folder others can write', async () => {
     const config = path.join(t.tmpdir(), 'config');
     fs.cpSync(victim['KNOTLESS_CONFIG_DIR']!, config, { recursive: true });

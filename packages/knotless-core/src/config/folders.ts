@@ -26,6 +26,7 @@ function refuse(dir: string, what: string, why: string, fix: string, variable: s
 export function checkFolder(dir: string, what: string, variable: string): void {
   const uid = process.getuid?.();
   if (uid === undefined) return; // Windows: no owners or mode bits to check.
+  checkLinks(dir, what, variable, uid);
   let st: fs.Stats | undefined;
   try {
     st = fs.statSync(dir);
@@ -47,7 +48,8 @@ export function checkFolder(dir: string, what: string, variable: string): void {
   }
   // Above it, up to the root: each folder ours or root's, and writable by nobody else unless its
   // sticky bit keeps others from renaming what is not theirs (as /tmp's does).
-  let above = path.dirname(path.resolve(dir));
+  // Where the folder really is, so the folders above a link's target are the ones checked.
+  let above = path.dirname(st === undefined ? path.resolve(dir) : fs.realpathSync(dir));
   for (;;) {
     let up: fs.Stats | undefined;
     try {
@@ -76,5 +78,41 @@ export function checkFolder(dir: string, what: string, variable: string): void {
     const next = path.dirname(above);
     if (next === above) return;
     above = next;
+  }
+}
+
+/**
+ * The path as written, component by component: a symbolic link on it is followed only when it is
+ * ours (or root's, above the folder itself), since whoever owns a link can point it elsewhere at any
+ * moment and where it points today proves nothing. The folders it leads to are checked by stat.
+ */
+function checkLinks(dir: string, what: string, variable: string, uid: number): void {
+  const full = path.resolve(dir);
+  let at = path.parse(full).root;
+  const parts = full
+    .slice(at.length)
+    .split(path.sep)
+    .filter((p) => p !== '');
+  for (let i = 0; i < parts.length; i++) {
+    at = path.join(at, parts[i]!);
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(at);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw err;
+    }
+    if (!st.isSymbolicLink()) continue;
+    const last = i === parts.length - 1;
+    if (st.uid !== uid && (last || st.uid !== 0))
+      throw refuse(
+        dir,
+        what,
+        last
+          ? `it is a symbolic link that belongs to another user (uid ${st.uid})`
+          : `${at} on its path is a symbolic link that belongs to another user (uid ${st.uid})`,
+        last ? 'remove the link' : 'move it',
+        variable,
+      );
   }
 }
