@@ -37,13 +37,25 @@ function shell(script: string) {
   });
 }
 
+/** The addresses the env file gives the shell: every server's, which a restart must keep. */
+async function addresses(): Promise<string> {
+  const res = await shell(
+    'echo "$KNOTLESS_PLC_URL $KNOTLESS_DEV_PDS $KNOTLESS_DEV_PDS2 $KNOTLESS_DEV_RELAY $KNOTLESS_APPVIEW"',
+  );
+  assert.equal(res.code, 0, res.stderr);
+  return res.stdout.trim();
+}
+
 describe('knotless dev', () => {
   let did = '';
+  let before = '';
 
   it('starts a network, writes a working env file and prints ready', async () => {
     const dev = await startDev();
     assert.match(dev.stdout, /^ready$/m);
     assert.match(dev.stdout, new RegExp(`\\. ${dir}/env`));
+    before = await addresses();
+    assert.match(before, /^(http:\/\/\S+:\d+ ){4}http:\/\/127\.0\.0\.1:\d+$/);
     const env = fs.readFileSync(path.join(dir, 'env'), 'utf8');
     for (const v of [
       'KNOTLESS_PLC_URL',
@@ -92,15 +104,19 @@ describe('knotless dev', () => {
     assert.equal(await dev.exited, 0);
   });
 
-  it('keeps accounts, DIDs and repositories across a restart, and stops on SIGTERM', async () => {
+  it('keeps accounts, DIDs, repositories and every address across a restart, and stops on SIGTERM', async () => {
     const dev = await startDev();
+    const restarted = await addresses();
     const res = await shell('knotless whoami && knotless repo list');
+    dev.child.kill('SIGTERM');
+    assert.equal(await dev.exited, 0);
+    // The appview's and the relay's too: sign-ins, links and plain clones name the appview's.
+    assert.equal(restarted, before);
+    assert.match(dev.stdout, new RegExp(`appview +${before.split(' ')[4]!.replace(/\./g, '\\.')}$`, 'm'));
     assert.equal(res.code, 0, res.stderr);
     const [who, listed] = res.stdout.trim().split('\n');
     assert.match(who!, new RegExp(`^alice\\.test \\(${did}\\)`));
     assert.equal(listed, 'hello');
-    dev.child.kill('SIGTERM');
-    assert.equal(await dev.exited, 0);
   });
 
   it('refuses to start twice on one directory', async () => {

@@ -8,6 +8,7 @@ import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { internalErrorLines, printErr, safeLine, safeText } from 'knotless-core/text/terminal';
 import { NetworkError, startNetwork } from '../network.ts';
+import { portInUse } from '../ports.ts';
 import { startRelay, type Relay } from '../relay/relay.ts';
 import { writeEnvFile, writeWrappers } from './env-file.ts';
 import { runAccount, runMigrate } from './manage.ts';
@@ -53,14 +54,61 @@ export async function loadServe(
   }
 }
 
-/** The dev accounts' password: made once per directory, kept so a restart logs in the same way. */
-function devPassword(dir: string): string {
-  const file = path.join(dir, 'dev.json');
-  const saved = readJson<{ password?: string }>(file)?.password;
-  if (saved !== undefined) return saved;
-  const password = `dev-${crypto.randomBytes(9).toString('base64url')}`;
-  writeFileAtomic(file, JSON.stringify({ password }));
-  return password;
+/**
+ * What `knotless dev` keeps in DIR/dev.json beside the network's own state: the accounts' password
+ * (made once, so a restart logs in the same way) and the relay's and appview's ports, so that their
+ * URLs (the env file's, sign-in clients registered at the appview's address, links people copied)
+ * stay the same across restarts as the PLC's and PDSes' do.
+ */
+interface DevState {
+  password: string;
+  relayPort?: number;
+  appviewPort?: number;
+}
+
+function devStateFile(dir: string): string {
+  return path.join(dir, 'dev.json');
+}
+
+/** The directory's dev state, with a password made on the first start. */
+function loadDevState(dir: string): DevState {
+  const saved = readJson<Partial<DevState>>(devStateFile(dir)) ?? {};
+  const port = (p: unknown): number | undefined =>
+    typeof p === 'number' && Number.isInteger(p) && p > 0 && p < 65536 ? p : undefined;
+  const state: DevState = {
+    password:
+      typeof saved.password === 'string'
+        ? saved.password
+        : `dev-${crypto.randomBytes(9).toString('base64url')}`,
+  };
+  const relayPort = port(saved.relayPort);
+  const appviewPort = port(saved.appviewPort);
+  if (relayPort !== undefined) state.relayPort = relayPort;
+  if (appviewPort !== undefined) state.appviewPort = appviewPort;
+  if (saved.password !== state.password) saveDevState(dir, state);
+  return state;
+}
+
+function saveDevState(dir: string, state: DevState): void {
+  writeFileAtomic(devStateFile(dir), JSON.stringify(state));
+}
+
+/**
+ * The port a server had on the last start when it is free, else 0 (a free one), with a line saying
+ * what moved: whoever holds the old port is not ours to stop.
+ */
+async function keptPort(name: string, saved: number | undefined): Promise<number> {
+  if (saved === undefined) return 0;
+  if (!(await portInUse(saved))) return saved;
+  printErr(
+    `${name}: port ${saved}, which it had on the last start, is in use by another program; it takes a new port, so addresses kept from before no longer reach it.`,
+  );
+  return 0;
+}
+
+/** The port in a server's http://host:port URL. */
+function urlPort(url: string): number {
+  return Number(new URL(url).port);
 }
 
 /** Logs alice in with `knotless login`, her password on its standard input. */
@@ -152,7 +200,8 @@ export async function runDev(argv: string[]): Promise<number> {
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
 
-  const password = devPassword(dir);
+  const devState = loadDevState(dir);
+  const password = devState.password;
   try {
     for (const [handle, pds] of ACCOUNTS) await net.ensureAccount(handle, password, pds);
   } catch (err) {
@@ -163,6 +212,7 @@ export async function runDev(argv: string[]): Promise<number> {
 
   // No relay can be installed here: the stand-in offers its read API over the network's PDSes.
   const relay = await startRelay({
+    port: await keptPort('relay', devState.relayPort),
     pdses: net.pdses.map((p) => p.url),
     log: (line) => printErr(`relay: ${line}`),
   });
@@ -175,7 +225,7 @@ export async function runDev(argv: string[]): Promise<number> {
   const appview = await serve?.startAppview(
     {
       ...serve.defaultConfig(path.join(dir, 'appview')),
-      port: 0,
+      port: await keptPort('appview', devState.appviewPort),
       plcUrl: net.plcUrl,
       firehoses: net.pdses.map((p) => p.url.replace(/^http/, 'ws')),
       backfillPdses: net.pdses.map((p) => p.url),
@@ -184,6 +234,9 @@ export async function runDev(argv: string[]): Promise<number> {
     (line) => printErr(`appview: ${line}`),
   );
   running.appview = appview;
+  devState.relayPort = urlPort(relay.url);
+  if (appview !== undefined) devState.appviewPort = urlPort(appview.url);
+  saveDevState(dir, devState);
 
   const vars: Record<string, string> = {
     KNOTLESS_PLC_URL: net.plcUrl,
