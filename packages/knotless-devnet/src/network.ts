@@ -158,6 +158,33 @@ function takePidLock(dir: string): () => void {
   return () => fs.rmSync(file, { force: true });
 }
 
+/**
+ * better-sqlite3 (the PDS's database driver) compiled for another Node than this one, as a sentence
+ * that says what runs: npm compiles it against the headers `nodedir` names, and `npm_config_nodedir`
+ * in the environment (another Node's) outranks the workspace's .npmrc, which a plain `npm rebuild`
+ * would obey again. Undefined for any other error.
+ */
+export function nativeBuildError(err: unknown): NetworkError | undefined {
+  const message = err instanceof Error ? err.message : '';
+  const abi = /NODE_MODULE_VERSION (\d+)[\s\S]*NODE_MODULE_VERSION (\d+)/.exec(message);
+  if ((err as NodeJS.ErrnoException | undefined)?.code !== 'ERR_DLOPEN_FAILED' || abi === null)
+    return undefined;
+  // The workspace's Node 22 is the `node` package's binary (node_modules/node/bin/node); its headers
+  // are beside it, where the workspace's .npmrc points nodedir.
+  const headers = path.join(
+    path.dirname(path.dirname(process.execPath)),
+    'node_modules',
+    `node-${process.platform}-${process.arch}`,
+  );
+  const run = fs.existsSync(path.join(headers, 'include', 'node'))
+    ? `npm rebuild better-sqlite3 --nodedir=${headers}`
+    : `npm rebuild better-sqlite3 --nodedir=DIR, DIR holding Node ${process.version}'s headers (include/node)`;
+  return new NetworkError(
+    `better-sqlite3, the PDS's SQLite driver, was compiled for another Node (NODE_MODULE_VERSION ${abi[1]}; Node ${process.version} needs ${abi[2]}), as happens when npm_config_nodedir in the environment names another Node's headers; in the workspace, run \`${run}\`.`,
+    { cause: err },
+  );
+}
+
 /** Starts a PLC directory and a PDS on loopback; a restart on the same directory keeps ports, DIDs and accounts. */
 export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> {
   const temporary = opts.dir === undefined;
@@ -216,7 +243,7 @@ export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> 
     for (const p of pdses.reverse()) await p.close();
     await plc?.close();
     releaseLock();
-    throw err;
+    throw nativeBuildError(err) ?? err;
   }
   const running = { plc, pdses };
   const views: NetworkPds[] = pdses.map((p) => ({
