@@ -1,7 +1,7 @@
 // `npm test`: Node's test runner over every package's tests, and a verdict that counts a cancelled
 // test (a hook that failed, a file that timed out or crashed) as a failure. The spec reporter's own
 // summary lists `fail 0` beside `cancelled 5`, and a reader takes that for a pass.
-// Arguments replace the default file pattern: `npm test -- packages/knotless/test/url.test.ts`.
+// Arguments replace the default file pattern: `npm test -- packages/knotless/test/errors.test.ts`.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
