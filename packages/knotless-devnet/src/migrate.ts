@@ -135,8 +135,9 @@ export async function migrateAccount(opts: MigrateOptions): Promise<{ did: strin
 }
 
 /**
- * Copies the old (deactivated) account's repository and blobs to the new PDS: its CAR imported,
- * then every blob listMissingBlobs names; stops when checkAccountStatus counts one missing.
+ * Copies the old (deactivated) account's repository and blobs to the new PDS: its CAR imported
+ * (again while the old repository's commit moved under it), then every blob listMissingBlobs names;
+ * stops when checkAccountStatus counts one missing.
  */
 async function copyRepository(
   from: NetworkPds,
@@ -146,16 +147,36 @@ async function copyRepository(
   step: (line: string) => void,
 ): Promise<void> {
   const { did, handle } = old;
-  step(`importing the repository (its CAR from ${from.url})`);
-  const car = await call<Buffer>(from.url, 'com.atproto.sync.getRepo', {
-    token: old.accessJwt,
-    params: { did },
-  });
-  await call(to.url, 'com.atproto.repo.importRepo', {
-    token: fresh.accessJwt,
-    bytes: car,
-    type: 'application/vnd.ipld.car',
-  });
+  // The old PDS refuses writes from the deactivation on, but one it had let in just before can
+  // still be committing: the copy is made again until the old repository's commit is the same
+  // before and after it, so that no write lands there after the copy was read.
+  const latest = async () =>
+    (
+      await call<{ rev: string }>(from.url, 'com.atproto.sync.getLatestCommit', {
+        token: old.accessJwt,
+        params: { did },
+      })
+    ).rev;
+  for (let attempt = 1; ; attempt++) {
+    const before = await latest();
+    step(`importing the repository (its CAR from ${from.url})`);
+    const car = await call<Buffer>(from.url, 'com.atproto.sync.getRepo', {
+      token: old.accessJwt,
+      params: { did },
+    });
+    await call(to.url, 'com.atproto.repo.importRepo', {
+      token: fresh.accessJwt,
+      bytes: car,
+      type: 'application/vnd.ipld.car',
+    });
+    const after = await latest();
+    if (after === before) break;
+    if (attempt === 3)
+      throw new NetworkError(
+        `${handle}'s repository on ${from.url} kept changing after its deactivation (revision ${before}, then ${after}); the move stopped before the PLC operation.`,
+      );
+    step(`${from.url} committed a write after the copy was read: copying again`);
+  }
 
   let blobs = 0;
   let cursor: string | undefined;

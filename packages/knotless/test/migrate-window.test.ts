@@ -354,3 +354,42 @@ describe('a move that fails after the old account stopped taking writes', () => 
     assert.equal((await refsOn(from.url, 'carol.test')).get('refs/heads/main'), next);
   });
 });
+
+describe('a write the old PDS commits after the copy was read', () => {
+  it('is caught by the commit read before and after the copy, and the copy is made again', async () => {
+    // A write the old PDS let in just before its deactivation can still commit during the copy;
+    // the old PDS's answer after the first copy names another revision, as it would then.
+    const [from, to] = [t.net.pdses[0]!, t.net.pdses[1]!];
+    const moved = JSON.stringify({
+      cid: 'bafyreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy',
+      rev: '3zzzzzzzzzzzz',
+    });
+    const moveProxy = await startProxy({
+      target: from.url,
+      faults: [
+        {
+          nsid: 'com.atproto.sync.getLatestCommit',
+          nth: 2,
+          fault: { kind: 'replace', body: Buffer.from(moved), contentType: 'application/json' },
+        },
+      ],
+    });
+    const steps: string[] = [];
+    try {
+      await migrateAccount({
+        plcUrl: t.net.plcUrl,
+        from: { ...from, url: moveProxy.url },
+        to,
+        account: 'carol.test',
+        password: t.password,
+        step: (line) => steps.push(line),
+      });
+    } finally {
+      await moveProxy.close();
+    }
+    assert.equal(steps.filter((s) => s.startsWith('importing the repository')).length, 2, steps.join('\n'));
+    assert.ok(steps.includes(`${moveProxy.url} committed a write after the copy was read: copying again`));
+    assert.equal((await t.net.pdsOf(t.dids['carol.test']!)).url, to.url);
+    assert.ok((await refsOn(to.url, 'carol.test')).get('refs/heads/main'));
+  });
+});
