@@ -39,3 +39,4 @@ export {
   type Decided,
   type Decision,
 } from './records/forge-authority.ts';
+export { keysNamed, shortIds, utcTime } from './forge/short-id.ts';

@@ -14,7 +14,7 @@ import {
 } from 'knotless-core/forge/records';
 import { saveCursor, type EventSource } from './cursor.ts';
 import { inactiveDids, itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
-import type { Decision } from 'knotless-core';
+import { shortIds, type Decision } from 'knotless-core';
 import type { CommentTable, Database, IssueTable, PullTable, StoredRound } from './schema.ts';
 
 /** A forge record change: `record` null for a delete. */
@@ -166,6 +166,19 @@ export class ForgeStore {
       .limit(limit)
       .offset(offset)
       .execute();
+  }
+
+  /**
+   * The short id of each of a repository's pull requests or issues (every state), by record key:
+   * knotless-core's rule, over the keys the CLI's listing sees too.
+   */
+  async shortIds(table: 'pulls' | 'issues', repoDid: string, repoName: string): Promise<Map<string, string>> {
+    const t = table as 'issues';
+    const rows = await this.#items(t)
+      .where(`${t}.repo_did`, '=', repoDid)
+      .where(`${t}.repo_name`, '=', repoName)
+      .execute();
+    return shortIds(rows.map((r) => r.rkey));
   }
 
   async #one(table: 'pulls' | 'issues', did: string, rkey: string): Promise<IssueRow | undefined> {

@@ -60,6 +60,7 @@ export function trusted(markup: string): SafeHtml {
   return new SafeHtml(markup);
 }
 
+import { utcTime } from 'knotless-core';
 import { signInOffered, unseen, viewer } from './viewer.ts';
 
 /** A URL path from segments, each percent-encoded (slashes inside a segment included). */
@@ -128,12 +129,11 @@ export function page(title: string, body: SafeHtml, opts: PageOptions = {}): str
   );
 }
 
-/** A short, human date from an ISO timestamp. */
+/** A time from an ISO timestamp, its zone named (UTC), as the CLI shows it (knotless-core's utcTime). */
 export function when(iso: string | null | undefined): SafeHtml {
-  if (iso === null || iso === undefined || iso === '') return html``;
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return html``;
-  return html`<time datetime="${d.toISOString()}">${d.toISOString().slice(0, 16).replace('T', ' ')}</time>`;
+  const shown = utcTime(iso);
+  if (shown === undefined) return html``;
+  return html`<time datetime="${new Date(iso!).toISOString()}">${shown}</time>`;
 }
 
 /** A byte count as people read it: 812 B, 12.4 KiB, 3.1 MiB. */

@@ -4,6 +4,7 @@ import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import type { Kind } from '../forge/kinds.ts';
 import { writeComment } from 'knotless-core/forge/comment';
+import { utcTime } from 'knotless-core/forge/short-id';
 import { parseComment, repoUri } from '../forge/records.ts';
 import { findItem, reader, type CommentItem, type Item, type Reader } from '../forge/subjects.ts';
 import { alreadyDecided, writeDecision } from 'knotless-core/forge/decision';
@@ -95,9 +96,10 @@ export function itemJson(item: Item<Base>): Record<string, unknown> {
   };
 }
 
-/** One line of a listing: id, state, title, author. */
-export function itemLine(item: Item<Base>): string {
-  return `${safeText(item.id, 120)}  ${item.state.padEnd(6)}  ${safeText(item.record.title, 100)}  (${safeText(item.handle ?? item.did)})`;
+/** One line of a listing: short id, id, state, title, author, when it was opened (UTC). */
+export function itemLine(item: Item<Base>, short: string): string {
+  const at = utcTime(item.record.createdAt) ?? safeText(item.record.createdAt, 40);
+  return `${safeText(short, 20).padEnd(4)}  ${safeText(item.id, 120)}  ${item.state.padEnd(6)}  ${safeText(item.record.title, 100)}  (${safeText(item.handle ?? item.did)})  ${at}`;
 }
 
 export function commentJson(c: CommentItem): Record<string, unknown> {
@@ -117,7 +119,8 @@ export function printComments(io: Io, comments: CommentItem[]): void {
   for (const c of comments) {
     const at = c.record.path === undefined ? '' : ` at ${safeText(c.record.path)}:${c.record.line}`;
     const round = c.record.round === undefined ? '' : ` on round ${c.record.round}${at}`;
-    io.out(`  ${safeText(c.handle ?? c.did)}${round}, ${safeText(c.record.createdAt)}:`);
+    const when = utcTime(c.record.createdAt) ?? safeText(c.record.createdAt, 40);
+    io.out(`  ${safeText(c.handle ?? c.did)}${round}, ${when}:`);
     for (const line of c.record.body.split('\n')) io.out(`    ${safeText(line, 1000)}`);
   }
 }

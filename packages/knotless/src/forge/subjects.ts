@@ -9,6 +9,7 @@ import { COMMENT, InvalidRecord, parseAtUri, parseComment, type CommentRecord } 
 import { freshen, withMyComments } from './fresh.ts';
 import type { CommentItem, Item, Reader } from './items.ts';
 import { ForgeStore, type Stored } from 'knotless-core/forge/store';
+import { keysNamed } from 'knotless-core/forge/short-id';
 
 export type { CommentItem, Item, Reader } from './items.ts';
 
@@ -168,7 +169,15 @@ export async function findItem<R extends Base>(
     did = (await r.ctx.resolver.resolve(id.slice(0, slash))).did;
     rkey = id.slice(slash + 1);
   } else {
-    const matches = (await listItems(r, kind, owner, repo, 'all', me)).filter((it) => it.rkey === id);
+    // A record key, or its short id (knotless-core's forge/short-id.ts, as the appview shows it).
+    const all = await listItems(r, kind, owner, repo, 'all', me);
+    const keys = new Set(
+      keysNamed(
+        id,
+        all.map((it) => it.rkey),
+      ),
+    );
+    const matches = all.filter((it) => keys.has(it.rkey));
     if (matches.length > 1)
       throw new KnotlessError(
         'usage',

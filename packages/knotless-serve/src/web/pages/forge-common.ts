@@ -59,8 +59,8 @@ export interface ItemList<R> {
   noun: string;
   counts(site: Site, repo: RepoTarget): Promise<Record<string, number>>;
   rows(site: Site, repo: RepoTarget, state: StateFilter, limit: number, offset: number): Promise<R[]>;
-  /** One item's table row. */
-  row(repo: RepoTarget, item: R): SafeHtml;
+  /** One item's table row; `short` its short id (knotless-core's `shortIds`, as the CLI lists it). */
+  row(repo: RepoTarget, item: R, short: string): SafeHtml;
   /** What follows the list (the new issue form). */
   foot?: (repo: RepoTarget) => SafeHtml;
 }
@@ -69,7 +69,7 @@ export interface ItemList<R> {
  * The page `/<owner>/<repo>/<tab>` of `list`: a repository's pull requests or issues, open ones
  * unless `?state=` says.
  */
-export function itemListPage<R>(
+export function itemListPage<R extends { rkey: string }>(
   list: ItemList<R>,
 ): (site: Site, repo: RepoTarget, rawState: string | null, pageNo: number) => Promise<string> {
   return async (site, repo, rawState, pageNo) => {
@@ -82,6 +82,7 @@ export function itemListPage<R>(
       FORGE_PER_PAGE,
       (pageNo - 1) * FORGE_PER_PAGE,
     );
+    const shorts = await site.index.forge.shortIds(list.tab, repo.did, repo.name);
     const total = state === 'all' ? Object.values(counts).reduce((a, b) => a + b, 0) : (counts[state] ?? 0);
     const self = href(repo.owner, repo.name, list.tab);
     const table =
@@ -92,7 +93,7 @@ export function itemListPage<R>(
               <caption class="sr">
                 ${list.title}
               </caption>
-              ${rows.map((r) => list.row(repo, r))}
+              ${rows.map((r) => list.row(repo, r, shorts.get(r.rkey) ?? r.rkey))}
             </table>
           </div>`;
     return page(

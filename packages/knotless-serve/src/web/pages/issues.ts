@@ -23,11 +23,12 @@ export const issuesPage = itemListPage<IssueRow>({
   },
   rows: (site, repo, state, limit, offset) =>
     site.index.forge.issues(repo.did, repo.name, state, limit, offset),
-  row: (repo, i) =>
+  row: (repo, i, short) =>
     html`<tr>
       <td class="nowrap">${statePill(i.state)}</td>
       <td>
         <a href="${issueHref(repo, i)}"><strong>${i.title}</strong></a>
+        <span class="muted mono short">#${short}</span>
         <div class="muted">${authorLink(i.did, i.handle)} opened ${when(i.created_at)}</div>
       </td>
     </tr>`,
@@ -41,12 +42,14 @@ export async function issuePage(site: Site, repo: RepoTarget, author: string, rk
   if (issue === undefined || issue.repo_did !== repo.did || issue.repo_name !== repo.name)
     throw new HttpError(404, 'No such issue in this repository.');
   const comments = await site.index.forge.comments('dev.knotless.issue', did, rkey);
+  const short =
+    (await site.index.forge.shortIds('issues', repo.did, repo.name)).get(issue.rkey) ?? issue.rkey;
   const id = `${issue.did}/${issue.rkey}`;
   const self = issueHref(repo, issue);
   return page(
     `${issue.title} · Issue · ${repo.owner}/${repo.name}`,
     html`${repoHeader(repo, undefined, 'issues')}
-      <h2 class="title">${issue.title}</h2>
+      <h2 class="title">${issue.title} <span class="muted mono short">#${short}</span></h2>
       <p>
         ${statePill(issue.state)} ${authorLink(issue.did, issue.handle)} opened ${when(issue.created_at)}
         ${(JSON.parse(issue.labels) as string[]).map((l) => html` <span class="pill">${l}</span>`)}

@@ -155,11 +155,12 @@ export async function pullPage(
         chosenLine(params),
       );
   const id = `${pull.did}/${pull.rkey}`;
+  const short = (await site.index.forge.shortIds('pulls', repo.did, repo.name)).get(pull.rkey) ?? pull.rkey;
   const merged = pull.merged === null ? '' : html`; merged as ${commitLink(repo, pull.merged)}`;
   return page(
     `${pull.title} · Pull request · ${repo.owner}/${repo.name}`,
     html`${repoHeader(repo, undefined, 'pulls')}
-      <h2 class="title">${pull.title}</h2>
+      <h2 class="title">${pull.title} <span class="muted mono short">#${short}</span></h2>
       <p>
         ${statePill(pull.state)} ${mergeWords(pull, html`${headRepo}${pull.head_branch}`)}, opened
         ${when(pull.created_at)}${merged}

@@ -34,12 +34,13 @@ export const pullsPage = itemListPage<PullRow>({
   counts: async (site, repo) => (await site.index.forge.counts(repo.did, repo.name)).pulls,
   rows: (site, repo, state, limit, offset) =>
     site.index.forge.pulls(repo.did, repo.name, state, limit, offset),
-  row(repo, p) {
+  row(repo, p, short) {
     const rounds = roundsOf(p).length;
     return html`<tr>
       <td class="nowrap">${statePill(p.state)}</td>
       <td>
         <a href="${pullHref(repo, p)}"><strong>${p.title}</strong></a>
+        <span class="muted mono short">#${short}</span>
         <div class="muted">${mergeWords(p, p.head_branch)}, opened ${when(p.created_at)}</div>
       </td>
       <td class="muted nowrap num">${rounds} round${rounds === 1 ? '' : 's'}</td>

@@ -1,6 +1,7 @@
 import { KnotlessError } from 'knotless-core/errors';
 import type { Kind } from '../../forge/kinds.ts';
 import { listItems } from '../../forge/subjects.ts';
+import { shortIds } from 'knotless-core/forge/short-id';
 import { safeJson } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { currentDid, forgeReader, itemJson, itemLine, targetOf } from '../forge-shared.ts';
@@ -16,7 +17,7 @@ export function listCommand<R extends Base>(kind: Kind<R>): Command {
     summary: `list a repository's ${kind.noun}s (open ones unless --state says otherwise)`,
     details: [
       `Anyone's ${kind.noun}s are found through the appview (KNOTLESS_APPVIEW, which \`knotless dev\` sets); without one, only those in the owner's account and yours.`,
-      'Each line: id, state, title, author. The id is accepted by every other command.',
+      'Each line: short id, id, state, title, author, when opened (UTC). Either id is accepted by every other command.',
     ],
     options: {
       state: { type: 'string', value: states.join('|'), help: 'which to list (default: open)' },
@@ -29,21 +30,25 @@ export function listCommand<R extends Base>(kind: Kind<R>): Command {
         throw new KnotlessError('usage', `--state must be one of ${states.join(', ')}.`);
       const c = ctx();
       const target = await targetOf(c, args.positionals[0]!);
-      const items = await listItems(
+      // Every item, whatever --state shows: short ids are unique among all of the repository's.
+      const all = await listItems(
         forgeReader(c, io),
         kind,
         target.owner,
         target.uri,
-        state,
+        'all',
         await currentDid(c),
       );
+      const items = state === 'all' ? all : all.filter((it) => it.state === state);
+      const shorts = shortIds(all.map((it) => it.rkey));
+      const short = (rkey: string): string => shorts.get(rkey) ?? rkey;
       if (args.values['json'] === true) {
-        io.out(safeJson(items.map(itemJson)));
+        io.out(safeJson(items.map((it) => ({ ...itemJson(it), short: short(it.rkey) }))));
         return;
       }
       if (items.length === 0)
         io.err(`${target.label} has no ${state === 'all' ? '' : `${state} `}${kind.noun}s.`);
-      for (const it of items) io.out(itemLine(it));
+      for (const it of items) io.out(itemLine(it, short(it.rkey)));
     },
   };
 }

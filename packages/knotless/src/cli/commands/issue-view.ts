@@ -1,5 +1,6 @@
 import { ISSUES } from '../../forge/kinds.ts';
 import { commentsOn } from '../../forge/subjects.ts';
+import { utcTime } from 'knotless-core/forge/short-id';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { commentJson, currentDid, itemFor, itemJson, printBody, printComments } from '../forge-shared.ts';
@@ -29,6 +30,7 @@ export const command: Command = {
     io.out(`  id       ${safeText(item.id)}`);
     io.out(`  state    ${item.state}`);
     io.out(`  author   ${safeText(item.handle ?? item.did)}`);
+    io.out(`  opened   ${utcTime(item.record.createdAt) ?? safeText(item.record.createdAt, 40)}`);
     io.out(`  repo     ${target.label}`);
     if (item.labels.length > 0) io.out(`  labels   ${item.labels.map((l) => safeText(l, 64)).join(', ')}`);
     printBody(io, item.record.body);

@@ -9,6 +9,7 @@ import { parseAtUri, type PullRecord } from '../../forge/records.ts';
 import { REPO_COLLECTION } from 'knotless-core/records/collections';
 import { commentsOn, type Item } from '../../forge/subjects.ts';
 import { GitError, gitText } from 'knotless-core/git/run';
+import { utcTime } from 'knotless-core/forge/short-id';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import type { Io } from '../io.ts';
@@ -120,6 +121,7 @@ export const command: Command = {
     io.out(`  id       ${safeText(item.id)}`);
     io.out(`  state    ${item.state}${item.merged === undefined ? '' : ` (${item.merged})`}`);
     io.out(`  author   ${safeText(item.handle ?? item.did)}`);
+    io.out(`  opened   ${utcTime(item.record.createdAt) ?? safeText(item.record.createdAt, 40)}`);
     io.out(`  into     ${target.label} ${safeText(pull.base)}`);
     io.out(`  from     ${await repoLabel(c, pull.head.repo)} ${safeText(pull.head.branch)}`);
     io.out(
@@ -136,7 +138,7 @@ export const command: Command = {
     io.out(`rounds (${pull.rounds.length})`);
     for (const [i, x] of pull.rounds.entries())
       io.out(
-        `  ${i}  ${x.head}  on ${x.base.slice(0, 12)}  ${safeText(x.createdAt)}${checked.onBranch?.[i] === false ? `  NOT on ${checked.repo} ${checked.branch}` : ''}`,
+        `  ${i}  ${x.head}  on ${x.base.slice(0, 12)}  ${utcTime(x.createdAt) ?? safeText(x.createdAt, 40)}${checked.onBranch?.[i] === false ? `  NOT on ${checked.repo} ${checked.branch}` : ''}`,
       );
     printComments(io, comments);
   },
