@@ -88,12 +88,27 @@ async function transcript(
   return out;
 }
 
-/** The same steps directly and through the agent: the transcripts must be equal. */
+/**
+ * The same steps directly and through the agent: the transcripts must be equal, and every helper
+ * process of the run through the agent was served by it (it loaded only the thin helper: one that
+ * ran the whole helper itself loaded its bundle, as without an agent).
+ */
 async function same(steps: string[][]): Promise<string> {
   const direct = await transcript(plain, steps);
-  const thin = await transcript(warm, steps);
+  let thin = '';
+  const lists = await loadedBy(async () => {
+    thin = await transcript(warm, steps, { NODE_OPTIONS: `--require ${probe}` });
+  });
   assert.equal(thin, direct);
+  servedByAgent(lists);
   return thin;
+}
+
+/** Every one of these helper processes (their loaded modules) had its session served by the agent. */
+function servedByAgent(lists: string[][]): void {
+  assert.ok(lists.length > 0, 'no helper process ran');
+  const whole = lists.filter((modules) => modules.some((m) => m.endsWith('git-remote-knotless-main.cjs')));
+  assert.equal(whole.length, 0, `${whole.length} of ${lists.length} helper processes ran without the agent`);
 }
 
 describe('the thin helper', () => {
@@ -167,7 +182,14 @@ describe('the thin helper', () => {
       await ready(user);
       const dir = user.dir();
       // Through a shell alias: the helper gets the user's whole environment, as from git.
-      const noUrl = await user.git(dir, '-c', 'alias.h=!git-remote-knotless', 'h');
+      let noUrl!: Awaited<ReturnType<GitUser['git']>>;
+      const lists = await loadedBy(async () => {
+        noUrl = await withEnv(user, { NODE_OPTIONS: `--require ${probe}` }, () =>
+          user.git(dir, '-c', 'alias.h=!git-remote-knotless', 'h'),
+        );
+      });
+      // Without a URL the thin helper hands its session to the agent too, which says the sentence.
+      if (user === warm) servedByAgent(lists);
       const nested = await user.git(
         dir,
         '-c',
@@ -197,8 +219,11 @@ describe('the thin helper', () => {
       const agent = await spawnAgent(crashSocket, { ...crashy.env, KNOTLESS_CRASH_AT: point });
       const gone = new Promise((r) => agent.child.once('exit', r));
       const res = await crashy.git(cwd, ...args);
+      // An agent that never reached the point is stopped here (it would otherwise be waited for
+      // until the test's own limit); one that died there (SIGKILL) ignores the signal.
+      agent.child.kill('SIGTERM');
       await gone;
-      assert.equal(agent.child.signalCode, 'SIGKILL', `the agent did not die at ${point}`);
+      assert.equal(agent.child.signalCode, 'SIGKILL', `the agent did not die at ${point}\n${agent.log()}`);
       return res;
     };
     // Killed after the clone's pack is indexed, before its answer: the clone goes on here.
@@ -276,9 +301,13 @@ describe('the thin helper', () => {
     const agent = await spawnAgent(own, { ...crashy.env, ...via });
     crashSocket = own;
     let release = (): void => {};
-    // Waits for `done`, bounded by the test's own limit: a guard, not a speed claim.
-    const until = async (done: () => boolean | Promise<boolean>): Promise<void> => {
-      while (!(await done())) await new Promise((r) => setTimeout(r, 50));
+    // Waits for `done`, looking at most 2400 times (two minutes and more): a guard against a hang
+    // that fails saying what never happened, not a speed claim.
+    const until = async (what: string, done: () => boolean | Promise<boolean>): Promise<void> => {
+      for (let i = 0; !(await done()); i++) {
+        if (i === 2400) assert.fail(`never saw ${what}\n${agent.log()}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
     };
     try {
       await withEnv(crashy, via, async () => {
@@ -312,13 +341,13 @@ describe('the thin helper', () => {
             stdio: 'ignore',
           });
           const exited = new Promise<unknown>((r) => push.once('exit', (code, signal) => r(signal ?? code)));
-          await until(() => proxy.count(held) > 0 || push.exitCode !== null);
+          await until(`the push's ${held} or its end`, () => proxy.count(held) > 0 || push.exitCode !== null);
           assert.equal(push.exitCode, null, `the push ended before its ${held}`);
           process.kill(-push.pid!, 'SIGINT');
           assert.equal(await exited, 'SIGINT');
-          await until(() => hangUps() > before);
+          await until('the agent note that git went away', () => hangUps() > before);
           release();
-          await until(() => ends().length > ended);
+          await until('the agent note that the session ended', () => ends().length > ended);
           proxy.clearFaults();
           return Number(ends().at(-1));
         };
