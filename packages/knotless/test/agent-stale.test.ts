@@ -28,7 +28,8 @@ const other = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', KNOTLESS
 
 before(async () => {
   await t.ready;
-  proxy = await startProxy({ target: t.net.pdsUrl });
+  // The agent's connections are told apart: each push here must have been carried by the agent.
+  proxy = await startProxy({ target: t.net.pdsUrl, watchPids: () => (agent ? [agent.child.pid!] : []) });
   gate = await startGate(t.net.pdsUrl);
   socket = path.join(t.tmpdir(), 'agent.sock');
 });
@@ -108,6 +109,24 @@ async function repository(): Promise<{
   return { url, name, dir, od: `${od}/c`, c1, c2 };
 }
 
+/**
+ * Runs `push` (the warm user's git) and checks that the agent carried it: the push reached the PDS
+ * (through the proxy), and only on the agent's own connections, never the helper's.
+ */
+async function carried<T>(push: () => Promise<T>): Promise<T> {
+  const from = proxy!.requests.length;
+  const res = await push();
+  const sent = proxy!.requests.slice(from);
+  assert.ok(sent.length > 0, 'the push sent nothing to the PDS');
+  const around = sent.filter((r) => r.pid === undefined || r.pid !== agent?.child.pid);
+  assert.deepEqual(
+    around.map((r) => `${r.method} ${r.nsid ?? r.path}`),
+    [],
+    `${around.length} of ${sent.length} requests went around the agent`,
+  );
+  return res;
+}
+
 /** The remote's refs as the other machine lists them: ref → oid. */
 async function remote(url: string): Promise<Map<string, string>> {
   const out = await other.ok(other.dir(), 'ls-remote', url);
@@ -138,7 +157,7 @@ async function whileBehind(
     const view = await agentWireView(socket, q(name));
     assert.equal(view?.refs.find((r) => r.record.ref === ref)?.record.target, was, 'the view lags');
     assert.notEqual(view?.commit, undefined, 'the view answers at once');
-    return await push();
+    return await carried(push);
   } finally {
     gate!.release();
     // Held too long, the stream's heartbeat would cut it and the push would have listed instead.
@@ -325,7 +344,9 @@ describe('a push through the agent while its stream lags another machine', () =>
     await other.ok(od, 'push', '-q', 'origin', 'main');
     await untilAgentSees(name, 'refs/heads/main', c4);
     proxy!.reset();
-    const res = await held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main');
+    const res = await carried(() =>
+      held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
+    );
     assert.equal(res.code, 1, res.stderr);
     assert.match(res.stdout, /^!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)$/m);
     assert.doesNotMatch(res.stderr, /changed while git was deciding/);
