@@ -26,7 +26,8 @@ const createRepo = repoMaker(alice, 'alice.test', 'unsure');
 
 before(async () => {
   await t.ready;
-  proxy = await startProxy({ target: t.net.pdsUrl });
+  // The agent's connections are told apart: through it, the write must have been the agent's.
+  proxy = await startProxy({ target: t.net.pdsUrl, watchPids: () => (agent ? [agent.child.pid!] : []) });
 });
 after(async () => {
   await agent?.stop();
@@ -41,6 +42,24 @@ async function pending(): Promise<{ dir: string; url: string; head: string }> {
   await alice.ok(dir, 'push', '-q', 'origin', 'main');
   const head = await commitFiles(alice, dir, { 'a.txt': '2\n' }, 'two');
   return { dir, url, head };
+}
+
+/**
+ * Runs `push` and checks who sent its writes: all of them the agent's through the agent, none of
+ * them directly.
+ */
+async function pushing<T>(push: () => Promise<T>): Promise<T> {
+  const from = proxy!.requests.length;
+  const res = await push();
+  const writes = proxy!.requests.slice(from).filter((r) => WRITES.includes(r.nsid ?? ''));
+  assert.ok(writes.length > 0, 'the push sent no write');
+  const byAgent = writes.filter((r) => agent !== undefined && r.pid === agent.child.pid).length;
+  assert.equal(
+    byAgent,
+    agent === undefined ? 0 : writes.length,
+    `${byAgent} of ${writes.length} writes by the agent`,
+  );
+  return res;
 }
 
 const remoteMain = async (url: string) =>
@@ -64,7 +83,7 @@ for (const mode of ['directly', 'through the warm agent']) {
       const { dir, url, head } = await pending();
       proxy!.clearFaults();
       for (const nsid of WRITES) proxy!.inject({ nsid, fault: { kind: 'slow-answer', everyMs: 1000 } });
-      const push = await alice.git(dir, 'push', 'origin', 'main');
+      const push = await pushing(() => alice.git(dir, 'push', 'origin', 'main'));
       proxy!.clearFaults();
       assert.equal(push.code, 0, push.stderr);
       assert.doesNotMatch(push.stderr, /rejected|timed out/, push.stderr);
@@ -75,7 +94,7 @@ for (const mode of ['directly', 'through the warm agent']) {
       const { dir, url, head } = await pending();
       proxy!.clearFaults();
       proxy!.inject({ nsid: 'com.atproto.repo.applyWrites', fault: { kind: 'slow-answer', everyMs: 1000 } });
-      const push = await alice.git(dir, 'push', '--atomic', 'origin', 'main');
+      const push = await pushing(() => alice.git(dir, 'push', '--atomic', 'origin', 'main'));
       proxy!.clearFaults();
       assert.equal(push.code, 0, push.stderr);
       assert.doesNotMatch(push.stderr, /rejected|timed out/, push.stderr);
@@ -88,7 +107,7 @@ for (const mode of ['directly', 'through the warm agent']) {
       proxy!.clearFaults();
       // Answers 200 and never finishes the body (a byte a second); nothing reaches the PDS.
       for (const nsid of WRITES) proxy!.inject({ nsid, fault: { kind: 'trickle', everyMs: 1000 } });
-      const push = await alice.git(dir, 'push', 'origin', 'main');
+      const push = await pushing(() => alice.git(dir, 'push', 'origin', 'main'));
       proxy!.clearFaults();
       assert.equal(push.code, 1, push.stderr);
       assert.match(push.stderr, /\[remote rejected\] main -> main \(pds timed out\)/);
