@@ -85,4 +85,36 @@ describe('a handle looked up by DNS and https', () => {
     };
     assert.equal(await lookupHandle(transport, 'alice.example', 200), undefined);
   });
+
+  // The clock is the test's: the lookup must set its limit at the time it was given, and the limit
+  // firing must drop the request the host holds. A hang here (a limit never heeded) ends at the test's
+  // own bound, with its message.
+  it(
+    'sets its limit at the time given, and drops the request when it fires',
+    { timeout: 120_000 },
+    async () => {
+      dns.setServers([await dnsServer(RCODE.NXDOMAIN)]);
+      let arrived!: () => void;
+      const asked = new Promise<void>((resolve) => (arrived = resolve));
+      let dropped!: () => void;
+      const cut = new Promise<void>((resolve) => (dropped = resolve));
+      serve = (req) => {
+        // Never answers; notes the request, and the client going away.
+        req.socket.once('close', () => dropped());
+        arrived();
+      };
+      const clock = new AbortController();
+      const set: number[] = [];
+      const lookup = lookupHandle(transport, 'alice.example', 3_000, (ms) => {
+        set.push(ms);
+        return clock.signal;
+      });
+      await asked;
+      assert.deepEqual(set, [3_000], 'the limits the lookup set');
+      // The limit's time has come.
+      clock.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError'));
+      assert.equal(await lookup, undefined);
+      await cut;
+    },
+  );
 });

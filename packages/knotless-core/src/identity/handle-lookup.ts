@@ -14,9 +14,11 @@ export async function lookupHandle(
   transport: Transport,
   handle: string,
   timeoutMs: number,
+  /** The signal that fires once `timeoutMs` have passed; a test gives one it fires itself. */
+  limit: (ms: number) => AbortSignal = (ms) => AbortSignal.timeout(ms),
 ): Promise<string | undefined> {
   const http = new AbortController();
-  const signal = AbortSignal.any([http.signal, AbortSignal.timeout(timeoutMs)]);
+  const signal = AbortSignal.any([http.signal, limit(timeoutMs)]);
   const viaHttp = wellKnown(transport, handle, signal).catch(() => undefined);
   const viaDns = await dnsRecord(handle);
   if (viaDns !== undefined) {
