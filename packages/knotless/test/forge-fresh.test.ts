@@ -184,7 +184,9 @@ describe('read-your-writes: own records laid over an appview that has not ingest
       [issue.id, 'closed'],
     ]);
     assert.deepEqual(await states(alice, 'issue', 'open'), []);
-    for (const createdAt of ['2099-01-01T00:00:00.000Z', '1970-01-01T00:00:00.000Z'])
+    // The author's latest record is dated long after the owner's close: a rule that
+    // trusted createdAt would take it as the last word.
+    for (const createdAt of ['1970-01-01T00:00:00.000Z', '2099-01-01T00:00:00.000Z'])
       await writeRaw(t, 'bob.test', 'dev.knotless.issue.state', {
         issue: issue.uri,
         state: 'open',
@@ -254,7 +256,9 @@ describe('read-your-writes: own records laid over an appview that has not ingest
 
   it("an author's reopen dated after the owner's close counts nowhere: appview, list and view say closed", async () => {
     assert.equal((await alice.knotless('pr', 'close', 'alice.test/proj', third.id)).code, 0);
-    for (const createdAt of ['2099-01-01T00:00:00.000Z', '1970-01-01T00:00:00.000Z'])
+    // The author's latest record is dated long after the owner's close: a rule that
+    // trusted createdAt would take it as the last word.
+    for (const createdAt of ['1970-01-01T00:00:00.000Z', '2099-01-01T00:00:00.000Z'])
       await writeRaw(t, 'bob.test', 'dev.knotless.pull.status', {
         pull: third.uri,
         status: 'open',
