@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { BIN_SCRIPTS } from '../src/paths.ts';
-import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import { countSessions, spawnAgent, type RunningAgent, type SessionCounter } from './helpers/agent.ts';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
 import { putRaw } from './helpers/forge.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
@@ -17,11 +17,14 @@ import { useNetwork } from './helpers/network.ts';
 // as from a bare repository over file://, and the pipe's flags must be as they were.
 const REFS = 3000;
 const t = useNetwork(['alice.test']);
-let socket = '';
 let agent: RunningAgent | undefined;
-const alice = useGitUser(t, 'alice.test', () =>
-  agent === undefined ? { KNOTLESS_AGENT: '0' } : { KNOTLESS_AGENT_SOCKET: socket },
-);
+// Through the agent, helpers reach it through a relay that counts the sessions it took.
+let relay: SessionCounter | undefined;
+const agentEnv = (): Record<string, string> =>
+  relay === undefined ? { KNOTLESS_AGENT: '0' } : { KNOTLESS_AGENT_SOCKET: relay.socket };
+const alice = useGitUser(t, 'alice.test', agentEnv);
+/** alice's environment with the agent's setting, for the processes started here without `alice.git`. */
+const aliceEnv = (): Record<string, string> => ({ ...alice.env, ...agentEnv() });
 
 let url = '';
 let bare = '';
@@ -57,7 +60,10 @@ async function prepare(): Promise<void> {
   });
 }
 
-after(async () => agent?.stop());
+after(async () => {
+  await relay?.close();
+  await agent?.stop();
+});
 
 /**
  * Runs `git <args> 2>&1` in `cwd` into a reader that takes one byte, then sleeps before reading the
@@ -74,7 +80,7 @@ async function throughSlowReader(
   // fd 3 is a copy of the pipe for readlink to name (its fd 1 goes to the file).
   const script = `{ readlink /proc/self/fd/3 3>&1 >"${pipeFile}"; "$@" 2>&1; echo "exit $?"; } | { dd bs=1 count=1 2>/dev/null; sleep 1; cat; }`;
   const program = args[0]?.startsWith('/') ? args : ['git', ...args];
-  const running = runProcess('sh', ['-c', script, 'sh', ...program], { cwd, env: alice.env });
+  const running = runProcess('sh', ['-c', script, 'sh', ...program], { cwd, env: aliceEnv() });
   let done = false;
   const nonBlocking = new Set<string>();
   const watched = (async () => {
@@ -169,17 +175,33 @@ for (const mode of ['without the agent', 'through the warm agent']) {
     before(async () => {
       await (prepared ??= prepare());
       if (mode === 'without the agent') return;
-      socket = path.join(t.tmpdir(), 'agent.sock');
-      agent = await spawnAgent(socket, { ...alice.env, KNOTLESS_AGENT_IDLE: '0' });
+      const own = path.join(t.tmpdir(), 'agent.sock');
+      agent = await spawnAgent(own, { ...alice.env, KNOTLESS_AGENT_SOCKET: own, KNOTLESS_AGENT_IDLE: '0' });
+      relay = await countSessions(path.join(t.tmpdir(), 'relay.sock'), own);
     });
     after(async () => {
+      await relay?.close();
+      relay = undefined;
       await agent?.stop();
       agent = undefined;
     });
 
+    /** Runs `run`; through the agent, checks that the agent took `helpers` helper sessions in it. */
+    async function served<T>(helpers: number, run: () => Promise<T>): Promise<T> {
+      const before = relay?.sessions() ?? 0;
+      const got = await run();
+      if (relay !== undefined)
+        assert.equal(
+          relay.sessions() - before,
+          helpers,
+          `helper sessions the agent took\n${agent?.log() ?? ''}`,
+        );
+      return got;
+    }
+
     it(`ls-remote prints all ${REFS} refs`, async () => {
       const cwd = alice.dir();
-      const got = await throughSlowReader(cwd, url, ['ls-remote', url]);
+      const got = await served(1, () => throughSlowReader(cwd, url, ['ls-remote', url]));
       const want = await throughSlowReader(cwd, `file://${bare}`, ['ls-remote', `file://${bare}`]);
       assert.equal(want.lines.length, REFS + 1, 'HEAD and every branch');
       sameAsBare(got, want);
@@ -193,14 +215,14 @@ for (const mode of ['without the agent', 'through the warm agent']) {
       const theirs = alice.dir();
       await alice.ok(theirs, 'init', '-q');
       const spec = 'refs/heads/*:refs/remotes/o/*';
-      const got = await throughSlowReader(mine, url, ['fetch', url, spec]);
+      const got = await served(1, () => throughSlowReader(mine, url, ['fetch', url, spec]));
       const want = await throughSlowReader(theirs, `file://${bare}`, ['fetch', `file://${bare}`, spec]);
       assert.ok(want.lines.length > REFS, 'a line per branch');
       sameAsBare(got, want);
     });
 
     it('leaves its stdin, stdout and stderr as they were while it runs', async () => {
-      const { err, during } = await flagsWhileListing(alice.env);
+      const { err, during } = await served(1, () => flagsWhileListing(aliceEnv()));
       assert.ok(warnings(err.split('\n')).length >= 1, err);
       // Node starts a child with blocking stdio: any O_NONBLOCK there now is the helper's doing.
       for (const fd of [0, 1, 2])
@@ -210,8 +232,8 @@ for (const mode of ['without the agent', 'through the warm agent']) {
     it("prints Node's own warnings without touching stderr either", async () => {
       const plant = path.join(alice.dir(), 'warn.cjs');
       fs.writeFileSync(plant, "setImmediate(() => process.emitWarning('planted', 'DeprecationWarning'));\n");
-      const env = { ...alice.env, NODE_OPTIONS: `--require ${plant}` };
-      const { err, during } = await flagsWhileListing(env);
+      const env = { ...aliceEnv(), NODE_OPTIONS: `--require ${plant}` };
+      const { err, during } = await served(1, () => flagsWhileListing(env));
       for (const fd of [0, 1, 2])
         assert.equal(during[fd]! & 0o4000, 0, `a warning made the helper's fd ${fd} non-blocking`);
       assert.match(err, /^knotless: warning: DeprecationWarning: planted$/m);
@@ -229,7 +251,7 @@ for (const mode of ['without the agent', 'through the warm agent']) {
 
     it('clone prints what a clone of the bare repository prints', async () => {
       const [a, b] = [alice.dir(), alice.dir()];
-      const got = await throughSlowReader(a, url, ['clone', '--no-checkout', url, 'c']);
+      const got = await served(1, () => throughSlowReader(a, url, ['clone', '--no-checkout', url, 'c']));
       const want = await throughSlowReader(b, `file://${bare}`, [
         'clone',
         '--no-checkout',

@@ -157,3 +157,57 @@ export async function startGate(target: string): Promise<Gate> {
 }
 
 export { alive } from '../../src/agent/lifecycle.ts';
+
+/** A relay in front of an agent's socket that counts the helper sessions the agent took. */
+export interface SessionCounter {
+  /** The socket to give helpers (KNOTLESS_AGENT_SOCKET): it leads to the agent's own. */
+  socket: string;
+  /** Helper sessions (`POST /helper`) the agent answered 200 to, since the relay started. */
+  sessions(): number;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a relay at `socket` to the agent listening at `agentSocket` (started with that as its own
+ * KNOTLESS_AGENT_SOCKET, so that the helpers it hosts do not come back through the relay). Each thin
+ * helper's session is a connection of its own: one whose request is `POST /helper` and whose answer
+ * starts `HTTP/1.1 200` is a session the agent took. Nothing is counted when no agent listens, or
+ * when the helper never asks one.
+ */
+export async function countSessions(socket: string, agentSocket: string): Promise<SessionCounter> {
+  let taken = 0;
+  const conns = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const up = net.connect(agentSocket);
+    for (const s of [client, up]) {
+      conns.add(s);
+      s.on('close', () => conns.delete(s));
+    }
+    let asked = '';
+    let answered = '';
+    client.on('data', (d: Buffer) => {
+      if (asked.length < 64) asked += d.toString('latin1');
+    });
+    let counted = false;
+    up.on('data', (d: Buffer) => {
+      if (counted || answered.length >= 12) return;
+      answered += d.toString('latin1');
+      if (answered.length < 12) return;
+      counted = asked.startsWith('POST /helper ') && answered.startsWith('HTTP/1.1 200');
+      if (counted) taken++;
+    });
+    client.pipe(up).pipe(client);
+    client.on('error', () => up.destroy());
+    up.on('error', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
+  return {
+    socket,
+    sessions: () => taken,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of conns) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
