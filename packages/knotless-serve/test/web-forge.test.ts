@@ -12,6 +12,7 @@ import type { BrowserContext, Cookie, Page } from 'playwright-core';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
 import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
+import { WebSessions } from '../src/auth/web-sessions.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, waitFor } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
@@ -158,6 +159,21 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     });
     assert.equal(signedOut.status, 401);
     assert.match(await signedOut.text(), /Sign in to do that\./);
+    // Another reader's token (alice's session, started as an operator with the database could; a
+    // token as long as bob's) with bob's cookie: a token belongs to its session.
+    const alices = await new WebSessions(app.index.db).create(t.dids['alice.test']!, 'alice.test');
+    const theirs = await fetch(`${app.url}${issuePath}`, {
+      headers: { cookie: `knotless_session=${alices}` },
+    });
+    const alicesToken = /name="csrf" value="([^"]+)"/.exec(await theirs.text())?.[1];
+    assert.ok(alicesToken !== undefined && alicesToken !== csrf, "alice's page carries her own token");
+    assert.equal(alicesToken.length, csrf.length);
+    const crossed = await page.request.post(`${app.url}${issuePath}/comment`, {
+      form: { body: 'crossed', csrf: alicesToken },
+      maxRedirects: 0,
+    });
+    assert.equal(crossed.status(), 403);
+    assert.match(await crossed.text(), /did not come from a page of this site/);
     assert.equal((await listOwn(t, 'bob.test', 'dev.knotless.comment')).length, 1);
   });
 
