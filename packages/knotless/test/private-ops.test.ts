@@ -116,15 +116,28 @@ describe('a private repository works like a plain one', () => {
       await commitFiles(alice, fresh, { 'f.txt': `${MARK} again\n` }, `again ${MARK}`);
       await alice.ok(fresh, 'push', '-q', 'origin', 'main');
       assert.equal((await accountBytes(t, t.dids['alice.test']!)).car.indexOf(MARK), -1);
-      // (Its listing runs beside the push: waited for as the agent prints it.)
+      // (Its listing runs beside the push: waited for as the agent prints it, for two minutes at
+      // most, or until the agent exits: a guard against a hang that says what never came.)
       const running = agent;
-      await new Promise<void>((resolve) => {
-        const check = () => {
-          if (!/a private repository, of which no view is kept/.test(running.log())) return;
+      await new Promise<void>((resolve, reject) => {
+        const done = (err?: Error) => {
+          clearTimeout(bound);
           running.child.stderr?.off('data', check);
-          resolve();
+          running.child.off('exit', exited);
+          if (err === undefined) resolve();
+          else reject(err);
         };
+        const never = (why: string) =>
+          new Error(
+            `the agent never said it keeps no view of the private repository (${why})\n${running.log()}`,
+          );
+        const check = () => {
+          if (/a private repository, of which no view is kept/.test(running.log())) done();
+        };
+        const exited = () => done(never('it exited'));
+        const bound = setTimeout(() => done(never('two minutes passed')), 120_000);
         running.child.stderr?.on('data', check);
+        running.child.once('exit', exited);
         check();
       });
     } finally {
