@@ -12,6 +12,8 @@ export async function appviewOn(
   database: string,
   dataDir?: string,
   extra: Partial<ServeConfig> = {},
+  /** Told each line the appview logs, besides the test log. */
+  log: (line: string) => void = () => {},
 ): Promise<Appview> {
   const dir = dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-serve-'));
   return startAppview(
@@ -25,6 +27,7 @@ export async function appviewOn(
       ...extra,
     },
     (line) => {
+      log(line);
       if (process.env['KNOTLESS_SERVE_TEST_LOG']) process.stderr.write(`appview: ${line}\n`);
     },
   );
