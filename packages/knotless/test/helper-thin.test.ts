@@ -292,7 +292,7 @@ describe('the thin helper', () => {
     }
   });
 
-  it('sends nothing more when git is interrupted mid-push (Ctrl-C), as the helper process would have died', async () => {
+  it('ends the session at once and sends nothing more when git is interrupted mid-push (Ctrl-C), as the helper process would have died', async () => {
     // A pack too large to go in the record is uploaded first; the proxy holds that upload, so that
     // git can be interrupted while the agent pushes, before the record is written.
     const proxy = await startProxy({ target: t.net.pdsUrl });
@@ -346,8 +346,14 @@ describe('the thin helper', () => {
           process.kill(-push.pid!, 'SIGINT');
           assert.equal(await exited, 'SIGINT');
           await until('the agent note that git went away', () => hangUps() > before);
-          release();
+          // Ends at once, while its request is still held: nobody waits for it any more.
           await until('the agent note that the session ended', () => ends().length > ended);
+          const stopped = (): number =>
+            agent.log().match(/what was left of that session's work stopped/g)?.length ?? 0;
+          const wasStopped = stopped();
+          release();
+          // The request it had sent goes on to its end, as the agent's own work.
+          await until('the agent note that the held request finished', () => stopped() > wasStopped);
           proxy.clearFaults();
           return Number(ends().at(-1));
         };

@@ -155,12 +155,16 @@ export async function hostHelper(
     return piece === undefined ? undefined : Buffer.from(String(piece.i), 'utf8');
   };
   // The thin helper's connection closed before the session's end: git was interrupted (Ctrl-C reaches
-  // git and its helper together) or killed. A helper process would have died with it mid-work.
+  // git and its helper together) or killed. A helper process would have died with it mid-work, so the
+  // session ends now rather than at its next read or request: nobody waits for it any more.
   let hungUp = false;
+  let hangUp = (): void => {};
+  const wentAway = new Promise<'gone'>((resolve) => (hangUp = () => resolve('gone')));
   res.once('close', () => {
     if (res.writableFinished) return;
     hungUp = true;
     log('a helper went away mid-session (git interrupted or killed): what is left of its work sends nothing');
+    hangUp();
   });
   const caller = {
     env: session.env,
@@ -168,7 +172,7 @@ export async function hostHelper(
     stderr: (e: string) => send({ e }),
     gone: () => hungUp,
   };
-  const code = await forCaller(caller, () =>
+  const work = forCaller(caller, () =>
     run({
       argv: session.argv,
       env: session.env,
@@ -177,7 +181,24 @@ export async function hostHelper(
       agent,
     }),
   );
+  const code = await Promise.race([work, wentAway]);
+  if (code === 'gone') {
+    // A request already on its way (a write among them) goes on as the agent's own work, and its
+    // outcome reaches the views; what the session's code would do after it is refused (`gone`).
+    log(`the session of the helper that went away ended (status ${INTERRUPTED}) at once`);
+    work.then(
+      (late) => log(`what was left of that session's work stopped (status ${late})`),
+      (err: unknown) =>
+        log(
+          `what was left of that session's work stopped: ${safeText(err instanceof Error ? err.message : String(err))}`,
+        ),
+    );
+    return;
+  }
   if (hungUp) log(`the session of the helper that went away ended (status ${code})`);
   send({ exit: code });
   res.end();
 }
+
+/** A session git abandoned ends as a process killed by SIGINT would: 128 + 2. */
+const INTERRUPTED = 130;
