@@ -3,12 +3,14 @@ import { describe, it } from 'node:test';
 import { isValidTid } from '@atproto/syntax';
 import { decide, type Decision } from 'knotless-core/records/forge-authority';
 import {
+  CHECK,
   COMMENT,
   ISSUE,
   ISSUE_STATE,
   PULL,
   PULL_STATUS,
   checkToWrite,
+  parseCheck,
   parseComment,
   parseIssue,
   parseIssueState,
@@ -134,6 +136,40 @@ describe('forge records', () => {
     for (const k of keys) assert.ok(isValidTid(k), k);
     assert.deepEqual([...keys].sort(), keys);
     assert.equal(new Set(keys).size, keys.length);
+  });
+});
+
+describe('check records', () => {
+  const check = {
+    repo,
+    commit: 'c'.repeat(40),
+    context: 'test',
+    state: 'success',
+    targetUrl: 'https://ci.example.com/runs/1',
+    description: 'All 12 tests passed',
+    createdAt: now,
+  };
+
+  it('reads back a check as its runner writes it', async () => {
+    assert.deepEqual(await parseCheck(listed(CHECK, check)), check);
+    const bare = { repo, commit: 'd'.repeat(40), context: 'lint', state: 'pending', createdAt: now };
+    assert.deepEqual(await parseCheck(listed(CHECK, bare)), bare);
+  });
+
+  it('refuses a hostile check: no commit id, control characters, an unknown state, no repository', async () => {
+    await refused(parseCheck(listed(CHECK, { ...check, commit: 'C'.repeat(40) })), /commit/);
+    await refused(parseCheck(listed(CHECK, { ...check, commit: 'main' })), /commit/);
+    await refused(parseCheck(listed(CHECK, { ...check, context: 'te\x1b[2Jst' })), /control characters/);
+    await refused(parseCheck(listed(CHECK, { ...check, context: '' })), /context/);
+    await refused(parseCheck(listed(CHECK, { ...check, context: 'x'.repeat(101) })), /context/);
+    await refused(parseCheck(listed(CHECK, { ...check, state: 'passed' })), /state is unknown/);
+    await refused(
+      parseCheck(listed(CHECK, { ...check, repo: 'at://did:plc:alice/dev.knotless.issue/3kabcdefghij2' })),
+      /no repository/,
+    );
+    await refused(parseCheck(listed(CHECK, { ...check, targetUrl: 'javascript:alert(1)' })), /targetUrl/);
+    await refused(parseCheck(listed(CHECK, { ...check, description: 'one\ntwo' })), /one line/);
+    await refused(parseCheck(listed(CHECK, { ...check, description: 'é'.repeat(301) })), /description/);
   });
 });
 

@@ -6,7 +6,10 @@
 import { isObjectId } from '../git/refname.ts';
 import { REPO_COLLECTION } from '../records/collections.ts';
 import { isValidRepoName } from '../records/name.ts';
+import { hasUnsafe } from '../text/terminal.ts';
 import {
+  CHECK,
+  CHECK_STATES,
   COMMENT,
   ISSUE,
   ISSUE_STATE,
@@ -17,6 +20,7 @@ import {
   isValidBranch,
   lineCommentProblem,
   parseAtUri,
+  type CheckRecord,
   type CommentRecord,
   type ForgeCollection,
   type ForgeRecord,
@@ -41,6 +45,7 @@ export interface ForgeReader {
   issueState: (value: unknown) => Promise<IssueStateRecord>;
   comment: (value: unknown) => Promise<CommentRecord>;
   star: (value: unknown) => Promise<StarRecord>;
+  check: (value: unknown) => Promise<CheckRecord>;
   /** A record of any forge collection, with its collection. */
   any: (collection: ForgeCollection, value: unknown) => Promise<ForgeRecord>;
 }
@@ -158,6 +163,29 @@ export function forgeReader(lexiconProblem: LexiconCheck): ForgeReader {
     return { subject: v.subject, createdAt: v.createdAt };
   }
 
+  async function check(value: unknown): Promise<CheckRecord> {
+    const v = (await validated(CHECK, value)) as unknown as CheckRecord;
+    checkRepoUri(CHECK, v.repo);
+    if (!isObjectId(v.commit)) throw new InvalidRecord(CHECK, 'its commit is not a 40-hex commit id');
+    if (hasUnsafe(v.context)) throw new InvalidRecord(CHECK, 'its context holds control characters');
+    // The lexicon lists known values only (open to new ones): a state this version does not know is no state.
+    if (!(CHECK_STATES as readonly string[]).includes(v.state))
+      throw new InvalidRecord(CHECK, 'its state is unknown');
+    if (v.targetUrl !== undefined && !/^https?:\/\//i.test(v.targetUrl))
+      throw new InvalidRecord(CHECK, 'its targetUrl is not an https or http address');
+    if (v.description !== undefined && /[\r\n]/.test(v.description))
+      throw new InvalidRecord(CHECK, 'its description is more than one line');
+    return {
+      repo: v.repo,
+      commit: v.commit,
+      context: v.context,
+      state: v.state,
+      ...(v.targetUrl === undefined ? {} : { targetUrl: v.targetUrl }),
+      ...(v.description === undefined ? {} : { description: v.description }),
+      createdAt: v.createdAt,
+    };
+  }
+
   async function any(collection: ForgeCollection, value: unknown): Promise<ForgeRecord> {
     switch (collection) {
       case PULL:
@@ -175,5 +203,5 @@ export function forgeReader(lexiconProblem: LexiconCheck): ForgeReader {
     }
   }
 
-  return { pull, pullStatus, issue, issueState, comment, star, any };
+  return { pull, pullStatus, issue, issueState, comment, star, check, any };
 }

@@ -15,6 +15,11 @@ export const ISSUE = 'dev.knotless.issue';
 export const ISSUE_STATE = 'dev.knotless.issue.state';
 export const COMMENT = 'dev.knotless.comment';
 export const STAR = 'dev.knotless.star';
+/**
+ * A check's verdict on a commit, in the runner's account. Not in FORGE_COLLECTIONS (what the appview
+ * indexes and backfills) until the appview has a table for it.
+ */
+export const CHECK = 'dev.knotless.check';
 
 /** The forge's collections, in the order a backfill reads them. */
 export const FORGE_COLLECTIONS = [PULL, PULL_STATUS, ISSUE, ISSUE_STATE, COMMENT, STAR] as const;
@@ -112,6 +117,21 @@ export interface CommentRecord {
 /** A star: `subject` is the starred repository's record. */
 export interface StarRecord {
   subject: string;
+  createdAt: string;
+}
+
+/** The states a check can be in; any other is no state. */
+export const CHECK_STATES = ['pending', 'success', 'failure', 'error'] as const;
+export type CheckState = (typeof CHECK_STATES)[number];
+
+/** A check's verdict on one commit of `repo`, in the runner's account (its authority). */
+export interface CheckRecord {
+  repo: string;
+  commit: string;
+  context: string;
+  state: CheckState;
+  targetUrl?: string;
+  description?: string;
   createdAt: string;
 }
 

@@ -4,6 +4,7 @@
 // drift from what the CLI writes.
 import { Lexicons, jsonToLex, type LexiconDoc } from '@atproto/lexicon';
 import { forgeReader } from 'knotless-core/forge/read';
+import check from '../../../../lexicons/dev/knotless/check.json' with { type: 'json' };
 import comment from '../../../../lexicons/dev/knotless/comment.json' with { type: 'json' };
 import issue from '../../../../lexicons/dev/knotless/issue.json' with { type: 'json' };
 import issueState from '../../../../lexicons/dev/knotless/issue/state.json' with { type: 'json' };
@@ -18,6 +19,7 @@ const lexicons = new Lexicons([
   issueState,
   comment,
   star,
+  check,
 ] as unknown as LexiconDoc[]);
 
 /** The forge's records, read as the CLI reads them. */

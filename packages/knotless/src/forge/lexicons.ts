@@ -1,4 +1,5 @@
 import type { LexiconDoc, Lexicons } from '@atproto/lexicon';
+import check from '../../../../lexicons/dev/knotless/check.json' with { type: 'json' };
 import comment from '../../../../lexicons/dev/knotless/comment.json' with { type: 'json' };
 import issueState from '../../../../lexicons/dev/knotless/issue/state.json' with { type: 'json' };
 import issue from '../../../../lexicons/dev/knotless/issue.json' with { type: 'json' };
@@ -7,7 +8,7 @@ import pull from '../../../../lexicons/dev/knotless/pull.json' with { type: 'jso
 import repo from '../../../../lexicons/dev/knotless/repo.json' with { type: 'json' };
 
 /** The lexicon documents the forge's records are checked against (bundled: an install has no lexicons/). */
-const DOCS = [repo, pull, pullStatus, issue, issueState, comment] as unknown as LexiconDoc[];
+const DOCS = [repo, pull, pullStatus, issue, issueState, comment, check] as unknown as LexiconDoc[];
 
 let loaded: Promise<{ lex: Lexicons; jsonToLex: (v: unknown) => unknown }> | undefined;
 

@@ -12,3 +12,4 @@ export const parsePullStatus = reader.pullStatus;
 export const parseIssue = reader.issue;
 export const parseIssueState = reader.issueState;
 export const parseComment = reader.comment;
+export const parseCheck = reader.check;
