@@ -97,7 +97,11 @@ describe("the README's tour", () => {
     assert.match(res.stdout, /^ {2}description +my first repository$/m);
     assert.match(res.stdout, /^[0-9a-f]{40}$/m, 'repo commit prints the new commit id');
     assert.match(res.stdout, /^agent \d+ \(build /m, 'the first push started the agent');
-    assert.match(res.stdout, /^did:plc:[a-z2-7]+\/[a-z2-7]+ +open +More words +\(bob\.test\)$/m);
+    // `pr list`: short id, id, state, title, author, time opened in UTC.
+    assert.match(
+      res.stdout,
+      /^[a-z2-7]{4,} +did:plc:[a-z2-7]+\/[a-z2-7]+ +open +More words +\(bob\.test\) +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/m,
+    );
     for (const copy of ['hello-copy', 'hello-plain'])
       assert.equal(fs.readFileSync(path.join(work, copy, 'README.md'), 'utf8'), '# hello\n');
     // The merge made bob's commit alice's main; a pull brings it.
