@@ -8,12 +8,14 @@ import {
   ISSUE,
   ISSUE_STATE,
   PULL,
+  PROTECTION,
   PULL_STATUS,
   checkToWrite,
   parseCheck,
   parseComment,
   parseIssue,
   parseIssueState,
+  parseProtection,
   parsePull,
   parsePullStatus,
   writeRecord,
@@ -170,6 +172,54 @@ describe('check records', () => {
     await refused(parseCheck(listed(CHECK, { ...check, targetUrl: 'javascript:alert(1)' })), /targetUrl/);
     await refused(parseCheck(listed(CHECK, { ...check, description: 'one\ntwo' })), /one line/);
     await refused(parseCheck(listed(CHECK, { ...check, description: 'é'.repeat(301) })), /description/);
+  });
+});
+
+describe('protection records', () => {
+  const branch = {
+    branch: 'main',
+    requiredChecks: ['test'],
+    trustedRunners: ['did:plc:bob'],
+    allowForcePush: false,
+    allowDeletion: true,
+  };
+  const protection = { repo, branches: [branch], createdAt: now };
+
+  it('reads back a protection as the owner writes it; an absent allowance is no allowance', async () => {
+    assert.deepEqual(await parseProtection(listed(PROTECTION, protection)), protection);
+    const bare = { repo, branches: [{ branch: 'release/1' }], createdAt: now };
+    assert.deepEqual(await parseProtection(listed(PROTECTION, bare)), {
+      ...bare,
+      branches: [
+        {
+          branch: 'release/1',
+          requiredChecks: [],
+          trustedRunners: [],
+          allowForcePush: false,
+          allowDeletion: false,
+        },
+      ],
+    });
+  });
+
+  it('refuses a hostile protection: a bad branch, one twice, a runner no DID, control characters', async () => {
+    const p = (b: object) =>
+      parseProtection(listed(PROTECTION, { ...protection, branches: [{ ...branch, ...b }] }));
+    await refused(p({ branch: 'ma..in' }), /branch name/);
+    await refused(
+      parseProtection(listed(PROTECTION, { ...protection, branches: [branch, branch] })),
+      /twice/,
+    );
+    await refused(p({ trustedRunners: ['bob.example.com'] }), /trustedRunners/);
+    await refused(p({ requiredChecks: ['te\x1b[2Jst'] }), /control characters/);
+    await refused(p({ requiredChecks: [''] }), /requiredChecks/);
+    await refused(p({ allowForcePush: 'yes' }), /allowForcePush/);
+    await refused(
+      parseProtection(
+        listed(PROTECTION, { ...protection, repo: 'at://did:plc:alice/dev.knotless.issue/3kabcdefghij2' }),
+      ),
+      /no repository/,
+    );
   });
 });
 

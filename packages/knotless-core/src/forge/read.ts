@@ -15,6 +15,7 @@ import {
   ISSUE_STATE,
   InvalidRecord,
   PULL,
+  PROTECTION,
   PULL_STATUS,
   STAR,
   isValidBranch,
@@ -26,6 +27,7 @@ import {
   type ForgeRecord,
   type IssueRecord,
   type IssueStateRecord,
+  type ProtectionRecord,
   type PullRecord,
   type PullStatusRecord,
   type StarRecord,
@@ -46,6 +48,7 @@ export interface ForgeReader {
   comment: (value: unknown) => Promise<CommentRecord>;
   star: (value: unknown) => Promise<StarRecord>;
   check: (value: unknown) => Promise<CheckRecord>;
+  protection: (value: unknown) => Promise<ProtectionRecord>;
   /** A record of any forge collection, with its collection. */
   any: (collection: ForgeCollection, value: unknown) => Promise<ForgeRecord>;
 }
@@ -186,6 +189,31 @@ export function forgeReader(lexiconProblem: LexiconCheck): ForgeReader {
     };
   }
 
+  async function protection(value: unknown): Promise<ProtectionRecord> {
+    const v = (await validated(PROTECTION, value)) as unknown as ProtectionRecord;
+    checkRepoUri(PROTECTION, v.repo);
+    const seen = new Set<string>();
+    for (const b of v.branches) {
+      if (!isValidBranch(b.branch)) throw new InvalidRecord(PROTECTION, 'a branch name is invalid');
+      if (seen.has(b.branch)) throw new InvalidRecord(PROTECTION, 'a branch is protected twice');
+      seen.add(b.branch);
+      if ((b.requiredChecks ?? []).some((c) => hasUnsafe(c)))
+        throw new InvalidRecord(PROTECTION, 'a required check holds control characters');
+    }
+    return {
+      repo: v.repo,
+      branches: v.branches.map((b) => ({
+        branch: b.branch,
+        requiredChecks: [...new Set(b.requiredChecks ?? [])],
+        trustedRunners: [...new Set(b.trustedRunners ?? [])],
+        // Absent means not allowed: a protection written by an older writer protects at least as much.
+        allowForcePush: b.allowForcePush === true,
+        allowDeletion: b.allowDeletion === true,
+      })),
+      createdAt: v.createdAt,
+    };
+  }
+
   async function any(collection: ForgeCollection, value: unknown): Promise<ForgeRecord> {
     switch (collection) {
       case PULL:
@@ -203,5 +231,5 @@ export function forgeReader(lexiconProblem: LexiconCheck): ForgeReader {
     }
   }
 
-  return { pull, pullStatus, issue, issueState, comment, star, check, any };
+  return { pull, pullStatus, issue, issueState, comment, star, check, protection, any };
 }

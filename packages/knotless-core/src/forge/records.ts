@@ -20,6 +20,11 @@ export const STAR = 'dev.knotless.star';
  * indexes and backfills) until the appview has a table for it.
  */
 export const CHECK = 'dev.knotless.check';
+/**
+ * A repository's branch protection, in the owner's account, keyed by the repository's name. Not in
+ * FORGE_COLLECTIONS either, for the same reason: it is read from the owner's PDS when it decides.
+ */
+export const PROTECTION = 'dev.knotless.protection';
 
 /** The forge's collections, in the order a backfill reads them. */
 export const FORGE_COLLECTIONS = [PULL, PULL_STATUS, ISSUE, ISSUE_STATE, COMMENT, STAR] as const;
@@ -132,6 +137,24 @@ export interface CheckRecord {
   state: CheckState;
   targetUrl?: string;
   description?: string;
+  createdAt: string;
+}
+
+/** One branch's protection: what a merge into it waits for, and what a push may do to it. */
+export interface BranchProtection {
+  branch: string;
+  /** Check contexts a commit needs a success for, from a trusted runner, before a merge. */
+  requiredChecks: string[];
+  /** The runners (DIDs) whose checks count, beside the owner's own. */
+  trustedRunners: string[];
+  allowForcePush: boolean;
+  allowDeletion: boolean;
+}
+
+/** A repository's protection record: `repo` is the repository's record, its key the repository's name. */
+export interface ProtectionRecord {
+  repo: string;
+  branches: BranchProtection[];
   createdAt: string;
 }
 

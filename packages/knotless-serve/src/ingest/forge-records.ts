@@ -8,6 +8,7 @@ import check from '../../../../lexicons/dev/knotless/check.json' with { type: 'j
 import comment from '../../../../lexicons/dev/knotless/comment.json' with { type: 'json' };
 import issue from '../../../../lexicons/dev/knotless/issue.json' with { type: 'json' };
 import issueState from '../../../../lexicons/dev/knotless/issue/state.json' with { type: 'json' };
+import protection from '../../../../lexicons/dev/knotless/protection.json' with { type: 'json' };
 import pull from '../../../../lexicons/dev/knotless/pull.json' with { type: 'json' };
 import pullStatus from '../../../../lexicons/dev/knotless/pull/status.json' with { type: 'json' };
 import star from '../../../../lexicons/dev/knotless/star.json' with { type: 'json' };
@@ -20,6 +21,7 @@ const lexicons = new Lexicons([
   comment,
   star,
   check,
+  protection,
 ] as unknown as LexiconDoc[]);
 
 /** The forge's records, read as the CLI reads them. */

@@ -4,11 +4,21 @@ import comment from '../../../../lexicons/dev/knotless/comment.json' with { type
 import issueState from '../../../../lexicons/dev/knotless/issue/state.json' with { type: 'json' };
 import issue from '../../../../lexicons/dev/knotless/issue.json' with { type: 'json' };
 import pullStatus from '../../../../lexicons/dev/knotless/pull/status.json' with { type: 'json' };
+import protection from '../../../../lexicons/dev/knotless/protection.json' with { type: 'json' };
 import pull from '../../../../lexicons/dev/knotless/pull.json' with { type: 'json' };
 import repo from '../../../../lexicons/dev/knotless/repo.json' with { type: 'json' };
 
 /** The lexicon documents the forge's records are checked against (bundled: an install has no lexicons/). */
-const DOCS = [repo, pull, pullStatus, issue, issueState, comment, check] as unknown as LexiconDoc[];
+const DOCS = [
+  repo,
+  pull,
+  pullStatus,
+  issue,
+  issueState,
+  comment,
+  check,
+  protection,
+] as unknown as LexiconDoc[];
 
 let loaded: Promise<{ lex: Lexicons; jsonToLex: (v: unknown) => unknown }> | undefined;
 

@@ -13,3 +13,4 @@ export const parseIssue = reader.issue;
 export const parseIssueState = reader.issueState;
 export const parseComment = reader.comment;
 export const parseCheck = reader.check;
+export const parseProtection = reader.protection;
