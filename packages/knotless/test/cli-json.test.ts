@@ -20,6 +20,8 @@ interface Made {
   pr: string;
   issue: string;
   clone: string;
+  /** main's commit. */
+  commit: string;
 }
 
 /** Each command with --json, in the order they run (writes after the reads of the same thing). */
@@ -28,6 +30,9 @@ const RUNS: Array<[string, GitUser, (m: Made) => string[]]> = [
   ['repo list', alice, () => []],
   ['repo info', alice, (m) => [m.repo]],
   ['repo default-branch', alice, (m) => [m.repo]],
+  ['repo protect', alice, (m) => [m.repo, 'release', '--require-check', 'test']],
+  ['check set', alice, (m) => [`alice.test/${m.repo}`, m.commit, '--context', 'test', '--state', 'success']],
+  ['check list', alice, (m) => [`alice.test/${m.repo}`, 'main']],
   ['pr list', alice, (m) => [`alice.test/${m.repo}`]],
   ['pr view', alice, (m) => [`alice.test/${m.repo}`, m.pr]],
   ['pr comment', alice, (m) => [`alice.test/${m.repo}`, m.pr, '--body', 'looks good']],
@@ -108,7 +113,8 @@ describe('--json', () => {
     ) as { id: string };
     const clone = path.join(alice.dir(), 'c');
     assert.equal((await alice.git(path.dirname(clone), 'clone', '-q', `knotless://${spec}`, clone)).code, 0);
-    const made: Made = { repo, pr: pr.id, issue: issue.id, clone };
+    const commit = (await alice.git(clone, 'rev-parse', 'origin/main')).stdout.trim();
+    const made: Made = { repo, pr: pr.id, issue: issue.id, clone, commit };
     for (const [name, user, args] of RUNS) {
       const res = await cli(
         user,

@@ -102,7 +102,7 @@ export type UnmetKind = 'missing' | 'pending' | 'failing' | 'untrusted';
 export interface UnmetCheck {
   context: string;
   kind: UnmetKind;
-  /** One line: the context and why, runners named by DID (the caller may show handles instead). */
+  /** One line: the context and why, runners named by their names in `names`, else by DID. */
   reason: string;
 }
 
@@ -111,11 +111,12 @@ export interface UnmetCheck {
  * trusted runners) does not satisfy, each with its reason; empty when the merge may go. A required
  * context is satisfied by a trusted runner's success when no trusted runner's latest verdict on it
  * is a failure or an error; a trusted failure outweighs any success, and checks by untrusted
- * runners never count, whatever they claim.
+ * runners never count, whatever they claim. `names` are the runners' names to show (handles).
  */
 export function unmetChecks(
   protection: BranchProtection | undefined,
   shown: readonly ShownCheck[],
+  names: ReadonlyMap<string, string> = new Map(),
 ): UnmetCheck[] {
   if (protection === undefined) return [];
   const unmet: UnmetCheck[] = [];
@@ -123,7 +124,7 @@ export function unmetChecks(
     const all = shown.filter((c) => c.context === context);
     const counted = all.filter((c) => c.trusted);
     const name = safeText(context, 100);
-    const by = (list: ShownCheck[]) => list.map((c) => c.runner).join(', ');
+    const by = (list: ShownCheck[]) => list.map((c) => safeText(names.get(c.runner) ?? c.runner)).join(', ');
     const failing = counted.filter((c) => c.state === 'failure' || c.state === 'error');
     if (failing.length > 0) {
       unmet.push({

@@ -18,6 +18,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo default-branch': () => import('./commands/repo-default-branch.ts'),
   'repo share': () => import('./commands/repo-share.ts'),
   'repo unshare': () => import('./commands/repo-unshare.ts'),
+  'repo protect': () => import('./commands/repo-protect.ts'),
   'key list': () => import('./commands/key-list.ts'),
   'key export': () => import('./commands/key-export.ts'),
   'key import': () => import('./commands/key-import.ts'),
@@ -31,6 +32,8 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'pr close': () => import('./commands/pr-close.ts'),
   'pr reopen': () => import('./commands/pr-reopen.ts'),
   'pr label': () => import('./commands/pr-label.ts'),
+  'check set': () => import('./commands/check-set.ts'),
+  'check list': () => import('./commands/check-list.ts'),
   'issue create': () => import('./commands/issue-create.ts'),
   'issue list': () => import('./commands/issue-list.ts'),
   'issue view': () => import('./commands/issue-view.ts'),
@@ -51,5 +54,6 @@ export const GROUPS: Record<string, string> = {
   repo: 'create, list, inspect, fork, delete and commit to repositories',
   pr: 'pull requests: propose, review, update, merge, close and reopen',
   issue: 'issues: open, list, comment on, close and reopen',
+  check: "checks: a runner's verdict on a commit, and a commit's checks",
   key: "this machine's key for private repositories: list, export, import",
 };

@@ -1,0 +1,91 @@
+import { KnotlessError } from 'knotless-core/errors';
+import { isValidBranch } from 'knotless-core/forge/records';
+import { refKey } from 'knotless-core/records/ref-key';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
+import { commitVerdict } from '../../forge/checks.ts';
+import { JSON_OPTION, type Command } from '../command.ts';
+import { currentDid, forgeReader, targetOf } from '../forge-shared.ts';
+
+export const command: Command = {
+  name: 'check list',
+  args: '<[handle/]repo> <commit-or-branch>',
+  summary: "a commit's checks: each runner's latest verdict per context, trusted runners marked",
+  details: [
+    "Checks are read from the accounts that can count (the owner's and the runners its protection trusts) and yours; --runner reads another's too, shown untrusted unless the owner trusts it. Given a branch, its head commit is listed and judged by that branch's protection: what a merge into it still waits for is listed last. Given a commit, a runner any protected branch trusts is marked trusted.",
+  ],
+  options: {
+    runner: { type: 'string', multiple: true, value: 'HANDLE', help: "read this runner's checks too" },
+    json: JSON_OPTION,
+  },
+  examples: ['knotless check list alice.example/site main', 'knotless check list site 0123…cdef --json'],
+  positionals: { min: 2, max: 2 },
+  async run({ ctx, io, args }) {
+    const c = ctx();
+    const target = await targetOf(c, args.positionals[0]!);
+    const what = args.positionals[1]!;
+    let commit: string;
+    let branch: string | undefined;
+    if (/^[0-9a-fA-F]{40}$/.test(what)) commit = what.toLowerCase();
+    else {
+      branch = what.replace(/^refs\/heads\//, '');
+      if (!isValidBranch(branch))
+        throw new KnotlessError(
+          'usage',
+          `${safeText(what)} is neither a 40-hex commit id nor a branch name.`,
+        );
+      const remote = c.remoteRepo(target.owner, target.name, (m) => io.err(`knotless: warning: ${m}`));
+      const ref = await remote.getRef(refKey(target.name, `refs/heads/${branch}`));
+      if (ref?.record.target === undefined)
+        throw new KnotlessError('not-found', `${target.label} has no branch ${safeText(branch)}.`);
+      commit = ref.record.target;
+    }
+    const me = await currentDid(c);
+    const named = (args.values['runner'] as string[] | undefined) ?? [];
+    const extra = await Promise.all(
+      [...named, ...(me === undefined ? [] : [me])].map((h) => c.resolver.resolve(h)),
+    );
+    const store = forgeReader(c, io).store;
+    const v = await commitVerdict(c, store, target.owner, target.name, commit, branch, extra);
+    const name = (did: string) => v.names.get(did) ?? did;
+    if (args.values['json'] === true) {
+      io.out(
+        safeJson({
+          repo: target.uri,
+          commit,
+          ...(branch === undefined ? {} : { branch, protected: v.branch !== undefined }),
+          checks: v.shown.map((s) => ({
+            context: s.context,
+            state: s.state,
+            runner: name(s.runner),
+            runnerDid: s.runner,
+            trusted: s.trusted,
+            ...(s.targetUrl === undefined ? {} : { targetUrl: s.targetUrl }),
+            ...(s.description === undefined ? {} : { description: s.description }),
+          })),
+          ...(v.branch === undefined
+            ? {}
+            : {
+                required: v.branch.requiredChecks,
+                unmet: v.unmet.map((u) => ({ context: u.context, kind: u.kind, reason: u.reason })),
+              }),
+        }),
+      );
+      return;
+    }
+    io.out(`${target.label} ${commit}${branch === undefined ? '' : ` (${safeText(branch)})`}`);
+    if (v.shown.length === 0) io.out('  no checks');
+    for (const s of v.shown) {
+      const about = [s.description, s.targetUrl].filter((x) => x !== undefined).map((x) => safeText(x, 300));
+      io.out(
+        `  ${safeText(s.context, 100)}  ${s.state.padEnd(7)}  ${safeText(name(s.runner))}${s.trusted ? ' (trusted)' : ' (untrusted)'}${about.length === 0 ? '' : `  ${about.join('  ')}`}`,
+      );
+    }
+    if (v.branch !== undefined) {
+      if (v.unmet.length === 0)
+        io.out(
+          `  required checks: all passed (${v.branch.requiredChecks.map((x) => safeText(x, 100)).join(', ') || 'none'})`,
+        );
+      else for (const u of v.unmet) io.out(`  waiting: ${u.reason}`);
+    }
+  },
+};
