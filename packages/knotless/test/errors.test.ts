@@ -93,7 +93,7 @@ describe('failures a user can cause', () => {
       assert.equal(same.stdout, overview.stdout);
     }
     const names = [
-      ...overview.stdout.matchAll(/^ {2}((?:(?:repo|pr|issue|cache|agent|key) )?[a-z]+) {2,}/gm),
+      ...overview.stdout.matchAll(/^ {2}((?:(?:repo|pr|issue|check|cache|agent|key) )?[a-z]+) {2,}/gm),
     ].map((m) => m[1]!);
     assert.deepEqual(names.sort(), [
       'agent',
@@ -101,6 +101,8 @@ describe('failures a user can cause', () => {
       'agent stop',
       'cache',
       'cache clear',
+      'check list',
+      'check set',
       'dev',
       'issue close',
       'issue comment',
@@ -131,6 +133,7 @@ describe('failures a user can cause', () => {
       'repo fork',
       'repo info',
       'repo list',
+      'repo protect',
       'repo share',
       'repo unshare',
       'whoami',
