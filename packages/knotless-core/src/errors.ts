@@ -29,6 +29,7 @@ export const ErrorCodes = [
   'not-found',
   'account-inactive',
   'no-key',
+  'checks-unmet',
 ] as const;
 
 /** A stable identifier for one kind of failure. */
@@ -82,6 +83,7 @@ export type OwnReason =
   | 'login failed'
   | 'scope missing'
   | 'account not active'
+  | 'required checks not passed'
   | 'git failed'
   | 'sha-256 repository'
   | 'no such object'
@@ -119,6 +121,7 @@ const REASONS: Record<ErrorCode, OwnReason> = {
   'merge-conflict': 'merge conflict',
   'not-found': 'not found',
   'no-key': 'no key',
+  'checks-unmet': 'required checks not passed',
   'login-failed': 'login failed',
   'scope-missing': 'scope missing',
   'account-inactive': 'account not active',

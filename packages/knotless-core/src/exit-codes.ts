@@ -29,6 +29,7 @@ export const EXIT_CODES: Record<ErrorCode, number> = {
   'not-found': 17,
   'account-inactive': 18,
   'no-key': 19,
+  'checks-unmet': 20,
   cancelled: 130,
 };
 

@@ -120,8 +120,8 @@ describe("a branch's required checks", () => {
 
   it('are each missing with no check, and nothing waits on an unprotected branch', () => {
     assert.deepEqual(unmet([]), [
-      ['test', 'missing', 'test: no check yet'],
-      ['lint', 'missing', 'lint: no check yet'],
+      ['test', 'missing', 'test: no check by a trusted runner yet'],
+      ['lint', 'missing', 'lint: no check by a trusted runner yet'],
     ]);
     assert.deepEqual(unmetChecks(undefined, []), []);
   });

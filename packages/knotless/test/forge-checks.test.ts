@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { describe, it } from 'node:test';
-import { NO_CLONE, json, newSite, tipOf, useForgeNet } from './helpers/forge.ts';
+import { NO_CLONE, json, newSite, openPr, tipOf, useForgeNet, type ItemJson } from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
 
 const {
   t,
@@ -173,6 +175,84 @@ describe('checks and protected branches', () => {
       /test {2}failure {2}bob\.test \(trusted\) {2}3 of 12 failed {2}https:\/\/ci\.example\/runs\/1/,
     );
     assert.match(text.stdout, /test {2}success {2}carol\.test \(untrusted\)/);
+  });
+
+  it("a merge into main waits for bob's test on the round's head: a check by carol does not count, a failure refuses, a success lets it through", async () => {
+    assert.equal((await bob.knotless('repo', 'fork', 'alice.test/site')).code, 0);
+    const bobClone = `${bob.dir()}/c`;
+    await bob.ok(path.dirname(bobClone), 'clone', '-q', 'knotless://bob.test/site', 'c');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'feature');
+    const change = await commitFiles(bob, bobClone, { 'b.txt': 'b\n' }, 'bob adds b');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'feature');
+    const pr = await openPr(bob, 'alice.test/site', 'bob.test/site:feature', 'Add b');
+    const merge = (...more: string[]) => alice.knotless('pr', 'merge', 'alice.test/site', pr.id, ...more);
+    const set = (who: typeof bob, state: string) =>
+      who.knotless('check', 'set', 'alice.test/site', change, '--context', 'test', '--state', state);
+
+    assert.equal((await set(carol, 'success')).code, 0);
+    const untrusted = await merge();
+    assert.equal(untrusted.code, 20, untrusted.stderr);
+    assert.equal(untrusted.stderr.trim().split('\n').length, 1, untrusted.stderr);
+    assert.match(
+      untrusted.stderr,
+      /waits for the required checks of main on [0-9a-f]{12}: test: no check by a trusted runner yet; nothing was merged/,
+    );
+
+    assert.equal((await set(bob, 'failure')).code, 0);
+    const failing = await merge();
+    assert.equal(failing.code, 20, failing.stderr);
+    assert.match(failing.stderr, /test: failing \(failure by bob\.test\); nothing was merged/);
+    assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), head);
+    assert.equal(
+      json<ItemJson>(await alice.knotless('pr', 'view', 'alice.test/site', pr.id, '--json')).state,
+      'open',
+    );
+
+    assert.equal((await set(bob, 'success')).code, 0);
+    const merged = await merge('--json');
+    assert.equal(merged.code, 0, merged.stderr);
+    const done = json<ItemJson & { ignoredChecks?: string[] }>(merged);
+    assert.equal(done.state, 'merged');
+    assert.equal(done.ignoredChecks, undefined);
+    head = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    assert.equal(head, change);
+  });
+
+  it('--ignore-checks merges anyway, and the pull request says so', async () => {
+    const bobClone = `${bob.dir()}/c`;
+    await bob.ok(path.dirname(bobClone), 'clone', '-q', 'knotless://bob.test/site', 'c');
+    await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'hurry', 'FETCH_HEAD');
+    const change = await commitFiles(bob, bobClone, { 'h.txt': 'h\n' }, 'bob hurries');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'hurry');
+    const pr = await openPr(bob, 'alice.test/site', 'bob.test/site:hurry', 'Hurry');
+    const set = await bob.knotless(
+      'check',
+      'set',
+      'alice.test/site',
+      change,
+      '--context',
+      'test',
+      '--state',
+      'failure',
+    );
+    assert.equal(set.code, 0, set.stderr);
+    const res = await alice.knotless('pr', 'merge', 'alice.test/site', pr.id, '--ignore-checks');
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stderr, /merged ignoring a required check: test: failing \(failure by bob\.test\)/);
+    const view = json<ItemJson & { ignoredChecks?: string[] }>(
+      await carol.knotless('pr', 'view', 'alice.test/site', pr.id, '--json'),
+    );
+    assert.equal(view.state, 'merged');
+    assert.deepEqual(view.ignoredChecks, ['test: failing (failure by bob.test)']);
+    const text = await carol.knotless('pr', 'view', 'alice.test/site', pr.id);
+    assert.match(text.stdout, /merged {3}ignoring a required check: test: failing \(failure by bob\.test\)/);
+    // A label change later keeps the override visible.
+    assert.equal((await alice.knotless('pr', 'label', 'alice.test/site', pr.id, '--add', 'hotfix')).code, 0);
+    const relabelled = json<ItemJson & { ignoredChecks?: string[] }>(
+      await carol.knotless('pr', 'view', 'alice.test/site', pr.id, '--json'),
+    );
+    assert.deepEqual(relabelled.ignoredChecks, ['test: failing (failure by bob.test)']);
   });
 
   it('alice lifts the protection with --remove', async () => {

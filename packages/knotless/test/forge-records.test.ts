@@ -175,6 +175,23 @@ describe('check records', () => {
   });
 });
 
+describe('a merge that overrode checks', () => {
+  const status = { pull: pullUri, status: 'merged', merged: 'c'.repeat(40), createdAt: now };
+
+  it("reads back a merged status's ignoredChecks, and refuses them on another state or with control characters", async () => {
+    const ignored = { ...status, ignoredChecks: ['test: failing (failure by bob.test)'] };
+    assert.deepEqual(await parsePullStatus(listed(PULL_STATUS, ignored)), ignored);
+    await refused(
+      parsePullStatus(listed(PULL_STATUS, { ...ignored, status: 'closed', merged: undefined })),
+      /ignoredChecks/,
+    );
+    await refused(
+      parsePullStatus(listed(PULL_STATUS, { ...status, ignoredChecks: ['te\x1b[2Jst'] })),
+      /ignoredChecks/,
+    );
+  });
+});
+
 describe('protection records', () => {
   const branch = {
     branch: 'main',

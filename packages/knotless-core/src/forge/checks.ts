@@ -148,7 +148,7 @@ export function unmetChecks(
       });
       continue;
     }
-    unmet.push({ context, kind: 'missing', reason: `${name}: no check yet` });
+    unmet.push({ context, kind: 'missing', reason: `${name}: no check by a trusted runner yet` });
   }
   return unmet;
 }

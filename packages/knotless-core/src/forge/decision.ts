@@ -59,7 +59,21 @@ export function labelDecision(
   merged: string | undefined,
 ): { state: string; extra: Record<string, unknown> } {
   const own = stateBy(decisions, owner);
-  return { state: own, extra: { labels, ...(own === 'merged' && merged !== undefined ? { merged } : {}) } };
+  // A merge that overrode the protection stays visible through a later label change.
+  const ignoredChecks = decisions
+    .filter((d) => d.by === owner && d.state === 'merged')
+    .reduce<Decision<string> | undefined>(
+      (a, b) => (a === undefined || b.rkey > a.rkey ? b : a),
+      undefined,
+    )?.ignoredChecks;
+  return {
+    state: own,
+    extra: {
+      labels,
+      ...(own === 'merged' && merged !== undefined ? { merged } : {}),
+      ...(own === 'merged' && ignoredChecks !== undefined ? { ignoredChecks } : {}),
+    },
+  };
 }
 
 export interface DecisionWrite extends StateWrite {

@@ -114,10 +114,16 @@ export function forgeReader(lexiconProblem: LexiconCheck): ForgeReader {
       throw new InvalidRecord(PULL_STATUS, 'its status is unknown');
     if (v.merged !== undefined && !isObjectId(v.merged))
       throw new InvalidRecord(PULL_STATUS, 'merged is no commit');
+    if (v.ignoredChecks !== undefined && (v.status !== 'merged' || v.ignoredChecks.some((c) => hasUnsafe(c))))
+      throw new InvalidRecord(
+        PULL_STATUS,
+        'ignoredChecks is for a merge, in lines without control characters',
+      );
     return {
       pull: v.pull,
       status: v.status,
       ...(v.merged === undefined ? {} : { merged: v.merged }),
+      ...(v.ignoredChecks === undefined ? {} : { ignoredChecks: [...v.ignoredChecks] }),
       ...(v.labels === undefined ? {} : { labels: [...v.labels] }),
       createdAt: v.createdAt,
     };

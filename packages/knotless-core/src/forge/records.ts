@@ -91,6 +91,8 @@ export interface PullStatusRecord {
   pull: string;
   status: PullState;
   merged?: string;
+  /** A merge that overrode the base branch's protection: each required check that had not passed, why. */
+  ignoredChecks?: string[];
   labels?: string[];
   createdAt: string;
 }

@@ -8,6 +8,7 @@ export interface Decision<S extends string> {
   rkey: string;
   state: S;
   merged?: string;
+  ignoredChecks?: string[];
   labels?: string[];
   createdAt: string;
 }
@@ -16,6 +17,8 @@ export interface Decision<S extends string> {
 export interface Decided<S extends string> {
   state: S;
   merged?: string;
+  /** The required checks a merge overrode, each with why it had not passed. */
+  ignoredChecks?: string[];
   labels: string[];
   /** The DID whose record decided, when one did. */
   by?: string;
@@ -61,6 +64,7 @@ export function decide<S extends string>(
       labels,
       by: owner,
       ...(own.merged === undefined ? {} : { merged: own.merged }),
+      ...(own.ignoredChecks === undefined ? {} : { ignoredChecks: own.ignoredChecks }),
     };
   const closing = [own, theirs].find((d) => d !== undefined && d.state !== 'open');
   const won = closing ?? own ?? theirs;

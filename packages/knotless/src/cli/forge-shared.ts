@@ -91,6 +91,7 @@ export function itemJson(item: Item<Base>): Record<string, unknown> {
     authorDid: item.did,
     repo: item.record.repo,
     ...(item.merged === undefined ? {} : { merged: item.merged }),
+    ...(item.ignoredChecks === undefined ? {} : { ignoredChecks: item.ignoredChecks }),
     labels: item.labels,
     createdAt: item.record.createdAt,
   };

@@ -156,12 +156,13 @@ export async function freshen<R extends Base>(
     const it = byUri.get(uri);
     if (it === undefined) continue;
     const d = await reads.decide(uri, it.did);
-    const { merged: _old, ...rest } = it;
+    const { merged: _old, ignoredChecks: _ignored, ...rest } = it;
     byUri.set(uri, {
       ...rest,
       state: d.state,
       labels: d.labels,
       ...(d.merged === undefined ? {} : { merged: d.merged }),
+      ...(d.ignoredChecks === undefined ? {} : { ignoredChecks: d.ignoredChecks }),
     });
   }
   return [...byUri.values()]

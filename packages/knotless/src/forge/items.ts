@@ -18,6 +18,8 @@ export interface Item<R> {
   record: R;
   state: string;
   merged?: string;
+  /** A merge that overrode the base branch's protection: the required checks it ignored, why. */
+  ignoredChecks?: string[];
   labels: string[];
   /** The owner's and the author's state records on it, when they were read from their PDSes. */
   decisions?: Decision<string>[];

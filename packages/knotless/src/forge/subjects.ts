@@ -66,6 +66,7 @@ export async function withStates<R extends Base>(
         record: it.value,
         state: decided.state,
         ...(decided.merged === undefined ? {} : { merged: decided.merged }),
+        ...(decided.ignoredChecks === undefined ? {} : { ignoredChecks: decided.ignoredChecks }),
         labels: decided.labels,
         decisions: mine,
       };

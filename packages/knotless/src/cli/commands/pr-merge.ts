@@ -1,5 +1,6 @@
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
+import { commitVerdict } from '../../forge/checks.ts';
 import { PULLS } from '../../forge/kinds.ts';
 import { mergePull, type MergeMethod } from 'knotless-core/forge/merge';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -13,6 +14,7 @@ export const command: Command = {
   details: [
     "The round's commits come from the pack in the author's account, so a pull request merges even after its branch was deleted. --merge (the default) fast-forwards when it can and otherwise makes a merge commit; --squash makes one commit; --rebase replays the commits on the base branch (fast-forwarding when it can).",
     "--match-head-commit refuses, writing nothing, when the pull request's head is not the commit you reviewed (as gh pr merge does).",
+    "Into a protected branch (`knotless repo protect`), a merge waits until every required check of the round's head commit has passed by a runner the owner trusts; --ignore-checks merges anyway, and the pull request's merged status records which checks were ignored and why, for everyone to see.",
     'The base branch is written like any push, with compare-and-swap: if it moved meanwhile, or the merge conflicts, nothing is written. Then the merged status is recorded in your account.',
   ],
   options: {
@@ -23,6 +25,10 @@ export const command: Command = {
       type: 'string',
       value: 'OID',
       help: "merge only if the pull request's head (its last round) is this commit (7 to 40 hex digits)",
+    },
+    'ignore-checks': {
+      type: 'boolean',
+      help: "merge though the base branch's required checks have not passed (recorded on the pull request)",
     },
     json: JSON_OPTION,
   },
@@ -54,6 +60,15 @@ export const command: Command = {
         'remote-changed',
         `${safeText(item.id)}'s head is ${head.slice(0, 12)}, not ${safeText(match)}; nothing was merged (view it again with \`knotless pr view\`).`,
       );
+    // The protection is read from the owner's account and the checks from the runners it trusts.
+    const verdict = await commitVerdict(c, r.store, target.owner, target.name, head, item.record.base, []);
+    const ignore = args.values['ignore-checks'] === true;
+    if (verdict.unmet.length > 0 && !ignore)
+      throw new KnotlessError(
+        'checks-unmet',
+        `${safeText(item.id)} waits for the required checks of ${safeText(item.record.base)} on ${head.slice(0, 12)}: ${verdict.unmet.map((u) => u.reason).join('; ')}; nothing was merged (--ignore-checks merges anyway, and says so on the pull request).`,
+      );
+    const ignoredChecks = ignore ? verdict.unmet.map((u) => fitBytes(u.reason, 300)) : [];
     const author = await c.resolver.resolve(item.did);
     const result = await mergePull(c, {
       target: c.remoteRepo(target.owner, target.name, (m) => io.err(`knotless: warning: ${m}`)),
@@ -63,21 +78,23 @@ export const command: Command = {
       id: item.id,
       method,
     });
-    await writeState(r, auth, PULLS, target, item, 'merged', { merged: result.after }).catch(
-      (err: unknown) => {
-        // The branch is written: say so, and how to record it (a second merge finds it merged and records only that).
-        throw new KnotlessError(
-          err instanceof KnotlessError ? err.code : 'pds-error',
-          `${safeText(item.record.base)} now holds the pull request (${result.after}), but its merged status was not written (${err instanceof Error ? safeText(err.message) : 'unknown'}); run \`knotless pr merge\` again to record it.`,
-          { cause: err },
-        );
-      },
-    );
+    await writeState(r, auth, PULLS, target, item, 'merged', {
+      merged: result.after,
+      ...(ignoredChecks.length === 0 ? {} : { ignoredChecks }),
+    }).catch((err: unknown) => {
+      // The branch is written: say so, and how to record it (a second merge finds it merged and records only that).
+      throw new KnotlessError(
+        err instanceof KnotlessError ? err.code : 'pds-error',
+        `${safeText(item.record.base)} now holds the pull request (${result.after}), but its merged status was not written (${err instanceof Error ? safeText(err.message) : 'unknown'}); run \`knotless pr merge\` again to record it.`,
+        { cause: err },
+      );
+    });
     const how = result.alreadyIn
       ? 'already held it'
       : result.fastForward
         ? 'fast-forwarded'
         : `${method === 'merge' ? 'merged' : method === 'squash' ? 'squashed' : 'rebased'}`;
+    for (const why of ignoredChecks) io.err(`knotless: merged ignoring a required check: ${why}`);
     io.err(
       `Merged ${safeText(item.id)} into ${safeText(item.record.base)} of ${target.label} (${how}): ${result.before.slice(0, 12)} → ${result.after.slice(0, 12)}.`,
     );
@@ -87,6 +104,7 @@ export const command: Command = {
           ...itemJson(item),
           state: 'merged',
           merged: result.after,
+          ...(ignoredChecks.length === 0 ? {} : { ignoredChecks }),
           before: result.before,
           fastForward: result.fastForward,
         }),
@@ -94,3 +112,10 @@ export const command: Command = {
     else io.out(result.after);
   },
 };
+
+/** `text` cut to at most `max` bytes of UTF-8 (the lexicon's limit on a line of ignoredChecks). */
+function fitBytes(text: string, max: number): string {
+  let out = text;
+  while (Buffer.byteLength(out) > max) out = [...out].slice(0, -1).join('');
+  return out;
+}

@@ -120,6 +120,8 @@ export const command: Command = {
     io.out(`${safeText(pull.title, 300)}`);
     io.out(`  id       ${safeText(item.id)}`);
     io.out(`  state    ${item.state}${item.merged === undefined ? '' : ` (${item.merged})`}`);
+    for (const why of item.ignoredChecks ?? [])
+      io.out(`  merged   ignoring a required check: ${safeText(why, 300)}`);
     io.out(`  author   ${safeText(item.handle ?? item.did)}`);
     io.out(`  opened   ${utcTime(item.record.createdAt) ?? safeText(item.record.createdAt, 40)}`);
     io.out(`  into     ${target.label} ${safeText(pull.base)}`);
