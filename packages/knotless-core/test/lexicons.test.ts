@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { Lexicons, jsonToLex, type LexiconDoc } from '@atproto/lexicon';
 import { writeRefRecord } from 'knotless-core/records/ref-record';
+import { applyRefUpdates, layoutRefTable } from 'knotless-core/records/ref-table';
 import { newRing, wrapRing } from 'knotless-core/private/ring';
 import { RepoSealer } from 'knotless-core/private/sealer';
 import { writePrivate } from 'knotless-core/private/repo-keys';
@@ -71,6 +72,42 @@ describe('lexicons', () => {
       updatedAt: new Date().toISOString(),
     });
     lex.assertValidRecord('dev.knotless.ref', jsonToLex(JSON.parse(JSON.stringify(head)) as never));
+  });
+
+  it('accept a ref table, small and in parts, as knotless lays it out', async () => {
+    const lex = loadAll();
+    const repo = 'at://did:plc:abc/dev.knotless.repo/hello';
+    const pack = (n: number) => ({
+      id: n.toString(16).padStart(40, 'c'),
+      size: 40,
+      count: 1,
+      inline: new Uint8Array(40),
+    });
+    const updates = Array.from({ length: 3000 }, (_, i) => ({
+      ref: `refs/heads/b${i}`,
+      target: 'a'.repeat(40),
+      packs: [pack(0), pack(i + 1)],
+      ...(i === 0 ? { over: [{ did: 'did:plc:ann', target: 'b'.repeat(40) }] } : {}),
+    }));
+    const t = applyRefUpdates(
+      undefined,
+      updates,
+      { repo, head: 'refs/heads/b0', maintainer: false },
+      new Date(),
+    );
+    const small = await layoutRefTable({ ...t, refs: t.refs.slice(0, 3) }, 'hello', () =>
+      Promise.resolve(''),
+    );
+    lex.assertValidRecord('dev.knotless.refs', jsonToLex(JSON.parse(JSON.stringify(small.table)) as never));
+    const cid = 'bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm';
+    const large = await layoutRefTable(t, 'hello', () => Promise.resolve(cid));
+    assert.ok(large.create.length > 1);
+    lex.assertValidRecord('dev.knotless.refs', jsonToLex(JSON.parse(JSON.stringify(large.table)) as never));
+    for (const p of large.create)
+      lex.assertValidRecord(
+        'dev.knotless.refs.part',
+        jsonToLex(JSON.parse(JSON.stringify(p.value)) as never),
+      );
   });
 
   it('accept the records of a private repository and a device key', async () => {

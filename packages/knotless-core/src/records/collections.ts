@@ -1,6 +1,9 @@
 /** Collection NSIDs; their lexicons are in the repository's lexicons/ folder. */
 export const REPO_COLLECTION = 'dev.knotless.repo';
 export const REF_COLLECTION = 'dev.knotless.ref';
+/** The ref table (one record per repository and writer) and a large table's parts. */
+export const REFS_COLLECTION = 'dev.knotless.refs';
+export const REFS_PART_COLLECTION = 'dev.knotless.refs.part';
 
 /**
  * Every ref record of a repository has a key starting with this prefix, so that they are contiguous
