@@ -173,7 +173,8 @@ describe('the thin helper', () => {
       ['fetch', '--filter=blob:none', 'origin'],
     ]);
     assert.match(out, /does not support signed pushes/);
-    assert.match(out, /does not support shallow clones/);
+    // Shallow and partial fetches are served (git-parity-shallow.test.ts), the same both ways.
+    assert.match(out, /fetch --depth 1 origin -> 0/);
   });
 
   it('exits as the direct helper does when it is run wrongly', async () => {

@@ -17,10 +17,10 @@ export interface HelperSession {
 
 /**
  * What the agent answers, one JSON object a line (NDJSON): `{"o": text}` for the helper's stdout (git's
- * protocol), `{"e": text}` for its stderr, in the order the helper wrote them, `{"read": true}` when the
+ * protocol), `{"b": base64}` for bytes to it (a stateless connection's packs), `{"e": text}` for its stderr, in the order the helper wrote them, `{"read": true}` when the
  * helper wants more of git's stdin, and last `{"exit": n}`.
  */
-export type HelperRecord = { o: string } | { e: string } | { read: true } | { exit: number };
+export type HelperRecord = { o: string } | { b: string } | { e: string } | { read: true } | { exit: number };
 
 /**
  * What a thin helper sends after its session line, one JSON object a line: `{"i": text}`, one piece of
@@ -38,6 +38,8 @@ export interface HostedSession {
   read: () => Promise<Uint8Array | undefined>;
   /** Writes one answer to git. */
   answer: (lines: string[]) => void;
+  /** Writes bytes to git (a stateless connection's answers). */
+  write: (bytes: Uint8Array) => void;
   /** The agent hosting the session, for the helper's requests, views and notices: calls, not its socket. */
   agent: AgentHost;
 }
@@ -178,6 +180,7 @@ export async function hostHelper(
       env: session.env,
       read: stdin,
       answer: (lines) => send({ o: lines.map((l) => `${l}\n`).join('') }),
+      write: (bytes) => send({ b: Buffer.from(bytes).toString('base64') }),
       agent,
     }),
   );

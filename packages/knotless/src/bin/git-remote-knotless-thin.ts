@@ -122,6 +122,9 @@ class Session {
       this.#answered++;
       // git waits for each answer before its next command: an answer after a push was sent is its.
       if (PUSH.test(this.#forwarded)) this.#pushAnswered = true;
+    } else if ('b' in r) {
+      writeAllSync(1, Buffer.from(r.b, 'base64'));
+      this.#answered++;
     } else if ('e' in r) writeStderr(r.e);
     else if ('read' in r) void this.#read().then(() => this.#forward());
     else this.#exit = r.exit;

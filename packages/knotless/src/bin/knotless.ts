@@ -12,6 +12,7 @@ hostHelpers(async (session) => {
   return helperMain(session.argv, {
     reader: new CommandReader(session.read),
     answer: session.answer,
+    write: session.write,
     env: session.env,
     hosted: session.agent,
   });

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { settleCache } from 'knotless-core/cache/budget';
 import { BIN_SCRIPTS } from '../paths.ts';
 import { compactLater } from '../compact-later.ts';
@@ -40,18 +42,12 @@ function setOption(state: HelperState, name: string, value: string): string {
     case 'deepen-since':
     case 'deepen-not':
     case 'deepen-relative':
-      // git ignores an `error` answer to these in a clone and would make a full one: stop instead.
-      throw new KnotlessError(
-        'usage',
-        'knotless does not support shallow clones or fetches yet (--depth, --shallow-since, --shallow-exclude, --deepen); run the command without them.',
-      );
     case 'filter':
-      // Nor does it fail on an `error` answer to filter, and a partial clone's lazy fetches would
-      // ask this helper for objects one batch at a time.
-      throw new KnotlessError(
-        'usage',
-        'knotless does not support partial clones or fetches yet (--filter); run the command without it.',
-      );
+      // Shallow and partial fetches are git's own upload-pack's work, over a stateless connection
+      // (helper/connect.ts): git sends these before it asks for one, and speaks them there itself.
+      state.needsUploadPack =
+        name === 'filter' ? '--filter' : '--depth, --shallow-since, --shallow-exclude, --deepen';
+      return 'ok';
     case 'pushcert':
       // --signed=if-asked goes on unsigned, as with a receiving end that never asks; --signed stops.
       if (value === 'if-asked') {
@@ -78,6 +74,19 @@ function setOption(state: HelperState, name: string, value: string): string {
     default:
       return 'unsupported';
   }
+}
+
+/**
+ * Whether a fetch needs git's upload-pack (a stateless connection): git asked for a shallow or
+ * partial fetch, or the repository fetched into is shallow (git must tell upload-pack its shallow
+ * commits, which the fetch path cannot hear).
+ */
+async function needsUploadPack(state: HelperState, env: NodeJS.ProcessEnv): Promise<boolean> {
+  if (state.needsUploadPack !== undefined) return true;
+  // git runs its helpers with GIT_DIR set; a helper run without it has no repository to look at.
+  if (env['GIT_DIR'] === undefined) return false;
+  const { gitDir } = await import('knotless-core/git/objects');
+  return fs.existsSync(path.join(await gitDir(), 'shallow'));
 }
 
 /** The refs a fetch is shown: those inside another listed ref left out, each with one warning. */
@@ -144,8 +153,19 @@ export async function helperMain(argv: string[], io: HelperIo = gitIo()): Promis
         await state.checkView(pushed);
         return 0;
       }
-      if (line === 'capabilities') answer(['option', 'fetch', 'push', '']);
-      else if (line.startsWith('option ')) {
+      if (line === 'capabilities') answer(['option', 'fetch', 'push', 'stateless-connect', '']);
+      else if (line.startsWith('stateless-connect ')) {
+        // Only what the fetch path cannot do goes through upload-pack: a plain fetch stays on it
+        // (its packs go straight into git's repository, with no mirror to index them into first).
+        if (line !== 'stateless-connect git-upload-pack' || !(await needsUploadPack(state, io.env))) {
+          answer(['fallback']);
+          continue;
+        }
+        const { statelessConnect } = await import('./connect.ts');
+        await statelessConnect(state, io);
+        await settleCache(config);
+        return 0;
+      } else if (line.startsWith('option ')) {
         const [, name = '', ...rest] = line.split(' ');
         answer([setOption(state, name, rest.join(' '))]);
       } else if (line === 'list' || line === 'list for-push') {
@@ -159,6 +179,11 @@ export async function helperMain(argv: string[], io: HelperIo = gitIo()): Promis
         // a helper the agent hosts has it already.
         if (forPush && !io.hosted) agentDue = true;
       } else if (line.startsWith('fetch ')) {
+        if (state.needsUploadPack !== undefined)
+          throw new KnotlessError(
+            'usage',
+            `${state.needsUploadPack} through knotless needs git's protocol version 2, and this git is set to an older one; run the command with \`-c protocol.version=2\`.`,
+          );
         // fetch and push load git plumbing and pack code only when git asks for them.
         const { fetchBatch } = await import('./fetch.ts');
         answer([...(await fetchBatch(state, await reader.batch(line))), '']);

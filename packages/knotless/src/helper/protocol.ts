@@ -53,6 +53,28 @@ export class CommandReader {
     return rest;
   }
 
+  /**
+   * git's bytes as they come, for a stateless connection (helper/connect.ts) that follows the line
+   * it was asked for in: first what was read past that line, then each piece as read (undefined at
+   * the end). git writes only text before it, so the text read ahead is its bytes again.
+   */
+  readonly bytes = async (): Promise<Uint8Array | undefined> => {
+    if (this.#lines.length > 0 || this.#buffer !== '') {
+      const text = this.#lines.map((l) => `${l}\n`).join('') + this.#buffer;
+      this.#lines.length = 0;
+      this.#buffer = '';
+      return Buffer.from(text, 'utf8');
+    }
+    if (this.#ended) return undefined;
+    const piece = await this.#pull();
+    if (piece === undefined) {
+      this.#ended = true;
+      return undefined;
+    }
+    // A copy: the descriptor's reader reuses its buffer for the next read.
+    return Buffer.from(piece);
+  };
+
   /** Lines up to (not including) the blank line that ends a batch, starting with `first`. */
   async batch(first: string): Promise<string[]> {
     const lines = [first];
@@ -72,10 +94,17 @@ export function answer(lines: string[]): void {
   writeAllSync(1, lines.map((l) => l + '\n').join(''));
 }
 
+/** Writes bytes to git as they are (a stateless connection's answers), synchronously as {@link answer}. */
+export function writeBytes(bytes: Uint8Array): void {
+  writeAllSync(1, bytes);
+}
+
 /** How one run of the helper meets git: its commands, where its answers go, its environment. */
 export interface HelperIo {
-  reader: Pick<CommandReader, 'next' | 'batch'>;
+  reader: Pick<CommandReader, 'next' | 'batch' | 'bytes'>;
   answer: (lines: string[]) => void;
+  /** Writes bytes to git (a stateless connection's answers: packs, not lines). */
+  write: (bytes: Uint8Array) => void;
   env: NodeJS.ProcessEnv;
   /**
    * Inside the warm agent, the agent itself: the process, its connections and its exit belong to it.
@@ -86,5 +115,5 @@ export interface HelperIo {
 
 /** A helper process of its own: git's commands on fd 0, answers on fd 1. */
 export function gitIo(): HelperIo {
-  return { reader: new CommandReader(), answer, env: process.env, hosted: undefined };
+  return { reader: new CommandReader(), answer, write: writeBytes, env: process.env, hosted: undefined };
 }

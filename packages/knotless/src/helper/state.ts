@@ -21,6 +21,8 @@ export class HelperState {
     atomic: false,
     cas: new Map(),
   };
+  /** The options git set that only upload-pack can answer (a shallow or partial fetch), as a user names them. */
+  needsUploadPack: string | undefined;
   #remote: RemoteRepo | undefined;
   /** The refs as last listed, by name (HEAD included); a ref several records claim is not here. */
   refs: Map<string, RemoteRef> | undefined;
