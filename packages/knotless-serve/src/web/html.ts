@@ -175,3 +175,15 @@ function accountNav(): SafeHtml {
     </form></span
   >`;
 }
+
+/** HTML response headers: no scripts, no framing, no sniffing, whatever a page contains. */
+export const HTML_HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'content-security-policy':
+    // Scripts and styles only from files here, never inline: a page cannot carry a script even if
+    // escaping failed somewhere. Images only from here: README images from other hosts come through /-/img/ (src/web/images.ts),
+    // so a reader's browser never contacts a host a README names.
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};

@@ -9,6 +9,7 @@ import { isValidRepoName } from 'knotless-core/records/name';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { href } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
+import { MAX_FORM_BYTES, SIGN_IN_TO_ACT, signedIn, type Route, type RouteContext } from '../route-table.ts';
 import { forgeRecords } from '../../ingest/forge-records.ts';
 import { merge, setLabels, setState } from './decide.ts';
 import { star } from './star.ts';
@@ -31,37 +32,67 @@ function optional(form: Form, name: string): string | undefined {
   return v === '' ? undefined : v;
 }
 
-/** Dispatches a POST under `/<owner>/<repo>/`; `rest` is the path after it. */
-export async function forgeAction(
-  site: Site,
-  viewer: Viewer,
-  repo: RepoTarget,
-  rest: string[],
-  form: Form,
-  res: http.ServerResponse,
-): Promise<void> {
-  const [kind, a, b, verb] = rest;
-  // Pull requests and issues are public records: a private repository takes none (as the CLI refuses).
-  if (repo.private)
-    throw new HttpError(
-      403,
-      `${repo.owner}/${repo.name} is private, and pull requests and issues are public records, so none is kept for it.`,
-    );
-  await asPage(async () => {
-    if ((kind === 'star' || kind === 'unstar') && rest.length === 1)
-      return star(site, viewer, repo, kind === 'star', res);
-    if (kind === 'issues' && a === 'new' && b === undefined) return openIssue(site, viewer, repo, form, res);
-    if (kind === 'pulls' && a === 'new' && b === undefined) return openPull(site, viewer, repo, form, res);
-    if ((kind === 'issues' || kind === 'pulls') && a !== undefined && b !== undefined && rest.length === 4) {
-      const item = await itemOf(site, repo, kind, a, b);
-      if (verb === 'comment') return comment(site, viewer, repo, item, form, res);
-      if (verb === 'state') return setState(site, viewer, repo, item, form, res);
-      if (verb === 'labels') return setLabels(site, viewer, repo, item, form, res);
-      if (verb === 'merge' && kind === 'pulls') return merge(site, viewer, repo, item, form, res);
-    }
-    throw new HttpError(404, 'No such action.');
+/**
+ * A POST under `/<owner>/<repo>/`: the repository's, refused for a private one, with a core
+ * operation's refusal (a KnotlessError) answered as a page.
+ */
+function repoAction(
+  path: string,
+  act: (ctx: RouteContext, viewer: Viewer, repo: RepoTarget) => Promise<void>,
+): Route {
+  return {
+    method: 'POST',
+    path: `/:owner/:repo/${path}`,
+    answers: 'html',
+    signIn: SIGN_IN_TO_ACT,
+    csrf: true,
+    form: MAX_FORM_BYTES,
+    async handle(ctx) {
+      const repo = await ctx.repo();
+      // Pull requests and issues are public records: a private repository takes none (as the CLI refuses).
+      if (repo.private)
+        throw new HttpError(
+          403,
+          `${repo.owner}/${repo.name} is private, and pull requests and issues are public records, so none is kept for it.`,
+        );
+      await asPage(() => act(ctx, signedIn(ctx), repo));
+      return undefined;
+    },
+  };
+}
+
+/** An action on one issue or pull request: `/<owner>/<repo>/<kind>/<author>/<rkey>/<verb>`. */
+function itemAction(
+  kind: 'issues' | 'pulls',
+  verb: string,
+  act: (
+    site: Site,
+    viewer: Viewer,
+    repo: RepoTarget,
+    item: ItemRef,
+    form: Form,
+    res: http.ServerResponse,
+  ) => Promise<void>,
+): Route {
+  return repoAction(`${kind}/:author/:rkey/${verb}`, async (ctx, viewer, repo) => {
+    const item = await itemOf(ctx.site, repo, kind, ctx.params['author']!, ctx.params['rkey']!);
+    await act(ctx.site, viewer, repo, item, ctx.form, ctx.res);
   });
 }
+
+/** The forge's forms: star, open, comment, decide, merge. */
+export const forgeRoutes: Route[] = [
+  repoAction('star', (ctx, v, repo) => star(ctx.site, v, repo, true, ctx.res)),
+  repoAction('unstar', (ctx, v, repo) => star(ctx.site, v, repo, false, ctx.res)),
+  repoAction('issues/new', (ctx, v, repo) => openIssue(ctx.site, v, repo, ctx.form, ctx.res)),
+  repoAction('pulls/new', (ctx, v, repo) => openPull(ctx.site, v, repo, ctx.form, ctx.res)),
+  ...(['issues', 'pulls'] as const).flatMap((kind) => [
+    itemAction(kind, 'comment', comment),
+    itemAction(kind, 'state', setState),
+    itemAction(kind, 'labels', setLabels),
+  ]),
+  itemAction('pulls', 'merge', merge),
+];
 
 async function itemOf(
   site: Site,
