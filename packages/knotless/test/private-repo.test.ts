@@ -3,6 +3,7 @@
 // one sentence, a removed member cannot read what is pushed after.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import { describe, it } from 'node:test';
 import path from 'node:path';
 import { accountBytes } from './helpers/account-dump.ts';
@@ -58,6 +59,42 @@ describe('private repositories', () => {
     await alice.ok(clone, 'clone', '-q', 'knotless://alice.test/secret', 'c');
     assert.equal((await alice.ok(`${clone}/c`, 'rev-parse', 'HEAD')).trim(), tip);
     assert.match(await refsOf(alice, `${clone}/c`, 'refs/remotes/'), new RegExp(markers.branch));
+  });
+
+  it('clones it shallow and partial for the owner, the opened objects kept in a mirror only its user can enter', async () => {
+    const dir = alice.dir();
+    await alice.ok(dir, 'clone', '-q', '--depth', '1', 'knotless://alice.test/secret', 's');
+    assert.equal((await alice.ok(`${dir}/s`, 'rev-parse', '--is-shallow-repository')).trim(), 'true');
+    assert.equal((await alice.ok(`${dir}/s`, 'rev-list', '--count', 'HEAD')).trim(), '1');
+    await alice.ok(
+      dir,
+      'clone',
+      '-q',
+      '--no-checkout',
+      '--filter=blob:none',
+      'knotless://alice.test/secret',
+      'p',
+    );
+    const lacking = await alice.ok(
+      `${dir}/p`,
+      'rev-list',
+      '--objects',
+      '--all',
+      '--missing=print',
+      '--quiet',
+    );
+    assert.match(lacking, /^\?[0-9a-f]{40}$/m, 'the partial clone lacks blobs');
+    // The lazy fetch of the big file's blob, opened from the sealed packs.
+    await alice.ok(`${dir}/p`, 'checkout', '-q', 'main');
+    assert.match(fs.readFileSync(`${dir}/p/${markers.path}/big.txt`, 'utf8'), new RegExp(markers.content));
+    await alice.ok(`${dir}/p`, 'fsck', '--no-progress');
+    const mirrors = path.join(
+      alice.env['KNOTLESS_CACHE_DIR']!,
+      'mirrors',
+      t.dids['alice.test']!.replaceAll(':', '_'),
+    );
+    assert.ok(fs.existsSync(path.join(mirrors, 'secret.git')), 'no mirror where expected');
+    assert.equal(fs.statSync(mirrors).mode & 0o077, 0, 'the mirror folder is open to others');
   });
 
   it('finds the same markers in a plain repository (the scan above can fail)', async () => {
