@@ -30,6 +30,7 @@ export const ErrorCodes = [
   'account-inactive',
   'no-key',
   'checks-unmet',
+  'unverified-remote',
 ] as const;
 
 /** A stable identifier for one kind of failure. */
@@ -80,6 +81,7 @@ export type OwnReason =
   | 'merge conflict'
   | 'not found'
   | 'no key'
+  | 'unverified remote'
   | 'login failed'
   | 'scope missing'
   | 'account not active'
@@ -122,6 +124,7 @@ const REASONS: Record<ErrorCode, OwnReason> = {
   'not-found': 'not found',
   'no-key': 'no key',
   'checks-unmet': 'required checks not passed',
+  'unverified-remote': 'unverified remote',
   'login-failed': 'login failed',
   'scope-missing': 'scope missing',
   'account-inactive': 'account not active',

@@ -30,6 +30,7 @@ export const EXIT_CODES: Record<ErrorCode, number> = {
   'account-inactive': 18,
   'no-key': 19,
   'checks-unmet': 20,
+  'unverified-remote': 21,
   cancelled: 130,
 };
 
