@@ -86,6 +86,7 @@ export type OwnReason =
   | 'scope missing'
   | 'account not active'
   | 'required checks not passed'
+  | ProtectedReason
   | 'git failed'
   | 'sha-256 repository'
   | 'no such object'
@@ -95,6 +96,10 @@ export type OwnReason =
   | 'the ref kept changing; try again'
   | 'the account kept changing; try again'
   | 'atomic push exceeds 200 refs';
+
+/** Why a push may not rewrite or delete a protected branch, as git prints it after the ref. */
+export type ProtectedReason =
+  'protected branch: force-push not allowed' | 'protected branch: deletion not allowed';
 
 /** The short reason git prints for a ref that failed: a fixed phrase, never text cut from a message. */
 export type PushReason = GitReason | OwnReason;

@@ -175,8 +175,8 @@ describe("a branch's required checks", () => {
 describe('a push to a protected branch', () => {
   it('may fast-forward; may not force or delete unless the protection allows it', () => {
     assert.equal(pushRefusal(main, 'fast-forward'), undefined);
-    assert.match(pushRefusal(main, 'force') ?? '', /^protected branch: .*force-push/);
-    assert.match(pushRefusal(main, 'delete') ?? '', /^protected branch: .*delet/);
+    assert.equal(pushRefusal(main, 'force'), 'protected branch: force-push not allowed');
+    assert.equal(pushRefusal(main, 'delete'), 'protected branch: deletion not allowed');
     const open = { ...main, allowForcePush: true, allowDeletion: true };
     assert.equal(pushRefusal(open, 'force'), undefined);
     assert.equal(pushRefusal(open, 'delete'), undefined);

@@ -2,6 +2,7 @@
 // which check records a commit shows, whose protection counts, and whether a commit satisfies a
 // branch's protection or a push may rewrite or delete it. Everything here is pure: the callers read
 // the records (each with the DID of the account it is in and its record key) and hand them in.
+import type { ProtectedReason } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import {
   parseAtUri,
@@ -163,11 +164,9 @@ export type BranchUpdate = 'fast-forward' | 'force' | 'delete';
 export function pushRefusal(
   protection: BranchProtection | undefined,
   update: BranchUpdate,
-): string | undefined {
+): ProtectedReason | undefined {
   if (protection === undefined || update === 'fast-forward') return undefined;
-  if (update === 'force' && !protection.allowForcePush)
-    return 'protected branch: its protection does not allow force-pushes';
-  if (update === 'delete' && !protection.allowDeletion)
-    return 'protected branch: its protection does not allow deleting it';
+  if (update === 'force' && !protection.allowForcePush) return 'protected branch: force-push not allowed';
+  if (update === 'delete' && !protection.allowDeletion) return 'protected branch: deletion not allowed';
   return undefined;
 }

@@ -6,6 +6,11 @@ import { GitError } from 'knotless-core/git/run';
 import { pushRefs, type PushOutcome, type PushSpec } from 'knotless-core/ops/push/push';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { printErr, safeText } from 'knotless-core/text/terminal';
+import { branchProtection, pushRefusal } from 'knotless-core/forge/checks';
+import { readProtection } from 'knotless-core/forge/checks-store';
+import { ForgeStore } from 'knotless-core/forge/store';
+import type { ProtectionCheck } from 'knotless-core/ops/push/check';
+import { parseProtection, type ProtectionRecord } from '../forge/records.ts';
 import type { HelperState } from './state.ts';
 
 function parsePushLine(line: string): PushSpec {
@@ -75,11 +80,30 @@ async function push(state: HelperState, specs: PushSpec[]): Promise<PushOutcome[
         return { refs, contested: state.contested, shownToGit: false };
       },
       remember: (written) => state.remember(written),
+      protection: protectionOf(state, remote),
     },
     specs,
   );
   printCompareLinks(state, remote, pushed.created, pushed.head);
   return pushed.outcomes;
+}
+
+/**
+ * The owner's branch protection of `remote`, read from the owner's account once, on the first
+ * update that would rewrite or delete a branch (a plain push reads nothing more); the rule is the
+ * core's (forge/checks.ts).
+ */
+function protectionOf(state: HelperState, remote: RemoteRepo): ProtectionCheck {
+  let read: Promise<ProtectionRecord | undefined> | undefined;
+  return async (branch, update) => {
+    read ??= readProtection(
+      new ForgeStore(state.ctx, (m) => printErr(`knotless: warning: ${m}`)),
+      remote.owner,
+      remote.name,
+      parseProtection,
+    ).then((p) => p.record);
+    return pushRefusal(branchProtection(await read, branch), update);
+  };
 }
 
 /**

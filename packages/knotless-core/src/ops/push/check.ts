@@ -1,4 +1,4 @@
-import type { GitReason, PushReason } from '../../errors.ts';
+import type { GitReason, ProtectedReason, PushReason } from '../../errors.ts';
 import { isAncestor } from '../../git/objects.ts';
 import { ZERO_OID } from '../../git/refname.ts';
 import { GitError, gitText } from '../../git/run.ts';
@@ -57,9 +57,18 @@ export async function checkUpdate(
   return { kind: 'reject', reason: 'non-fast forward' };
 }
 
+/**
+ * Why a push may not make `update` to `branch` of the repository (its owner's protection, read by
+ * the caller: ops/ knows no forge records), or undefined when it may.
+ */
+export type ProtectionCheck = (
+  branch: string,
+  update: 'force' | 'delete',
+) => Promise<ProtectedReason | undefined>;
+
 /** Why git's receive-pack would refuse an update before any fast-forward rule, with its words. */
 export interface ReceiveRefusal {
-  reason: 'failed to update ref' | 'deletion of the current branch prohibited';
+  reason: 'failed to update ref' | 'deletion of the current branch prohibited' | ProtectedReason;
   /** One sentence for the user, in git's own terms. */
   sentence: string;
 }
@@ -106,6 +115,31 @@ export async function receiveRefusal(u: Update, st: ReceiveState): Promise<Recei
     };
   }
   return undefined;
+}
+
+/**
+ * Why an update git's rules let through may still not be written: it rewrites (a forced update whose
+ * new commit does not contain the branch's current one; `fastForward` false when the current commit
+ * is not here to tell) or deletes a branch the repository's protection guards. The protection is
+ * asked only then, so a plain push reads nothing more.
+ */
+export async function protectedRefusal(
+  u: Update,
+  current: RemoteRef | undefined,
+  protection: ProtectionCheck,
+  fastForward: (from: string, to: string) => Promise<boolean>,
+): Promise<ReceiveRefusal | undefined> {
+  const cur = current?.record.target;
+  if (cur === undefined || !u.dst.startsWith('refs/heads/')) return undefined;
+  const update =
+    u.oid === undefined ? 'delete' : u.force && !(await fastForward(cur, u.oid)) ? 'force' : undefined;
+  if (update === undefined) return undefined;
+  const reason = await protection(u.dst.slice('refs/heads/'.length), update);
+  if (reason === undefined) return undefined;
+  return {
+    reason,
+    sentence: `${u.dst} is a protected branch and its protection does not allow ${update === 'delete' ? 'deleting it' : 'a force-push'}; nothing was written to it (the repository's owner can allow it with \`knotless repo protect <repo> <branch> --allow-${update === 'delete' ? 'deletion' : 'force-push'}\`).`,
+  };
 }
 
 /** A ref among `names` that `dst` would be a directory of, or be inside of (git's D/F conflict). */

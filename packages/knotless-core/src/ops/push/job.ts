@@ -5,7 +5,7 @@ import type { PackEntry, RefRecord } from '../../records/ref-record.ts';
 import type { RemoteRef, RemoteRepo } from '../../records/remote-repo.ts';
 import type { Chatter } from '../../text/progress.ts';
 import type { Authorizer } from '../../xrpc/client.ts';
-import type { Update } from './check.ts';
+import type { ProtectionCheck, Update } from './check.ts';
 
 /** What git asked of the push besides its refs (`option dry-run`, `atomic`, `cas`). */
 export interface PushOptions {
@@ -49,6 +49,8 @@ export interface PushEnv {
   listing: () => Promise<Listing>;
   /** Told of refs written or settled, as they are (the helper folds them into its cached view). */
   remember: (written: Written[]) => Promise<void>;
+  /** The repository's branch protection: asked only of an update that would rewrite or delete a branch. */
+  protection?: ProtectionCheck;
 }
 
 /** How one ref's update ended; `record` is what the remote now holds (null: deleted). */

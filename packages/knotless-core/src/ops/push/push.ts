@@ -1,12 +1,19 @@
 import { KnotlessError, type PushReason } from '../../errors.ts';
-import { lookUpObjects, presentObjects } from '../../git/objects.ts';
+import { isAncestor, lookUpObjects, presentObjects } from '../../git/objects.ts';
 import { gitText } from '../../git/run.ts';
 import { compactionDue } from '../../packs/geometric.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { contestedSentence } from '../../records/remote-repo.ts';
 import { hasUnsafe, printErr } from '../../text/terminal.ts';
 import { writeAtomic } from './atomic.ts';
-import { atomicFailure, checkUpdate, deleteCurrentAllowed, receiveRefusal, type Update } from './check.ts';
+import {
+  atomicFailure,
+  checkUpdate,
+  deleteCurrentAllowed,
+  protectedRefusal,
+  receiveRefusal,
+  type Update,
+} from './check.ts';
 import { pushContested } from './contested.ts';
 import { PackSource, type PushEnv, type WriteJob } from './job.ts';
 import { preparePacks } from './pack.ts';
@@ -138,6 +145,17 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
       env.gitDir,
       listing.shownToGit,
     );
+    const guarded =
+      verdict.kind !== 'write' || env.protection === undefined || env.options.dryRun
+        ? undefined
+        : await protectedRefusal(u, refs.get(u.dst), env.protection, async (from, to) =>
+            present(from) ? isAncestor(from, to, inRepo) : false,
+          );
+    if (guarded !== undefined) {
+      printErr(`knotless: ${guarded.sentence}`);
+      outcomes.set(u.dst, { dst: u.dst, error: guarded.reason });
+      continue;
+    }
     if (verdict.kind === 'write' && u.oid !== undefined) names.add(u.dst);
     if (verdict.kind === 'write') toWrite.push(u);
     else
