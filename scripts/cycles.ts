@@ -1,6 +1,7 @@
 // `npm run cycles`: fails when the modules of any package's src import each other in a circle,
 // type-only imports included (a type cycle is still two layers that each know the other), or when an
-// import runs back up the layers docs/architecture.md gives each package (scripts/layers.ts).
+// import runs back up the layers docs/architecture.md gives each package (scripts/layers.ts), or
+// another package imports a knotless-core subpath the core does not export (scripts/core-exports.ts).
 // `--root DIR` checks another checkout (the tests check a copy with an import added).
 // madge finds the cycles; it is driven through its API so that a relative import it could not
 // resolve (which would hide a cycle) fails the check too.
@@ -9,6 +10,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { exportProblems } from './core-exports.ts';
 import { layerViolations, parseLayers } from './layers.ts';
 
 interface MadgeResult {
@@ -68,7 +70,12 @@ for (const problem of broken) {
   console.error(`layers: ${problem}`);
   failed = true;
 }
+const exportsWrong = exportProblems(root);
+for (const problem of exportsWrong) {
+  console.error(`exports: ${problem}`);
+  failed = true;
+}
 console.log(
-  `${sources.length} packages, ${found.length} cycles (${found.filter((c) => !KNOWN.has(c)).length} new), ${broken.length} imports against the layers`,
+  `${sources.length} packages, ${found.length} cycles (${found.filter((c) => !KNOWN.has(c)).length} new), ${broken.length} imports against the layers, ${exportsWrong.length} against knotless-core's exports`,
 );
 process.exit(failed ? 1 : 0);

@@ -34,6 +34,9 @@ function copyTree(): string {
     const src = path.join(root, 'packages', pkg, 'src');
     if (fs.existsSync(src)) fs.cpSync(src, path.join(dir, 'packages', pkg, 'src'), { recursive: true });
   }
+  // knotless-core's exports: what the other packages may import of it.
+  const corePkg = path.join('packages', 'knotless-core', 'package.json');
+  fs.copyFileSync(path.join(root, corePkg), path.join(dir, corePkg));
   return dir;
 }
 
@@ -85,6 +88,55 @@ describe('the layers of docs/architecture.md', () => {
       assert.match(
         broken.out,
         /layers: knotless-core\/src\/records\/name\.ts imports knotless-core\/src\/ops\/swap-loop\.ts, which is above it/,
+      );
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('fails on an import of a knotless-core subpath the core does not export, and on the core importing itself by name', () => {
+    const dir = copyTree();
+    try {
+      const clean = cycles(dir);
+      assert.equal(clean.code, 0, clean.out);
+      assert.match(clean.out, /0 against knotless-core's exports/);
+      const exported = Object.keys(
+        (
+          JSON.parse(fs.readFileSync(path.join(dir, 'packages/knotless-core/package.json'), 'utf8')) as {
+            exports: Record<string, unknown>;
+          }
+        ).exports,
+      );
+      assert.ok(!exported.includes('./*'), 'every subpath is listed, no pattern');
+      // A module only the core itself uses stays private.
+      const coreSrc = path.join(dir, 'packages', 'knotless-core', 'src');
+      const unexported = fs
+        .readdirSync(coreSrc, { recursive: true, encoding: 'utf8' })
+        .filter((f) => f.endsWith('.ts'))
+        .map((f) => `./${f.slice(0, -3).split(path.sep).join('/')}`)
+        .filter((sub) => !exported.includes(sub))
+        .sort();
+      const hidden = unexported[0];
+      assert.ok(hidden !== undefined, 'some module of the core is private to it');
+      fs.appendFileSync(
+        path.join(dir, 'packages', 'knotless', 'src', 'paths.ts'),
+        `\nexport * from 'knotless-core${hidden.slice(1)}';\n`,
+      );
+      fs.appendFileSync(
+        path.join(dir, 'packages', 'knotless-core', 'src', 'errors.ts'),
+        "\nexport type { Config } from 'knotless-core/config/env';\n",
+      );
+      const broken = cycles(dir);
+      assert.equal(broken.code, 1, broken.out);
+      assert.match(
+        broken.out,
+        new RegExp(
+          `exports: packages/knotless/src/paths\\.ts imports knotless-core${hidden.slice(1)}, which knotless-core does not export`,
+        ),
+      );
+      assert.match(
+        broken.out,
+        /exports: packages\/knotless-core\/src\/errors\.ts imports knotless-core\/config\/env by name: the core imports itself relatively/,
       );
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { boundToCaller, currentCaller, forCaller, forThisProcess } from 'knotless-core/caller/scope';
+import { boundToCaller, currentCaller, forCaller, forThisProcess } from '../src/caller/scope.ts';
 
 // The warm agent runs helpers' work for callers (their directory, environment and stderr) and its own
 // work (views, event streams, group commits, its log) for everyone: the second must never take on

@@ -10,8 +10,8 @@ import {
   repoProtection,
   unmetChecks,
   type ListedCheck,
-} from 'knotless-core/forge/checks';
-import type { BranchProtection, CheckState, ProtectionRecord } from 'knotless-core/forge/records';
+} from '../src/forge/checks.ts';
+import type { BranchProtection, CheckState, ProtectionRecord } from '../src/forge/records.ts';
 
 const ALICE = 'did:plc:alice';
 const BOB = 'did:plc:bob';

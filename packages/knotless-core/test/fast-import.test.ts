@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { parseIdents, quotePath, writeCommitStream } from 'knotless-core/git/fast-import';
+import { parseIdents, quotePath, writeCommitStream } from '../src/git/fast-import.ts';
 
 describe('one commit through git fast-import', () => {
   it('stores odd paths byte for byte, executables, deletes, and prints the commit id', () => {

@@ -4,11 +4,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { Lexicons, jsonToLex, type LexiconDoc } from '@atproto/lexicon';
-import { writeRefRecord } from 'knotless-core/records/ref-record';
-import { applyRefUpdates, layoutRefTable } from 'knotless-core/records/ref-table';
-import { newRing, wrapRing } from 'knotless-core/private/ring';
-import { RepoSealer } from 'knotless-core/private/sealer';
-import { writePrivate } from 'knotless-core/private/repo-keys';
+import { writeRefRecord } from '../src/records/ref-record.ts';
+import { applyRefUpdates, layoutRefTable } from '../src/records/ref-table.ts';
+import { newRing, wrapRing } from '../src/private/ring.ts';
+import { RepoSealer } from '../src/private/sealer.ts';
+import { writePrivate } from '../src/private/repo-keys.ts';
 
 const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'lexicons');
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ErrorCodes, KnotlessError } from 'knotless-core/errors';
-import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
-import { NoAnswer, unreachable } from 'knotless-core/xrpc/no-answer';
-import { isAuthRejection, missingScope, pdsRefusal, type XrpcAnswer } from 'knotless-core/xrpc/pds-errors';
+import { ErrorCodes, KnotlessError } from '../src/errors.ts';
+import { XrpcError, generalFailure } from '../src/xrpc/client.ts';
+import { NoAnswer, unreachable } from '../src/xrpc/no-answer.ts';
+import { isAuthRejection, missingScope, pdsRefusal, type XrpcAnswer } from '../src/xrpc/pds-errors.ts';
 
 const answer = (status: number, error: string, message = ''): XrpcAnswer => ({ status, error, message });
 

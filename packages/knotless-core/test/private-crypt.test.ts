@@ -7,9 +7,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { PackFile } from 'knotless-core/git/pack-file';
-import { decryptPack, encryptPack, sealedPackSize } from 'knotless-core/private/pack-crypt';
-import { chacha, sodium } from 'knotless-core/private/libs';
+import { PackFile } from '../src/git/pack-file.ts';
+import { decryptPack, encryptPack, sealedPackSize } from '../src/private/pack-crypt.ts';
+import { chacha, sodium } from '../src/private/libs.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-crypt-'));
 const key = crypto.randomBytes(32);

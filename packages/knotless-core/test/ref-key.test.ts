@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { isValidRefName } from 'knotless-core/git/refname';
-import { hashedRefKey, parseRefName, refKey, writeRefName } from 'knotless-core/records/ref-key';
+import { isValidRefName } from '../src/git/refname.ts';
+import { hashedRefKey, parseRefName, refKey, writeRefName } from '../src/records/ref-key.ts';
 
 /** Record-key syntax (atproto): 1–512 of A-Z a-z 0-9 . - _ : ~, and not "." or "..". */
 const RECORD_KEY = /^[A-Za-z0-9._:~-]{1,512}$/;

@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { jsonToLex } from '@atproto/lexicon';
 import { cidForRecord } from '@atproto/repo';
-import { isKnotlessError } from 'knotless-core/errors';
-import type { PackEntry } from 'knotless-core/records/ref-record';
+import { isKnotlessError } from '../src/errors.ts';
+import type { PackEntry } from '../src/records/ref-record.ts';
 import {
   applyRefUpdates,
   joinRefTable,
@@ -15,7 +15,7 @@ import {
   refTableKey,
   type FetchedPart,
   type RefTable,
-} from 'knotless-core/records/ref-table';
+} from '../src/records/ref-table.ts';
 
 const OWNER = 'did:plc:owneraaaaaaaaaaaaaaaaaaa';
 const ANN = 'did:plc:annaaaaaaaaaaaaaaaaaaaaa';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { readConfig } from 'knotless-core/config/env';
-import { DEFAULT_RETRY, isRetrySafe, nextWait, serverWaitMs } from 'knotless-core/xrpc/retry';
+import { readConfig } from '../src/config/env.ts';
+import { DEFAULT_RETRY, isRetrySafe, nextWait, serverWaitMs } from '../src/xrpc/retry.ts';
 
 const policy = { retries: 4, baseMs: 100, maxWaitMs: 10_000 };
 const status = (s: number | undefined, headers: Record<string, string> = {}) => ({ status: s, headers });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { swapLoop, type SwapPlan } from 'knotless-core/ops/swap-loop';
-import { BlobMissing, KeyRefused, SwapConflict } from 'knotless-core/records/remote-repo';
+import { swapLoop, type SwapPlan } from '../src/ops/swap-loop.ts';
+import { BlobMissing, KeyRefused, SwapConflict } from '../src/records/remote-repo.ts';
 
 /**
  * The loop alone, against an in-process record with a CID that a write must name (a unit double: the

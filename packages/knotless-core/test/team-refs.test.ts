@@ -2,7 +2,7 @@
 // property the format states, on tables written by hand.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { holdsAgainst, teamRefs, type TeamEntry, type TeamTable } from 'knotless-core/records/team-refs';
+import { holdsAgainst, teamRefs, type TeamEntry, type TeamTable } from '../src/records/team-refs.ts';
 
 const OWNER = 'did:plc:owner';
 const ANN = 'did:plc:ann';

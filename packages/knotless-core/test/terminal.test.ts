@@ -3,10 +3,10 @@
 // record may not hold.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { isKnotlessError } from 'knotless-core/errors';
-import { parseRefRecord } from 'knotless-core/records/ref-record';
-import { refsByName, type RemoteRef } from 'knotless-core/records/remote-repo';
-import { hasUnsafe, internalErrorLines, safeJson, safeLine, safeText } from 'knotless-core/text/terminal';
+import { isKnotlessError } from '../src/errors.ts';
+import { parseRefRecord } from '../src/records/ref-record.ts';
+import { refsByName, type RemoteRef } from '../src/records/remote-repo.ts';
+import { hasUnsafe, internalErrorLines, safeJson, safeLine, safeText } from '../src/text/terminal.ts';
 
 /** Every character a terminal may act on: C0, DEL, C1, the line separators and the bidi controls. */
 const UNSAFE_CODES = [

@@ -9,13 +9,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { writeCommitStream } from 'knotless-core/git/fast-import';
+import { writeCommitStream } from '../src/git/fast-import.ts';
 import {
   checkRemovedPath,
   checkTreePath,
   treePathRefusal,
   type TreeEntryKind,
-} from 'knotless-core/git/tree-path';
+} from '../src/git/tree-path.ts';
 
 interface Row {
   path: string;
