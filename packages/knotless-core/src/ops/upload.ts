@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
 import { runGit } from '../git/run.ts';
@@ -58,38 +60,59 @@ export class MirrorUploadPack {
   }
 
   /** upload-pack's capability advertisement (protocol v2), as git reads it first. */
-  async advertise(): Promise<Buffer> {
-    return this.#run(['--stateless-rpc', '--advertise-refs'], '');
+  async advertise(send: (bytes: Uint8Array) => void): Promise<void> {
+    await this.#run(['--stateless-rpc', '--advertise-refs'], '', send);
   }
 
-  /** upload-pack's answer to one request (pkt-lines up to and including its flush). */
-  async answer(request: Uint8Array): Promise<Buffer> {
-    return this.#run(['--stateless-rpc'], request);
+  /**
+   * upload-pack's answer to one request (pkt-lines up to and including its flush), handed to `send`
+   * a piece at a time.
+   */
+  async answer(request: Uint8Array, send: (bytes: Uint8Array) => void): Promise<void> {
+    await this.#run(['--stateless-rpc'], request, send);
   }
 
-  async #run(args: string[], input: Uint8Array | string): Promise<Buffer> {
+  /**
+   * Runs upload-pack with its answer written to a file in the mirror (a private repository's objects
+   * stay in the cache folder), then hands it on in pieces: memory does not grow with the pack.
+   */
+  async #run(args: string[], input: Uint8Array | string, send: (bytes: Uint8Array) => void): Promise<void> {
     const dir = this.#mirror.gitDir;
-    return this.#mirror.hold(
-      async () =>
-        (
-          await runGit(
-            [
-              // Partial clones and their later fetches: without it upload-pack ignores a filter.
-              '-c',
-              'uploadpack.allowFilter=true',
-              // A lazy fetch asks for blobs by id: any object the refs reach may be asked for.
-              '-c',
-              'uploadpack.allowReachableSHA1InWant=true',
-              'upload-pack',
-              ...args,
-              dir,
-            ],
-            { gitDir: dir, input, env: { GIT_PROTOCOL: 'version=2' } },
-          )
-        ).stdout,
-    );
+    await this.#mirror.hold(async () => {
+      const file = path.join(dir, 'knotless', 'upload-answer');
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, '', { mode: 0o600 });
+      try {
+        await runGit(
+          [
+            // Partial clones and their later fetches: without it upload-pack ignores a filter.
+            '-c',
+            'uploadpack.allowFilter=true',
+            // A lazy fetch asks for blobs by id: any object the refs reach may be asked for.
+            '-c',
+            'uploadpack.allowReachableSHA1InWant=true',
+            'upload-pack',
+            ...args,
+            dir,
+          ],
+          { gitDir: dir, input, stdoutFile: file, env: { GIT_PROTOCOL: 'version=2' } },
+        );
+        const fd = fs.openSync(file, 'r');
+        try {
+          const piece = Buffer.alloc(PIECE_BYTES);
+          for (let n; (n = fs.readSync(fd, piece)) > 0;) send(Buffer.from(piece.subarray(0, n)));
+        } finally {
+          fs.closeSync(fd);
+        }
+      } finally {
+        fs.rmSync(file, { force: true });
+      }
+    });
   }
 }
+
+/** The size of the pieces an answer is handed on in. */
+const PIECE_BYTES = 1024 * 1024;
 
 /** Sets the mirror's refs to `refs` in one transaction; HEAD follows the listing's symbolic HEAD. */
 async function setRefs(gitDir: string, refs: Map<string, RemoteRef>): Promise<void> {

@@ -29,12 +29,13 @@ export async function statelessConnect(state: HelperState, io: HelperIo): Promis
     maxObjectBytes: config.maxObjectBytes,
   });
   io.answer(['']);
-  io.write(await upload.advertise());
+  await upload.advertise(io.write);
   const requests = new PacketRequests(io.reader.bytes);
   for (;;) {
     const request = await requests.next();
     if (request === undefined) return;
-    io.write(Buffer.concat([await upload.answer(request), RESPONSE_END]));
+    await upload.answer(request, io.write);
+    io.write(RESPONSE_END);
   }
 }
 
