@@ -281,6 +281,24 @@ describe('shallow and partial clones: one helper each, and one batched lazy fetc
     });
   }
 
+  it('git clone --depth 1 on protocol version 0 stops with one sentence and leaves no clone', async () => {
+    const { url } = await threeBlobPacks();
+    const out = env.alice.dir();
+    const log = path.join(out, 'helpers.log');
+    const vars = aliceEnv({ PATH: countingPath(log) });
+    const args = ['-c', 'protocol.version=0', 'clone', '--depth', '1', url, 'c'];
+    const res = await gitWithin(out, args, vars, 120_000);
+    assert.notEqual(res.code, null, `still running after 120 s; ${starts(log)} helpers started`);
+    assert.notEqual(res.code, 0, 'the clone succeeded');
+    const ours = res.stderr.split('\n').filter((l) => l.startsWith('knotless: '));
+    assert.equal(ours.length, 1, res.stderr);
+    assert.match(
+      ours[0]!,
+      /needs git's protocol version 2, and this git is set to an older one; run the command with `-c protocol\.version=2`\.$/,
+    );
+    assert.equal(fs.existsSync(path.join(out, 'c')), false, 'git left a half-made clone');
+  });
+
   it('a fetch into a repository with a promisor remote never starts the helper inside itself', async () => {
     const { url, dir } = await threeBlobPacks();
     const out = env.alice.dir();
