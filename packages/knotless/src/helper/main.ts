@@ -4,7 +4,7 @@ import { settleCache } from 'knotless-core/cache/budget';
 import { BIN_SCRIPTS } from '../paths.ts';
 import { compactLater } from '../compact-later.ts';
 import { Context } from '../context.ts';
-import { readConfig } from 'knotless-core/config/env';
+import { gitRepoEnv, readConfig } from 'knotless-core/config/env';
 import { KnotlessError } from 'knotless-core/errors';
 import { EXIT_CODES, EXIT_INTERNAL } from 'knotless-core/exit-codes';
 import { internalErrorLines, printErr, safeText } from 'knotless-core/text/terminal';
@@ -84,7 +84,7 @@ function setOption(state: HelperState, name: string, value: string): string {
 async function needsUploadPack(state: HelperState, env: NodeJS.ProcessEnv): Promise<boolean> {
   if (state.needsUploadPack !== undefined) return true;
   // git runs its helpers with GIT_DIR set; a helper run without it has no repository to look at.
-  if (env['GIT_DIR'] === undefined) return false;
+  if (gitRepoEnv(env).gitDir === undefined) return false;
   const { gitDir } = await import('knotless-core/git/objects');
   return fs.existsSync(path.join(await gitDir(), 'shallow'));
 }
