@@ -155,6 +155,43 @@ describe('pull request and issue pages, in Chromium', () => {
     assert.equal((await page.goto(`${f.app.url}${pullPath()}?round=2`))?.status(), 404);
   });
 
+  it("every row of the pull request's diff is one line tall, its line numbers beside its code", async () => {
+    await visit(pullPath(), 'pull-diff-rows');
+    // A hunk header row holds one line of text and no line number: the height of one line.
+    const rows = await page
+      .locator('table.code')
+      .first()
+      .evaluate((table) =>
+        Array.from(table.querySelectorAll('tr:not(.notes)')).map((tr) => {
+          const cells = Array.from(tr.querySelectorAll('td')).map((td) => td.getBoundingClientRect());
+          const number = tr.querySelector('td.n2 a')?.getBoundingClientRect();
+          const code = tr.querySelector('td:last-child');
+          const text = document.createRange();
+          text.selectNodeContents(code!);
+          return {
+            hunk: code!.classList.contains('d-hunk'),
+            height: tr.getBoundingClientRect().height,
+            numberTop: number?.top,
+            codeTop: text.getClientRects()[0]?.top,
+            cells: cells.length,
+          };
+        }),
+      );
+    const one = rows.find((r) => r.hunk)?.height;
+    assert.ok(one !== undefined && one > 0, 'the diff has a hunk header');
+    const linked = rows.filter((r) => r.numberTop !== undefined);
+    assert.ok(linked.length >= 2, 'lines of the new side link to a comment on them');
+    for (const [i, r] of rows.entries()) {
+      assert.equal(r.cells, 3, `row ${i}: old number, new number, code`);
+      assert.ok(r.height < one * 1.5, `row ${i} is ${r.height}px tall, one line is ${one}px`);
+    }
+    for (const [i, r] of linked.entries())
+      assert.ok(
+        Math.abs(r.numberTop! - r.codeTop!) < one / 2,
+        `line ${i}: its number at ${r.numberTop}, its code at ${r.codeTop}`,
+      );
+  });
+
   it("the owner's merged status shows merged; the lists follow", async () => {
     await f.w.alice.create('dev.knotless.pull.status', {
       pull: f.pull.uri,

@@ -42,6 +42,8 @@ table.tree td.msg{width:55%;overflow:hidden;text-overflow:ellipsis;white-space:n
 table.list td.nowrap{white-space:nowrap}
 .stat{font-family:ui-monospace,monospace;font-size:13px}.stat .a{color:#1a7f37}.stat .d{color:#cf222e}
 table.code td.o,table.code td.n2{color:var(--muted);text-align:right;user-select:none;width:1%}
+/* Code cells keep their spaces (pre); a number cell's markup breaks lines around its link, which must not show. */
+table.code td.o,table.code td.n2,table.code td.n{white-space:nowrap}
 table.code.blame td.b-who{white-space:nowrap;font-family:system-ui,sans-serif;width:1%;max-width:24rem;overflow:hidden;text-overflow:ellipsis}
 table.code.blame tr.b-first td{border-top:1px solid var(--line)}
 .pager{display:flex;gap:1rem;margin:.8rem 0}
