@@ -2,7 +2,15 @@
 // repository's protection read from and written in its owner's, checks read from the accounts that
 // can count. The parsers are handed in (forge/read.ts, with the lexicons each front end bundles).
 import type { Identity } from '../identity/resolver.ts';
-import { repoProtection, type ListedCheck } from './checks.ts';
+import {
+  branchProtection,
+  commitChecks,
+  repoProtection,
+  unmetChecks,
+  type ListedCheck,
+  type ShownCheck,
+  type UnmetCheck,
+} from './checks.ts';
 import {
   CHECK,
   PROTECTION,
@@ -90,4 +98,52 @@ export async function readChecks(
   const unique = accounts.filter((a) => !seen.has(a.did) && seen.add(a.did));
   const lists = await Promise.all(unique.map((a) => store.list(a, CHECK, read)));
   return lists.flat().map((s) => ({ runner: s.did, rkey: s.rkey, record: s.value }));
+}
+
+/** What a commit's checks come to for a branch (or for every protected branch when none is named). */
+export interface CommitVerdict {
+  protection: ProtectionRecord | undefined;
+  branch: BranchProtection | undefined;
+  shown: ShownCheck[];
+  unmet: UnmetCheck[];
+  /** Each shown runner's name: its verified handle, else its DID. */
+  names: Map<string, string>;
+}
+
+/** How a front end reads what a verdict needs: accounts resolved, records checked (forge/read.ts). */
+export interface VerdictReaders {
+  resolve: (did: string) => Promise<{ did: string; pds: string; handle?: string | undefined }>;
+  check: (value: unknown) => Promise<CheckRecord>;
+  protection: (value: unknown) => Promise<ProtectionRecord>;
+}
+
+/**
+ * The checks of `commit` in the owner's repository `name`, as `branch`'s protection judges them
+ * (with no branch, a runner any protected branch trusts is marked trusted), read from the PDSes:
+ * only the accounts that can count are read (the owner's and the runners the protection trusts),
+ * and `extra` beside them, so that their checks are shown, named and untrusted. The CLI's merge
+ * and the appview's merge button both decide with this.
+ */
+export async function commitVerdict(
+  store: ForgeStore,
+  readers: VerdictReaders,
+  owner: Pick<Identity, 'did' | 'pds'>,
+  name: string,
+  commit: string,
+  branch: string | undefined,
+  extra: readonly Pick<Identity, 'did' | 'pds'>[],
+): Promise<CommitVerdict> {
+  const { record: protection } = await readProtection(store, owner, name, readers.protection);
+  const rules = branch === undefined ? undefined : branchProtection(protection, branch);
+  const trusted =
+    branch === undefined
+      ? [...new Set((protection?.branches ?? []).flatMap((b) => b.trustedRunners))]
+      : (rules?.trustedRunners ?? []);
+  const runners = await Promise.all(trusted.map((did) => readers.resolve(did)));
+  const checks = await readChecks(store, [owner, ...runners, ...extra], readers.check);
+  const shown = commitChecks(checks, repoUri(owner.did, name), commit, trusted);
+  const names = new Map<string, string>();
+  for (const did of new Set(shown.map((c) => c.runner)))
+    names.set(did, (await readers.resolve(did)).handle ?? did);
+  return { protection, branch: rules, shown, unmet: unmetChecks(rules, shown, names), names };
 }

@@ -154,6 +154,36 @@ export function unmetChecks(
   return unmet;
 }
 
+/**
+ * The one sentence refusing a merge of pull request `id` into `base` while `head`'s required checks
+ * are `unmet`, naming each and why; `override` says how the front end merges anyway (the CLI's
+ * option, the web's button).
+ */
+export function unmetSentence(
+  id: string,
+  base: string,
+  head: string,
+  unmet: readonly UnmetCheck[],
+  override: string,
+): string {
+  return `${safeText(id)} waits for the required checks of ${safeText(base)} on ${head.slice(0, 12)}: ${unmet.map((u) => u.reason).join('; ')}; nothing was merged (${override} merges anyway, and says so on the pull request).`;
+}
+
+/**
+ * What a merge that overrides the protection records in the pull request's merged status: each
+ * unmet check's reason, cut to the lexicon's 300 bytes a line.
+ */
+export function ignoredChecks(unmet: readonly UnmetCheck[]): string[] {
+  return unmet.map((u) => fitBytes(u.reason, 300));
+}
+
+/** `text` cut to at most `max` bytes of UTF-8, never inside a character. */
+function fitBytes(text: string, max: number): string {
+  let out = text;
+  while (new TextEncoder().encode(out).length > max) out = [...out].slice(0, -1).join('');
+  return out;
+}
+
 /** What a push does to a branch, as the protection sees it. */
 export type BranchUpdate = 'fast-forward' | 'force' | 'delete';
 

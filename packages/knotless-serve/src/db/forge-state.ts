@@ -89,7 +89,12 @@ async function refresh(tx: Db, kind: Kind, did: string, rkey: string): Promise<v
     .set({
       state: won.state,
       labels: JSON.stringify(won.labels),
-      ...(kind.merged ? { merged: won.merged ?? null } : {}),
+      ...(kind.merged
+        ? {
+            merged: won.merged ?? null,
+            ignored_checks: won.ignoredChecks === undefined ? null : JSON.stringify(won.ignoredChecks),
+          }
+        : {}),
     })
     .where('did', '=', did)
     .where('rkey', '=', rkey)
@@ -141,7 +146,7 @@ export async function itemDecisions(
     .selectFrom(kind.states as 'pull_statuses')
     .select(['did', 'rkey', 'labels', 'created_at'])
     .select(sql.ref<string>(kind.state).as('state'))
-    .$if(kind.merged, (q) => q.select('merged'))
+    .$if(kind.merged, (q) => q.select(['merged', 'ignored_checks']))
     .where(tx.dynamic.ref(kind.itemDid), '=', did)
     .where(tx.dynamic.ref(kind.itemRkey), '=', rkey)
     .where('deleted', '=', 0)
@@ -159,6 +164,7 @@ function decisions(
     rkey: string;
     state: string;
     merged?: string | null;
+    ignored_checks?: string | null;
     labels: string;
     created_at: string;
   }>,
@@ -169,6 +175,9 @@ function decisions(
     state: r.state,
     createdAt: r.created_at,
     ...(r.merged !== undefined && r.merged !== null ? { merged: r.merged } : {}),
+    ...(r.ignored_checks !== undefined && r.ignored_checks !== null
+      ? { ignoredChecks: JSON.parse(r.ignored_checks) as string[] }
+      : {}),
     labels: JSON.parse(r.labels) as string[],
   }));
 }

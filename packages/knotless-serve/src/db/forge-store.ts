@@ -299,6 +299,7 @@ function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
         head_branch: r.record.head.branch,
         rounds: JSON.stringify(rounds),
         merged: null,
+        ignored_checks: null,
       };
     }
     case PULL_STATUS: {
@@ -309,6 +310,7 @@ function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
         pull_rkey: pull.rkey,
         status: r.record.status,
         merged: r.record.merged ?? null,
+        ignored_checks: r.record.ignoredChecks === undefined ? null : JSON.stringify(r.record.ignoredChecks),
         labels: JSON.stringify(r.record.labels ?? []),
       };
     }

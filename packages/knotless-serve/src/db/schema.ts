@@ -99,6 +99,8 @@ export interface PullTable extends ForgeRow {
   /** Kept current from pull_statuses: open, closed or merged. */
   state: string;
   merged: string | null;
+  /** The required checks the owner's merge overrode (JSON array of reasons), when it did. */
+  ignored_checks: string | null;
   /** JSON array of the labels the repository's owner set. */
   labels: string;
 }
@@ -109,6 +111,8 @@ export interface PullStatusTable extends ForgeRow {
   pull_rkey: string;
   status: string;
   merged: string | null;
+  /** The record's ignoredChecks as a JSON array, when it has them. */
+  ignored_checks: string | null;
   labels: string;
 }
 

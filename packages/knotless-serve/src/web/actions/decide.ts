@@ -3,6 +3,7 @@
 // owner's merge.
 import type http from 'node:http';
 import { KnotlessError } from 'knotless-core/errors';
+import { ignoredChecks, unmetSentence } from 'knotless-core/forge/checks';
 import { mergePull } from 'knotless-core/forge/merge';
 import {
   alreadyDecided,
@@ -17,6 +18,7 @@ import { checkStateWrite } from 'knotless-core/forge/state-write';
 import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { forgeRecords } from '../../ingest/forge-records.ts';
+import { verdictOf } from '../checks.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import {
   field,
@@ -116,19 +118,49 @@ export async function setState(
   seeOther(res, item.page);
 }
 
-/**
- * The owner merges the pull request's last round, the one the page showed (`head`): a round added
- * since is not merged unseen. The core's merge builds the result from the repository's packs and
- * the round's pack, uploads the new pack to the owner's PDS and moves the branch with
- * compare-and-swap; then the merged status goes into the owner's account.
- */
-export async function merge(
+/** The owner's merge button: refused while the base branch's required checks have not passed. */
+export function merge(
   site: Site,
   viewer: Viewer,
   repo: RepoTarget,
   item: ItemRef,
   form: Form,
   res: http.ServerResponse,
+) {
+  return mergeAs(site, viewer, repo, item, form, res, false);
+}
+
+/**
+ * The owner's "Merge without checks" button: merges whatever the required checks say, and the
+ * merged status records each one that had not passed and why, as `knotless pr merge --ignore-checks`.
+ */
+export function mergeWithoutChecks(
+  site: Site,
+  viewer: Viewer,
+  repo: RepoTarget,
+  item: ItemRef,
+  form: Form,
+  res: http.ServerResponse,
+) {
+  return mergeAs(site, viewer, repo, item, form, res, true);
+}
+
+/**
+ * The owner merges the pull request's last round, the one the page showed (`head`): a round added
+ * since is not merged unseen. Into a protected branch the round's head must have passed the
+ * branch's required checks (read from the owner's and the trusted runners' PDSes, by the core's
+ * rule, as the CLI reads them) unless `ignore`. The core's merge builds the result from the
+ * repository's packs and the round's pack, uploads the new pack to the owner's PDS and moves the
+ * branch with compare-and-swap; then the merged status goes into the owner's account.
+ */
+async function mergeAs(
+  site: Site,
+  viewer: Viewer,
+  repo: RepoTarget,
+  item: ItemRef,
+  form: Form,
+  res: http.ServerResponse,
+  ignore: boolean,
 ) {
   const reviewed = field(form, 'head', 'the reviewed head');
   // Refused before any work: only the owner merges (the same rule a status record is written under).
@@ -146,6 +178,15 @@ export async function merge(
       'The pull request has a new round since this page was loaded; review it and merge again.',
     );
   const owner = await identityOf(site, repo.did);
+  const verdict = await verdictOf(site, repo, last.head, pull.base);
+  if (verdict.unmet.length > 0 && !ignore) {
+    const short = (await site.index.forge.shortIds('pulls', repo.did, repo.name)).get(item.rkey) ?? item.rkey;
+    throw new HttpError(
+      409,
+      unmetSentence(short, pull.base, last.head, verdict.unmet, '"Merge without checks"'),
+    );
+  }
+  const ignored = ignore ? ignoredChecks(verdict.unmet) : [];
   const auth = await writerFor(site, viewer);
   const baseTip = form.get('base') ?? undefined;
   const result = await mergePull(site.forge, {
@@ -164,7 +205,10 @@ export async function merge(
       );
     throw err;
   });
-  await writeState(site, viewer, repo, item, 'merged', { merged: result.after });
+  await writeState(site, viewer, repo, item, 'merged', {
+    merged: result.after,
+    ...(ignored.length === 0 ? {} : { ignoredChecks: ignored }),
+  });
   await untilState(site, item, 'merged');
   seeOther(res, item.page);
 }

@@ -11,7 +11,7 @@ import { href } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { MAX_FORM_BYTES, SIGN_IN_TO_ACT, signedIn, type Route, type RouteContext } from '../route-table.ts';
 import { forgeRecords } from '../../ingest/forge-records.ts';
-import { merge, setLabels, setState } from './decide.ts';
+import { merge, mergeWithoutChecks, setLabels, setState } from './decide.ts';
 import { star } from './star.ts';
 import {
   asPage,
@@ -80,7 +80,7 @@ function itemAction(
   });
 }
 
-/** The forge's forms: star, open, comment, decide, merge. */
+/** The forge's forms: star, open, comment, decide, merge (and merge overriding the required checks). */
 export const forgeRoutes: Route[] = [
   repoAction('star', (ctx, v, repo) => star(ctx.site, v, repo, true, ctx.res)),
   repoAction('unstar', (ctx, v, repo) => star(ctx.site, v, repo, false, ctx.res)),
@@ -92,6 +92,7 @@ export const forgeRoutes: Route[] = [
     itemAction(kind, 'labels', setLabels),
   ]),
   itemAction('pulls', 'merge', merge),
+  itemAction('pulls', 'merge-without-checks', mergeWithoutChecks),
 ];
 
 async function itemOf(

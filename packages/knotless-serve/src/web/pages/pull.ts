@@ -10,7 +10,9 @@ import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { commitLink, repoHeader, short } from './common.ts';
 import { pagedDiff } from './commit.ts';
 import { commitList } from './commits.ts';
-import { commentForm, labelsForm, mergeForm, stateForm } from './forge-forms.ts';
+import { commentForm, labelsForm, mergeForm, stateForm, type MergeChecks } from './forge-forms.ts';
+import { verdictOf } from '../checks.ts';
+import { viewer } from '../viewer.ts';
 import { authorDid, commentList, statePill, userText } from './forge-common.ts';
 import { mergeWords, pullHref } from './pulls.ts';
 import { chosenLine, lineNotes } from './line-notes.ts';
@@ -119,6 +121,31 @@ async function roundDiff(
     ${await pagedDiff(repo, from, round.head, pageNo, (p) => link(self, shown, p), notes)}`;
 }
 
+/**
+ * The base branch's unmet required checks on the last round's head, for its owner's merge buttons
+ * (only the owner merges, so only the owner's page reads the runners' PDSes). A PDS that does not
+ * answer leaves the page up, saying so; the merge reads the checks again and decides.
+ */
+async function mergeChecks(
+  site: Site,
+  repo: RepoTarget,
+  state: string,
+  base: string,
+  head: string | undefined,
+): Promise<MergeChecks> {
+  if (viewer()?.did !== repo.did || state !== 'open' || head === undefined) return { unmet: [] };
+  try {
+    return { unmet: (await verdictOf(site, repo, head, base)).unmet.map((u) => u.reason) };
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    site.log(`checks of ${repo.owner}/${repo.name} at ${head} not read: ${why}`);
+    return {
+      unmet: [],
+      unreadable: 'The required checks could not be read just now; the merge reads them again.',
+    };
+  }
+}
+
 /** The head's repository as `owner/name:` when it is not the target itself (a fork), else ''. */
 async function headRepoName(site: Site, repo: RepoTarget, uri: string): Promise<string> {
   const u = parseAtUri(uri);
@@ -157,6 +184,8 @@ export async function pullPage(
   const id = `${pull.did}/${pull.rkey}`;
   const short = (await site.index.forge.shortIds('pulls', repo.did, repo.name)).get(pull.rkey) ?? pull.rkey;
   const merged = pull.merged === null ? '' : html`; merged as ${commitLink(repo, pull.merged)}`;
+  // A merge that overrode the base branch's protection says so to everyone, with each check and why.
+  const ignored = pull.ignored_checks === null ? [] : (JSON.parse(pull.ignored_checks) as string[]);
   return page(
     `${pull.title} · Pull request · ${repo.owner}/${repo.name}`,
     html`${repoHeader(repo, undefined, 'pulls')}
@@ -166,6 +195,14 @@ export async function pullPage(
         ${when(pull.created_at)}${merged}
         ${(JSON.parse(pull.labels) as string[]).map((l) => html` <span class="pill">${l}</span>`)}
       </p>
+      ${
+        ignored.length === 0
+          ? ''
+          : html`<p class="ignored-checks">
+              Merged without its required checks:
+              ${ignored.map((why, i) => html`${i === 0 ? '' : '; '}<span class="unmet">${why}</span>`)}.
+            </p>`
+      }
       <div class="box">${userText(pull.body)}</div>
       ${copyField('Check it out in a clone', `knotless pr checkout ${repo.owner}/${repo.name} ${id}`)}
       <h2>Rounds (${rounds.length})</h2>
@@ -179,6 +216,7 @@ export async function pullPage(
           pull.state,
           rounds[rounds.length - 1]?.head,
           await resolveCommit(repo.gitDir, `refs/heads/${pull.base}`),
+          await mergeChecks(site, repo, pull.state, pull.base, rounds[rounds.length - 1]?.head),
         )}
         ${stateForm(repo, self, pull.did, pull.state)}
         ${labelsForm(repo, self, JSON.parse(pull.labels) as string[])}

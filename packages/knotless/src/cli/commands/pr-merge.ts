@@ -2,6 +2,7 @@ import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { commitVerdict } from '../../forge/checks.ts';
 import { PULLS } from '../../forge/kinds.ts';
+import { ignoredChecks as ignoredOf, unmetSentence } from 'knotless-core/forge/checks';
 import { mergePull, type MergeMethod } from 'knotless-core/forge/merge';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
@@ -66,9 +67,9 @@ export const command: Command = {
     if (verdict.unmet.length > 0 && !ignore)
       throw new KnotlessError(
         'checks-unmet',
-        `${safeText(item.id)} waits for the required checks of ${safeText(item.record.base)} on ${head.slice(0, 12)}: ${verdict.unmet.map((u) => u.reason).join('; ')}; nothing was merged (--ignore-checks merges anyway, and says so on the pull request).`,
+        unmetSentence(item.id, item.record.base, head, verdict.unmet, '--ignore-checks'),
       );
-    const ignoredChecks = ignore ? verdict.unmet.map((u) => fitBytes(u.reason, 300)) : [];
+    const ignoredChecks = ignore ? ignoredOf(verdict.unmet) : [];
     const author = await c.resolver.resolve(item.did);
     const result = await mergePull(c, {
       target: c.remoteRepo(target.owner, target.name, (m) => io.err(`knotless: warning: ${m}`)),
@@ -112,10 +113,3 @@ export const command: Command = {
     else io.out(result.after);
   },
 };
-
-/** `text` cut to at most `max` bytes of UTF-8 (the lexicon's limit on a line of ignoredChecks). */
-function fitBytes(text: string, max: number): string {
-  let out = text;
-  while (Buffer.byteLength(out) > max) out = [...out].slice(0, -1).join('');
-  return out;
-}

@@ -1,0 +1,191 @@
+// Required checks on the web, as on the CLI: bob (as a runner alice trusts) writes a failing check
+// on his pull request's head; alice requires it on main; in Chromium her merge button refuses,
+// naming the check, and nothing moves; bob writes a success and the same button merges. A second
+// button merges without the checks, only for alice, and the merged status in her account records
+// what it overrode, which the pull request's page and the CLI both show.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { BrowserContext, Cookie, Page } from 'playwright-core';
+import { openPr } from '../../knotless/test/helpers/forge.ts';
+import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
+import { useNetwork } from '../../knotless/test/helpers/network.ts';
+import type { Appview } from '../src/appview.ts';
+import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
+import { appviewOn, waitFor } from './helpers.ts';
+import { startPostgres, type PgServer } from './postgres.ts';
+import { listOwn, mainOf, signIn } from './web-forge-kit.ts';
+
+const t = useNetwork(['alice.test', 'bob.test']);
+const alice = useGitUser(t, 'alice.test');
+const bob = useGitUser(t, 'bob.test');
+
+let app: Appview;
+let pg: PgServer | undefined;
+let browser: BrowserContext;
+let page: Page;
+let cspErrors: string[];
+let bobCookies: Cookie[];
+let start = '';
+let bobClone = '';
+
+/** bob's check on `commit` of alice's site, written with the CLI into his own account. */
+async function check(commit: string, state: string): Promise<void> {
+  const res = await bob.knotless(
+    'check',
+    'set',
+    'alice.test/site',
+    commit,
+    '--context',
+    'test',
+    '--state',
+    state,
+  );
+  assert.equal(res.code, 0, res.stderr);
+}
+
+/** A branch of bob's fork from alice's main with one new file, pushed, and his pull request of it. */
+async function pullOf(branch: string): Promise<{ head: string; path: string; id: string }> {
+  await bob.ok(bobClone, 'fetch', '-q', 'knotless://alice.test/site', 'main');
+  await bob.ok(bobClone, 'switch', '-q', '-c', branch, 'FETCH_HEAD');
+  const head = await commitFiles(bob, bobClone, { [`${branch}.txt`]: `${branch}\n` }, `bob adds ${branch}`);
+  await bob.ok(bobClone, 'push', '-q', 'origin', branch);
+  const pr = await openPr(bob, 'alice.test/site', `bob.test/site:${branch}`, `Add ${branch}`);
+  const rkey = pr.uri.split('/').at(-1)!;
+  const where = `/alice.test/site/pulls/${t.dids['bob.test']!}/${rkey}`;
+  // The appview has the pull request, and the round's commits, once its page shows the new file.
+  await waitFor(`the pull request ${branch} indexed`, async () => {
+    const res = await fetch(`${app.url}${where}`);
+    return res.status === 200 && (await res.text()).includes(`${branch}.txt`) ? true : undefined;
+  });
+  return { head, path: where, id: pr.id };
+}
+
+/** Clicks a button that posts, and returns the answer's status. */
+async function post(button: string): Promise<number> {
+  const [answer] = await Promise.all([
+    page.waitForResponse((r) => r.request().method() === 'POST'),
+    page.getByRole('button', { name: button }).click(),
+  ]);
+  return answer.status();
+}
+
+describe('required checks on the web merge as on the CLI', () => {
+  before(async () => {
+    await t.ready;
+    if (process.env['KNOTLESS_TEST_INDEX'] === 'postgres') pg = await startPostgres();
+    app = await appviewOn(t, pg === undefined ? ':memory:' : await pg.createDatabase('webchecks'));
+    assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
+    const work = await newRepo(alice, 'knotless://alice.test/site');
+    start = await commitFiles(alice, work, { 'README.md': '# Site\n' }, 'start');
+    await alice.ok(work, 'push', '-q', 'origin', 'main');
+    assert.equal((await bob.knotless('repo', 'fork', 'alice.test/site')).code, 0);
+    bobClone = path.join(bob.dir(), 'c');
+    await bob.ok(path.dirname(bobClone), 'clone', '-q', 'knotless://bob.test/site', 'c');
+    browser = await launchBrowser();
+    ({ page, cspErrors } = await watchedPage(browser));
+    bobCookies = await signIn(page, app.url, 'bob.test', t.password);
+    await browser.clearCookies();
+    await signIn(page, app.url, 'alice.test', t.password);
+  });
+  after(async () => {
+    await browser?.close();
+    await app?.close();
+    await pg?.stop();
+  });
+
+  it("bob's failing check refuses alice's merge button, naming it; his success lets the same button merge", async () => {
+    const pr = await pullOf('feature');
+    await check(pr.head, 'failure');
+    const protect = await alice.knotless(
+      'repo',
+      'protect',
+      'site',
+      'main',
+      '--require-check',
+      'test',
+      '--runner',
+      'bob.test',
+    );
+    assert.equal(protect.code, 0, protect.stderr);
+
+    await page.goto(`${app.url}${pr.path}`);
+    await checkPage(page, cspErrors, 'pull request waiting for its checks');
+    assert.match(
+      await page.locator('.merge-checks').innerText(),
+      /^Not mergeable yet: the required checks have not passed: test: failing \(failure by bob\.test\)\.$/,
+    );
+    assert.equal(await post('Merge pull request'), 409);
+    const refusal = await page.locator('main').innerText();
+    assert.match(
+      refusal,
+      /^409\s+\S+ waits for the required checks of main on [0-9a-f]{12}: test: failing \(failure by bob\.test\); nothing was merged \("Merge without checks" merges anyway, and says so on the pull request\)\.$/,
+    );
+    assert.ok(refusal.includes(pr.head.slice(0, 12)), refusal);
+    // The CLI refuses the same merge in the same words, but for how to override it.
+    const cli = await alice.knotless('pr', 'merge', 'alice.test/site', pr.id);
+    assert.equal(cli.code, 20, cli.stderr);
+    const words = /waits for .*; nothing was merged/.exec(refusal)![0];
+    assert.ok(cli.stderr.includes(words), cli.stderr);
+    assert.equal(await mainOf(alice, 'alice.test/site'), start, 'main has not moved');
+    assert.equal((await listOwn(t, 'alice.test', 'dev.knotless.pull.status')).length, 0);
+
+    await check(pr.head, 'success');
+    await page.goto(`${app.url}${pr.path}`);
+    assert.equal(await page.locator('.merge-checks').count(), 0);
+    assert.equal(await page.getByRole('button', { name: 'Merge without checks' }).count(), 0);
+    assert.equal(await post('Merge pull request'), 303);
+    await page.locator('.st-merged').first().waitFor();
+    assert.equal(await mainOf(alice, 'alice.test/site'), pr.head);
+    const statuses = await listOwn(t, 'alice.test', 'dev.knotless.pull.status');
+    assert.equal(statuses.length, 1);
+    assert.equal(statuses[0]!.value['merged'], pr.head);
+    assert.equal(statuses[0]!.value['ignoredChecks'], undefined);
+    assert.equal(await page.locator('.ignored-checks').count(), 0);
+  });
+
+  it('"Merge without checks" is alice\'s alone; it records what it overrode, and the page and the CLI show it', async () => {
+    const pr = await pullOf('hurry');
+    await check(pr.head, 'failure');
+    await page.goto(`${app.url}${pr.path}`);
+    const form = page.locator('form[action$="/merge-without-checks"]');
+    const fields = {
+      head: await form.locator('input[name="head"]').inputValue(),
+      base: await form.locator('input[name="base"]').inputValue(),
+    };
+    // bob, signed in, posting his own token: refused, as the owner's merge is.
+    const alices = await browser.cookies(app.url);
+    await browser.clearCookies();
+    await browser.addCookies(bobCookies);
+    await page.goto(`${app.url}${pr.path}`);
+    assert.equal(await page.getByRole('button', { name: 'Merge without checks' }).count(), 0);
+    const csrf = await page.locator('form[action="/-/signout"] input[name="csrf"]').inputValue();
+    const denied = await page.request.post(`${app.url}${pr.path}/merge-without-checks`, {
+      form: { ...fields, csrf },
+    });
+    assert.equal(denied.status(), 403);
+    assert.match(await denied.text(), /Only alice\.test\/site&#39;s owner can merge it; you are bob\.test\./);
+    const before = await mainOf(alice, 'alice.test/site');
+
+    await browser.clearCookies();
+    await browser.addCookies(alices);
+    await page.goto(`${app.url}${pr.path}`);
+    await checkPage(page, cspErrors, 'pull request with the merge without checks button');
+    assert.equal(await post('Merge without checks'), 303);
+    await page.locator('.st-merged').first().waitFor();
+    assert.notEqual(await mainOf(alice, 'alice.test/site'), before);
+    const statuses = await listOwn(t, 'alice.test', 'dev.knotless.pull.status');
+    const merged = statuses.find((s) => String(s.value['pull']).endsWith(pr.path.split('/').at(-1)!));
+    assert.deepEqual(merged?.value['ignoredChecks'], ['test: failing (failure by bob.test)']);
+    await checkPage(page, cspErrors, 'pull request merged without its checks');
+    assert.equal(
+      await page.locator('.ignored-checks').innerText(),
+      'Merged without its required checks: test: failing (failure by bob.test).',
+    );
+    const view = await bob.knotless('pr', 'view', 'alice.test/site', pr.id, '--json');
+    assert.equal(view.code, 0, view.stderr);
+    assert.deepEqual((JSON.parse(view.stdout) as { ignoredChecks?: string[] }).ignoredChecks, [
+      'test: failing (failure by bob.test)',
+    ]);
+  });
+});
