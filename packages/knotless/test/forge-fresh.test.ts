@@ -177,6 +177,23 @@ describe('read-your-writes: own records laid over an appview that has not ingest
     assert.equal((await bob.knotless('pr', 'close', 'alice.test/proj', fourth.id)).code, 0);
   });
 
+  it("an empty listing names the appview it came from and that it can be behind: someone else's new issue is not in it yet", async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'later')).code, 0);
+    const opened = await bob.knotless('issue', 'create', 'alice.test/later', '--title', 'Just now');
+    assert.equal(opened.code, 0, opened.stderr);
+    const behind = (what: string) =>
+      `alice.test/later has no open ${what} that the appview at ${app!.url} lists; it learns of new ones a few seconds after they are written (new ones of yours and of the owner's are read from their accounts).\n`;
+    for (const [word, what] of [
+      ['issue', 'issues'],
+      ['pr', 'pull requests'],
+    ] as const) {
+      const res = await carol.knotless(word, 'list', 'alice.test/later');
+      assert.equal(res.code, 0, res.stderr);
+      assert.equal(res.stdout, '');
+      assert.equal(res.stderr, behind(what));
+    }
+  });
+
   it('an issue closed by the owner is listed closed at once, and stays closed against the author', async () => {
     assert.equal((await alice.knotless('issue', 'close', 'alice.test/proj', issue.id)).code, 0);
     assert.deepEqual(await states(alice, 'issue', 'closed'), [

@@ -2,11 +2,30 @@ import { KnotlessError } from 'knotless-core/errors';
 import type { Kind } from '../../forge/kinds.ts';
 import { listItems } from '../../forge/subjects.ts';
 import { shortIds } from 'knotless-core/forge/short-id';
-import { safeJson } from 'knotless-core/text/terminal';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { currentDid, forgeReader, itemJson, itemLine, targetOf } from '../forge-shared.ts';
 
 type Base = { repo: string; title: string; createdAt: string };
+
+/**
+ * What an empty listing says: where it came from, and, from an appview, that it can be behind (it
+ * learns of records from the network's event stream, seconds after they are written), so that "none"
+ * is not read as the accounts' last word. Without an appview the reader's note has said whose
+ * accounts were read.
+ */
+function noneListed(
+  label: string,
+  state: string,
+  noun: string,
+  appview: string | undefined,
+  me: string | undefined,
+): string {
+  const what = `${state === 'all' ? '' : `${state} `}${noun}s`;
+  if (appview === undefined) return `${label} has no ${what}.`;
+  const own = me === undefined ? '' : " (new ones of yours and of the owner's are read from their accounts)";
+  return `${label} has no ${what} that the appview at ${safeText(appview)} lists; it learns of new ones a few seconds after they are written${own}.`;
+}
 
 /** `pr list` / `issue list`: newest first, open ones unless --state says otherwise. */
 export function listCommand<R extends Base>(kind: Kind<R>): Command {
@@ -31,14 +50,8 @@ export function listCommand<R extends Base>(kind: Kind<R>): Command {
       const c = ctx();
       const target = await targetOf(c, args.positionals[0]!);
       // Every item, whatever --state shows: short ids are unique among all of the repository's.
-      const all = await listItems(
-        forgeReader(c, io),
-        kind,
-        target.owner,
-        target.uri,
-        'all',
-        await currentDid(c),
-      );
+      const me = await currentDid(c);
+      const all = await listItems(forgeReader(c, io), kind, target.owner, target.uri, 'all', me);
       const items = state === 'all' ? all : all.filter((it) => it.state === state);
       const shorts = shortIds(all.map((it) => it.rkey));
       const short = (rkey: string): string => shorts.get(rkey) ?? rkey;
@@ -46,8 +59,7 @@ export function listCommand<R extends Base>(kind: Kind<R>): Command {
         io.out(safeJson(items.map((it) => ({ ...itemJson(it), short: short(it.rkey) }))));
         return;
       }
-      if (items.length === 0)
-        io.err(`${target.label} has no ${state === 'all' ? '' : `${state} `}${kind.noun}s.`);
+      if (items.length === 0) io.err(noneListed(target.label, state, kind.noun, c.config.appview, me));
       for (const it of items) io.out(itemLine(it, short(it.rkey)));
     },
   };
