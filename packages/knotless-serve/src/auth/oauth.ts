@@ -25,6 +25,12 @@ export interface SignIn {
   confidential: boolean;
   /** The public JWKS of a confidential client. */
   jwks: unknown;
+  /**
+   * The app state an in-flight authorization was begun with (the hash of its browser's nonce),
+   * read without spending the authorization, so a callback from another browser is refused
+   * before any token is asked for.
+   */
+  appStateOf(stateKey: string): Promise<string | undefined>;
 }
 
 /** True for a URL on this machine, where a loopback client is the form PDSes accept. */
@@ -154,6 +160,7 @@ export async function makeSignIn(opts: {
           redirect_uris: [redirectUri],
         }),
       );
+  const store = stores(opts.index.db, opts.key);
   const client = new oauth.NodeOAuthClient({
     clientMetadata,
     ...(confidential ? { keyset } : {}),
@@ -162,8 +169,15 @@ export async function makeSignIn(opts: {
     fetch: opts.fetch,
     // One process serves sign-in: an in-process lock keeps a refresh token from being spent twice.
     requestLock: oauth.requestLocalLock,
-    ...stores(opts.index.db, opts.key),
+    ...store,
     ...resolvers(opts.index, opts.identities),
   });
-  return { oauth, client, redirectUri, confidential, jwks: client.jwks };
+  return {
+    oauth,
+    client,
+    redirectUri,
+    confidential,
+    jwks: client.jwks,
+    appStateOf: async (stateKey) => (await store.stateStore.get(stateKey))?.appState,
+  };
 }

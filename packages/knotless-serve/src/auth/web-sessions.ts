@@ -36,6 +36,57 @@ export function sessionCookie(value: string, secure: boolean): string {
   return `${COOKIE}=${value}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${age}${secure ? '; Secure' : ''}`;
 }
 
+/**
+ * The cookies that bind a sign-in to the browser that began it: each sign-in sets its own,
+ * `knotless_signin_<id>`, holding a random nonce; the authorization's app state is `<id>.<hash of
+ * the nonce>`. One cookie per sign-in, so sign-ins begun in parallel tabs each find theirs. Only
+ * the callback reads them (Path), SameSite=Lax because the PDS sends the browser back by a
+ * top-level cross-site GET, and they live as long as an authorization may stay in flight.
+ */
+const SIGNIN_PREFIX = 'knotless_signin_';
+const SIGNIN_PATH = '/oauth/callback';
+const SIGNIN_MS = 60 * 60_000;
+
+/** A sign-in's binding: the cookie to set, and the app state the server keeps with its state. */
+export interface SignInBinding {
+  cookie: string;
+  appState: string;
+}
+
+/** A new sign-in's binding to this browser. */
+export function signInBinding(secure: boolean): SignInBinding {
+  const id = crypto.randomBytes(9).toString('base64url');
+  const nonce = crypto.randomBytes(32).toString('base64url');
+  return { cookie: signInCookie(id, nonce, secure), appState: `${id}.${sha256(nonce)}` };
+}
+
+/** The Set-Cookie header for sign-in `id`'s nonce (empty value to remove it). */
+function signInCookie(id: string, value: string, secure: boolean): string {
+  const age = value === '' ? 0 : Math.floor(SIGNIN_MS / 1000);
+  return `${SIGNIN_PREFIX}${id}=${value}; Path=${SIGNIN_PATH}; HttpOnly; SameSite=Lax; Max-Age=${age}${secure ? '; Secure' : ''}`;
+}
+
+/**
+ * Whether the request comes from the browser that began the sign-in whose app state is
+ * `appState`: it holds that sign-in's cookie with the nonce whose hash the state keeps. Returns the
+ * Set-Cookie header that removes the cookie (the sign-in is spent), or undefined for another
+ * browser, whose own cookies are left alone.
+ */
+export function signInBoundHere(
+  req: http.IncomingMessage,
+  appState: string | undefined,
+  secure: boolean,
+): string | undefined {
+  const m = /^([A-Za-z0-9_-]{12})\.([0-9a-f]{64})$/.exec(appState ?? '');
+  if (m === null) return undefined;
+  const [, id, hash] = m as unknown as [string, string, string];
+  const nonce = cookieOf(req, SIGNIN_PREFIX + id);
+  if (nonce === undefined || !/^[A-Za-z0-9_-]{43}$/.test(nonce)) return undefined;
+  // Compared in constant time: how much of a guess matched must not show in the answer's timing.
+  const match = crypto.timingSafeEqual(Buffer.from(sha256(nonce)), Buffer.from(hash));
+  return match ? signInCookie(id, '', secure) : undefined;
+}
+
 export class WebSessions {
   readonly #db: Kysely<Database>;
 

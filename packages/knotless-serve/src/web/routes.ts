@@ -86,7 +86,7 @@ export const serverRoutes: Route[] = [
     method: 'GET',
     path: '/oauth/callback',
     answers: 'html',
-    handle: async ({ site, url, res }) => void (await finishSignIn(site, url.searchParams, res)),
+    handle: async ({ site, req, url, res }) => void (await finishSignIn(site, req, url.searchParams, res)),
   },
   {
     method: 'GET',

@@ -3,8 +3,8 @@
 import type http from 'node:http';
 import { safeText } from 'knotless-core/text/terminal';
 import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/records/collections';
-import { sessionCookie, type Viewer } from '../../auth/web-sessions.ts';
-import { html, page } from '../html.ts';
+import { sessionCookie, signInBinding, signInBoundHere, type Viewer } from '../../auth/web-sessions.ts';
+import { HTML_HEADERS, html, page } from '../html.ts';
 import { HttpError, type Site } from '../site.ts';
 
 /** The sign-in page: one field, the reader's handle. */
@@ -36,9 +36,12 @@ export async function startSignIn(
   if (signIn === undefined) throw new HttpError(404, 'Sign-in is not set up on this appview.');
   const handle = (form.get('handle') ?? '').trim().replace(/^@/, '');
   if (!/^[A-Za-z0-9._:-]{3,253}$/.test(handle)) throw new HttpError(400, 'That is not a handle.');
+  // The sign-in is bound to this browser: the callback is taken only with this nonce's cookie, so
+  // a callback URL someone else began cannot sign this browser in as them.
+  const binding = signInBinding(site.secure);
   let url: URL;
   try {
-    url = await signIn.client.authorize(handle, { scope: KNOTLESS_OAUTH_SCOPE });
+    url = await signIn.client.authorize(handle, { scope: KNOTLESS_OAUTH_SCOPE, state: binding.appState });
   } catch (err) {
     site.log(`sign-in of ${handle}: ${String(err)}`);
     throw new HttpError(
@@ -46,25 +49,61 @@ export async function startSignIn(
       `Could not start signing in ${safeText(handle)}: check the handle and try again.`,
     );
   }
-  res.writeHead(303, { location: url.href, 'cache-control': 'no-store' }).end();
+  res
+    .writeHead(303, {
+      location: url.href,
+      'set-cookie': binding.cookie,
+      'cache-control': 'no-store',
+    })
+    .end();
 }
 
-/** GET /oauth/callback: the PDS sends the reader back; a browser session starts. */
+/** The page for a callback the browser did not begin: nothing was signed in. */
+function notThisBrowser(): string {
+  return page(
+    'Sign in',
+    html`<h1>Sign in</h1>
+      <p class="error" role="alert">
+        This sign-in was not begun in this browser (or took over an hour), so nobody was signed in;
+        <a class="u" href="/-/signin">sign in again</a> from here.
+      </p>`,
+  );
+}
+
+/**
+ * GET /oauth/callback: the PDS sends the reader back; a browser session starts, when this browser
+ * holds the cookie the sign-in began with. Otherwise it answers 403 with a page saying so, and
+ * nothing is asked of the PDS.
+ */
 export async function finishSignIn(
   site: Site,
+  req: http.IncomingMessage,
   params: URLSearchParams,
   res: http.ServerResponse,
 ): Promise<void> {
   const signIn = site.signIn;
   if (signIn === undefined) throw new HttpError(404, 'Sign-in is not set up on this appview.');
-  if (params.get('error') !== null)
-    throw new HttpError(401, 'The sign-in was not approved; nothing was stored.');
+  const stateKey = params.get('state');
+  const spent =
+    stateKey === null ? undefined : signInBoundHere(req, await signIn.appStateOf(stateKey), site.secure);
+  if (spent === undefined) {
+    site.log('sign-in callback refused: not begun in this browser');
+    res.writeHead(403, { ...HTML_HEADERS, 'cache-control': 'no-store' }).end(notThisBrowser());
+    return;
+  }
+  // The sign-in's cookie goes once it matched, whatever comes of the exchange (setHeader: kept by
+  // every answer below, the errors' too). A refused callback leaves it alone, so a page sending this
+  // browser to someone else's callback cannot break the sign-in this browser has in flight.
+  res.setHeader('set-cookie', spent);
   let did: string;
   try {
+    // The library spends the authorization's state whatever the answer, a refusal's too.
     ({
       session: { did },
     } = await signIn.client.callback(params));
   } catch (err) {
+    if (params.get('error') !== null)
+      throw new HttpError(401, 'The sign-in was not approved; nothing was stored.');
     site.log(`sign-in callback: ${String(err)}`);
     throw new HttpError(400, 'The sign-in could not be completed; try again.');
   }
@@ -73,7 +112,7 @@ export async function finishSignIn(
   res
     .writeHead(303, {
       location: '/',
-      'set-cookie': sessionCookie(cookie, site.secure),
+      'set-cookie': [sessionCookie(cookie, site.secure), spent],
       'cache-control': 'no-store',
     })
     .end();
