@@ -182,8 +182,10 @@ export function forgeReader(lexiconProblem: LexiconCheck): ForgeReader {
       throw new InvalidRecord(CHECK, 'its state is unknown');
     if (v.targetUrl !== undefined && !/^https?:\/\//i.test(v.targetUrl))
       throw new InvalidRecord(CHECK, 'its targetUrl is not an https or http address');
-    if (v.description !== undefined && /[\r\n]/.test(v.description))
-      throw new InvalidRecord(CHECK, 'its description is more than one line');
+    // Printed wherever checks are listed: a line break, an escape sequence or a bidi override in it
+    // could forge or reorder the lines around it, so the record is refused, not cleaned per reader.
+    if (v.description !== undefined && hasUnsafe(v.description))
+      throw new InvalidRecord(CHECK, 'its description holds control characters (it is one line of text)');
     return {
       repo: v.repo,
       commit: v.commit,
