@@ -1,13 +1,15 @@
 // The appview's own files, sign-in's addresses, images and git's smart HTTP, as routes of its table.
 import fs from 'node:fs';
+import type http from 'node:http';
+import { safeText } from 'knotless-core/text/terminal';
 import { requestSignal } from '../net/deadline.ts';
 import { readyToClone } from '../mirror/ready.ts';
 import { finishSignIn, signInPage } from './actions/sign-in.ts';
-import { serveGit } from './git-http.ts';
+import { repoForGit, serveGit } from './git-http.ts';
 import { HTML_HEADERS } from './html.ts';
 import type { Route } from './route-table.ts';
 import { SCRIPT } from './script.ts';
-import { HttpError } from './site.ts';
+import { HttpError, type Site } from './site.ts';
 import { STYLE } from './style.ts';
 
 /** git's smart HTTP: answered for every method, as git asks (GET info/refs, POST the packs). */
@@ -18,30 +20,45 @@ function gitService(service: string): Route {
     answers: 'git',
     // git sends no cookie and no form; the appview's clone is read-only (git-http.ts refuses a push).
     csrf: { exempt: "git's own protocol, not a form" },
-    async handle({ site, req, res, url, repo: find }) {
-      const repo = await find();
-      // The first request of a clone or fetch: answered only once the mirror holds what is indexed.
-      if (service === 'info/refs' && !/service=git-receive-pack/.test(url.search)) {
-        const refused = await readyToClone(
-          site.index,
-          site.mirror,
-          repo.did,
-          repo.name,
-          site.gitTimeoutMs / 2,
-          (line) => site.log(line),
-        );
-        if (refused !== undefined) {
-          res
-            .writeHead(503, { 'content-type': 'text/plain; charset=utf-8', 'retry-after': '5' })
-            .end(`${refused}\n`);
-          return undefined;
-        }
+    async handle({ site, req, res, url, params }) {
+      try {
+        await answerGit(site, service, req, res, url, params);
+      } catch (err) {
+        // git shows the text of an error answer to its user ("remote: ..."), not a page's HTML.
+        if (!(err instanceof HttpError) || res.headersSent) throw err;
+        const headers = { 'content-type': 'text/plain; charset=utf-8' };
+        res
+          .writeHead(err.status, err.status === 503 ? { ...headers, 'retry-after': '5' } : headers)
+          .end(`${safeText(err.message, 400)}\n`);
       }
-      if (!fs.existsSync(repo.gitDir)) throw new HttpError(404, 'This repository is not mirrored yet.');
-      serveGit(repo.gitDir, service, req, res, url.search.slice(1), requestSignal());
       return undefined;
     },
   };
+}
+
+async function answerGit(
+  site: Site,
+  service: string,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  url: URL,
+  params: Record<string, string>,
+): Promise<void> {
+  const repo = await repoForGit(site, params['owner'] ?? '', (params['repo'] ?? '').replace(/\.git$/, ''));
+  // The first request of a clone or fetch: answered only once the mirror holds what is indexed.
+  if (service === 'info/refs' && !/service=git-receive-pack/.test(url.search)) {
+    const refused = await readyToClone(
+      site.index,
+      site.mirror,
+      repo.did,
+      repo.name,
+      site.gitTimeoutMs / 2,
+      (line) => site.log(line),
+    );
+    if (refused !== undefined) throw new HttpError(503, refused);
+  }
+  if (!fs.existsSync(repo.gitDir)) throw new HttpError(404, 'This repository is not mirrored yet.');
+  serveGit(repo.gitDir, service, req, res, url.search.slice(1), requestSignal());
 }
 
 function file(path: string, type: string, body: string, headers: Record<string, string> = {}): Route {
