@@ -21,6 +21,7 @@ import { Mirror } from './mirror/mirror.ts';
 import { ImageProxy, imageKey } from './web/images.ts';
 import { handleRequest } from './web/server.ts';
 import type { Site } from './web/site.ts';
+import { Deliverer, commitsOf } from './webhooks/deliver.ts';
 
 /** A running appview. */
 export interface Appview {
@@ -30,6 +31,8 @@ export interface Appview {
   mirror: Mirror;
   /** Reads accounts whole; its counts tell how often. */
   resync: Resync;
+  /** Posts the webhooks' queued deliveries. */
+  webhooks: Deliverer;
   /** Settles when every mirror sync asked for so far has finished. */
   idle(): Promise<void>;
   close(): Promise<void>;
@@ -116,12 +119,37 @@ export async function startAppview(config: ServeConfig, write?: (line: string) =
     secure: publicUrl.startsWith('https://'),
   };
 
+  // Every process delivers; the queue's leases keep two from posting the same delivery.
+  const webhooks = new Deliverer(index.webhooks, {
+    dev: config.dev,
+    timeoutMs: config.webhookTimeoutMs,
+    retryMs: config.webhookRetryMs,
+    concurrency: config.webhookConcurrency,
+    // A push's commits are read from the mirror once it holds the push, waited for no longer than
+    // one post may take; when it cannot say, the event lists none.
+    commits: async (did, repo, before, after) => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>(
+        (resolve) => (timer = setTimeout(() => resolve('late'), config.webhookTimeoutMs)),
+      );
+      const synced = await Promise.race([mirror.schedule(did, repo, true), late]);
+      clearTimeout(timer);
+      if (synced === 'late') return [];
+      return commitsOf(mirror.gitDir(did, repo), before, after);
+    },
+    log: (line) => log.warn(line),
+  });
+  site.webhooks = webhooks;
+  webhooks.start();
+
   server.on('request', (req, res) => handleRequest(site, req, res));
 
   // Accounts are read whole at start, after a stream lost events, and one by one when asked.
   const leader: { current?: Leadership } = {};
   // `urgent`: a push seen on a stream goes ahead of the mirrors a re-read of accounts catches up.
   const changed = (did: string, repo: string, urgent = false): void => {
+    // A push indexed just now has queued its webhooks' deliveries.
+    webhooks.wake();
     void mirror.schedule(did, repo, urgent);
     leader.current?.announce(did, repo);
   };
@@ -196,6 +224,7 @@ export async function startAppview(config: ServeConfig, write?: (line: string) =
     index,
     mirror,
     resync,
+    webhooks,
     async idle() {
       await resync.idle();
       await mirror.idle();
@@ -203,6 +232,7 @@ export async function startAppview(config: ServeConfig, write?: (line: string) =
     async close() {
       await leader.current?.close();
       await stopIngest?.();
+      await webhooks.close();
       await resync.idle();
       await mirror.idle();
       mirror.close();

@@ -63,6 +63,11 @@ export interface ServeConfig {
    * events (ms): a relay repeating `OutdatedCursor` gets one pass in that time, not one per message.
    */
   gapResyncMs: number;
+  /** Longest one webhook post may take (ms), and the wait before its second attempt (the third waits six times as long). */
+  webhookTimeoutMs: number;
+  webhookRetryMs: number;
+  /** Webhook posts in flight at once, in this process. */
+  webhookConcurrency: number;
 }
 
 /** The defaults for every setting but the data directory. */
@@ -93,6 +98,9 @@ export function defaultConfig(dataDir: string): ServeConfig {
     imageTimeoutMs: 10_000,
     recheckMs: 6 * 60 * 60 * 1000,
     gapResyncMs: 5 * 60 * 1000,
+    webhookTimeoutMs: 10_000,
+    webhookRetryMs: 10_000,
+    webhookConcurrency: 8,
     oauthKeyFile: undefined,
   };
 }

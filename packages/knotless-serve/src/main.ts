@@ -27,6 +27,9 @@ const USAGE = `usage: knotless-serve [options] [DID ...]
                        (default 21600000: six hours)
   --gap-resync MS      after a relay says it lost events, read every   [$KNOTLESS_SERVE_GAP_RESYNC]
                        account again at most this often (default 300000)
+  --webhook-timeout MS time limit of one webhook post (default 10000)  [$KNOTLESS_SERVE_WEBHOOK_TIMEOUT]
+  --webhook-retry MS   wait before a failed post's second attempt      [$KNOTLESS_SERVE_WEBHOOK_RETRY]
+                       (default 10000; the third waits six times as long)
   --dev                allow loopback/private addresses, .test handles [$KNOTLESS_SERVE_DEV=1]
   --log-level LEVEL    error, warn, info (default) or debug; the log is
                        JSON lines on stderr                            [$KNOTLESS_SERVE_LOG_LEVEL]
@@ -70,6 +73,8 @@ const OPTIONS = {
   'git-timeout': { type: 'string' },
   recheck: { type: 'string' },
   'gap-resync': { type: 'string' },
+  'webhook-timeout': { type: 'string' },
+  'webhook-retry': { type: 'string' },
   dev: { type: 'boolean' },
   'log-level': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -144,6 +149,16 @@ export function configFrom(argv: string[], env: Readonly<Record<string, string |
     ),
     recheckMs: ms('recheck', values.recheck ?? env['KNOTLESS_SERVE_RECHECK'], c.recheckMs),
     gapResyncMs: ms('gap-resync', values['gap-resync'] ?? env['KNOTLESS_SERVE_GAP_RESYNC'], c.gapResyncMs),
+    webhookTimeoutMs: ms(
+      'webhook-timeout',
+      values['webhook-timeout'] ?? env['KNOTLESS_SERVE_WEBHOOK_TIMEOUT'],
+      c.webhookTimeoutMs,
+    ),
+    webhookRetryMs: ms(
+      'webhook-retry',
+      values['webhook-retry'] ?? env['KNOTLESS_SERVE_WEBHOOK_RETRY'],
+      c.webhookRetryMs,
+    ),
     database: values.db ?? env['KNOTLESS_SERVE_DB'] ?? c.database,
     host: values.host ?? env['KNOTLESS_SERVE_HOST'] ?? c.host,
     port,

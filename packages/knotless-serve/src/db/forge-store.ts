@@ -13,6 +13,7 @@ import {
   type Round,
 } from 'knotless-core/forge/records';
 import { saveCursor, type EventSource } from './cursor.ts';
+import { itemStates, queueForgeEvents, type Item } from './webhook-events.ts';
 import { inactiveDids, itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
 import { shortIds, type Decision } from 'knotless-core';
 import type { CommentTable, Database, IssueTable, PullTable, StoredRound } from './schema.ts';
@@ -77,6 +78,8 @@ export class ForgeStore {
         .executeTakeFirst();
       if (old === undefined || old.rev <= change.rev) {
         const row = change.record === null ? undefined : rowOf(change, change.record);
+        const items = touchedItems(table, change, row, old);
+        const before = await itemStates(tx, items);
         if (row === undefined) {
           if (old !== undefined)
             await tx
@@ -93,6 +96,7 @@ export class ForgeStore {
             .execute();
         }
         await refreshTarget(tx, table, change.did, change.rkey, row, old);
+        await queueForgeEvents(tx, change, table, row, old, items, before);
       }
       if (source !== undefined) await saveCursor(tx, source);
     });
@@ -255,6 +259,30 @@ export class ForgeStore {
     };
     return { pulls: await count('pulls'), issues: await count('issues') };
   }
+}
+
+/** The pull requests and issues a write to `table` may change the state of (webhooks' events). */
+function touchedItems(
+  table: ForgeTable,
+  change: ForgeChange,
+  row: Record<string, unknown> | undefined,
+  old: object | undefined,
+): Item[] {
+  if (table === 'pulls' || table === 'issues') return [{ kind: table, did: change.did, rkey: change.rkey }];
+  const [kind, didCol, rkeyCol] =
+    table === 'pull_statuses'
+      ? (['pulls', 'pull_did', 'pull_rkey'] as const)
+      : table === 'issue_states'
+        ? (['issues', 'issue_did', 'issue_rkey'] as const)
+        : [];
+  if (kind === undefined) return [];
+  const out: Item[] = [];
+  for (const r of [row, old as Record<string, unknown> | undefined]) {
+    if (r === undefined) continue;
+    const it: Item = { kind, did: String(r[didCol]), rkey: String(r[rkeyCol]) };
+    if (!out.some((o) => o.did === it.did && o.rkey === it.rkey)) out.push(it);
+  }
+  return out;
 }
 
 /** The parts of an at-uri the reader (knotless-core's forge/read.ts) already checked. */

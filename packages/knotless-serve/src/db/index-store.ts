@@ -4,6 +4,8 @@ import type { Database, OwnerTable, PushTable, RefTable, RepoTable } from './sch
 import { saveCursor, type EventSource } from './cursor.ts';
 import { AccountStore } from './account-store.ts';
 import { ForgeStore } from './forge-store.ts';
+import { queuePush } from './webhook-events.ts';
+import { WebhookStore } from './webhook-store.ts';
 import type { Engine } from './open.ts';
 
 export type { EventSource } from './cursor.ts';
@@ -51,10 +53,13 @@ export class Index {
   /** Pull requests, issues and comments. */
   readonly forge: ForgeStore;
   readonly accounts: AccountStore;
+  /** Repositories' webhooks and their delivery queue. */
+  readonly webhooks: WebhookStore;
 
   constructor(db: Kysely<Database>, engine: Engine) {
     this.db = db;
     this.engine = engine;
+    this.webhooks = new WebhookStore(db, engine);
     this.forge = new ForgeStore(db);
     this.accounts = new AccountStore(db);
   }
@@ -170,7 +175,7 @@ export class Index {
           .execute();
         const oldTarget = old === undefined || old.deleted === 1 ? null : old.target;
         if (row.ref !== 'HEAD' && oldTarget !== row.target) {
-          await tx
+          const noted = await tx
             .insertInto('pushes')
             .values({
               did: row.did,
@@ -184,7 +189,10 @@ export class Index {
               seq: source?.seq ?? null,
             })
             .onConflict((oc) => oc.columns(['did', 'rkey', 'rev']).doNothing())
-            .execute();
+            .executeTakeFirst();
+          // A push noted before (the same event again) has had its webhooks' deliveries queued.
+          if (Number(noted.numInsertedOrUpdatedRows ?? 0) > 0)
+            await queuePush(tx, { ...row, before: oldTarget, after: row.target });
         }
       }
       if (source !== undefined) await saveCursor(tx, source);

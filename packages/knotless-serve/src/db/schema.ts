@@ -169,6 +169,9 @@ export interface Database {
   oauth_sessions: OAuthSessionTable;
   web_sessions: WebSessionTable;
   web_readers: WebReaderTable;
+  webhooks: WebhookTable;
+  webhook_deliveries: WebhookDeliveryTable;
+  webhook_attempts: WebhookAttemptTable;
 }
 
 /** A signed-in account's notifications: last seen, and its feed's token (the SHA-256 of it). */
@@ -200,4 +203,41 @@ export interface WebSessionTable {
   csrf: string;
   created_at: string;
   expires_at: string;
+}
+
+/** A repository's webhook: where its events are posted, and the secret that signs them. */
+export interface WebhookTable {
+  id: string;
+  repo_did: string;
+  repo_name: string;
+  url: string;
+  secret: string;
+  created_at: string;
+}
+
+/** One event to post to one webhook: the persisted queue and its outcome. */
+export interface WebhookDeliveryTable {
+  /** Also the `X-Knotless-Delivery` header. */
+  id: string;
+  webhook_id: string;
+  event_key: string;
+  /** The `X-Knotless-Event` header: push, pull_request, issue, comment or ping. */
+  event: string;
+  /** The JSON body, exactly as posted. */
+  payload: string;
+  state: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  /** When it may be tried next (ISO 8601, UTC). */
+  next_at: string;
+  /** A process claimed it until then; after that another may take it (its claimer died). */
+  lease_until: string | null;
+  created_at: string;
+}
+
+/** One attempt of a delivery: the receiver's HTTP status, or why there was none. */
+export interface WebhookAttemptTable {
+  delivery_id: string;
+  at: string;
+  status: number | null;
+  error: string | null;
 }

@@ -8,6 +8,7 @@ import type { Notifications } from '../db/notifications.ts';
 import type { Identities } from '../ingest/identities.ts';
 import type { Mirror } from '../mirror/mirror.ts';
 import type { ImageProxy } from './images.ts';
+import type { Deliverer } from '../webhooks/deliver.ts';
 
 /** What every request handler needs. */
 export interface Site {
@@ -33,6 +34,8 @@ export interface Site {
   dev: boolean;
   /** True behind https: cookies are Secure. */
   secure: boolean;
+  /** Posts webhook deliveries; woken when one is queued from a page. */
+  webhooks?: Deliverer;
 }
 
 /** A repository a request is about, found in the index and its mirror. */
