@@ -1,8 +1,8 @@
-// Fuzzes the knotless:// URL parser (packages/knotless/src/helper/url.ts): any string either parses to
+// Fuzzes the knotless:// URL parser (packages/knotless-core/src/records/knotless-url.ts): any string either parses to
 // a valid owner and repository name or is refused with `invalid-url`/`invalid-name` (never another
 // exception), and well-formed URLs round-trip. `node scripts/fuzz/url.ts [--cases N] [--seed S]`.
 import { isKnotlessError } from 'knotless-core/errors';
-import { parseKnotlessUrl } from '../../packages/knotless/src/helper/url.ts';
+import { parseKnotlessUrl } from '../../packages/knotless-core/src/records/knotless-url.ts';
 import { isValidRepoName } from 'knotless-core/records/name';
 import { main, type Gen } from './gen.ts';
 

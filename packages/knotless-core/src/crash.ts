@@ -18,6 +18,7 @@ export const CRASH_POINTS = [
   'fetch:pack-indexed',
   'commit:packs-folded',
   'commit:before-record-write',
+  'lfs:blob-listed',
 ] as const;
 
 /** One named crash point. */

@@ -88,6 +88,7 @@ describe('OAuth login', () => {
         'repo:dev.knotless.issue',
         'repo:dev.knotless.issue.state',
         'repo:dev.knotless.key',
+        'repo:dev.knotless.lfs',
         'repo:dev.knotless.pull',
         'repo:dev.knotless.pull.status',
         'repo:dev.knotless.ref',

@@ -43,6 +43,21 @@ export async function mapLimit<T, R>(
 }
 
 /**
+ * Uploads one blob (`what` names it for a failure's sentence). Everything knotless stores as blobs
+ * goes with the packs' MIME type: it is the one blob type a knotless sign-in asks to write.
+ */
+export async function uploadBlob(writer: XrpcClient, body: BodySource, what: string): Promise<BlobRef> {
+  try {
+    const res = await writer.procedure<{ blob: BlobRef }>('com.atproto.repo.uploadBlob', body, {
+      contentType: PACK_MIME,
+    });
+    return res.blob;
+  } catch (err) {
+    throw generalFailure(err, what);
+  }
+}
+
+/**
  * Uploads a pack as blobs of at most `partSize` bytes, in parallel; returns the refs in order. Each
  * part is read from the pack as it is sent (a file on disk for any pack worth uploading).
  */
@@ -65,14 +80,8 @@ export async function uploadPack(
       length: part.length,
       open: () => pack.chunks(part.at, part.length, UPLOAD_PIECE),
     };
-    let res: { blob: BlobRef };
-    try {
-      res = await writer.procedure<{ blob: BlobRef }>('com.atproto.repo.uploadBlob', body, {
-        contentType: PACK_MIME,
-      });
-    } catch (err) {
-      throw generalFailure(err, 'uploading a pack');
-    }
+    const blob = await uploadBlob(writer, body, 'uploading a pack');
+    const res = { blob };
     // What we uploaded we have: cache it, so compaction and clones on this machine skip the download.
     cache?.putRange(res.blob.ref.$link, pack, part.at, part.length);
     crashPoint(point);
@@ -91,10 +100,11 @@ export class BlobGone extends KnotlessError {
   override name = 'BlobGone';
   readonly cid: string;
 
-  constructor(pack: string, cid: string, cause: unknown) {
+  /** `what` names what the blob is part of: `pack <id>`, `LFS object <oid>`. */
+  constructor(what: string, cid: string, cause: unknown) {
     super(
       'corrupt-remote',
-      `A blob of pack ${pack} (${cid}) is missing from the PDS, so the repository there is incomplete; nothing was written.`,
+      `A blob of ${what} (${cid}) is missing from the PDS, so the repository there is incomplete; nothing was written.`,
       { cause },
     );
     this.cid = cid;
@@ -206,7 +216,7 @@ export async function loadPack(
           `A blob of pack ${pack.id} claims ${part.size} bytes, over the ${MAX_BLOB_PART_BYTES} a blob may have; nothing was written.`,
         );
       }
-      const got = await downloadBlob(reader, did, pack, cid, part.size, cache);
+      const got = await downloadBlob(reader, did, `pack ${pack.id}`, cid, part.size, cache);
       hold(got);
       onBytes(got.size);
       return got;
@@ -244,15 +254,18 @@ async function openSealed(pack: PackEntry, sealed: PackFile, dir: string): Promi
 
 /**
  * Downloads one blob into a file of the cache's, hashing it as it arrives (never whole in memory);
- * once its CID matches, the file joins the cache and stays open for the caller.
+ * once its CID matches, the file joins the cache (unless `keep` is false: then it is deleted, and
+ * only the open descriptor stays) and stays open for the caller. `what` names what the blob is part
+ * of, for the sentences (`pack <id>`).
  */
-async function downloadBlob(
+export async function downloadBlob(
   reader: XrpcClient,
   did: string,
-  pack: PackEntry,
+  what: string,
   cid: string,
   size: number,
   cache: BlobCache,
+  keep = true,
 ): Promise<{ fd: number; size: number }> {
   const tmp = tempFile(cache.tempDir, 'blob');
   let hash = new CidHasher();
@@ -277,16 +290,17 @@ async function downloadBlob(
       // pds-errors.ts knows the reference PDS's words for it; other servers answer 404 or a missing record.
       const kind = err instanceof XrpcError ? pdsRefusal(err) : undefined;
       if (kind === 'blob-missing' || kind === 'not-found' || kind === 'record-missing')
-        throw new BlobGone(pack.id, cid, err);
-      throw generalFailure(err, `downloading pack ${pack.id}`);
+        throw new BlobGone(what, cid, err);
+      throw generalFailure(err, `downloading ${what}`);
     }
     if (hash.cid() !== cid) {
       throw new KnotlessError(
         'corrupt-remote',
-        `A blob of pack ${pack.id} does not match its CID ${cid}; nothing was written.`,
+        `A blob of ${what} does not match its CID ${cid}; nothing was written.`,
       );
     }
-    cache.adopt(cid, tmp.path);
+    if (keep) cache.adopt(cid, tmp.path);
+    else fs.rmSync(tmp.path, { force: true });
     kept = true;
     return { fd: tmp.fd, size: written };
   } finally {

@@ -149,6 +149,11 @@ export class RepoSealer implements RefSealer {
     pack.decryptSoon = preloadSodium;
   }
 
+  async openPack(sealed: PackFile, epoch: number, dir: string, id: string): Promise<PackFile> {
+    if (!this.knows(epoch)) throw corrupt('names a key epoch this ring lacks');
+    return decryptPack(sealed, derive(this.#ring.epochs[epoch]!, 'packs'), dir, id);
+  }
+
   async sealPack(pack: PackFile, dir: string): Promise<{ file: PackFile; epoch: number }> {
     const epoch = this.epoch;
     return { file: await encryptPack(pack, derive(this.#ring.epochs[epoch]!, 'packs'), dir), epoch };

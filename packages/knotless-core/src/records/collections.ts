@@ -4,6 +4,8 @@ export const REF_COLLECTION = 'dev.knotless.ref';
 /** The ref table (one record per repository and writer) and a large table's parts. */
 export const REFS_COLLECTION = 'dev.knotless.refs';
 export const REFS_PART_COLLECTION = 'dev.knotless.refs.part';
+/** A Git LFS object's blobs, listed in order (ops/lfs.ts). */
+export const LFS_COLLECTION = 'dev.knotless.lfs';
 
 /**
  * Every ref record of a repository has a key starting with this prefix, so that they are contiguous
@@ -15,13 +17,13 @@ export function refKeyPrefix(repo: string): string {
 
 /**
  * What a knotless OAuth sign-in asks for (the CLI's `knotless login`, the appview's sign-in): its
- * own collections (repositories and refs; pull requests, issues, their states and comments; stars) and
+ * own collections (repositories, refs and LFS objects; pull requests, issues, their states and comments; stars) and
  * pack blobs, nothing else. A repo scope names exact collections (no prefix wildcard exists), so
  * each is listed.
  */
 export const KNOTLESS_OAUTH_SCOPE = [
   'atproto',
-  ...['repo', 'ref', 'pull', 'pull.status', 'issue', 'issue.state', 'comment', 'key', 'star'].map(
+  ...['repo', 'ref', 'lfs', 'pull', 'pull.status', 'issue', 'issue.state', 'comment', 'key', 'star'].map(
     (c) => `repo:dev.knotless.${c}`,
   ),
   'blob:application/x-git-packed-objects',

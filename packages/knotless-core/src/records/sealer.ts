@@ -6,6 +6,8 @@ import type { RefRecord } from './ref-record.ts';
  * implements it). A public repository has none, and its records are written as they are.
  */
 export interface RefSealer {
+  /** The key epoch what is sealed now is sealed under. */
+  readonly epoch: number;
   /** The record key of a ref: names nothing. */
   refKey(ref: string): string;
   /** The record to write for `record` under `key`. */
@@ -14,6 +16,11 @@ export interface RefSealer {
   open(key: string, value: Record<string, unknown>): RefRecord;
   /** `pack` encrypted into a new temporary file under `dir`, and the key epoch it was encrypted for. */
   sealPack(pack: PackFile, dir: string): Promise<{ file: PackFile; epoch: number }>;
+  /**
+   * What {@link sealPack} made under `epoch`'s key, opened into a new temporary file under `dir`
+   * (`id` names it in the refusal when it does not decrypt); the caller closes both files.
+   */
+  openPack(sealed: PackFile, epoch: number, dir: string, id: string): Promise<PackFile>;
 }
 
 /**

@@ -41,6 +41,8 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'issue close': () => import('./commands/issue-close.ts'),
   'issue reopen': () => import('./commands/issue-reopen.ts'),
   'issue label': () => import('./commands/issue-label.ts'),
+  'lfs install': () => import('./commands/lfs-install.ts'),
+  'lfs transfer': () => import('./commands/lfs-transfer.ts'),
   cache: () => import('./commands/cache.ts'),
   'cache clear': () => import('./commands/cache-clear.ts'),
   agent: () => import('./commands/agent.ts'),
@@ -55,5 +57,6 @@ export const GROUPS: Record<string, string> = {
   pr: 'pull requests: propose, review, update, merge, close and reopen',
   issue: 'issues: open, list, comment on, close and reopen',
   check: "checks: a runner's verdict on a commit, and a commit's checks",
+  lfs: 'Git LFS objects stored in the PDS: set up git-lfs, and its transfer agent',
   key: "this machine's key for private repositories: list, export, import",
 };

@@ -13,7 +13,7 @@ import { formatList, nestedRefs } from './list.ts';
 import { gitIo, type HelperIo } from './protocol.ts';
 import { HelperState } from './state.ts';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
-import { parseKnotlessUrl } from './url.ts';
+import { parseKnotlessUrl } from 'knotless-core/records/knotless-url';
 
 /** Answers one `option <name> <value>` line. */
 function setOption(state: HelperState, name: string, value: string): string {

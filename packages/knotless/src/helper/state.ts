@@ -5,7 +5,7 @@ import { refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/recor
 import { printErr, safeText } from 'knotless-core/text/terminal';
 import type { PushOptions } from 'knotless-core/ops/push/job';
 import type { Chatter } from 'knotless-core/text/progress';
-import type { KnotlessUrl } from './url.ts';
+import type { KnotlessUrl } from 'knotless-core/records/knotless-url';
 
 /** Options git set with `option`: how chatty to be, and what it asked of a push. */
 export interface HelperOptions extends Chatter, PushOptions {}

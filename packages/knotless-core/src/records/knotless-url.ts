@@ -1,5 +1,5 @@
-import { KnotlessError } from 'knotless-core/errors';
-import { checkRepoName } from 'knotless-core/records/name';
+import { KnotlessError } from '../errors.ts';
+import { checkRepoName } from './name.ts';
 
 /** What a `knotless://` URL names. */
 export interface KnotlessUrl {

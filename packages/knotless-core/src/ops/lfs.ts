@@ -1,0 +1,367 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import type { BlobCache } from '../cache/blob-cache.ts';
+import { crashPoint } from '../crash.ts';
+import { KnotlessError } from '../errors.ts';
+import { PackFile, READ_CHUNK, tempFile } from '../git/pack-file.ts';
+import { runGit } from '../git/run.ts';
+import { blobUploadLimit } from '../packs/server-info.ts';
+import { downloadBlob, uploadBlob } from '../packs/transfer.ts';
+import { sealedPackSize } from '../private/pack-crypt.ts';
+import { LFS_COLLECTION } from '../records/collections.ts';
+import {
+  lfsBlobCount,
+  lfsComplete,
+  lfsKey,
+  MAX_LFS_BLOBS,
+  parseLfsRecord,
+  writeLfsRecord,
+  type LfsRecord,
+} from '../records/lfs-record.ts';
+import { RECORD_ANSWER_BYTES } from '../records/ref-record.ts';
+import type { RemoteRepo } from '../records/remote-repo.ts';
+import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
+import { pdsRefusal } from '../xrpc/pds-errors.ts';
+
+/** An upload that needs more blob uploads than this says how many before it starts. */
+export const LFS_BLOB_NOTICE = 100;
+
+/** Where LFS transfers keep their temporary files, and (downloads) which blobs they keep. */
+export interface LfsEnv {
+  cache: BlobCache;
+  cacheDir: string;
+  /** One line for the user (stderr). */
+  say: (line: string) => void;
+}
+
+/** Bytes of the object per blob: under the PDS's blob limit, less what sealing adds for a private repository. */
+function chunkFor(limit: number, sealed: boolean): number {
+  return sealed ? limit - (sealedPackSize(limit) - limit) : limit;
+}
+
+/** The record key of `oid` in `remote`: a keyed hash for a private repository. */
+function keyOf(remote: RemoteRepo, oid: string): string {
+  return remote.sealer?.refKey(`lfs/${oid}`) ?? lfsKey(remote.name, oid);
+}
+
+/** Sealing adds at most this to a blob of `chunk` bytes. */
+function overheadOf(remote: RemoteRepo, chunk: number): number {
+  return remote.sealer === undefined ? 0 : sealedPackSize(chunk) - chunk;
+}
+
+/** The object's record and its CID, or undefined when there is none. */
+async function readRecord(
+  remote: RemoteRepo,
+  key: string,
+): Promise<{ cid: string; record: LfsRecord } | undefined> {
+  let res: { cid: string; value: unknown };
+  try {
+    res = await remote.reader.query<{ cid: string; value: unknown }>(
+      'com.atproto.repo.getRecord',
+      { repo: remote.owner.did, collection: LFS_COLLECTION, rkey: key },
+      RECORD_ANSWER_BYTES,
+    );
+  } catch (err) {
+    if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing') return undefined;
+    throw generalFailure(err, `reading an LFS object of ${remote.label}`);
+  }
+  const chunk = (res.value as { chunk?: unknown } | null)?.chunk;
+  const record = parseLfsRecord(res.value, typeof chunk === 'number' ? overheadOf(remote, chunk) : 0);
+  if (record.repo !== remote.name)
+    throw new KnotlessError(
+      'corrupt-remote',
+      `An LFS record of ${remote.label} names another repository; push the object again.`,
+    );
+  return { cid: res.cid, record };
+}
+
+/**
+ * What an upload of `size` bytes will cost in blob uploads, at the PDS's blob limit (read once from
+ * describeServer, cached a day). Counted over every object of a push to say it once.
+ */
+export async function lfsBlobsNeeded(remote: RemoteRepo, auth: Authorizer, env: LfsEnv, size: number) {
+  await remote.prepare();
+  const limit = await blobUploadLimit(remote.writer(auth), env.cacheDir);
+  return lfsBlobCount(size, chunkFor(limit, remote.isPrivate));
+}
+
+/**
+ * Stores the LFS object `oid` (`size` bytes, in the file `file`) in the repository: its blobs, each
+ * at most the PDS's blob limit (encrypted, each on its own, for a private repository), and the
+ * record listing them, written again as each blob lands, so the PDS keeps what is uploaded and an
+ * interrupted upload resumes after the last blob the record lists. An object whose record is
+ * complete is not sent again. `onBytes` is told of the object's bytes as they are done (a resumed
+ * upload's first call covers the blobs it skipped). Answers how many blobs were uploaded.
+ */
+export async function uploadLfsObject(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  env: LfsEnv,
+  object: { oid: string; size: number; file: string },
+  onBytes: (n: number) => void,
+): Promise<number> {
+  await remote.prepare();
+  const writer = remote.writer(auth);
+  const sealer = remote.sealer;
+  const key = keyOf(remote, object.oid);
+  const found = await readRecord(remote, key);
+  const limit = await blobUploadLimit(writer, env.cacheDir);
+  let chunk = chunkFor(limit, sealer !== undefined);
+  let record: LfsRecord;
+  let swap: string | null;
+  // A record of the same object, made the same way, is resumed; anything else is started again.
+  if (
+    found !== undefined &&
+    found.record.size === object.size &&
+    (sealer === undefined ? found.record.oid === object.oid : found.record.epoch === sealer.epoch) &&
+    found.record.blobs.every((b) => b.size <= limit)
+  ) {
+    record = found.record;
+    chunk = record.chunk;
+    swap = found.cid;
+  } else {
+    record = {
+      repo: remote.name,
+      ...(sealer === undefined ? { oid: object.oid } : {}),
+      size: object.size,
+      chunk,
+      blobs: [],
+      createdAt: new Date().toISOString(),
+    };
+    swap = found?.cid ?? null;
+  }
+  const total = lfsBlobCount(object.size, chunk);
+  if (total > MAX_LFS_BLOBS)
+    throw new KnotlessError(
+      'too-large',
+      `LFS object ${object.oid} needs ${total} blobs at this PDS's limit of ${limit} bytes, over the ${MAX_LFS_BLOBS} a record may list; it cannot be stored there.`,
+    );
+  const skipped = Math.min(object.size, record.blobs.length * chunk);
+  if (skipped > 0) onBytes(skipped);
+  if (record.blobs.length === total) return 0;
+  const fd = fs.openSync(object.file, 'r');
+  const file = PackFile.fromFds([{ fd, size: fs.fstatSync(fd).size }]);
+  let sent = 0;
+  try {
+    if (file.length !== object.size)
+      throw new KnotlessError(
+        'usage',
+        `LFS object ${object.oid} is ${file.length} bytes on disk, not the ${object.size} git-lfs said; run \`git lfs fsck\`.`,
+      );
+    for (let i = record.blobs.length; i < total; i++) {
+      const at = i * chunk;
+      const length = Math.min(chunk, object.size - at);
+      const blob = await uploadPart(remote, auth, env, file, at, length, object.oid);
+      record = {
+        ...record,
+        blobs: [...record.blobs, blob.ref],
+        ...(blob.epoch === undefined ? {} : { epoch: blob.epoch }),
+      };
+      swap = await putRecord(remote, auth, key, record, swap);
+      sent++;
+      crashPoint('lfs:blob-listed');
+      onBytes(length);
+    }
+  } finally {
+    file.close();
+  }
+  return sent;
+}
+
+/** Uploads bytes [at, at+length) of the object as one blob, sealed first for a private repository. */
+async function uploadPart(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  env: LfsEnv,
+  file: PackFile,
+  at: number,
+  length: number,
+  oid: string,
+) {
+  const writer = remote.writer(auth);
+  const what = `uploading LFS object ${oid}`;
+  const sealer = remote.sealer;
+  if (sealer === undefined) {
+    const body = { length, open: () => file.chunks(at, length, 64 * 1024) };
+    return { ref: await uploadBlob(writer, body, what), epoch: undefined };
+  }
+  // sealPack reads a whole file: the part is copied to one first, so memory stays a few buffers.
+  const part = tempFile(env.cache.tempDir, 'lfs-part');
+  const plain = PackFile.fromFds([{ fd: part.fd, size: length }], [part.path]);
+  try {
+    let written = 0;
+    for await (const piece of file.chunks(at, length)) {
+      fs.writeSync(part.fd, piece, 0, piece.length, written);
+      written += piece.length;
+    }
+    const sealed = await sealer.sealPack(plain, env.cache.tempDir);
+    try {
+      const body = {
+        length: sealed.file.length,
+        open: () => sealed.file.chunks(0, sealed.file.length, 64 * 1024),
+      };
+      return { ref: await uploadBlob(writer, body, what), epoch: sealed.epoch };
+    } finally {
+      sealed.file.close();
+    }
+  } finally {
+    plain.close();
+  }
+}
+
+/** Writes the record if its current CID is `swap`; returns the new CID. */
+async function putRecord(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  key: string,
+  record: LfsRecord,
+  swap: string | null,
+): Promise<string> {
+  try {
+    const res = await remote.writer(auth).procedure<{ cid: string }>('com.atproto.repo.putRecord', {
+      repo: remote.owner.did,
+      collection: LFS_COLLECTION,
+      rkey: key,
+      record: writeLfsRecord(record),
+      swapRecord: swap,
+    });
+    return res.cid;
+  } catch (err) {
+    if (err instanceof XrpcError && pdsRefusal(err) === 'swap-conflict')
+      throw new KnotlessError(
+        'remote-changed',
+        `Another upload of the same LFS object to ${remote.label} wrote its record meanwhile; push again.`,
+        { cause: err },
+      );
+    throw generalFailure(err, `writing an LFS record of ${remote.label}`);
+  }
+}
+
+/**
+ * Downloads the LFS object `oid` into a new file under `dir` and returns its path: each blob checked
+ * against its CID as it arrives, opened for a private repository, and the whole object checked
+ * against its size and its SHA-256 before the path is given. The blobs are not kept in the cache
+ * (git-lfs keeps the object). `onBytes` is told of the object's bytes as they land.
+ */
+export async function downloadLfsObject(
+  remote: RemoteRepo,
+  env: LfsEnv,
+  object: { oid: string; size: number },
+  dir: string,
+  onBytes: (n: number) => void,
+): Promise<string> {
+  const missing = () =>
+    new KnotlessError(
+      'not-found',
+      `${remote.label} has no LFS object ${object.oid}; push it from a clone that has it (\`git lfs push --all origin\`).`,
+    );
+  // The privacy of the repository is settled before the key is chosen.
+  if (!(await remote.exists())) throw missing();
+  const found = await readRecord(remote, keyOf(remote, object.oid));
+  if (found === undefined || !lfsComplete(found.record)) throw missing();
+  const record = found.record;
+  const sealer = remote.sealer;
+  if (sealer === undefined ? record.oid !== object.oid : record.epoch === undefined)
+    throw new KnotlessError(
+      'corrupt-remote',
+      `The LFS record of ${object.oid} in ${remote.label} is not that object's; push it again.`,
+    );
+  if (record.size !== object.size)
+    throw new KnotlessError(
+      'corrupt-remote',
+      `${remote.label} holds LFS object ${object.oid} as ${record.size} bytes, not the ${object.size} its pointer says; nothing was written.`,
+    );
+  const out = tempFile(dir, `lfs-${object.oid.slice(0, 12)}`);
+  const hash = crypto.createHash('sha256');
+  let at = 0;
+  let done = false;
+  try {
+    const what = `LFS object ${object.oid}`;
+    for (const blob of record.blobs) {
+      const got = await downloadBlob(
+        remote.reader,
+        remote.owner.did,
+        what,
+        blob.ref.$link,
+        blob.size,
+        env.cache,
+        false,
+      );
+      let part = PackFile.fromFds([got]);
+      try {
+        if (sealer !== undefined) {
+          const opened = await sealer.openPack(part, record.epoch!, env.cache.tempDir, what);
+          part.close();
+          part = opened;
+        }
+        const expected = Math.min(record.chunk, object.size - at);
+        if (part.length !== expected)
+          throw new KnotlessError(
+            'corrupt-remote',
+            `A blob of ${what} in ${remote.label} holds ${part.length} bytes, not ${expected}; nothing was written.`,
+          );
+        for await (const piece of part.chunks(0, part.length, READ_CHUNK)) {
+          hash.update(piece);
+          fs.writeSync(out.fd, piece, 0, piece.length, at);
+          at += piece.length;
+          onBytes(piece.length);
+        }
+      } finally {
+        part.close();
+      }
+    }
+    if (at !== object.size || hash.digest('hex') !== object.oid)
+      throw new KnotlessError(
+        'corrupt-remote',
+        `LFS object ${object.oid} from ${remote.label} does not match its SHA-256; nothing was written.`,
+      );
+    done = true;
+    return out.path;
+  } finally {
+    fs.closeSync(out.fd);
+    if (!done) fs.rmSync(out.path, { force: true });
+  }
+}
+
+/** The name git-lfs knows knotless's transfer agent by (`lfs.customtransfer.<name>`). */
+export const LFS_AGENT = 'knotless';
+
+/**
+ * The git settings that make git-lfs move a repository's LFS objects through `program` (the
+ * `knotless` executable) as a standalone transfer agent: no LFS server is asked anything. One
+ * process per transfer (`concurrent` false): it keeps one session and one record per object.
+ */
+export function lfsSettings(program: string): Array<[string, string]> {
+  return [
+    [`lfs.customtransfer.${LFS_AGENT}.path`, program],
+    [`lfs.customtransfer.${LFS_AGENT}.args`, 'lfs transfer'],
+    [`lfs.customtransfer.${LFS_AGENT}.concurrent`, 'false'],
+    ['lfs.standalonetransferagent', LFS_AGENT],
+    // git-lfs reads a knotless:// URL as ssh's host:path and would try `ssh knotless` first; an
+    // endpoint that names no server (.invalid never resolves), whose locking it never asks, stops it.
+    ['lfs.url', LFS_NO_SERVER],
+    [`lfs.${LFS_NO_SERVER}.locksverify`, 'false'],
+  ];
+}
+
+/** The LFS endpoint git-lfs is given: no server, since the transfer agent does everything. */
+export const LFS_NO_SERVER = 'https://knotless.invalid/';
+
+/** Writes {@link lfsSettings} into the repository's own config (`gitDir`, else the one git finds). */
+export async function installLfsSettings(program: string, gitDir?: string): Promise<void> {
+  for (const [name, value] of lfsSettings(program))
+    await runGit(['config', '--local', name, value], gitDir === undefined ? {} : { gitDir });
+}
+
+/**
+ * {@link installLfsSettings}, unless the repository already names a standalone transfer agent (ours,
+ * or one its user chose): a fetch through the helper, a clone's first, sets git-lfs up, so that the
+ * checkout that follows it finds the LFS objects.
+ */
+export async function ensureLfsSettings(program: string, gitDir: string): Promise<void> {
+  const { code } = await runGit(['config', '--get', 'lfs.standalonetransferagent'], {
+    gitDir,
+    okCodes: [1],
+  });
+  if (code === 1) await installLfsSettings(program, gitDir);
+}
