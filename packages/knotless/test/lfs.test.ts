@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
+import { startProxy, type Proxy } from 'knotless-devnet';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
 import { commitFiles, newRepo, repoMaker, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -10,8 +11,21 @@ import { useNetwork } from './helpers/network.ts';
 /** A small blob limit, so that an object of a few MiB splits into several blobs. */
 const BLOB_LIMIT = 1024 * 1024;
 const t = useNetwork(['alice.test'], { blobUploadLimit: BLOB_LIMIT });
-const alice = useGitUser(t, 'alice.test');
+let proxy: Proxy | undefined;
+let crashAt: string | undefined;
+// Every process (git, the helper, git-lfs's transfer agent) reaches the PDS through the counting proxy.
+const alice = useGitUser(t, 'alice.test', () => ({
+  ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
+  ...(crashAt === undefined ? {} : { KNOTLESS_CRASH_AT: crashAt }),
+}));
+
+before(async () => {
+  await t.ready;
+  proxy = await startProxy({ target: t.net.pdsUrl });
+});
+after(() => proxy?.close());
 const createRepo = repoMaker(alice, 'alice.test', 'lfs');
+const oidOf = (b: Uint8Array) => crypto.createHash('sha256').update(b).digest('hex');
 
 /** The account's dev.knotless.lfs records, as its PDS lists them. */
 async function lfsRecords(handle: string): Promise<Array<{ uri: string; value: Record<string, unknown> }>> {
@@ -23,7 +37,10 @@ async function lfsRecords(handle: string): Promise<Array<{ uri: string; value: R
 
 /** `knotless` run in `cwd` as `user`. */
 const knotlessIn = (user: GitUser, cwd: string, ...args: string[]) =>
-  runProcess(process.execPath, [KNOTLESS_BIN, ...args], { env: user.env, cwd });
+  runProcess(process.execPath, [KNOTLESS_BIN, ...args], {
+    env: { ...user.env, KNOTLESS_SERVICE: proxy!.url },
+    cwd,
+  });
 
 /** A repository with git-lfs set up for knotless, tracking *.bin. */
 async function lfsRepo(user: GitUser, url: string): Promise<string> {
@@ -44,7 +61,7 @@ describe('Git LFS objects stored in the PDS', () => {
     const small = crypto.randomBytes(1000);
     await commitFiles(alice, dir, { 'big.bin': big, 'small.bin': small, 'readme.txt': 'hi\n' }, 'lfs files');
     const push = await runProcess('git', ['push', 'origin', 'main'], {
-      env: { ...alice.env, GIT_TRACE: '1' },
+      env: { ...alice.env, KNOTLESS_SERVICE: proxy!.url, GIT_TRACE: '1' },
       cwd: dir,
     });
     assert.equal(push.code, 0, push.stderr);
@@ -53,13 +70,15 @@ describe('Git LFS objects stored in the PDS', () => {
     assert.match(push.stderr, /starting transfer adapter "knotless"/);
     // big.bin went up in four blobs (three of the limit and the rest), small.bin in one.
     const records = await lfsRecords('alice.test');
-    const oid = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
-    const bigRecord = records.find((r) => r.value['oid'] === oid(big));
+    const bigRecord = records.find((r) => r.value['oid'] === oidOf(big));
     assert.deepEqual(
       (bigRecord?.value['blobs'] as Array<{ size: number }>).map((b) => b.size),
       [BLOB_LIMIT, BLOB_LIMIT, BLOB_LIMIT, 4321],
     );
-    assert.equal((records.find((r) => r.value['oid'] === oid(small))?.value['blobs'] as unknown[]).length, 1);
+    assert.equal(
+      (records.find((r) => r.value['oid'] === oidOf(small))?.value['blobs'] as unknown[]).length,
+      1,
+    );
 
     const out = alice.dir();
     const clone = await alice.git(out, 'clone', url, 'c');
@@ -71,5 +90,74 @@ describe('Git LFS objects stored in the PDS', () => {
     assert.match(files, /\* big\.bin/);
     assert.match(files, /\* small\.bin/);
     assert.equal((await alice.git(c, 'lfs', 'fsck')).code, 0);
+  });
+
+  it('resumes an interrupted upload: the blobs its record lists are not sent again', async () => {
+    const url = await createRepo();
+    const dir = await lfsRepo(alice, url);
+    const big = crypto.randomBytes(6 * BLOB_LIMIT - 999);
+    await commitFiles(alice, dir, { 'big.bin': big }, 'big');
+    // Killed (as a power cut would) right after its third blob was listed.
+    crashAt = 'lfs:blob-listed:3';
+    const first = await alice.git(dir, 'push', 'origin', 'main');
+    crashAt = undefined;
+    assert.notEqual(first.code, 0, 'the push went on after its transfer agent was killed');
+    const record = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));
+    assert.equal((record?.value['blobs'] as unknown[]).length, 3);
+
+    proxy!.reset();
+    await alice.ok(dir, 'push', 'origin', 'main');
+    // The three blobs the record listed stayed where they were: only the other three went up (the
+    // commit's pack, a few hundred bytes of pointers, travels inside its ref record).
+    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 3);
+    const done = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));
+    assert.equal((done?.value['blobs'] as unknown[]).length, 6);
+    assert.deepEqual(
+      (done?.value['blobs'] as unknown[]).slice(0, 3),
+      (record?.value['blobs'] as unknown[]).slice(0, 3),
+    );
+
+    const out = alice.dir();
+    await alice.ok(out, 'clone', '-q', url, 'c');
+    assert.ok(fs.readFileSync(path.join(out, 'c', 'big.bin')).equals(big));
+    assert.equal((await alice.git(path.join(out, 'c'), 'lfs', 'fsck')).code, 0);
+    // A push with nothing new sends no blob: the complete record is read, the object is not sent.
+    proxy!.reset();
+    await alice.ok(dir, 'lfs', 'push', '--all', 'origin');
+    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 0);
+  });
+
+  it("stores a private repository's LFS objects encrypted, and clones them for its owner", async () => {
+    const made = await alice.knotless('repo', 'create', 'lfs-private', '--private');
+    assert.equal(made.code, 0, made.stderr);
+    const url = 'knotless://alice.test/lfs-private';
+    const dir = await lfsRepo(alice, url);
+    const secret = Buffer.concat([
+      Buffer.from('secret LFS contents '.repeat(1000)),
+      crypto.randomBytes(BLOB_LIMIT),
+    ]);
+    await commitFiles(alice, dir, { 'secret.bin': secret }, 'secret');
+    await alice.ok(dir, 'push', 'origin', 'main');
+
+    const records = (await lfsRecords('alice.test')).filter((r) => r.value['repo'] === 'lfs-private');
+    assert.equal(records.length, 1);
+    const value = records[0]!.value;
+    // The record names neither the object nor, in its key, anything of it.
+    assert.equal(value['oid'], undefined);
+    assert.ok(!records[0]!.uri.includes(oidOf(secret)));
+    assert.equal(typeof value['epoch'], 'number');
+    for (const blob of value['blobs'] as Array<{ ref: { $link: string } }>) {
+      const q = new URLSearchParams({ did: t.dids['alice.test']!, cid: blob.ref.$link });
+      const res = await fetch(`${t.pdsOf['alice.test']}/xrpc/com.atproto.sync.getBlob?${q}`);
+      assert.equal(res.status, 200);
+      const stored = Buffer.from(await res.arrayBuffer());
+      assert.ok(!stored.includes(Buffer.from('secret LFS contents')), 'a blob holds the plain contents');
+      assert.ok(!stored.includes(secret.subarray(secret.length - 4096)), 'a blob holds the plain contents');
+    }
+
+    const out = alice.dir();
+    await alice.ok(out, 'clone', '-q', url, 'c');
+    assert.ok(fs.readFileSync(path.join(out, 'c', 'secret.bin')).equals(secret));
+    assert.equal((await alice.git(path.join(out, 'c'), 'lfs', 'fsck')).code, 0);
   });
 });
