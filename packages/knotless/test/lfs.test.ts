@@ -160,4 +160,31 @@ describe('Git LFS objects stored in the PDS', () => {
     assert.ok(fs.readFileSync(path.join(out, 'c', 'secret.bin')).equals(secret));
     assert.equal((await alice.git(path.join(out, 'c'), 'lfs', 'fsck')).code, 0);
   });
+
+  it('a rate limit past the retry bound fails the object in one sentence naming when to retry, its record listing only what landed', async () => {
+    const url = await createRepo();
+    const dir = await lfsRepo(alice, url);
+    const big = crypto.randomBytes(3 * BLOB_LIMIT);
+    await commitFiles(alice, dir, { 'big.bin': big }, 'big');
+    // The second blob upload is refused for an hour, well past the 30 seconds a request is retried for.
+    proxy!.inject({
+      nsid: 'com.atproto.repo.uploadBlob',
+      nth: 2,
+      fault: { kind: 'rate-limit', retryAfter: 3600 },
+    });
+    const push = await alice.git(dir, 'push', 'origin', 'main');
+    proxy!.clearFaults();
+    assert.notEqual(push.code, 0);
+    assert.match(
+      push.stderr,
+      /knotless: The PDS is rate-limiting uploading LFS object [0-9a-f]{64} until \d{4}-\d\d-\d\dT[\d:.]+Z; wait and try again\./,
+    );
+    assert.doesNotMatch(push.stderr, /^\s+at /m, 'a stack was printed');
+    const record = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));
+    assert.equal((record?.value['blobs'] as unknown[]).length, 1);
+    // Once the limit is over, the push goes on from there.
+    proxy!.reset();
+    await alice.ok(dir, 'push', 'origin', 'main');
+    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 2);
+  });
 });
