@@ -7,12 +7,12 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BrowserContext, Cookie, Page } from 'playwright-core';
-import { openPr } from '../../knotless/test/helpers/forge.ts';
+import { openPr, writeRaw } from '../../knotless/test/helpers/forge.ts';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
 import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
-import { appviewOn, waitFor } from './helpers.ts';
+import { appviewOn, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
 import { listOwn, mainOf, signIn } from './web-forge-kit.ts';
 
@@ -28,6 +28,8 @@ let cspErrors: string[];
 let bobCookies: Cookie[];
 let start = '';
 let bobClone = '';
+/** What the appview logged. */
+const logged: string[] = [];
 
 /** bob's check on `commit` of alice's site, written with the CLI into his own account. */
 async function check(commit: string, state: string): Promise<void> {
@@ -61,6 +63,15 @@ async function pullOf(branch: string): Promise<{ head: string; path: string; id:
   return { head, path: where, id: pr.id };
 }
 
+/** Loads `where` until its `selector` says `text` (the index follows the PDSes' streams). */
+async function shows(where: string, selector: string, text: RegExp): Promise<void> {
+  await waitFor(`${where} showing ${String(text)}`, async () => {
+    await page.goto(`${app.url}${where}`);
+    const el = page.locator(selector);
+    return (await el.count()) > 0 && text.test(await el.first().innerText()) ? true : undefined;
+  });
+}
+
 /** Clicks a button that posts, and returns the answer's status. */
 async function post(button: string): Promise<number> {
   const [answer] = await Promise.all([
@@ -74,7 +85,13 @@ describe('required checks on the web merge as on the CLI', () => {
   before(async () => {
     await t.ready;
     if (process.env['KNOTLESS_TEST_INDEX'] === 'postgres') pg = await startPostgres();
-    app = await appviewOn(t, pg === undefined ? ':memory:' : await pg.createDatabase('webchecks'));
+    app = await appviewOn(
+      t,
+      pg === undefined ? ':memory:' : await pg.createDatabase('webchecks'),
+      undefined,
+      {},
+      (line) => logged.push(line),
+    );
     assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
     const work = await newRepo(alice, 'knotless://alice.test/site');
     start = await commitFiles(alice, work, { 'README.md': '# Site\n' }, 'start');
@@ -109,12 +126,14 @@ describe('required checks on the web merge as on the CLI', () => {
     );
     assert.equal(protect.code, 0, protect.stderr);
 
-    await page.goto(`${app.url}${pr.path}`);
-    await checkPage(page, cspErrors, 'pull request waiting for its checks');
-    assert.match(
-      await page.locator('.merge-checks').innerText(),
+    // The page judges from the index: it says why not once the check and the protection are in.
+    await shows(
+      pr.path,
+      '.merge-checks',
       /^Not mergeable yet: the required checks have not passed: test: failing \(failure by bob\.test\)\.$/,
     );
+    await checkPage(page, cspErrors, 'pull request waiting for its checks');
+    assert.match(await page.locator('#checks').innerText(), /test failed by bob\.test/);
     assert.equal(await post('Merge pull request'), 409);
     const refusal = await page.locator('main').innerText();
     assert.match(
@@ -131,8 +150,7 @@ describe('required checks on the web merge as on the CLI', () => {
     assert.equal((await listOwn(t, 'alice.test', 'dev.knotless.pull.status')).length, 0);
 
     await check(pr.head, 'success');
-    await page.goto(`${app.url}${pr.path}`);
-    assert.equal(await page.locator('.merge-checks').count(), 0);
+    await shows(pr.path, '.merge-checks', /^Can be merged: the required checks of main have passed\.$/);
     assert.equal(await page.getByRole('button', { name: 'Merge without checks' }).count(), 0);
     assert.equal(await post('Merge pull request'), 303);
     await page.locator('.st-merged').first().waitFor();
@@ -142,12 +160,19 @@ describe('required checks on the web merge as on the CLI', () => {
     assert.equal(statuses[0]!.value['merged'], pr.head);
     assert.equal(statuses[0]!.value['ignoredChecks'], undefined);
     assert.equal(await page.locator('.ignored-checks').count(), 0);
+    // main's tip is the round's head: its check shows on the commit page, the branch list and the
+    // repository page's latest commit.
+    await shows(`/alice.test/site/commit/${pr.head}`, '#checks', /test passed by bob\.test/);
+    await checkPage(page, cspErrors, 'commit page with its checks');
+    await shows('/alice.test/site/branches', '.ck-badge', /1\/1 checks passed/);
+    await checkPage(page, cspErrors, 'branch list with checks');
+    await shows('/alice.test/site', '.latest .ck-badge', /1\/1 checks passed/);
   });
 
   it('"Merge without checks" is alice\'s alone; it records what it overrode, and the page and the CLI show it', async () => {
     const pr = await pullOf('hurry');
     await check(pr.head, 'failure');
-    await page.goto(`${app.url}${pr.path}`);
+    await shows(pr.path, '.merge-checks', /^Not mergeable yet: .*test: failing \(failure by bob\.test\)\.$/);
     const form = page.locator('form[action$="/merge-without-checks"]');
     const fields = {
       head: await form.locator('input[name="head"]').inputValue(),
@@ -187,5 +212,74 @@ describe('required checks on the web merge as on the CLI', () => {
     assert.deepEqual((JSON.parse(view.stdout) as { ignoredChecks?: string[] }).ignoredChecks, [
       'test: failing (failure by bob.test)',
     ]);
+  });
+
+  it('dev.knotless.listChecks answers from the index: a run linked only when http(s), control characters and other commits shown nowhere', async () => {
+    const tip = await mainOf(alice, 'alice.test/site');
+    const raw = (record: Record<string, unknown>) =>
+      writeRaw(t, 'bob.test', 'dev.knotless.check', {
+        repo: `at://${t.dids['alice.test']!}/dev.knotless.repo/site`,
+        commit: tip,
+        state: 'success',
+        createdAt: new Date().toISOString(),
+        ...record,
+      });
+    await raw({ context: 'lint', targetUrl: 'https://ci.example/run/1', description: 'all clean' });
+    const hostile = [
+      await raw({ context: 'te\x1b[2Jst' }),
+      await raw({ context: 'script', targetUrl: 'javascript:alert(1)' }),
+    ];
+    // A check on a commit the repository does not hold.
+    await raw({ context: 'ghost', commit: 'e'.repeat(40) });
+    await waitFor('the hostile checks skipped', () =>
+      Promise.resolve(
+        hostile.every((uri) => logged.some((l) => l.includes(uri.split('/').at(-1)!))) ? true : undefined,
+      ),
+    );
+    const listed = await waitFor('lint indexed', async () => {
+      const v = await xrpc<{ checks: { uri: string; context: string; targetUrl?: string }[] }>(
+        app,
+        'dev.knotless.listChecks',
+        {
+          actor: 'alice.test',
+          repo: 'site',
+          commit: tip,
+          branch: 'main',
+        },
+      );
+      return v.checks.some((c) => c.context === 'lint') ? v : undefined;
+    });
+    assert.deepEqual(listed, {
+      commit: tip,
+      checks: [
+        {
+          uri: listed.checks[0]!.uri,
+          runner: { did: t.dids['bob.test'], handle: 'bob.test' },
+          context: 'lint',
+          state: 'success',
+          trusted: true,
+          targetUrl: 'https://ci.example/run/1',
+          description: 'all clean',
+        },
+        ...listed.checks.slice(1),
+      ],
+      required: ['test'],
+      // main's tip is the round merged without its checks: bob's failure on it still stands.
+      unmet: [{ context: 'test', kind: 'failing', reason: 'test: failing (failure by bob.test)' }],
+    });
+    assert.deepEqual(
+      listed.checks.map((c) => c.context),
+      ['lint', 'test'],
+    );
+    const ghost = await fetch(
+      `${app.url}/xrpc/dev.knotless.listChecks?${new URLSearchParams({ actor: 'alice.test', repo: 'site', commit: 'e'.repeat(40) })}`,
+    );
+    assert.equal(ghost.status, 404);
+    assert.equal(((await ghost.json()) as { error: string }).error, 'CommitNotFound');
+    await page.goto(`${app.url}/alice.test/site/commit/${tip}`);
+    const links = await page.locator('#checks a').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
+    assert.deepEqual(links, ['https://ci.example/run/1']);
+    const text = await page.locator('#checks').innerText();
+    assert.ok(!text.includes('ghost') && !text.includes('script') && !text.includes('\x1b'), text);
   });
 });

@@ -6,6 +6,7 @@ import {
   branchProtection,
   commitChecks,
   repoProtection,
+  trustedRunners,
   unmetChecks,
   type ListedCheck,
   type ShownCheck,
@@ -135,10 +136,7 @@ export async function commitVerdict(
 ): Promise<CommitVerdict> {
   const { record: protection } = await readProtection(store, owner, name, readers.protection);
   const rules = branch === undefined ? undefined : branchProtection(protection, branch);
-  const trusted =
-    branch === undefined
-      ? [...new Set((protection?.branches ?? []).flatMap((b) => b.trustedRunners))]
-      : (rules?.trustedRunners ?? []);
+  const trusted = trustedRunners(protection, branch);
   const runners = await Promise.all(trusted.map((did) => readers.resolve(did)));
   const checks = await readChecks(store, [owner, ...runners, ...extra], readers.check);
   const shown = commitChecks(checks, repoUri(owner.did, name), commit, trusted);

@@ -46,14 +46,8 @@ export function commitChecks(
   trusted: readonly string[],
 ): ShownCheck[] {
   const owner = parseAtUri(repo)?.did;
-  const latest = new Map<string, ListedCheck>();
-  for (const c of checks) {
-    if (c.record.repo !== repo || c.record.commit !== commit) continue;
-    const key = JSON.stringify([c.record.context, c.runner]);
-    const seen = latest.get(key);
-    if (seen === undefined || c.rkey > seen.rkey) latest.set(key, c);
-  }
-  const shown = [...latest.values()].map((c): ShownCheck => {
+  const of = checks.filter((c) => c.record.repo === repo && c.record.commit === commit);
+  const shown = latestVerdicts(of).map((c): ShownCheck => {
     const r = c.record;
     return {
       context: r.context,
@@ -68,6 +62,22 @@ export function commitChecks(
   return shown.sort(
     (a, b) => cmp(a.context, b.context) || Number(b.trusted) - Number(a.trusted) || cmp(a.runner, b.runner),
   );
+}
+
+/**
+ * The checks that are verdicts: of each runner's checks on one context of one commit of one
+ * repository, the latest by record key (TIDs, in the order the runner wrote them; `createdAt` is
+ * never read, and one runner's keys are only ever ordered against its own). The others are
+ * replaced, and an index need not keep them.
+ */
+export function latestVerdicts(checks: readonly ListedCheck[]): ListedCheck[] {
+  const latest = new Map<string, ListedCheck>();
+  for (const c of checks) {
+    const key = JSON.stringify([c.runner, c.record.repo, c.record.commit, c.record.context]);
+    const seen = latest.get(key);
+    if (seen === undefined || c.rkey > seen.rkey) latest.set(key, c);
+  }
+  return [...latest.values()];
 }
 
 function cmp(a: string, b: string): number {
@@ -95,6 +105,18 @@ export function branchProtection(
   branch: string,
 ): BranchProtection | undefined {
   return protection?.branches.find((b) => b.branch === branch);
+}
+
+/**
+ * The runners whose checks count for `branch` of a repository with `protection` (besides the
+ * owner, whose always do); with no branch named, those any protected branch trusts.
+ */
+export function trustedRunners(
+  protection: ProtectionRecord | undefined,
+  branch: string | undefined,
+): string[] {
+  if (branch !== undefined) return branchProtection(protection, branch)?.trustedRunners ?? [];
+  return [...new Set((protection?.branches ?? []).flatMap((b) => b.trustedRunners))];
 }
 
 /** Why a required check does not let a merge through yet. */

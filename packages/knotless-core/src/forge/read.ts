@@ -236,6 +236,10 @@ export function forgeReader(lexiconProblem: LexiconCheck): ForgeReader {
         return { collection, record: await comment(value) };
       case STAR:
         return { collection, record: await star(value) };
+      case CHECK:
+        return { collection, record: await check(value) };
+      case PROTECTION:
+        return { collection, record: await protection(value) };
     }
   }
 

@@ -15,19 +15,22 @@ export const ISSUE = 'dev.knotless.issue';
 export const ISSUE_STATE = 'dev.knotless.issue.state';
 export const COMMENT = 'dev.knotless.comment';
 export const STAR = 'dev.knotless.star';
-/**
- * A check's verdict on a commit, in the runner's account. Not in FORGE_COLLECTIONS (what the appview
- * indexes and backfills) until the appview has a table for it.
- */
+/** A check's verdict on a commit, in the runner's account. */
 export const CHECK = 'dev.knotless.check';
-/**
- * A repository's branch protection, in the owner's account, keyed by the repository's name. Not in
- * FORGE_COLLECTIONS either, for the same reason: it is read from the owner's PDS when it decides.
- */
+/** A repository's branch protection, in the owner's account, keyed by the repository's name. */
 export const PROTECTION = 'dev.knotless.protection';
 
-/** The forge's collections, in the order a backfill reads them. */
-export const FORGE_COLLECTIONS = [PULL, PULL_STATUS, ISSUE, ISSUE_STATE, COMMENT, STAR] as const;
+/** The forge's collections (what the appview indexes), in the order a backfill reads them. */
+export const FORGE_COLLECTIONS = [
+  PULL,
+  PULL_STATUS,
+  ISSUE,
+  ISSUE_STATE,
+  COMMENT,
+  STAR,
+  CHECK,
+  PROTECTION,
+] as const;
 export type ForgeCollection = (typeof FORGE_COLLECTIONS)[number];
 
 export function isForgeCollection(c: string): c is ForgeCollection {
@@ -167,7 +170,9 @@ export type ForgeRecord =
   | { collection: typeof ISSUE; record: IssueRecord }
   | { collection: typeof ISSUE_STATE; record: IssueStateRecord }
   | { collection: typeof COMMENT; record: CommentRecord }
-  | { collection: typeof STAR; record: StarRecord };
+  | { collection: typeof STAR; record: StarRecord }
+  | { collection: typeof CHECK; record: CheckRecord }
+  | { collection: typeof PROTECTION; record: ProtectionRecord };
 
 /** A record that fails its lexicon or the checks beyond it; `why` says which rule. */
 export class InvalidRecord extends KnotlessError {

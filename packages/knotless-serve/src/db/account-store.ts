@@ -12,6 +12,8 @@ const ACCOUNT_TABLES = [
   'issues',
   'issue_states',
   'comments',
+  'checks',
+  'protections',
 ] as const;
 
 /**

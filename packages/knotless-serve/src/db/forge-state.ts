@@ -8,7 +8,8 @@ import { decide, ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY, type Decision } from 'knotle
 type Db = Kysely<Database> | Transaction<Database>;
 
 /** The forge's tables, one a record collection. */
-export type ForgeTable = 'pulls' | 'pull_statuses' | 'issues' | 'issue_states' | 'comments' | 'stars';
+export type ForgeTable =
+  'pulls' | 'pull_statuses' | 'issues' | 'issue_states' | 'comments' | 'stars' | 'checks' | 'protections';
 
 /**
  * Works out again the state of the pull request or issue a write to `table` touched: the item

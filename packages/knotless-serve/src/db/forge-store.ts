@@ -1,13 +1,19 @@
 import type { Kysely } from 'kysely';
 import {
+  CHECK,
   COMMENT,
+  PROTECTION,
   ISSUE,
   ISSUE_STATE,
   PULL,
   PULL_STATUS,
   STAR,
   parseAtUri,
+  repoUri,
   type AtUri,
+  type BranchProtection,
+  type CheckRecord,
+  type ProtectionRecord,
   type ForgeCollection,
   type ForgeRecord,
   type Round,
@@ -16,7 +22,8 @@ import { saveCursor, type EventSource } from './cursor.ts';
 import { itemStates, queueForgeEvents, type Item } from './webhook-events.ts';
 import { inactiveDids, itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
 import { shortIds, type Decision } from 'knotless-core';
-import type { CommentTable, Database, IssueTable, PullTable, StoredRound } from './schema.ts';
+import { latestVerdicts, type ListedCheck } from 'knotless-core/forge/checks';
+import type { CheckTable, CommentTable, Database, IssueTable, PullTable, StoredRound } from './schema.ts';
 
 /** A forge record change: `record` null for a delete. */
 export interface ForgeChange {
@@ -36,6 +43,8 @@ const TABLES: Record<ForgeCollection, ForgeTable> = {
   [ISSUE_STATE]: 'issue_states',
   [COMMENT]: 'comments',
   [STAR]: 'stars',
+  [CHECK]: 'checks',
+  [PROTECTION]: 'protections',
 };
 
 /** A row with its author's verified handle. */
@@ -78,6 +87,11 @@ export class ForgeStore {
         .executeTakeFirst();
       if (old === undefined || old.rev <= change.rev) {
         const row = change.record === null ? undefined : rowOf(change, change.record);
+        if (change.record?.collection === CHECK && row !== undefined) {
+          await replaceVerdict(tx, change.did, change.rkey, change.record.record, row);
+          if (source !== undefined) await saveCursor(tx, source);
+          return;
+        }
         const items = touchedItems(table, change, row, old);
         const before = await itemStates(tx, items);
         if (row === undefined) {
@@ -259,6 +273,110 @@ export class ForgeStore {
     };
     return { pulls: await count('pulls'), issues: await count('issues') };
   }
+
+  /**
+   * A commit's checks in a repository, as knotless-core's rules read them, each with its runner's
+   * verified handle: every verdict of the accounts in `counted` (the owner and the runners its
+   * protection trusts: what a merge is judged by is never crowded out), and of the others at most
+   * `limit`, by context. An account that is not active is left out, as everywhere.
+   */
+  async checks(
+    repoDid: string,
+    repoName: string,
+    sha: string,
+    counted: readonly string[],
+    limit: number,
+  ): Promise<Array<{ check: ListedCheck; handle: string | null }>> {
+    const base = this.#db
+      .selectFrom('checks')
+      .leftJoin('owners', 'owners.did', 'checks.did')
+      .selectAll('checks')
+      .select('owners.handle')
+      .where('checks.repo_did', '=', repoDid)
+      .where('checks.repo_name', '=', repoName)
+      .where('checks.sha', '=', sha)
+      .where('checks.deleted', '=', 0)
+      .where('owners.status', 'is', null);
+    const mine = counted.length === 0 ? [] : await base.where('checks.did', 'in', [...counted]).execute();
+    const others = await (counted.length === 0 ? base : base.where('checks.did', 'not in', [...counted]))
+      .orderBy('checks.context')
+      .orderBy('checks.did')
+      .limit(limit)
+      .execute();
+    return [...mine, ...others].map((r) => ({
+      check: {
+        runner: r.did,
+        rkey: r.rkey,
+        record: {
+          repo: repoUri(r.repo_did, r.repo_name),
+          commit: r.sha,
+          context: r.context,
+          state: r.state as CheckRecord['state'],
+          ...(r.target_url === null ? {} : { targetUrl: r.target_url }),
+          ...(r.description === null ? {} : { description: r.description }),
+          createdAt: r.created_at,
+        },
+      },
+      handle: r.handle,
+    }));
+  }
+
+  /** The protection record keyed by `repoName` in `repoDid`'s account, when the index has one. */
+  async protection(
+    repoDid: string,
+    repoName: string,
+  ): Promise<{ did: string; rkey: string; record: ProtectionRecord } | undefined> {
+    const r = await this.#db
+      .selectFrom('protections')
+      .selectAll()
+      .where('did', '=', repoDid)
+      .where('rkey', '=', repoName)
+      .where('deleted', '=', 0)
+      .executeTakeFirst();
+    if (r === undefined) return undefined;
+    const branches = JSON.parse(r.branches) as BranchProtection[];
+    return { did: r.did, rkey: r.rkey, record: { repo: r.repo, branches, createdAt: r.created_at } };
+  }
+}
+
+type Tx = Parameters<Parameters<ReturnType<Kysely<Database>['transaction']>['execute']>[0]>[0];
+
+/**
+ * A check is kept only while it is its runner's verdict (knotless-core's latestVerdicts): the
+ * runner's other checks on the same context of the same commit are deleted when this one replaces
+ * them, and a check they already replace is not kept, so a runner re-running a check, however
+ * often, leaves one row.
+ */
+async function replaceVerdict(
+  tx: Tx,
+  did: string,
+  rkey: string,
+  record: CheckRecord,
+  row: Record<string, unknown>,
+): Promise<void> {
+  const repo = uriOf(record.repo);
+  const same = await tx
+    .selectFrom('checks')
+    .select('rkey')
+    .where('did', '=', did)
+    .where('repo_did', '=', repo.did)
+    .where('repo_name', '=', repo.rkey)
+    .where('sha', '=', record.commit)
+    .where('context', '=', record.context)
+    .where('deleted', '=', 0)
+    .execute();
+  const listed = (k: string): ListedCheck => ({ runner: did, rkey: k, record });
+  const won = latestVerdicts([...same.map((r) => listed(r.rkey)), listed(rkey)])[0]!.rkey;
+  const replaced = same.map((r) => r.rkey).filter((k) => k !== won);
+  if (won !== rkey) replaced.push(rkey);
+  if (replaced.length > 0)
+    await tx.deleteFrom('checks').where('did', '=', did).where('rkey', 'in', replaced).execute();
+  if (won === rkey)
+    await tx
+      .insertInto('checks')
+      .values(row as unknown as CheckTable)
+      .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
+      .execute();
 }
 
 /** The pull requests and issues a write to `table` may change the state of (webhooks' events). */
@@ -371,6 +489,21 @@ function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
       const subject = uriOf(r.record.subject);
       return { ...base, subject_did: subject.did, subject_name: subject.rkey };
     }
+    case CHECK: {
+      const repo = uriOf(r.record.repo);
+      return {
+        ...base,
+        repo_did: repo.did,
+        repo_name: repo.rkey,
+        sha: r.record.commit,
+        context: r.record.context,
+        state: r.record.state,
+        target_url: r.record.targetUrl ?? null,
+        description: r.record.description ?? null,
+      };
+    }
+    case PROTECTION:
+      return { ...base, repo: r.record.repo, branches: JSON.stringify(r.record.branches) };
   }
 }
 

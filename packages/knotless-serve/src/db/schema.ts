@@ -116,6 +116,25 @@ export interface PullStatusTable extends ForgeRow {
   labels: string;
 }
 
+/** A runner's `dev.knotless.check`: its latest verdict on one context of one commit. */
+export interface CheckTable extends ForgeRow {
+  repo_did: string;
+  repo_name: string;
+  /** The commit checked (40 hex digits). */
+  sha: string;
+  context: string;
+  state: string;
+  target_url: string | null;
+  description: string | null;
+}
+
+/** A `dev.knotless.protection` record, whoever wrote it: only the owner's counts. */
+export interface ProtectionTable extends ForgeRow {
+  repo: string;
+  /** The branches' protection as JSON: BranchProtection[]. */
+  branches: string;
+}
+
 /** A `dev.knotless.issue` record, with its state. */
 export interface IssueTable extends ForgeRow {
   repo_did: string;
@@ -165,6 +184,8 @@ export interface Database {
   issue_states: IssueStateTable;
   comments: CommentTable;
   stars: StarTable;
+  checks: CheckTable;
+  protections: ProtectionTable;
   oauth_states: OAuthStateTable;
   oauth_sessions: OAuthSessionTable;
   web_sessions: WebSessionTable;

@@ -1,7 +1,15 @@
 // A commit's checks as the appview's merge judges them: read from the PDSes that can count (the
 // owner's and the runners the branch's protection trusts) by the core's reader and rule, exactly as
 // `knotless pr merge` reads them, so the browser and the CLI never disagree about a merge.
+import {
+  branchProtection,
+  commitChecks,
+  repoProtection,
+  trustedRunners,
+  unmetChecks,
+} from 'knotless-core/forge/checks';
 import { commitVerdict, type CommitVerdict } from 'knotless-core/forge/checks-store';
+import { repoUri } from 'knotless-core/forge/records';
 import { ForgeStore } from 'knotless-core/forge/store';
 import { forgeRecords } from '../ingest/forge-records.ts';
 import { HttpError, type RepoTarget, type Site } from './site.ts';
@@ -24,3 +32,38 @@ export async function verdictOf(
   const readers = { resolve, check: forgeRecords.check, protection: forgeRecords.protection };
   return commitVerdict(store, readers, owner, repo.name, commit, branch, []);
 }
+
+/**
+ * `commit`'s checks as the index has them, judged by knotless-core's rules: by `branch`'s
+ * protection, or with no branch, with the runners any protected branch trusts marked trusted.
+ * What pages show; the merge itself reads the PDSes (verdictOf), at the moment it decides.
+ */
+export async function indexedVerdict(
+  site: Site,
+  repo: Pick<RepoTarget, 'did' | 'name'>,
+  commit: string,
+  branch: string | undefined,
+): Promise<CommitVerdict> {
+  const uri = repoUri(repo.did, repo.name);
+  const protection = repoProtection(await site.index.forge.protection(repo.did, repo.name), uri);
+  const rules = branch === undefined ? undefined : branchProtection(protection, branch);
+  const trusted = trustedRunners(protection, branch);
+  const rows = await site.index.forge.checks(
+    repo.did,
+    repo.name,
+    commit,
+    [repo.did, ...trusted],
+    SHOWN_OTHERS,
+  );
+  const shown = commitChecks(
+    rows.map((r) => r.check),
+    uri,
+    commit,
+    trusted,
+  );
+  const names = new Map(rows.map((r) => [r.check.runner, r.handle ?? r.check.runner]));
+  return { protection, branch: rules, shown, unmet: unmetChecks(rules, shown, names), names };
+}
+
+/** How many checks by runners that do not count a page shows of one commit, at most. */
+const SHOWN_OTHERS = 50;

@@ -68,4 +68,8 @@ form.stack{display:flex;flex-direction:column;gap:.3rem}form.stack input,form.st
 .error{border:1px solid #cf222e;border-radius:6px;padding:.4rem .8rem}
 table.code tr.notes td{white-space:normal;font-family:system-ui,sans-serif;padding:.4rem .8rem;border-top:1px solid var(--line);border-bottom:1px solid var(--line)}
 table.code td.n2 a{color:inherit}.stars{margin-left:.6rem}
+ul.checks{list-style:none;margin:0}ul.checks li{padding:.15rem 0}.ck-icon{display:inline-block;width:1.2em;font-weight:700}
+.ck-success .ck-icon,a.ck-badge.ck-success span{color:#1a7f37}.ck-failure .ck-icon,.ck-error .ck-icon,a.ck-badge.ck-failure span{color:#cf222e}.ck-pending .ck-icon,a.ck-badge.ck-pending span{color:#9a6700}
+.merge-checks{border:1px solid var(--line);border-radius:6px;padding:.4rem .8rem}.ignored-checks{border:1px solid #cf222e;border-radius:6px;padding:.4rem .8rem}
+@media (prefers-color-scheme:dark){.ck-success .ck-icon,a.ck-badge.ck-success span{color:#3fb950}.ck-failure .ck-icon,.ck-error .ck-icon,a.ck-badge.ck-failure span{color:#f85149}.ck-pending .ck-icon,a.ck-badge.ck-pending span{color:#d29922}}
 `;

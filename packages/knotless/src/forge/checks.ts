@@ -1,5 +1,5 @@
-// Checks and protection as the CLI reads them: from the PDSes directly (the appview does not index
-// checks), so only the accounts that can count are read: the owner's, the runners the protection
+// Checks and protection as the CLI reads them: from the PDSes directly (never the appview's index,
+// which is only as current as the streams it follows), so only the accounts that can count are read: the owner's, the runners the protection
 // trusts, the current account's and any the user names. The rules, and the reading, are
 // knotless-core's (forge/checks.ts, forge/checks-store.ts); the CLI hands in its resolver and readers.
 import type { Context } from '../context.ts';

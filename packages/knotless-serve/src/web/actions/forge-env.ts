@@ -3,7 +3,9 @@
 import type http from 'node:http';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import {
+  CHECK,
   COMMENT,
+  PROTECTION,
   ISSUE,
   ISSUE_STATE,
   PULL,
@@ -77,6 +79,8 @@ const NOUN: Record<ForgeCollection, string> = {
   [ISSUE_STATE]: "issue's state",
   [COMMENT]: 'comment',
   [STAR]: 'star',
+  [CHECK]: 'check',
+  [PROTECTION]: 'protection',
 };
 
 /** The HTTP status of a failure of the core's operations: who may (403), who was first (409). */

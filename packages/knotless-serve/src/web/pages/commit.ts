@@ -1,3 +1,5 @@
+import { indexedVerdict } from '../checks.ts';
+import { checksList } from './checks-view.ts';
 import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { diffStat, patchOf, type FileStat } from '../../mirror/diff.ts';
 import { commitInfo, log, mergeBase, resolveCommit } from '../../mirror/read.ts';
@@ -33,7 +35,7 @@ export async function pagedDiff(
 
 /** One commit: message, author, parents, short and full id, browse link, diffstat and paged diff. */
 export async function commitPage(
-  _site: Site,
+  site: Site,
   repo: RepoTarget,
   tail: string,
   pageNo: number,
@@ -69,7 +71,7 @@ export async function commitPage(
           </p>
         </div>
       </div>
-      ${diff}`,
+      ${checksList(await indexedVerdict(site, repo, oid, undefined))} ${diff}`,
   );
 }
 

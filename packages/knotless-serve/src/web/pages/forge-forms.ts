@@ -76,8 +76,8 @@ export function stateForm(repo: RepoTarget, base: string, author: string, state:
 /**
  * The owner's merge button: it names the head the page shows, and only that head is merged, and
  * the base branch's tip the page was rendered with (`baseTip`), which must still be the tip. While
- * the base branch's required checks have not passed (`checks`: each unmet one's reason, or why
- * they could not be read), the page says why, and a second button of its own merges anyway.
+ * the base branch's required checks have not passed (`unmet`, which the page says), a second button
+ * of its own merges anyway.
  */
 export function mergeForm(
   repo: RepoTarget,
@@ -85,27 +85,14 @@ export function mergeForm(
   state: string,
   head: string | undefined,
   baseTip: string | undefined,
-  checks: MergeChecks,
+  unmet: readonly unknown[],
 ): SafeHtml {
   const v = viewer();
   if (v === undefined || v.did !== repo.did || state !== 'open' || head === undefined) return html``;
   const fields = { head, ...(baseTip === undefined ? {} : { base: baseTip }) };
   const merge = postButton(`${base}/merge`, 'Merge pull request', fields);
-  if (checks.unreadable !== undefined)
-    return html`<p class="muted merge-checks">${checks.unreadable}</p>
-      ${merge}`;
-  if (checks.unmet.length === 0) return merge;
-  return html`<p class="merge-checks">
-      Not mergeable yet: the required checks have not passed:
-      ${checks.unmet.map((u, i) => html`${i === 0 ? '' : '; '}<span class="unmet">${u}</span>`)}.
-    </p>
-    ${merge} ${postButton(`${base}/merge-without-checks`, 'Merge without checks', fields)}`;
-}
-
-/** What the merge buttons know of the required checks: the unmet ones' reasons, or why unknown. */
-export interface MergeChecks {
-  unmet: readonly string[];
-  unreadable?: string;
+  if (unmet.length === 0) return merge;
+  return html`${merge} ${postButton(`${base}/merge-without-checks`, 'Merge without checks', fields)}`;
 }
 
 /**

@@ -10,9 +10,9 @@ import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { commitLink, repoHeader, short } from './common.ts';
 import { pagedDiff } from './commit.ts';
 import { commitList } from './commits.ts';
-import { commentForm, labelsForm, mergeForm, stateForm, type MergeChecks } from './forge-forms.ts';
-import { verdictOf } from '../checks.ts';
-import { viewer } from '../viewer.ts';
+import { commentForm, labelsForm, mergeForm, stateForm } from './forge-forms.ts';
+import { indexedVerdict } from '../checks.ts';
+import { checksBadge, checksList, mergeability } from './checks-view.ts';
 import { authorDid, commentList, statePill, userText } from './forge-common.ts';
 import { mergeWords, pullHref } from './pulls.ts';
 import { chosenLine, lineNotes } from './line-notes.ts';
@@ -39,7 +39,7 @@ function link(self: string, s: Shown, pageNo?: number): string {
   return `${self}?${q.toString()}`;
 }
 
-function roundsTable(self: string, rounds: Round[], shown: Shown): SafeHtml {
+function roundsTable(self: string, rounds: Round[], shown: Shown, badges: SafeHtml[]): SafeHtml {
   return html`<div class="box">
     <table class="list rounds">
       <caption class="sr">
@@ -52,6 +52,7 @@ function roundsTable(self: string, rounds: Round[], shown: Shown): SafeHtml {
           <td class="nowrap"><strong>Round ${i}</strong></td>
           <td class="mono nowrap">${short(r.base)}..${short(r.head)}</td>
           <td class="muted nowrap">${when(r.createdAt)}</td>
+          <td class="nowrap">${badges[i]}</td>
           <td class="nowrap">
             <a href="${link(self, { round: i, interdiff: false })}" ${mark(current && !shown.interdiff)}
               >diff</a
@@ -121,31 +122,6 @@ async function roundDiff(
     ${await pagedDiff(repo, from, round.head, pageNo, (p) => link(self, shown, p), notes)}`;
 }
 
-/**
- * The base branch's unmet required checks on the last round's head, for its owner's merge buttons
- * (only the owner merges, so only the owner's page reads the runners' PDSes). A PDS that does not
- * answer leaves the page up, saying so; the merge reads the checks again and decides.
- */
-async function mergeChecks(
-  site: Site,
-  repo: RepoTarget,
-  state: string,
-  base: string,
-  head: string | undefined,
-): Promise<MergeChecks> {
-  if (viewer()?.did !== repo.did || state !== 'open' || head === undefined) return { unmet: [] };
-  try {
-    return { unmet: (await verdictOf(site, repo, head, base)).unmet.map((u) => u.reason) };
-  } catch (err) {
-    const why = err instanceof Error ? err.message : String(err);
-    site.log(`checks of ${repo.owner}/${repo.name} at ${head} not read: ${why}`);
-    return {
-      unmet: [],
-      unreadable: 'The required checks could not be read just now; the merge reads them again.',
-    };
-  }
-}
-
 /** The head's repository as `owner/name:` when it is not the target itself (a fork), else ''. */
 async function headRepoName(site: Site, repo: RepoTarget, uri: string): Promise<string> {
   const u = parseAtUri(uri);
@@ -184,6 +160,9 @@ export async function pullPage(
   const id = `${pull.did}/${pull.rkey}`;
   const short = (await site.index.forge.shortIds('pulls', repo.did, repo.name)).get(pull.rkey) ?? pull.rkey;
   const merged = pull.merged === null ? '' : html`; merged as ${commitLink(repo, pull.merged)}`;
+  // Each round head's checks, judged by the base branch's protection (from the index).
+  const verdicts = await Promise.all(rounds.map((r) => indexedVerdict(site, repo, r.head, pull.base)));
+  const verdict = pull.state === 'open' ? verdicts[verdicts.length - 1] : undefined;
   // A merge that overrode the base branch's protection says so to everyone, with each check and why.
   const ignored = pull.ignored_checks === null ? [] : (JSON.parse(pull.ignored_checks) as string[]);
   return page(
@@ -206,9 +185,16 @@ export async function pullPage(
       <div class="box">${userText(pull.body)}</div>
       ${copyField('Check it out in a clone', `knotless pr checkout ${repo.owner}/${repo.name} ${id}`)}
       <h2>Rounds (${rounds.length})</h2>
-      ${roundsTable(self, rounds, shown)} ${await roundDiff(site, repo, pull, rounds, shown, pageNo, notes)}
+      ${roundsTable(
+        self,
+        rounds,
+        shown,
+        rounds.map((r, i) => checksBadge(repo, r.head, verdicts[i]!)),
+      )}
+      ${await roundDiff(site, repo, pull, rounds, shown, pageNo, notes)}
       ${commentList(comments, (r) => (r < rounds.length ? link(self, { round: r, interdiff: false }) : '#'))}
       ${commentForm(`${self}/comment`, rounds.length)}
+      ${verdict === undefined ? '' : html`${checksList(verdict)} ${mergeability(verdict, pull.base)}`}
       <p>
         ${mergeForm(
           repo,
@@ -216,7 +202,7 @@ export async function pullPage(
           pull.state,
           rounds[rounds.length - 1]?.head,
           await resolveCommit(repo.gitDir, `refs/heads/${pull.base}`),
-          await mergeChecks(site, repo, pull.state, pull.base, rounds[rounds.length - 1]?.head),
+          verdict?.unmet ?? [],
         )}
         ${stateForm(repo, self, pull.did, pull.state)}
         ${labelsForm(repo, self, JSON.parse(pull.labels) as string[])}

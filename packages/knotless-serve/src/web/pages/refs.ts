@@ -1,3 +1,5 @@
+import { indexedVerdict } from '../checks.ts';
+import { checksBadge } from './checks-view.ts';
 import { aheadBehind, aheadBehindKnown, aheadBehindStarted, type DatedRef } from '../../mirror/history.ts';
 import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { symbolicHead } from '../../mirror/read.ts';
@@ -12,7 +14,7 @@ const PER_PAGE = 50;
 const AHEAD_BUDGET_MS = 250;
 
 /** Branches, newest first, each with how far ahead of and behind the default branch it is. */
-export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number): Promise<string> {
+export async function branchesPage(site: Site, repo: RepoTarget, pageNo: number): Promise<string> {
   requireMirror(repo);
   const { branches } = await mirrorRefs(repo.gitDir);
   const headName = await symbolicHead(repo.gitDir);
@@ -38,6 +40,10 @@ export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number
   );
   const base = [repo.owner, repo.name];
   const defName = head?.name.slice('refs/heads/'.length);
+  // Each tip's checks, judged by its branch's protection.
+  const checks = await Promise.all(
+    shown.map((b) => indexedVerdict(site, repo, b.oid, b.name.slice('refs/heads/'.length))),
+  );
   const self = href(...base, 'branches');
   return page(
     `Branches of ${repo.owner}/${repo.name}`,
@@ -54,6 +60,7 @@ export async function branchesPage(_site: Site, repo: RepoTarget, pageNo: number
             return html`<tr>
               <td><a class="mono" href="${pathHref([...base, 'tree'], name)}">${name}</a></td>
               <td class="hide-narrow">${commitLink(repo, b.oid)} <span class="muted">${b.subject}</span></td>
+              <td class="nowrap">${checksBadge(repo, b.oid, checks[i]!)}</td>
               <td class="muted nowrap">${when(b.date)}</td>
               <td class="nowrap">
                 ${

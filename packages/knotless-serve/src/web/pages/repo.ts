@@ -1,3 +1,5 @@
+import { indexedVerdict } from '../checks.ts';
+import { checksBadge } from './checks-view.ts';
 import fs from 'node:fs';
 import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { commitCount, lastCommits, type DatedRef, type LastCommit } from '../../mirror/history.ts';
@@ -134,6 +136,7 @@ async function codeView(
         : html`<p class="latest">
             ${commitLink(repo, latest.oid)} ${latest.subject}
             <span class="muted">${latest.author}, ${when(latest.date)}</span>
+            ${checksBadge(repo, latest.oid, await indexedVerdict(site, repo, latest.oid, undefined))}
           </p>`
     }
     ${treeTable(repo, ref, path, entries, last)} ${await readme(site, repo, ref, oid, path, entries)}`;

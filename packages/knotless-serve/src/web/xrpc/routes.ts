@@ -6,6 +6,7 @@ import { XrpcHttpError, type XrpcHandler } from './common.ts';
 import { getIssue } from './get-issue.ts';
 import { getPull } from './get-pull.ts';
 import { getRepo } from './get-repo.ts';
+import { listChecks } from './list-checks.ts';
 import { listIssues } from './list-issues.ts';
 import { listPulls } from './list-pulls.ts';
 import { listPushes } from './list-pushes.ts';
@@ -24,6 +25,7 @@ const QUERIES: Record<string, XrpcHandler> = {
   'dev.knotless.getPull': getPull,
   'dev.knotless.listIssues': listIssues,
   'dev.knotless.getIssue': getIssue,
+  'dev.knotless.listChecks': listChecks,
 };
 
 function send(res: http.ServerResponse, status: number, body: unknown): void {
