@@ -87,3 +87,27 @@ export function parseLfsRecord(value: unknown, overhead = 0): LfsRecord {
     throw corrupt('a blob larger than its part of the object');
   return record;
 }
+
+/** The largest file git-lfs writes as a pointer; anything longer is a file of its own. */
+const MAX_POINTER_BYTES = 1024;
+
+/**
+ * The object a Git LFS pointer file names (git-lfs's spec v1: `version`, `oid sha256:<hex>`,
+ * `size <n>`, each on its own line, keys sorted, nothing else but other `key value` lines), or
+ * undefined when `content` is not one: the appview shows such a file as the object it stands for.
+ */
+export function parseLfsPointer(content: Uint8Array): { oid: string; size: number } | undefined {
+  if (content.length > MAX_POINTER_BYTES) return undefined;
+  const text = Buffer.from(content.buffer, content.byteOffset, content.byteLength).toString('utf8');
+  const lines = text.split('\n');
+  if (lines.pop() !== '' || lines[0] !== 'version https://git-lfs.github.com/spec/v1') return undefined;
+  let oid: string | undefined;
+  let size: number | undefined;
+  for (const line of lines.slice(1)) {
+    const m = /^([a-z0-9.-]+) (.+)$/.exec(line);
+    if (m === null) return undefined;
+    if (m[1] === 'oid') oid = /^sha256:([0-9a-f]{64})$/.exec(m[2]!)?.[1];
+    else if (m[1] === 'size') size = /^\d{1,15}$/.test(m[2]!) ? Number(m[2]) : undefined;
+  }
+  return oid === undefined || size === undefined ? undefined : { oid, size };
+}

@@ -1,4 +1,12 @@
+import fs from 'node:fs';
 import type http from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { isKnotlessError } from 'knotless-core/errors';
+import { downloadLfsObject } from 'knotless-core/ops/lfs';
+import { parseLfsPointer } from 'knotless-core/records/lfs-record';
+import type { Identity } from 'knotless-core/identity/resolver';
+import { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { pathType, readBlob } from '../../mirror/read.ts';
 import { html, humanSize, page, pathHref } from '../html.ts';
 import { renderCode } from '../render.ts';
@@ -39,21 +47,27 @@ export async function blobPage(_site: Site, repo: RepoTarget, tail: string): Pro
   const at2 = `${at.ref}/${at.path}`;
   // Counted once, for the limit and the sentence.
   const lines = blob.content === undefined ? 0 : lineCount(blob.content);
+  // A Git LFS pointer stands for its object: shown as such, its size the object's, served raw.
+  const lfs = blob.content === undefined ? undefined : parseLfsPointer(blob.content);
   const body =
-    blob.content === undefined
-      ? html`<p class="pad muted">This file is too large to show (${humanSize(blob.size)}).</p>`
-      : isBinary(blob.content)
-        ? html`<p class="pad muted">Binary file (${humanSize(blob.size)}).</p>`
-        : lines > MAX_LINES
-          ? html`<p class="pad muted">This file has ${lines} lines, too many to show here; see it raw.</p>`
-          : renderCode(at.path, blob.content.toString('utf8'));
+    lfs !== undefined
+      ? html`<p class="pad muted">Stored with Git LFS (${humanSize(lfs.size)}); Raw downloads it.</p>`
+      : blob.content === undefined
+        ? html`<p class="pad muted">This file is too large to show (${humanSize(blob.size)}).</p>`
+        : isBinary(blob.content)
+          ? html`<p class="pad muted">Binary file (${humanSize(blob.size)}).</p>`
+          : lines > MAX_LINES
+            ? html`<p class="pad muted">This file has ${lines} lines, too many to show here; see it raw.</p>`
+            : renderCode(at.path, blob.content.toString('utf8'));
   return page(
     `${at.path} at ${at.ref}`,
     html`${repoHeader(repo, at.ref)}${crumbs(repo, at.ref, at.path)}
       <div class="box">
         <div class="head bar">
           <span class="mono">${at.path.split('/').pop()}</span>
-          <span class="muted">${humanSize(blob.size)}</span>
+          <span class="muted"
+            >${humanSize(lfs?.size ?? blob.size)}${lfs === undefined ? '' : ' (Git LFS)'}</span
+          >
           <span class="grow"></span>
           <a href="${pathHref([...base, 'raw'], at2)}">Raw</a>
           <a href="${pathHref([...base, 'blame'], at2)}">Blame</a>
@@ -90,14 +104,24 @@ function contentType(path: string, content: Buffer): string {
   return isBinary(content) ? 'application/octet-stream' : 'text/plain; charset=utf-8';
 }
 
-/** A file's bytes as plain text (never HTML, whatever it holds), an image, or a download. */
-export async function rawBlob(repo: RepoTarget, tail: string, res: http.ServerResponse): Promise<void> {
+/**
+ * A file's bytes as plain text (never HTML, whatever it holds), an image, or a download. A Git LFS
+ * pointer is answered with its object, read from the owner's PDS (public repositories only).
+ */
+export async function rawBlob(
+  site: Site,
+  repo: RepoTarget,
+  tail: string,
+  res: http.ServerResponse,
+): Promise<void> {
   const at = await refPath(repo, tail);
   if ((await pathType(repo.gitDir, at.oid, at.path)) !== 'blob')
     throw new HttpError(404, `No file ${at.path} at ${at.ref}.`);
   const blob = await readBlob(repo.gitDir, at.oid, at.path, MAX_RAW);
   if (blob.content === undefined)
     throw new HttpError(413, 'This file is too large to serve here; clone the repository.');
+  const lfs = parseLfsPointer(blob.content);
+  if (lfs !== undefined) return rawLfs(site, repo, lfs, at.path, res);
   if (res.headersSent) return;
   res
     .writeHead(200, {
@@ -106,4 +130,69 @@ export async function rawBlob(repo: RepoTarget, tail: string, res: http.ServerRe
       'x-content-type-options': 'nosniff',
     })
     .end(blob.content);
+}
+
+/** A Git LFS object, fetched from the owner's PDS (each blob and the whole checked) and streamed. */
+async function rawLfs(
+  site: Site,
+  repo: RepoTarget,
+  object: { oid: string; size: number },
+  name: string,
+  res: http.ServerResponse,
+): Promise<void> {
+  // A private repository's objects are encrypted for its members; the appview holds no key.
+  if (repo.private)
+    throw new HttpError(404, 'This file is stored with Git LFS in a private repository; clone it.');
+  if (object.size > MAX_RAW)
+    throw new HttpError(
+      413,
+      'This Git LFS file is too large to serve here; clone the repository and git lfs pull.',
+    );
+  const owner = await site.identities.owner(repo.did);
+  if (owner.pds === null) throw new HttpError(502, 'That account has no PDS the appview can reach.');
+  const identity = {
+    did: owner.did,
+    pds: owner.pds,
+    ...(owner.handle === null ? {} : { handle: owner.handle }),
+  } as Identity;
+  const client = site.forge.client(owner.pds);
+  const remote = new RemoteRepo({ reader: client, writer: () => client }, identity, repo.name, (m) =>
+    site.log(m),
+  );
+  const cacheDir = site.forge.config.cacheDir;
+  const cache = new BlobCache(cacheDir);
+  let file: string;
+  try {
+    file = await downloadLfsObject(
+      remote,
+      { cache, cacheDir, say: (m) => site.log(m) },
+      object,
+      cache.tempDir,
+      () => {},
+    );
+  } catch (err) {
+    if (isKnotlessError(err, 'not-found'))
+      throw new HttpError(404, 'This Git LFS file is not stored in the PDS.');
+    if (isKnotlessError(err)) throw new HttpError(502, err.message);
+    throw err;
+  }
+  try {
+    if (res.headersSent) return;
+    const head = Buffer.alloc(Math.min(8000, object.size));
+    const fd = fs.openSync(file, 'r');
+    try {
+      fs.readSync(fd, head, 0, head.length, 0);
+    } finally {
+      fs.closeSync(fd);
+    }
+    res.writeHead(200, {
+      'content-type': contentType(name, head),
+      'content-length': String(object.size),
+      'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+      'x-content-type-options': 'nosniff',
+    });
+    await pipeline(fs.createReadStream(file), res);
+  } finally {
+    fs.rmSync(file, { force: true });
+  }
 }
