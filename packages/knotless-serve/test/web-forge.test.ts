@@ -364,10 +364,11 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
       page.waitForResponse((r) => r.request().method() === 'POST'),
       page.getByRole('button', { name: 'Comment' }).click(),
     ]);
-    assert.match(
-      await page.locator('main').innerText(),
-      /^401\s+Your sign-in has expired or was revoked; sign in again\.$/,
+    assert.equal(
+      (await page.getByRole('alert').innerText()).trim(),
+      'Your sign-in has expired or was revoked; sign in again.',
     );
+    assert.equal(await page.getByLabel('Comment').inputValue(), 'written with revoked tokens');
     assert.equal(answer.status(), 401);
     assert.equal((await listOwn(t, 'bob.test', 'dev.knotless.comment')).length, 1);
   });

@@ -14,25 +14,57 @@ type Session = Awaited<ReturnType<OAuthClient['restore']>>;
 /** The writer the forge operations take: an authorizer with the account it acts for. */
 export type ReaderAuth = Authorizer & { session: { did: string; handle: string; pds: string } };
 
-/** The sentence for a session the PDS no longer honours (the reader signs in again). */
+/** The sentence for a sign-in the PDS no longer honours (the reader signs in again). */
 export function signedOut(): KnotlessError {
   return new KnotlessError('session-expired', 'Your sign-in has expired or was revoked; sign in again.');
 }
 
+/**
+ * The sentence for a sign-in granted by the PDS the account has since left. No OAuth session
+ * follows an account to another PDS (each PDS's authorization server keeps its own tokens), so the
+ * reader signs in again, there.
+ */
+export function movedSignIn(handle: string, from: string, to: string): KnotlessError {
+  return new KnotlessError(
+    'session-expired',
+    `${safeText(handle)} moved from ${safeText(from)} to ${safeText(to)} since you signed in here; sign in again to write there.`,
+  );
+}
+
+/** What a reader's OAuth session needs from the appview besides the library. */
+export interface ReaderAuthContext {
+  oauth: OAuth;
+  client: OAuthClient;
+  transport: Transport;
+  /** The PDS that granted the account's stored session (its tokens' audience), if one is stored. */
+  grantedBy(did: string): Promise<string | undefined>;
+  /** The account's PDS now, resolved afresh. */
+  pdsNow(did: string): Promise<string | undefined>;
+  /** Ends the account's browser sessions here: its sign-in no longer holds. */
+  ended(did: string): Promise<void>;
+}
+
 /** Restores the reader's OAuth session and wraps it as an authorizer. */
-export async function readerAuth(
-  oauth: OAuth,
-  client: OAuthClient,
-  did: string,
-  handle: string,
-  transport: Transport,
-  onEnded: (did: string) => Promise<void>,
-): Promise<ReaderAuth> {
+export async function readerAuth(ctx: ReaderAuthContext, did: string, handle: string): Promise<ReaderAuth> {
+  const { oauth, client, transport } = ctx;
+  // Read before the library may drop a session it cannot refresh: where the sign-in was granted.
+  const granted = await ctx.grantedBy(did);
+  /**
+   * The sign-in is over: its browser sessions end, and the sentence says whether the account
+   * moved to another PDS (the reason a session nobody revoked stops holding) or not.
+   */
+  const over = async (): Promise<KnotlessError> => {
+    await ctx.ended(did);
+    const now = granted === undefined ? undefined : await ctx.pdsNow(did);
+    if (granted !== undefined && now !== undefined && new URL(now).origin !== new URL(granted).origin)
+      return movedSignIn(handle, new URL(granted).origin, new URL(now).origin);
+    return signedOut();
+  };
   let session: Session;
   try {
     session = await client.restore(did, 'auto');
   } catch (err) {
-    throw ended(oauth, err) ? signedOut() : err;
+    throw ended(oauth, err) ? await over() : err;
   }
   // The token's audience is the reader's PDS: the only server the tokens go to.
   const pdsOrigin = new URL((await session.getTokenInfo(false)).aud).origin;
@@ -40,10 +72,9 @@ export async function readerAuth(
     session: { did, handle, pds: pdsOrigin },
     headers: () => Promise.resolve({}),
     // The library already refreshed and retried once: a token still refused is a sign-in that is
-    // over (revoked at the PDS, or expired for good). Its browser sessions end with it.
+    // over (revoked at the PDS, expired for good, or the account gone from that PDS).
     async renew() {
-      await onEnded(did);
-      throw signedOut();
+      throw await over();
     },
     async send(url: URL, init: HttpRequest): Promise<HttpResponse> {
       if (url.origin !== pdsOrigin) return transport.request(url, init);
@@ -55,7 +86,7 @@ export async function readerAuth(
           ...(init.body === null ? {} : { body: (await bodyBytes(init.body)) as BodyInit }),
         });
       } catch (err) {
-        if (ended(oauth, err)) throw signedOut();
+        if (ended(oauth, err)) throw await over();
         throw new KnotlessError(
           'pds-unreachable',
           `Your PDS could not be reached (${safeText(err instanceof Error ? err.message : String(err), 200)}); try again.`,

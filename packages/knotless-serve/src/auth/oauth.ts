@@ -31,6 +31,8 @@ export interface SignIn {
    * before any token is asked for.
    */
   appStateOf(stateKey: string): Promise<string | undefined>;
+  /** The PDS that granted an account's stored session (its tokens' audience), if one is stored. */
+  grantedBy(did: string): Promise<string | undefined>;
 }
 
 /** True for a URL on this machine, where a loopback client is the form PDSes accept. */
@@ -179,5 +181,6 @@ export async function makeSignIn(opts: {
     confidential,
     jwks: client.jwks,
     appStateOf: async (stateKey) => (await store.stateStore.get(stateKey))?.appState,
+    grantedBy: async (did) => (await store.sessionStore.get(did))?.tokenSet.aud,
   };
 }

@@ -18,6 +18,7 @@ import { html, page, pathHref, withoutUnsafe, type SafeHtml } from '../html.ts';
 import { crumbs, refPath, repoHeader } from '../pages/common.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { viewer } from '../viewer.ts';
+import { signInLapsed } from './sign-in-lapsed.ts';
 import { field, identityOf, remoteRepo, seeOther, statusOf, writerFor, type Form } from './forge-env.ts';
 
 /** Largest file edited in the browser: the one limit both the page and the post hold to. */
@@ -184,6 +185,8 @@ export async function editFile(
         `${branch} moved since this file was opened (someone pushed); open it again and redo the edit.`,
       );
     if (err instanceof KnotlessError && err.code === 'usage') throw refuse(400, err.message);
+    if (err instanceof KnotlessError && err.code === 'session-expired')
+      throw signInLapsed(site, res, form, 'edit', err.message);
     if (err instanceof KnotlessError) throw new HttpError(statusOf(err), err.message);
     throw err;
   } finally {

@@ -26,8 +26,26 @@ import { HttpError, type Site } from '../site.ts';
 /** The reader's OAuth session as a writer for the core's operations. */
 export async function writerFor(site: Site, viewer: Viewer): Promise<ReaderAuth> {
   if (site.signIn === undefined) throw new HttpError(404, 'Sign-in is not set up on this appview.');
-  return readerAuth(site.signIn.oauth, site.signIn.client, viewer.did, viewer.handle, site.transport, (did) =>
-    site.sessions.endAll(did),
+  const signIn = site.signIn;
+  return readerAuth(
+    {
+      oauth: signIn.oauth,
+      client: signIn.client,
+      transport: site.transport,
+      grantedBy: (did) => signIn.grantedBy(did),
+      async pdsNow(did) {
+        try {
+          return (await site.identities.owner(did, true)).pds ?? undefined;
+        } catch (err) {
+          // Unresolved, the sentence cannot name a move: it says the sign-in no longer holds.
+          site.log(`resolving ${did} after its sign-in lapsed: ${String(err)}`);
+          return undefined;
+        }
+      },
+      ended: (did) => site.sessions.endAll(did),
+    },
+    viewer.did,
+    viewer.handle,
   );
 }
 
@@ -107,11 +125,18 @@ export function statusOf(err: KnotlessError): number {
   }
 }
 
-/** Runs an action, turning the core's errors into one sentence with its status. */
-export async function asPage<T>(work: () => Promise<T>): Promise<T> {
+/**
+ * Runs an action, turning the core's errors into one sentence with its status; a sign-in that no
+ * longer holds is answered by `lapsed` when given (the form's own page, with what was typed).
+ */
+export async function asPage<T>(
+  work: () => Promise<T>,
+  lapsed?: (sentence: string) => HttpError,
+): Promise<T> {
   try {
     return await work();
   } catch (err) {
+    if (lapsed !== undefined && isKnotlessError(err, 'session-expired')) throw lapsed(err.message);
     if (err instanceof KnotlessError) throw new HttpError(statusOf(err), err.message);
     throw err;
   }

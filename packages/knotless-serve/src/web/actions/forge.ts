@@ -12,6 +12,7 @@ import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { MAX_FORM_BYTES, SIGN_IN_TO_ACT, signedIn, type Route, type RouteContext } from '../route-table.ts';
 import { forgeRecords } from '../../ingest/forge-records.ts';
 import { merge, mergeWithoutChecks, setLabels, setState } from './decide.ts';
+import { signInLapsed } from './sign-in-lapsed.ts';
 import { star } from './star.ts';
 import {
   asPage,
@@ -55,7 +56,10 @@ function repoAction(
           403,
           `${repo.owner}/${repo.name} is private, and pull requests and issues are public records, so none is kept for it.`,
         );
-      await asPage(() => act(ctx, signedIn(ctx), repo));
+      await asPage(
+        () => act(ctx, signedIn(ctx), repo),
+        (sentence) => signInLapsed(ctx.site, ctx.res, ctx.form, ctx.url.pathname, sentence),
+      );
       return undefined;
     },
   };
