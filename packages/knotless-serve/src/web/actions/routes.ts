@@ -7,6 +7,7 @@ import { newFeed } from '../pages/notifications.ts';
 import { EDIT_FORM_BYTES, editFile } from './edit.ts';
 import { forgeRoutes } from './forge.ts';
 import { signOut, startSignIn } from './sign-in.ts';
+import { webhookRoutes } from './webhooks.ts';
 
 export const actionRoutes: Route[] = [
   {
@@ -48,4 +49,5 @@ export const actionRoutes: Route[] = [
       void (await editFile(ctx.site, signedIn(ctx), await ctx.repo(), ctx.form, ctx.res)),
   },
   ...forgeRoutes,
+  ...webhookRoutes,
 ];

@@ -4,6 +4,7 @@ import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { resolveCommit } from '../../mirror/read.ts';
 import { html, href, pathHref, type SafeHtml } from '../html.ts';
 import { HttpError, type RepoTarget } from '../site.ts';
+import { viewer } from '../viewer.ts';
 
 /** A ref (or commit id) and a path inside it, split from a URL tail like `feature/x/src/a.ts`. */
 export interface RefPath {
@@ -37,7 +38,7 @@ export async function refPath(repo: RepoTarget, tail: string): Promise<RefPath> 
 }
 
 /** The repository's tabs, the current one marked for readers and screen readers alike. */
-export type Tab = 'code' | 'commits' | 'branches' | 'tags' | 'pulls' | 'issues';
+export type Tab = 'code' | 'commits' | 'branches' | 'tags' | 'pulls' | 'issues' | 'settings';
 
 /** The owner/name heading and the repository's tabs. */
 export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): SafeHtml {
@@ -50,6 +51,10 @@ export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): S
     ['tags', 'Tags', href(...base, 'tags')],
     ['pulls', 'Pull requests', href(...base, 'pulls')],
     ['issues', 'Issues', href(...base, 'issues')],
+    // Only its owner manages a repository's settings (its webhooks).
+    ...(viewer()?.did === repo.did
+      ? [['settings', 'Settings', href(...base, 'settings', 'webhooks')] as [Tab, string, string]]
+      : []),
   ];
   return html`<h1>
       <a href="${href(repo.owner)}">${repo.owner}</a> / <a href="${href(...base)}">${repo.name}</a>
