@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
+import { spawnAgent } from './helpers/agent.ts';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
 import { commitFiles, newRepo, repoMaker, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -13,15 +14,19 @@ const BLOB_LIMIT = 1024 * 1024;
 const t = useNetwork(['alice.test'], { blobUploadLimit: BLOB_LIMIT });
 let proxy: Proxy | undefined;
 let crashAt: string | undefined;
+let agentSocket: string | undefined;
+let agentPid = 0;
 // Every process (git, the helper, git-lfs's transfer agent) reaches the PDS through the counting proxy.
 const alice = useGitUser(t, 'alice.test', () => ({
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
   ...(crashAt === undefined ? {} : { KNOTLESS_CRASH_AT: crashAt }),
+  ...(agentSocket === undefined ? {} : { KNOTLESS_AGENT_SOCKET: agentSocket }),
 }));
 
 before(async () => {
   await t.ready;
-  proxy = await startProxy({ target: t.net.pdsUrl });
+  // The agent's requests are told apart from the others' by the process holding the connection.
+  proxy = await startProxy({ target: t.net.pdsUrl, watchPids: () => (agentPid === 0 ? [] : [agentPid]) });
 });
 after(() => proxy?.close());
 const createRepo = repoMaker(alice, 'alice.test', 'lfs');
@@ -186,5 +191,42 @@ describe('Git LFS objects stored in the PDS', () => {
     proxy!.reset();
     await alice.ok(dir, 'push', 'origin', 'main');
     assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 2);
+  });
+
+  it('moves LFS objects through the warm agent when one runs: the agent sends their blobs', async () => {
+    const socket = path.join(t.tmpdir(), 'agent.sock');
+    const agent = await spawnAgent(socket, { ...alice.env, KNOTLESS_SERVICE: proxy!.url });
+    agentPid = agent.child.pid!;
+    agentSocket = socket;
+    try {
+      const url = await createRepo();
+      const dir = await lfsRepo(alice, url);
+      const big = crypto.randomBytes(2 * BLOB_LIMIT + 5);
+      await commitFiles(alice, dir, { 'big.bin': big }, 'big');
+      proxy!.reset();
+      await alice.ok(dir, 'push', 'origin', 'main');
+      const uploads = proxy!.requests.filter((r) => r.nsid === 'com.atproto.repo.uploadBlob');
+      assert.equal(uploads.length, 3);
+      assert.ok(
+        uploads.every((r) => r.pid === agentPid),
+        'a blob upload did not go through the agent',
+      );
+
+      fs.rmSync(path.join(alice.env['KNOTLESS_CACHE_DIR']!, 'blobs'), { recursive: true, force: true });
+      proxy!.reset();
+      const out = alice.dir();
+      await alice.ok(out, 'clone', '-q', url, 'c');
+      assert.ok(fs.readFileSync(path.join(out, 'c', 'big.bin')).equals(big));
+      const downloads = proxy!.requests.filter((r) => r.nsid === 'com.atproto.sync.getBlob');
+      assert.equal(downloads.length, 3);
+      assert.ok(
+        downloads.every((r) => r.pid === agentPid),
+        'a blob download did not go through the agent',
+      );
+    } finally {
+      agentSocket = undefined;
+      await agent.stop();
+      agentPid = 0;
+    }
   });
 });
