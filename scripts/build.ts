@@ -47,7 +47,7 @@ const VENDOR: Record<string, string> = {
  * dist/vendor/<file> with tree shaking, so that only what they name is loaded (see agent/stream-libs.ts).
  */
 const VENDOR_PARTS: Record<string, string> = {
-  // The agent's event stream: loaded by `knotless agent` only.
+  // The event stream's libraries: loaded by `knotless agent` and `knotless runner` only.
   'agent/stream-libs.ts': 'agent-stream.cjs',
 };
 

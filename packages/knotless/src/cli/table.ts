@@ -34,6 +34,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'pr label': () => import('./commands/pr-label.ts'),
   'check set': () => import('./commands/check-set.ts'),
   'check list': () => import('./commands/check-list.ts'),
+  runner: () => import('./commands/runner.ts'),
   'issue create': () => import('./commands/issue-create.ts'),
   'issue list': () => import('./commands/issue-list.ts'),
   'issue view': () => import('./commands/issue-view.ts'),

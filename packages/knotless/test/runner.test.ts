@@ -1,0 +1,231 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { KNOTLESS_BIN } from './helpers/cli.ts';
+import { NO_CLONE, json, newSite, pdsOf, tipOf, useForgeNet } from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
+
+const {
+  t,
+  users: [alice, bob],
+  env,
+} = useForgeNet(['alice.test', 'bob.test']);
+
+interface ListJson {
+  checks: { context: string; state: string; runner: string; description?: string }[];
+}
+
+/** A `knotless runner` process as bob, its stderr read line by line. */
+class RunnerProcess {
+  readonly child: ChildProcess;
+  readonly lines: string[] = [];
+  #partial = '';
+  #waiters: Array<() => void> = [];
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  constructor(args: string[]) {
+    this.child = spawn(process.execPath, [KNOTLESS_BIN, 'runner', ...args], {
+      env: { ...bob.env, ...env() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child.stderr!.setEncoding('utf8').on('data', (d: string) => {
+      const parts = (this.#partial + d).split('\n');
+      this.#partial = parts.pop()!;
+      this.lines.push(...parts);
+      for (const w of this.#waiters.splice(0)) w();
+    });
+    this.exited = new Promise((resolve) =>
+      this.child.on('exit', (code, signal) => {
+        for (const w of this.#waiters.splice(0)) w();
+        resolve({ code, signal });
+      }),
+    );
+    running.add(this);
+  }
+
+  /** The first line matching `re` (waiting for it); fails if the runner exits first. */
+  async line(re: RegExp): Promise<string> {
+    for (;;) {
+      const found = this.lines.find((l) => re.test(l));
+      if (found !== undefined) return found;
+      if (this.child.exitCode !== null || this.child.signalCode !== null)
+        assert.fail(`the runner exited before printing ${re}:\n${this.lines.join('\n')}`);
+      await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    }
+  }
+}
+
+const running = new Set<RunnerProcess>();
+after(() => {
+  for (const r of running)
+    if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
+});
+
+let clone = NO_CLONE;
+let runs = '';
+let scratch = '';
+let head0 = '';
+
+/** Pushes a commit whose ci.sh is `script` to alice's main; returns its id and its short form. */
+async function push(script: string, message: string): Promise<{ id: string; short: string }> {
+  const id = await commitFiles(alice, clone, { 'ci.sh': script }, message);
+  await alice.ok(clone, 'push', '-q', 'origin', 'main');
+  return { id, short: id.slice(0, 12) };
+}
+
+/** A fifo the test writes to when a run may go on: a command waits on it, not on a clock. */
+async function fifo(name: string): Promise<string> {
+  const p = path.join(scratch, name);
+  const made = spawn('mkfifo', [p]);
+  const code = await new Promise<number | null>((resolve) => made.on('exit', resolve));
+  assert.equal(code, 0, `mkfifo ${p}`);
+  return p;
+}
+
+/** Every run the command made, one commit id a line, in order. */
+function runsOf(): string[] {
+  return fs.readFileSync(runs, 'utf8').trim().split('\n');
+}
+
+/** bob's check records on `commit`, oldest first (straight from his PDS). */
+async function bobsRecords(commit: string): Promise<{ state: string; description?: string }[]> {
+  const url = `${pdsOf(t, 'bob.test')}/xrpc/com.atproto.repo.listRecords?repo=${t.dids['bob.test']}&collection=dev.knotless.check&limit=100&reverse=true`;
+  const body = (await (await fetch(url)).json()) as {
+    records: { value: { commit: string; state: string; description?: string } }[];
+  };
+  return body.records
+    .filter((r) => r.value.commit === commit)
+    .map((r) => ({
+      state: r.value.state,
+      ...(r.value.description === undefined ? {} : { description: r.value.description }),
+    }));
+}
+
+function runnerArgs(...more: string[]): string[] {
+  return [
+    '--repo',
+    'alice.test/site',
+    '--context',
+    'test',
+    ...more,
+    '--',
+    'sh',
+    '-c',
+    `echo "$KNOTLESS_RUNNER_COMMIT" >> '${runs}'; exec sh ci.sh`,
+  ];
+}
+
+describe('knotless runner', () => {
+  let first: RunnerProcess;
+
+  it('alice has a repository; bob runs a runner for it, which checks the head it finds', async () => {
+    await t.ready;
+    clone = await newSite(alice, 'alice.test');
+    head0 = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    scratch = t.tmpdir();
+    runs = path.join(scratch, 'runs');
+    fs.writeFileSync(runs, '');
+    first = new RunnerProcess(runnerArgs());
+    await first.line(/^knotless runner: watching alice\.test\/site for test \(state and logs: /);
+    // The first commit has no ci.sh: `sh ci.sh` fails.
+    await first.line(new RegExp(`^knotless runner: ${head0.slice(0, 12)} on main: failure \\(log: `));
+  });
+
+  it('a push turns into pending, then failure with the output in the description and the log', async () => {
+    const gate = await fifo('gate-a');
+    const a = await push(`read go < '${gate}'\necho "2 of 5 tests failed"\nexit 1\n`, 'break a test');
+    await first.line(new RegExp(`^knotless runner: ${a.short} on main: pending$`));
+    const pending = json<ListJson>(
+      await alice.knotless('check', 'list', 'alice.test/site', a.id, '--runner', 'bob.test', '--json'),
+    );
+    assert.deepEqual(
+      pending.checks.map((c) => [c.context, c.state, c.runner]),
+      [['test', 'pending', 'bob.test']],
+    );
+    await fs.promises.writeFile(gate, 'go\n');
+    const done = await first.line(
+      new RegExp(`^knotless runner: ${a.short} on main: failure \\(log: (.*)\\)$`),
+    );
+    const log = /\(log: (.*)\)$/.exec(done)![1]!;
+    assert.match(fs.readFileSync(log, 'utf8'), /^2 of 5 tests failed\n$/);
+    const failed = json<ListJson>(
+      await alice.knotless('check', 'list', 'alice.test/site', a.id, '--runner', 'bob.test', '--json'),
+    );
+    assert.deepEqual(
+      failed.checks.map((c) => [c.state, c.description]),
+      [['failure', 'exit 1: 2 of 5 tests failed']],
+    );
+  });
+
+  it('the next push turns into success', async () => {
+    const b = await push('echo "all 5 tests passed"\n', 'fix the test');
+    await first.line(new RegExp(`^knotless runner: ${b.short} on main: success \\(log: `));
+    const listed = json<ListJson>(
+      await alice.knotless('check', 'list', 'alice.test/site', 'main', '--runner', 'bob.test', '--json'),
+    );
+    assert.deepEqual(
+      listed.checks.map((c) => [c.state, c.description]),
+      [['success', 'passed: all 5 tests passed']],
+    );
+  });
+
+  it('a runner killed mid-run, started again, turns its pending into error, runs that commit again and nothing else', async () => {
+    const gate = await fifo('gate-c');
+    const started = await fifo('started-c');
+    const c = await push(`echo started > '${started}'\nread go < '${gate}'\necho "c is fine"\n`, 'slow test');
+    await first.line(new RegExp(`^knotless runner: ${c.short} on main: pending$`));
+    // Killed while its command runs (the command has said so through the fifo).
+    assert.equal(await fs.promises.readFile(started, 'utf8'), 'started\n');
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const second = new RunnerProcess(runnerArgs());
+    await second.line(
+      new RegExp(`^knotless runner: ${c.short} on main: error \\(an earlier runner stopped mid-run\\)$`),
+    );
+    await second.line(new RegExp(`^knotless runner: ${c.short} on main: pending$`));
+    assert.equal(await fs.promises.readFile(started, 'utf8'), 'started\n');
+    await fs.promises.writeFile(gate, 'go\n');
+    await second.line(new RegExp(`^knotless runner: ${c.short} on main: success \\(log: `));
+    assert.deepEqual(
+      (await bobsRecords(c.id)).map((r) => r.state),
+      ['pending', 'error', 'pending', 'success'],
+    );
+    const all = runsOf();
+    for (const reported of new Set(all))
+      assert.equal(all.filter((r) => r === reported).length, reported === c.id ? 2 : 1, all.join('\n'));
+    assert.equal(new Set(all).size, 4);
+
+    // Ctrl-C during a run: the run is recorded as an error before the runner exits.
+    const gateD = await fifo('gate-d');
+    const startedD = await fifo('started-d');
+    const d = await push(`echo started > '${startedD}'\nread go < '${gateD}'\n`, 'a test that hangs');
+    await second.line(new RegExp(`^knotless runner: ${d.short} on main: pending$`));
+    assert.equal(await fs.promises.readFile(startedD, 'utf8'), 'started\n');
+    second.child.kill('SIGINT');
+    await second.line(new RegExp(`^knotless runner: ${d.short} on main: error \\(stopped\\)$`));
+    assert.deepEqual(await second.exited, { code: 0, signal: null });
+    assert.deepEqual(
+      (await bobsRecords(d.id)).map((r) => r.state),
+      ['pending', 'error'],
+    );
+  });
+
+  it('a run over its time limit is an error, and the runner stops cleanly on SIGTERM', async () => {
+    const third = new RunnerProcess(runnerArgs('--timeout', '1'));
+    const d = (await tipOf(alice, 'knotless://alice.test/site', 'main')).slice(0, 12);
+    // The commit the last runner was stopped on runs again, and its ci.sh waits for a fifo no one writes.
+    await third.line(new RegExp(`^knotless runner: ${d} on main: pending$`));
+    await third.line(new RegExp(`^knotless runner: ${d} on main: error \\(log: `));
+    const listed = json<ListJson>(
+      await alice.knotless('check', 'list', 'alice.test/site', 'main', '--runner', 'bob.test', '--json'),
+    );
+    assert.deepEqual(
+      listed.checks.map((c) => [c.state, c.description]),
+      [['error', 'over the time limit of 1 s']],
+    );
+    third.child.kill('SIGTERM');
+    assert.deepEqual(await third.exited, { code: 0, signal: null });
+  });
+});
