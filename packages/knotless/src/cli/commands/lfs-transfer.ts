@@ -106,7 +106,7 @@ function readRequest(): Request | undefined {
   if (line === '') return undefined;
   try {
     const parsed: unknown = JSON.parse(line);
-    return typeof parsed === 'object' && parsed !== null ? (parsed) : {};
+    return typeof parsed === 'object' && parsed !== null ? parsed : {};
   } catch (err) {
     if (!(err instanceof SyntaxError)) throw err;
     return {};
