@@ -95,6 +95,13 @@ describe('Git LFS objects stored in the PDS', () => {
     assert.match(files, /\* big\.bin/);
     assert.match(files, /\* small\.bin/);
     assert.equal((await alice.git(c, 'lfs', 'fsck')).code, 0);
+    await alice.ok(c, 'lfs', 'fetch', '--all', 'origin');
+    await alice.ok(c, 'lfs', 'pull');
+
+    // A shallow clone goes through upload-pack (stateless-connect), and sets git-lfs up as well.
+    const shallow = await alice.git(out, 'clone', '--depth', '1', url, 's');
+    assert.equal(shallow.code, 0, shallow.stderr);
+    assert.ok(fs.readFileSync(path.join(out, 's', 'big.bin')).equals(big));
   });
 
   it('resumes an interrupted upload: the blobs its record lists are not sent again', async () => {

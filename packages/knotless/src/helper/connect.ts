@@ -1,6 +1,9 @@
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
+import { gitDir } from 'knotless-core/git/objects';
+import { ensureLfsSettings } from 'knotless-core/ops/lfs';
 import { MirrorUploadPack } from 'knotless-core/ops/upload';
+import { BIN_SCRIPTS } from '../paths.ts';
 import type { HelperIo } from './protocol.ts';
 import type { HelperState } from './state.ts';
 
@@ -20,6 +23,8 @@ export async function statelessConnect(state: HelperState, io: HelperIo): Promis
   const remote = await state.remote();
   const { config } = state.ctx;
   const refs = state.refs ?? (await state.list(false));
+  // As a plain fetch does (fetch.ts): the checkout after a shallow clone needs git-lfs set up.
+  await ensureLfsSettings(BIN_SCRIPTS['knotless']!, await gitDir());
   const upload = await MirrorUploadPack.open({
     remote,
     cacheDir: config.cacheDir,
