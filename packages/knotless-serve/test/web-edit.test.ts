@@ -161,4 +161,32 @@ describe('editing a file in the browser, at its edges', () => {
       assert.match(await page.locator('main').innerText(), says);
     }
   });
+
+  // Last: it ends alice's sign-in.
+  it('an edit whose sign-in no longer holds: 401, one sentence, a sign-in link, the text and message kept', async () => {
+    const before = await mainOf(alice, 'alice.test/site');
+    await openEditor('README.md');
+    await page.getByLabel('README.md').fill('# Site\n\nWritten as the sign-in lapsed.\n');
+    await page.getByLabel('Commit message').fill('Do not lose this');
+    // The appview's stored grant for alice is gone (as when her PDS refused its refresh).
+    await app.index.db.deleteFrom('oauth_sessions').where('did', '=', t.dids['alice.test']!).execute();
+    const [answer] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Commit to main' }).click(),
+    ]);
+    assert.equal(answer.status(), 401);
+    assert.equal(
+      await page.getByRole('alert').innerText(),
+      'Your sign-in has expired or was revoked; sign in again.',
+    );
+    await page.getByRole('link', { name: 'Sign in again' }).waitFor();
+    assert.equal(
+      await page.getByLabel('README.md').inputValue(),
+      '# Site\n\nWritten as the sign-in lapsed.\n',
+    );
+    assert.equal(await page.getByLabel('Commit message').inputValue(), 'Do not lose this');
+    assert.equal(await page.getByText('Signed in as').count(), 0);
+    await checkPage(page, cspErrors, 'the lapsed sign-in, with the edit kept');
+    assert.equal(await mainOf(alice, 'alice.test/site'), before, 'nothing written');
+  });
 });

@@ -14,7 +14,8 @@ function typedFields(form: Form, action: string): { name: string; label: string;
     body: /comment$/.test(action) ? 'Comment' : 'Description',
     labels: 'Labels',
     message: 'Commit message',
-    content: 'Content',
+    // An edited file's text, labelled with its path as the editor labels it.
+    content: form.get('path') ?? 'Content',
   };
   return Object.entries(labels).flatMap(([name, label]) => {
     const value = form.get(name);
