@@ -2,11 +2,12 @@
 // each runner's latest verdict per context is the one row kept however often it re-runs (10,000
 // checks on one commit), a context with control characters is refused by the core's reader, only
 // the owner's protection counts, and a flood of checks by runners the owner does not trust never
-// crowds out the ones a merge is judged by.
+// crowds out the ones a merge is judged by; the author's notifications name only failures that count.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { Index } from '../src/db/index-store.ts';
 import { openDatabase } from '../src/db/open.ts';
+import { Notifications } from '../src/db/notifications.ts';
 import { applyWrite, type RecordWrite } from '../src/ingest/apply.ts';
 import { indexedVerdict } from '../src/web/checks.ts';
 import type { Site } from '../src/web/site.ts';
@@ -15,6 +16,7 @@ import { startPostgres, type PgServer } from './postgres.ts';
 const OWNER = 'did:plc:owner';
 const RUNNER = 'did:plc:runner';
 const STRANGER = 'did:plc:stranger';
+const AUTHOR = 'did:plc:author';
 const REPO = `at://${OWNER}/dev.knotless.repo/site`;
 const COMMIT = 'c'.repeat(40);
 const CHECK = 'dev.knotless.check';
@@ -83,7 +85,7 @@ function engine(name: string, database: () => Promise<string>, flood: number) {
       );
     });
 
-    it("only the owner's protection counts; a stranger's flood of checks never crowds out the trusted one", async () => {
+    it("only the owner's protection counts; a stranger's flood of checks never crowds out the trusted one, nor reaches the author's notifications", async () => {
       const protection = (runners: string[]) => ({
         repo: REPO,
         branches: [
@@ -124,6 +126,33 @@ function engine(name: string, database: () => Promise<string>, flood: number) {
       assert.deepEqual(
         (await verdict('main')).unmet.map((u) => u.reason),
         [`lint: failing (failure by ${RUNNER})`],
+      );
+      // The pull request's author hears of the trusted runner's failure on their round, not the stranger's.
+      await write(AUTHOR, 'dev.knotless.pull', '3pull', {
+        repo: REPO,
+        base: 'main',
+        head: { repo: REPO, branch: 'feature' },
+        title: 'A change',
+        rounds: [
+          {
+            head: COMMIT,
+            base: 'b'.repeat(40),
+            pack: {
+              $type: 'blob',
+              ref: { $link: 'bafkreibme22gw2h7y2h7tg2fhqotaqjucnbc24deqo72b6mkl2egezxhvy' },
+              mimeType: 'application/x-git-packed-objects',
+              size: 100,
+            },
+            createdAt: new Date().toISOString(),
+          },
+        ],
+        createdAt: new Date().toISOString(),
+      });
+      await write(STRANGER, CHECK, key(501), check('test', 'failure'));
+      const told = await new Notifications(index.db).list(AUTHOR, 'author.test');
+      assert.deepEqual(
+        told.filter((n) => n.kind === 'check').map((n) => [n.did, n.detail, n.item.rkey]),
+        [[RUNNER, 'lint', '3pull']],
       );
       // The owner lifts the protection: nothing is required.
       await write(OWNER, PROTECTION, 'site', null);

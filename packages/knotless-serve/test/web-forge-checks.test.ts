@@ -2,7 +2,8 @@
 // on his pull request's head; alice requires it on main; in Chromium her merge button refuses,
 // naming the check, and nothing moves; bob writes a success and the same button merges. A second
 // button merges without the checks, only for alice, and the merged status in her account records
-// what it overrode, which the pull request's page and the CLI both show.
+// what it overrode, which the pull request's page and the CLI both show. The commit page, the branch
+// list, the repository page and bob's notifications show the checks from the index.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -160,13 +161,40 @@ describe('required checks on the web merge as on the CLI', () => {
     assert.equal(statuses[0]!.value['merged'], pr.head);
     assert.equal(statuses[0]!.value['ignoredChecks'], undefined);
     assert.equal(await page.locator('.ignored-checks').count(), 0);
+    // A check that counts failing on bob's round is in his notifications (alice's: the owner's count).
+    const alices = await browser.cookies(app.url);
+    const said = await alice.knotless(
+      'check',
+      'set',
+      'alice.test/site',
+      pr.head,
+      '--context',
+      'docs',
+      '--state',
+      'failure',
+    );
+    assert.equal(said.code, 0, said.stderr);
+    await browser.clearCookies();
+    await browser.addCookies(bobCookies);
+    await shows(
+      '/-/notifications',
+      'main',
+      /alice\.test's check “docs” failed on your pull request “Add feature”/,
+    );
+    await checkPage(page, cspErrors, 'notifications with a failing check');
+    await browser.clearCookies();
+    await browser.addCookies(alices);
     // main's tip is the round's head: its check shows on the commit page, the branch list and the
     // repository page's latest commit.
-    await shows(`/alice.test/site/commit/${pr.head}`, '#checks', /test passed by bob\.test/);
+    await shows(
+      `/alice.test/site/commit/${pr.head}`,
+      '#checks',
+      /docs failed by alice\.test[\s\S]*test passed by bob\.test/,
+    );
     await checkPage(page, cspErrors, 'commit page with its checks');
-    await shows('/alice.test/site/branches', '.ck-badge', /1\/1 checks passed/);
+    await shows('/alice.test/site/branches', '.ck-badge', /1\/2 checks passed/);
     await checkPage(page, cspErrors, 'branch list with checks');
-    await shows('/alice.test/site', '.latest .ck-badge', /1\/1 checks passed/);
+    await shows('/alice.test/site', '.latest .ck-badge', /1\/2 checks passed/);
   });
 
   it('"Merge without checks" is alice\'s alone; it records what it overrode, and the page and the CLI show it', async () => {

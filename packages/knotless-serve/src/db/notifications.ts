@@ -1,13 +1,16 @@
 // A signed-in account's notifications, read from the forge's index: pull requests and issues opened
 // on its repositories, comments on its items and on items of its repositories, the owner's decisions
-// on its pull requests and issues, and mentions of its handle. Nothing is stored per notification:
+// on its pull requests and issues, checks that count failing on its pull requests' rounds, and
+// mentions of its handle. Nothing is stored per notification:
 // they are the index's rows seen from one account; only when they were last seen is kept.
 import crypto from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
-import type { Database } from './schema.ts';
+import { repoProtection, trustedRunners } from 'knotless-core/forge/checks';
+import { repoUri, type BranchProtection } from 'knotless-core/forge/records';
+import type { Database, StoredRound } from './schema.ts';
 
 export interface Notice {
-  kind: 'pull' | 'issue' | 'comment' | 'decision' | 'mention';
+  kind: 'pull' | 'issue' | 'comment' | 'decision' | 'mention' | 'check';
   /** Who did it. */
   did: string;
   /** What it is about: the pull request or issue, and its repository. */
@@ -19,7 +22,7 @@ export interface Notice {
     repoDid: string;
     repoName: string;
   };
-  /** The state a decision set, or the comment's text. */
+  /** The state a decision set, the comment's text, or the failing check's context. */
   detail: string;
   time: string;
 }
@@ -188,6 +191,80 @@ async function decisions(db: Db, me: string): Promise<Notice[]> {
   return out;
 }
 
+/**
+ * Checks failing (or erring) on a round of `me`'s pull requests, by a runner whose checks count for
+ * the pull request's base branch: the repository's owner or a runner its protection trusts
+ * (knotless-core's rules), so nobody else can make the author's notifications say their work fails.
+ * Each runner's latest verdict only (the index keeps no other); the author's own checks are no news.
+ */
+async function failedChecks(db: Db, me: string): Promise<Notice[]> {
+  const out: Notice[] = [];
+  const pulls = await db
+    .selectFrom('pulls')
+    .select(['rkey', 'title', 'repo_did', 'repo_name', 'base', 'rounds'])
+    .where('did', '=', me)
+    .where('deleted', '=', 0)
+    .orderBy('created_at', 'desc')
+    .limit(LIMIT)
+    .execute();
+  for (const p of pulls) {
+    const heads = (JSON.parse(p.rounds) as StoredRound[]).map((r) => r.head);
+    const prot = await db
+      .selectFrom('protections')
+      .select(['did', 'rkey', 'repo', 'branches', 'created_at'])
+      .where('did', '=', p.repo_did)
+      .where('rkey', '=', p.repo_name)
+      .where('deleted', '=', 0)
+      .executeTakeFirst();
+    const protection = repoProtection(
+      prot === undefined
+        ? undefined
+        : {
+            did: prot.did,
+            rkey: prot.rkey,
+            record: {
+              repo: prot.repo,
+              branches: JSON.parse(prot.branches) as BranchProtection[],
+              createdAt: prot.created_at,
+            },
+          },
+      repoUri(p.repo_did, p.repo_name),
+    );
+    const counted = [p.repo_did, ...trustedRunners(protection, p.base)].filter((d) => d !== me);
+    if (heads.length === 0 || counted.length === 0) continue;
+    const rows = await db
+      .selectFrom('checks as c')
+      .leftJoin('owners as o', 'o.did', 'c.did')
+      .select(['c.did as did', 'c.context as context', 'c.created_at as time'])
+      .where('c.repo_did', '=', p.repo_did)
+      .where('c.repo_name', '=', p.repo_name)
+      .where('c.sha', 'in', heads)
+      .where('c.did', 'in', counted)
+      .where('c.state', 'in', ['failure', 'error'])
+      .where('c.deleted', '=', 0)
+      .where('o.status', 'is', null)
+      .orderBy('c.created_at', 'desc')
+      .limit(LIMIT)
+      .execute();
+    for (const r of rows)
+      out.push({
+        kind: 'check',
+        did: r.did,
+        item: {
+          tab: 'pulls',
+          did: me,
+          rkey: p.rkey,
+          title: p.title,
+          repoDid: p.repo_did,
+          repoName: p.repo_name,
+        },
+        detail: r.context,
+        time: r.time,
+      });
+  }
+  return out;
+}
+
 export class Notifications {
   readonly #db: Db;
 
@@ -201,6 +278,7 @@ export class Notifications {
       ...(await opened(this.#db, me, handle)),
       ...(await comments(this.#db, me, handle)),
       ...(await decisions(this.#db, me)),
+      ...(await failedChecks(this.#db, me)),
     ];
     return all.sort((a, b) => (a.time < b.time ? 1 : a.time > b.time ? -1 : 0)).slice(0, LIMIT);
   }

@@ -21,6 +21,8 @@ function sentence(n: Notice, who: string): string {
       return `${who} mentioned you on the ${what} “${n.item.title}”`;
     case 'decision':
       return `${who} marked your ${what} “${n.item.title}” ${n.detail}`;
+    case 'check':
+      return `${who}'s check “${n.detail}” failed on your ${what} “${n.item.title}”`;
   }
 }
 
@@ -54,8 +56,8 @@ export async function notificationsPage(site: Site, feedUrl?: string): Promise<s
       ${
         rows.length === 0
           ? html`<p class="muted">
-              Nothing yet: pull requests and issues on your repositories, comments and decisions on yours, and
-              mentions of @${v.handle} will show here.
+              Nothing yet: pull requests and issues on your repositories, comments, decisions and failing
+              checks on yours, and mentions of @${v.handle} will show here.
             </p>`
           : html`<div class="box">
               <table class="list">
