@@ -236,4 +236,46 @@ describe('Git LFS objects stored in the PDS', () => {
       agentPid = 0;
     }
   });
+
+  it('refuses an object whose blobs are not its bytes: its SHA-256 is checked before git-lfs sees it', async () => {
+    const url = await createRepo();
+    const dir = await lfsRepo(alice, url);
+    const a = crypto.randomBytes(BLOB_LIMIT + 10);
+    const b = crypto.randomBytes(BLOB_LIMIT + 10);
+    await commitFiles(alice, dir, { 'a.bin': a, 'b.bin': b }, 'two');
+    await alice.ok(dir, 'push', 'origin', 'main');
+    // The record of a.bin made to list b.bin's blobs (same size): every blob is a good blob of the
+    // PDS, and only the object's hash can tell.
+    const records = await lfsRecords('alice.test');
+    const recA = records.find((r) => r.value['oid'] === oidOf(a))!;
+    const recB = records.find((r) => r.value['oid'] === oidOf(b))!;
+    const session = await fetch(`${t.pdsOf['alice.test']}/xrpc/com.atproto.server.createSession`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ identifier: 'alice.test', password: t.password }),
+    });
+    const { accessJwt } = (await session.json()) as { accessJwt: string };
+    const put = await fetch(`${t.pdsOf['alice.test']}/xrpc/com.atproto.repo.putRecord`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${accessJwt}` },
+      body: JSON.stringify({
+        repo: t.dids['alice.test'],
+        collection: 'dev.knotless.lfs',
+        rkey: recA.uri.split('/').pop(),
+        record: { ...recA.value, blobs: recB.value['blobs'] },
+      }),
+    });
+    assert.equal(put.status, 200, await put.text());
+
+    const out = alice.dir();
+    const clone = await alice.git(out, 'clone', url, 'c');
+    assert.notEqual(clone.code, 0);
+    assert.match(
+      clone.stderr,
+      new RegExp(
+        `LFS object ${oidOf(a)} from alice\\.test/lfs-\\d+ does not match its SHA-256; nothing was written\\.`,
+      ),
+    );
+    assert.doesNotMatch(clone.stderr, /^\s+at /m, 'a stack was printed');
+  });
 });
