@@ -125,16 +125,10 @@ export async function startAppview(config: ServeConfig, write?: (line: string) =
     timeoutMs: config.webhookTimeoutMs,
     retryMs: config.webhookRetryMs,
     concurrency: config.webhookConcurrency,
-    // A push's commits are read from the mirror once it holds the push, waited for no longer than
-    // one post may take; when it cannot say, the event lists none.
+    // A push's commits are read from the mirror once its sync for the push has ended (a sync
+    // always ends: each of its PDS requests has its time limit); a mirror that failed lists none.
     commits: async (did, repo, before, after) => {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<'late'>(
-        (resolve) => (timer = setTimeout(() => resolve('late'), config.webhookTimeoutMs)),
-      );
-      const synced = await Promise.race([mirror.schedule(did, repo, true), late]);
-      clearTimeout(timer);
-      if (synced === 'late') return [];
+      await mirror.schedule(did, repo, true);
       return commitsOf(mirror.gitDir(did, repo), before, after);
     },
     log: (line) => log.warn(line),

@@ -169,6 +169,66 @@ describe('webhooks', () => {
     assert.equal((await app!.index.webhooks.deliveries(hook.id)).length, 4);
   });
 
+  it("posts a check's verdict when its state changes, not when the same verdict is written again", async () => {
+    const did = t.dids['alice.test']!;
+    assert.equal((await alice.knotless('repo', 'create', 'checked')).code, 0);
+    await repoKnown('checked');
+    const rx = await receiver();
+    const hook = await app!.index.webhooks.add(did, 'checked', rx.url);
+    const src = alice.dir();
+    await alice.ok(src, 'init', '-q');
+    await commitFiles(alice, src, { 'a.txt': 'a\n' }, 'first');
+    await alice.ok(src, 'push', '-q', 'knotless://alice.test/checked', 'main');
+    const head = (await alice.ok(src, 'rev-parse', 'HEAD')).trim();
+    let last = '';
+    for (const state of ['pending', 'success', 'success']) {
+      const set = await alice.knotless(
+        'check',
+        'set',
+        'alice.test/checked',
+        head,
+        '--context',
+        'test',
+        '--state',
+        state,
+        '--json',
+      );
+      assert.equal(set.code, 0, set.stderr);
+      last = (JSON.parse(set.stdout) as { uri: string }).uri.split('/').at(-1)!;
+    }
+    const checks = () => rx.received.filter((r) => r.headers['x-knotless-event'] === 'check');
+    // The third verdict indexed (it replaced the second): any event it made is queued by then.
+    await waitFor('the last verdict indexed', async () =>
+      (await app!.index.db
+        .selectFrom('checks')
+        .select('rkey')
+        .where('rkey', '=', last)
+        .executeTakeFirst()) === undefined
+        ? undefined
+        : true,
+    );
+    await waitFor('two check events', () => Promise.resolve(checks().length >= 2 ? true : undefined));
+    await waitFor('the queue empty', async () =>
+      (await app!.index.webhooks.deliveries(hook.id)).every((d) => d.state !== 'pending') ? true : undefined,
+    );
+    const seen = checks()
+      .map(
+        (r) =>
+          json(r)['check'] as {
+            state: string;
+            previousState: string | null;
+            commit: string;
+            context: string;
+          },
+      )
+      .map(
+        (c) => `${c.context} ${c.commit === head ? 'head' : c.commit} ${String(c.previousState)}->${c.state}`,
+      )
+      .sort();
+    assert.deepEqual(seen, ['test head null->pending', 'test head pending->success']);
+    for (const r of checks()) assert.ok(signatureHolds(r, hook.secret));
+  });
+
   it('a receiver that hangs, fails or redirects delays no other; each is tried three times and logged', async () => {
     const did = t.dids['alice.test']!;
     assert.equal((await alice.knotless('repo', 'create', 'busy')).code, 0);

@@ -19,7 +19,7 @@ import {
   type Round,
 } from 'knotless-core/forge/records';
 import { saveCursor, type EventSource } from './cursor.ts';
-import { itemStates, queueForgeEvents, type Item } from './webhook-events.ts';
+import { itemStates, queueCheck, queueForgeEvents, type Item } from './webhook-events.ts';
 import { inactiveDids, itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
 import { shortIds, type Decision } from 'knotless-core';
 import { latestVerdicts, type ListedCheck } from 'knotless-core/forge/checks';
@@ -357,7 +357,7 @@ async function replaceVerdict(
   const repo = uriOf(record.repo);
   const same = await tx
     .selectFrom('checks')
-    .select('rkey')
+    .select(['rkey', 'state'])
     .where('did', '=', did)
     .where('repo_did', '=', repo.did)
     .where('repo_name', '=', repo.rkey)
@@ -371,12 +371,25 @@ async function replaceVerdict(
   if (won !== rkey) replaced.push(rkey);
   if (replaced.length > 0)
     await tx.deleteFrom('checks').where('did', '=', did).where('rkey', 'in', replaced).execute();
-  if (won === rkey)
+  if (won === rkey) {
     await tx
       .insertInto('checks')
       .values(row as unknown as CheckTable)
       .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
       .execute();
+    // The runner's verdict before this one (this record itself, seen again): an event only when
+    // the state changed.
+    const before = same.find((r) => r.rkey === rkey) ?? same[0];
+    if (before?.state !== record.state)
+      await queueCheck(tx, {
+        did,
+        rkey,
+        record,
+        repoDid: repo.did,
+        repoName: repo.rkey,
+        before: before?.state ?? null,
+      });
+  }
 }
 
 /** The pull requests and issues a write to `table` may change the state of (webhooks' events). */

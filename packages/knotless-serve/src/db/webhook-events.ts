@@ -176,3 +176,33 @@ export async function queueForgeEvents(
     });
   }
 }
+
+/** A runner's verdict on a commit changed state (`before` null: its first on that context). */
+export async function queueCheck(
+  tx: Db,
+  c: {
+    did: string;
+    rkey: string;
+    repoDid: string;
+    repoName: string;
+    before: string | null;
+    record: { commit: string; context: string; state: string; targetUrl?: string; description?: string };
+  },
+): Promise<void> {
+  const runner = await tx.selectFrom('owners').select('handle').where('did', '=', c.did).executeTakeFirst();
+  await queueEvent(tx, c.repoDid, c.repoName, 'check', `check:${c.did}/${c.rkey}`, {
+    event: 'check',
+    action: 'state',
+    repository: await repository(tx, c.repoDid, c.repoName),
+    check: {
+      uri: `at://${c.did}/dev.knotless.check/${c.rkey}`,
+      runner: { did: c.did, handle: runner?.handle ?? null },
+      commit: c.record.commit,
+      context: c.record.context,
+      state: c.record.state,
+      previousState: c.before,
+      targetUrl: c.record.targetUrl ?? null,
+      description: c.record.description ?? null,
+    },
+  });
+}
