@@ -15,11 +15,16 @@ export interface Receiver {
   received: Received[];
   /** Requests it holds open without answering (its `hang` mode). */
   open(): number;
+  /** Answers from now on as `mode` says. */
+  answer(mode: Mode): void;
   close(): Promise<void>;
 }
 
-/** `mode`: 'ok' answers 204; a number answers that status; 'redirect' answers 302 to `/elsewhere`; 'hang' never answers. */
-export async function startReceiver(mode: 'ok' | 'hang' | 'redirect' | number = 'ok'): Promise<Receiver> {
+/** 'ok' answers 204; a number answers that status; 'redirect' answers 302 to `/elsewhere`; 'hang' never answers. */
+export type Mode = 'ok' | 'hang' | 'redirect' | number;
+
+export async function startReceiver(first: Mode = 'ok'): Promise<Receiver> {
+  let mode = first;
   const received: Received[] = [];
   const held = new Set<http.ServerResponse>();
   const server = http.createServer((req, res) => {
@@ -43,6 +48,7 @@ export async function startReceiver(mode: 'ok' | 'hang' | 'redirect' | number = 
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
     received,
     open: () => held.size,
+    answer: (m) => void (mode = m),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
