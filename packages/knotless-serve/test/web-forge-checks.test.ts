@@ -197,7 +197,7 @@ describe('required checks on the web merge as on the CLI', () => {
     await shows('/alice.test/site', '.latest .ck-badge', /1\/2 checks passed/);
   });
 
-  it('"Merge without checks" is alice\'s alone; it records what it overrode, and the page and the CLI show it', async () => {
+  it('"Merge without checks" is alice\'s alone; it records what it overrode, and the page, getPull and the CLI show it', async () => {
     const pr = await pullOf('hurry');
     await check(pr.head, 'failure');
     await shows(pr.path, '.merge-checks', /^Not mergeable yet: .*test: failing \(failure by bob\.test\)\.$/);
@@ -235,6 +235,14 @@ describe('required checks on the web merge as on the CLI', () => {
       await page.locator('.ignored-checks').innerText(),
       'Merged without its required checks: test: failing (failure by bob.test).',
     );
+    const got = await xrpc<{ pull: { state: string; ignoredChecks?: string[] } }>(
+      app,
+      'dev.knotless.getPull',
+      {
+        uri: `at://${t.dids['bob.test']!}/dev.knotless.pull/${pr.path.split('/').at(-1)!}`,
+      },
+    );
+    assert.deepEqual(got.pull.ignoredChecks, ['test: failing (failure by bob.test)']);
     const view = await bob.knotless('pr', 'view', 'alice.test/site', pr.id, '--json');
     assert.equal(view.code, 0, view.stderr);
     assert.deepEqual((JSON.parse(view.stdout) as { ignoredChecks?: string[] }).ignoredChecks, [

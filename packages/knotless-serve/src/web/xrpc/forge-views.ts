@@ -25,6 +25,7 @@ export function pullView(r: PullRow): Record<string, unknown> {
     ...(r.body === null ? {} : { body: r.body }),
     state: r.state,
     ...(r.merged === null ? {} : { merged: r.merged }),
+    ...(r.ignored_checks === null ? {} : { ignoredChecks: JSON.parse(r.ignored_checks) as string[] }),
     labels: JSON.parse(r.labels) as string[],
     rounds: roundsOf(r),
     createdAt: r.created_at,
