@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { json, newSite, tipOf, useForgeNet, writeRaw } from './helpers/forge.ts';
+import path from 'node:path';
+import { json, newSite, openPr, tipOf, useForgeNet, writeRaw } from './helpers/forge.ts';
+import { commitFiles } from './helpers/git.ts';
 
 const {
   t,
@@ -12,6 +14,7 @@ interface ListJson {
 }
 
 let head = '';
+let aliceClone = '';
 
 /** `knotless check set` on alice's site as bob, with these options after the commit. */
 function setCheck(commit: string, ...more: string[]) {
@@ -30,7 +33,7 @@ function assertRefused(res: { code: number | null; stderr: string }, why: RegExp
 describe('check input', () => {
   it('alice has a repository', async () => {
     await t.ready;
-    await newSite(alice, 'alice.test');
+    aliceClone = await newSite(alice, 'alice.test');
     head = await tipOf(alice, 'knotless://alice.test/site', 'main');
     assert.match(head, /^[0-9a-f]{40}$/);
   });
@@ -84,5 +87,37 @@ describe('check input', () => {
       asJson.checks.map((c) => c.context),
       ['x'.repeat(100)],
     );
+  });
+
+  it('a check on a commit the repository does not hold is refused unless --force', async () => {
+    const stranger = '0123456789abcdef0123456789abcdef01234567';
+    const refused = await setCheck(stranger, '--context', 'test', '--state', 'success');
+    assert.equal(refused.code, 17, refused.stderr);
+    assert.match(
+      refused.stderr,
+      /^knotless: 0123456789ab is in no branch, tag or pull request of alice\.test\/site; check the commit id .*--force\.\n$/,
+    );
+    const forced = await setCheck(stranger, '--context', 'test', '--state', 'success', '--force');
+    assert.equal(forced.code, 0, forced.stderr);
+  });
+
+  it("a commit in a branch's history, and a pull request round's head from a fork, are in the repository", async () => {
+    await commitFiles(alice, aliceClone, { 'c.txt': 'c\n' }, 'alice adds c');
+    await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
+    assert.notEqual(await tipOf(alice, 'knotless://alice.test/site', 'main'), head);
+    const old = await setCheck(head, '--context', 'history', '--state', 'success');
+    assert.equal(old.code, 0, old.stderr);
+
+    assert.equal((await bob.knotless('repo', 'fork', 'alice.test/site')).code, 0);
+    const bobClone = `${bob.dir()}/c`;
+    await bob.ok(path.dirname(bobClone), 'clone', '-q', 'knotless://bob.test/site', 'c');
+    await bob.ok(bobClone, 'switch', '-q', '-c', 'feature');
+    const change = await commitFiles(bob, bobClone, { 'b.txt': 'b\n' }, 'bob adds b');
+    await bob.ok(bobClone, 'push', '-q', 'origin', 'feature');
+    const before = await setCheck(change, '--context', 'test', '--state', 'success');
+    assert.equal(before.code, 17, before.stderr);
+    await openPr(bob, 'alice.test/site', 'bob.test/site:feature', 'Add b');
+    const round = await setCheck(change, '--context', 'test', '--state', 'success');
+    assert.equal(round.code, 0, round.stderr);
   });
 });

@@ -136,6 +136,7 @@ describe('failures a user can cause', () => {
       'repo protect',
       'repo share',
       'repo unshare',
+      'runner',
       'whoami',
     ]);
     const outputs = [overview.stdout];

@@ -6,7 +6,13 @@ import type { Context } from '../context.ts';
 import { commitVerdict as coreVerdict, type CommitVerdict } from 'knotless-core/forge/checks-store';
 import type { ForgeStore } from 'knotless-core/forge/store';
 import type { Identity } from 'knotless-core/identity/resolver';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { Mirror } from 'knotless-core/cache/mirror';
+import { syncRef } from 'knotless-core/forge/packs';
+import { runGit } from 'knotless-core/git/run';
+import { PULLS } from './kinds.ts';
 import { parseCheck, parseProtection } from './records.ts';
+import { listItems, type Reader } from './subjects.ts';
 
 export type { CommitVerdict };
 
@@ -36,4 +42,35 @@ export function commitVerdict(
 export async function runnerName(ctx: Context, did: string): Promise<string> {
   const id = await ctx.resolver.resolve(did);
   return id.handle ?? did;
+}
+
+/**
+ * Whether `commit` belongs to the owner's repository `name`: a branch's or tag's commit, a commit in
+ * their history (their packs, indexed into the cache's mirror), or a round's head of one of its pull
+ * requests (a CI reports on a fork's commit before it is merged). Pull requests are found as `pr
+ * list` finds them: through the appview when one is set, else only in the owner's and `me`'s accounts.
+ */
+export async function commitInRepository(
+  r: Reader,
+  owner: Identity,
+  name: string,
+  uri: string,
+  commit: string,
+  me: string | undefined,
+): Promise<boolean> {
+  const c = r.ctx;
+  const remote = c.remoteRepo(owner, name, (m) => r.note(m));
+  const refs = (await remote.listRefs()).filter((ref) => ref.record.target !== undefined);
+  if (refs.some((ref) => ref.record.target === commit || ref.record.peeled === commit)) return true;
+  const pulls = await listItems(r, PULLS, owner, uri, 'all', me);
+  if (pulls.some((p) => p.record.rounds.some((round) => round.head === commit))) return true;
+  if (refs.length === 0) return false;
+  const mirror = new Mirror(c.config.cacheDir, owner.did, name);
+  const cache = new BlobCache(c.config.cacheDir);
+  for (const ref of refs) await syncRef(mirror, remote, ref, cache, c.config.maxObjectBytes);
+  const held = await runGit(['cat-file', '-e', `${commit}^{commit}`], {
+    gitDir: mirror.gitDir,
+    okCodes: [1, 128],
+  });
+  return held.code === 0;
 }

@@ -5,6 +5,7 @@ import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { CHECK_STATES, parseCheck, type CheckState } from '../../forge/records.ts';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { forgeReader, targetOf } from '../forge-shared.ts';
+import { commitInRepository } from '../../forge/checks.ts';
 
 export const command: Command = {
   name: 'check set',
@@ -18,6 +19,7 @@ export const command: Command = {
     state: { type: 'string', value: 'STATE', help: `the verdict: ${CHECK_STATES.join(', ')} (required)` },
     url: { type: 'string', value: 'URL', help: "the run's details: an https or http address" },
     description: { type: 'string', value: 'TEXT', help: 'one line about the verdict' },
+    force: { type: 'boolean', help: 'record it even when the commit is not found in the repository' },
     json: JSON_OPTION,
   },
   examples: ['knotless check set alice.example/site 0123…cdef --context test --state success'],
@@ -36,7 +38,20 @@ export const command: Command = {
     const c = ctx();
     const target = await targetOf(c, args.positionals[0]!);
     const auth = await activeSession(c);
-    const { made, record } = await writeCheck(forgeReader(c, io).store, auth, parseCheck, {
+    const reader = forgeReader(c, io);
+    // What the search said on the way (where pull requests were looked for) is printed only when the
+    // check is written: a refusal is one sentence that already says it.
+    const notes: string[] = [];
+    const searching = { ...reader, note: (m: string) => notes.push(m) };
+    if (
+      args.values['force'] !== true &&
+      !(await commitInRepository(searching, target.owner, target.name, target.uri, commit, auth.session.did))
+    )
+      throw new KnotlessError(
+        'not-found',
+        `${commit.slice(0, 12)} is in no branch, tag or pull request of ${target.label}; check the commit id (a pull request from another account is found through the appview, KNOTLESS_APPVIEW), or record the check anyway with --force.`,
+      );
+    const { made, record } = await writeCheck(reader.store, auth, parseCheck, {
       repo: target.uri,
       commit,
       context,
@@ -44,6 +59,7 @@ export const command: Command = {
       ...(url === undefined ? {} : { targetUrl: url }),
       ...(description === undefined ? {} : { description }),
     });
+    for (const n of notes) io.err(`knotless: ${n}`);
     io.err(
       `Recorded ${safeText(context)}: ${state} on ${commit.slice(0, 12)} of ${target.label}, as ${safeText(auth.session.handle)}.`,
     );
