@@ -98,6 +98,19 @@ describe('Git LFS objects stored in the PDS', () => {
     await alice.ok(c, 'lfs', 'fetch', '--all', 'origin');
     await alice.ok(c, 'lfs', 'pull');
 
+    // A clone whose user named an LFS server of their own keeps it: nothing of theirs is replaced.
+    const own = await runProcess(
+      'git',
+      ['clone', '-q', '-c', 'lfs.url=https://lfs.example.test/own', url, 'own'],
+      { env: { ...alice.env, GIT_LFS_SKIP_SMUDGE: '1' }, cwd: out },
+    );
+    assert.equal(own.code, 0, own.stderr);
+    assert.equal(
+      (await alice.ok(path.join(out, 'own'), 'config', 'lfs.url')).trim(),
+      'https://lfs.example.test/own',
+    );
+    assert.equal((await alice.git(path.join(out, 'own'), 'config', 'lfs.standalonetransferagent')).code, 1);
+
     // A shallow clone goes through upload-pack (stateless-connect), and sets git-lfs up as well.
     const shallow = await alice.git(out, 'clone', '--depth', '1', url, 's');
     assert.equal(shallow.code, 0, shallow.stderr);

@@ -354,12 +354,12 @@ export async function installLfsSettings(program: string, gitDir?: string): Prom
 }
 
 /**
- * {@link installLfsSettings}, unless the repository already names a standalone transfer agent (ours,
- * or one its user chose): a fetch through the helper, a clone's first, sets git-lfs up, so that the
- * checkout that follows it finds the LFS objects.
+ * {@link installLfsSettings}, unless the repository already names a standalone transfer agent or an
+ * LFS server (ours, or ones its user chose: they are left alone): a fetch through the helper, a
+ * clone's first, sets git-lfs up, so that the checkout that follows it finds the LFS objects.
  */
 export async function ensureLfsSettings(program: string, gitDir: string): Promise<void> {
-  const { code } = await runGit(['config', '--get', 'lfs.standalonetransferagent'], {
+  const { code } = await runGit(['config', '--get-regexp', '^lfs\\.(standalonetransferagent|url)$'], {
     gitDir,
     okCodes: [1],
   });
