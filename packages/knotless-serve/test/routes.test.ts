@@ -22,6 +22,9 @@ const EXEMPT = [
   'ANY /:owner/:repo/info/refs',
   'ANY /xrpc/*',
   'POST /-/signin',
+  'POST /xrpc/dev.knotless.webhook.add',
+  'POST /xrpc/dev.knotless.webhook.remove',
+  'POST /xrpc/dev.knotless.webhook.test',
 ];
 
 /** What the table walk finds wrong in `routes`, one sentence per route. */

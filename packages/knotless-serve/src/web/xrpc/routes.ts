@@ -13,6 +13,7 @@ import { listPushes } from './list-pushes.ts';
 import { listRefs } from './list-refs.ts';
 import { listRepos } from './list-repos.ts';
 import { searchRepos } from './search-repos.ts';
+import { webhookXrpcRoutes } from './webhooks.ts';
 
 /** Every query the appview answers, by NSID. */
 const QUERIES: Record<string, XrpcHandler> = {
@@ -60,6 +61,7 @@ function query(nsid: string, handler: XrpcHandler): Route {
 
 export const xrpcRoutes: Route[] = [
   ...Object.entries(QUERIES).map(([nsid, handler]) => query(nsid, handler)),
+  ...webhookXrpcRoutes,
   {
     // Whatever else is under /xrpc/ is answered in JSON, as XRPC callers read it: a query not
     // served here is 501, a known one asked with another method than GET 405.
