@@ -169,6 +169,55 @@ describe('webhooks', () => {
     assert.equal((await app!.index.webhooks.deliveries(hook.id)).length, 4);
   });
 
+  it('posts a pull request opened, its new round, closed, reopened and merged', async () => {
+    const did = t.dids['alice.test']!;
+    assert.equal((await alice.knotless('repo', 'create', 'prs')).code, 0);
+    await repoKnown('prs');
+    const rx = await receiver();
+    const hook = await app!.index.webhooks.add(did, 'prs', rx.url);
+    const src = alice.dir();
+    await alice.ok(src, 'init', '-q', '-b', 'main');
+    await commitFiles(alice, src, { 'a.txt': 'a\n' }, 'first');
+    await alice.ok(src, 'push', '-q', 'knotless://alice.test/prs', 'main');
+    await alice.ok(src, 'checkout', '-q', '-b', 'feature');
+    await commitFiles(alice, src, { 'b.txt': 'b\n' }, 'feature');
+    await alice.ok(src, 'push', '-q', 'knotless://alice.test/prs', 'feature');
+    const made = await alice.knotless(
+      'pr',
+      'create',
+      'alice.test/prs',
+      '--head',
+      'prs:feature',
+      '--title',
+      'Add b',
+      '--json',
+    );
+    assert.equal(made.code, 0, made.stderr);
+    const id = (JSON.parse(made.stdout) as { id: string }).id;
+    await commitFiles(alice, src, { 'b.txt': 'b2\n' }, 'feature again');
+    await alice.ok(src, 'push', '-q', 'knotless://alice.test/prs', 'feature');
+    for (const step of [['update'], ['close'], ['reopen'], ['merge']]) {
+      const r = await alice.knotless('pr', step[0]!, 'alice.test/prs', id);
+      assert.equal(r.code, 0, `${step[0]}: ${r.stderr}`);
+    }
+    const pulls = () => rx.received.filter((r) => r.headers['x-knotless-event'] === 'pull_request');
+    await waitFor('five pull request events', () => Promise.resolve(pulls().length >= 5 ? true : undefined));
+    const seen = pulls()
+      .map((r) => {
+        const b = json(r) as { action: string; pull: { title: string; rounds: number; state: string } };
+        return `${b.action} ${b.pull.title} ${b.pull.rounds} ${b.pull.state}`;
+      })
+      .sort();
+    assert.deepEqual(seen, [
+      'closed Add b 2 closed',
+      'merged Add b 2 merged',
+      'opened Add b 1 open',
+      'reopened Add b 2 open',
+      'round Add b 2 open',
+    ]);
+    for (const r of pulls()) assert.ok(signatureHolds(r, hook.secret));
+  });
+
   it("posts a check's verdict when its state changes, not when the same verdict is written again", async () => {
     const did = t.dids['alice.test']!;
     assert.equal((await alice.knotless('repo', 'create', 'checked')).code, 0);
