@@ -34,6 +34,8 @@ export interface RequestLog {
    * answered itself. Known once the request's body has passed.
    */
   points: number;
+  /** Bytes of the answer's body forwarded to the client so far (what a download cost). */
+  bytes: number;
 }
 
 /** What an {@link ProxyOptions.onRequest} hook is told about a request. */
@@ -76,6 +78,8 @@ export interface Proxy {
   requests: RequestLog[];
   /** How many requests were logged, optionally only those of one XRPC method. */
   count(nsid?: string): number;
+  /** Bytes of answer bodies forwarded to clients, optionally only those of one XRPC method. */
+  bytes(nsid?: string): number;
   /** Client connections accepted since start or the last reset(). */
   readonly connections: number;
   /** Empties `requests` in place and zeroes `connections`. */
@@ -187,7 +191,15 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     const path = req.url ?? '/';
     const method = req.method ?? 'GET';
     const connection = connectionIds.get(req.socket) ?? 0;
-    const entry: RequestLog = { method, path, nsid: nsidOf(path), status: 0, connection, points: 0 };
+    const entry: RequestLog = {
+      method,
+      path,
+      nsid: nsidOf(path),
+      status: 0,
+      connection,
+      points: 0,
+      bytes: 0,
+    };
     requests.push(entry);
     const owner = await owners.get(req.socket);
     if (owner !== undefined) entry.pid = owner;
@@ -221,6 +233,7 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     });
     upstream.on('response', (up) => {
       entry.status = up.statusCode ?? 502;
+      up.on('data', (chunk: Buffer) => (entry.bytes += chunk.length));
       if (fault?.kind === 'cut') return cutAnswer(up, res, fault.bytes);
       if (fault?.kind === 'slow-answer') return slowAnswer(up, res, fault.everyMs);
       res.writeHead(entry.status, endToEnd(up.headers));
@@ -262,6 +275,8 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     url: `${opts.tls === undefined ? 'http' : 'https'}://127.0.0.1:${port}`,
     requests,
     count: (nsid) => (nsid === undefined ? requests.length : requests.filter((r) => r.nsid === nsid).length),
+    bytes: (nsid) =>
+      requests.filter((r) => nsid === undefined || r.nsid === nsid).reduce((sum, r) => sum + r.bytes, 0),
     get connections() {
       return connections;
     },

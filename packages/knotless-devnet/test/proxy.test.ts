@@ -39,7 +39,8 @@ describe('startProxy', () => {
     proxy.reset();
     const res = await fetch(`${proxy.url}/xrpc/com.atproto.server.describeServer`);
     assert.equal(res.status, 200);
-    const body = (await res.json()) as { did: string };
+    const text = await res.text();
+    const body = JSON.parse(text) as { did: string };
     assert.match(body.did, /^did:/);
     assert.equal(proxy.count(), 1);
     assert.equal(proxy.count('com.atproto.server.describeServer'), 1);
@@ -51,6 +52,7 @@ describe('startProxy', () => {
       connection: proxy.requests[0]?.connection,
       // A read costs no write points.
       points: 0,
+      bytes: Buffer.byteLength(text),
     });
     assert.ok((proxy.requests[0]?.connection ?? 0) > 0);
   });
@@ -90,7 +92,10 @@ describe('startProxy', () => {
     assert.equal(record.status, 200, await record.clone().text());
 
     const cid = blob.ref.$link;
-    const download = await fetch(`${proxy.url}/xrpc/com.atproto.sync.getBlob?did=${did}&cid=${cid}`);
+    // Uncompressed, so that the bytes the proxy counts on the wire are the blob's own.
+    const download = await fetch(`${proxy.url}/xrpc/com.atproto.sync.getBlob?did=${did}&cid=${cid}`, {
+      headers: { 'accept-encoding': 'identity' },
+    });
     assert.equal(download.status, 200);
     assert.ok(Buffer.from(await download.arrayBuffer()).equals(bytes), 'downloaded blob differs');
 
@@ -107,6 +112,9 @@ describe('startProxy', () => {
     const getBlob = proxy.requests.find((r) => r.nsid === 'com.atproto.sync.getBlob');
     assert.equal(getBlob?.path, `/xrpc/com.atproto.sync.getBlob?did=${did}&cid=${cid}`);
     assert.equal(getBlob?.status, 200);
+    // What a download cost: the answer's body, counted as it passed.
+    assert.equal(proxy.bytes('com.atproto.sync.getBlob'), bytes.length);
+    assert.ok(proxy.bytes() > bytes.length);
   });
 
   it('counts two requests on one keep-alive connection as one connection', async () => {
