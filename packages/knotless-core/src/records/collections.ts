@@ -31,3 +31,20 @@ export const KNOTLESS_OAUTH_SCOPE = [
 
 /** A device's public key (private repositories' keys are wrapped to these). */
 export const KEY_COLLECTION = 'dev.knotless.key';
+
+/** The appview's webhook methods (lexicons/dev/knotless/webhook/), called with service auth. */
+export const WEBHOOK_METHODS = [
+  'dev.knotless.webhook.list',
+  'dev.knotless.webhook.add',
+  'dev.knotless.webhook.remove',
+  'dev.knotless.webhook.test',
+] as const;
+export type WebhookMethod = (typeof WEBHOOK_METHODS)[number];
+
+/**
+ * What the CLI's OAuth sign-in asks for besides {@link KNOTLESS_OAUTH_SCOPE}: service-auth tokens
+ * (com.atproto.server.getServiceAuth) for the webhook methods, for `knotless webhook`. Their
+ * audience is `*`: an rpc scope names either any audience or a DID with a `#service` fragment, and
+ * the appview's audience is its bare did:web, whichever appview the user points the CLI at.
+ */
+export const WEBHOOK_RPC_SCOPE = WEBHOOK_METHODS.map((m) => `rpc:${m}?aud=*`).join(' ');

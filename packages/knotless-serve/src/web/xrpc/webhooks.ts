@@ -5,20 +5,16 @@
 // repositories' webhooks are theirs to manage.
 import type http from 'node:http';
 import { verifyJwt, XRPCError } from '@atproto/xrpc-server';
+import { serviceDidOf } from 'knotless-core/identity/service-did';
+import type { WebhookMethod } from 'knotless-core/records/collections';
 import { webhookTarget } from '../../webhooks/target.ts';
 import type { Route } from '../route-table.ts';
 import type { Site } from '../site.ts';
 import { XrpcHttpError } from './common.ts';
 
-/**
- * The appview's own DID, the audience its service-auth tokens must name: did:web of its public
- * host. atproto allows a port in a did:web for localhost only, so an appview on loopback is
- * `did:web:localhost%3A<port>`.
- */
-export function appviewDid(site: Site): string {
-  const u = new URL(site.publicUrl);
-  const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname);
-  return loopback ? `did:web:localhost${u.port === '' ? '' : `%3A${u.port}`}` : `did:web:${u.hostname}`;
+/** The appview's own DID, the audience its service-auth tokens must name (the core's rule). */
+function appviewDid(site: Site): string {
+  return serviceDidOf(site.publicUrl);
 }
 
 /** The account a request's service-auth token proves, for the method `lxm`; 401 otherwise. */
@@ -76,7 +72,7 @@ type Handler = (
   input: Record<string, unknown> | URLSearchParams,
 ) => Promise<unknown>;
 
-const METHODS: Record<string, { method: 'GET' | 'POST'; run: Handler }> = {
+const METHODS: Record<WebhookMethod, { method: 'GET' | 'POST'; run: Handler }> = {
   'dev.knotless.webhook.list': {
     method: 'GET',
     async run(site, did, input) {
