@@ -93,7 +93,9 @@ describe('failures a user can cause', () => {
       assert.equal(same.stdout, overview.stdout);
     }
     const names = [
-      ...overview.stdout.matchAll(/^ {2}((?:(?:repo|pr|issue|check|cache|agent|key) )?[a-z]+) {2,}/gm),
+      ...overview.stdout.matchAll(
+        /^ {2}((?:(?:repo|pr|issue|check|cache|agent|key|webhook) )?[a-z]+) {2,}/gm,
+      ),
     ].map((m) => m[1]!);
     assert.deepEqual(names.sort(), [
       'agent',
@@ -137,6 +139,10 @@ describe('failures a user can cause', () => {
       'repo share',
       'repo unshare',
       'runner',
+      'webhook add',
+      'webhook list',
+      'webhook remove',
+      'webhook test',
       'whoami',
     ]);
     const outputs = [overview.stdout];

@@ -8,6 +8,8 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { watchRequests } from 'knotless-devnet';
+import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/records/collections';
+import { appviewOn, waitFor } from '../../knotless-serve/test/helpers.ts';
 import { spawnAgent } from './helpers/agent.ts';
 import { knotless, runProcess } from './helpers/cli.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
@@ -94,6 +96,10 @@ describe('OAuth login', () => {
         'repo:dev.knotless.ref',
         'repo:dev.knotless.repo',
         'repo:dev.knotless.star',
+        'rpc:dev.knotless.webhook.add?aud=*',
+        'rpc:dev.knotless.webhook.list?aud=*',
+        'rpc:dev.knotless.webhook.remove?aud=*',
+        'rpc:dev.knotless.webhook.test?aud=*',
       ].join(' '),
     );
     const who = await alice.knotless('whoami');
@@ -252,6 +258,48 @@ describe('OAuth login', () => {
       blob.stderr,
       /does not grant the scope blob:application\/x-git-packed-objects that this needs/,
     );
+  });
+
+  it('manages webhooks at an appview: service-auth tokens for its methods are in the scope login asks for', async () => {
+    const app = await appviewOn(t, ':memory:');
+    try {
+      const env = { ...alice.env, KNOTLESS_APPVIEW: app.url };
+      assert.equal((await knotless(['repo', 'create', 'hooked'], { env })).code, 0);
+      await waitFor('the repository indexed', async () =>
+        (await app.index.repo(t.dids['alice.test']!, 'hooked')) === undefined ? undefined : true,
+      );
+      // Nothing listens there: adding and listing post nothing.
+      const added = await knotless(
+        ['webhook', 'add', 'hooked', '--url', 'http://127.0.0.1:9/hook', '--json'],
+        {
+          env,
+        },
+      );
+      assert.equal(added.code, 0, added.stderr);
+      const { id } = JSON.parse(added.stdout) as { id: string };
+      const listed = await knotless(['webhook', 'list', 'hooked', '--json'], { env });
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.deepEqual(
+        (JSON.parse(listed.stdout) as { id: string }[]).map((h) => h.id),
+        [id],
+      );
+      // A session granted knotless's collections only, as logins asked before `knotless webhook`
+      // (bob's: a second session of alice's would be a second token the expiry test below counts).
+      const narrow = { ...t.env(), KNOTLESS_APPVIEW: app.url };
+      const res = await oauthLogin(narrow, 'bob.test', approveWith(t.password), [
+        '--scope',
+        KNOTLESS_OAUTH_SCOPE,
+      ]);
+      assert.equal(res.code, 0, res.stderr);
+      const refused = await knotless(['webhook', 'list', 'site'], { env: narrow });
+      assert.equal(refused.code, 5, refused.stderr);
+      assert.match(
+        refused.stderr,
+        /^knotless: Your OAuth session does not grant the scope rpc:dev\.knotless\.webhook\.list\S* that this needs; run `knotless login bob\.test` again to grant it\.\n$/,
+      );
+    } finally {
+      await app.close();
+    }
   });
 
   it("never sends the session's tokens to another account's server", async () => {

@@ -7,14 +7,17 @@ import path from 'node:path';
 import type * as OAuthModule from '@atproto/oauth-client-node';
 import type { AuthServices } from './services.ts';
 import { KnotlessError } from 'knotless-core/errors';
-import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/records/collections';
+import { KNOTLESS_OAUTH_SCOPE, WEBHOOK_RPC_SCOPE } from 'knotless-core/records/collections';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { safeText } from 'knotless-core/text/terminal';
 import { fetchOver } from 'knotless-core/xrpc/transport';
 import { withSessionLock, type OAuthStoredSession, type SessionStore } from './store.ts';
 
-/** What `knotless login` asks for: the scope every knotless sign-in asks for (see collections.ts). */
-export const DEFAULT_SCOPE = KNOTLESS_OAUTH_SCOPE;
+/**
+ * What `knotless login` asks for: the scope every knotless sign-in asks for, and service-auth tokens
+ * for the appview's webhook methods, which only the CLI calls (see collections.ts).
+ */
+export const DEFAULT_SCOPE = `${KNOTLESS_OAUTH_SCOPE} ${WEBHOOK_RPC_SCOPE}`;
 
 export type OAuth = typeof OAuthModule;
 export type OAuthClient = InstanceType<OAuth['NodeOAuthClient']>;

@@ -42,6 +42,10 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'issue close': () => import('./commands/issue-close.ts'),
   'issue reopen': () => import('./commands/issue-reopen.ts'),
   'issue label': () => import('./commands/issue-label.ts'),
+  'webhook add': () => import('./commands/webhook-add.ts'),
+  'webhook list': () => import('./commands/webhook-list.ts'),
+  'webhook remove': () => import('./commands/webhook-remove.ts'),
+  'webhook test': () => import('./commands/webhook-test.ts'),
   'lfs install': () => import('./commands/lfs-install.ts'),
   'lfs transfer': () => import('./commands/lfs-transfer.ts'),
   cache: () => import('./commands/cache.ts'),
@@ -58,6 +62,7 @@ export const GROUPS: Record<string, string> = {
   pr: 'pull requests: propose, review, update, merge, close and reopen',
   issue: 'issues: open, list, comment on, close and reopen',
   check: "checks: a runner's verdict on a commit, and a commit's checks",
+  webhook: "a repository's webhooks at the appview: add, list, test and remove",
   lfs: 'Git LFS objects stored in the PDS: set up git-lfs, and its transfer agent',
   key: "this machine's key for private repositories: list, export, import",
 };
