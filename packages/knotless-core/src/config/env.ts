@@ -62,6 +62,12 @@ export interface Config {
    * default 600); 0: no agent is started automatically (a running one is still used).
    */
   agentIdleMs: number;
+  /**
+   * Milliseconds a thin helper waits without hearing anything from the warm agent in the middle of a
+   * command before it gives up on it (KNOTLESS_AGENT_SILENCE, seconds, default 30). A working agent
+   * beats several times within it, so only an agent that stopped answering reaches it.
+   */
+  agentSilenceMs: number;
   /** This process was started by a git command that knotless runs ({@link NESTED_MARKER} is set). */
   nested: boolean;
   /** Largest git object a fetched pack may inflate to (KNOTLESS_MAX_OBJECT_SIZE, bytes). */
@@ -92,6 +98,9 @@ export const DEFAULT_HTTP_TIMEOUT_MS = 120_000;
 
 /** Default for {@link Config.agentIdleMs}: ten minutes. */
 export const DEFAULT_AGENT_IDLE_MS = 600_000;
+
+/** Default for {@link Config.agentSilenceMs}: thirty seconds. */
+export const DEFAULT_AGENT_SILENCE_MS = 30_000;
 
 /** Default for {@link Config.maxObjectBytes}: 256 MiB. */
 export const DEFAULT_MAX_OBJECT_BYTES = 256 * 1024 * 1024;
@@ -202,6 +211,10 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentSocket: nonEmpty(env['KNOTLESS_AGENT_SOCKET']),
     agentDir: path.join(cacheDir, 'agent'),
     agentIdleMs: nonNegative(env['KNOTLESS_AGENT_IDLE'], DEFAULT_AGENT_IDLE_MS / 1000) * 1000,
+    // 0 would give up on every agent at once: it means the default, like an unreadable value.
+    agentSilenceMs:
+      nonNegative(env['KNOTLESS_AGENT_SILENCE'], DEFAULT_AGENT_SILENCE_MS / 1000) * 1000 ||
+      DEFAULT_AGENT_SILENCE_MS,
     nested: env[NESTED_MARKER] !== undefined,
     retry: {
       retries: Math.floor(nonNegative(env['KNOTLESS_RETRIES'], DEFAULT_RETRY.retries)),

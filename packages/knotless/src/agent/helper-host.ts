@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import path from 'node:path';
 import { forCaller } from 'knotless-core/caller/scope';
+import { readConfig } from 'knotless-core/config/env';
 import { safeText } from 'knotless-core/text/terminal';
 import type { AgentHost } from './client.ts';
 
@@ -17,10 +18,23 @@ export interface HelperSession {
 
 /**
  * What the agent answers, one JSON object a line (NDJSON): `{"o": text}` for the helper's stdout (git's
- * protocol), `{"b": base64}` for bytes to it (a stateless connection's packs), `{"e": text}` for its stderr, in the order the helper wrote them, `{"read": true}` when the
- * helper wants more of git's stdin, and last `{"exit": n}`.
+ * protocol), `{"b": base64}` for bytes to it (a stateless connection's packs), `{"e": text}` for its
+ * stderr, in the order the helper wrote them, `{"read": true}` when the helper wants more of git's
+ * stdin, `{"beat": 1}` every so often while the session lasts (see {@link beatEveryMs}), and last
+ * `{"exit": n}`.
  */
-export type HelperRecord = { o: string } | { b: string } | { e: string } | { read: true } | { exit: number };
+export type HelperRecord =
+  { o: string } | { b: string } | { e: string } | { read: true } | { beat: 1 } | { exit: number };
+
+/**
+ * How often the agent tells a thin helper it is alive, for a helper that gives up after `silenceMs`
+ * without a record (KNOTLESS_AGENT_SILENCE of its command): four beats within it, so that a busy
+ * machine delaying one or two does not make a working agent look stopped; at least every 5 s, so that
+ * a long bound is not needed to read the beats.
+ */
+export function beatEveryMs(silenceMs: number): number {
+  return Math.min(5000, silenceMs / 4);
+}
 
 /**
  * What a thin helper sends after its session line, one JSON object a line: `{"i": text}`, one piece of
@@ -139,68 +153,78 @@ export async function hostHelper(
     // The helper went away (git was killed): nobody reads what is left, as with a closed pipe.
     if (!res.writableEnded && !res.destroyed) res.write(`${JSON.stringify(record)}\n`);
   };
-  // git's stdin is read only when the helper's code asks, as the helper reads its own: a read left
-  // waiting on git's pipe would keep the thin helper from exiting.
-  const stdin = async (): Promise<Uint8Array | undefined> => {
-    // git went away: its stdin has ended, as a helper process reading it would find.
-    if (req.destroyed) return undefined;
-    send({ read: true });
-    let piece: StdinPiece | undefined;
-    try {
-      piece = (await next()) as StdinPiece | undefined;
-    } catch (err) {
-      // The connection was cut under the read (git killed or interrupted): the same end. A line that
-      // is not JSON, or too long, is still the fault it is.
-      if (req.destroyed && !(err instanceof SyntaxError)) return undefined;
-      throw err;
-    }
-    return piece === undefined ? undefined : Buffer.from(String(piece.i), 'utf8');
-  };
-  // The thin helper's connection closed before the session's end: git was interrupted (Ctrl-C reaches
-  // git and its helper together) or killed. A helper process would have died with it mid-work, so the
-  // session ends now rather than at its next read or request: nobody waits for it any more.
-  let hungUp = false;
-  let hangUp = (): void => {};
-  const wentAway = new Promise<'gone'>((resolve) => (hangUp = () => resolve('gone')));
-  res.once('close', () => {
-    if (res.writableFinished) return;
-    hungUp = true;
-    log('a helper went away mid-session (git interrupted or killed): what is left of its work sends nothing');
-    hangUp();
-  });
-  const caller = {
-    env: session.env,
-    cwd: session.cwd,
-    stderr: (e: string) => send({ e }),
-    gone: () => hungUp,
-  };
-  const work = forCaller(caller, () =>
-    run({
-      argv: session.argv,
+  // A push or a fetch may be long without a record for git (a slow PDS, a big pack): the beats tell the
+  // thin helper that the agent still works on it, so that it gives up only on an agent that stopped
+  // (its bound counts silence, not the length of the command).
+  const beats = setInterval(() => send({ beat: 1 }), beatEveryMs(readConfig(session.env).agentSilenceMs));
+  try {
+    // git's stdin is read only when the helper's code asks, as the helper reads its own: a read left
+    // waiting on git's pipe would keep the thin helper from exiting.
+    const stdin = async (): Promise<Uint8Array | undefined> => {
+      // git went away: its stdin has ended, as a helper process reading it would find.
+      if (req.destroyed) return undefined;
+      send({ read: true });
+      let piece: StdinPiece | undefined;
+      try {
+        piece = (await next()) as StdinPiece | undefined;
+      } catch (err) {
+        // The connection was cut under the read (git killed or interrupted): the same end. A line that
+        // is not JSON, or too long, is still the fault it is.
+        if (req.destroyed && !(err instanceof SyntaxError)) return undefined;
+        throw err;
+      }
+      return piece === undefined ? undefined : Buffer.from(String(piece.i), 'utf8');
+    };
+    // The thin helper's connection closed before the session's end: git was interrupted (Ctrl-C reaches
+    // git and its helper together) or killed. A helper process would have died with it mid-work, so the
+    // session ends now rather than at its next read or request: nobody waits for it any more.
+    let hungUp = false;
+    let hangUp = (): void => {};
+    const wentAway = new Promise<'gone'>((resolve) => (hangUp = () => resolve('gone')));
+    res.once('close', () => {
+      if (res.writableFinished) return;
+      hungUp = true;
+      log(
+        'a helper went away mid-session (git interrupted or killed): what is left of its work sends nothing',
+      );
+      hangUp();
+    });
+    const caller = {
       env: session.env,
-      read: stdin,
-      answer: (lines) => send({ o: lines.map((l) => `${l}\n`).join('') }),
-      write: (bytes) => send({ b: Buffer.from(bytes).toString('base64') }),
-      agent,
-    }),
-  );
-  const code = await Promise.race([work, wentAway]);
-  if (code === 'gone') {
-    // A request already on its way (a write among them) goes on as the agent's own work, and its
-    // outcome reaches the views; what the session's code would do after it is refused (`gone`).
-    log(`the session of the helper that went away ended (status ${INTERRUPTED}) at once`);
-    work.then(
-      (late) => log(`what was left of that session's work stopped (status ${late})`),
-      (err: unknown) =>
-        log(
-          `what was left of that session's work stopped: ${safeText(err instanceof Error ? err.message : String(err))}`,
-        ),
+      cwd: session.cwd,
+      stderr: (e: string) => send({ e }),
+      gone: () => hungUp,
+    };
+    const work = forCaller(caller, () =>
+      run({
+        argv: session.argv,
+        env: session.env,
+        read: stdin,
+        answer: (lines) => send({ o: lines.map((l) => `${l}\n`).join('') }),
+        write: (bytes) => send({ b: Buffer.from(bytes).toString('base64') }),
+        agent,
+      }),
     );
-    return;
+    const code = await Promise.race([work, wentAway]);
+    if (code === 'gone') {
+      // A request already on its way (a write among them) goes on as the agent's own work, and its
+      // outcome reaches the views; what the session's code would do after it is refused (`gone`).
+      log(`the session of the helper that went away ended (status ${INTERRUPTED}) at once`);
+      work.then(
+        (late) => log(`what was left of that session's work stopped (status ${late})`),
+        (err: unknown) =>
+          log(
+            `what was left of that session's work stopped: ${safeText(err instanceof Error ? err.message : String(err))}`,
+          ),
+      );
+      return;
+    }
+    if (hungUp) log(`the session of the helper that went away ended (status ${code})`);
+    send({ exit: code });
+    res.end();
+  } finally {
+    clearInterval(beats);
   }
-  if (hungUp) log(`the session of the helper that went away ended (status ${code})`);
-  send({ exit: code });
-  res.end();
 }
 
 /** A session git abandoned ends as a process killed by SIGINT would: 128 + 2. */

@@ -3,6 +3,7 @@ import http from 'node:http';
 import { findAgent } from '../agent/autostart.ts';
 import { readConfig } from 'knotless-core/config/env';
 import { checkFolders } from 'knotless-core/config/folders';
+import { EXIT_CODES } from 'knotless-core/exit-codes';
 import { readSome, writeAllSync, writeStderr } from 'knotless-core/text/fd-io';
 import type { Replay } from '../helper/replay.ts';
 import type { HelperRecord, StdinPiece } from '../agent/helper-host.ts';
@@ -19,8 +20,9 @@ import type { HelperRecord, StdinPiece } from '../agent/helper-host.ts';
  * sent them. Only the connection to the agent, which is ours, is a socket.
  */
 export function thin(direct: (replay?: Replay) => void): void {
-  const socket = agentSocket();
-  if (socket === undefined) return direct();
+  const found = agentSocket();
+  if (found === undefined) return direct();
+  const { socket, silenceMs } = found;
   const options: http.RequestOptions & { servername: string } = {
     socketPath: socket,
     // One request on its own connection, and no TLS server name to work out for it: Node's check of
@@ -53,7 +55,7 @@ export function thin(direct: (replay?: Replay) => void): void {
       res.resume();
       return fallBack();
     }
-    if (!fellBack) session = new Session(req, res, direct);
+    if (!fellBack) session = new Session(req, res, direct, silenceMs);
   });
   const uid = process.getuid?.();
   req.write(
@@ -67,8 +69,11 @@ export function thin(direct: (replay?: Replay) => void): void {
  */
 const AGENT_ANSWER_MS = 10_000;
 
-/** This build's agent's socket, when one is there to use, else undefined (the helper runs directly). */
-function agentSocket(): string | undefined {
+/**
+ * This build's agent's socket, when one is there to use, with how long the agent may stay silent in
+ * the middle of a command (KNOTLESS_AGENT_SILENCE); else undefined (the helper runs directly).
+ */
+function agentSocket(): { socket: string; silenceMs: number } | undefined {
   let config;
   try {
     config = readConfig();
@@ -80,7 +85,8 @@ function agentSocket(): string | undefined {
     if (err instanceof Error) return undefined;
     throw err;
   }
-  return findAgent(config).socket;
+  const { socket } = findAgent(config);
+  return socket === undefined ? undefined : { socket, silenceMs: config.agentSilenceMs };
 }
 
 /** One session with the agent: git's stdin goes to it as it asks, its records come back to git's fds. */
@@ -100,13 +106,25 @@ class Session {
   #pushAnswered = false;
   #exit: number | undefined;
   #over = false;
+  /** When the agent was last heard from (any record, its beats among them), in performance.now() ms. */
+  #heard = performance.now();
+  readonly #silenceMs: number;
+  #watch: NodeJS.Timeout | undefined;
 
-  constructor(req: http.ClientRequest, res: http.IncomingMessage, direct: (replay?: Replay) => void) {
+  constructor(
+    req: http.ClientRequest,
+    res: http.IncomingMessage,
+    direct: (replay?: Replay) => void,
+    silenceMs: number,
+  ) {
     this.#req = req;
     this.#direct = direct;
+    this.#silenceMs = silenceMs;
+    this.#listen(silenceMs);
     let partial = '';
     res.setEncoding('utf8');
     res.on('data', (text: string) => {
+      this.#heard = performance.now();
       const lines = (partial + text).split('\n');
       partial = lines.pop()!;
       for (const line of lines) this.#record(JSON.parse(line) as HelperRecord);
@@ -127,13 +145,54 @@ class Session {
       this.#answered++;
     } else if ('e' in r) writeStderr(r.e);
     else if ('read' in r) void this.#read().then(() => this.#forward());
-    else this.#exit = r.exit;
+    else if ('exit' in r) this.#exit = r.exit;
+    // A beat: the agent works on the session; hearing it was all it was for.
+  }
+
+  /**
+   * Checks, `ms` from now, that the agent was heard from within the bound. A live agent beats several
+   * times within it (helper-host.ts), so only one that stopped answering (stopped, stuck, its machine
+   * frozen) stays silent that long.
+   */
+  #listen(ms: number): void {
+    this.#watch = setTimeout(() => {
+      // This process itself may have been held (a blocking write to git, a descheduled process): what
+      // the agent sent meanwhile is read first, in this turn's I/O, before the silence is judged.
+      setImmediate(() => {
+        if (this.#over) return;
+        const quiet = performance.now() - this.#heard;
+        if (quiet < this.#silenceMs) this.#listen(this.#silenceMs - quiet);
+        else this.#silent(quiet);
+      });
+    }, ms);
+  }
+
+  /**
+   * The agent stopped answering in the middle of the session. Going on here is not safe: an agent that
+   * stopped may go on later, and the helper's code it runs may have sent a write. So the helper ends
+   * with one sentence; git has had no answer for a push whose outcome is unknown, neither `ok` nor a
+   * refusal, and is told how to see it. Once git has the push's answer, nothing is left but to exit.
+   */
+  #silent(quietMs: number): void {
+    this.#over = true;
+    this.#req.destroy();
+    if (this.#pushAnswered) process.exit(0);
+    const s = `${Math.round(quietMs / 1000)} s`;
+    const remote = process.argv[2];
+    const named = remote !== undefined && /^[\w.-]+$/.test(remote) ? remote : '<remote>';
+    writeStderr(
+      PUSH.test(this.#forwarded)
+        ? `knotless: The warm agent stopped answering for ${s} in the middle of the push, so whether it landed is unknown; run \`git ls-remote ${named}\` (or \`git fetch ${named}\`) to see, then push again if it did not.\n`
+        : `knotless: The warm agent stopped answering for ${s} in the middle of the command, so the command was stopped; run it again (KNOTLESS_AGENT=0 runs it without the agent).\n`,
+    );
+    process.exit(EXIT_CODES['pds-unreachable']);
   }
 
   #end(): void {
     if (this.#over) return;
     if (this.#exit === undefined) return this.gone();
     this.#over = true;
+    clearTimeout(this.#watch);
     process.exit(this.#exit);
   }
 
@@ -171,6 +230,7 @@ class Session {
   gone(): void {
     if (this.#over) return;
     this.#over = true;
+    clearTimeout(this.#watch);
     if (this.#pushAnswered) process.exit(0);
     let next = 0;
     const source = async (): Promise<Uint8Array | undefined> => {
