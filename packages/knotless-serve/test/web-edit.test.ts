@@ -91,9 +91,11 @@ describe('editing a file in the browser, at its edges', () => {
     await page.getByLabel('Commit message').fill('Keep what I typed');
     // A form whose path was changed on its way (the page itself only posts the file it opened).
     await page.locator('input[name="path"]').evaluate((el) => ((el as HTMLInputElement).value = 'git~1/x'));
+    // Three MiB of form and a commit of half a MiB: on a loaded machine longer than Playwright's
+    // default 30 s, so these wait for the answer itself, bounded by the test runner's limit.
     const [answer] = await Promise.all([
-      page.waitForResponse((r) => r.request().method() === 'POST'),
-      page.getByRole('button', { name: 'Commit to main' }).click(),
+      page.waitForResponse((r) => r.request().method() === 'POST', { timeout: 0 }),
+      page.getByRole('button', { name: 'Commit to main' }).click({ timeout: 0 }),
     ]);
     assert.equal(answer.status(), 400);
     assert.equal(
