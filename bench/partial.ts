@@ -13,6 +13,8 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startNetwork, startProxy } from 'knotless-devnet';
 import { writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
+import { run as runCommand } from './client.ts';
+import { localEnv } from './local.ts';
 
 const { values } = parseArgs({
   options: {
@@ -28,20 +30,9 @@ const source = path.resolve(
 );
 const lfsMib = Number(values['lfs-mib']);
 
-/** Runs a command to completion and gives its stdout; fails the bench on a non-zero exit, with its stderr. */
-function run(cmd: string, args: string[], cwd: string, env: Record<string, string>): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-    child.on('error', reject);
-    child.on('close', (code) =>
-      code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}:\n${err}`)),
-    );
-  });
-}
+/** Runs a command to completion and gives its stdout (the benches' runner, which fails loudly). */
+const run = async (cmd: string, args: string[], cwd: string, env: Record<string, string>) =>
+  (await runCommand(cmd, args, { cwd, env })).stdout;
 
 /** Waits until no background compaction of any repository holds its marker in `cacheDir`. */
 async function compactionsDone(cacheDir: string): Promise<void> {
@@ -59,14 +50,10 @@ try {
   await net.ensureAccount('alice.test', password);
   const bin = path.join(home, 'bin');
   writeWrappers(bin);
+  // Each way of cloning has a cache of its own, so that each starts empty.
   const env = (cache: string): Record<string, string> => ({
-    PATH: `${bin}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
-    HOME: home,
-    GIT_CONFIG_NOSYSTEM: '1',
-    KNOTLESS_CONFIG_DIR: path.join(home, 'config'),
+    ...localEnv(home, bin, net),
     KNOTLESS_CACHE_DIR: path.join(home, cache),
-    KNOTLESS_PLC_URL: net.plcUrl,
-    KNOTLESS_DEV_PDS: net.pdsUrl,
     KNOTLESS_SERVICE: proxy.url,
     KNOTLESS_AGENT_IDLE: '0',
   });
@@ -96,18 +83,20 @@ try {
       .split('\n')
       .filter(Boolean)
       .map((l) => l.split(' ')[0]!);
+    // The pack goes straight to a file; the descriptor is this process's to close once git is done.
+    const fd = fs.openSync(file, 'w');
     await new Promise<void>((resolve, reject) => {
       const child = spawn('git', ['pack-objects', '--revs', '-q', '--stdout', `--filter=${filter}`], {
         cwd: copy,
         env: pushEnv,
-        stdio: ['pipe', fs.openSync(file, 'w'), 'inherit'],
+        stdio: ['pipe', fd, 'inherit'],
       });
       child.on('error', reject);
       child.on('close', (code) =>
         code === 0 ? resolve() : reject(new Error(`pack-objects exited ${code}`)),
       );
       child.stdin?.end(tips.join('\n') + '\n');
-    });
+    }).finally(() => fs.closeSync(fd));
     const size = fs.statSync(file).size;
     fs.rmSync(file);
     return size;
