@@ -24,10 +24,15 @@ const { values } = parseArgs({
   },
 });
 const here = path.dirname(new URL(import.meta.url).pathname);
-const source = path.resolve(
-  values.source ??
-    execFileSync('git', ['-C', here, 'rev-parse', '--git-common-dir'], { encoding: 'utf8' }).trim(),
-);
+// git prints the common directory relative to where it ran (bench/) in the main work tree, and
+// absolute in a linked one: resolved from there, both name it.
+const source =
+  values.source !== undefined
+    ? path.resolve(values.source)
+    : path.resolve(
+        here,
+        execFileSync('git', ['-C', here, 'rev-parse', '--git-common-dir'], { encoding: 'utf8' }).trim(),
+      );
 const lfsMib = Number(values['lfs-mib']);
 
 /** Runs a command to completion and gives its stdout (the benches' runner, which fails loudly). */
