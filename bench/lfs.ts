@@ -10,6 +10,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startNetwork, startProxy } from 'knotless-devnet';
 import { writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
+import { localEnv } from './local.ts';
 
 const { values } = parseArgs({
   options: {
@@ -43,17 +44,7 @@ try {
   const bin = path.join(home, 'bin');
   writeWrappers(bin);
   const env: Record<string, string> = {
-    PATH: `${bin}:${process.env['PATH'] ?? '/usr/bin:/bin'}`,
-    HOME: home,
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_AUTHOR_NAME: 'alice',
-    GIT_AUTHOR_EMAIL: 'alice@example.com',
-    GIT_COMMITTER_NAME: 'alice',
-    GIT_COMMITTER_EMAIL: 'alice@example.com',
-    KNOTLESS_CONFIG_DIR: path.join(home, 'config'),
-    KNOTLESS_CACHE_DIR: path.join(home, 'cache'),
-    KNOTLESS_PLC_URL: net.plcUrl,
-    KNOTLESS_DEV_PDS: net.pdsUrl,
+    ...localEnv(home, bin, net),
     KNOTLESS_SERVICE: proxy.url,
     KNOTLESS_AGENT_IDLE: '0',
   };
