@@ -65,6 +65,27 @@ export function commitChecks(
 }
 
 /**
+ * How many verdicts by runners that do not count are shown of one commit, at most, by the CLI's
+ * `check list` and the appview's pages alike: anyone can write checks on any commit, and a flood of
+ * them must neither hide the verdicts that count nor make the listing unbounded. Trusted runners'
+ * verdicts (the owner's included) are always shown in full.
+ */
+export const UNTRUSTED_SHOWN = 50;
+
+/**
+ * `shown` (commitChecks's order) with at most `limit` verdicts by untrusted runners kept, the first
+ * in that order, and how many were left out.
+ */
+export function capUntrusted(
+  shown: readonly ShownCheck[],
+  limit: number = UNTRUSTED_SHOWN,
+): { shown: ShownCheck[]; more: number } {
+  let others = 0;
+  const kept = shown.filter((c) => c.trusted || ++others <= limit);
+  return { shown: kept, more: shown.length - kept.length };
+}
+
+/**
  * The checks that are verdicts: of each runner's checks on one context of one commit of one
  * repository, the latest by record key (TIDs, in the order the runner wrote them; `createdAt` is
  * never read, and one runner's keys are only ever ordered against its own). The others are

@@ -7,6 +7,7 @@ import {
   repoProtection,
   trustedRunners,
   unmetChecks,
+  UNTRUSTED_SHOWN,
 } from 'knotless-core/forge/checks';
 import { commitVerdict, type CommitVerdict } from 'knotless-core/forge/checks-store';
 import { repoUri } from 'knotless-core/forge/records';
@@ -53,7 +54,7 @@ export async function indexedVerdict(
     repo.name,
     commit,
     [repo.did, ...trusted],
-    SHOWN_OTHERS,
+    UNTRUSTED_SHOWN,
   );
   const shown = commitChecks(
     rows.map((r) => r.check),
@@ -64,6 +65,3 @@ export async function indexedVerdict(
   const names = new Map(rows.map((r) => [r.check.runner, r.handle ?? r.check.runner]));
   return { protection, branch: rules, shown, unmet: unmetChecks(rules, shown, names), names };
 }
-
-/** How many checks by runners that do not count a page shows of one commit, at most. */
-const SHOWN_OTHERS = 50;

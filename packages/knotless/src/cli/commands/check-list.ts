@@ -1,4 +1,5 @@
 import { KnotlessError } from 'knotless-core/errors';
+import { capUntrusted, UNTRUSTED_SHOWN } from 'knotless-core/forge/checks';
 import { isValidBranch } from 'knotless-core/forge/records';
 import { refKey } from 'knotless-core/records/ref-key';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -11,10 +12,14 @@ export const command: Command = {
   args: '<[handle/]repo> <commit-or-branch>',
   summary: "a commit's checks: each runner's latest verdict per context, trusted runners marked",
   details: [
-    "Checks are read from the accounts that can count (the owner's and the runners its protection trusts) and yours; --runner reads another's too, shown untrusted unless the owner trusts it. Given a branch, its head commit is listed and judged by that branch's protection: what a merge into it still waits for is listed last. Given a commit, a runner any protected branch trusts is marked trusted.",
+    `Checks are read from the accounts that can count (the owner's and the runners its protection trusts) and yours; --runner reads another's too, shown untrusted unless the owner trusts it. The owner's and trusted runners' verdicts are all listed; of the others at most ${UNTRUSTED_SHOWN}, with a line saying how many more (--all lists every one). Given a branch, its head commit is listed and judged by that branch's protection: what a merge into it still waits for is listed last. Given a commit, a runner any protected branch trusts is marked trusted.`,
   ],
   options: {
     runner: { type: 'string', multiple: true, value: 'HANDLE', help: "read this runner's checks too" },
+    all: {
+      type: 'boolean',
+      help: 'list every untrusted verdict too, not only the first ' + String(UNTRUSTED_SHOWN),
+    },
     json: JSON_OPTION,
   },
   examples: ['knotless check list alice.example/site main', 'knotless check list site 0123…cdef --json'],
@@ -47,13 +52,14 @@ export const command: Command = {
     const store = forgeReader(c, io).store;
     const v = await commitVerdict(c, store, target.owner, target.name, commit, branch, extra);
     const name = (did: string) => v.names.get(did) ?? did;
+    const { shown, more } = args.values['all'] === true ? { shown: v.shown, more: 0 } : capUntrusted(v.shown);
     if (args.values['json'] === true) {
       io.out(
         safeJson({
           repo: target.uri,
           commit,
           ...(branch === undefined ? {} : { branch, protected: v.branch !== undefined }),
-          checks: v.shown.map((s) => ({
+          checks: shown.map((s) => ({
             context: s.context,
             state: s.state,
             runner: name(s.runner),
@@ -62,6 +68,7 @@ export const command: Command = {
             ...(s.targetUrl === undefined ? {} : { targetUrl: s.targetUrl }),
             ...(s.description === undefined ? {} : { description: s.description }),
           })),
+          ...(more === 0 ? {} : { moreUntrusted: more }),
           ...(v.branch === undefined
             ? {}
             : {
@@ -73,13 +80,14 @@ export const command: Command = {
       return;
     }
     io.out(`${target.label} ${commit}${branch === undefined ? '' : ` (${safeText(branch)})`}`);
-    if (v.shown.length === 0) io.out('  no checks');
-    for (const s of v.shown) {
+    if (shown.length === 0) io.out('  no checks');
+    for (const s of shown) {
       const about = [s.description, s.targetUrl].filter((x) => x !== undefined).map((x) => safeText(x, 300));
       io.out(
         `  ${safeText(s.context, 100)}  ${s.state.padEnd(7)}  ${safeText(name(s.runner))}${s.trusted ? ' (trusted)' : ' (untrusted)'}${about.length === 0 ? '' : `  ${about.join('  ')}`}`,
       );
     }
+    if (more > 0) io.out(`  … and ${more} more by runners the owner does not trust (--all lists them)`);
     if (v.branch !== undefined) {
       if (v.unmet.length === 0)
         io.out(
