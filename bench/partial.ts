@@ -39,10 +39,15 @@ const lfsMib = Number(values['lfs-mib']);
 const run = async (cmd: string, args: string[], cwd: string, env: Record<string, string>) =>
   (await runCommand(cmd, args, { cwd, env })).stdout;
 
-/** Waits until no background compaction of any repository holds its marker in `cacheDir`. */
+/**
+ * Waits until no background compaction of any repository holds its marker in `cacheDir`, for at
+ * most ten minutes: a compaction that never ends is a failure of the bench, said as such.
+ */
 async function compactionsDone(cacheDir: string): Promise<void> {
   const dir = path.join(cacheDir, 'compacting');
+  const until = Date.now() + 10 * 60_000;
   while (fs.existsSync(dir) && fs.readdirSync(dir).length > 0) {
+    if (Date.now() > until) throw new Error(`a background compaction still holds ${dir} after ten minutes`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }

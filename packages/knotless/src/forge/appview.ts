@@ -1,5 +1,6 @@
 import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
 import { XrpcClient, XrpcError, generalFailure } from 'knotless-core/xrpc/client';
 
 /** An author as the appview shows one. */
@@ -35,10 +36,11 @@ export interface CommentView {
   createdAt: string;
 }
 
-const isStr = (v: unknown): v is string => typeof v === 'string';
+/** Narrows an answer field from the appview (nothing from the network is trusted). */
+export const isStr = (v: unknown): v is string => typeof v === 'string';
 
 /** A view the appview sent is used only when it has the shape its lexicon promises. */
-function checkSubject(v: unknown): SubjectView {
+function checkSubject(v: unknown, url: string): SubjectView {
   const s = v as Partial<SubjectView> | null;
   if (
     typeof s !== 'object' ||
@@ -53,11 +55,11 @@ function checkSubject(v: unknown): SubjectView {
     !Array.isArray(s.labels) ||
     !s.labels.every(isStr)
   )
-    throw unreadable();
+    throw appviewUnreadable(url);
   return s as SubjectView;
 }
 
-function checkComment(v: unknown): CommentView {
+function checkComment(v: unknown, url: string): CommentView {
   const c = v as Partial<CommentView> | null;
   if (
     typeof c !== 'object' ||
@@ -69,14 +71,18 @@ function checkComment(v: unknown): CommentView {
     !isStr(c.createdAt) ||
     (c.round !== undefined && !Number.isSafeInteger(c.round))
   )
-    throw unreadable();
+    throw appviewUnreadable(url);
   return c as CommentView;
 }
 
-function unreadable(): KnotlessError {
+/**
+ * The sentence for an appview answer that is not what its lexicon says (`what`: "a view", "a
+ * webhook"), one for every appview client of the CLI.
+ */
+export function appviewUnreadable(url: string, what = 'a view'): KnotlessError {
   return new KnotlessError(
     'corrupt-remote',
-    'The appview (KNOTLESS_APPVIEW) answered with something that is not a view of its lexicon; check the URL.',
+    `The appview at ${safeText(url)} answered with something that is not ${what} of its lexicon; check KNOTLESS_APPVIEW.`,
   );
 }
 
@@ -108,8 +114,8 @@ export class Appview {
     for (let page = 0; page < 100; page++) {
       const res = await this.#query<Record<string, unknown>>(nsid, { repo, state, limit: 100, cursor });
       const items = res[kind];
-      if (!Array.isArray(items)) throw unreadable();
-      out.push(...items.map(checkSubject));
+      if (!Array.isArray(items)) throw appviewUnreadable(this.url);
+      out.push(...items.map((i) => checkSubject(i, this.url)));
       const next = res['cursor'];
       if (!isStr(next) || items.length === 0 || next === cursor) return out;
       cursor = next;
@@ -132,8 +138,11 @@ export class Appview {
       throw generalFailure(err, `asking the appview ${this.url} (${nsid})`);
     }
     const comments = res['comments'];
-    if (!Array.isArray(comments)) throw unreadable();
-    return { view: checkSubject(res[kind]), comments: comments.map(checkComment) };
+    if (!Array.isArray(comments)) throw appviewUnreadable(this.url);
+    return {
+      view: checkSubject(res[kind], this.url),
+      comments: comments.map((c) => checkComment(c, this.url)),
+    };
   }
 
   async #query<T>(nsid: string, params: Record<string, string | number | undefined>): Promise<T> {

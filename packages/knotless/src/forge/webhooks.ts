@@ -4,6 +4,7 @@
 // lets an account manage only its own repositories' webhooks.
 import type { SessionAuthorizer } from '../auth/store.ts';
 import type { Context } from '../context.ts';
+import { appviewUnreadable, isStr } from './appview.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { serviceDidOf } from 'knotless-core/identity/service-did';
 import type { WebhookMethod } from 'knotless-core/records/collections';
@@ -24,15 +25,6 @@ export interface AddedWebhook {
   url: string;
   secret: string;
   createdAt: string;
-}
-
-const isStr = (v: unknown): v is string => typeof v === 'string';
-
-function unreadable(url: string): KnotlessError {
-  return new KnotlessError(
-    'corrupt-remote',
-    `The appview at ${safeText(url)} answered with something that is not a webhook of its lexicon; check KNOTLESS_APPVIEW.`,
-  );
 }
 
 /** The appview the CLI is pointed at, or one sentence saying how to point it at one. */
@@ -68,11 +60,11 @@ export class Webhooks {
   async list(): Promise<WebhookView[]> {
     const res = await this.#call('dev.knotless.webhook.list', { repo: this.repo });
     const hooks = res['webhooks'];
-    if (!Array.isArray(hooks)) throw unreadable(this.#appview);
+    if (!Array.isArray(hooks)) throw appviewUnreadable(this.#appview, 'a webhook');
     return hooks.map((v: unknown) => {
       const h = v as Partial<WebhookView> | null;
       if (typeof h !== 'object' || h === null || !isStr(h.id) || !isStr(h.url) || !isStr(h.createdAt))
-        throw unreadable(this.#appview);
+        throw appviewUnreadable(this.#appview, 'a webhook');
       const last = h.lastDelivery;
       const lastOk =
         last === undefined ||
@@ -81,7 +73,7 @@ export class Webhooks {
           isStr(last.event) &&
           isStr(last.state) &&
           (last.status === null || Number.isSafeInteger(last.status)));
-      if (!lastOk) throw unreadable(this.#appview);
+      if (!lastOk) throw appviewUnreadable(this.#appview, 'a webhook');
       return {
         id: h.id,
         url: h.url,
@@ -98,7 +90,8 @@ export class Webhooks {
       ...(secret === undefined ? {} : { secret }),
     });
     const { id, secret: s, createdAt } = res;
-    if (!isStr(id) || !isStr(res['url']) || !isStr(s) || !isStr(createdAt)) throw unreadable(this.#appview);
+    if (!isStr(id) || !isStr(res['url']) || !isStr(s) || !isStr(createdAt))
+      throw appviewUnreadable(this.#appview, 'a webhook');
     return { id, url: res['url'], secret: s, createdAt };
   }
 
@@ -110,7 +103,7 @@ export class Webhooks {
   async test(id: string): Promise<string> {
     const res = await this.#call('dev.knotless.webhook.test', { repo: this.repo, id });
     const d = res['delivery'];
-    if (!isStr(d) && !Number.isSafeInteger(d)) throw unreadable(this.#appview);
+    if (!isStr(d) && !Number.isSafeInteger(d)) throw appviewUnreadable(this.#appview, 'a webhook');
     return String(d);
   }
 
@@ -142,7 +135,8 @@ export class Webhooks {
     } catch (err) {
       throw this.#refusal(err, lxm);
     }
-    if (typeof res !== 'object' || res === null || Array.isArray(res)) throw unreadable(this.#appview);
+    if (typeof res !== 'object' || res === null || Array.isArray(res))
+      throw appviewUnreadable(this.#appview, 'a webhook');
     return res as Record<string, unknown>;
   }
 
