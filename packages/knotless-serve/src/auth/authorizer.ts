@@ -3,6 +3,7 @@
 // nonces, a refresh when the access token expired or was refused), so the forge's operations run
 // unchanged with the reader's authority. Requests to any other server go without the tokens.
 import { KnotlessError } from 'knotless-core/errors';
+import { accountMove, type AccountMove } from 'knotless-core/identity/moved';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Authorizer } from 'knotless-core/xrpc/client';
 import { isBodySource, type RequestBody } from 'knotless-core/xrpc/request-body';
@@ -24,7 +25,7 @@ export function signedOut(): KnotlessError {
  * follows an account to another PDS (each PDS's authorization server keeps its own tokens), so the
  * reader signs in again, there.
  */
-export function movedSignIn(handle: string, from: string, to: string): KnotlessError {
+export function movedSignIn(handle: string, { from, to }: AccountMove): KnotlessError {
   return new KnotlessError(
     'session-expired',
     `${safeText(handle)} moved from ${safeText(from)} to ${safeText(to)} since you signed in here; sign in again to write there.`,
@@ -55,10 +56,8 @@ export async function readerAuth(ctx: ReaderAuthContext, did: string, handle: st
    */
   const over = async (): Promise<KnotlessError> => {
     await ctx.ended(did);
-    const now = granted === undefined ? undefined : await ctx.pdsNow(did);
-    if (granted !== undefined && now !== undefined && new URL(now).origin !== new URL(granted).origin)
-      return movedSignIn(handle, new URL(granted).origin, new URL(now).origin);
-    return signedOut();
+    const move = granted === undefined ? undefined : accountMove(granted, await ctx.pdsNow(did));
+    return move === undefined ? signedOut() : movedSignIn(handle, move);
   };
   let session: Session;
   try {

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { AuthServices } from './services.ts';
 import { KnotlessError } from 'knotless-core/errors';
+import { accountMove } from 'knotless-core/identity/moved';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { printErr, safeText } from 'knotless-core/text/terminal';
 import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
@@ -170,8 +171,8 @@ export async function activeSession(ctx: AuthServices): Promise<SessionAuthorize
   }
   // Sessions name the PDS they were made on (KNOTLESS_SERVICE's, for an OAuth session made through it).
   const known = ctx.config.service === undefined ? ctx.resolver.cache.did(stored.did) : undefined;
-  if (known !== undefined && known.pds !== stored.pds)
-    throw movedSession(known.handle ?? stored.handle, stored.pds, known.pds, false);
+  const move = accountMove(stored.pds, known?.pds);
+  if (move !== undefined) throw movedSession(known?.handle ?? stored.handle, move, false);
   const session =
     stored.kind === 'oauth'
       ? new OAuthSession(ctx, ctx.sessions, stored)

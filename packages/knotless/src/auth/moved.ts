@@ -1,4 +1,5 @@
 import { KnotlessError } from 'knotless-core/errors';
+import { accountMove, type AccountMove } from 'knotless-core/identity/moved';
 import { safeText } from 'knotless-core/text/terminal';
 import type { XrpcError } from 'knotless-core/xrpc/client';
 import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
@@ -13,7 +14,7 @@ import type { SessionAuthorizer } from './store.ts';
  * atproto's own clients do after a move is log in again. A one-off session does that by itself on
  * the next run, from KNOTLESS_PASSWORD.
  */
-export function movedSession(handle: string, from: string, to: string, oneOff: boolean): KnotlessError {
+export function movedSession(handle: string, { from, to }: AccountMove, oneOff: boolean): KnotlessError {
   const name = safeText(handle);
   const moved = `${name} moved from ${safeText(from)} to ${safeText(to)}`;
   return new KnotlessError(
@@ -59,23 +60,21 @@ export class MoveAwareSession implements SessionAuthorizer {
 
   checkService(service: string): void {
     const { did, handle, pds } = this.#inner.session;
-    if (this.#ctx.config.service !== undefined || sameOrigin(service, pds)) return;
+    if (this.#ctx.config.service !== undefined || accountMove(pds, service) === undefined) return;
     const known = this.#ctx.resolver.cache.did(did);
+    const move = accountMove(pds, known?.pds);
     // Only the account's own new PDS: a write meant for another account's PDS is that PDS's to refuse.
-    if (known !== undefined && sameOrigin(known.pds, service))
-      throw movedSession(known.handle ?? handle, pds, known.pds, this.#oneOff);
+    if (move !== undefined && accountMove(move.to, service) === undefined)
+      throw movedSession(known?.handle ?? handle, move, this.#oneOff);
   }
 
   async renew(rejected: XrpcError): Promise<boolean> {
     if (pdsRefusal(rejected) === 'account-gone' && this.#ctx.config.service === undefined) {
       const { did, handle, pds } = this.#inner.session;
       const now = await this.#ctx.resolver.resolve(did, { fresh: true });
-      if (!sameOrigin(now.pds, pds)) throw movedSession(now.handle ?? handle, pds, now.pds, this.#oneOff);
+      const move = accountMove(pds, now.pds);
+      if (move !== undefined) throw movedSession(now.handle ?? handle, move, this.#oneOff);
     }
     return this.#inner.renew(rejected);
   }
-}
-
-function sameOrigin(a: string, b: string): boolean {
-  return new URL(a).origin === new URL(b).origin;
 }
