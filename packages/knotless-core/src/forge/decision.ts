@@ -28,6 +28,27 @@ export function checkLabelCount(labels: string[], noun: string): void {
     throw new KnotlessError('usage', `A ${noun} has at most ${MAX_LABELS} labels.`);
 }
 
+/**
+ * A label list as text, the way both front ends write it (the CLI's views and answers, the web's
+ * labels form): in order, comma-separated. `each` makes one label safe where it goes (the terminal's
+ * escaping); `parseLabelList` reads it back.
+ */
+export function labelList(labels: readonly string[], each: (label: string) => string = (l) => l): string {
+  return labels.map(each).join(', ');
+}
+
+/** The labels a comma-separated list names (the web's form): trimmed, empty ones dropped, each once. */
+export function parseLabelList(text: string): string[] {
+  return [
+    ...new Set(
+      text
+        .split(',')
+        .map((l) => l.trim())
+        .filter((l) => l !== ''),
+    ),
+  ];
+}
+
 /** Throws `permission-denied` unless `w.me` owns the repository: labels count only from its owner. */
 export function checkLabelWrite(w: Pick<StateWrite, 'me' | 'myName' | 'owner' | 'label' | 'noun'>): void {
   if (w.me !== w.owner)

@@ -7,7 +7,7 @@ import { writeComment } from 'knotless-core/forge/comment';
 import { utcTime } from 'knotless-core/forge/short-id';
 import { parseComment, repoUri } from '../forge/records.ts';
 import { findItem, reader, type CommentItem, type Item, type Reader } from '../forge/subjects.ts';
-import { alreadyDecided, writeDecision } from 'knotless-core/forge/decision';
+import { MAX_LABEL, alreadyDecided, labelList, writeDecision } from 'knotless-core/forge/decision';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -271,4 +271,9 @@ export function stateCommand<R extends Base>(kind: Kind<R>, verb: 'close' | 'reo
       else io.out(item.id);
     },
   };
+}
+
+/** An item's labels as the CLI shows them (its views, `label`'s answer): the core's list, each label escaped for the terminal. */
+export function labelsText(labels: readonly string[]): string {
+  return labels.length === 0 ? 'no labels' : labelList(labels, (l) => safeText(l, MAX_LABEL));
 }

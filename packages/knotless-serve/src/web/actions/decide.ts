@@ -8,6 +8,7 @@ import { mergePull } from 'knotless-core/forge/merge';
 import {
   alreadyDecided,
   checkLabel,
+  parseLabelList,
   checkLabelCount,
   checkLabelWrite,
   labelDecision,
@@ -226,14 +227,7 @@ export async function setLabels(
   res: http.ServerResponse,
 ) {
   checkLabelWrite(stateWrite(viewer, repo, item, item.state));
-  const labels = [
-    ...new Set(
-      (form.get('labels') ?? '')
-        .split(',')
-        .map((l) => l.trim())
-        .filter((l) => l !== ''),
-    ),
-  ];
+  const labels = parseLabelList(form.get('labels') ?? '');
   for (const l of labels) checkLabel(l);
   checkLabelCount(labels, stateWrite(viewer, repo, item, item.state).noun);
   const merged = item.kind === 'pulls' ? (await site.index.forge.pull(item.did, item.rkey))?.merged : null;

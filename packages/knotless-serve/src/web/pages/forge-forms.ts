@@ -1,5 +1,6 @@
 // The forge's forms, shown to a signed-in reader (plain forms: they post without JavaScript), and
 // to everyone else a link to sign in. What each posts to is in web/actions/forge.ts.
+import { labelList } from 'knotless-core/forge/decision';
 import { csrfField, postButton } from '../forms.ts';
 import { html, href, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../site.ts';
@@ -122,7 +123,7 @@ export function labelsForm(repo: RepoTarget, base: string, labels: string[]): Sa
   return html`<form class="inline" method="post" action="${base}/labels">
     ${csrfField()}
     <label for="labels">Labels</label>
-    <input id="labels" name="labels" value="${labels.join(', ')}" placeholder="bug, docs" />
+    <input id="labels" name="labels" value="${labelList(labels)}" placeholder="bug, docs" />
     <button type="submit">Save labels</button>
   </form>`;
 }
@@ -142,4 +143,9 @@ export function starForm(repo: RepoTarget, count: number, starred: boolean): Saf
         : postButton(href(repo.owner, repo.name, 'star'), 'Star')
     }</span
   >`;
+}
+
+/** An item's labels as pills, in the order the owner wrote them (the issue and pull request pages). */
+export function labelPills(labels: readonly string[]): SafeHtml[] {
+  return labels.map((l) => html` <span class="pill">${l}</span>`);
 }

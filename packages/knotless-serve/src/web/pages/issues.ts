@@ -2,7 +2,7 @@ import type { IssueRow } from '../../db/forge-store.ts';
 import { html, href, page, when } from '../html.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { repoHeader } from './common.ts';
-import { commentForm, labelsForm, newIssueForm, stateForm } from './forge-forms.ts';
+import { commentForm, labelPills, labelsForm, newIssueForm, stateForm } from './forge-forms.ts';
 import { authorDid, authorLink, commentList, itemListPage, statePill, userText } from './forge-common.ts';
 
 function issueHref(repo: RepoTarget, i: Pick<IssueRow, 'did' | 'rkey'>): string {
@@ -52,7 +52,7 @@ export async function issuePage(site: Site, repo: RepoTarget, author: string, rk
       <h2 class="title">${issue.title} <span class="muted mono short">#${short}</span></h2>
       <p>
         ${statePill(issue.state)} ${authorLink(issue.did, issue.handle)} opened ${when(issue.created_at)}
-        ${(JSON.parse(issue.labels) as string[]).map((l) => html` <span class="pill">${l}</span>`)}
+        ${labelPills(JSON.parse(issue.labels) as string[])}
       </p>
       <div class="box">${userText(issue.body)}</div>
       ${commentList(comments)} ${commentForm(`${self}/comment`)}

@@ -10,7 +10,7 @@ import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { commitLink, repoHeader, short } from './common.ts';
 import { pagedDiff } from './commit.ts';
 import { commitList } from './commits.ts';
-import { commentForm, labelsForm, mergeForm, stateForm } from './forge-forms.ts';
+import { commentForm, labelPills, labelsForm, mergeForm, stateForm } from './forge-forms.ts';
 import { indexedVerdict } from '../checks.ts';
 import { checksBadge, checksList, mergeability } from './checks-view.ts';
 import { authorDid, commentList, statePill, userText } from './forge-common.ts';
@@ -171,8 +171,7 @@ export async function pullPage(
       <h2 class="title">${pull.title} <span class="muted mono short">#${short}</span></h2>
       <p>
         ${statePill(pull.state)} ${mergeWords(pull, html`${headRepo}${pull.head_branch}`)}, opened
-        ${when(pull.created_at)}${merged}
-        ${(JSON.parse(pull.labels) as string[]).map((l) => html` <span class="pill">${l}</span>`)}
+        ${when(pull.created_at)}${merged} ${labelPills(JSON.parse(pull.labels) as string[])}
       </p>
       ${
         ignored.length === 0

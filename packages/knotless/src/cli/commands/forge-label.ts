@@ -1,16 +1,10 @@
 import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
-import {
-  MAX_LABEL,
-  checkLabel,
-  checkLabelCount,
-  checkLabelWrite,
-  labelDecision,
-} from 'knotless-core/forge/decision';
+import { checkLabel, checkLabelCount, checkLabelWrite, labelDecision } from 'knotless-core/forge/decision';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import type { Kind } from '../../forge/kinds.ts';
 import { JSON_OPTION, type Args, type Command } from '../command.ts';
-import { itemFor, itemJson, writeState } from '../forge-shared.ts';
+import { itemFor, itemJson, labelsText, writeState } from '../forge-shared.ts';
 
 type Base = { repo: string; title: string; body?: string; createdAt: string };
 
@@ -55,9 +49,7 @@ export function labelCommand<R extends Base>(kind: Kind<R>): Command {
       item.labels = labels;
       const d = labelDecision(item.decisions ?? [], target.owner.did, labels, item.merged);
       await writeState(r, auth, kind, target, item, d.state, d.extra, item.state);
-      io.err(
-        `${safeText(item.id)}: ${labels.length === 0 ? 'no labels' : labels.map((l) => safeText(l, MAX_LABEL)).join(', ')}.`,
-      );
+      io.err(`${safeText(item.id)}: ${labelsText(labels)}.`);
       if (args.values['json'] === true) io.out(safeJson(itemJson(item)));
       else io.out(item.id);
     },

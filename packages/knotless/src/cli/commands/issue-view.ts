@@ -3,7 +3,15 @@ import { commentsOn } from '../../forge/subjects.ts';
 import { utcTime } from 'knotless-core/forge/short-id';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
-import { commentJson, currentDid, itemFor, itemJson, printBody, printComments } from '../forge-shared.ts';
+import {
+  commentJson,
+  currentDid,
+  itemFor,
+  itemJson,
+  labelsText,
+  printBody,
+  printComments,
+} from '../forge-shared.ts';
 
 export const command: Command = {
   name: 'issue view',
@@ -32,7 +40,7 @@ export const command: Command = {
     io.out(`  author   ${safeText(item.handle ?? item.did)}`);
     io.out(`  opened   ${utcTime(item.record.createdAt) ?? safeText(item.record.createdAt, 40)}`);
     io.out(`  repo     ${target.label}`);
-    if (item.labels.length > 0) io.out(`  labels   ${item.labels.map((l) => safeText(l, 64)).join(', ')}`);
+    if (item.labels.length > 0) io.out(`  labels   ${labelsText(item.labels)}`);
     printBody(io, item.record.body);
     printComments(io, comments);
   },

@@ -18,6 +18,7 @@ import {
   currentDid,
   itemFor,
   itemJson,
+  labelsText,
   printBody,
   printComments,
   type Target,
@@ -131,7 +132,7 @@ export const command: Command = {
         ? `  checked  not against ${checked.repo} ${checked.branch} (${checked.reason ?? 'unknown'})`
         : `  checked  against ${checked.repo} ${checked.branch} at ${checked.tip.slice(0, 12)}`,
     );
-    if (item.labels.length > 0) io.out(`  labels   ${item.labels.map((l) => safeText(l, 64)).join(', ')}`);
+    if (item.labels.length > 0) io.out(`  labels   ${labelsText(item.labels)}`);
     if (diff !== undefined)
       io.out(
         `  diff     ${diff.files} file${diff.files === 1 ? '' : 's'} changed, +${diff.insertions} -${diff.deletions}`,
