@@ -65,6 +65,11 @@ export interface Committed {
   commit: string;
   ref: string;
   packs: PackEntry[];
+  /**
+   * The ref record as written (its key, CID and the account revision that wrote it, when the PDS
+   * said): what the account's event stream will carry, for a reader that need not wait for it.
+   */
+  written: RemoteRef;
 }
 
 /** Who the commit is by: git's identities (config and GIT_* variables), or --author for the author. */
@@ -243,7 +248,7 @@ async function commitInMirror(
         if (head !== undefined) written.push(head);
       }
       view.write({ refs: written });
-      return { commit, ref, packs };
+      return { commit, ref, packs, written: { key, cid, rev, record } };
     },
     reread: async ({ refs: before }, { key, commit }) => {
       const current = await remote.getRef(key);
@@ -254,7 +259,7 @@ async function commitInMirror(
       // A retried write whose first copy landed (its answer was lost) conflicts with itself: done.
       if (current?.record.target === commit) {
         view.write({ refs });
-        return { kind: 'done', value: { commit, ref, packs: current.record.packs } };
+        return { kind: 'done', value: { commit, ref, packs: current.record.packs, written: current } };
       }
       return { kind: 'again', state: { refs, current } };
     },

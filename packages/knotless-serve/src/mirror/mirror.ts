@@ -12,11 +12,15 @@ import {
   runGit,
   unionPacks,
   withRelist,
+  REF_COLLECTION,
   type PackEntry,
   type Transport,
 } from 'knotless-core';
+import { writeRefRecord } from 'knotless-core/records/ref-record';
+import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import type { ServeConfig } from '../config.ts';
 import type { Index, RefRow } from '../db/index-store.ts';
+import { applyWrite } from '../ingest/apply.ts';
 import type { Identities } from '../ingest/identities.ts';
 import { guardedTransport } from '../net/guard.ts';
 import type { StoredRound as Round } from '../db/schema.ts';
@@ -167,6 +171,40 @@ export class Mirror {
       else this.#log(`mirror ${did}/${repo}: ${err instanceof Error ? err.message : String(err)}`);
       return undefined;
     }
+  }
+
+  /**
+   * The blob cache syncs read packs from: a write this appview makes stores the blobs it uploads
+   * here, so that syncing it downloads nothing (see {@link wrote}).
+   */
+  get cache(): BlobCache {
+    return this.#cache;
+  }
+
+  /**
+   * A ref record this appview wrote itself (a commit made in the browser), taken as its event on
+   * the account's stream would be: the index applies it by the same rule (`applyWrite`; the event,
+   * arriving later with the same revision, then changes nothing) and the mirror syncs at once, as
+   * after that event, from the packs the write left in {@link cache}. The next page shows the write
+   * without waiting for the stream. Settles when the mirror matches the index.
+   */
+  async wrote(did: string, written: RemoteRef): Promise<void> {
+    const repo = written.record.repo;
+    // A private repository's refs are sealed: none is ever indexed, however it was learned. A write
+    // without its revision is left to its event, which has it.
+    if ((await this.#index.repo(did, repo))?.private === 1 || written.rev === undefined || written.rev === '')
+      return;
+    const changed = await applyWrite(this.#index, {
+      did,
+      collection: REF_COLLECTION,
+      rkey: written.key,
+      rev: written.rev,
+      cid: written.cid,
+      // In the form the PDS holds it, read back by the same parser as an event's.
+      record: writeRefRecord(written.record),
+      time: new Date().toISOString(),
+    });
+    if (changed !== undefined) await this.schedule(did, changed, true);
   }
 
   /** A client for `did`'s PDS, through the mirror's guarded transport. */

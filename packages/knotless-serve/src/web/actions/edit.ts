@@ -5,17 +5,17 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type http from 'node:http';
-import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError } from 'knotless-core/errors';
 import { isValidBranch } from 'knotless-core/forge/records';
 import { treePathRefusal, treePathSentence } from 'knotless-core/git/tree-path';
-import { commitToBranch } from 'knotless-core/ops/commit';
+import { commitToBranch, type Committed } from 'knotless-core/ops/commit';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { readBlob } from '../../mirror/read.ts';
+import { mirrorRefs } from '../../mirror/ref-cache.ts';
 import { csrfField } from '../forms.ts';
-import { html, page, pathHref, withoutUnsafe, type SafeHtml } from '../html.ts';
-import { crumbs, refPath, repoHeader } from '../pages/common.ts';
+import { HTML_HEADERS, html, page, pathHref, withoutUnsafe, type SafeHtml } from '../html.ts';
+import { crumbs, refPath, repoHeader, short } from '../pages/common.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { viewer } from '../viewer.ts';
 import { signInLapsed } from './sign-in-lapsed.ts';
@@ -160,13 +160,15 @@ export async function editFile(
     throw refuse(413, 'Files up to 512 KiB are edited here; nothing was committed.');
   const remote = remoteRepo(site, await identityOf(site, repo.did), repo.name);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-edit-'));
+  let made: Committed;
   try {
     const local = path.join(dir, 'content');
     fs.writeFileSync(local, content);
     const cacheDir = site.forge.config.cacheDir;
-    await commitToBranch(
+    made = await commitToBranch(
       remote,
-      { auth: await writerFor(site, v), cache: new BlobCache(cacheDir), cacheDir },
+      // The mirror's blob cache: the blobs uploaded are there when the mirror takes the commit.
+      { auth: await writerFor(site, v), cache: site.mirror.cache, cacheDir },
       {
         branch,
         message,
@@ -192,5 +194,40 @@ export async function editFile(
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  seeOther(res, pathHref([repo.owner, repo.name, 'commits'], branch));
+  const commits = pathHref([repo.owner, repo.name, 'commits'], branch);
+  if (await shown(site, repo, made)) return void seeOther(res, commits);
+  // Committed, but this appview's copy is still behind (its mirror could not take the commit in
+  // time): the reader is told so rather than shown a history without their commit.
+  res.writeHead(200, { ...HTML_HEADERS, 'cache-control': 'private, no-store' }).end(
+    page(
+      `Committed to ${branch}`,
+      html`${repoHeader(repo, branch)}
+        <p role="status">
+          Committed <span class="mono">${short(made.commit)}</span> to ${branch}. This appview's copy does not
+          have it yet; <a href="${commits}">its commits</a> show it once it does.
+        </p>`,
+    ),
+  );
+}
+
+/** The longest the page after a commit waits for this appview's copy to have the commit. */
+const SHOWN_WAIT_MS = 10_000;
+
+/**
+ * Hands the commit just made to this appview's index and mirror (`Mirror.wrote`: the same rule as
+ * its event on the stream, from the blobs this write left in the mirror's cache), so that the page
+ * after it shows it without waiting for the stream. Bounded: false when the mirror has not taken it
+ * within {@link SHOWN_WAIT_MS} (a failed or slow sync), and the page then says so.
+ */
+async function shown(site: Site, repo: RepoTarget, made: Committed): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<void>((r) => (timer = setTimeout(r, SHOWN_WAIT_MS)));
+  const taken = site.mirror.wrote(repo.did, made.written).catch((err: unknown) =>
+    // The commit is made; only this appview's copy lags, and its event syncs the mirror again.
+    site.log.warn(
+      `mirror ${repo.did}/${repo.name}: taking its own commit: ${err instanceof Error ? err.message : String(err)}`,
+    ),
+  );
+  await Promise.race([taken, bound]).finally(() => clearTimeout(timer));
+  return (await mirrorRefs(repo.gitDir)).byName.get(made.ref) === made.commit;
 }
