@@ -77,9 +77,10 @@ export interface XrpcClientOptions {
   /** Told of each retry, for a caller that was asked to be verbose; retries are silent otherwise. */
   onRetry?: (notice: string) => void;
   /**
-   * Asked when a read naming an account (`repo=` or `did=`) is answered that the account is not
-   * served here (deactivated, taken down, deleted or moved): returns the service it lives on now, to
-   * send the read there once, or undefined when it has not moved; it may throw a sentence of its own.
+   * Asked when a request naming an account (a read's `repo=` or `did=`, a write's `repo`) is answered
+   * that the account is not served here (deactivated, taken down, deleted or moved): returns the
+   * service it lives on now, to send a read there once, or undefined when it has not moved; it may
+   * throw a sentence of its own (what became of the account), which is then the request's failure.
    */
   relocate?: (did: string, from: string) => Promise<string | undefined>;
   /**
@@ -88,6 +89,20 @@ export interface XrpcClientOptions {
    * afresh, `IdentityResolver.settle`) may still stop it, at no round trip of its own.
    */
   gate?: () => Promise<void>;
+}
+
+/**
+ * The account a request names, by DID: a read's `repo` or `did` parameter, a write's `repo` (the
+ * JSON body of repo.putRecord, deleteRecord, applyWrites…).
+ */
+function accountOf(params: CallOptions['params'], body?: unknown): string | undefined {
+  const named =
+    params?.['repo'] ??
+    params?.['did'] ??
+    (typeof body === 'object' && body !== null && !(body instanceof Uint8Array)
+      ? (body as { repo?: unknown }).repo
+      : undefined);
+  return typeof named === 'string' && named.startsWith('did:') ? named : undefined;
 }
 
 /**
@@ -128,7 +143,7 @@ export class XrpcClient {
    * the caller knows how big the answer should be, and a longer one is cut off as it arrives.
    */
   async queryBytes(nsid: string, params: CallOptions['params'], maxBytes: number): Promise<Buffer> {
-    return this.#following('GET', params, () =>
+    return this.#following('GET', accountOf(params), () =>
       this.#withRenewal(() => this.#retrying('GET', nsid, { params: params ?? {}, maxBytes }, false)),
     );
   }
@@ -154,7 +169,7 @@ export class XrpcClient {
         sink.write(part);
       },
     };
-    await this.#following('GET', params, () =>
+    await this.#following('GET', accountOf(params), () =>
       this.#withRenewal(() =>
         this.#retrying('GET', nsid, { params: params ?? {}, maxBytes, sink: counting }, false),
       ),
@@ -164,27 +179,26 @@ export class XrpcClient {
 
   /** Sends one request (retried when safe), renewing credentials once when the server rejects them. */
   async call<T>(method: 'GET' | 'POST', nsid: string, opts: CallOptions): Promise<T> {
-    const body = await this.#following(method, opts.params, () =>
+    const named = accountOf(opts.params, method === 'POST' ? opts.body : undefined);
+    const body = await this.#following(method, named, () =>
       this.#withRenewal(() => this.#retrying(method, nsid, opts, true)),
     );
     return parseJson(body.toString('utf8')) as T;
   }
 
   /**
-   * Sends a read; when the answer says the account it names is not served here, asks `relocate`
-   * where it lives now and, when that is elsewhere, sends it there once (and stays there).
+   * Sends a request; when the answer says the account it names (`did`) is not served here, asks
+   * `relocate` what became of it: a read is sent once more where the account lives now, a write
+   * fails with what `relocate` says of the account (a deactivated account's one sentence), else with
+   * the PDS's own refusal. A write is never sent again: the session's tokens are the old PDS's.
    */
-  async #following<T>(
-    method: 'GET' | 'POST',
-    params: CallOptions['params'],
-    send: () => Promise<T>,
-  ): Promise<T> {
+  async #following<T>(method: 'GET' | 'POST', did: string | undefined, send: () => Promise<T>): Promise<T> {
     const gate = this.#opts.gate;
-    if (gate === undefined) return this.#follow(method, params, send);
+    if (gate === undefined) return this.#follow(method, did, send);
     if (method === 'POST') await gate();
     let answer: T;
     try {
-      answer = await this.#follow(method, params, send);
+      answer = await this.#follow(method, did, send);
     } catch (err) {
       // What became of the account (deleted, deactivated) is said over what became of its handle.
       if (!(err instanceof KnotlessError && err.code === 'account-inactive')) await gate();
@@ -194,21 +208,15 @@ export class XrpcClient {
     return answer;
   }
 
-  async #follow<T>(
-    method: 'GET' | 'POST',
-    params: CallOptions['params'],
-    send: () => Promise<T>,
-  ): Promise<T> {
+  async #follow<T>(method: 'GET' | 'POST', did: string | undefined, send: () => Promise<T>): Promise<T> {
     try {
       return await send();
     } catch (err) {
       const relocate = this.#opts.relocate;
-      const named = params?.['repo'] ?? params?.['did'];
-      const did = typeof named === 'string' && named.startsWith('did:') ? named : undefined;
-      if (relocate === undefined || method !== 'GET' || did === undefined) throw err;
+      if (relocate === undefined || did === undefined) throw err;
       if (!(err instanceof XrpcError) || pdsRefusal(err) !== 'account-gone') throw err;
       const moved = await relocate(did, this.service);
-      if (moved === undefined) throw err;
+      if (moved === undefined || method !== 'GET') throw err;
       this.service = moved.replace(/\/+$/, '');
       return send();
     }
