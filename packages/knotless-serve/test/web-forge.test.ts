@@ -267,6 +267,33 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     );
   });
 
+  it('a label holding a comma stays one label through the labels form, written in double quotes; a quote left open is refused', async () => {
+    await as('alice');
+    await page.goto(`${app.url}${issuePath}`);
+    await page.getByLabel('Labels').fill('"needs review, urgent", docs');
+    await page.getByRole('button', { name: 'Save labels' }).click();
+    await page.locator('span.pill', { hasText: 'needs review, urgent' }).waitFor();
+    assert.equal(await page.getByLabel('Labels').inputValue(), '"needs review, urgent", docs');
+    const latest = async () => {
+      const own = await listOwn(t, 'alice.test', 'dev.knotless.issue.state');
+      return own.reduce((a, b) => (b.uri > a.uri ? b : a)).value['labels'];
+    };
+    assert.deepEqual(await latest(), ['needs review, urgent', 'docs']);
+    // Saved again as the form shows it, the labels are the same: the label is not split.
+    await page.getByLabel('Labels').fill(`${await page.getByLabel('Labels').inputValue()}, p1`);
+    await page.getByRole('button', { name: 'Save labels' }).click();
+    await page.locator('span.pill', { hasText: 'p1' }).waitFor();
+    assert.deepEqual(await latest(), ['needs review, urgent', 'docs', 'p1']);
+    assert.equal(await page.locator('span.pill', { hasText: 'urgent' }).count(), 1);
+    const open = await page.request.post(`${app.url}${issuePath}/labels`, {
+      form: { csrf: await csrfOnPage(), labels: '"needs review, urgent' },
+      maxRedirects: 0,
+    });
+    assert.equal(open.status(), 400);
+    assert.match(await open.text(), /A quoted label needs its closing double quote/);
+    assert.doesNotMatch(await open.text(), /at parseLabelList|\.ts:\d+/);
+  });
+
   it('alice edits a file in the browser and commits it to main, as herself; bob may not', async () => {
     await as('bob');
     const refused = await page.goto(`${app.url}/alice.test/site/edit/main/README.md`);

@@ -30,23 +30,60 @@ export function checkLabelCount(labels: string[], noun: string): void {
 
 /**
  * A label list as text, the way both front ends write it (the CLI's views and answers, the web's
- * labels form): in order, comma-separated. `each` makes one label safe where it goes (the terminal's
- * escaping); `parseLabelList` reads it back.
+ * labels form): in order, comma-separated. A label may itself hold a comma (the CLI's `--add` takes
+ * any), so one that holds a comma or a double quote, or starts or ends with a space, is written in
+ * double quotes with its quotes doubled, as in CSV: the list reads back as the same labels. `each`
+ * makes one label safe where it goes (the terminal's escaping); `parseLabelList` reads it back.
  */
 export function labelList(labels: readonly string[], each: (label: string) => string = (l) => l): string {
-  return labels.map(each).join(', ');
+  return labels.map((l) => quoteLabel(each(l))).join(', ');
 }
 
-/** The labels a comma-separated list names (the web's form): trimmed, empty ones dropped, each once. */
+function quoteLabel(label: string): string {
+  return /[,"]/.test(label) || label.trim() !== label ? `"${label.replaceAll('"', '""')}"` : label;
+}
+
+/**
+ * The labels a list as `labelList` writes it names (the web's form): comma-separated, a label in
+ * double quotes kept whole with its commas (`""` is a quote in it), the others trimmed; empty ones
+ * dropped, each once, in order. Throws `usage` for a quote left open or text after a closing quote.
+ */
 export function parseLabelList(text: string): string[] {
-  return [
-    ...new Set(
-      text
-        .split(',')
-        .map((l) => l.trim())
-        .filter((l) => l !== ''),
-    ),
-  ];
+  const labels: string[] = [];
+  let i = 0;
+  while (i <= text.length) {
+    while (text[i] === ' ' || text[i] === '\t') i++;
+    let label: string;
+    if (text[i] === '"') {
+      label = '';
+      for (i++; ; i++) {
+        if (i >= text.length)
+          throw new KnotlessError(
+            'usage',
+            'A quoted label needs its closing double quote: write a label with a comma as "a, b".',
+          );
+        if (text[i] === '"') {
+          if (text[i + 1] !== '"') break;
+          i++;
+        }
+        label += text[i];
+      }
+      for (i++; text[i] === ' ' || text[i] === '\t'; i++);
+      if (i < text.length && text[i] !== ',')
+        throw new KnotlessError(
+          'usage',
+          'A quoted label ends at its closing double quote; put a comma after it before the next label.',
+        );
+    } else {
+      const comma = text.indexOf(',', i);
+      const stop = comma === -1 ? text.length : comma;
+      label = text.slice(i, stop).trim();
+      i = stop;
+    }
+    if (label.trim() !== '') labels.push(label);
+    i++;
+  }
+  return [...new Set(labels)];
 }
 
 /** Throws `permission-denied` unless `w.me` owns the repository: labels count only from its owner. */
