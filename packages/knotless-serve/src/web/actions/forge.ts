@@ -8,6 +8,7 @@ import { ISSUE, PULL, atUri, isValidBranch, repoUri } from 'knotless-core/forge/
 import { isValidRepoName } from 'knotless-core/records/name';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { href } from '../html.ts';
+import { noForgeWhenPrivate } from '../pages/forge-common.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { MAX_FORM_BYTES, SIGN_IN_TO_ACT, signedIn, type Route, type RouteContext } from '../route-table.ts';
 import { forgeRecords } from '../../ingest/forge-records.ts';
@@ -51,11 +52,7 @@ function repoAction(
     async handle(ctx) {
       const repo = await ctx.repo();
       // Pull requests and issues are public records: a private repository takes none (as the CLI refuses).
-      if (repo.private)
-        throw new HttpError(
-          403,
-          `${repo.owner}/${repo.name} is private, and pull requests and issues are public records, so none is kept for it.`,
-        );
+      if (repo.private) throw new HttpError(403, noForgeWhenPrivate(repo));
       await asPage(
         () => act(ctx, signedIn(ctx), repo),
         (sentence) => signInLapsed(ctx.site, ctx.res, ctx.form, ctx.url.pathname, sentence),

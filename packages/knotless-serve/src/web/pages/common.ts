@@ -46,11 +46,17 @@ export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): S
   const refTail = ref === undefined ? '' : '/' + ref.split('/').map(encodeURIComponent).join('/');
   const tabs: [Tab, string, string][] = [
     ['code', 'Code', ref === undefined ? href(...base) : href(...base, 'tree') + refTail],
-    ['commits', 'Commits', href(...base, 'commits') + refTail],
-    ['branches', 'Branches', href(...base, 'branches')],
-    ['tags', 'Tags', href(...base, 'tags')],
-    ['pulls', 'Pull requests', href(...base, 'pulls')],
-    ['issues', 'Issues', href(...base, 'issues')],
+    // A private repository's contents are sealed and its pull requests and issues never kept: the
+    // appview has nothing to show under those tabs, so it offers none.
+    ...(repo.private
+      ? []
+      : ([
+          ['commits', 'Commits', href(...base, 'commits') + refTail],
+          ['branches', 'Branches', href(...base, 'branches')],
+          ['tags', 'Tags', href(...base, 'tags')],
+          ['pulls', 'Pull requests', href(...base, 'pulls')],
+          ['issues', 'Issues', href(...base, 'issues')],
+        ] as [Tab, string, string][])),
     // Only its owner manages a repository's settings (its webhooks).
     ...(viewer()?.did === repo.did
       ? [['settings', 'Settings', href(...base, 'settings', 'webhooks')] as [Tab, string, string]]

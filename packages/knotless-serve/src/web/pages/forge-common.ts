@@ -5,6 +5,14 @@ import { renderMarkdown } from '../render.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { repoHeader } from './common.ts';
 
+/**
+ * Why a private repository has no pull requests or issues: they are public records, so none is kept
+ * for it (the CLI refuses to write one too). Its pages of them do not exist, and a post is refused.
+ */
+export function noForgeWhenPrivate(repo: RepoTarget): string {
+  return `${repo.owner}/${repo.name} is private, and pull requests and issues are public records, so none is kept for it.`;
+}
+
 /** Pull requests and issues listed per page. */
 export const FORGE_PER_PAGE = 50;
 

@@ -2,13 +2,14 @@
 // signed-out reader cannot see declares it, and the dispatcher answers 401 before it runs.
 import { editPage } from '../actions/edit.ts';
 import type { Route, RouteContext } from '../route-table.ts';
-import type { RepoTarget, Site } from '../site.ts';
+import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { accountPage } from './account.ts';
 import { archive, atomFeed } from './archive.ts';
 import { blobPage, rawBlob } from './blob.ts';
 import { commitPage, comparePage } from './commit.ts';
 import { commitsPage } from './commits.ts';
 import { blamePage, historyPage } from './history.ts';
+import { noForgeWhenPrivate } from './forge-common.ts';
 import { homePage } from './home.ts';
 import { issuePage, issuesPage } from './issues.ts';
 import { notificationsFeed, notificationsPage } from './notifications.ts';
@@ -36,6 +37,17 @@ function repoView(
   return get(`/:owner/:repo${path}`, async (ctx) => view(ctx.site, await ctx.repo(), ctx), signIn);
 }
 
+/** A view of a repository's pull requests or issues: a private repository keeps none. */
+function forgeView(
+  path: string,
+  view: (site: Site, repo: RepoTarget, ctx: RouteContext) => Promise<string | undefined>,
+): Route {
+  return repoView(path, (site, repo, ctx) => {
+    if (repo.private) throw new HttpError(404, noForgeWhenPrivate(repo));
+    return view(site, repo, ctx);
+  });
+}
+
 export const pageRoutes: Route[] = [
   get('/', ({ site, url }) => homePage(site, url.searchParams.get('q') ?? '')),
   get('/-/notifications', ({ site }) => notificationsPage(site), 'Sign in to see your notifications.'),
@@ -59,16 +71,16 @@ export const pageRoutes: Route[] = [
   repoView('/edit/*', (site, repo, { tail }) => editPage(site, repo, tail), 'Sign in to edit files.'),
   repoView('/archive/*', async (_site, repo, { tail, res }) => void (await archive(repo, tail, res))),
   repoView('/atom/*', async (site, repo, { tail, res }) => void (await atomFeed(site, repo, tail, res))),
-  repoView('/pulls', (site, repo, { url }) =>
+  forgeView('/pulls', (site, repo, { url }) =>
     pullsPage(site, repo, url.searchParams.get('state'), pageParam(url)),
   ),
-  repoView('/pulls/:author/:rkey', (site, repo, { params, url }) =>
+  forgeView('/pulls/:author/:rkey', (site, repo, { params, url }) =>
     pullPage(site, repo, params['author']!, params['rkey']!, url.searchParams, pageParam(url)),
   ),
-  repoView('/issues', (site, repo, { url }) =>
+  forgeView('/issues', (site, repo, { url }) =>
     issuesPage(site, repo, url.searchParams.get('state'), pageParam(url)),
   ),
-  repoView('/issues/:author/:rkey', (site, repo, { params }) =>
+  forgeView('/issues/:author/:rkey', (site, repo, { params }) =>
     issuePage(site, repo, params['author']!, params['rkey']!),
   ),
 ];
