@@ -107,7 +107,7 @@ describe("git's reason for a failed ref", () => {
   it('is data the error carries, whatever its sentence says', () => {
     const limited = new KnotlessError(
       'rate-limited',
-      'The PDS is rate-limiting writing the refs of a/b until 2026-11-30T10:44:45.791Z; wait and try again.',
+      'The PDS is rate-limiting writing the refs of a/b until 2026-11-30T10:44:45.791Z; try again then, in 3600 s.',
     );
     assert.equal(limited.reason, 'rate limited');
     assert.equal(

@@ -127,6 +127,7 @@ export function answerFault(
           'ratelimit-limit': '100',
           'ratelimit-remaining': '0',
           'ratelimit-reset': String(reset),
+          'ratelimit-policy': '100;w=3600',
         },
       );
     }

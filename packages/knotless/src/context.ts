@@ -11,6 +11,7 @@ import { RepoRecords } from 'knotless-core/records/repo-records';
 import { privacyOpener } from 'knotless-core/private/open';
 import { transportFor, type Transport } from 'knotless-core/xrpc/transport';
 import { XrpcClient, type Authorizer } from 'knotless-core/xrpc/client';
+import { printErr } from 'knotless-core/text/terminal';
 
 /** What every command needs: configuration, the connection pool, identity and sessions. */
 export class Context {
@@ -115,6 +116,8 @@ export class Context {
       trace: this.config.trace,
       retry: this.config.retry,
       onRetry: (notice) => this.retryNotice?.(notice),
+      // Said whatever the verbosity: a push that waits a minute without a word looks hung.
+      rateLimit: { boundMs: this.config.rateLimitWaitMs, notify: (line) => printErr(line) },
       ...(gated ? { gate: () => this.resolver.settle() } : {}),
       ...(authorizer === undefined ? {} : { authorizer }),
     };

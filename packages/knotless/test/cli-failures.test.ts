@@ -251,7 +251,7 @@ describe('failures through the CLI', () => {
     assertCliFailure(
       res,
       'rate-limited',
-      /rate-limiting .+ until \d{4}-\d\d-\d\dT[\d:.]+Z; wait and try again\.$/,
+      /rate-limiting .+ until \d{4}-\d\d-\d\dT[\d:.]+Z; try again then, in \d+ s\.$/,
       '429',
     );
   });
@@ -378,7 +378,7 @@ describe('failures through git and the helper', () => {
       );
       assertGitFailure(
         await under(prox, limited, f),
-        /rate-limiting .+ until \S+; wait and try again\.$/,
+        /rate-limiting .+ until \S+; try again then, in \d+ s\.$/,
         `${what}: 429`,
       );
     }
@@ -400,7 +400,7 @@ describe('failures through git and the helper', () => {
     const put = await under(prox, putLimited, push);
     assertGitFailure(
       put,
-      /rate-limiting writing the refs of alice\.test\/.+ until \S+; wait and try again\.$/,
+      /rate-limiting writing the refs of alice\.test\/.+ until \S+; try again then, in \d+ s\.$/,
       'write 429',
     );
     assert.match(put.stderr, /! \[remote rejected\] +main -> main \(rate limited\)/);

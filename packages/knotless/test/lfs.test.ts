@@ -202,7 +202,7 @@ describe('Git LFS objects stored in the PDS', () => {
     assert.notEqual(push.code, 0);
     assert.match(
       push.stderr,
-      /knotless: The PDS is rate-limiting uploading LFS object [0-9a-f]{64} until \d{4}-\d\d-\d\dT[\d:.]+Z; wait and try again\./,
+      /knotless: The PDS is rate-limiting uploading LFS object [0-9a-f]{64} until \d{4}-\d\d-\d\dT[\d:.]+Z; try again then, in \d+ s\./,
     );
     assert.doesNotMatch(push.stderr, /^\s+at /m, 'a stack was printed');
     const record = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));

@@ -39,7 +39,8 @@ describe("git's reason for a ref the PDS refused", () => {
   it('a rate-limited write is "rate limited" to git, and the sentence says until when', async () => {
     const { url, dir } = await ahead();
     const before = await remoteRefs(url);
-    proxy!.inject({ nsid: PUT, fault: { kind: 'rate-limit', retryAfter: 1 } });
+    // An hour: past the wait a push makes (KNOTLESS_RATE_LIMIT_WAIT), so the push fails.
+    proxy!.inject({ nsid: PUT, fault: { kind: 'rate-limit', retryAfter: 3600 } });
     const res = await alice.git(dir, 'push', 'origin', 'main');
     proxy!.clearFaults();
     assert.notEqual(res.code, 0);

@@ -47,6 +47,12 @@ export interface Config {
   trace: boolean;
   /** Retries of transient PDS faults (KNOTLESS_RETRIES, KNOTLESS_RETRY_BASE_MS, KNOTLESS_RETRY_MAX_WAIT). */
   retry: RetryPolicy;
+  /**
+   * Milliseconds of waiting a PDS's 429 may ask for before a request is sent again
+   * (KNOTLESS_RATE_LIMIT_WAIT, seconds, default 60; 0: never wait, fail at once): past it, the
+   * command fails with one sentence saying when to try again.
+   */
+  rateLimitWaitMs: number;
   /** Use a running warm agent when its socket exists (KNOTLESS_AGENT=0 turns it off). */
   agent: boolean;
   /**
@@ -95,6 +101,9 @@ export function parseSize(value: string | undefined): number | undefined {
 
 /** Default for {@link Config.httpTimeoutMs}: two minutes, a 5 MB blob at 42 kB/s. */
 export const DEFAULT_HTTP_TIMEOUT_MS = 120_000;
+
+/** Default for {@link Config.rateLimitWaitMs}: one minute. */
+export const DEFAULT_RATE_LIMIT_WAIT_MS = 60_000;
 
 /** Default for {@link Config.agentIdleMs}: ten minutes. */
 export const DEFAULT_AGENT_IDLE_MS = 600_000;
@@ -221,6 +230,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
       baseMs: nonNegative(env['KNOTLESS_RETRY_BASE_MS'], DEFAULT_RETRY.baseMs),
       maxWaitMs: nonNegative(env['KNOTLESS_RETRY_MAX_WAIT'], DEFAULT_RETRY.maxWaitMs / 1000) * 1000,
     },
+    rateLimitWaitMs: nonNegative(env['KNOTLESS_RATE_LIMIT_WAIT'], DEFAULT_RATE_LIMIT_WAIT_MS / 1000) * 1000,
     maxObjectBytes:
       nonNegative(env['KNOTLESS_MAX_OBJECT_SIZE'], DEFAULT_MAX_OBJECT_BYTES) || DEFAULT_MAX_OBJECT_BYTES,
     // 0 would cut every request at once: it means the default, like an unreadable value.

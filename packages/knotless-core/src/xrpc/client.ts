@@ -4,7 +4,8 @@ import { isBodySource, type RequestBody } from './request-body.ts';
 import { printErr, safeText } from '../text/terminal.ts';
 import { NoAnswer, isCertificateFault, unreachable } from './no-answer.ts';
 import { isAuthRejection, pdsRefusal } from './pds-errors.ts';
-import { isRetrySafe, nextWait, serverWaitMs, sleep, type Failure, type RetryPolicy } from './retry.ts';
+import { isRetrySafe, nextWait, sleep, type Failure, type RetryPolicy } from './retry.ts';
+import { rateLimitNotice, rateLimitSentence, rateLimitWait } from './rate-limit.ts';
 
 /** An error response from an XRPC endpoint: the HTTP status and the body's `error` name. */
 export class XrpcError extends Error {
@@ -76,6 +77,12 @@ export interface XrpcClientOptions {
   retry?: RetryPolicy;
   /** Told of each retry, for a caller that was asked to be verbose; retries are silent otherwise. */
   onRetry?: (notice: string) => void;
+  /**
+   * How a 429 that says until when is met (rate-limit.ts): waited out when that is within `boundMs`,
+   * with one line to `notify` first, whatever the request (a 429 wrote nothing). Absent: a 429 is
+   * one more transient fault of the retry policy.
+   */
+  rateLimit?: { boundMs: number; notify: (line: string) => void };
   /**
    * Asked when a request naming an account (a read's `repo=` or `did=`, a write's `repo`) is answered
    * that the account is not served here (deactivated, taken down, deleted or moved): returns the
@@ -228,23 +235,40 @@ export class XrpcClient {
    */
   async #retrying(method: 'GET' | 'POST', nsid: string, opts: CallOptions, json: boolean): Promise<Buffer> {
     const policy = this.#opts.retry;
+    const rate = this.#opts.rateLimit;
     const safe = isRetrySafe(method, nsid, opts.body);
     // The budget counts attempts as well as waits, so a PDS that hangs until the transport's timeout
     // is not waited on five times over.
     const started = Date.now();
-    for (let attempt = 0; ; attempt++) {
+    // Rate-limit waits have their own bound and count neither against the retries nor their budget.
+    let rateWaited = 0;
+    let attempt = 0;
+    for (let sent = 1; ; sent++) {
       try {
         return await this.#send(method, nsid, opts, json);
       } catch (err) {
         const f = failureOf(err);
+        if (rate !== undefined && err instanceof XrpcError && f !== undefined) {
+          const verdict = rateLimitWait(f, rateWaited, rate.boundMs);
+          if (verdict.waitMs !== undefined) {
+            rate.notify(rateLimitNotice(verdict.waitMs, method));
+            await sleep(verdict.waitMs);
+            rateWaited += verdict.waitMs;
+            continue;
+          }
+          if (verdict.stated) {
+            err.attempts = sent;
+            throw err;
+          }
+        }
         // A refused connection never carried the request, so even an unsafe one may go again.
         const again = safe || (err instanceof NoAnswer && err.code === 'ECONNREFUSED');
         const wait =
           policy !== undefined && again && f !== undefined
-            ? nextWait(policy, attempt, Date.now() - started, f)
+            ? nextWait(policy, attempt, Date.now() - started - rateWaited, f)
             : undefined;
         if (wait === undefined) {
-          if (err instanceof XrpcError || err instanceof NoAnswer) err.attempts = attempt + 1;
+          if (err instanceof XrpcError || err instanceof NoAnswer) err.attempts = sent;
           throw err instanceof NoAnswer ? unreachable(err) : err;
         }
         const why = err instanceof XrpcError ? `HTTP ${err.status}` : (err as NoAnswer).code;
@@ -252,6 +276,7 @@ export class XrpcClient {
         if (this.#opts.trace) printErr(`knotless: trace ${notice}`);
         this.#opts.onRetry?.(notice);
         await sleep(wait);
+        attempt++;
       }
     }
   }
@@ -393,11 +418,11 @@ export function generalFailure(err: unknown, what: string): unknown {
   if (!(err instanceof XrpcError)) return err;
   const kind = pdsRefusal(err);
   if (kind === 'rate-limited') {
-    const wait = serverWaitMs({ status: err.status, headers: err.headers });
-    const when = wait === undefined ? '' : ` until ${new Date(Date.now() + wait).toISOString()}`;
-    return new KnotlessError('rate-limited', `The PDS is rate-limiting ${what}${when}; wait and try again.`, {
-      cause: err,
-    });
+    return new KnotlessError(
+      'rate-limited',
+      rateLimitSentence(what, { status: err.status, headers: err.headers }),
+      { cause: err },
+    );
   }
   if (kind === 'not-permitted') {
     return new KnotlessError(

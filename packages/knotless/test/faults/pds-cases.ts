@@ -140,7 +140,7 @@ export const PDS_CASES: FaultCase[] = [
   pushFailing(
     'putRecord 429 with Retry-After beyond the wait budget',
     { nsid: PUT, times: Infinity, fault: { kind: 'rate-limit', retryAfter: 3600 } },
-    /^knotless: The PDS is rate-limiting writing the refs of alice\.test\/pds-\d+ until \S+; wait and try again\.$/,
+    /^knotless: The PDS is rate-limiting writing the refs of alice\.test\/pds-\d+ until \S+; try again then, in \d+ s\.$/,
     // Not the hour Retry-After asks for: a guard a loaded machine cannot reach.
     60_000,
   ),
