@@ -3,7 +3,7 @@
 // must be forwarded as it came, so that its own credentials and conditions reach the PDS untouched.
 // And the chain of the group commit's own commits, against a PDS stand-in that enforces swapCommit.
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it, mock } from 'node:test';
 import { GroupCommit } from '../src/agent/group-commit.ts';
 import { parseWrite } from '../src/agent/group-state.ts';
 import type { Transport } from 'knotless-core/xrpc/transport';
@@ -82,7 +82,7 @@ describe('the writes a group commit takes', () => {
  * CIDs, and `applyWrites` / `putRecord` refused as the PDS refuses them when `swapCommit` is not the
  * latest commit. Counts the requests by method.
  */
-function accountPds(): {
+function accountPds(rateHeaders: () => Record<string, string> = () => ({})): {
   transport: Transport;
   commit: () => string;
   calls: Map<string, number>;
@@ -95,7 +95,7 @@ function accountPds(): {
   const calls = new Map<string, number>();
   const answer = (status: number, body: unknown) => ({
     status,
-    headers: {},
+    headers: rateHeaders(),
     body: Buffer.from(JSON.stringify(body)),
   });
   const transport: Transport = {
@@ -134,16 +134,15 @@ function accountPds(): {
   return { transport, commit: () => commit, calls, foreign };
 }
 
-/** A group commit in front of a fresh {@link accountPds}. */
-function grouped(): { pds: ReturnType<typeof accountPds>; group: GroupCommit } {
-  const pds = accountPds();
+/** A group commit in front of a fresh {@link accountPds}; `log` gets the group commit's lines. */
+function grouped(
+  rateHeaders?: () => Record<string, string>,
+  log: (line: string) => void = () => {},
+): { pds: ReturnType<typeof accountPds>; group: GroupCommit } {
+  const pds = accountPds(rateHeaders);
   return {
     pds,
-    group: new GroupCommit(
-      pds.transport,
-      () => {},
-      () => {},
-    ),
+    group: new GroupCommit(pds.transport, log, () => {}),
   };
 }
 
@@ -197,5 +196,75 @@ describe("the group commit's chain of its own commits", () => {
     assert.equal(pds.commit(), 'c4');
     assert.equal(pds.calls.get('com.atproto.repo.putRecord'), 3);
     assert.ok(!group.provenSince('c4', 'c2'));
+  });
+});
+
+describe("the group commit's window and the account's write budget", () => {
+  const write = (rkey: string) =>
+    Buffer.from(
+      JSON.stringify({
+        repo: DID,
+        collection: COLLECTION,
+        rkey,
+        record: { ref: `refs/heads/${rkey}` },
+        swapRecord: null,
+      }),
+    );
+  /** The headers the reference PDS sends with each write's answer: `remaining` of 5000 points this hour. */
+  const budget = (remaining: number) => () => ({
+    'ratelimit-limit': '5000',
+    'ratelimit-remaining': String(remaining),
+    'ratelimit-reset': String(Math.floor(Date.now() / 1000) + 3600),
+    'ratelimit-policy': '5000;w=3600',
+  });
+
+  /**
+   * One write, then, 100 ms later by the group commit's clock (the timers are mocked: what is tested
+   * is which writes share a commit, not how fast), a second: the requests the two cost.
+   */
+  async function twoWrites(remaining: number): Promise<{ calls: Map<string, number>; lines: string[] }> {
+    const lines: string[] = [];
+    const { pds, group } = grouped(budget(remaining), (line) => lines.push(line));
+    // A first write tells the budget (real timers: nothing is known of it yet, the window is short).
+    assert.equal((await group.accept(PUT, auth, write('seed'))!).status, 200);
+    pds.calls.clear();
+    // The seed's commit ends its turn after answering it: once the microtasks ran, the account is idle.
+    await new Promise((resolve) => setImmediate(resolve));
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      const first = group.accept(PUT, auth, write('a'))!;
+      mock.timers.tick(100);
+      const second = group.accept(PUT, auth, write('b'))!;
+      mock.timers.tick(1000);
+      assert.deepEqual(
+        (await Promise.all([first, second])).map((r) => r.status),
+        [200, 200],
+      );
+    } finally {
+      mock.timers.reset();
+    }
+    return { calls: pds.calls, lines };
+  }
+
+  it('sends writes 100 ms apart as two requests while the budget is ample', async () => {
+    const { calls, lines } = await twoWrites(4000);
+    assert.equal(calls.get('com.atproto.repo.putRecord'), 2);
+    assert.equal(calls.get('com.atproto.repo.applyWrites'), undefined);
+    assert.deepEqual(
+      lines.filter((l) => l.includes('write points')),
+      [],
+    );
+  });
+
+  it('folds them into one commit once the budget runs low, and says so in its log once', async () => {
+    const { calls, lines } = await twoWrites(300);
+    assert.equal(calls.get('com.atproto.repo.putRecord'), undefined);
+    assert.equal(calls.get('com.atproto.repo.applyWrites'), 1);
+    const said = lines.filter((l) => l.includes('write points'));
+    assert.equal(said.length, 1, lines.join('\n'));
+    assert.match(
+      said[0]!,
+      /^group commit: did:plc:alice has 300 of 5000 write points left until \S+; waiting 250 ms for more pushes per commit$/,
+    );
   });
 });

@@ -2,6 +2,7 @@ import { REF_COLLECTION } from 'knotless-core/records/collections';
 import { safeText } from 'knotless-core/text/terminal';
 import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
 import type { HttpResponse, Transport } from 'knotless-core/xrpc/transport';
+import { RateBudgets } from 'knotless-core/xrpc/rate-limit';
 import { AccountState, landedAlone, parseWrite, swapAnswer, type RefOp } from './group-state.ts';
 
 /**
@@ -10,6 +11,11 @@ import { AccountState, landedAlone, parseWrite, swapAnswer, type RefOp } from '.
  * catches pushes that start together on an idle account.
  */
 const WINDOW_MS = 5;
+/**
+ * The window while the account's write budget runs low (RateBudgets.low): more pushes fold into each
+ * commit, so fewer requests and commits are spent on the same writes. Short beside a push's own time.
+ */
+export const LOW_BUDGET_WINDOW_MS = 250;
 /** The PDS's limit on writes in one applyWrites. */
 const MAX_WRITES = 200;
 /** How many of our own latest commits `provenSince` walks back through (over every account). */
@@ -49,6 +55,15 @@ interface Account {
   sending: number;
   busy: boolean;
   state: AccountState;
+  /** The key its write budget is kept under (see budgetKey). */
+  key: string;
+  /** The budget was low when the last window opened (its change is logged once). */
+  low: boolean;
+}
+
+/** Where an account's write budget is kept: rate limits are per PDS and per account. */
+export function budgetKey(url: URL, did: string): string {
+  return `${url.origin} ${did}`;
 }
 
 /**
@@ -72,19 +87,23 @@ export class GroupCommit {
   readonly #prev = new Map<string, string>();
   /** Each account's latest commit of ours. */
   readonly #latest = new Map<string, string>();
+  readonly #budgets: RateBudgets;
 
   /**
    * `landed` is told of each commit's writes, with the commit's CID, before any helper hears of it
-   * (the views take them).
+   * (the views take them). `budgets` takes the RateLimit headers of each answer to its writes, and
+   * widens the window of an account whose budget runs low.
    */
   constructor(
     transport: Transport,
     log: (line: string) => void,
     landed: (did: string, rev: string, writes: Landed[], commit: string) => void,
+    budgets: RateBudgets = new RateBudgets(),
   ) {
     this.#transport = transport;
     this.#log = log;
     this.#landed = landed;
+    this.#budgets = budgets;
   }
 
   /**
@@ -119,7 +138,7 @@ export class GroupCommit {
     let acc = this.#accounts.get(key);
     if (acc === undefined) {
       const state = new AccountState(this.#transport, xrpc, op.did, REF_COLLECTION);
-      acc = { queue: [], sending: 0, busy: false, state };
+      acc = { queue: [], sending: 0, busy: false, state, key: budgetKey(url, op.did), low: false };
       this.#accounts.set(key, acc);
     }
     const account = acc;
@@ -127,8 +146,23 @@ export class GroupCommit {
       account.queue.push({ url, headers, body, op, deadlineMs, resolve, reject });
       if (account.busy) return;
       account.busy = true;
-      setTimeout(() => void this.#drain(account), WINDOW_MS);
+      setTimeout(() => void this.#drain(account), this.#window(account));
     });
+  }
+
+  /** How long the first write of a new commit waits for others: longer while the budget runs low. */
+  #window(acc: Account): number {
+    const low = this.#budgets.low(acc.key);
+    if (low !== acc.low) {
+      acc.low = low;
+      const s = this.#budgets.status(acc.key);
+      this.#log(
+        low && s !== undefined
+          ? `group commit: ${safeText(acc.state.did)} has ${s.remaining} of ${s.limit} write points left until ${new Date(s.resetAt).toISOString()}; waiting ${LOW_BUDGET_WINDOW_MS} ms for more pushes per commit`
+          : `group commit: ${safeText(acc.state.did)} has write points enough again; waiting ${WINDOW_MS} ms`,
+      );
+    }
+    return low ? LOW_BUDGET_WINDOW_MS : WINDOW_MS;
   }
 
   /**
@@ -210,6 +244,7 @@ export class GroupCommit {
       p.reject(err);
       return;
     }
+    this.#budgets.observe(acc.key, res.headers);
     // Landed: told like a group commit's writes, before the helper hears (the views take it).
     const done = res.status === 200 ? landedAlone(p.op, res.body) : undefined;
     // Its swapCommit held at the PDS: the commit it made came right after that one.
@@ -281,6 +316,7 @@ export class GroupCommit {
       for (const p of going) p.reject(err);
       return;
     }
+    this.#budgets.observe(acc.key, res.headers);
     if (res.status === 200) {
       // `at` may be the state itself, which taking the answer moves on to the new commit.
       const swapped = at.commit;

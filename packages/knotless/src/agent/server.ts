@@ -9,7 +9,8 @@ import type { XrpcClient } from 'knotless-core/xrpc/client';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import { safeText } from 'knotless-core/text/terminal';
 import type { AgentHost, WroteChange } from './client.ts';
-import { GroupCommit, refusalOf } from './group-commit.ts';
+import { GroupCommit, budgetKey, refusalOf } from './group-commit.ts';
+import { RateBudgets } from 'knotless-core/xrpc/rate-limit';
 import { hostHelper } from './helper-host.ts';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
 import { answerForward, isWrite, readBody } from './socket-forward.ts';
@@ -87,22 +88,29 @@ export async function startAgent(
    * itself stays: the stream brings it up to date, in order, and nothing was written.
    */
   const behind = new Map<string, string>();
-  const group = new GroupCommit(ctx.transport, log, (did, rev, writes, commit) => {
-    remember(did, commit);
-    const head = heads.get(did);
-    if (head !== undefined && group.provenSince(commit, head)) heads.set(did, commit);
-    try {
-      for (const w of writes) {
-        const ref =
-          w.cid === null ? null : { key: w.rkey, cid: w.cid, rev, record: parseRefRecord(w.record) };
-        views.apply(did, w.rkey, ref, rev);
+  // The write budget of each account, from the RateLimit headers of every answer to a write.
+  const budgets = new RateBudgets();
+  const group = new GroupCommit(
+    ctx.transport,
+    log,
+    (did, rev, writes, commit) => {
+      remember(did, commit);
+      const head = heads.get(did);
+      if (head !== undefined && group.provenSince(commit, head)) heads.set(did, commit);
+      try {
+        for (const w of writes) {
+          const ref =
+            w.cid === null ? null : { key: w.rkey, cid: w.cid, rev, record: parseRefRecord(w.record) };
+          views.apply(did, w.rkey, ref, rev);
+        }
+      } catch (err) {
+        // A record the views cannot read (no helper of ours writes one): they cannot follow this account.
+        if (!isKnotlessError(err)) throw err;
+        drop(views.drop({ did }), 'a group commit wrote a record it cannot read');
       }
-    } catch (err) {
-      // A record the views cannot read (no helper of ours writes one): they cannot follow this account.
-      if (!isKnotlessError(err)) throw err;
-      drop(views.drop({ did }), 'a group commit wrote a record it cannot read');
-    }
-  });
+    },
+    budgets,
+  );
   /**
    * The CIDs of our own group commits, by account, the last {@link OWN_KEPT}: their writes are in the
    * views from the PDS's answer to the applyWrites, so the event stream need not check them again.
@@ -281,6 +289,7 @@ export async function startAgent(
       if (did !== undefined) drop(views.drop({ did }), 'a write through the agent failed');
       throw err;
     }
+    if (did !== undefined) budgets.observe(budgetKey(target, did), out.headers);
     // A refused swap wrote nothing, and says only that the account moved on: the views follow
     // it as the stream delivers it. Any other refusal is not understood here, so they go.
     const refused = out.status >= 400 ? refusalOf(out) : undefined;
