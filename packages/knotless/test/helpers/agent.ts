@@ -105,23 +105,62 @@ export async function agentWireView(
   return view.confirmed ? { refs: view.refs ?? [], ...(view.commit ? { commit: view.commit } : {}) } : null;
 }
 
-/** A TCP relay whose answers (from the target back to its clients) a test can hold back. */
+/** A TCP relay whose event-stream frames (from the target back to its clients) a test can hold back. */
 export interface Gate {
   url: string;
-  /** Holds back every byte the target sends from now on, in order, until {@link release}. */
+  /**
+   * Holds back, in order until {@link release}, every WebSocket data frame the target sends from now
+   * on, and every byte of its plain HTTP answers; WebSocket control frames (ping, pong, close) pass.
+   */
   hold(): void;
   release(): void;
+  /** WebSocket pings its clients have sent (an agent's stream beats every 10 s), on every connection. */
+  pings(): number;
   close(): Promise<void>;
+}
+
+/**
+ * The WebSocket frames complete at the start of `buf` (RFC 6455 §5.2), each with whether it is a
+ * control frame, and what is left of a frame still arriving.
+ */
+function splitFrames(buf: Buffer): { frames: Array<[Buffer, boolean]>; rest: Buffer } {
+  const frames: Array<[Buffer, boolean]> = [];
+  let at = 0;
+  for (;;) {
+    if (buf.length - at < 2) break;
+    const opcode = buf[at]! & 0x0f;
+    const masked = (buf[at + 1]! & 0x80) !== 0;
+    let len = buf[at + 1]! & 0x7f;
+    let head = 2;
+    if (len === 126) {
+      if (buf.length - at < 4) break;
+      len = buf.readUInt16BE(at + 2);
+      head = 4;
+    } else if (len === 127) {
+      if (buf.length - at < 10) break;
+      len = Number(buf.readBigUInt64BE(at + 2));
+      head = 10;
+    }
+    const size = head + (masked ? 4 : 0) + len;
+    if (buf.length - at < size) break;
+    frames.push([buf.subarray(at, at + size), opcode >= 0x8]);
+    at += size;
+  }
+  return { frames, rest: buf.subarray(at) };
 }
 
 /**
  * Starts a relay to `target` (an http origin). Pointing an agent's event stream through it (the
  * agent follows the PDS its helpers name) lets a test hold the stream back for a moment: the agent's
- * view then lags the account exactly as on a slow stream, its commit included.
+ * view then lags the account exactly as on a slow stream, its commit included. Only the stream's
+ * events are held, not its heartbeat: the agent pings its stream and cuts one whose pongs stop, as
+ * it should on a dead connection, so a gate that held the pongs too would have the agent reconnect
+ * (and drop its views) whenever the machine is slow enough for a hold to outlast the heartbeat.
  */
 export async function startGate(target: string): Promise<Gate> {
   const { hostname, port } = new URL(target);
   let held = false;
+  let pings = 0;
   const queued: Array<[net.Socket, Buffer]> = [];
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -134,10 +173,45 @@ export async function startGate(target: string): Promise<Gate> {
     }
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
-    client.pipe(upstream);
-    upstream.on('data', (chunk: Buffer) => {
-      if (held) queued.push([client, chunk]);
+    // The answer's head first: a WebSocket upgrade (101) is let through and frames follow; any other
+    // answer is plain HTTP, held byte for byte.
+    let mode: 'head' | 'frames' | 'http' = 'head';
+    let pending: Buffer = Buffer.alloc(0);
+    // What the client sends goes on as it came; once the connection is a WebSocket, its frames are
+    // read too, to count its pings.
+    let sent: Buffer = Buffer.alloc(0);
+    client.on('data', (chunk: Buffer) => {
+      upstream.write(chunk);
+      if (mode !== 'frames') return;
+      const { frames, rest } = splitFrames(Buffer.concat([sent, chunk]));
+      sent = rest;
+      pings += frames.filter(([frame]) => (frame[0]! & 0x0f) === 0x9).length;
+    });
+    const send = (chunk: Buffer, control: boolean) => {
+      if (held && !control) queued.push([client, chunk]);
       else client.write(chunk);
+    };
+    upstream.on('data', (chunk: Buffer) => {
+      if (mode === 'http') return send(chunk, false);
+      pending = Buffer.concat([pending, chunk]);
+      if (mode === 'head') {
+        const end = pending.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = pending.subarray(0, end + 4);
+        pending = pending.subarray(end + 4);
+        if (/^HTTP\/1\.1 101 /.test(head.toString('latin1'))) {
+          mode = 'frames';
+          client.write(head);
+        } else {
+          mode = 'http';
+          send(Buffer.concat([head, pending]), false);
+          pending = Buffer.alloc(0);
+          return;
+        }
+      }
+      const { frames, rest } = splitFrames(pending);
+      pending = rest;
+      for (const [frame, control] of frames) send(frame, control);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -148,6 +222,7 @@ export async function startGate(target: string): Promise<Gate> {
       held = false;
       for (const [client, chunk] of queued.splice(0)) if (!client.destroyed) client.write(chunk);
     },
+    pings: () => pings,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
