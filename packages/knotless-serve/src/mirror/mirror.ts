@@ -185,7 +185,8 @@ export class Mirror {
    * A ref record this appview wrote itself (a commit made in the browser), taken as its event on
    * the account's stream would be: the index applies it by the same rule (`applyWrite`; the event,
    * arriving later with the same revision, then changes nothing) and the mirror syncs at once, as
-   * after that event, from the packs the write left in {@link cache}. The next page shows the write
+   * after that event (or waits for the sync that event started, when it came first), from the
+   * packs the write left in {@link cache}. The next page shows the write
    * without waiting for the stream. Settles when the mirror matches the index.
    */
   async wrote(did: string, written: RemoteRef): Promise<void> {
@@ -194,7 +195,7 @@ export class Mirror {
     // without its revision is left to its event, which has it.
     if ((await this.#index.repo(did, repo))?.private === 1 || written.rev === undefined || written.rev === '')
       return;
-    const changed = await applyWrite(this.#index, {
+    await applyWrite(this.#index, {
       did,
       collection: REF_COLLECTION,
       rkey: written.key,
@@ -204,7 +205,8 @@ export class Mirror {
       record: writeRefRecord(written.record),
       time: new Date().toISOString(),
     });
-    if (changed !== undefined) await this.schedule(did, changed, true);
+    // Also when the event came first: its sync may still be running, and this settles after it.
+    await this.schedule(did, repo, true);
   }
 
   /** A client for `did`'s PDS, through the mirror's guarded transport. */
