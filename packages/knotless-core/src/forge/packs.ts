@@ -31,6 +31,25 @@ export async function branchOf(remote: RemoteRepo, branch: string): Promise<Remo
   return found[0]!;
 }
 
+/**
+ * The two ends of a pull request's round, each read by `tip` (a branch as whoever asks holds it: the
+ * PDS's record for a write, an appview's copy for a preview). `base` is the base branch of the
+ * repository the pull request is proposed to, never the head repository's branch of that name: a
+ * fork's own main may be far behind the repository it was forked from. `head` is the head branch.
+ * A round holds what `head` reaches and `base` does not, and its diff runs from their merge base;
+ * `knotless pr create`, the web's form and the compare page that previews it all measure it here.
+ */
+export async function roundEnds<R, T>(
+  tip: (repo: R, branch: string) => Promise<T>,
+  target: R,
+  base: string,
+  head: R,
+  branch: string,
+): Promise<{ base: T; head: T }> {
+  const [b, h] = await Promise.all([tip(target, base), tip(head, branch)]);
+  return { base: b, head: h };
+}
+
 /** Indexes a ref's packs into the cache's mirror of the repository they belong to. */
 export async function syncRef(
   mirror: Mirror,
@@ -58,7 +77,7 @@ export async function makeRound(
   branch: string,
   cache: BlobCache,
 ): Promise<Round> {
-  const [baseRef, headRef] = await Promise.all([branchOf(target, base), branchOf(head, branch)]);
+  const { base: baseRef, head: headRef } = await roundEnds(branchOf, target, base, head, branch);
   // A round's pack is a public blob: never one built from a private repository's objects.
   for (const r of [target, head]) {
     await r.prepare();

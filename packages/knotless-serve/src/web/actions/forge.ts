@@ -3,7 +3,7 @@
 import type http from 'node:http';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { writeComment } from 'knotless-core/forge/comment';
-import { makeRound, branchOf } from 'knotless-core/forge/packs';
+import { makeRound, branchOf, roundEnds } from 'knotless-core/forge/packs';
 import { ISSUE, PULL, atUri, isValidBranch, repoUri } from 'knotless-core/forge/records';
 import { isValidRepoName } from 'knotless-core/records/name';
 import type { Viewer } from '../../auth/web-sessions.ts';
@@ -212,7 +212,7 @@ async function openPull(site: Site, viewer: Viewer, repo: RepoTarget, form: Form
   const target = remoteRepo(site, await identityOf(site, repo.did), repo.name);
   const head = remoteRepo(site, await identityOf(site, headOwner.did), headName);
   // The branch must exist on the PDS before any upload (a sentence, not a half-made round).
-  await Promise.all([branchOf(target, base), branchOf(head, branch)]);
+  await roundEnds(branchOf, target, base, head, branch);
   const auth = await writerFor(site, viewer);
   const round = await makeRound(
     site.forge,

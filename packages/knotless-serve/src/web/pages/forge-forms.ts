@@ -96,13 +96,18 @@ export function mergeForm(
   return html`${merge} ${postButton(`${base}/merge-without-checks`, 'Merge without checks', fields)}`;
 }
 
+/** The repository a pull request from `repo` goes into: the one it was forked from, else itself. */
+export function pullInto(repo: RepoTarget): { owner: string; name: string } {
+  return repo.forkOf ?? { owner: repo.owner, name: repo.name };
+}
+
 /**
  * The compare page's "open a pull request" form: this repository's `head` branch proposed for
  * `base` of the repository it was forked from (or of itself).
  */
 export function newPullForm(repo: RepoTarget, base: string, head: string, title: string): SafeHtml {
   if (viewer() === undefined) return signInHint('open this pull request from here');
-  const target = repo.forkOf ?? { owner: repo.owner, name: repo.name };
+  const target = pullInto(repo);
   return html`<form class="stack" method="post" action="${href(target.owner, target.name, 'pulls', 'new')}">
     ${csrfField()}
     <input type="hidden" name="head_repo" value="${repo.owner}/${repo.name}" />

@@ -2,7 +2,7 @@ import type { PullRow } from '../../db/forge-store.ts';
 import { roundsOf } from '../xrpc/forge-views.ts';
 import { copyField, html, href, when, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../site.ts';
-import { newPullForm } from './forge-forms.ts';
+import { newPullForm, pullInto } from './forge-forms.ts';
 import { authorLink, itemListPage, shellWord, statePill } from './forge-common.ts';
 
 /** A pull request's page, by its author's DID and record key. */
@@ -54,7 +54,7 @@ export const pullsPage = itemListPage<PullRow>({
  * aimed at the repository this one was forked from when it is a fork.
  */
 export function newPullBox(repo: RepoTarget, base: string, head: string, title: string): SafeHtml {
-  const target = repo.forkOf ?? { owner: repo.owner, name: repo.name };
+  const target = pullInto(repo);
   const command = [
     'knotless',
     'pr',
