@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, describe, it } from 'node:test';
-import { KNOTLESS_BIN } from './helpers/cli.ts';
+import { describe, it } from 'node:test';
 import { NO_CLONE, json, newSite, pdsOf, tipOf, useForgeNet } from './helpers/forge.ts';
 import { commitFiles } from './helpers/git.ts';
+import { RunnerProcess as AnyRunner, checkRecords, fifo as fifoIn } from './helpers/runner.ts';
 
 const {
   t,
@@ -16,52 +15,6 @@ const {
 interface ListJson {
   checks: { context: string; state: string; runner: string; description?: string }[];
 }
-
-/** A `knotless runner` process as bob, its stderr read line by line. */
-class RunnerProcess {
-  readonly child: ChildProcess;
-  readonly lines: string[] = [];
-  #partial = '';
-  #waiters: Array<() => void> = [];
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-
-  constructor(args: string[]) {
-    this.child = spawn(process.execPath, [KNOTLESS_BIN, 'runner', ...args], {
-      env: { ...bob.env, ...env() },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    this.child.stderr!.setEncoding('utf8').on('data', (d: string) => {
-      const parts = (this.#partial + d).split('\n');
-      this.#partial = parts.pop()!;
-      this.lines.push(...parts);
-      for (const w of this.#waiters.splice(0)) w();
-    });
-    this.exited = new Promise((resolve) =>
-      this.child.on('exit', (code, signal) => {
-        for (const w of this.#waiters.splice(0)) w();
-        resolve({ code, signal });
-      }),
-    );
-    running.add(this);
-  }
-
-  /** The first line matching `re` (waiting for it); fails if the runner exits first. */
-  async line(re: RegExp): Promise<string> {
-    for (;;) {
-      const found = this.lines.find((l) => re.test(l));
-      if (found !== undefined) return found;
-      if (this.child.exitCode !== null || this.child.signalCode !== null)
-        assert.fail(`the runner exited before printing ${re}:\n${this.lines.join('\n')}`);
-      await new Promise<void>((resolve) => this.#waiters.push(resolve));
-    }
-  }
-}
-
-const running = new Set<RunnerProcess>();
-after(() => {
-  for (const r of running)
-    if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
-});
 
 let clone = NO_CLONE;
 let runs = '';
@@ -76,12 +29,8 @@ async function push(script: string, message: string): Promise<{ id: string; shor
 }
 
 /** A fifo the test writes to when a run may go on: a command waits on it, not on a clock. */
-async function fifo(name: string): Promise<string> {
-  const p = path.join(scratch, name);
-  const made = spawn('mkfifo', [p]);
-  const code = await new Promise<number | null>((resolve) => made.on('exit', resolve));
-  assert.equal(code, 0, `mkfifo ${p}`);
-  return p;
+function fifo(name: string): Promise<string> {
+  return fifoIn(scratch, name);
 }
 
 /** Every run the command made, one commit id a line, in order. */
@@ -90,17 +39,15 @@ function runsOf(): string[] {
 }
 
 /** bob's check records on `commit`, oldest first (straight from his PDS). */
-async function bobsRecords(commit: string): Promise<{ state: string; description?: string }[]> {
-  const url = `${pdsOf(t, 'bob.test')}/xrpc/com.atproto.repo.listRecords?repo=${t.dids['bob.test']}&collection=dev.knotless.check&limit=100&reverse=true`;
-  const body = (await (await fetch(url)).json()) as {
-    records: { value: { commit: string; state: string; description?: string } }[];
-  };
-  return body.records
-    .filter((r) => r.value.commit === commit)
-    .map((r) => ({
-      state: r.value.state,
-      ...(r.value.description === undefined ? {} : { description: r.value.description }),
-    }));
+function bobsRecords(commit: string): Promise<{ state: string; description?: string }[]> {
+  return checkRecords(pdsOf(t, 'bob.test'), t.dids['bob.test']!, commit);
+}
+
+/** A `knotless runner` process as bob. */
+class RunnerProcess extends AnyRunner {
+  constructor(args: string[]) {
+    super(args, { ...bob.env, ...env() });
+  }
 }
 
 function runnerArgs(...more: string[]): string[] {

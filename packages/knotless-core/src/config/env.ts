@@ -165,7 +165,14 @@ function nonEmpty(value: string | undefined): string | undefined {
  */
 function urlVar(env: NodeJS.ProcessEnv, name: string): string | undefined {
   const value = nonEmpty(env[name]);
-  if (value === undefined) return undefined;
+  return value === undefined ? undefined : httpBaseUrl(value, name);
+}
+
+/**
+ * `value` as an http(s) base URL without trailing slashes, or a usage error naming `name` (an
+ * environment variable, an option) in one sentence ending with what to do, `fix`.
+ */
+export function httpBaseUrl(value: string, name: string, fix = 'fix it or unset it'): string {
   let url: URL | undefined;
   try {
     url = new URL(value);
@@ -175,7 +182,7 @@ function urlVar(env: NodeJS.ProcessEnv, name: string): string | undefined {
   if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
     throw new KnotlessError(
       'usage',
-      `${name} is "${value}", which is not an http:// or https:// URL; fix it or unset it.`,
+      `${name} is "${value}", which is not an http:// or https:// URL; ${fix}.`,
     );
   }
   return value.replace(/\/+$/, '');

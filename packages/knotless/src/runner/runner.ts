@@ -1,24 +1,31 @@
-// The reference CI runner: follows the owner's account on its PDS's event stream, and on each new
-// head commit of a branch of one repository writes `pending`, fetches the commit with knotless://
-// into a cache, runs a command in a scratch work tree with a time limit, and writes the verdict, all
-// as the logged-in account (the runner). Its state (the stream's cursor, the commits reported, the
-// run under way) is a file under the data folder, so a restart neither re-runs what was reported
-// nor leaves a `pending` behind.
+// The reference CI runner: follows the owner's account on its PDS's event stream (and, given one, a
+// relay's, which carries every account's), and on each new head commit of a branch of one
+// repository, or new round of a pull request on it by any account, writes `pending`, fetches the
+// commit into a cache (a branch with knotless://, a round from its pack in its author's account),
+// runs a command in a scratch work tree with a time limit, and writes the verdict, all as the
+// logged-in account (the runner). Its state (the streams' cursors, the commits reported, the run
+// under way) is a file under the data folder, so a restart neither re-runs what was reported nor
+// leaves a `pending` behind.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { writeCheck } from 'knotless-core/forge/checks-store';
-import type { CheckState } from 'knotless-core/forge/records';
+import { checkRoundComplete, loadRoundPack } from 'knotless-core/forge/packs';
+import { PULL, parseAtUri, type CheckState, type PullRecord } from 'knotless-core/forge/records';
 import type { ForgeStore } from 'knotless-core/forge/store';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
+import { indexPack } from 'knotless-core/git/pack';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { REF_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Context } from '../context.ts';
 import type { SessionAuthorizer } from '../auth/store.ts';
-import { parseCheck } from '../forge/records.ts';
+import { PULLS } from '../forge/kinds.ts';
+import { parseCheck, parsePull } from '../forge/records.ts';
+import { listItems, reader } from '../forge/subjects.ts';
 
 const METHOD = 'com.atproto.sync.subscribeRepos';
 /** How many reported commits the state remembers (the oldest are forgotten first). */
@@ -35,6 +42,8 @@ export interface RunnerOptions {
   context: string;
   command: string[];
   timeoutMs: number;
+  /** A relay's http(s) URL: its event stream carries the pull requests of every account. */
+  relay?: string | undefined;
   /** Lines for the user (stderr). */
   log: (line: string) => void;
 }
@@ -43,10 +52,25 @@ interface RunnerState {
   /** The PDS whose stream `cursor` counts in. */
   pds?: string;
   cursor?: number;
+  /** The relay whose stream `relayCursor` counts in. */
+  relay?: string;
+  relayCursor?: number;
   /** Commits reported with a final verdict, oldest first, with it. */
   done: Array<[string, CheckState]>;
-  /** The run under way: its pending check is written, its verdict not yet. */
-  running?: { commit: string; branch: string; pid?: number };
+  /**
+   * The run under way: its pending check is written, its verdict not yet. `branch` is the branch
+   * run, or the base branch of the pull request `pull` (its at-uri) whose round it is.
+   */
+  running?: { commit: string; branch: string; pid?: number; pull?: string };
+}
+
+/** What one run is of: a branch's head, or a pull request's last round. */
+interface Subject {
+  commit: string;
+  branch: string;
+  /** How the lines name it: `on main`, `of pull request bob.example/3k… (round 1)`. */
+  label: string;
+  pull?: { uri: string; author: Identity; record: PullRecord };
 }
 
 /** The runner's folder for one repository and context, under the data folder. */
@@ -85,6 +109,13 @@ export class Runner {
   /** The last sequence number the stream delivered, and the one up to which every event was handled. */
   #delivered: number | undefined;
   #wantedUpTo: number | undefined;
+  /** The relay's last sequence number delivered, and the last whose pull requests are queued. */
+  #relayDelivered: number | undefined;
+  #relayUpTo: number | undefined;
+  /** Pull requests (at-uris) heard of and not yet read, in the order heard. */
+  readonly #pulls = new Set<string>();
+  /** Whether the repository's open pull requests are to be listed (a stream opened). */
+  #listPulls = false;
   readonly #abort = new AbortController();
 
   constructor(ctx: Context, store: ForgeStore, auth: SessionAuthorizer, o: RunnerOptions) {
@@ -105,7 +136,12 @@ export class Runner {
       this.#state.pds = read.pds;
       this.#state.cursor = read.cursor;
     }
+    if (o.relay !== undefined && read?.relay === o.relay && typeof read.relayCursor === 'number') {
+      this.#state.relay = read.relay;
+      this.#state.relayCursor = read.relayCursor;
+    }
     this.#delivered = this.#state.cursor;
+    this.#relayDelivered = this.#state.relayCursor;
   }
 
   get dir(): string {
@@ -117,7 +153,24 @@ export class Runner {
     await this.#recover();
     const worker = this.#work();
     this.#want(undefined);
-    await Promise.all([this.#follow(), worker]);
+    const relay = this.#o.relay;
+    await Promise.all([
+      this.#follow(
+        this.#o.owner.pds,
+        () => this.#delivered,
+        (m) => this.#ownerEvent(m),
+      ),
+      ...(relay === undefined
+        ? []
+        : [
+            this.#follow(
+              relay,
+              () => this.#relayDelivered,
+              (m) => this.#relayEvent(m),
+            ),
+          ]),
+      worker,
+    ]);
   }
 
   /** Stops: a command under way is killed and its check turned into `error` before {@link run} ends. */
@@ -152,9 +205,10 @@ export class Runner {
     if (left === undefined) return;
     if (left.pid !== undefined) killGroup(left.pid);
     await this.#write(left.commit, 'error', 'the runner stopped before the command finished; it runs again');
-    this.#o.log(
-      `${left.commit.slice(0, 12)} on ${safeText(left.branch)}: error (an earlier runner stopped mid-run)`,
-    );
+    const what = left.pull === undefined ? `on ${safeText(left.branch)}` : `of ${pullLabel(left.pull)}`;
+    this.#o.log(`${left.commit.slice(0, 12)} ${what}: error (an earlier runner stopped mid-run)`);
+    // A branch's head is found again by the first scan; a round, by reading its pull request again.
+    if (left.pull !== undefined) this.#pulls.add(left.pull);
     delete this.#state.running;
     this.#save();
   }
@@ -165,31 +219,54 @@ export class Runner {
     this.#wake?.();
   }
 
-  /** Scans the repository whenever an event asked for it, one scan at a time. */
+  /**
+   * Scans the repository whenever an event asked for it, one scan at a time, then runs the pull
+   * requests heard of; a stream's cursor is saved once everything it delivered up to it is done.
+   */
   async #work(): Promise<void> {
     while (!this.#stopping) {
-      if (!this.#wanted) {
+      if (!this.#wanted && !this.#listPulls && this.#pulls.size === 0) {
         await new Promise<void>((resolve) => (this.#wake = resolve));
         this.#wake = undefined;
         continue;
       }
+      const scan = this.#wanted;
       this.#wanted = false;
       const upTo = this.#wantedUpTo;
+      const relayUpTo = this.#relayUpTo;
       try {
-        await this.#scan();
+        if (scan) await this.#scan();
+        if (this.#listPulls) {
+          this.#listPulls = false;
+          await this.#listOpenPulls();
+        }
       } catch (err) {
         if (this.#stopping) break;
         // The next event scans again; nothing is marked done that was not reported.
-        this.#o.log(
-          `reading ${this.#o.label} failed: ${safeText(err instanceof Error ? err.message : String(err))}`,
-        );
+        this.#o.log(`reading ${this.#o.label} failed: ${safeText(errorText(err))}`);
         continue;
       }
-      if (upTo !== undefined && !this.#stopping) {
+      while (this.#pulls.size > 0 && !this.#stopping) {
+        const uri = this.#pulls.values().next().value!;
+        try {
+          await this.#pull(uri);
+        } catch (err) {
+          if (this.#stopping) break;
+          // Not tried again and again: the next event on it, or the next listing, tries again.
+          this.#o.log(`reading ${pullLabel(uri)} failed: ${safeText(errorText(err))}`);
+        }
+        this.#pulls.delete(uri);
+      }
+      if (this.#stopping) continue;
+      if (upTo !== undefined) {
         this.#state.pds = this.#o.owner.pds;
         this.#state.cursor = Math.max(this.#state.cursor ?? 0, upTo);
-        this.#save();
       }
+      if (relayUpTo !== undefined && this.#o.relay !== undefined) {
+        this.#state.relay = this.#o.relay;
+        this.#state.relayCursor = Math.max(this.#state.relayCursor ?? 0, relayUpTo);
+      }
+      if (upTo !== undefined || relayUpTo !== undefined) this.#save();
     }
   }
 
@@ -210,45 +287,76 @@ export class Runner {
     for (const h of heads) {
       if (this.#stopping) return;
       if (!/^[0-9a-f]{40}$/.test(h.commit) || this.#isDone(h.commit)) continue;
-      await this.#runOne(h.commit, h.branch);
+      await this.#runOne({ ...h, label: `on ${safeText(h.branch)}` });
     }
   }
 
-  async #runOne(commit: string, branch: string): Promise<void> {
+  /** The repository's open pull requests, as `pr list` finds them: each is read and run like one heard of. */
+  async #listOpenPulls(): Promise<void> {
+    const r = reader(this.#ctx, (m) => this.#o.log(m));
+    const open = await listItems(r, PULLS, this.#o.owner, this.#o.repoUri, 'open', this.#auth.session.did);
+    for (const p of open) this.#pulls.add(p.uri);
+  }
+
+  /**
+   * Runs the last round of the pull request `uri` when it is on this repository and its head is not
+   * reported yet. The record is read from its author's PDS, whoever that is: what a stream said of
+   * it is only a hint, and a pull request counts for the repository its record names.
+   */
+  async #pull(uri: string): Promise<void> {
+    const at = parseAtUri(uri);
+    if (at?.collection !== PULL) return;
+    const author = at.did === this.#o.owner.did ? this.#o.owner : await this.#ctx.resolver.resolve(at.did);
+    const got = await this.#store.get(author, PULL, at.rkey, parsePull);
+    if (got === undefined || got.value.repo !== this.#o.repoUri) return;
+    const last = got.value.rounds.length - 1;
+    const round = got.value.rounds[last]!;
+    if (this.#isDone(round.head) || this.#stopping) return;
+    await this.#runOne({
+      commit: round.head,
+      branch: got.value.base,
+      label: `of ${pullLabel(uri, author.handle)} (round ${last})`,
+      pull: { uri, author, record: got.value },
+    });
+  }
+
+  async #runOne(subject: Subject): Promise<void> {
+    const { commit, branch, label } = subject;
     const short = commit.slice(0, 12);
     const logFile = path.join(this.#dir, 'logs', `${commit}.log`);
-    this.#state.running = { commit, branch };
+    this.#state.running = { commit, branch, ...(subject.pull ? { pull: subject.pull.uri } : {}) };
     this.#save();
     await this.#write(commit, 'pending', `running on ${os.hostname()}`);
-    this.#o.log(`${short} on ${safeText(branch)}: pending`);
+    this.#o.log(`${short} ${label}: pending`);
     let verdict: { state: CheckState; description: string };
     try {
-      verdict = await this.#execute(commit, branch, logFile);
+      verdict = await this.#execute(subject, logFile);
     } catch (err) {
       // Whatever kept the command from running is this run's error, never a pending left behind.
       verdict = { state: 'error', description: describeOutput(errorText(err)) || 'the run failed' };
     }
     if (this.#stopping && verdict.state !== 'success' && verdict.state !== 'failure') {
       await this.#write(commit, 'error', 'the runner was stopped before the command finished');
-      this.#o.log(`${short} on ${safeText(branch)}: error (stopped)`);
+      this.#o.log(`${short} ${label}: error (stopped)`);
       delete this.#state.running;
       this.#save();
       return;
     }
     await this.#write(commit, verdict.state, verdict.description);
-    this.#o.log(`${short} on ${safeText(branch)}: ${verdict.state} (log: ${logFile})`);
+    this.#o.log(`${short} ${label}: ${verdict.state} (log: ${logFile})`);
     this.#state.done.push([commit, verdict.state]);
     if (this.#state.done.length > DONE_KEPT) this.#state.done.splice(0, this.#state.done.length - DONE_KEPT);
     delete this.#state.running;
     this.#save();
   }
 
-  /** Fetches the commit into the cache, checks it out in a scratch tree and runs the command there. */
-  async #execute(
-    commit: string,
-    branch: string,
-    logFile: string,
-  ): Promise<{ state: CheckState; description: string }> {
+  /**
+   * Fetches the commit into the cache (a branch from the owner's account; a round from its pack in
+   * its author's, on the base branch's history), checks it out in a scratch tree and runs the
+   * command there.
+   */
+  async #execute(subject: Subject, logFile: string): Promise<{ state: CheckState; description: string }> {
+    const { commit, branch } = subject;
     const cache = path.join(this.#dir, 'cache.git');
     if (!fs.existsSync(path.join(cache, 'HEAD'))) await git(['init', '-q', '--bare', cache]);
     const url = `knotless://${this.#o.owner.did}/${this.#o.name}`;
@@ -263,29 +371,61 @@ export class Runner {
     ]).catch((err: unknown) => {
       throw new RunFailure(`the commit could not be fetched: ${describeOutput(errorText(err))}`);
     });
+    if (subject.pull !== undefined) await this.#fetchRound(cache, subject.pull, commit);
     const held = await git(['--git-dir', cache, 'cat-file', '-e', `${commit}^{commit}`]).then(
       () => true,
       () => false,
     );
-    if (!held) throw new RunFailure(`the branch ${branch} no longer holds the commit`);
+    if (!held)
+      throw new RunFailure(
+        subject.pull === undefined
+          ? `the branch ${branch} no longer holds the commit`
+          : "the round's pack does not hold its commit",
+      );
     const scratch = path.join(this.#dir, 'work');
     fs.rmSync(scratch, { recursive: true, force: true });
     await git(['--git-dir', cache, 'worktree', 'prune']);
     await git(['--git-dir', cache, 'worktree', 'add', '-q', '--detach', '-f', scratch, commit]);
     try {
-      return await this.#command(commit, branch, scratch, logFile);
+      return await this.#command(subject, scratch, logFile);
     } finally {
       fs.rmSync(scratch, { recursive: true, force: true });
       await git(['--git-dir', cache, 'worktree', 'prune']);
     }
   }
 
+  /**
+   * Indexes a round's pack (from its author's PDS, checked against its CID and for bombs, as `pr
+   * checkout` does) into the cache, holding it under a ref of its own so that git keeps it.
+   */
+  async #fetchRound(cache: string, pull: NonNullable<Subject['pull']>, head: string): Promise<void> {
+    const round = pull.record.rounds.at(-1)!;
+    try {
+      const pack = await loadRoundPack(
+        this.#ctx,
+        pull.author,
+        round.pack,
+        new BlobCache(this.#ctx.config.cacheDir),
+      );
+      const { keepFile } = await indexPack(pack, cache, false);
+      try {
+        await checkRoundComplete(cache, head, ['--all'], `${this.#o.label}'s ${pull.record.base}`);
+        const key = createHash('sha256').update(pull.uri).digest('hex').slice(0, 16);
+        await git(['--git-dir', cache, 'update-ref', `refs/runner-pulls/${key}`, head]);
+      } finally {
+        fs.rmSync(keepFile, { force: true });
+      }
+    } catch (err) {
+      throw new RunFailure(`the round could not be fetched: ${describeOutput(errorText(err))}`);
+    }
+  }
+
   #command(
-    commit: string,
-    branch: string,
+    subject: Subject,
     cwd: string,
     logFile: string,
   ): Promise<{ state: CheckState; description: string }> {
+    const { commit, branch } = subject;
     const fd = fs.openSync(logFile, 'w', 0o600);
     const [program, ...args] = this.#o.command;
     const child = spawn(program!, args, {
@@ -298,6 +438,7 @@ export class Runner {
         KNOTLESS_RUNNER_REPO: `${this.#o.owner.did}/${this.#o.name}`,
         KNOTLESS_RUNNER_BRANCH: branch,
         KNOTLESS_RUNNER_COMMIT: commit,
+        ...(subject.pull === undefined ? {} : { KNOTLESS_RUNNER_PULL: subject.pull.uri }),
       },
     });
     fs.closeSync(fd);
@@ -308,7 +449,12 @@ export class Runner {
       };
       if (child.pid !== undefined) {
         this.#child = { pid: child.pid, kill };
-        this.#state.running = { commit, branch, pid: child.pid };
+        this.#state.running = {
+          commit,
+          branch,
+          pid: child.pid,
+          ...(subject.pull === undefined ? {} : { pull: subject.pull.uri }),
+        };
         this.#save();
       }
       const timer = setTimeout(() => {
@@ -336,18 +482,57 @@ export class Runner {
   }
 
   /**
-   * Follows the owner's PDS's event stream from the saved cursor: a commit of the owner's that
-   * touches this repository's refs (or a sync, account or identity event) asks for a scan; the
-   * cursor is saved once the scan that followed its events is done.
+   * An event of the owner's PDS's stream: a commit of the owner's that touches this repository's
+   * refs (or a sync, account or identity event of the owner's) asks for a scan; a pull request
+   * written by any account on that PDS is read and run. The cursor is saved once they are done.
    */
-  async #follow(): Promise<void> {
-    const { websocket, ensureChunkIsMessage } = await import('../agent/stream-libs.ts');
+  #ownerEvent(m: StreamEvent): void {
     const prefix = `${REF_COLLECTION}/${refKeyPrefix(this.#o.name)}`;
+    const pulls = this.#pullsIn(m);
+    if (m.did === this.#o.owner.did) {
+      const concerns = m.t !== '#commit' || m.paths.some((p) => p.startsWith(prefix));
+      if (concerns) return this.#want(m.seq);
+    }
+    if (pulls > 0 && m.seq !== undefined) this.#wantedUpTo = m.seq;
+    if (pulls > 0) this.#wake?.();
+  }
+
+  /** An event of the relay's stream: a pull request written by any account is read and run. */
+  #relayEvent(m: StreamEvent): void {
+    if (m.seq !== undefined) this.#relayUpTo = m.seq;
+    if (this.#pullsIn(m) > 0) this.#wake?.();
+  }
+
+  /** Queues the pull requests an event's commit creates or updates; returns how many. */
+  #pullsIn(m: StreamEvent): number {
+    if (m.t !== '#commit' || m.did === undefined) return 0;
+    let n = 0;
+    for (const p of m.paths) {
+      const [collection, rkey, ...more] = p.split('/');
+      if (collection !== PULL || rkey === undefined || more.length > 0) continue;
+      this.#pulls.add(`at://${m.did}/${PULL}/${rkey}`);
+      n++;
+    }
+    return n;
+  }
+
+  /**
+   * Follows the event stream of `service` (a PDS or a relay) from the cursor `cursor` gives,
+   * reconnecting until stopped; each event goes to `hear`. Opening it asks for a scan and for the
+   * open pull requests: anything written while it was closed is found that way.
+   */
+  async #follow(
+    service: string,
+    cursor: () => number | undefined,
+    hear: (m: StreamEvent) => void,
+  ): Promise<void> {
+    const { websocket, ensureChunkIsMessage } = await import('../agent/stream-libs.ts');
     let announced = false;
     const ws = websocket(
       () => {
-        const base = `${this.#o.owner.pds.replace(/^http/, 'ws')}/xrpc/${METHOD}`;
-        return this.#delivered === undefined ? base : `${base}?cursor=${this.#delivered}`;
+        const base = `${service.replace(/\/+$/, '').replace(/^http/, 'ws')}/xrpc/${METHOD}`;
+        const at = cursor();
+        return at === undefined ? base : `${base}?cursor=${at}`;
       },
       {
         dataMode: 'binary',
@@ -355,34 +540,61 @@ export class Runner {
         signal: this.#abort.signal,
         onOpen: () => {
           // Anything pushed while the connection opened is found by a scan made after it.
+          this.#listPulls = true;
           this.#want(undefined);
-          if (!announced)
+          if (!announced && service === this.#o.owner.pds)
             this.#o.log(
               `watching ${this.#o.label} for ${safeText(this.#o.context)} (state and logs: ${this.#dir})`,
             );
           announced = true;
         },
-        onReconnect: (err) => this.#o.log(`event stream: ${safeText(errorText(err))}; reconnecting`),
+        onReconnect: (err) =>
+          this.#o.log(
+            `event stream${service === this.#o.owner.pds ? '' : ` of ${safeText(service)}`}: ${safeText(errorText(err))}; reconnecting`,
+          ),
       },
     );
     try {
       for await (const chunk of ws) {
         const message = ensureChunkIsMessage(chunk);
         const body = message.body as Record<string, unknown>;
-        const t = message.header.t;
         const seq = typeof body['seq'] === 'number' ? body['seq'] : undefined;
-        if (seq !== undefined) this.#delivered = seq;
+        if (seq !== undefined && service === this.#o.owner.pds) this.#delivered = seq;
+        else if (seq !== undefined) this.#relayDelivered = seq;
         const did = typeof body['repo'] === 'string' ? body['repo'] : body['did'];
-        if (did !== this.#o.owner.did) continue;
-        const ops = Array.isArray(body['ops']) ? (body['ops'] as Array<{ path?: unknown }>) : [];
-        const concerns =
-          t !== '#commit' || ops.some((o) => typeof o.path === 'string' && o.path.startsWith(prefix));
-        if (concerns) this.#want(seq);
+        const ops = Array.isArray(body['ops'])
+          ? (body['ops'] as Array<{ path?: unknown; action?: unknown }>)
+          : [];
+        hear({
+          t: message.header.t,
+          seq,
+          did: typeof did === 'string' ? did : undefined,
+          // A deleted record has nothing to run.
+          paths: ops
+            .filter((o) => o.action !== 'delete')
+            .map((o) => o.path)
+            .filter((p): p is string => typeof p === 'string'),
+        });
       }
     } catch (err) {
       if (!this.#abort.signal.aborted) throw err;
     }
   }
+}
+
+/** What the runner reads of a stream's event. */
+interface StreamEvent {
+  t: string | undefined;
+  seq: number | undefined;
+  did: string | undefined;
+  paths: string[];
+}
+
+/** A pull request as the lines name it: `pull request <author>/<key>`, escaped. */
+function pullLabel(uri: string, handle?: string): string {
+  const at = parseAtUri(uri);
+  if (at === undefined) return `pull request ${safeText(uri)}`;
+  return `pull request ${safeText(handle ?? at.did)}/${safeText(at.rkey)}`;
 }
 
 /** A run that could not be made (the commit could not be fetched, say): its verdict is `error`. */
