@@ -31,6 +31,8 @@ const corePkg = path.join(pkg, '..', 'knotless-core');
 const VENDOR: Record<string, string> = {
   '@atproto/syntax': 'syntax.cjs',
   '@atproto/identity': 'identity.cjs',
+  // Verified reads (knotless-core/records/verified-read.ts): proofs, commits, the Merkle search tree.
+  '@atproto/repo': 'repo.cjs',
   // Record validation against the lexicons: loaded by the forge commands (pr, issue) only.
   '@atproto/lexicon': 'lexicon.cjs',
   'proper-lockfile': 'lockfile.cjs',

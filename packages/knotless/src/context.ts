@@ -132,7 +132,15 @@ export class Context {
     const moved = (now: Identity): void => void Object.assign(owner, now);
     const reader = this.client(owner.pds, undefined, moved);
     return new RemoteRepo(
-      { reader, writer: (auth) => this.client(owner.pds, auth, moved) },
+      {
+        reader,
+        writer: (auth) => this.client(owner.pds, auth, moved),
+        verify: {
+          transport: this.transport,
+          plcUrl: this.config.plcUrl,
+          service: () => this.config.service ?? owner.pds,
+        },
+      },
       owner,
       name,
       warn,

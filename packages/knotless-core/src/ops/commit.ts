@@ -14,6 +14,7 @@ import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfe
 import { foldPacks } from '../packs/fold.ts';
 import { packMemoDir, rememberObjects } from '../packs/pack-objects-memo.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
+import { readRepoRefs, refuseTableWrite } from '../records/read-refs.ts';
 import { contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
 import { newPackEntry, storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
@@ -174,7 +175,8 @@ async function commitInMirror(
   const headOf = (list: RemoteRef[] | undefined) => list?.find((r) => r.record.ref === 'HEAD')?.record.symref;
   const ref = req.branch !== undefined ? `refs/heads/${req.branch}` : (headOf(refs) ?? 'refs/heads/main');
   if (refs === undefined || !refs.some((r) => r.record.ref === ref)) {
-    refs = await remote.listRefs();
+    refs = await readRepoRefs(remote);
+    refuseTableWrite(remote);
     if (refs.length === 0 && !(await remote.exists())) {
       throw new KnotlessError(
         'repo-missing',

@@ -6,6 +6,7 @@ import { rkeyOf } from './list-records.ts';
 import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
+import type { Transport } from '../xrpc/transport.ts';
 import { refKey } from './ref-key.ts';
 import { isSealed, newestEpoch, type PrivacyOpener, type RefSealer } from './sealer.ts';
 import { RECORD_ANSWER_BYTES, writeRefRecord, type RefRecord } from './ref-record.ts';
@@ -26,6 +27,20 @@ export interface RepoClients {
   reader: XrpcClient;
   /** A client that writes as `auth`. */
   writer(auth: Authorizer): XrpcClient;
+  /**
+   * What a verified read of the repository's ref table goes through (records/read-refs.ts): the
+   * transport, the PLC directory the account's DID document is read from, and the endpoint the
+   * reads go to. Without it (the appview, a test) the table is not read.
+   */
+  verify?: TableVerifier;
+}
+
+/** What a verified read needs besides the owner: see {@link RepoClients.verify}. */
+export interface TableVerifier {
+  transport: Transport;
+  plcUrl: string;
+  /** The endpoint reads go to (KNOTLESS_SERVICE when set, else the owner's PDS as it is now). */
+  service(): string;
 }
 
 /**
@@ -42,6 +57,11 @@ export class RemoteRepo {
   readonly #opener: PrivacyOpener | undefined;
   /** A private repository's sealer; null once known public; undefined while unknown. */
   #sealer: RefSealer | null | undefined;
+  /**
+   * Where the last read found the refs: `table` for a `dev.knotless.refs` record, `records` for
+   * `dev.knotless.ref` records; undefined before a read (records/read-refs.ts sets it).
+   */
+  layout: 'table' | 'records' | undefined;
 
   constructor(
     clients: RepoClients,
@@ -99,6 +119,16 @@ export class RemoteRepo {
   /** The read-only client (public endpoints). */
   get reader(): XrpcClient {
     return this.#read;
+  }
+
+  /** Reports something a reader skipped or ignored, as this repository's other warnings are. */
+  warn(message: string): void {
+    this.#warn(message);
+  }
+
+  /** What a verified read goes through, when this context verifies. */
+  get verifier(): TableVerifier | undefined {
+    return this.#clients.verify;
   }
 
   /**

@@ -4,12 +4,15 @@
 // account's DID document, is the account's, and its tree leads to the key (or proves it absent).
 // The checks are @atproto/repo's and @atproto/crypto's, loaded only when a read needs them.
 import type { Commit } from '@atproto/repo';
-import { KnotlessError } from '../errors.ts';
+import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import { RECORD_ANSWER_BYTES } from './ref-record.ts';
 
-/** A record as its proof shows it, or its proved absence; `rev` and `commit` name the signed commit. */
+/**
+ * A record as its proof shows it (in its JSON form, as getRecord and listRecords give records: bytes
+ * as `$bytes`, links as `$link`), or its proved absence; `rev` and `commit` name the signed commit.
+ */
 export type VerifiedRecord =
   | { found: true; value: unknown; cid: string; rev: string; commit: string }
   | { found: false; rev: string; commit: string };
@@ -75,13 +78,24 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   url.searchParams.set('did', req.did);
   url.searchParams.set('collection', req.collection);
   url.searchParams.set('rkey', req.rkey);
-  const res = await req.transport.request(url, {
-    method: 'GET',
-    headers: { accept: 'application/vnd.ipld.car' },
-    body: null,
-    maxBytes: RECORD_ANSWER_BYTES + 64 * 1024,
-    signal: req.signal ?? new AbortController().signal,
-  });
+  let res: Awaited<ReturnType<Transport['request']>>;
+  try {
+    res = await req.transport.request(url, {
+      method: 'GET',
+      headers: { accept: 'application/vnd.ipld.car' },
+      body: null,
+      maxBytes: RECORD_ANSWER_BYTES + 64 * 1024,
+      signal: req.signal ?? new AbortController().signal,
+    });
+  } catch (err) {
+    if (isKnotlessError(err)) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new KnotlessError(
+      'pds-unreachable',
+      `The PDS of ${safeText(req.name, 200)} could not be reached to read its ref table${code === undefined ? '' : ` (${safeText(code, 40)})`}; check your network connection and try again.`,
+      { cause: err },
+    );
+  }
   if (res.status < 200 || res.status > 299)
     throw unverified(req.name, `the PDS answered HTTP ${res.status} instead of a proof`);
   const repo = await import('@atproto/repo');
@@ -111,7 +125,7 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   let value: unknown;
   try {
     found = await repo.MST.load(blocks, commit.data).get(repo.formatDataKey(req.collection, req.rkey));
-    if (found !== null) value = repo.cborToLexRecord(await blocks.getBytes(found).then(must));
+    if (found !== null) value = jsonForm(repo.cborToLexRecord(await blocks.getBytes(found).then(must)));
   } catch (err) {
     throw new KnotlessError(
       'unverified-remote',
@@ -122,6 +136,22 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   const at = { rev: commit.rev, commit: car.root.toString() };
   if (found === null) return { found: false, ...at };
   return { found: true, value, cid: found.toString(), ...at };
+}
+
+/**
+ * A record decoded from its block, in the JSON form every reader of records parses: bytes as
+ * `{ $bytes }` (base64), CIDs as `{ $link }`, blob references as `{ $type: 'blob', ref, … }`.
+ */
+function jsonForm(value: unknown): unknown {
+  if (value instanceof Uint8Array)
+    return { $bytes: Buffer.from(value).toString('base64').replace(/=+$/, '') };
+  if (Array.isArray(value)) return value.map(jsonForm);
+  if (typeof value !== 'object' || value === null) return value;
+  const v = value as { ipld?: () => unknown; asCID?: unknown; toString(): string };
+  // A blob reference (its `ipld()` is its stored form) and a CID (which names itself by `asCID`).
+  if (typeof v.ipld === 'function') return jsonForm(v.ipld());
+  if (v.asCID === value) return { $link: v.toString() };
+  return Object.fromEntries(Object.entries(value).map(([k, x]) => [k, jsonForm(x)]));
 }
 
 function must(bytes: Uint8Array | null): Uint8Array {

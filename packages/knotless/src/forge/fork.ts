@@ -1,3 +1,4 @@
+import { readRepoRefs } from 'knotless-core/records/read-refs';
 import type { SessionAuthorizer } from '../auth/store.ts';
 import type { BlobCache } from 'knotless-core/cache/blob-cache';
 import type { Context } from '../context.ts';
@@ -91,7 +92,7 @@ export async function forkRepo(
   const records = ctx.repoRecords();
   const original = await records.get(source, name);
   const from = ctx.remoteRepo(source, name, warn);
-  const refs = await from.listRefs();
+  const refs = await readRepoRefs(from);
   const usable = refs.filter((r) => !refsByName(refs).contested.has(r.record.ref));
   const mine = { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds };
   const to = ctx.remoteRepo(mine, newName, warn);

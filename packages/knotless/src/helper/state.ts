@@ -1,6 +1,7 @@
 import { RefView } from 'knotless-core/cache/ref-view';
 import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
+import { readRepoRefs } from 'knotless-core/records/read-refs';
 import { refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/records/remote-repo';
 import { printErr, safeText } from 'knotless-core/text/terminal';
 import type { PushOptions } from 'knotless-core/ops/push/job';
@@ -72,7 +73,7 @@ export class HelperState {
       await this.ctx.resolver.settle();
       return this.#keep(fromAgent.refs);
     }
-    const refs = await remote.listRefs();
+    const refs = await readRepoRefs(remote);
     if (refs.length === 0 && !(await remote.exists())) {
       throw new KnotlessError(
         'repo-missing',
@@ -81,7 +82,8 @@ export class HelperState {
     }
     // Kept for `knotless repo commit`, which writes with compare-and-swap and lets no one decide locally;
     // never for a private repository, whose records this cache would hold opened.
-    if (!remote.isPrivate) this.#view(remote).write({ refs });
+    // Nor for a ref table, which `repo commit` does not write yet.
+    if (!remote.isPrivate && remote.layout === 'records') this.#view(remote).write({ refs });
     return this.#keep(refs);
   }
 

@@ -1,5 +1,6 @@
 import { refKey } from 'knotless-core/records/ref-key';
 import { parseRepoSpec } from 'knotless-core/records/name';
+import { readRefTable } from 'knotless-core/records/read-refs';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
@@ -15,15 +16,22 @@ export const command: Command = {
     const spec = parseRepoSpec(args.positionals[0]!);
     const owner = await ownerOf(c, spec.owner);
     const records = c.repoRecords();
-    const [record, keys] = await Promise.all([
+    const remote = c.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
+    const [record, keys, table] = await Promise.all([
       records.get(owner, spec.name),
       records.refKeys(owner, spec.name),
+      readRefTable(remote),
     ]);
-    // HEAD is a record too, but not a ref anyone would count.
-    // A private repository's keys name nothing: its HEAD is the one record the first push adds beside
-    // its branches.
+    // HEAD is a record too, but not a ref anyone would count. A repository with a ref table counts
+    // the table's refs (its older ref records are ignored); else its ref records: a private
+    // repository's keys name nothing, and its HEAD is the one record the first push adds beside its
+    // branches.
     const refs =
-      record.private === undefined ? keys.filter((k) => k !== refKey(spec.name, 'HEAD')) : keys.slice(1);
+      table !== undefined
+        ? table.table.refs.filter((r) => r.target !== undefined)
+        : record.private === undefined
+          ? keys.filter((k) => k !== refKey(spec.name, 'HEAD'))
+          : keys.slice(1);
     const label = owner.handle ?? owner.did;
     const url = `knotless://${label}/${spec.name}`;
     if (args.values['json'] === true) {

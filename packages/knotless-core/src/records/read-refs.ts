@@ -1,0 +1,164 @@
+// The one reader of a repository's refs (format.md, "The ref table"): the owner's `dev.knotless.refs`
+// table, fetched with its proof and its parts checked against the CIDs the verified table names; when
+// the proof shows no table, the repository's `dev.knotless.ref` records as they have always been read.
+// Every command that shows or fetches a repository's refs reads them here, so that no reader trusts
+// an unproved listing where a proved one exists.
+import { KnotlessError, isKnotlessError } from '../errors.ts';
+import { safeText } from '../text/terminal.ts';
+import { REFS_COLLECTION, REFS_PART_COLLECTION, REPO_COLLECTION } from './collections.ts';
+import { joinRefTable, parseRefTable, refTableKey, type FetchedPart, type RefTable } from './ref-table.ts';
+import type { RemoteRef } from './remote-ref.ts';
+import type { RemoteRepo, TableVerifier } from './remote-repo.ts';
+import { isSealed } from './sealer.ts';
+import { accountSigningKey, verifiedRead, type VerifiedRecord } from './verified-read.ts';
+
+/** Parts fetched at once: a large table's parts are many small reads, bounded so a PDS is not flooded. */
+const PART_READS = 8;
+/** Ignored old records named in the warning; the rest are counted. */
+const NAMED = 5;
+
+/** The refs of a repository as its owner's table holds them, with the commit the table was proved at. */
+export interface TableRead {
+  table: RefTable;
+  /** The table record's CID (every ref read from it carries it). */
+  cid: string;
+  rev: string;
+  commit: string;
+  /** The `#atproto` key the proof was checked against. */
+  signingKey: string;
+}
+
+/**
+ * The owner's table of the repository, verified, with its parts joined; undefined when the proof
+ * shows there is none. A table that fails a rule is refused whole (corrupt-remote, exit 12), a proof
+ * that does not hold too (unverified-remote, exit 21).
+ */
+export async function readRefTable(remote: RemoteRepo): Promise<TableRead | undefined> {
+  const verify: TableVerifier | undefined = remote.verifier;
+  if (verify === undefined) throw new Error(`${remote.label} was opened without a verifier`);
+  const did = remote.owner.did;
+  const name = `${remote.owner.handle ?? did}/${remote.name}`;
+  const signingKey = await accountSigningKey(verify.transport, did, verify.plcUrl, name);
+  const read = (collection: string, rkey: string): Promise<VerifiedRecord> =>
+    verifiedRead({
+      transport: verify.transport,
+      pds: verify.service(),
+      did,
+      collection,
+      rkey,
+      signingKey,
+      name,
+    });
+  const key = refTableKey(remote.name, did, did);
+  const got = await read(REFS_COLLECTION, key);
+  if (!got.found) return undefined;
+  if (isSealed(got.value))
+    throw new KnotlessError(
+      'corrupt-remote',
+      `The ref table of ${remote.label} is sealed (a private repository's), which this version of knotless cannot read; upgrade knotless and try again.`,
+    );
+  const stored = parseRefTable(got.value, `at://${did}/${REPO_COLLECTION}/${remote.name}`, true);
+  const parts: FetchedPart[] = [];
+  const queue = [...stored.parts];
+  await Promise.all(
+    Array.from({ length: Math.min(PART_READS, queue.length) }, async () => {
+      for (let link = queue.shift(); link !== undefined; link = queue.shift()) {
+        const part = await read(REFS_PART_COLLECTION, link.rkey);
+        // A part the proof shows absent is left out: joining names it missing.
+        if (part.found) parts.push({ rkey: link.rkey, cid: part.cid, value: part.value });
+      }
+    }),
+  );
+  await remote.prepare('plain');
+  return { table: joinRefTable(stored, parts), cid: got.cid, rev: got.rev, commit: got.commit, signingKey };
+}
+
+/** A verified table's refs (HEAD first, as the owner's `head`) in the form ref records are read in. */
+export function tableRefs(remote: RemoteRepo, read: TableRead): RemoteRef[] {
+  const { table, cid, rev } = read;
+  const key = refTableKey(remote.name, remote.owner.did, remote.owner.did);
+  const out: RemoteRef[] = [];
+  const at = { repo: remote.name, updatedAt: table.updatedAt };
+  if (table.head !== undefined)
+    out.push({ key: `${key}#HEAD`, cid, rev, record: { ...at, ref: 'HEAD', symref: table.head, packs: [] } });
+  for (const r of table.refs) {
+    if (r.target === undefined) continue;
+    const record = { ...at, ref: r.ref, target: r.target, packs: r.packs };
+    out.push({
+      key: `${key}#${r.ref}`,
+      cid,
+      rev,
+      record: r.peeled === undefined ? record : { ...record, peeled: r.peeled },
+    });
+  }
+  return out;
+}
+
+/**
+ * Every ref of a repository, HEAD included, as readers use them: from the owner's verified table when
+ * there is one (the repository's `dev.knotless.ref` records are then ignored, with one warning naming
+ * them and the commits they point at), else from those records exactly as before. The listing of the
+ * records runs beside the table's read, so a repository without a table waits no longer for it.
+ * Sets {@link RemoteRepo.layout}. A context that does not verify (no {@link RemoteRepo.verifier})
+ * reads the records alone.
+ */
+export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
+  const verify = remote.verifier;
+  if (verify === undefined) {
+    const refs = await remote.listRefs();
+    remote.layout = 'records';
+    return refs;
+  }
+  const listing = remote.listRefs().then(
+    (refs) => ({ refs }),
+    (err: unknown) => ({ err }),
+  );
+  let table: TableRead | undefined;
+  try {
+    table = await readRefTable(remote);
+  } catch (err) {
+    // When the PDS failed both reads, the listing's sentence (today's, for a PDS down, an account
+    // gone, a rate limit) says it; a proof that does not hold is said as such, always.
+    const listed = await listing;
+    if ('err' in listed && isKnotlessError(listed.err) && !isKnotlessError(err, 'unverified-remote'))
+      throw listed.err;
+    throw err;
+  }
+  const old = await listing;
+  if (table === undefined) {
+    if ('err' in old) throw old.err;
+    remote.layout = 'records';
+    return old.refs;
+  }
+  remote.layout = 'table';
+  if ('err' in old) {
+    if (!isKnotlessError(old.err)) throw old.err;
+    remote.warn(
+      `the older dev.knotless.ref records of ${remote.label} could not be listed (${old.err.message.replace(/\.$/, '')}); they are ignored, as its ref table holds its refs`,
+    );
+  } else if (old.refs.length > 0) {
+    const named = old.refs
+      .slice(0, NAMED)
+      .map(
+        (r) =>
+          `${safeText(r.record.ref)} at ${safeText((r.record.target ?? r.record.symref ?? '').slice(0, 12))}`,
+      );
+    const more = old.refs.length > NAMED ? `, and ${old.refs.length - NAMED} more` : '';
+    remote.warn(
+      `${remote.label} keeps its refs in a ref table, so its ${old.refs.length} older dev.knotless.ref record(s) are ignored (${named.join(', ')}${more}): a machine on an older version of knotless wrote them, and its pushes are not seen until it is upgraded`,
+    );
+  }
+  return tableRefs(remote, table);
+}
+
+/**
+ * Refuses a write of `dev.knotless.ref` records to a repository whose refs are in a ref table: such a
+ * record would be written and then ignored by every reader, a push that looks done and is lost.
+ */
+export function refuseTableWrite(remote: RemoteRepo): void {
+  if (remote.layout !== 'table') return;
+  throw new KnotlessError(
+    'push-rejected',
+    `${remote.label} keeps its refs in a ref table, which this version of knotless reads but cannot write yet; nothing was written, so push with a version of knotless that writes ref tables.`,
+  );
+}

@@ -1,0 +1,256 @@
+// A repository whose refs are in a ref table (`dev.knotless.refs`, format.md "The ref table") is
+// read from it by every reader: git lists its refs and clones from it, with the table in one record
+// and with its refs in parts; its older `dev.knotless.ref` records are ignored with one warning that
+// names them; a part that is not the one the table names refuses the whole table; a push to it is
+// refused, since nothing writes the table yet. A repository without a table is read from its ref
+// records as before, at one more request (the table's proved absence).
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { jsonToLex } from '@atproto/lexicon';
+import { cidForRecord } from '@atproto/repo';
+import { startProxy, type Proxy } from 'knotless-devnet';
+import { parseRefRecord, type RefRecord } from 'knotless-core/records/ref-record';
+import { applyRefUpdates, layoutRefTable, type RefUpdate } from 'knotless-core/records/ref-table';
+import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test']);
+let proxy: Proxy | undefined;
+const alice = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_COMPACT: '0',
+  ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
+}));
+
+before(async () => {
+  await t.ready;
+  proxy = await startProxy({ target: t.net.pdsUrl });
+});
+after(() => proxy?.close());
+
+async function session(): Promise<{ accessJwt: string; did: string }> {
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.createSession`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ identifier: 'alice.test', password: t.password }),
+  });
+  return (await res.json()) as { accessJwt: string; did: string };
+}
+
+/** Puts a record straight into alice's account; returns its CID as the PDS computed it. */
+async function put(collection: string, rkey: string, record: Record<string, unknown>): Promise<string> {
+  const s = await session();
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.putRecord`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${s.accessJwt}` },
+    body: JSON.stringify({ repo: s.did, collection, rkey, record, validate: false }),
+  });
+  const body = (await res.json()) as { cid: string };
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return body.cid;
+}
+
+/** The repository's ref records as the PDS holds them, by ref name. */
+async function refRecords(name: string): Promise<Map<string, RefRecord>> {
+  const url = new URL('/xrpc/com.atproto.repo.listRecords', t.net.pdsUrl);
+  url.searchParams.set('repo', t.dids['alice.test']!);
+  url.searchParams.set('collection', 'dev.knotless.ref');
+  url.searchParams.set('limit', '100');
+  const body = (await (await fetch(url)).json()) as { records: { value: unknown }[] };
+  const out = new Map<string, RefRecord>();
+  for (const r of body.records) {
+    const rec = parseRefRecord(r.value);
+    if (rec.repo === name) out.set(rec.ref, rec);
+  }
+  return out;
+}
+
+/** Writes the owner's table of `name` holding `updates`, laid out as the core lays it out. */
+async function writeTable(name: string, updates: RefUpdate[]): Promise<void> {
+  const repo = `at://${t.dids['alice.test']!}/dev.knotless.repo/${name}`;
+  const table = applyRefUpdates(
+    undefined,
+    updates,
+    { repo, head: 'refs/heads/main', maintainer: false },
+    new Date(),
+  );
+  const writes = await layoutRefTable(table, name, async (value) =>
+    (await cidForRecord(jsonToLex(value) as Parameters<typeof cidForRecord>[0])).toString(),
+  );
+  // Parts first, as a writer writes them; each must be stored under the CID the table names.
+  for (const part of writes.create)
+    assert.equal(
+      await put('dev.knotless.refs.part', part.rkey, part.value),
+      (writes.table['parts'] as { rkey: string; cid: string }[]).find((p) => p.rkey === part.rkey)!.cid,
+    );
+  await put('dev.knotless.refs', name, writes.table);
+}
+
+/** A repository pushed with ref records: main at the first commit, `second` at the second. */
+async function pushed(name: string): Promise<{ url: string; first: string; second: string }> {
+  const res = await alice.knotless('repo', 'create', name);
+  assert.equal(res.code, 0, res.stderr);
+  const url = `knotless://alice.test/${name}`;
+  const dir = await newRepo(alice, url);
+  const first = await commitFiles(alice, dir, { 'a.txt': 'first\n' }, 'first');
+  await alice.ok(dir, 'push', '-q', 'origin', 'main');
+  const second = await commitFiles(alice, dir, { 'a.txt': 'second\n' }, 'second');
+  await alice.ok(dir, 'push', '-q', 'origin', 'HEAD:refs/heads/second');
+  return { url, first, second };
+}
+
+function lsRemote(out: string): Map<string, string> {
+  return new Map(
+    out
+      .trim()
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => {
+        const [oid, ref] = l.split('\t');
+        return [ref!, oid!];
+      }),
+  );
+}
+
+describe('reading a repository from its ref table', () => {
+  it('lists and clones the refs the table holds, and warns of the ref records it ignores', async () => {
+    const { url, first, second } = await pushed('tabled');
+    const records = await refRecords('tabled');
+    // The table says otherwise than the records: main at the second commit, a branch only it has.
+    await writeTable('tabled', [
+      { ref: 'refs/heads/main', target: second, packs: records.get('refs/heads/second')!.packs },
+      { ref: 'refs/heads/only-in-table', target: first, packs: records.get('refs/heads/main')!.packs },
+    ]);
+    proxy!.reset();
+    const ls = await alice.git(alice.dir(), 'ls-remote', url);
+    assert.equal(ls.code, 0, ls.stderr);
+    assert.deepEqual(
+      lsRemote(ls.stdout),
+      new Map([
+        ['HEAD', second],
+        ['refs/heads/main', second],
+        ['refs/heads/only-in-table', first],
+      ]),
+    );
+    // One proved read of the table, beside the listing of the ignored records.
+    assert.equal(proxy!.count('com.atproto.sync.getRecord'), 1);
+    assert.match(
+      ls.stderr,
+      /knotless: warning: alice\.test\/tabled keeps its refs in a ref table, so its 3 older dev\.knotless\.ref record\(s\) are ignored \(/,
+    );
+    assert.match(ls.stderr, new RegExp(`refs/heads/second at ${second.slice(0, 12)}`));
+
+    const dir = alice.dir();
+    await alice.ok(dir, 'clone', '-q', url, 'c');
+    assert.equal((await alice.ok(`${dir}/c`, 'rev-parse', 'HEAD')).trim(), second);
+    assert.equal((await alice.ok(`${dir}/c`, 'rev-parse', 'origin/only-in-table')).trim(), first);
+  });
+
+  it('joins a large table from its parts', async () => {
+    const { url, first, second } = await pushed('parted');
+    const records = await refRecords('parted');
+    const packs = records.get('refs/heads/second')!.packs;
+    const many: RefUpdate[] = Array.from({ length: 3000 }, (_, i) => ({
+      ref: `refs/tags/t${String(i).padStart(5, '0')}-${'x'.repeat(40)}`,
+      target: first,
+      packs: records.get('refs/heads/main')!.packs,
+    }));
+    await writeTable('parted', [{ ref: 'refs/heads/main', target: second, packs }, ...many]);
+    proxy!.reset();
+    const ls = await alice.git(alice.dir(), 'ls-remote', url);
+    assert.equal(ls.code, 0, ls.stderr);
+    const listed = lsRemote(ls.stdout);
+    assert.equal(listed.get('refs/heads/main'), second);
+    assert.equal([...listed.keys()].filter((r) => r.startsWith('refs/tags/')).length, 3000);
+    assert.equal(listed.has('refs/heads/second'), false);
+    // The table and each of its parts, each read with its proof.
+    const parts = proxy!.count('com.atproto.sync.getRecord') - 1;
+    assert.ok(parts >= 2, `${parts} parts`);
+
+    const dir = alice.dir();
+    await alice.ok(dir, 'clone', '-q', url, 'c');
+    assert.equal((await alice.ok(`${dir}/c`, 'rev-parse', 'HEAD')).trim(), second);
+    // repo info counts the table's refs, not the two ref records it ignores.
+    const info = await alice.knotless('repo', 'info', 'parted', '--json');
+    assert.equal(info.code, 0, info.stderr);
+    assert.equal((JSON.parse(info.stdout) as { refs: number }).refs, 3001);
+  });
+
+  it('refuses a table whose part is not the one it names, and a push to a table', async () => {
+    const { url, first } = await pushed('swapped');
+    const records = await refRecords('swapped');
+    const many: RefUpdate[] = Array.from({ length: 3000 }, (_, i) => ({
+      ref: `refs/tags/t${String(i).padStart(5, '0')}-${'x'.repeat(40)}`,
+      target: first,
+      packs: records.get('refs/heads/main')!.packs,
+    }));
+    await writeTable('swapped', [{ ref: 'refs/heads/main', target: first, packs: [] }, ...many]);
+    // One part rewritten under its key: its CID is no longer the one the table names.
+    const list = new URL('/xrpc/com.atproto.repo.listRecords', t.net.pdsUrl);
+    list.searchParams.set('repo', t.dids['alice.test']!);
+    list.searchParams.set('collection', 'dev.knotless.refs.part');
+    const body = (await (await fetch(list)).json()) as {
+      records: { uri: string; value: { refs: unknown[] } }[];
+    };
+    const part = body.records.find((r) => r.uri.includes('/swapped~'))!;
+    await put('dev.knotless.refs.part', part.uri.split('/').pop()!, {
+      ...part.value,
+      refs: part.value.refs.slice(1),
+    });
+    const ls = await alice.git(alice.dir(), 'ls-remote', url);
+    assert.notEqual(ls.code, 0);
+    assert.equal(ls.stdout, '');
+    assert.match(
+      ls.stderr,
+      /The ref table of at:\/\/.*\/swapped is invalid \(part .* is not the one the table names/,
+    );
+    assert.doesNotMatch(ls.stderr, /\n.*at .*\.js:/);
+
+    const { url: url2 } = await pushed('pushing');
+    const recs = await refRecords('pushing');
+    await writeTable('pushing', [
+      { ref: 'refs/heads/main', target: first, packs: recs.get('refs/heads/main')!.packs },
+    ]);
+    const dir = await newRepo(alice, url2);
+    await commitFiles(alice, dir, { 'b.txt': 'b\n' }, 'b');
+    const push = await alice.git(dir, 'push', 'origin', 'HEAD:refs/heads/new');
+    assert.notEqual(push.code, 0);
+    assert.match(
+      push.stderr,
+      /alice\.test\/pushing keeps its refs in a ref table, which this version of knotless reads but cannot write yet; nothing was written/,
+    );
+    assert.equal((await refRecords('pushing')).has('refs/heads/new'), false);
+    const file = `${dir}/b.txt`;
+    const commit = await alice.knotless(
+      'repo',
+      'commit',
+      'pushing',
+      '-m',
+      'm',
+      '--branch',
+      'other',
+      '--add',
+      `b.txt=${file}`,
+    );
+    assert.equal(commit.code, 13, commit.stderr);
+    assert.match(
+      commit.stderr,
+      /keeps its refs in a ref table, which this version of knotless reads but cannot write yet/,
+    );
+    assert.equal((await refRecords('pushing')).has('refs/heads/other'), false);
+  });
+
+  it('reads a repository without a table from its ref records, at one more request', async () => {
+    const { url, second } = await pushed('plain');
+    proxy!.reset();
+    const ls = await alice.git(alice.dir(), 'ls-remote', url);
+    assert.equal(ls.code, 0, ls.stderr);
+    assert.equal(lsRemote(ls.stdout).get('refs/heads/second'), second);
+    assert.doesNotMatch(ls.stderr, /warning/);
+    const counts = new Map<string, number>();
+    for (const r of proxy!.requests) counts.set(r.nsid ?? r.path, (counts.get(r.nsid ?? r.path) ?? 0) + 1);
+    assert.deepEqual(Object.fromEntries(counts), {
+      'com.atproto.sync.getRecord': 1,
+      'com.atproto.repo.listRecords': 1,
+    });
+  });
+});
