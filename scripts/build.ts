@@ -31,8 +31,6 @@ const corePkg = path.join(pkg, '..', 'knotless-core');
 const VENDOR: Record<string, string> = {
   '@atproto/syntax': 'syntax.cjs',
   '@atproto/identity': 'identity.cjs',
-  // Verified reads (knotless-core/records/verified-read.ts): proofs, commits, the Merkle search tree.
-  '@atproto/repo': 'repo.cjs',
   // Record validation against the lexicons: loaded by the forge commands (pr, issue) only.
   '@atproto/lexicon': 'lexicon.cjs',
   'proper-lockfile': 'lockfile.cjs',
@@ -45,12 +43,15 @@ const VENDOR: Record<string, string> = {
 };
 
 /**
- * Modules of ours that only re-export a few things of large libraries, each bundled on its own into
- * dist/vendor/<file> with tree shaking, so that only what they name is loaded (see agent/stream-libs.ts).
+ * Modules of ours (paths under packages/) that only re-export a few things of large libraries, each
+ * bundled on its own into dist/vendor/<file> with tree shaking, so that only what they name is loaded
+ * (see knotless/src/agent/stream-libs.ts).
  */
 const VENDOR_PARTS: Record<string, string> = {
   // The event stream's libraries: loaded by `knotless agent` and `knotless runner` only.
-  'agent/stream-libs.ts': 'agent-stream.cjs',
+  'knotless/src/agent/stream-libs.ts': 'agent-stream.cjs',
+  // A getRecord proof's CBOR, CIDs and CAR: loaded by the first verified read of a ref table.
+  'knotless-core/src/records/proof-libs.ts': 'proof.cjs',
 };
 
 /**
@@ -119,7 +120,10 @@ const vendored: Plugin = {
       VENDOR[args.path] === undefined ? undefined : { path: args.path, namespace: 'vendored' },
     );
     b.onResolve({ filter: /-libs\.ts$/ }, (args) => {
-      const file = path.relative(path.join(pkg, 'src'), path.join(args.resolveDir, args.path));
+      const file = path
+        .relative(path.join(pkg, '..'), path.join(args.resolveDir, args.path))
+        .split(path.sep)
+        .join('/');
       return VENDOR_PARTS[file] === undefined ? undefined : { path: file, namespace: 'vendored' };
     });
     b.onLoad({ filter: /.*/, namespace: 'vendored' }, (args) => {
@@ -204,7 +208,7 @@ const pure: Plugin = {
 /** One of {@link VENDOR_PARTS}: an ES module of ours, so that esbuild keeps only what it re-exports. */
 async function buildVendorPart(source: string, file: string): Promise<void> {
   await build({
-    entryPoints: [path.join(pkg, 'src', source)],
+    entryPoints: [path.join(pkg, '..', source)],
     outfile: path.join(next, 'vendor', file),
     bundle: true,
     format: 'cjs',

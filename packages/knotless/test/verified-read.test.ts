@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { BlockMap, blocksToCarFile, readCarWithRoot } from '@atproto/repo';
+import { BlockMap, blocksToCarFile, cborToLex, readCarWithRoot } from '@atproto/repo';
 import { isKnotlessError } from 'knotless-core/errors';
 import { EXIT_CODES } from 'knotless-core/exit-codes';
 import { accountSigningKey, verifiedRead } from 'knotless-core/records/verified-read';
@@ -25,7 +25,7 @@ const TABLE = (did: string) => ({
   updatedAt: new Date().toISOString(),
 });
 
-type Mode = 'honest' | 'changed' | 'other-account' | 'stripped';
+type Mode = 'honest' | 'changed' | 'other-account' | 'stripped' | 'high-s';
 let mode: Mode = 'honest';
 let proxy: http.Server;
 let proxyUrl: string;
@@ -74,8 +74,25 @@ async function answer(url: URL): Promise<Uint8Array> {
     only.set(car.root, car.blocks.get(car.root)!);
     return blocksToCarFile(car.root, only);
   }
+  if (mode === 'high-s') {
+    // The commit's signature with s replaced by n - s: as valid for secp256k1, but atproto accepts
+    // only the low-S form of a signature.
+    const car = await readCarWithRoot(real);
+    const commit = cborToLex(car.blocks.get(car.root)!) as { sig: Uint8Array };
+    const s = BigInt(`0x${Buffer.from(commit.sig.subarray(32)).toString('hex')}`);
+    const high = (SECP256K1_N - s).toString(16).padStart(64, '0');
+    const blocks = new BlockMap();
+    for (const [cid, block] of car.blocks) if (!cid.equals(car.root)) blocks.set(cid, block);
+    const root = await blocks.add({
+      ...commit,
+      sig: Buffer.concat([commit.sig.subarray(0, 32), Buffer.from(high, 'hex')]),
+    });
+    return blocksToCarFile(root, blocks);
+  }
   return real;
 }
+
+const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
 
 before(async () => {
   await t.ready;
@@ -142,13 +159,15 @@ describe('a verified read of a ref table', () => {
     assert.equal(got.found, false);
   });
 
-  it('refuses changed record bytes, another account commit and a stripped proof', async () => {
+  it('refuses changed record bytes, another account commit, a stripped proof and a high-S signature', async () => {
     mode = 'changed';
     await refused(read(), /blocks match their CIDs/);
     mode = 'other-account';
     await refused(read(), /another account's commit/);
     mode = 'stripped';
     await refused(read(), /lacks the tree's path/);
+    mode = 'high-s';
+    await refused(read(), /signature does not match/);
     mode = 'honest';
   });
 

@@ -32,6 +32,20 @@ export async function readPlcDocument(
   did: string,
   signal: AbortSignal,
 ): Promise<AtprotoData | null> {
+  const doc = await fetchPlcDocument(transport, plcUrl, did, signal);
+  return doc === null ? null : atprotoData(did, doc);
+}
+
+/**
+ * A did:plc document as the directory at `plcUrl` serves it, parsed but not yet checked: null for
+ * 404, an error for any other failure (see {@link readPlcDocument}).
+ */
+export async function fetchPlcDocument(
+  transport: Transport,
+  plcUrl: string,
+  did: string,
+  signal: AbortSignal,
+): Promise<unknown> {
   const url = new URL(`/${encodeURIComponent(did)}`, plcUrl);
   const res = await transport.request(url, {
     method: 'GET',
@@ -42,13 +56,11 @@ export async function readPlcDocument(
   });
   if (res.status === 404) return null;
   if (res.status < 200 || res.status > 299) throw new Error(`the PLC directory answered HTTP ${res.status}`);
-  let doc: unknown;
   try {
-    doc = JSON.parse(res.body.toString('utf8'));
+    return JSON.parse(res.body.toString('utf8')) as unknown;
   } catch {
     throw new BadDidDocument(`the PLC directory's document for ${did} is not JSON`);
   }
-  return atprotoData(did, doc);
 }
 
 /**

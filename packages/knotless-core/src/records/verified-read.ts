@@ -2,11 +2,12 @@
 // answers with a CAR holding the account's signed commit and the Merkle search tree's path down to
 // the record's key. The record is used only when the commit is signed by the `#atproto` key of the
 // account's DID document, is the account's, and its tree leads to the key (or proves it absent).
-// The checks are @atproto/repo's and @atproto/crypto's, loaded only when a read needs them.
-import type { Commit } from '@atproto/repo';
+// The checks are records/proof.ts's, loaded with their libraries by the first verified read.
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
+import { atprotoData, fetchPlcDocument } from '../identity/did-doc.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
+import type { Commit } from './proof.ts';
 import { RECORD_ANSWER_BYTES } from './ref-record.ts';
 
 /**
@@ -40,9 +41,10 @@ function unverified(name: string, what: string): KnotlessError {
 }
 
 /**
- * The `#atproto` signing key of an account's DID document (`did:plc` from the PLC directory at
- * `plcUrl`, `did:web` from its domain), as @atproto/identity resolves it. A document that cannot be
- * read, or names no key, leaves nothing to verify against.
+ * The `#atproto` signing key of an account's DID document, as a `did:key`: a `did:plc` document read
+ * from the PLC directory at `plcUrl` and its key read by records/proof.ts (loading @atproto/identity
+ * would cost a cold listing more CPU than the rest of it), a `did:web` through @atproto/identity. A
+ * document that cannot be read, or names no key, leaves nothing to verify against.
  */
 export async function accountSigningKey(
   transport: Transport,
@@ -50,13 +52,20 @@ export async function accountSigningKey(
   plcUrl: string,
   name: string,
 ): Promise<string> {
-  const { DidResolver } = await import('@atproto/identity');
   let key: string | undefined;
   try {
-    // Our transport, as the identity resolver's: KNOTLESS_CA_CERTS applies and a dev PLC on loopback
-    // is reachable (the library's own fetch refuses private addresses).
-    const resolver = new DidResolver({ plcUrl, timeout: 10_000, fetch: fetchOver(transport) });
-    key = await resolver.resolveAtprotoKey(did, true);
+    if (did.startsWith('did:plc:')) {
+      const doc = await fetchPlcDocument(transport, plcUrl, did, AbortSignal.timeout(10_000));
+      if (doc === null) throw new Error('the PLC directory has no such DID');
+      atprotoData(did, doc);
+      key = (await import('./proof.ts')).atprotoSigningKey(did, doc);
+    } else {
+      const { DidResolver } = await import('@atproto/identity');
+      // Our transport, as the identity resolver's: KNOTLESS_CA_CERTS applies and a dev PLC on loopback
+      // is reachable (the library's own fetch refuses private addresses).
+      const resolver = new DidResolver({ plcUrl, timeout: 10_000, fetch: fetchOver(transport) });
+      key = await resolver.resolveAtprotoKey(did, true);
+    }
   } catch (err) {
     throw new KnotlessError(
       'unverified-remote',
@@ -98,10 +107,10 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   }
   if (res.status < 200 || res.status > 299)
     throw unverified(req.name, `the PDS answered HTTP ${res.status} instead of a proof`);
-  const repo = await import('@atproto/repo');
-  let car: Awaited<ReturnType<typeof repo.readCarWithRoot>>;
+  const { commitSigned, decodeBlock, jsonForm, readCar, readCommit, treeGet } = await import('./proof.ts');
+  let car: ReturnType<typeof readCar>;
   try {
-    car = await repo.readCarWithRoot(new Uint8Array(res.body));
+    car = readCar(new Uint8Array(res.body));
   } catch (err) {
     throw new KnotlessError(
       'unverified-remote',
@@ -109,23 +118,35 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
       { cause: err },
     );
   }
-  const blocks = new repo.MemoryBlockstore(car.blocks);
   let commit: Commit;
   try {
-    commit = await blocks.readObj(car.root, repo.def.commit);
+    commit = readCommit(car.blocks.get(car.root.toString()));
   } catch (err) {
     throw new KnotlessError('unverified-remote', unverified(req.name, 'its proof holds no commit').message, {
       cause: err,
     });
   }
   if (commit.did !== req.did) throw unverified(req.name, "the proof is another account's commit");
-  if (!(await repo.verifyCommitSig(commit, req.signingKey)))
-    throw unverified(req.name, "the commit's signature does not match the account's key");
-  let found: Awaited<ReturnType<InstanceType<typeof repo.MST>['get']>>;
+  let signed: boolean;
+  try {
+    signed = commitSigned(commit, req.signingKey);
+  } catch (err) {
+    throw new KnotlessError(
+      'unverified-remote',
+      unverified(req.name, "the account's key is of a kind knotless cannot check").message,
+      { cause: err },
+    );
+  }
+  if (!signed) throw unverified(req.name, "the commit's signature does not match the account's key");
+  let found: ReturnType<typeof treeGet>;
   let value: unknown;
   try {
-    found = await repo.MST.load(blocks, commit.data).get(repo.formatDataKey(req.collection, req.rkey));
-    if (found !== null) value = jsonForm(repo.cborToLexRecord(await blocks.getBytes(found).then(must)));
+    found = treeGet(car.blocks, commit.data, `${req.collection}/${req.rkey}`);
+    if (found !== null) {
+      const block = car.blocks.get(found.toString());
+      if (block === undefined) throw new Error('the record block is missing');
+      value = jsonForm(decodeBlock(block));
+    }
   } catch (err) {
     throw new KnotlessError(
       'unverified-remote',
@@ -136,25 +157,4 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   const at = { rev: commit.rev, commit: car.root.toString() };
   if (found === null) return { found: false, ...at };
   return { found: true, value, cid: found.toString(), ...at };
-}
-
-/**
- * A record decoded from its block, in the JSON form every reader of records parses: bytes as
- * `{ $bytes }` (base64), CIDs as `{ $link }`, blob references as `{ $type: 'blob', ref, … }`.
- */
-function jsonForm(value: unknown): unknown {
-  if (value instanceof Uint8Array)
-    return { $bytes: Buffer.from(value).toString('base64').replace(/=+$/, '') };
-  if (Array.isArray(value)) return value.map(jsonForm);
-  if (typeof value !== 'object' || value === null) return value;
-  const v = value as { ipld?: () => unknown; asCID?: unknown; toString(): string };
-  // A blob reference (its `ipld()` is its stored form) and a CID (which names itself by `asCID`).
-  if (typeof v.ipld === 'function') return jsonForm(v.ipld());
-  if (v.asCID === value) return { $link: v.toString() };
-  return Object.fromEntries(Object.entries(value).map(([k, x]) => [k, jsonForm(x)]));
-}
-
-function must(bytes: Uint8Array | null): Uint8Array {
-  if (bytes === null) throw new Error('the record block is missing');
-  return bytes;
 }

@@ -1,0 +1,233 @@
+// The checks of a com.atproto.sync.getRecord proof (format.md, "The ref table", "Verified"): a CAR
+// of DAG-CBOR blocks, the account's signed commit and the Merkle search tree's path to one key. The
+// CBOR, CIDs and base58 are libraries' (records/proof-libs.ts); the signature is checked by Node's
+// own crypto and the tree walked by the dozen lines below, because the libraries that do those two
+// (@atproto/repo and @atproto/crypto, one 617 KB bundle with its secp256k1 maths in JavaScript) cost
+// a cold listing about 270 ms of CPU to load and run, more than the rest of the command
+// (performance.md, "Verified reads"). The rules are the atproto repository spec's as those libraries
+// apply them: anything that does not follow them throws, and the caller refuses the proof.
+import crypto from 'node:crypto';
+import { CID, Token, Type, base58btc, decode, encode, varint } from './proof-libs.ts';
+
+const CID_TAG = 42;
+const SHA2_256 = 0x12;
+
+/** DAG-CBOR as @atproto/lex-cbor decodes it: canonical integers, no indefinite lengths, CIDs as tag 42. */
+const DECODE = {
+  allowIndefinite: false,
+  allowUndefined: false,
+  allowNaN: false,
+  allowInfinity: false,
+  strict: true,
+  useMaps: false,
+  rejectDuplicateMapKeys: true,
+  tags: Object.assign([], {
+    [CID_TAG]: (bytes: Uint8Array) => {
+      if (bytes[0] !== 0) throw new Error('a CID tag without its leading zero byte');
+      return CID.decode(bytes.subarray(1));
+    },
+  }),
+};
+
+/** DAG-CBOR as @atproto/lex-cbor encodes it: cborg's canonical map order, CIDs as tag 42. */
+const ENCODE = {
+  typeEncoders: {
+    Object: (obj: unknown) => {
+      const cid = CID.asCID(obj);
+      if (cid === null) return null;
+      const bytes = new Uint8Array(cid.bytes.byteLength + 1);
+      bytes.set(cid.bytes, 1);
+      return [new Token(Type.tag, CID_TAG), new Token(Type.bytes, bytes)];
+    },
+  },
+};
+
+/** One DAG-CBOR value filling `bytes`. */
+export function decodeBlock(bytes: Uint8Array): unknown {
+  return decode(bytes, DECODE);
+}
+
+/** A CAR's root and its blocks, each checked to hash to its CID (sha2-256 only, as atproto writes). */
+export function readCar(buf: Uint8Array): { root: CID; blocks: Map<string, Uint8Array> } {
+  const [headerLength, a] = varint.decode(buf);
+  if (a + headerLength > buf.length) throw new Error('the CAR header is cut short');
+  const header = decodeBlock(buf.subarray(a, a + headerLength)) as { version?: unknown; roots?: unknown };
+  const roots = header?.roots;
+  const root = Array.isArray(roots) ? CID.asCID(roots[0]) : null;
+  if (header?.version !== 1 || root === null) throw new Error('not a CARv1 with a root');
+  const blocks = new Map<string, Uint8Array>();
+  let at = a + headerLength;
+  while (at < buf.length) {
+    const [length, read] = varint.decode(buf, at);
+    const end = at + read + length;
+    if (end > buf.length) throw new Error('a block is cut short');
+    const [cid, data] = CID.decodeFirst(buf.subarray(at + read, end));
+    if (cid.version !== 1 || cid.multihash.code !== SHA2_256) throw new Error('a block of an unknown hash');
+    const digest = crypto.createHash('sha256').update(data).digest();
+    if (Buffer.compare(digest, cid.multihash.digest) !== 0)
+      throw new Error('a block does not hash to its CID');
+    blocks.set(cid.toString(), data);
+    at = end;
+  }
+  return { root, blocks };
+}
+
+/** A signed repository commit (version 3), as the spec defines it. */
+export interface Commit {
+  did: string;
+  version: 3;
+  data: CID;
+  rev: string;
+  prev: CID | null;
+  sig: Uint8Array;
+}
+
+/** The commit `block` holds, with exactly the fields of a version 3 commit, or throws. */
+export function readCommit(block: Uint8Array | undefined): Commit {
+  if (block === undefined) throw new Error('the root block is missing');
+  const c = decodeBlock(block) as Record<string, unknown> | null;
+  if (
+    c === null ||
+    typeof c !== 'object' ||
+    typeof c['did'] !== 'string' ||
+    c['version'] !== 3 ||
+    CID.asCID(c['data']) === null ||
+    typeof c['rev'] !== 'string' ||
+    !(c['prev'] === null || CID.asCID(c['prev']) !== null) ||
+    !(c['sig'] instanceof Uint8Array) ||
+    Object.keys(c).length !== 6
+  )
+    throw new Error('not a version 3 commit');
+  return c as unknown as Commit;
+}
+
+const CURVES = [
+  // did:key's multicodec prefixes (secp256k1-pub, p256-pub), each with the DER prefix of a compressed
+  // public key and half its group order: a signature whose s is above it is refused (low-S only).
+  {
+    prefix: [0xe7, 0x01],
+    spki: '3036301006072a8648ce3d020106052b8104000a032200',
+    half: 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n >> 1n,
+  },
+  {
+    prefix: [0x80, 0x24],
+    spki: '3039301306072a8648ce3d020106082a8648ce3d030107032200',
+    half: 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n >> 1n,
+  },
+] as const;
+
+/**
+ * Whether the commit's `sig` is `didKey`'s signature of it: ECDSA over the sha-256 of the commit
+ * without `sig` in DAG-CBOR, in the compact 64-byte form with a low s, as @atproto/crypto accepts
+ * by default. A key that is not a compressed secp256k1 or P-256 `did:key` throws.
+ */
+export function commitSigned(commit: Commit, didKey: string): boolean {
+  if (!didKey.startsWith('did:key:')) throw new Error('not a did:key');
+  const bytes = base58btc.decode(didKey.slice('did:key:'.length));
+  const curve = CURVES.find((c) => bytes[0] === c.prefix[0] && bytes[1] === c.prefix[1]);
+  if (curve === undefined || bytes.length !== 35)
+    throw new Error('a key of a kind atproto does not sign with');
+  const key = crypto.createPublicKey({
+    key: Buffer.concat([Buffer.from(curve.spki, 'hex'), bytes.subarray(2)]),
+    format: 'der',
+    type: 'spki',
+  });
+  const { sig, ...unsigned } = commit;
+  if (sig.length !== 64) return false;
+  if (BigInt(`0x${Buffer.from(sig.subarray(32)).toString('hex')}`) > curve.half) return false;
+  return crypto.verify('sha256', encode(unsigned, ENCODE), { key, dsaEncoding: 'ieee-p1363' }, sig);
+}
+
+const MAX_DEPTH = 64;
+
+/**
+ * Walks the Merkle search tree from `root` to `key`: the CID the tree holds for it, or null when the
+ * path proves it absent. A node of the path missing from `blocks`, or malformed, throws.
+ */
+export function treeGet(blocks: Map<string, Uint8Array>, root: CID, key: string): CID | null {
+  const target = Buffer.from(key, 'utf8');
+  let link: CID | null = root;
+  for (let depth = 0; link !== null; depth++) {
+    if (depth > MAX_DEPTH) throw new Error('the tree is too deep');
+    const bytes = blocks.get(link.toString());
+    if (bytes === undefined) throw new Error("a node of the tree's path is missing");
+    const node = decodeBlock(bytes) as { l?: unknown; e?: unknown } | null;
+    if (node === null || typeof node !== 'object' || !Array.isArray(node.e) || node.l === undefined)
+      throw new Error('not a tree node');
+    let previous = Buffer.alloc(0);
+    // The subtree left of the first entry greater than the key (or right of the last): the only
+    // place the key can be.
+    let next = node.l === null ? null : CID.asCID(node.l);
+    if (node.l !== null && next === null) throw new Error('not a tree node');
+    for (const entry of node.e as Array<Record<string, unknown> | null>) {
+      const p = entry?.['p'];
+      const k = entry?.['k'];
+      const v = CID.asCID(entry?.['v']);
+      const t = entry?.['t'] === null ? null : CID.asCID(entry?.['t']);
+      if (
+        typeof p !== 'number' ||
+        !(k instanceof Uint8Array) ||
+        v === null ||
+        (t === null && entry?.['t'] !== null) ||
+        p > previous.length
+      )
+        throw new Error('not a tree entry');
+      const full = Buffer.concat([previous.subarray(0, p), k]);
+      if (previous.length > 0 && Buffer.compare(full, previous) <= 0)
+        throw new Error('tree entries out of order');
+      previous = full;
+      const order = Buffer.compare(target, full);
+      if (order === 0) return v;
+      if (order < 0) break;
+      next = t;
+    }
+    link = next;
+  }
+  return null;
+}
+
+/** A record block decoded to the JSON form records are read in: bytes as `$bytes`, CIDs as `$link`. */
+export function jsonForm(value: unknown): unknown {
+  if (value instanceof Uint8Array)
+    return { $bytes: Buffer.from(value).toString('base64').replace(/=+$/, '') };
+  if (Array.isArray(value)) return value.map(jsonForm);
+  if (typeof value !== 'object' || value === null) return value;
+  const cid = CID.asCID(value);
+  if (cid !== null) return { $link: cid.toString() };
+  return Object.fromEntries(Object.entries(value).map(([k, x]) => [k, jsonForm(x)]));
+}
+
+const LEGACY_TYPES: Record<string, (typeof CURVES)[number]> = {
+  EcdsaSecp256k1VerificationKey2019: CURVES[0],
+  EcdsaSecp256r1VerificationKey2019: CURVES[1],
+};
+
+/**
+ * The `#atproto` key of a DID document as a `did:key` (a compressed point), read as
+ * @atproto/identity reads it: a `Multikey`, or the older `EcdsaSecp256k1VerificationKey2019` and
+ * `EcdsaSecp256r1VerificationKey2019` (a point, often uncompressed, of the type's curve), each in
+ * base58btc. Undefined when the document names no such key; a key that is not a point throws.
+ */
+export function atprotoSigningKey(did: string, doc: unknown): string | undefined {
+  const methods = (doc as { verificationMethod?: unknown } | null)?.verificationMethod;
+  if (!Array.isArray(methods)) return undefined;
+  const method = (methods as unknown[]).find((m): m is Record<string, unknown> => {
+    const id = (m as { id?: unknown } | null)?.id;
+    return id === '#atproto' || id === `${did}#atproto`;
+  });
+  const multibase = method?.['publicKeyMultibase'];
+  if (method === undefined || typeof multibase !== 'string') return undefined;
+  let bytes = base58btc.decode(multibase);
+  let curve: (typeof CURVES)[number] | undefined;
+  if (method['type'] === 'Multikey') {
+    curve = CURVES.find((c) => bytes[0] === c.prefix[0] && bytes[1] === c.prefix[1]);
+    bytes = bytes.subarray(2);
+  } else if (typeof method['type'] === 'string' && Object.hasOwn(LEGACY_TYPES, method['type']))
+    curve = LEGACY_TYPES[method['type']];
+  if (curve === undefined) return undefined;
+  // An uncompressed point (0x04, x, y) is compressed: 0x02 or 0x03 by the parity of y, then x.
+  if (bytes.length === 65 && bytes[0] === 4)
+    bytes = Uint8Array.of(2 + (bytes[64]! & 1), ...bytes.subarray(1, 33));
+  if (bytes.length !== 33 || (bytes[0] !== 2 && bytes[0] !== 3)) throw new Error('the key is not a point');
+  return `did:key:${base58btc.encode(Uint8Array.of(...curve.prefix, ...bytes))}`;
+}

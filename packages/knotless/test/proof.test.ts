@@ -1,0 +1,197 @@
+// The checks of a getRecord proof (knotless-core records/proof.ts) against proofs that atproto's own
+// libraries write: repositories of a secp256k1 and a P-256 key, whose trees are several levels deep,
+// read for every key they hold and for keys they do not. Each check must be as strict as
+// @atproto/repo's and @atproto/crypto's: a proof whose tree path leaves out the key never proves it
+// absent, a high-S signature (valid for the curve, refused by atproto) is refused, and so are another
+// key's signature, changed block bytes and a commit with a field it does not sign.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { P256Keypair, Secp256k1Keypair, parseDidKey, verifySignature, type Keypair } from '@atproto/crypto';
+import { base58btc } from 'multiformats/bases/base58';
+import { encode as cborEncode } from '@atproto/lex-cbor';
+import {
+  BlockMap,
+  MemoryBlockstore,
+  Repo,
+  WriteOpAction,
+  blocksToCarFile,
+  cborToLex,
+  concatBytesAsync,
+  getRecords,
+  readCarWithRoot,
+  verifyCommitSig,
+  type RecordCreateOp,
+} from '@atproto/repo';
+import { atprotoSigningKey, commitSigned, readCar, readCommit, treeGet } from 'knotless-core/records/proof';
+
+const KEYS = 300;
+const rkey = (i: number) => `r${String(i).padStart(4, '0')}`;
+
+async function repository(keypair: Keypair) {
+  const storage = new MemoryBlockstore();
+  const writes: RecordCreateOp[] = [];
+  for (let i = 0; i < KEYS; i++)
+    writes.push({
+      action: WriteOpAction.Create,
+      collection: 'dev.knotless.ref',
+      rkey: rkey(i),
+      record: { $type: 'dev.knotless.ref', ref: `refs/heads/b${i}`, target: 'a'.repeat(40) },
+    });
+  const repo = await Repo.create(storage, 'did:plc:proofproofproofproofproo', keypair, writes);
+  const proof = async (key: string) =>
+    concatBytesAsync(getRecords(storage, repo.cid, [{ collection: 'dev.knotless.ref', rkey: key }]));
+  return { repo, proof };
+}
+
+const keypairs = async () => ({
+  secp256k1: await Secp256k1Keypair.create(),
+  p256: await P256Keypair.create(),
+});
+
+describe('the checks of a getRecord proof', () => {
+  it('verify proofs of both key types and find every key the tree holds, and no other', async () => {
+    const pairs = await keypairs();
+    for (const [kind, keypair] of Object.entries(pairs)) {
+      const other = kind === 'p256' ? pairs.secp256k1 : pairs.p256;
+      const { repo, proof } = await repository(keypair);
+      for (let i = 0; i < KEYS; i += 7) {
+        const car = readCar(await proof(rkey(i)));
+        assert.equal(car.root.toString(), repo.cid.toString());
+        const commit = readCommit(car.blocks.get(car.root.toString()));
+        assert.equal(commitSigned(commit, keypair.did()), true, kind);
+        assert.equal(commitSigned(commit, other.did()), false, kind);
+        const want = await repo.data.get(`dev.knotless.ref/${rkey(i)}`);
+        assert.equal(
+          treeGet(car.blocks, commit.data, `dev.knotless.ref/${rkey(i)}`)?.toString(),
+          want?.toString(),
+        );
+      }
+      for (const absent of ['r0000x', 'r0150a', 'r9999', 'a']) {
+        const car = readCar(await proof(absent));
+        const commit = readCommit(car.blocks.get(car.root.toString()));
+        assert.equal(treeGet(car.blocks, commit.data, `dev.knotless.ref/${absent}`), null, absent);
+      }
+    }
+  });
+
+  it("never proves a key absent from a path that leaves it out: another key's proof, a node taken out", async () => {
+    const { repo, proof } = await repository(await Secp256k1Keypair.create());
+    const commitOf = (car: ReturnType<typeof readCar>) => readCommit(car.blocks.get(car.root.toString()));
+    // Another key's proof: the key is found (its path is shared) or the walk stops at a node the
+    // proof does not hold; never null. Some must stop, or the tree is too shallow to test anything.
+    const car = readCar(await proof(rkey(0)));
+    let stopped = 0;
+    for (let i = 1; i < KEYS; i++) {
+      const key = `dev.knotless.ref/${rkey(i)}`;
+      try {
+        const found = treeGet(car.blocks, commitOf(car).data, key);
+        assert.equal(found?.toString(), (await repo.data.get(key))?.toString(), key);
+      } catch (err) {
+        assert.match(String(err), /a node of the tree's path is missing/);
+        stopped++;
+      }
+    }
+    assert.ok(stopped > 0);
+    // Each node of a key's path taken out of its proof.
+    for (const i of [5, 123, 250]) {
+      const honest = readCar(await proof(rkey(i)));
+      const commit = commitOf(honest);
+      const nodes = [...honest.blocks.keys()].filter((cid) => cid !== honest.root.toString());
+      const record = (await repo.data.get(`dev.knotless.ref/${rkey(i)}`))!.toString();
+      const path = nodes.filter((cid) => cid !== record);
+      assert.ok(path.length >= 2, 'a path of several levels');
+      for (const cid of path) {
+        const blocks = new Map(honest.blocks);
+        blocks.delete(cid);
+        assert.throws(() => treeGet(blocks, commit.data, `dev.knotless.ref/${rkey(i)}`), /missing/);
+      }
+    }
+  });
+
+  it('refuses a high-S signature, a signature in DER form, an unsigned field and changed bytes', async () => {
+    const keypair = await Secp256k1Keypair.create();
+    const { proof } = await repository(keypair);
+    const bytes = await proof(rkey(1));
+    const car = await readCarWithRoot(bytes);
+    const commit = readCommit(readCar(bytes).blocks.get(car.root.toString()));
+    const { sig, ...unsigned } = commit;
+
+    // The same signature with s replaced by n - s: valid for the curve (@atproto/crypto accepts it
+    // when told to allow malleable signatures), refused by atproto's rules and by these.
+    const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+    const s = BigInt(`0x${Buffer.from(sig.subarray(32)).toString('hex')}`);
+    const high = Buffer.concat([
+      sig.subarray(0, 32),
+      Buffer.from((n - s).toString(16).padStart(64, '0'), 'hex'),
+    ]);
+    const data = cborEncode(unsigned as never);
+    assert.equal(await verifySignature(keypair.did(), data, high, { allowMalleableSig: true }), true);
+    assert.equal(await verifySignature(keypair.did(), data, high), false);
+    assert.equal(commitSigned({ ...commit, sig: high }, keypair.did()), false);
+    assert.equal(commitSigned(commit, keypair.did()), true);
+
+    // Through a whole CAR too: the commit re-encoded with the high-S signature is read, and refused.
+    const blocks = new BlockMap();
+    for (const [cid, block] of car.blocks) if (!cid.equals(car.root)) blocks.set(cid, block);
+    const lexCommit = cborToLex(car.blocks.get(car.root)!) as Record<string, unknown>;
+    const root = await blocks.add({ ...lexCommit, sig: high });
+    const tampered = readCar(await blocksToCarFile(root, blocks));
+    const read = readCommit(tampered.blocks.get(root.toString()));
+    assert.equal(await verifyCommitSig({ ...lexCommit, sig: high } as never, keypair.did()), false);
+    assert.equal(commitSigned(read, keypair.did()), false);
+
+    // The signature in DER form, as a JavaScript library might hand it over: not the compact form.
+    const r = sig.subarray(0, 32);
+    const der = (x: Uint8Array) => {
+      const v = Buffer.from(x);
+      const t = v[0]! & 0x80 ? Buffer.concat([Buffer.from([0]), v]) : v;
+      return Buffer.concat([Buffer.from([0x02, t.length]), t]);
+    };
+    const body = Buffer.concat([der(r), der(sig.subarray(32))]);
+    assert.equal(
+      commitSigned(
+        { ...commit, sig: Buffer.concat([Buffer.from([0x30, body.length]), body]) },
+        keypair.did(),
+      ),
+      false,
+    );
+
+    // A commit with one more field than the spec's: its signature would not cover it.
+    const extra = new BlockMap();
+    const extraRoot = await extra.add({ ...lexCommit, note: 'unsigned' });
+    assert.throws(() => readCommit(extra.get(extraRoot)), /not a version 3 commit/);
+
+    // One byte of a block changed: it no longer hashes to its CID.
+    const changed = Buffer.from(bytes);
+    changed[changed.length - 5] = changed[changed.length - 5]! ^ 1;
+    assert.throws(() => readCar(changed), /does not hash to its CID/);
+  });
+
+  it("reads a DID document's #atproto key as @atproto/identity does: a Multikey, or an older type's point", async () => {
+    const did = 'did:plc:proofproofproofproofproo';
+    const doc = (id: string, type: string, publicKeyMultibase: string) => ({
+      id: did,
+      verificationMethod: [
+        { id: `${did}#other`, type: 'Multikey', controller: did, publicKeyMultibase: 'z6Mk' },
+        { id, type, controller: did, publicKeyMultibase },
+      ],
+    });
+    for (const [legacy, keypair] of [
+      ['EcdsaSecp256k1VerificationKey2019', await Secp256k1Keypair.create()],
+      ['EcdsaSecp256r1VerificationKey2019', await P256Keypair.create()],
+    ] as const) {
+      const multikey = keypair.did().slice('did:key:'.length);
+      assert.equal(atprotoSigningKey(did, doc('#atproto', 'Multikey', multikey)), keypair.did());
+      assert.equal(atprotoSigningKey(did, doc(`${did}#atproto`, 'Multikey', multikey)), keypair.did());
+      // The PLC directory's older form: the point uncompressed, its curve named by the type.
+      const point = parseDidKey(keypair.did()).keyBytes;
+      assert.equal(point.length, 65);
+      assert.equal(atprotoSigningKey(did, doc('#atproto', legacy, base58btc.encode(point))), keypair.did());
+      assert.equal(atprotoSigningKey(did, doc('#atproto_pds', 'Multikey', multikey)), undefined);
+      assert.equal(atprotoSigningKey(did, doc('#atproto', 'JsonWebKey2020', multikey)), undefined);
+      assert.throws(() =>
+        atprotoSigningKey(did, doc('#atproto', legacy, base58btc.encode(point.subarray(1)))),
+      );
+    }
+  });
+});
