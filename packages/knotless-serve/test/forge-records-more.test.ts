@@ -1,7 +1,8 @@
 // The index's reading of stars and of comments on a line: what it keeps, and what it skips whole.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidRecord, parseAtUri, type ForgeCollection } from 'knotless-core/forge/records';
+import { InvalidRecord, parseAtUri } from 'knotless-core/forge/records';
+import type { ForgeCollection } from 'knotless-core/forge/kinds/table';
 import { forgeRecords } from '../src/ingest/forge-records.ts';
 
 const forgeRecordOf = (collection: ForgeCollection, value: unknown) => forgeRecords.any(collection, value);

@@ -1,5 +1,6 @@
 // The forge's records (pull requests, issues, their states, comments, stars): collections, shapes
-// and at-uris, the one contract the CLI and the appview both read and write (read.ts reads them).
+// and at-uris, the one contract the CLI and the appview both read and write (read.ts reads them, each
+// kind by its module in kinds/).
 // The lexicon documents are bundled by each front end, so the lexicon check is handed in.
 import { isValidDid, isValidRecordKey, parseAtUriString } from '@atproto/syntax';
 import { KnotlessError } from '../errors.ts';
@@ -19,23 +20,6 @@ export const STAR = 'dev.knotless.star';
 export const CHECK = 'dev.knotless.check';
 /** A repository's branch protection, in the owner's account, keyed by the repository's name. */
 export const PROTECTION = 'dev.knotless.protection';
-
-/** The forge's collections (what the appview indexes), in the order a backfill reads them. */
-export const FORGE_COLLECTIONS = [
-  PULL,
-  PULL_STATUS,
-  ISSUE,
-  ISSUE_STATE,
-  COMMENT,
-  STAR,
-  CHECK,
-  PROTECTION,
-] as const;
-export type ForgeCollection = (typeof FORGE_COLLECTIONS)[number];
-
-export function isForgeCollection(c: string): c is ForgeCollection {
-  return (FORGE_COLLECTIONS as readonly string[]).includes(c);
-}
 
 /** The MIME type of a round's pack blob. */
 export const PACK_MIME = 'application/x-git-packed-objects';
@@ -162,17 +146,6 @@ export interface ProtectionRecord {
   branches: BranchProtection[];
   createdAt: string;
 }
-
-/** A forge record as read, with its collection. */
-export type ForgeRecord =
-  | { collection: typeof PULL; record: PullRecord }
-  | { collection: typeof PULL_STATUS; record: PullStatusRecord }
-  | { collection: typeof ISSUE; record: IssueRecord }
-  | { collection: typeof ISSUE_STATE; record: IssueStateRecord }
-  | { collection: typeof COMMENT; record: CommentRecord }
-  | { collection: typeof STAR; record: StarRecord }
-  | { collection: typeof CHECK; record: CheckRecord }
-  | { collection: typeof PROTECTION; record: ProtectionRecord };
 
 /** A record that fails its lexicon or the checks beyond it; `why` says which rule. */
 export class InvalidRecord extends KnotlessError {

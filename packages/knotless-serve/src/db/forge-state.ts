@@ -2,14 +2,11 @@
 // records changes: the state kept in the pull request's or issue's row is worked out again from the
 // state records that count.
 import { sql, type Kysely, type Transaction } from 'kysely';
+import type { ForgeTable } from 'knotless-core/forge/kinds/table';
 import type { Database } from './schema.ts';
 import { decide, ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY, type Decision } from 'knotless-core';
 
 type Db = Kysely<Database> | Transaction<Database>;
-
-/** The forge's tables, one a record collection. */
-export type ForgeTable =
-  'pulls' | 'pull_statuses' | 'issues' | 'issue_states' | 'comments' | 'stars' | 'checks' | 'protections';
 
 /**
  * Works out again the state of the pull request or issue a write to `table` touched: the item

@@ -1,29 +1,25 @@
 import type { Kysely } from 'kysely';
 import {
   CHECK,
-  COMMENT,
-  PROTECTION,
-  ISSUE,
-  ISSUE_STATE,
-  PULL,
-  PULL_STATUS,
-  STAR,
-  parseAtUri,
   repoUri,
-  type AtUri,
   type BranchProtection,
   type CheckRecord,
   type ProtectionRecord,
+} from 'knotless-core/forge/records';
+import {
+  forgeRow,
+  kindOf,
+  uriOf,
   type ForgeCollection,
   type ForgeRecord,
-  type Round,
-} from 'knotless-core/forge/records';
+  type ForgeTable,
+} from 'knotless-core/forge/kinds/table';
 import { saveCursor, type EventSource } from './cursor.ts';
 import { itemStates, queueCheck, queueForgeEvents, type Item } from './webhook-events.ts';
-import { inactiveDids, itemDecisions, refreshTarget, type ForgeTable } from './forge-state.ts';
+import { inactiveDids, itemDecisions, refreshTarget } from './forge-state.ts';
 import { shortIds, type Decision } from 'knotless-core';
 import { latestVerdicts, type ListedCheck } from 'knotless-core/forge/checks';
-import type { CheckTable, CommentTable, Database, IssueTable, PullTable, StoredRound } from './schema.ts';
+import type { CheckTable, CommentTable, Database, IssueTable, PullTable } from './schema.ts';
 
 /** A forge record change: `record` null for a delete. */
 export interface ForgeChange {
@@ -35,17 +31,6 @@ export interface ForgeChange {
   record: ForgeRecord | null;
   time: string;
 }
-
-const TABLES: Record<ForgeCollection, ForgeTable> = {
-  [PULL]: 'pulls',
-  [PULL_STATUS]: 'pull_statuses',
-  [ISSUE]: 'issues',
-  [ISSUE_STATE]: 'issue_states',
-  [COMMENT]: 'comments',
-  [STAR]: 'stars',
-  [CHECK]: 'checks',
-  [PROTECTION]: 'protections',
-};
 
 /** A row with its author's verified handle. */
 export type WithHandle<T> = Omit<T, 'deleted'> & { handle: string | null };
@@ -76,7 +61,7 @@ export class ForgeStore {
   /** Applies one forge record change, and the event's position, in one transaction. */
   async apply(change: ForgeChange, source?: EventSource): Promise<void> {
     await this.#db.transaction().execute(async (tx) => {
-      const table = TABLES[change.collection];
+      const table = kindOf(change.collection).table;
       // Typed as one table: every forge table has the columns this write touches.
       const t = table as 'comments';
       const old = await tx
@@ -86,7 +71,7 @@ export class ForgeStore {
         .where('rkey', '=', change.rkey)
         .executeTakeFirst();
       if (old === undefined || old.rev <= change.rev) {
-        const row = change.record === null ? undefined : rowOf(change, change.record);
+        const row = change.record === null ? undefined : forgeRow(change, change.record);
         if (change.record?.collection === CHECK && row !== undefined) {
           await replaceVerdict(tx, change.did, change.rkey, change.record.record, row);
           if (source !== undefined) await saveCursor(tx, source);
@@ -122,7 +107,7 @@ export class ForgeStore {
     did: string,
   ): Promise<{ rkey: string; rev: string; deleted: number }[]> {
     return this.#db
-      .selectFrom(TABLES[collection] as 'comments')
+      .selectFrom(kindOf(collection).table as 'comments')
       .select(['rkey', 'rev', 'deleted'])
       .where('did', '=', did)
       .execute();
@@ -414,125 +399,4 @@ function touchedItems(
     if (!out.some((o) => o.did === it.did && o.rkey === it.rkey)) out.push(it);
   }
   return out;
-}
-
-/** The parts of an at-uri the reader (knotless-core's forge/read.ts) already checked. */
-function uriOf(uri: string): AtUri {
-  const u = parseAtUri(uri);
-  if (u === undefined) throw new Error(`a record the reader kept names no record: ${uri}`);
-  return u;
-}
-
-/** createdAt in one form (UTC, milliseconds), so that rows sort by it as strings. */
-function time(v: string): string {
-  return new Date(v).toISOString();
-}
-
-/** A round as the index keeps it. */
-export function storedRound(x: Round): StoredRound {
-  return {
-    head: x.head,
-    base: x.base,
-    pack: { cid: x.pack.ref.$link, size: x.pack.size },
-    createdAt: time(x.createdAt),
-  };
-}
-
-function rowOf(change: ForgeChange, r: ForgeRecord): Record<string, unknown> {
-  const base = {
-    did: change.did,
-    rkey: change.rkey,
-    cid: change.cid,
-    rev: change.rev,
-    deleted: 0,
-    created_at: time(r.record.createdAt),
-    indexed_at: change.time,
-  };
-  switch (r.collection) {
-    case PULL: {
-      const rounds = r.record.rounds.map(storedRound);
-      return {
-        ...itemRow(base, r.record),
-        base: r.record.base,
-        head_repo: r.record.head.repo,
-        head_branch: r.record.head.branch,
-        rounds: JSON.stringify(rounds),
-        merged: null,
-        ignored_checks: null,
-      };
-    }
-    case PULL_STATUS: {
-      const pull = uriOf(r.record.pull);
-      return {
-        ...base,
-        pull_did: pull.did,
-        pull_rkey: pull.rkey,
-        status: r.record.status,
-        merged: r.record.merged ?? null,
-        ignored_checks: r.record.ignoredChecks === undefined ? null : JSON.stringify(r.record.ignoredChecks),
-        labels: JSON.stringify(r.record.labels ?? []),
-      };
-    }
-    case ISSUE:
-      return itemRow(base, r.record);
-    case ISSUE_STATE: {
-      const issue = uriOf(r.record.issue);
-      return {
-        ...base,
-        issue_did: issue.did,
-        issue_rkey: issue.rkey,
-        state: r.record.state,
-        labels: JSON.stringify(r.record.labels ?? []),
-      };
-    }
-    case COMMENT: {
-      const subject = uriOf(r.record.subject);
-      return {
-        ...base,
-        subject_did: subject.did,
-        subject_collection: subject.collection,
-        subject_rkey: subject.rkey,
-        round: r.record.round ?? null,
-        path: r.record.path ?? null,
-        line: r.record.line ?? null,
-        body: r.record.body,
-      };
-    }
-    case STAR: {
-      const subject = uriOf(r.record.subject);
-      return { ...base, subject_did: subject.did, subject_name: subject.rkey };
-    }
-    case CHECK: {
-      const repo = uriOf(r.record.repo);
-      return {
-        ...base,
-        repo_did: repo.did,
-        repo_name: repo.rkey,
-        sha: r.record.commit,
-        context: r.record.context,
-        state: r.record.state,
-        target_url: r.record.targetUrl ?? null,
-        description: r.record.description ?? null,
-      };
-    }
-    case PROTECTION:
-      return { ...base, repo: r.record.repo, branches: JSON.stringify(r.record.branches) };
-  }
-}
-
-/** What a pull request's and an issue's rows have alike; the state is worked out right after (refreshTarget). */
-function itemRow(
-  base: Record<string, unknown>,
-  record: { repo: string; title: string; body?: string | undefined },
-): Record<string, unknown> {
-  const repo = uriOf(record.repo);
-  return {
-    ...base,
-    repo_did: repo.did,
-    repo_name: repo.rkey,
-    title: record.title,
-    body: record.body ?? null,
-    state: 'open',
-    labels: '[]',
-  };
 }

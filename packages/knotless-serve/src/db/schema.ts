@@ -77,13 +77,8 @@ interface ForgeRow {
   indexed_at: string;
 }
 
-/** A pull request round as the index keeps it (`PullTable.rounds`): its pack named by CID alone. */
-export interface StoredRound {
-  head: string;
-  base: string;
-  pack: { cid: string; size: number };
-  createdAt: string;
-}
+/** A pull request round as the index keeps it (`PullTable.rounds`): its pack named by CID alone; knotless-core's pull kind makes it. */
+export type { StoredRound } from 'knotless-core/forge/kinds/pull';
 
 /** A `dev.knotless.pull` record, with the state its status records give it by the authority rule. */
 export interface PullTable extends ForgeRow {

@@ -1,7 +1,8 @@
 import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import type { EventSource, Index } from '../db/index-store.ts';
 import { repoOfKey } from '../db/index-store.ts';
-import { InvalidRecord, isForgeCollection, type ForgeCollection } from 'knotless-core/forge/records';
+import { InvalidRecord } from 'knotless-core/forge/records';
+import { isForgeCollection, type ForgeCollection } from 'knotless-core/forge/kinds/table';
 import { forgeRecords } from './forge-records.ts';
 import { refRecordOf, repoRecordOf } from './records.ts';
 

@@ -8,7 +8,7 @@ import {
 } from 'knotless-core';
 import type { Index } from '../db/index-store.ts';
 import { applyWrite } from './apply.ts';
-import { FORGE_COLLECTIONS, isForgeCollection } from 'knotless-core/forge/records';
+import { FORGE_COLLECTIONS, isForgeCollection } from 'knotless-core/forge/kinds/table';
 import type { Identities } from './identities.ts';
 
 /**

@@ -1,5 +1,5 @@
 import { REPO_COLLECTION, XrpcClient, XrpcError, type Transport } from 'knotless-core';
-import { FORGE_COLLECTIONS } from 'knotless-core/forge/records';
+import { FORGE_COLLECTIONS } from 'knotless-core/forge/kinds/table';
 import type { Identities } from './identities.ts';
 
 /**

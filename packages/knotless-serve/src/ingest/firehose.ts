@@ -2,13 +2,8 @@ import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import type { Index } from '../db/index-store.ts';
 import { accountChanged } from './accounts.ts';
 import { applyWrite } from './apply.ts';
-import {
-  FORGE_COLLECTIONS,
-  InvalidRecord,
-  isForgeCollection,
-  PULL,
-  type PullRecord,
-} from 'knotless-core/forge/records';
+import { InvalidRecord, PULL, type PullRecord } from 'knotless-core/forge/records';
+import { FORGE_COLLECTIONS, isForgeCollection } from 'knotless-core/forge/kinds/table';
 import { forgeRecords } from './forge-records.ts';
 import type { Identities } from './identities.ts';
 import { lexToJson } from '@atproto/lexicon';

@@ -2,19 +2,8 @@
 // RemoteRepo, records checked as the index checks them, failures as one sentence with a status.
 import type http from 'node:http';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
-import {
-  CHECK,
-  COMMENT,
-  PROTECTION,
-  ISSUE,
-  ISSUE_STATE,
-  PULL,
-  PULL_STATUS,
-  STAR,
-  checkToWrite,
-  writeRecord,
-  type ForgeCollection,
-} from 'knotless-core/forge/records';
+import { checkToWrite, writeRecord } from 'knotless-core/forge/records';
+import { kindOf, type ForgeCollection } from 'knotless-core/forge/kinds/table';
 import { ForgeStore } from 'knotless-core/forge/store';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { RemoteRepo } from 'knotless-core/records/remote-repo';
@@ -81,25 +70,13 @@ export async function checkedRecord(
 ): Promise<Record<string, unknown>> {
   const json = writeRecord(collection, record);
   try {
-    await checkToWrite((v) => forgeRecords.any(collection, v), json, NOUN[collection]);
+    await checkToWrite((v) => forgeRecords.any(collection, v), json, kindOf(collection).noun);
   } catch (err) {
     if (isKnotlessError(err, 'usage')) throw new HttpError(400, err.message);
     throw err;
   }
   return json;
 }
-
-/** What a record is called in a sentence that refuses to write it. */
-const NOUN: Record<ForgeCollection, string> = {
-  [PULL]: 'pull request',
-  [PULL_STATUS]: "pull request's state",
-  [ISSUE]: 'issue',
-  [ISSUE_STATE]: "issue's state",
-  [COMMENT]: 'comment',
-  [STAR]: 'star',
-  [CHECK]: 'check',
-  [PROTECTION]: 'protection',
-};
 
 /** The HTTP status of a failure of the core's operations: who may (403), who was first (409). */
 export function statusOf(err: KnotlessError): number {
