@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { startProxy, type FaultRule, type Proxy } from 'knotless-devnet';
-import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
+import { agentView, spawnAgent, type RunningAgent } from './helpers/agent.ts';
 import { noise } from './faults/checks.ts';
 import { commitFiles, newRepo, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -70,6 +70,15 @@ async function startAgent(): Promise<RunningAgent> {
   socket = path.join(t.tmpdir(), 'agent.sock');
   agent = await spawnAgent(socket, { ...alice.env, KNOTLESS_AGENT_IDLE: '0' });
   return agent;
+}
+
+/** Waits (bounded, 60 s: a guard, not a speed claim) until the agent answers from a current view. */
+async function viewReady(q: { did: string; repo: string; pds: string }): Promise<boolean> {
+  for (let i = 0; i < 300; i++) {
+    if ((await agentView(socket, q)) !== null) return true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return false;
 }
 
 /** Answer 429 to the `times` next requests of each of `nsids`, asking to wait `seconds`. */
@@ -163,8 +172,12 @@ describe('a PDS that rate-limits writes, through the warm agent', () => {
   };
 
   it('a ref write answered 429 with a short reset is waited out, said in one line, and lands', async () => {
-    const { url, dir, next } = await ahead();
+    // Started first, so that it carries the first push too and holds a view of the repository: a
+    // refusal that wrote nothing must not cost it.
     const running = await startAgent();
+    const { url, dir, next } = await ahead();
+    const q = { did: t.dids['alice.test']!, repo: url.split('/').pop()!, pds: t.net.pdsUrl };
+    assert.ok(await viewReady(q), 'the agent never had a view');
     proxy!.reset();
     // The agent sends a lone write as putRecord and a group as applyWrites: both are refused once.
     rateLimit(WRITES, 1, 1);
@@ -176,6 +189,9 @@ describe('a PDS that rate-limits writes, through the warm agent', () => {
     // The agent carried every ref write: the refused one and the one that landed.
     const sent = writesBy(running);
     assert.ok(sent.all >= 2 && sent.agent === sent.all, JSON.stringify(sent));
+    assert.doesNotMatch(running.log(), /dropped the view of/);
+    const view = await agentView(socket, q);
+    assert.equal(view?.get('refs/heads/main')?.target, next, 'the view took the write that landed');
   });
 
   it('a ref write answered 429 past the bound fails in one sentence naming when; the ref stays', async () => {

@@ -262,7 +262,7 @@ export async function startAgent(
   /**
    * A helper's request, sent on: a ref write into the account's next group commit, anything else as
    * it came. The views follow what it found: a write that failed (it may have landed) or was refused
-   * for anything but a swap drops them; a refused swap marks the account behind.
+   * for anything but a swap or a rate limit drops them; a refused swap marks the account behind.
    */
   async function forward(target: URL, init: HttpRequest): Promise<HttpResponse> {
     // A helper hosted here hands its body as it built it (JSON text), one over the socket as bytes.
@@ -296,7 +296,8 @@ export async function startAgent(
     if (refused === 'swap-conflict') {
       const head = did === undefined ? undefined : heads.get(did);
       if (did !== undefined && head !== undefined) behind.set(did, head);
-    } else if (out.status >= 400 && did !== undefined)
+    } else if (out.status >= 400 && did !== undefined && refused !== 'rate-limited')
+      // A rate limit refuses before anything is done (xrpc/rate-limit.ts): nothing moved, the views hold.
       drop(views.drop({ did }), `a write through the agent was refused (${out.status})`);
     return out;
   }
