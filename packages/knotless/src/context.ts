@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { findAgent, startAgentDetached, type AgentStart } from './agent/autostart.ts';
 import { AgentClient, hostedLink, type AgentHost, type AgentLink } from './agent/client.ts';
 import { SessionStore } from './auth/store.ts';
@@ -139,6 +140,7 @@ export class Context {
           transport: this.transport,
           plcUrl: this.config.plcUrl,
           service: () => this.config.service ?? owner.pds,
+          revs: path.join(this.config.cacheDir, 'verified'),
         },
       },
       owner,

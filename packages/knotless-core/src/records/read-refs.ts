@@ -10,7 +10,8 @@ import { joinRefTable, parseRefTable, refTableKey, type FetchedPart, type RefTab
 import type { RemoteRef } from './remote-ref.ts';
 import type { RemoteRepo, TableVerifier } from './remote-repo.ts';
 import { isSealed } from './sealer.ts';
-import { accountSigningKey, verifiedRead, type VerifiedRecord } from './verified-read.ts';
+import { NewestRev } from './newest-rev.ts';
+import { accountKey, verifiedRead, type VerifiedRecord } from './verified-read.ts';
 
 /** Parts fetched at once: a large table's parts are many small reads, bounded so a PDS is not flooded. */
 const PART_READS = 8;
@@ -38,9 +39,17 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
   if (verify === undefined) throw new Error(`${remote.label} was opened without a verifier`);
   const did = remote.owner.did;
   const name = `${remote.owner.handle ?? did}/${remote.name}`;
-  const signingKey = await accountSigningKey(verify.transport, did, verify.plcUrl, name);
-  const read = (collection: string, rkey: string): Promise<VerifiedRecord> =>
-    verifiedRead({
+  const account = await accountKey(verify.transport, did, verify.plcUrl, name);
+  const signingKey = account.key;
+  // No going back: every proof of this read is at least as new as the newest this machine verified.
+  const newest = new NewestRev(
+    verify.revs,
+    did,
+    { pds: account.pds ?? remote.owner.pds, key: signingKey },
+    name,
+  );
+  const read = async (collection: string, rkey: string): Promise<VerifiedRecord> => {
+    const got = await verifiedRead({
       transport: verify.transport,
       pds: verify.service(),
       did,
@@ -49,9 +58,15 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
       signingKey,
       name,
     });
+    newest.check(got.rev);
+    return got;
+  };
   const key = refTableKey(remote.name, did, did);
   const got = await read(REFS_COLLECTION, key);
-  if (!got.found) return undefined;
+  if (!got.found) {
+    newest.save();
+    return undefined;
+  }
   if (isSealed(got.value))
     throw new KnotlessError(
       'corrupt-remote',
@@ -70,7 +85,9 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
     }),
   );
   await remote.prepare('plain');
-  return { table: joinRefTable(stored, parts), cid: got.cid, rev: got.rev, commit: got.commit, signingKey };
+  const table = joinRefTable(stored, parts);
+  newest.save();
+  return { table, cid: got.cid, rev: got.rev, commit: got.commit, signingKey };
 }
 
 /** A verified table's refs (HEAD first, as the owner's `head`) in the form ref records are read in. */

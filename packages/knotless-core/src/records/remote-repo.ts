@@ -41,6 +41,11 @@ export interface TableVerifier {
   plcUrl: string;
   /** The endpoint reads go to (KNOTLESS_SERVICE when set, else the owner's PDS as it is now). */
   service(): string;
+  /**
+   * Where the newest verified commit of each account is kept (records/newest-rev.ts), so that an
+   * older one is refused; undefined keeps nothing.
+   */
+  revs?: string;
 }
 
 /**

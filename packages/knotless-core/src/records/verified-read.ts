@@ -52,12 +52,26 @@ export async function accountSigningKey(
   plcUrl: string,
   name: string,
 ): Promise<string> {
+  return (await accountKey(transport, did, plcUrl, name)).key;
+}
+
+/**
+ * {@link accountSigningKey}, with the PDS the same document names (a `did:web`'s is left undefined:
+ * the library that reads its document gives only the key).
+ */
+export async function accountKey(
+  transport: Transport,
+  did: string,
+  plcUrl: string,
+  name: string,
+): Promise<{ key: string; pds: string | undefined }> {
   let key: string | undefined;
+  let pds: string | undefined;
   try {
     if (did.startsWith('did:plc:')) {
       const doc = await fetchPlcDocument(transport, plcUrl, did, AbortSignal.timeout(10_000));
       if (doc === null) throw new Error('the PLC directory has no such DID');
-      atprotoData(did, doc);
+      pds = atprotoData(did, doc).pds;
       key = (await import('./proof.ts')).atprotoSigningKey(did, doc);
     } else {
       const { DidResolver } = await import('@atproto/identity');
@@ -74,7 +88,7 @@ export async function accountSigningKey(
     );
   }
   if (key === undefined) throw unverified(name, 'its DID document names no signing key');
-  return key;
+  return { key, pds };
 }
 
 /**
