@@ -13,6 +13,7 @@ const UNTRUSTED_SHOWN = 50;
 interface ListJson {
   checks: { context: string; runner: string; trusted: boolean }[];
   moreUntrusted?: number;
+  partlyRead?: { runner: string; read: number }[];
   unmet?: unknown[];
 }
 
@@ -78,14 +79,23 @@ describe('check list with thousands of checks on one commit', () => {
     const res = await carol.knotless('check', 'list', 'alice.test/site', 'main', '--runner', 'dave.test');
     assert.equal(res.code, 0, res.stderr);
     const lines = res.stdout.trimEnd().split('\n');
-    // The heading, bob's 31, 50 others, the line saying how many more, the required checks' line.
-    assert.equal(lines.length, 1 + 31 + UNTRUSTED_SHOWN + 1 + 1, lines.slice(0, 5).join('\n'));
+    // The heading, bob's 31, 50 others, the line saying how many more, one line for each untrusted
+    // account read only in part (its newest page of 100 holds more than are shown), the required
+    // checks' line.
+    assert.equal(lines.length, 1 + 31 + UNTRUSTED_SHOWN + 1 + 2 + 1, lines.slice(0, 5).join('\n'));
     assert.equal(lines.filter((l) => l.endsWith('bob.test (trusted)')).length, 31);
     assert.equal(lines.filter((l) => l.endsWith('(untrusted)')).length, UNTRUSTED_SHOWN);
     assert.ok(
-      lines.includes('  … and 1950 more by runners the owner does not trust (--all lists them)'),
-      lines.slice(-3).join('\n'),
+      lines.includes('  … and at least 150 more by runners the owner does not trust (--all lists them)'),
+      lines.slice(-5).join('\n'),
     );
+    for (const who of ['carol.test', 'dave.test'])
+      assert.ok(
+        lines.includes(
+          `  … only the newest 100 check records of ${who} (untrusted) were read (--all reads them all)`,
+        ),
+        lines.slice(-5).join('\n'),
+      );
     assert.match(lines.at(-1)!, /required checks: all passed \(test\)/);
 
     const capped = json<ListJson>(
@@ -93,7 +103,14 @@ describe('check list with thousands of checks on one commit', () => {
     );
     assert.equal(capped.checks.filter((c) => c.trusted).length, 31);
     assert.equal(capped.checks.filter((c) => !c.trusted).length, UNTRUSTED_SHOWN);
-    assert.equal(capped.moreUntrusted, 1950);
+    assert.equal(capped.moreUntrusted, 150);
+    assert.deepEqual(
+      capped.partlyRead?.map((p) => [p.runner, p.read]),
+      [
+        ['dave.test', 100],
+        ['carol.test', 100],
+      ],
+    );
   });
 
   it('--all lists every verdict', async () => {
@@ -111,6 +128,7 @@ describe('check list with thousands of checks on one commit', () => {
     );
     assert.equal(all.checks.length, 31 + 2000);
     assert.equal(all.moreUntrusted, undefined);
+    assert.equal(all.partlyRead, undefined);
     assert.deepEqual(all.unmet, []);
   });
 });

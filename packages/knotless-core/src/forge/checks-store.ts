@@ -3,8 +3,10 @@
 // can count. The parsers are handed in (forge/read.ts, with the lexicons each front end bundles).
 import type { Identity } from '../identity/resolver.ts';
 import {
+  UNTRUSTED_SHOWN,
   branchProtection,
   commitChecks,
+  latestVerdicts,
   repoProtection,
   trustedRunners,
   unmetChecks,
@@ -101,14 +103,60 @@ export async function readChecks(
   return lists.flat().map((s) => ({ runner: s.did, rkey: s.rkey, record: s.value }));
 }
 
+/**
+ * How many check records of one account that does not count are read, newest first, at most: a
+ * check on an old commit of such an account may go unread, and the listing says so.
+ */
+export const OTHERS_READ = 1000;
+
+/** What was read of an account that does not count: its checks on one commit, and whether all. */
+interface OthersRead {
+  checks: ListedCheck[];
+  /** How many of its check records were read, and whether that was all it has. */
+  read: number;
+  complete: boolean;
+}
+
+/**
+ * The checks on `commit` of `repo` in an account that does not count, read newest first (so that
+ * each verdict read is its latest) until the account has no more, more of them than a listing
+ * shows are found, or {@link OTHERS_READ} records were read: a page of 100 a request, so at most
+ * ten requests, however many checks the account wrote.
+ */
+async function readOthers(
+  store: ForgeStore,
+  account: Pick<Identity, 'did' | 'pds'>,
+  read: (value: unknown) => Promise<CheckRecord>,
+  repo: string,
+  commit: string,
+): Promise<OthersRead> {
+  const checks: ListedCheck[] = [];
+  let count = 0;
+  let cursor: string | undefined;
+  for (;;) {
+    const page = await store.page(account, CHECK, read, Math.min(100, OTHERS_READ - count), cursor);
+    count += page.read;
+    for (const s of page.records)
+      if (s.value.repo === repo && s.value.commit === commit)
+        checks.push({ runner: s.did, rkey: s.rkey, record: s.value });
+    if (page.complete || page.cursor === undefined) return { checks, read: count, complete: true };
+    if (count >= OTHERS_READ || latestVerdicts(checks).length > UNTRUSTED_SHOWN)
+      return { checks, read: count, complete: false };
+    cursor = page.cursor;
+  }
+}
+
 /** What a commit's checks come to for a branch (or for every protected branch when none is named). */
 export interface CommitVerdict {
   protection: ProtectionRecord | undefined;
   branch: BranchProtection | undefined;
+  /** Every check read: all of the runners that count, and what was read of the others. */
   shown: ShownCheck[];
   unmet: UnmetCheck[];
   /** Each shown runner's name: its verified handle, else its DID. */
   names: Map<string, string>;
+  /** Runners that do not count whose older check records were not read: how many were, the newest. */
+  cut: { runner: string; name: string; read: number }[];
 }
 
 /** How a front end reads what a verdict needs: accounts resolved, records checked (forge/read.ts). */
@@ -121,9 +169,11 @@ export interface VerdictReaders {
 /**
  * The checks of `commit` in the owner's repository `name`, as `branch`'s protection judges them
  * (with no branch, a runner any protected branch trusts is marked trusted), read from the PDSes:
- * only the accounts that can count are read (the owner's and the runners the protection trusts),
- * and `extra` beside them, so that their checks are shown, named and untrusted. The CLI's merge
- * and the appview's merge button both decide with this.
+ * the accounts that can count (the owner's and the runners the protection trusts) are read whole,
+ * and `extra` beside them, so that their checks are shown, named and untrusted: only as far as a
+ * listing needs (readOthers: an account that writes thousands of checks costs a few requests), or
+ * whole with `othersWhole` (asked for by name: `check list --all`). The CLI's merge and the
+ * appview's merge button both decide with this.
  */
 export async function commitVerdict(
   store: ForgeStore,
@@ -132,16 +182,30 @@ export async function commitVerdict(
   name: string,
   commit: string,
   branch: string | undefined,
-  extra: readonly Pick<Identity, 'did' | 'pds'>[],
+  extra: readonly (Pick<Identity, 'did' | 'pds'> & { handle?: string | undefined })[],
+  othersWhole = false,
 ): Promise<CommitVerdict> {
   const { record: protection } = await readProtection(store, owner, name, readers.protection);
   const rules = branch === undefined ? undefined : branchProtection(protection, branch);
   const trusted = trustedRunners(protection, branch);
   const runners = await Promise.all(trusted.map((did) => readers.resolve(did)));
-  const checks = await readChecks(store, [owner, ...runners, ...extra], readers.check);
-  const shown = commitChecks(checks, repoUri(owner.did, name), commit, trusted);
+  const counted = [owner, ...runners];
+  const uri = repoUri(owner.did, name);
+  const checks = await readChecks(store, counted, readers.check);
+  const seen = new Set(counted.map((a) => a.did));
+  const others = extra.filter((a) => !seen.has(a.did) && seen.add(a.did));
+  const read = othersWhole
+    ? [{ checks: await readChecks(store, others, readers.check), read: 0, complete: true }]
+    : await Promise.all(others.map((a) => readOthers(store, a, readers.check, uri, commit)));
+  const shown = commitChecks([...checks, ...read.flatMap((r) => r.checks)], uri, commit, trusted);
+  // One name a runner: as many as the accounts read, however many checks they wrote.
   const names = new Map<string, string>();
   for (const did of new Set(shown.map((c) => c.runner)))
     names.set(did, (await readers.resolve(did)).handle ?? did);
-  return { protection, branch: rules, shown, unmet: unmetChecks(rules, shown, names), names };
+  const cut = othersWhole
+    ? []
+    : others.flatMap((a, i) =>
+        read[i]!.complete ? [] : [{ runner: a.did, name: a.handle ?? a.did, read: read[i]!.read }],
+      );
+  return { protection, branch: rules, shown, unmet: unmetChecks(rules, shown, names), names, cut };
 }

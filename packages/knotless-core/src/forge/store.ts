@@ -205,22 +205,24 @@ export class ForgeStore {
 
   /**
    * The valid records among the `limit` with the greatest keys (one listRecords page, the PDS's own
-   * order: newest TID first), and whether that was all the account has. Any record with a greater
-   * key than one read was read too.
+   * order: newest TID first), or the next ones after `cursor` (the answer's `cursor`, when the PDS
+   * has more), whether that was all the account has, and how many it listed. Any record with a
+   * greater key than one read was read too.
    */
   async page<T>(
     owner: Pick<Identity, 'did' | 'pds'>,
     collection: string,
     parse: (v: unknown) => Promise<T>,
     limit: number,
-  ): Promise<{ records: Stored<T>[]; complete: boolean }> {
-    let page: { records?: unknown };
+    cursor?: string,
+  ): Promise<{ records: Stored<T>[]; complete: boolean; cursor?: string; read: number }> {
+    let page: { records?: unknown; cursor?: unknown };
     try {
       page = await this.#ctx
         .client(owner.pds)
-        .query<{ records?: unknown }>(
+        .query<{ records?: unknown; cursor?: unknown }>(
           'com.atproto.repo.listRecords',
-          { repo: owner.did, collection, limit },
+          { repo: owner.did, collection, limit, ...(cursor === undefined ? {} : { cursor }) },
           Math.min(MAX_PAGE_BYTES, limit * RECORD_ANSWER_BYTES),
         );
     } catch (err) {
@@ -241,7 +243,13 @@ export class ForgeStore {
       if (value === undefined) continue;
       records.push({ uri: r.uri, did: owner.did, rkey: rkeyOf(r.uri), cid: r.cid, value });
     }
-    return { records, complete: listed.length < limit };
+    const next = typeof page.cursor === 'string' && page.cursor !== cursor ? page.cursor : undefined;
+    return {
+      records,
+      complete: listed.length < limit,
+      ...(next === undefined ? {} : { cursor: next }),
+      read: listed.length,
+    };
   }
 
   async #parsed<T>(uri: string, value: unknown, parse: (v: unknown) => Promise<T>): Promise<T | undefined> {

@@ -63,5 +63,5 @@ export async function indexedVerdict(
     trusted,
   );
   const names = new Map(rows.map((r) => [r.check.runner, r.handle ?? r.check.runner]));
-  return { protection, branch: rules, shown, unmet: unmetChecks(rules, shown, names), names };
+  return { protection, branch: rules, shown, unmet: unmetChecks(rules, shown, names), names, cut: [] };
 }

@@ -19,7 +19,8 @@ export type { CommitVerdict };
 /**
  * The checks of `commit` in the owner's repository `name`, as `branch`'s protection judges them
  * (with no branch, a runner any protected branch trusts is marked trusted). `extra` are accounts
- * read beside those that can count, so that their checks are shown, named and untrusted.
+ * read beside those that can count, so that their checks are shown, named and untrusted: their
+ * newest records only, as far as a listing shows, unless `othersWhole`.
  */
 export function commitVerdict(
   ctx: Context,
@@ -29,13 +30,14 @@ export function commitVerdict(
   commit: string,
   branch: string | undefined,
   extra: readonly Identity[],
+  othersWhole = false,
 ): Promise<CommitVerdict> {
   const readers = {
     resolve: (did: string) => ctx.resolver.resolve(did),
     check: parseCheck,
     protection: parseProtection,
   };
-  return coreVerdict(store, readers, owner, name, commit, branch, extra);
+  return coreVerdict(store, readers, owner, name, commit, branch, extra, othersWhole);
 }
 
 /** A runner as printed: its verified handle, else its DID. */

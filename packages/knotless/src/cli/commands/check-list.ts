@@ -1,5 +1,6 @@
 import { KnotlessError } from 'knotless-core/errors';
 import { capUntrusted, UNTRUSTED_SHOWN } from 'knotless-core/forge/checks';
+import { OTHERS_READ } from 'knotless-core/forge/checks-store';
 import { isValidBranch } from 'knotless-core/forge/records';
 import { refKey } from 'knotless-core/records/ref-key';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -12,7 +13,7 @@ export const command: Command = {
   args: '<[handle/]repo> <commit-or-branch>',
   summary: "a commit's checks: each runner's latest verdict per context, trusted runners marked",
   details: [
-    `Checks are read from the accounts that can count (the owner's and the runners its protection trusts) and yours; --runner reads another's too, shown untrusted unless the owner trusts it. The owner's and trusted runners' verdicts are all listed; of the others at most ${UNTRUSTED_SHOWN}, with a line saying how many more (--all lists every one). Given a branch, its head commit is listed and judged by that branch's protection: what a merge into it still waits for is listed last. Given a commit, a runner any protected branch trusts is marked trusted.`,
+    `Checks are read from the accounts that can count (the owner's and the runners its protection trusts) and yours; --runner reads another's too, shown untrusted unless the owner trusts it. The owner's and trusted runners' verdicts are all listed; of the others at most ${UNTRUSTED_SHOWN}, with a line saying how many more (--all lists every one). Of an account that does not count only the newest check records are read, as far as that listing needs (at most ${OTHERS_READ}), and a line says so; --all reads them all. Given a branch, its head commit is listed and judged by that branch's protection: what a merge into it still waits for is listed last. Given a commit, a runner any protected branch trusts is marked trusted.`,
   ],
   options: {
     runner: { type: 'string', multiple: true, value: 'HANDLE', help: "read this runner's checks too" },
@@ -50,9 +51,12 @@ export const command: Command = {
       [...named, ...(me === undefined ? [] : [me])].map((h) => c.resolver.resolve(h)),
     );
     const store = forgeReader(c, io).store;
-    const v = await commitVerdict(c, store, target.owner, target.name, commit, branch, extra);
+    const all = args.values['all'] === true;
+    const v = await commitVerdict(c, store, target.owner, target.name, commit, branch, extra, all);
     const name = (did: string) => v.names.get(did) ?? did;
-    const { shown, more } = args.values['all'] === true ? { shown: v.shown, more: 0 } : capUntrusted(v.shown);
+    const { shown, more } = all ? { shown: v.shown, more: 0 } : capUntrusted(v.shown);
+    // An untrusted account read only in part may hold more: the count is then a lower bound.
+    const atLeast = v.cut.length > 0 ? 'at least ' : '';
     if (args.values['json'] === true) {
       io.out(
         safeJson({
@@ -69,6 +73,9 @@ export const command: Command = {
             ...(s.description === undefined ? {} : { description: s.description }),
           })),
           ...(more === 0 ? {} : { moreUntrusted: more }),
+          ...(v.cut.length === 0
+            ? {}
+            : { partlyRead: v.cut.map((x) => ({ runner: x.name, runnerDid: x.runner, read: x.read })) }),
           ...(v.branch === undefined
             ? {}
             : {
@@ -87,7 +94,12 @@ export const command: Command = {
         `  ${safeText(s.context, 100)}  ${s.state.padEnd(7)}  ${safeText(name(s.runner))}${s.trusted ? ' (trusted)' : ' (untrusted)'}${about.length === 0 ? '' : `  ${about.join('  ')}`}`,
       );
     }
-    if (more > 0) io.out(`  … and ${more} more by runners the owner does not trust (--all lists them)`);
+    if (more > 0)
+      io.out(`  … and ${atLeast}${more} more by runners the owner does not trust (--all lists them)`);
+    for (const x of v.cut)
+      io.out(
+        `  … only the newest ${x.read} check records of ${safeText(x.name)} (untrusted) were read (--all reads them all)`,
+      );
     if (v.branch !== undefined) {
       if (v.unmet.length === 0)
         io.out(
