@@ -139,7 +139,7 @@ export class Context {
         verify: {
           transport: this.transport,
           plcUrl: this.config.plcUrl,
-          service: () => this.config.service ?? owner.pds,
+          service: (named) => this.config.service ?? named ?? owner.pds,
           revs: path.join(this.config.cacheDir, 'verified'),
         },
       },

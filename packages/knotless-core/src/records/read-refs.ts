@@ -11,6 +11,7 @@ import type { RemoteRef } from './remote-ref.ts';
 import type { RemoteRepo, TableVerifier } from './remote-repo.ts';
 import { isSealed } from './sealer.ts';
 import { NewestRev } from './newest-rev.ts';
+import { previousSigningKey, type PreviousKey } from '../identity/plc-log.ts';
 import { accountKey, verifiedRead, type VerifiedRecord } from './verified-read.ts';
 
 /** Parts fetched at once: a large table's parts are many small reads, bounded so a PDS is not flooded. */
@@ -48,10 +49,23 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
     { pds: account.pds ?? remote.owner.pds, key: signingKey },
     name,
   );
+  // Read once, and only when a proof is not signed by the current key (an account that just moved).
+  let previous: Promise<PreviousKey | undefined> | undefined;
+  const previousKey = did.startsWith('did:plc:')
+    ? () =>
+        (previous ??= previousSigningKey(
+          verify.transport,
+          verify.plcUrl,
+          did,
+          signingKey,
+          AbortSignal.timeout(10_000),
+        ))
+    : undefined;
   const read = async (collection: string, rkey: string): Promise<VerifiedRecord> => {
     const got = await verifiedRead({
+      ...(previousKey === undefined ? {} : { previousKey }),
       transport: verify.transport,
-      pds: verify.service(),
+      pds: verify.service(account.pds),
       did,
       collection,
       rkey,

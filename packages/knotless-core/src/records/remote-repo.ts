@@ -39,8 +39,12 @@ export interface RepoClients {
 export interface TableVerifier {
   transport: Transport;
   plcUrl: string;
-  /** The endpoint reads go to (KNOTLESS_SERVICE when set, else the owner's PDS as it is now). */
-  service(): string;
+  /**
+   * The endpoint reads go to: KNOTLESS_SERVICE when set, else `named` (the PDS the DID document just
+   * read for the account's key names), else the owner's PDS as this machine last knew it. An account
+   * that moved is read where it is now, not where the cache says it was.
+   */
+  service(named: string | undefined): string;
   /**
    * Where the newest verified commit of each account is kept (records/newest-rev.ts), so that an
    * older one is refused; undefined keeps nothing.

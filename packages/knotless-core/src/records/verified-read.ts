@@ -6,6 +6,7 @@
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import { atprotoData, fetchPlcDocument } from '../identity/did-doc.ts';
+import { tidMicros, type PreviousKey } from '../identity/plc-log.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import type { Commit } from './proof.ts';
 import { RECORD_ANSWER_BYTES } from './ref-record.ts';
@@ -30,6 +31,12 @@ export interface VerifiedReadRequest {
   signingKey: string;
   /** How messages name what was read (the repository, `alice.example/project`). */
   name: string;
+  /**
+   * The key `signingKey` replaced, with when (identity/plc-log.ts), asked only when the commit is
+   * not signed by `signingKey`: a commit made before the replacement and signed by that key is
+   * genuine (after a move the new PDS serves the old PDS's commit until the account writes again).
+   */
+  previousKey?: () => Promise<PreviousKey | undefined>;
   signal?: AbortSignal;
 }
 
@@ -151,6 +158,7 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
       { cause: err },
     );
   }
+  if (!signed && req.previousKey !== undefined) signed = await signedBefore(commit, req, commitSigned);
   if (!signed) throw unverified(req.name, "the commit's signature does not match the account's key");
   let found: ReturnType<typeof treeGet>;
   let value: unknown;
@@ -171,4 +179,39 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   const at = { rev: commit.rev, commit: car.root.toString() };
   if (found === null) return { found: false, ...at };
   return { found: true, value, cid: found.toString(), ...at };
+}
+
+/**
+ * Whether `commit` is signed by the key the account's current one replaced and was made before that
+ * key was replaced (its revision's time earlier than the replacement). A log that cannot be read
+ * leaves the proof refused, with the log's failure as the refusal's cause.
+ */
+async function signedBefore(
+  commit: Commit,
+  req: VerifiedReadRequest,
+  commitSigned: (commit: Commit, didKey: string) => boolean,
+): Promise<boolean> {
+  let previous: PreviousKey | undefined;
+  try {
+    previous = await req.previousKey!();
+  } catch (err) {
+    throw new KnotlessError(
+      'unverified-remote',
+      unverified(
+        req.name,
+        "the commit's signature does not match the account's key, and its earlier keys could not be read",
+      ).message,
+      { cause: err },
+    );
+  }
+  if (previous === undefined) return false;
+  const made = tidMicros(commit.rev);
+  const replaced = Date.parse(previous.replacedAt) * 1000;
+  if (made === undefined || !Number.isFinite(replaced) || made >= replaced) return false;
+  try {
+    return commitSigned(commit, previous.key);
+  } catch {
+    // A key of a kind that cannot sign a commit signed nothing: the proof stays refused.
+    return false;
+  }
 }
