@@ -12,7 +12,7 @@ import type { RemoteRepo, TableVerifier } from './remote-repo.ts';
 import { isSealed } from './sealer.ts';
 import { NewestRev } from './newest-rev.ts';
 import { previousSigningKey, type PreviousKey } from '../identity/plc-log.ts';
-import { accountKey, verifiedRead, type VerifiedRecord } from './verified-read.ts';
+import { accountKey, answeredNoProof, verifiedRead, type VerifiedRecord } from './verified-read.ts';
 
 /** Parts fetched at once: a large table's parts are many small reads, bounded so a PDS is not flooded. */
 const PART_READS = 8;
@@ -149,9 +149,14 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
     table = await readRefTable(remote);
   } catch (err) {
     // When the PDS failed both reads, the listing's sentence (today's, for a PDS down, an account
-    // gone, a rate limit) says it; a proof that does not hold is said as such, always.
+    // gone, a rate limit, a repository that does not exist) says it; a proof that does not hold is
+    // said as such, always.
     const listed = await listing;
-    if ('err' in listed && isKnotlessError(listed.err) && !isKnotlessError(err, 'unverified-remote'))
+    if (
+      'err' in listed &&
+      isKnotlessError(listed.err) &&
+      (!isKnotlessError(err, 'unverified-remote') || answeredNoProof(err))
+    )
       throw listed.err;
     throw err;
   }

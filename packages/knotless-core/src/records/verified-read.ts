@@ -40,6 +40,24 @@ export interface VerifiedReadRequest {
   signal?: AbortSignal;
 }
 
+/** The cause of a refusal where the PDS answered with an error instead of any proof. */
+class NoProof extends Error {
+  readonly status: number;
+  constructor(status: number) {
+    super(`HTTP ${status} instead of a proof`);
+    this.status = status;
+  }
+}
+
+/**
+ * Whether `err` is a refusal because the PDS answered an error instead of a proof (as opposed to a
+ * proof that did not hold): a reader that has a plainer sentence for the same PDS's failure (the
+ * account or repository is not there) may say that one instead; either way nothing is used.
+ */
+export function answeredNoProof(err: unknown): boolean {
+  return isKnotlessError(err, 'unverified-remote') && err.cause instanceof NoProof;
+}
+
 function unverified(name: string, what: string): KnotlessError {
   return new KnotlessError(
     'unverified-remote',
@@ -127,7 +145,11 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
     );
   }
   if (res.status < 200 || res.status > 299)
-    throw unverified(req.name, `the PDS answered HTTP ${res.status} instead of a proof`);
+    throw new KnotlessError(
+      'unverified-remote',
+      unverified(req.name, `the PDS answered HTTP ${res.status} instead of a proof`).message,
+      { cause: new NoProof(res.status) },
+    );
   const { commitSigned, decodeBlock, jsonForm, readCar, readCommit, treeGet } = await import('./proof.ts');
   let car: ReturnType<typeof readCar>;
   try {
