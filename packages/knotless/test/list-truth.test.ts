@@ -370,8 +370,11 @@ describe('list for-push', () => {
       const res = await plain.git(dir, 'push', 'origin', 'main');
       proxy!.clearFaults();
       assert.equal(res.code, 0, res.stderr);
+      const seen = proxy!.requests.map((r) => r.nsid);
+      // The cold listing reads the ref table's proof beside it, once; the re-read lists only.
+      assert.equal(seen.filter((n) => n === 'com.atproto.sync.getRecord').length, 1);
       assert.deepEqual(
-        proxy!.requests.map((r) => r.nsid),
+        seen.filter((n) => n !== 'com.atproto.sync.getRecord'),
         // The rebuilt pack list is uploaded again: packs of this size are stored in blobs.
         [
           'com.atproto.repo.listRecords',
