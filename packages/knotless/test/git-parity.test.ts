@@ -245,7 +245,7 @@ describe('git push to knotless and to a bare repository: the same outcome', () =
         .filter(
           (x) =>
             x === undefined ||
-            !/^com\.atproto\.(repo\.(listRecords|getRecord|describeRepo)|sync\.getLatestCommit|server\.|identity\.)/.test(
+            !/^com\.atproto\.(repo\.(listRecords|getRecord|describeRepo)|sync\.(getLatestCommit|getRecord)|server\.|identity\.)/.test(
               x,
             ),
         );
