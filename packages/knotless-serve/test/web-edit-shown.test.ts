@@ -1,9 +1,11 @@
 // The page after Commit to main, in Chromium on the dev network: the appview made the commit, so
 // its index and mirror take it at once, as from the commit's event, and the commits page it leads
-// to lists it, also on an appview that follows no event stream; when its mirror cannot take the
-// commit, the page says the commit was made and that this appview's copy does not have it yet.
+// to lists it, also on an appview that follows no event stream; when its mirror's sync fails, the
+// page says the commit was made and that this appview's copy does not have it yet; when the
+// repository is past the mirror's size limit, that it is in the owner's account and how to see it.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -86,28 +88,53 @@ describe('the page after Commit to main', () => {
     await checkPage(page, cspErrors, 'the commits page after a commit');
   });
 
-  it('a mirror that cannot take the commit: the page says it was made and this copy does not have it yet', async () => {
-    // Over this appview's size limit once the commit's pack is added: its mirror refuses to sync.
+  it('a mirror whose sync fails: the page says the commit was made and this copy does not have it yet', async () => {
+    const on = await deafAppview();
+    // A lock a crashed git left behind: the mirror's sync cannot move main, though nothing is too large.
+    const lock = path.join(on.mirror.gitDir(t.dids['alice.test']!, 'notes'), 'refs', 'heads', 'main.lock');
+    fs.writeFileSync(lock, '');
+    try {
+      const before = await mainOf(alice, 'alice.test/notes');
+      const { status } = await commitReadme(on, '# Notes\n\nNot yet mirrored.\n', 'Not yet mirrored');
+      const tip = await mainOf(alice, 'alice.test/notes');
+      assert.notEqual(tip, before, 'the commit was made');
+      assert.equal(status, 200);
+      assert.equal(
+        await page.getByRole('status').innerText(),
+        `Committed ${tip.slice(0, 8)} to main. This appview's copy does not have it yet; its commits show it once it does.`,
+      );
+      await page.getByRole('link', { name: 'its commits' }).click();
+      assert.match(page.url(), /\/alice\.test\/notes\/commits\/main$/);
+      assert.equal(
+        await page
+          .locator('main table.list')
+          .innerText()
+          .then((s) => s.includes(tip.slice(0, 8))),
+        false,
+      );
+      await checkPage(page, cspErrors, 'the page after a commit this copy does not have yet');
+    } finally {
+      fs.rmSync(lock, { force: true });
+    }
+  });
+
+  it("a repository over the mirror's size limit: the page says the commit is in the account and how to see it", async () => {
+    // Over this appview's size limit once the commit's pack is added: its mirror refuses to sync,
+    // now and on every later event, so no page of this appview will show the commit.
     const on = await deafAppview({ maxRepoBytes: 1 });
     const before = await mainOf(alice, 'alice.test/notes');
     const text = `# Notes\n\n${crypto.randomBytes(2048).toString('hex')}\n`;
-    const { status } = await commitReadme(on, text, 'Not yet mirrored');
+    const { status } = await commitReadme(on, text, 'Too large to mirror');
     const tip = await mainOf(alice, 'alice.test/notes');
     assert.notEqual(tip, before, 'the commit was made');
     assert.equal(status, 200);
     assert.equal(
       await page.getByRole('status').innerText(),
-      `Committed ${tip.slice(0, 8)} to main. This appview's copy does not have it yet; its commits show it once it does.`,
+      `Committed ${tip.slice(0, 8)} to main in alice.test's account. This appview does not mirror repositories ` +
+        `this large, so its pages will not show it; clone it to see it: git clone knotless://alice.test/notes`,
     );
-    await page.getByRole('link', { name: 'its commits' }).click();
-    assert.match(page.url(), /\/alice\.test\/notes\/commits\/main$/);
-    assert.equal(
-      await page
-        .locator('main table.list')
-        .innerText()
-        .then((s) => s.includes(tip.slice(0, 8))),
-      false,
-    );
-    await checkPage(page, cspErrors, 'the page after a commit this copy does not have');
+    // No promise of a page that will never list it.
+    assert.equal(await page.getByRole('link', { name: 'its commits' }).count(), 0);
+    await checkPage(page, cspErrors, 'the page after a commit this appview does not mirror');
   });
 });

@@ -267,18 +267,36 @@ export class Mirror {
     return { refs: current.size, objects: unionPacks(targets.map(packsOf)).reduce((n, p) => n + p.count, 0) };
   }
 
+  /**
+   * Why packs are past this mirror's bounds (`maxRepoBytes` in all, `maxPackBytes` each), or
+   * undefined: the one rule syncs refuse by and pages tell readers by ({@link tooLarge}).
+   */
+  #overLimit(list: PackEntry[]): string | undefined {
+    const big = list.find((p) => p.size > this.#config.maxPackBytes);
+    if (big !== undefined) return `pack ${big.id} has ${big.size} bytes, over the limit`;
+    const sum = list.reduce((n, p) => n + p.size, 0);
+    if (sum > this.#config.maxRepoBytes)
+      return `packs total ${sum} bytes, over the limit of ${this.#config.maxRepoBytes}`;
+    return undefined;
+  }
+
+  /**
+   * Whether the repository the index knows is past this mirror's bounds: its syncs refuse it, so
+   * this appview's copy never has what its records name now.
+   */
+  async tooLarge(did: string, repo: string): Promise<boolean> {
+    const targets = (await this.#index.refs(did, repo)).filter((r) => r.target !== null);
+    return this.#overLimit(unionPacks(targets.map(packsOf))) !== undefined;
+  }
+
   async #fetchPacks(did: string, repo: string, dir: string, missing: RefRow[], all: RefRow[]): Promise<void> {
-    const total = unionPacks(all.map(packsOf)).reduce((n, p) => n + p.size, 0);
-    if (total > this.#config.maxRepoBytes)
-      throw new MirrorLimit(`packs total ${total} bytes, over the limit of ${this.#config.maxRepoBytes}`);
     const bounded = (list: PackEntry[]): PackEntry[] => {
-      const big = list.find((p) => p.size > this.#config.maxPackBytes);
-      if (big !== undefined) throw new MirrorLimit(`pack ${big.id} has ${big.size} bytes, over the limit`);
-      const sum = list.reduce((n, p) => n + p.size, 0);
-      if (sum > this.#config.maxRepoBytes)
-        throw new MirrorLimit(`packs total ${sum} bytes, over the limit of ${this.#config.maxRepoBytes}`);
+      const why = this.#overLimit(list);
+      if (why !== undefined) throw new MirrorLimit(why);
       return list;
     };
+    // The whole repository first: a mirror that could never hold it downloads none of it.
+    bounded(unionPacks(all.map(packsOf)));
     const packs = bounded(unionPacks(missing.map(packsOf)));
     const client = await this.ownerClient(did);
     const indexed = new IndexedPacks(dir);

@@ -196,18 +196,23 @@ export async function editFile(
   }
   const commits = pathHref([repo.owner, repo.name, 'commits'], branch);
   if (await shown(site, repo, made)) return void seeOther(res, commits);
-  // Committed, but this appview's copy is still behind (its mirror could not take the commit in
-  // time): the reader is told so rather than shown a history without their commit.
-  res.writeHead(200, { ...HTML_HEADERS, 'cache-control': 'private, no-store' }).end(
-    page(
-      `Committed to ${branch}`,
-      html`${repoHeader(repo, branch)}
-        <p role="status">
-          Committed <span class="mono">${short(made.commit)}</span> to ${branch}. This appview's copy does not
-          have it yet; <a href="${commits}">its commits</a> show it once it does.
-        </p>`,
-    ),
-  );
+  // Committed, but this appview's copy does not have it: the reader is told so rather than shown a
+  // history without their commit. Past the mirror's size limit it never will, and the page says
+  // where the commit can be seen instead of promising it here.
+  const status = (await site.mirror.tooLarge(repo.did, repo.name))
+    ? html`<p role="status">
+        Committed <span class="mono">${short(made.commit)}</span> to ${branch} in ${repo.owner}'s account.
+        This appview does not mirror repositories this large, so its pages will not show it; clone it to see
+        it:
+        <code>git clone knotless://${repo.owner}/${repo.name}</code>
+      </p>`
+    : html`<p role="status">
+        Committed <span class="mono">${short(made.commit)}</span> to ${branch}. This appview's copy does not
+        have it yet; <a href="${commits}">its commits</a> show it once it does.
+      </p>`;
+  res
+    .writeHead(200, { ...HTML_HEADERS, 'cache-control': 'private, no-store' })
+    .end(page(`Committed to ${branch}`, html`${repoHeader(repo, branch)} ${status}`));
 }
 
 /** The longest the page after a commit waits for this appview's copy to have the commit. */
