@@ -53,6 +53,8 @@ export interface OwnedRequest {
   path: string;
   /** One of the watched pids, or undefined: none of them holds the connection. */
   pid: number | undefined;
+  /** The status the server answered with, once it has answered (before the client reads it). */
+  status?: number;
 }
 
 /**
@@ -68,9 +70,10 @@ export function watchRequests(
   const owners = new WeakMap<Socket, Promise<number | undefined>>();
   const log: OwnedRequest[] = [];
   const pending: Array<Promise<unknown>> = [];
-  const onRequest = (req: http.IncomingMessage): void => {
+  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     const entry: OwnedRequest = { method: req.method ?? 'GET', path: req.url ?? '/', pid: undefined };
     log.push(entry);
+    res.once('finish', () => (entry.status = res.statusCode));
     let owner = owners.get(req.socket);
     if (owner === undefined) {
       owner = connectionOwner(req.socket.remotePort!, port, pids());
