@@ -20,7 +20,7 @@ import {
   parsePullStatus,
   writeRecord,
 } from '../src/forge/records.ts';
-import { newTid } from 'knotless-core/forge/store';
+import { newTid } from 'knotless-core/tid';
 
 const now = '2026-01-01T00:00:00.000Z';
 const repo = 'at://did:plc:alice/dev.knotless.repo/site';

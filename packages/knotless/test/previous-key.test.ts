@@ -11,7 +11,8 @@ import { Secp256k1Keypair } from '@atproto/crypto';
 import { TID } from '@atproto/common-web';
 import { MemoryBlockstore, Repo, WriteOpAction, concatBytesAsync, getRecords } from '@atproto/repo';
 import { isKnotlessError } from 'knotless-core/errors';
-import { previousSigningKey, tidMicros } from 'knotless-core/identity/plc-log';
+import { previousSigningKey } from 'knotless-core/identity/plc-log';
+import { tidMicros } from 'knotless-core/tid';
 import { verifiedRead } from 'knotless-core/records/verified-read';
 import { transportFor } from 'knotless-core/xrpc/transport';
 

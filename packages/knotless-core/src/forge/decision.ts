@@ -7,7 +7,8 @@ import type { Decision } from '../records/forge-authority.ts';
 import { safeText } from '../text/terminal.ts';
 import { ISSUE_STATE, PULL_STATUS, checkToWrite, writeRecord } from './records.ts';
 import { checkOutcome, checkStateWrite, stateBy, stateRecord, type StateWrite } from './state-write.ts';
-import { newTid, type ForgeStore } from './store.ts';
+import type { ForgeStore } from './store.ts';
+import { newTid } from '../tid.ts';
 
 /** The lexicons' limits on labels (a string's maxLength counts UTF-8 bytes). */
 export const MAX_LABELS = 20;

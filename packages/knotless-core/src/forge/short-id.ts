@@ -11,14 +11,14 @@
  * lengthens an abbreviated id. A key that is not a TID is its own short id.
  */
 
-/** The characters of a TID (base32, sortable). */
-const TID = /^[234567abcdefghij][234567abcdefghijklmnopqrstuvwxyz]{12}$/;
+import { isTid } from '../tid.ts';
+
 /** How many characters a short id has at the least. */
 const MIN = 4;
 
 /** `rkey`'s short id of length `n` (its whole key when it is not a TID, or when `n` covers it). */
 function cut(rkey: string, n: number): string {
-  return TID.test(rkey) && n < 11 ? rkey.slice(11 - n, 11) : rkey;
+  return isTid(rkey) && n < 11 ? rkey.slice(11 - n, 11) : rkey;
 }
 
 /**
@@ -44,7 +44,7 @@ export function keysNamed(short: string, rkeys: Iterable<string>): string[] {
   const exact = all.filter((k) => k === short);
   if (exact.length > 0) return exact;
   if (s.length < MIN || s.length > 11) return [];
-  return all.filter((k) => TID.test(k) && cut(k, s.length) === s);
+  return all.filter((k) => isTid(k) && cut(k, s.length) === s);
 }
 
 /**

@@ -1,4 +1,3 @@
-import crypto from 'node:crypto';
 import type { ForgeServices } from './services.ts';
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
@@ -8,6 +7,7 @@ import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { atUri } from './records.ts';
+import { newTid } from '../tid.ts';
 
 /** A record as read: where it is, its CID (for compare-and-swap) and its parsed value. */
 export interface Stored<T> {
@@ -16,27 +16,6 @@ export interface Stored<T> {
   rkey: string;
   cid: string;
   value: T;
-}
-
-const B32 = '234567abcdefghijklmnopqrstuvwxyz';
-let lastMicros = 0;
-
-/**
- * A TID record key (microseconds since 1970, then a 10-bit clock id, in sortable base32). Written
- * here rather than taken from @atproto/common, which is not bundled: it is thirteen characters.
- * Choosing the key ourselves makes a create retried after a lost answer conflict with itself
- * instead of writing the record twice (see {@link ForgeStore.create}).
- */
-export function newTid(): string {
-  const micros = Math.max(Date.now() * 1000, lastMicros + 1);
-  lastMicros = micros;
-  let n = (BigInt(micros) << 10n) | BigInt(crypto.randomInt(1024));
-  let s = '';
-  for (let i = 0; i < 13; i++) {
-    s = B32[Number(n & 31n)]! + s;
-    n >>= 5n;
-  }
-  return s;
 }
 
 /** Reads and writes forge records (pulls, issues, statuses, comments) in their authors' PDSes. */

@@ -57,17 +57,3 @@ export async function previousSigningKey(
   const key = ops[i]!.key;
   return key === undefined ? undefined : { key, replacedAt: ops[i + 1]!.at };
 }
-
-const B32 = '234567abcdefghijklmnopqrstuvwxyz';
-
-/**
- * The time a TID (a commit's revision) was made, in microseconds since 1970, or undefined for a
- * string that is not a TID. Thirteen characters of sortable base32 whose first 53 bits are the
- * time: decoded here rather than by loading a library for it on the cold path.
- */
-export function tidMicros(tid: string): number | undefined {
-  if (!/^[234567abcdefghij][234567abcdefghijklmnopqrstuvwxyz]{12}$/.test(tid)) return undefined;
-  let n = 0n;
-  for (const c of tid) n = (n << 5n) | BigInt(B32.indexOf(c));
-  return Number(n >> 10n);
-}

@@ -6,7 +6,8 @@
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import { atprotoData, fetchPlcDocument } from '../identity/did-doc.ts';
-import { tidMicros, type PreviousKey } from '../identity/plc-log.ts';
+import type { PreviousKey } from '../identity/plc-log.ts';
+import { tidMicros } from '../tid.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import type { Commit } from './proof.ts';
 import { RECORD_ANSWER_BYTES } from './ref-record.ts';
@@ -232,8 +233,14 @@ async function signedBefore(
   if (made === undefined || !Number.isFinite(replaced) || made >= replaced) return false;
   try {
     return commitSigned(commit, previous.key);
-  } catch {
-    // A key of a kind that cannot sign a commit signed nothing: the proof stays refused.
-    return false;
+  } catch (err) {
+    throw new KnotlessError(
+      'unverified-remote',
+      unverified(
+        req.name,
+        "the commit's signature does not match the account's key, and its earlier key is of a kind knotless cannot check",
+      ).message,
+      { cause: err },
+    );
   }
 }
