@@ -9,8 +9,10 @@ import { Index } from '../src/db/index-store.ts';
 import { openDatabase } from '../src/db/open.ts';
 import { Notifications } from '../src/db/notifications.ts';
 import { applyWrite, type RecordWrite } from '../src/ingest/apply.ts';
+import { UNTRUSTED_COUNTED } from 'knotless-core/forge/checks';
 import { indexedVerdict } from '../src/web/checks.ts';
-import type { Site } from '../src/web/site.ts';
+import { checksBadge, checksList } from '../src/web/pages/checks-view.ts';
+import type { RepoTarget, Site } from '../src/web/site.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
 
 const OWNER = 'did:plc:owner';
@@ -19,6 +21,7 @@ const STRANGER = 'did:plc:stranger';
 const AUTHOR = 'did:plc:author';
 const REPO = `at://${OWNER}/dev.knotless.repo/site`;
 const COMMIT = 'c'.repeat(40);
+const TARGET = { did: OWNER, owner: 'owner.test', name: 'site' } as unknown as RepoTarget;
 const CHECK = 'dev.knotless.check';
 const PROTECTION = 'dev.knotless.protection';
 
@@ -113,12 +116,26 @@ function engine(name: string, database: () => Promise<string>, flood: number) {
         trusted.map((c) => [c.runner, c.context, c.state]),
         [[RUNNER, 'test', 'success']],
       );
-      // The others are bounded: at most 50, whatever the stranger writes.
+      // The others are bounded: at most 50, whatever the stranger writes, and the 71 left out of
+      // the stranger's 121 verdicts are counted, on the page and its badge as in the answer.
       assert.equal(v.shown.length - trusted.length, 50);
+      assert.deepEqual(v.left, { count: 71, atLeast: false });
+      assert.match(
+        String(checksList(v)),
+        /<li class="check ck-more muted">… and 71 more by runners the owner does not trust<\/li>/,
+      );
+      assert.match(String(checksBadge(TARGET, COMMIT, v)), /1\/51 checks\s+passed, 71 more untrusted/);
       assert.deepEqual(
         v.unmet.map((u) => u.reason),
         ['lint: no check by a trusted runner yet'],
       );
+      // Past UNTRUSTED_COUNTED more, the count stops and says so.
+      for (let i = 0; i < UNTRUSTED_COUNTED; i++)
+        await write(STRANGER, CHECK, key(1000 + i), check(`more-${String(i).padStart(4, '0')}`, 'failure'));
+      const cut = await verdict('main');
+      assert.equal(cut.shown.filter((c) => !c.trusted).length, 50);
+      assert.deepEqual(cut.left, { count: UNTRUSTED_COUNTED, atLeast: true });
+      assert.match(String(checksList(cut)), /… and at least 1000 more by runners the owner does not trust/);
       // A check on another commit is not this commit's.
       await write(RUNNER, CHECK, key(flood + 3), check('lint', 'success', 'd'.repeat(40)));
       assert.equal((await verdict('main')).unmet.length, 1);

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { BrowserContext, Cookie, Page } from 'playwright-core';
-import { openPr, writeRaw } from '../../knotless/test/helpers/forge.ts';
+import { openPr, writeManyRaw, writeRaw } from '../../knotless/test/helpers/forge.ts';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
 import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
@@ -17,7 +17,7 @@ import { appviewOn, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
 import { listOwn, mainOf, signIn } from './web-forge-kit.ts';
 
-const t = useNetwork(['alice.test', 'bob.test']);
+const t = useNetwork(['alice.test', 'bob.test', 'carol.test']);
 const alice = useGitUser(t, 'alice.test');
 const bob = useGitUser(t, 'bob.test');
 
@@ -317,5 +317,52 @@ describe('required checks on the web merge as on the CLI', () => {
     assert.deepEqual(links, ['https://ci.example/run/1']);
     const text = await page.locator('#checks').innerText();
     assert.ok(!text.includes('ghost') && !text.includes('script') && !text.includes('\x1b'), text);
+  });
+
+  it('carol, trusted by no one, writes 60 checks on main: listChecks and the commit page show 50 of them and say 10 more', async () => {
+    const tip = await mainOf(alice, 'alice.test/site');
+    const repo = `at://${t.dids['alice.test']!}/dev.knotless.repo/site`;
+    await writeManyRaw(
+      t,
+      'carol.test',
+      'dev.knotless.check',
+      Array.from({ length: 60 }, (_, i) => ({
+        repo,
+        commit: tip,
+        context: `carol-${String(i).padStart(2, '0')}`,
+        state: 'success',
+        createdAt: new Date().toISOString(),
+      })),
+    );
+    type Listed = { checks: { context: string; trusted: boolean }[]; moreUntrusted?: number };
+    const listed = await waitFor("carol's 10 left out counted", async () => {
+      const v = await xrpc<Listed>(app, 'dev.knotless.listChecks', {
+        actor: 'alice.test',
+        repo: 'site',
+        commit: tip,
+      });
+      return v.moreUntrusted === 10 ? v : undefined;
+    });
+    // bob's two verdicts (trusted by main's protection) all, and carol's first 50 by context.
+    assert.deepEqual(
+      listed.checks.filter((c) => c.trusted).map((c) => c.context),
+      ['lint', 'test'],
+    );
+    assert.deepEqual(
+      listed.checks.filter((c) => !c.trusted).map((c) => c.context),
+      Array.from({ length: 50 }, (_, i) => `carol-${String(i).padStart(2, '0')}`),
+    );
+    assert.equal('moreUntrustedAtLeast' in listed, false);
+    await page.goto(`${app.url}/alice.test/site/commit/${tip}`);
+    assert.equal(
+      await page.locator('#checks .ck-more').innerText(),
+      '… and 10 more by runners the owner does not trust',
+    );
+    await page.goto(`${app.url}/alice.test/site/branches`);
+    const badges = await page.locator('.ck-badge').allInnerTexts();
+    assert.ok(
+      badges.some((b) => /checks\s+passed, 10 more untrusted/.test(b)),
+      badges.join('\n'),
+    );
   });
 });

@@ -157,6 +157,11 @@ export interface CommitVerdict {
   names: Map<string, string>;
   /** Runners that do not count whose older check records were not read: how many were, the newest. */
   cut: { runner: string; name: string; read: number }[];
+  /**
+   * Verdicts by runners that do not count that a bounded reader (the appview's index) left out of
+   * `shown`, and whether `count` is only a lower bound; absent when it left none out.
+   */
+  left?: { count: number; atLeast: boolean };
 }
 
 /** How a front end reads what a verdict needs: accounts resolved, records checked (forge/read.ts). */

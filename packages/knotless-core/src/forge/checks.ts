@@ -73,6 +73,21 @@ export function commitChecks(
 export const UNTRUSTED_SHOWN = 50;
 
 /**
+ * How many verdicts by runners that do not count, past those shown, an index counts at most to say
+ * how many it left out: past that it says "at least", so a flood costs a bounded count too.
+ */
+export const UNTRUSTED_COUNTED = 1000;
+
+/**
+ * The words for the verdicts by runners that do not count left out of a listing, the same on the
+ * CLI and the pages: "and 70 more by runners the owner does not trust" (`atLeast` when the count is
+ * a lower bound: an account read in part, or a count cut at {@link UNTRUSTED_COUNTED}).
+ */
+export function moreUntrusted(count: number, atLeast: boolean): string {
+  return `and ${atLeast ? 'at least ' : ''}${count} more by runners the owner does not trust`;
+}
+
+/**
  * `shown` (commitChecks's order) with at most `limit` verdicts by untrusted runners kept, the first
  * in that order, and how many were left out.
  */

@@ -263,7 +263,9 @@ export class ForgeStore {
    * A commit's checks in a repository, as knotless-core's rules read them, each with its runner's
    * verified handle: every verdict of the accounts in `counted` (the owner and the runners its
    * protection trusts: what a merge is judged by is never crowded out), and of the others at most
-   * `limit`, by context. An account that is not active is left out, as everywhere.
+   * `limit`, by context, and how many of theirs were left out: counted up to `countTo` past
+   * `limit` (`atLeast` beyond), so a flood of them costs a bounded read and a bounded count. An
+   * account that is not active is left out, as everywhere.
    */
   async checks(
     repoDid: string,
@@ -271,7 +273,11 @@ export class ForgeStore {
     sha: string,
     counted: readonly string[],
     limit: number,
-  ): Promise<Array<{ check: ListedCheck; handle: string | null }>> {
+    countTo: number,
+  ): Promise<{
+    rows: Array<{ check: ListedCheck; handle: string | null }>;
+    left: { count: number; atLeast: boolean };
+  }> {
     const base = this.#db
       .selectFrom('checks')
       .leftJoin('owners', 'owners.did', 'checks.did')
@@ -283,12 +289,26 @@ export class ForgeStore {
       .where('checks.deleted', '=', 0)
       .where('owners.status', 'is', null);
     const mine = counted.length === 0 ? [] : await base.where('checks.did', 'in', [...counted]).execute();
-    const others = await (counted.length === 0 ? base : base.where('checks.did', 'not in', [...counted]))
-      .orderBy('checks.context')
-      .orderBy('checks.did')
-      .limit(limit)
-      .execute();
-    return [...mine, ...others].map((r) => ({
+    const strangers = counted.length === 0 ? base : base.where('checks.did', 'not in', [...counted]);
+    const others = await strangers.orderBy('checks.context').orderBy('checks.did').limit(limit).execute();
+    // Counted only when the page is full, and only so far: the rows past `limit + countTo` are
+    // never read, and the count then says "at least".
+    const total =
+      others.length < limit
+        ? others.length
+        : Number(
+            (
+              await this.#db
+                .selectFrom(strangers.limit(limit + countTo + 1).as('o'))
+                .select((eb) => eb.fn.countAll().as('n'))
+                .executeTakeFirstOrThrow()
+            ).n,
+          );
+    const left = {
+      count: Math.min(total, limit + countTo) - others.length,
+      atLeast: total > limit + countTo,
+    };
+    const rows = [...mine, ...others].map((r) => ({
       check: {
         runner: r.did,
         rkey: r.rkey,
@@ -304,6 +324,7 @@ export class ForgeStore {
       },
       handle: r.handle,
     }));
+    return { rows, left };
   }
 
   /** The protection record keyed by `repoName` in `repoDid`'s account, when the index has one. */

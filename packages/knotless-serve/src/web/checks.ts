@@ -7,6 +7,7 @@ import {
   repoProtection,
   trustedRunners,
   unmetChecks,
+  UNTRUSTED_COUNTED,
   UNTRUSTED_SHOWN,
 } from 'knotless-core/forge/checks';
 import { commitVerdict, type CommitVerdict } from 'knotless-core/forge/checks-store';
@@ -36,8 +37,9 @@ export async function verdictOf(
 
 /**
  * `commit`'s checks as the index has them, judged by knotless-core's rules: by `branch`'s
- * protection, or with no branch, with the runners any protected branch trusts marked trusted.
- * What pages show; the merge itself reads the PDSes (verdictOf), at the moment it decides.
+ * protection, or with no branch, with the runners any protected branch trusts marked trusted: the
+ * trusted runners' verdicts all, the others' up to UNTRUSTED_SHOWN, and how many of theirs were left
+ * out (`left`). What pages show; the merge itself reads the PDSes (verdictOf), at the moment it decides.
  */
 export async function indexedVerdict(
   site: Site,
@@ -49,12 +51,13 @@ export async function indexedVerdict(
   const protection = repoProtection(await site.index.forge.protection(repo.did, repo.name), uri);
   const rules = branch === undefined ? undefined : branchProtection(protection, branch);
   const trusted = trustedRunners(protection, branch);
-  const rows = await site.index.forge.checks(
+  const { rows, left } = await site.index.forge.checks(
     repo.did,
     repo.name,
     commit,
     [repo.did, ...trusted],
     UNTRUSTED_SHOWN,
+    UNTRUSTED_COUNTED,
   );
   const shown = commitChecks(
     rows.map((r) => r.check),
@@ -63,5 +66,13 @@ export async function indexedVerdict(
     trusted,
   );
   const names = new Map(rows.map((r) => [r.check.runner, r.handle ?? r.check.runner]));
-  return { protection, branch: rules, shown, unmet: unmetChecks(rules, shown, names), names, cut: [] };
+  return {
+    protection,
+    branch: rules,
+    shown,
+    unmet: unmetChecks(rules, shown, names),
+    names,
+    cut: [],
+    ...(left.count === 0 ? {} : { left }),
+  };
 }

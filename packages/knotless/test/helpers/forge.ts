@@ -109,6 +109,34 @@ async function sessionOf(t: TestNet, handle: string): Promise<{ accessJwt: strin
   return (await res.json()) as { accessJwt: string; did: string };
 }
 
+/**
+ * Writes `records` of `collection` straight into `handle`'s account, 200 to an applyWrites (the
+ * PDS's limit), as an account flooding others with records would.
+ */
+export async function writeManyRaw(
+  t: TestNet,
+  handle: string,
+  collection: string,
+  records: readonly Record<string, unknown>[],
+): Promise<void> {
+  const session = await sessionOf(t, handle);
+  for (let i = 0; i < records.length; i += 200) {
+    const res = await fetch(`${pdsOf(t, handle)}/xrpc/com.atproto.repo.applyWrites`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
+      body: JSON.stringify({
+        repo: session.did,
+        writes: records.slice(i, i + 200).map((value) => ({
+          $type: 'com.atproto.repo.applyWrites#create',
+          collection,
+          value: { $type: collection, ...value },
+        })),
+      }),
+    });
+    assert.equal(res.status, 200, await res.text());
+  }
+}
+
 /** Deletes a record straight from an account (an interrupted or hand-made state). */
 export async function deleteRaw(t: TestNet, handle: string, collection: string, rkey: string): Promise<void> {
   const session = await sessionOf(t, handle);

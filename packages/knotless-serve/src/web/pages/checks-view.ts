@@ -3,7 +3,7 @@
 // one-line summary beside a commit in lists. What counts for a merge is knotless-core's rule
 // (unmetChecks); these only show what the index holds.
 import type { CommitVerdict } from 'knotless-core/forge/checks-store';
-import type { ShownCheck } from 'knotless-core/forge/checks';
+import { moreUntrusted, type ShownCheck } from 'knotless-core/forge/checks';
 import type { CheckState } from 'knotless-core/forge/records';
 import { html, href, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../site.ts';
@@ -38,8 +38,14 @@ export function checksList(v: CommitVerdict, id = 'checks'): SafeHtml {
           ${url === undefined ? '' : html`<a href="${url}" rel="nofollow noopener noreferrer">details</a>`}
         </li>`;
       })}
+      ${v.left === undefined ? '' : html`<li class="check ck-more muted">… ${moreLeft(v.left)}</li>`}
     </ul>
   </section>`;
+}
+
+/** The verdicts by runners the owner does not trust that the index left out, in the CLI's words. */
+function moreLeft(left: NonNullable<CommitVerdict['left']>): string {
+  return moreUntrusted(left.count, left.atLeast);
 }
 
 /** The worst state among `shown`: a failure or error, else pending, else success. */
@@ -51,7 +57,7 @@ function overall(shown: readonly ShownCheck[]): CheckState {
 
 /**
  * One line for a commit in a list: how many of its checks passed, linking to the commit's page where
- * they are listed; nothing when it has none.
+ * they are listed, and how many by untrusted runners were left out; nothing when it has none.
  */
 export function checksBadge(repo: RepoTarget, commit: string, v: CommitVerdict): SafeHtml {
   if (v.shown.length === 0) return html``;
@@ -59,12 +65,14 @@ export function checksBadge(repo: RepoTarget, commit: string, v: CommitVerdict):
   const passed = v.shown.filter((c) => c.state === 'success').length;
   const title = v.shown
     .map((c) => `${c.context}: ${c.state} by ${v.names.get(c.runner) ?? c.runner}`)
+    .concat(v.left === undefined ? [] : [moreLeft(v.left)])
     .join('; ');
   return html`<a
     class="ck-badge ck-${state}"
     href="${href(repo.owner, repo.name, 'commit', commit)}#checks"
     title="${title}"
-    ><span aria-hidden="true">${ICON[state]}</span> ${passed}/${v.shown.length} checks passed</a
+    ><span aria-hidden="true">${ICON[state]}</span> ${passed}/${v.shown.length} checks
+    passed${v.left === undefined ? '' : `, ${v.left.atLeast ? 'at least ' : ''}${v.left.count} more untrusted`}</a
   >`;
 }
 

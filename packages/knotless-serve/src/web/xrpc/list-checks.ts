@@ -7,7 +7,8 @@ import { actorDid, required, XrpcHttpError, type XrpcHandler } from './common.ts
 /**
  * dev.knotless.listChecks: a commit's checks, each runner's latest verdict on each context, with
  * whether the owner trusts the runner; with `branch`, that branch's required checks and which have
- * not passed (knotless-core's rules). Only a commit the repository holds is answered: a check on
+ * not passed (knotless-core's rules); of the runners the owner does not trust at most
+ * UNTRUSTED_SHOWN verdicts, and `moreUntrusted` says how many more there are. Only a commit the repository holds is answered: a check on
  * any other commit is shown nowhere.
  */
 export const listChecks: XrpcHandler = async (site, params) => {
@@ -38,6 +39,10 @@ export const listChecks: XrpcHandler = async (site, params) => {
       ...(c.targetUrl === undefined ? {} : { targetUrl: c.targetUrl }),
       ...(c.description === undefined ? {} : { description: c.description }),
     })),
+    // What the index left out of `checks`, so that a client never takes the 50 shown for all.
+    ...(v.left === undefined
+      ? {}
+      : { moreUntrusted: v.left.count, ...(v.left.atLeast ? { moreUntrustedAtLeast: true } : {}) }),
     ...(v.branch === undefined
       ? {}
       : {

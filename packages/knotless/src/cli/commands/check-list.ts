@@ -1,5 +1,5 @@
 import { KnotlessError } from 'knotless-core/errors';
-import { capUntrusted, UNTRUSTED_SHOWN } from 'knotless-core/forge/checks';
+import { capUntrusted, moreUntrusted, UNTRUSTED_SHOWN } from 'knotless-core/forge/checks';
 import { OTHERS_READ } from 'knotless-core/forge/checks-store';
 import { isValidBranch } from 'knotless-core/forge/records';
 import { refKey } from 'knotless-core/records/ref-key';
@@ -55,8 +55,6 @@ export const command: Command = {
     const v = await commitVerdict(c, store, target.owner, target.name, commit, branch, extra, all);
     const name = (did: string) => v.names.get(did) ?? did;
     const { shown, more } = all ? { shown: v.shown, more: 0 } : capUntrusted(v.shown);
-    // An untrusted account read only in part may hold more: the count is then a lower bound.
-    const atLeast = v.cut.length > 0 ? 'at least ' : '';
     if (args.values['json'] === true) {
       io.out(
         safeJson({
@@ -95,7 +93,8 @@ export const command: Command = {
       );
     }
     if (more > 0)
-      io.out(`  … and ${atLeast}${more} more by runners the owner does not trust (--all lists them)`);
+      // An untrusted account read only in part may hold more: the count is then a lower bound.
+      io.out(`  … ${moreUntrusted(more, v.cut.length > 0)} (--all lists them)`);
     for (const x of v.cut)
       io.out(
         `  … only the newest ${x.read} check records of ${safeText(x.name)} (untrusted) were read (--all reads them all)`,
