@@ -140,6 +140,7 @@ export class Context {
           transport: this.transport,
           plcUrl: this.config.plcUrl,
           service: (named) => this.config.service ?? named ?? owner.pds,
+          document: () => this.resolver.documentRead(owner),
           revs: path.join(this.config.cacheDir, 'verified'),
         },
       },

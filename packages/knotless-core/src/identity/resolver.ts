@@ -5,7 +5,7 @@ import { KnotlessError } from '../errors.ts';
 import { printErr, safeText } from '../text/terminal.ts';
 import { XrpcClient, XrpcError } from '../xrpc/client.ts';
 import { IdentityCache, type CachedIdentity } from './cache.ts';
-import { readPlcDocument, type AtprotoData } from './did-doc.ts';
+import { atprotoData, fetchPlcDocument, type AtprotoData } from './did-doc.ts';
 import { lookupHandle } from './handle-lookup.ts';
 import { inactiveAccount } from './inactive.ts';
 
@@ -28,6 +28,12 @@ export class IdentityResolver {
   readonly cache: IdentityCache;
   /** Handles answered from the cache, each being verified afresh meanwhile (see {@link settle}). */
   readonly #rechecks = new Map<string, Promise<KnotlessError | undefined>>();
+  /**
+   * The did:plc document each resolution read, by the identity it gave, until a verified read takes
+   * it ({@link documentRead}): the document names the account's PDS and its signing key, so a cold
+   * listing reads it once, not once for each.
+   */
+  readonly #documents = new WeakMap<Identity, Promise<unknown>>();
 
   constructor(config: Config, transport: Transport) {
     this.#config = config;
@@ -49,7 +55,18 @@ export class IdentityResolver {
     if (opts.fresh !== true) {
       const cached = isDid ? this.cache.did(input) : this.cache.handle(input);
       if (cached !== undefined) {
-        if (!isDid && !this.#rechecks.has(input)) this.#rechecks.set(input, this.#recheck(input, cached));
+        if (!isDid && !this.#rechecks.has(input)) {
+          const read = this.#resolveDid(cached.did);
+          this.#rechecks.set(input, this.#recheck(input, cached, read));
+          // The recheck says its own failure; a verified read that finds no document reads it again.
+          this.#documents.set(
+            cached,
+            read.then(
+              (r) => r.doc,
+              () => undefined,
+            ),
+          );
+        }
         return cached;
       }
     }
@@ -64,7 +81,7 @@ export class IdentityResolver {
     }
     if (!isDid) {
       const did = await this.#resolveHandle(input);
-      const { pds, claimed } = await this.#resolveDid(did);
+      const { pds, claimed, doc } = await this.#resolveDid(did);
       if (claimed?.toLowerCase() !== input) {
         throw new KnotlessError(
           'unknown-handle',
@@ -73,9 +90,10 @@ export class IdentityResolver {
       }
       const identity = { did, handle: input, pds };
       this.cache.put(identity);
+      if (doc !== undefined) this.#documents.set(identity, Promise.resolve(doc));
       return identity;
     }
-    const { pds, claimed } = await this.#resolveDid(input);
+    const { pds, claimed, doc } = await this.#resolveDid(input);
     const handle = claimed !== undefined && isValidHandle(claimed) ? claimed.toLowerCase() : undefined;
     let verified: boolean | 'unknown' = false;
     if (handle !== undefined) {
@@ -91,7 +109,21 @@ export class IdentityResolver {
     }
     const identity = { did: input, handle: verified === true ? handle : undefined, pds };
     if (verified !== 'unknown') this.cache.put(identity);
+    if (doc !== undefined) this.#documents.set(identity, Promise.resolve(doc));
     return identity;
+  }
+
+  /**
+   * The did:plc document read by the resolution that gave `identity` (the object {@link resolve}
+   * returned), handed over once: a verified read of the account's refs checks them against the key
+   * in the document that named its PDS, rather than reading the document again. Undefined when that
+   * resolution read none (a DID from the cache, a did:web) or it was taken already, so that a later
+   * read, in a process that lives on (the agent), reads the document afresh.
+   */
+  documentRead(identity: Identity): Promise<unknown> | undefined {
+    const doc = this.#documents.get(identity);
+    this.#documents.delete(identity);
+    return doc;
   }
 
   /**
@@ -113,7 +145,11 @@ export class IdentityResolver {
    * claiming it), and says why the cached pair no longer holds; updates the cache either way. A
    * failure that proves nothing (no network) keeps the cached pair, as before.
    */
-  async #recheck(handle: string, cached: Identity): Promise<KnotlessError | undefined> {
+  async #recheck(
+    handle: string,
+    cached: Identity,
+    document: Promise<{ pds: string; claimed: string | undefined }>,
+  ): Promise<KnotlessError | undefined> {
     try {
       const [did, doc] = await Promise.all([
         this.#resolveHandle(handle).catch((err: unknown) => {
@@ -123,7 +159,7 @@ export class IdentityResolver {
           if (err instanceof KnotlessError && err.code === 'unknown-handle') return undefined;
           throw err;
         }),
-        this.#resolveDid(cached.did),
+        document,
       ]);
       if (did === cached.did && doc.claimed?.toLowerCase() === handle) {
         if (doc.pds !== cached.pds) this.cache.put({ ...cached, pds: doc.pds });
@@ -261,12 +297,17 @@ export class IdentityResolver {
     }
   }
 
-  /** A DID's PDS and the handle its document claims (unverified: the caller checks it). */
-  async #resolveDid(did: string): Promise<{ pds: string; claimed: string | undefined }> {
+  /**
+   * A DID's PDS and the handle its document claims (unverified: the caller checks it), with a
+   * did:plc document as read (see {@link documentRead}).
+   */
+  async #resolveDid(did: string): Promise<{ pds: string; claimed: string | undefined; doc?: unknown }> {
     let data: AtprotoData | null;
+    let doc: unknown;
     try {
       if (did.startsWith('did:plc:')) {
-        data = await readPlcDocument(this.#transport, this.#config.plcUrl, did, AbortSignal.timeout(10_000));
+        doc = await fetchPlcDocument(this.#transport, this.#config.plcUrl, did, AbortSignal.timeout(10_000));
+        data = doc === null ? null : atprotoData(did, doc);
       } else {
         const m = await loadIdentity();
         const doc = await this.#idResolver(m).did.resolve(did, true);
@@ -282,7 +323,11 @@ export class IdentityResolver {
     if (data === null) throw new KnotlessError('unknown-handle', `No account has the DID ${did}; check it.`);
     if (data.pds === undefined)
       throw new KnotlessError('unknown-handle', `The account ${did} names no PDS in its DID document.`);
-    return { pds: data.pds.replace(/\/+$/, ''), claimed: data.claimed };
+    return {
+      pds: data.pds.replace(/\/+$/, ''),
+      claimed: data.claimed,
+      ...(doc === undefined ? {} : { doc }),
+    };
   }
 }
 

@@ -40,7 +40,7 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
   if (verify === undefined) throw new Error(`${remote.label} was opened without a verifier`);
   const did = remote.owner.did;
   const name = `${remote.owner.handle ?? did}/${remote.name}`;
-  const account = await accountKey(verify.transport, did, verify.plcUrl, name);
+  const account = await accountKey(verify.transport, did, verify.plcUrl, name, verify.document?.());
   const signingKey = account.key;
   // No going back: every proof of this read is at least as new as the newest this machine verified.
   const newest = new NewestRev(

@@ -46,6 +46,11 @@ export interface TableVerifier {
    */
   service(named: string | undefined): string;
   /**
+   * The account's did:plc document as the resolution of the owner read it, handed over once
+   * (IdentityResolver.documentRead); undefined when there is none to reuse and it is read afresh.
+   */
+  document?(): Promise<unknown> | undefined;
+  /**
    * Where the newest verified commit of each account is kept (records/newest-rev.ts), so that an
    * older one is refused; undefined keeps nothing.
    */

@@ -83,19 +83,24 @@ export async function accountSigningKey(
 
 /**
  * {@link accountSigningKey}, with the PDS the same document names (a `did:web`'s is left undefined:
- * the library that reads its document gives only the key).
+ * the library that reads its document gives only the key). `read` is a did:plc document this
+ * command's resolution of the account read already (IdentityResolver.documentRead): used instead of
+ * reading it again, unless it came to nothing.
  */
 export async function accountKey(
   transport: Transport,
   did: string,
   plcUrl: string,
   name: string,
+  read?: Promise<unknown>,
 ): Promise<{ key: string; pds: string | undefined }> {
   let key: string | undefined;
   let pds: string | undefined;
   try {
     if (did.startsWith('did:plc:')) {
-      const doc = await fetchPlcDocument(transport, plcUrl, did, AbortSignal.timeout(10_000));
+      const doc =
+        (read === undefined ? undefined : await read) ??
+        (await fetchPlcDocument(transport, plcUrl, did, AbortSignal.timeout(10_000)));
       if (doc === null) throw new Error('the PLC directory has no such DID');
       pds = atprotoData(did, doc).pds;
       key = (await import('./proof.ts')).atprotoSigningKey(did, doc);
