@@ -29,6 +29,8 @@ export class Context {
   /** This context serves a helper run inside the warm agent (see the constructor). */
   readonly hosted: boolean;
   #mayStartAgent: boolean;
+  /** KNOTLESS_VERIFY=0 was said on stderr (once a command). */
+  #saidUnchecked = false;
 
   /**
    * `hosted`: this context serves a helper run inside the warm agent (agent/helper-host.ts), which it
@@ -141,6 +143,7 @@ export class Context {
           plcUrl: this.config.plcUrl,
           service: (named) => this.config.service ?? named ?? owner.pds,
           document: () => this.resolver.documentRead(owner),
+          ...(this.config.verify ? {} : { unchecked: () => this.#sayUnchecked() }),
           revs: path.join(this.config.cacheDir, 'verified'),
         },
       },
@@ -148,6 +151,15 @@ export class Context {
       name,
       warn,
       privacyOpener(this.config.configDir, reader, owner, name),
+    );
+  }
+
+  /** The one line that says refs are read unchecked (KNOTLESS_VERIFY=0), once a command. */
+  #sayUnchecked(): void {
+    if (this.#saidUnchecked) return;
+    this.#saidUnchecked = true;
+    printErr(
+      "knotless: warning: KNOTLESS_VERIFY=0: refs are read without checking their proofs against the account's signing key, so the PDS or anyone in between can change them; unset it to verify",
     );
   }
 

@@ -53,6 +53,11 @@ export interface Config {
    * command fails with one sentence saying when to try again.
    */
   rateLimitWaitMs: number;
+  /**
+   * Check the proofs of refs read against the account's signing key (KNOTLESS_VERIFY=0 turns it off
+   * for one command, which is unsafe: security.md).
+   */
+  verify: boolean;
   /** Use a running warm agent when its socket exists (KNOTLESS_AGENT=0 turns it off). */
   agent: boolean;
   /**
@@ -223,6 +228,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     appview: urlVar(env, 'KNOTLESS_APPVIEW'),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
+    verify: !/^(0|false|no|off)$/i.test(env['KNOTLESS_VERIFY'] ?? ''),
     agent: !/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? ''),
     agentSocket: nonEmpty(env['KNOTLESS_AGENT_SOCKET']),
     agentDir: path.join(cacheDir, 'agent'),

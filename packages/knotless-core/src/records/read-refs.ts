@@ -26,8 +26,8 @@ export interface TableRead {
   cid: string;
   rev: string;
   commit: string;
-  /** The `#atproto` key the proof was checked against. */
-  signingKey: string;
+  /** The `#atproto` key the proof was checked against; undefined when verification is off. */
+  signingKey: string | undefined;
 }
 
 /**
@@ -40,6 +40,7 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
   if (verify === undefined) throw new Error(`${remote.label} was opened without a verifier`);
   const did = remote.owner.did;
   const name = `${remote.owner.handle ?? did}/${remote.name}`;
+  if (verify.unchecked !== undefined) return readUnchecked(remote, verify, name);
   const account = await accountKey(verify.transport, did, verify.plcUrl, name, verify.document?.());
   const signingKey = account.key;
   // No going back: every proof of this read is at least as new as the newest this machine verified.
@@ -75,12 +76,46 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
     newest.check(got.rev);
     return got;
   };
+  const table = await readTableWith(remote, read);
+  newest.save();
+  return table === undefined ? undefined : { ...table, signingKey };
+}
+
+/**
+ * The table as {@link readRefTable} reads it with verification turned off (KNOTLESS_VERIFY=0): from
+ * the PDS, whichever commit the answers carry and whoever signed it, without reading the DID
+ * document for a key, and without keeping the newest commit (nothing unchecked may refuse a checked
+ * proof later). Said on stderr by the verifier's `unchecked`.
+ */
+async function readUnchecked(
+  remote: RemoteRepo,
+  verify: TableVerifier,
+  name: string,
+): Promise<TableRead | undefined> {
+  verify.unchecked?.();
+  const table = await readTableWith(remote, (collection, rkey) =>
+    verifiedRead({
+      transport: verify.transport,
+      pds: verify.service(undefined),
+      did: remote.owner.did,
+      collection,
+      rkey,
+      signingKey: undefined,
+      name,
+    }),
+  );
+  return table === undefined ? undefined : { ...table, signingKey: undefined };
+}
+
+/** The table and its parts, each record read by `read`; undefined when the table is proved absent. */
+async function readTableWith(
+  remote: RemoteRepo,
+  read: (collection: string, rkey: string) => Promise<VerifiedRecord>,
+): Promise<Omit<TableRead, 'signingKey'> | undefined> {
+  const did = remote.owner.did;
   const key = refTableKey(remote.name, did, did);
   const got = await read(REFS_COLLECTION, key);
-  if (!got.found) {
-    newest.save();
-    return undefined;
-  }
+  if (!got.found) return undefined;
   if (isSealed(got.value))
     throw new KnotlessError(
       'corrupt-remote',
@@ -100,8 +135,7 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
   );
   await remote.prepare('plain');
   const table = joinRefTable(stored, parts);
-  newest.save();
-  return { table, cid: got.cid, rev: got.rev, commit: got.commit, signingKey };
+  return { table, cid: got.cid, rev: got.rev, commit: got.commit };
 }
 
 /** A verified table's refs (HEAD first, as the owner's `head`) in the form ref records are read in. */

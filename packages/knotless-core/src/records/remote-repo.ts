@@ -51,6 +51,11 @@ export interface TableVerifier {
    */
   document?(): Promise<unknown> | undefined;
   /**
+   * Set when verification is turned off (KNOTLESS_VERIFY=0): proofs are read but not checked, and
+   * this is called at each read that would have checked one, to say so.
+   */
+  unchecked?: () => void;
+  /**
    * Where the newest verified commit of each account is kept (records/newest-rev.ts), so that an
    * older one is refused; undefined keeps nothing.
    */

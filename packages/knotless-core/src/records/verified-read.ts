@@ -28,8 +28,12 @@ export interface VerifiedReadRequest {
   did: string;
   collection: string;
   rkey: string;
-  /** The `#atproto` verification method of the account's DID document, as a `did:key`. */
-  signingKey: string;
+  /**
+   * The `#atproto` verification method of the account's DID document, as a `did:key`; undefined
+   * only with verification turned off (KNOTLESS_VERIFY=0): the proof's commit is then taken whoever
+   * signed it, whichever account it names, and only its tree is walked to the record.
+   */
+  signingKey: string | undefined;
   /** How messages name what was read (the repository, `alice.example/project`). */
   name: string;
   /**
@@ -175,19 +179,7 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
       cause: err,
     });
   }
-  if (commit.did !== req.did) throw unverified(req.name, "the proof is another account's commit");
-  let signed: boolean;
-  try {
-    signed = commitSigned(commit, req.signingKey);
-  } catch (err) {
-    throw new KnotlessError(
-      'unverified-remote',
-      unverified(req.name, "the account's key is of a kind knotless cannot check").message,
-      { cause: err },
-    );
-  }
-  if (!signed && req.previousKey !== undefined) signed = await signedBefore(commit, req, commitSigned);
-  if (!signed) throw unverified(req.name, "the commit's signature does not match the account's key");
+  if (req.signingKey !== undefined) await checkCommit(commit, req, req.signingKey, commitSigned);
   let found: ReturnType<typeof treeGet>;
   let value: unknown;
   try {
@@ -207,6 +199,28 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   const at = { rev: commit.rev, commit: car.root.toString() };
   if (found === null) return { found: false, ...at };
   return { found: true, value, cid: found.toString(), ...at };
+}
+
+/** Refuses a commit that is not the account's, or not signed by its key (or the one it replaced). */
+async function checkCommit(
+  commit: Commit,
+  req: VerifiedReadRequest,
+  signingKey: string,
+  commitSigned: (commit: Commit, didKey: string) => boolean,
+): Promise<void> {
+  if (commit.did !== req.did) throw unverified(req.name, "the proof is another account's commit");
+  let signed: boolean;
+  try {
+    signed = commitSigned(commit, signingKey);
+  } catch (err) {
+    throw new KnotlessError(
+      'unverified-remote',
+      unverified(req.name, "the account's key is of a kind knotless cannot check").message,
+      { cause: err },
+    );
+  }
+  if (!signed && req.previousKey !== undefined) signed = await signedBefore(commit, req, commitSigned);
+  if (!signed) throw unverified(req.name, "the commit's signature does not match the account's key");
 }
 
 /**
