@@ -1,0 +1,70 @@
+import type { RateBudgets } from 'knotless-core/xrpc/rate-limit';
+import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
+import type { Follower } from './follower.ts';
+import { budgetKey, refusalOf, type GroupCommit } from './group-commit.ts';
+import { isWrite } from './socket-forward.ts';
+
+/** The account a forwarded write was for (its body's `repo`), if it says. */
+function writeTarget(body: Buffer): string | undefined {
+  try {
+    const repo = (JSON.parse(body.toString('utf8')) as { repo?: unknown }).repo;
+    return typeof repo === 'string' ? repo : undefined;
+  } catch (err) {
+    // Not JSON: not a write of ours; nothing to drop.
+    if (err instanceof SyntaxError) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * How a helper's request is sent on: a ref write into the account's next group commit, anything else
+ * as it came. One function for both ways a helper reaches the agent (its socket's `POST /forward`,
+ * and the calls of a helper the agent hosts), so that what a write found reaches the views the same
+ * way: a write that failed (it may have landed) or was refused for anything but a swap or a rate
+ * limit drops them; a refused swap marks the account behind. Every answer to a write also feeds the
+ * account's write budget.
+ */
+export function forwarder(
+  transport: Transport,
+  group: GroupCommit,
+  budgets: RateBudgets,
+  follower: Follower,
+): (target: URL, init: HttpRequest) => Promise<HttpResponse> {
+  const { views } = follower;
+  return async (target, init) => {
+    // A helper hosted here hands its body as it built it (JSON text), one over the socket as bytes.
+    const { body } = init;
+    const bytes =
+      typeof body === 'string'
+        ? Buffer.from(body, 'utf8')
+        : body instanceof Uint8Array
+          ? Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+          : undefined;
+    const did = bytes !== undefined && isWrite(target.pathname) ? writeTarget(bytes) : undefined;
+    let out: HttpResponse;
+    try {
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(init.headers)) headers[k.toLowerCase()] = v;
+      const grouped =
+        init.method === 'POST' && bytes !== undefined
+          ? group.accept(target, headers, bytes, init.deadlineMs)
+          : undefined;
+      out = await (grouped ??
+        transport.request(target, bytes?.length === 0 ? { ...init, body: null } : init));
+    } catch (err) {
+      // Whether it landed is unknown: the views of that account cannot be trusted any more.
+      if (did !== undefined) follower.drop(views.drop({ did }), 'a write through the agent failed');
+      throw err;
+    }
+    if (did !== undefined) budgets.observe(budgetKey(target, did), out.headers);
+    // A refused swap wrote nothing, and says only that the account moved on: the views follow
+    // it as the stream delivers it. Any other refusal is not understood here, so they go.
+    const refused = out.status >= 400 ? refusalOf(out) : undefined;
+    if (refused === 'swap-conflict') {
+      if (did !== undefined) follower.markBehind(did);
+    } else if (out.status >= 400 && did !== undefined && refused !== 'rate-limited')
+      // A rate limit refuses before anything is done (xrpc/rate-limit.ts): nothing moved, the views hold.
+      follower.drop(views.drop({ did }), `a write through the agent was refused (${out.status})`);
+    return out;
+  };
+}
