@@ -14,7 +14,7 @@ import path from 'node:path';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { writeCheck } from 'knotless-core/forge/checks-store';
 import { checkRoundComplete, loadRoundPack } from 'knotless-core/forge/packs';
-import { PULL, parseAtUri, type CheckState, type PullRecord } from 'knotless-core/forge/records';
+import { CHECK, PULL, parseAtUri, type CheckState, type PullRecord } from 'knotless-core/forge/records';
 import type { ForgeStore } from 'knotless-core/forge/store';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { indexPack } from 'knotless-core/git/pack';
@@ -61,7 +61,7 @@ interface RunnerState {
    * The run under way: its pending check is written, its verdict not yet. `branch` is the branch
    * run, or the base branch of the pull request `pull` (its at-uri) whose round it is.
    */
-  running?: { commit: string; branch: string; pid?: number; pull?: string };
+  running?: { commit: string; branch: string; pid?: number; pull?: string; label?: string };
 }
 
 /** What one run is of: a branch's head, or a pull request's last round. */
@@ -199,13 +199,52 @@ export class Runner {
     });
   }
 
-  /** A run a killed runner left under way: its command is ended and its `pending` becomes `error`. */
+  /** Notes `commit`'s final verdict, so that it is never run again (the oldest are forgotten first). */
+  #markDone(commit: string, state: CheckState): void {
+    this.#state.done.push([commit, state]);
+    if (this.#state.done.length > DONE_KEPT) this.#state.done.splice(0, this.#state.done.length - DONE_KEPT);
+  }
+
+  /**
+   * The runner's own latest verdict on `commit` for its context, when it is final, from the newest
+   * page of check records in its account: a runner killed just after writing a verdict wrote it
+   * last, so it is there however many checks the account holds.
+   */
+  async #reported(commit: string): Promise<CheckState | undefined> {
+    const me = { did: this.#auth.session.did, pds: this.#auth.session.pds };
+    const page = await this.#store.page(me, CHECK, parseCheck, 100);
+    let latest: { rkey: string; state: CheckState } | undefined;
+    for (const r of page.records) {
+      const c = r.value;
+      if (c.repo !== this.#o.repoUri || c.commit !== commit || c.context !== this.#o.context) continue;
+      if (latest === undefined || r.rkey > latest.rkey) latest = { rkey: r.rkey, state: c.state };
+    }
+    return latest === undefined || latest.state === 'pending' ? undefined : latest.state;
+  }
+
+  /**
+   * A run a killed runner left under way: its command is ended and its `pending` becomes `error`,
+   * to be run again; unless its verdict was written before the runner was killed (between that
+   * write and noting it here), which then stands: a commit with a final verdict never runs twice.
+   */
   async #recover(): Promise<void> {
     const left = this.#state.running;
     if (left === undefined) return;
     if (left.pid !== undefined) killGroup(left.pid);
+    // Named as its own lines named it (an older state has no label: the branch, or the author's DID).
+    const what =
+      left.label ?? (left.pull === undefined ? `on ${safeText(left.branch)}` : `of ${pullLabel(left.pull)}`);
+    const reported = await this.#reported(left.commit);
+    if (reported !== undefined) {
+      this.#markDone(left.commit, reported);
+      this.#o.log(
+        `${left.commit.slice(0, 12)} ${what}: ${reported} (reported before an earlier runner stopped)`,
+      );
+      delete this.#state.running;
+      this.#save();
+      return;
+    }
     await this.#write(left.commit, 'error', 'the runner stopped before the command finished; it runs again');
-    const what = left.pull === undefined ? `on ${safeText(left.branch)}` : `of ${pullLabel(left.pull)}`;
     this.#o.log(`${left.commit.slice(0, 12)} ${what}: error (an earlier runner stopped mid-run)`);
     // A branch's head is found again by the first scan; a round, by reading its pull request again.
     if (left.pull !== undefined) this.#pulls.add(left.pull);
@@ -324,7 +363,7 @@ export class Runner {
     const { commit, branch, label } = subject;
     const short = commit.slice(0, 12);
     const logFile = path.join(this.#dir, 'logs', `${commit}.log`);
-    this.#state.running = { commit, branch, ...(subject.pull ? { pull: subject.pull.uri } : {}) };
+    this.#state.running = { commit, branch, ...(subject.pull ? { pull: subject.pull.uri } : {}), label };
     this.#save();
     await this.#write(commit, 'pending', `running on ${os.hostname()}`);
     this.#o.log(`${short} ${label}: pending`);
@@ -344,8 +383,7 @@ export class Runner {
     }
     await this.#write(commit, verdict.state, verdict.description);
     this.#o.log(`${short} ${label}: ${verdict.state} (log: ${logFile})`);
-    this.#state.done.push([commit, verdict.state]);
-    if (this.#state.done.length > DONE_KEPT) this.#state.done.splice(0, this.#state.done.length - DONE_KEPT);
+    this.#markDone(commit, verdict.state);
     delete this.#state.running;
     this.#save();
   }
@@ -449,12 +487,7 @@ export class Runner {
       };
       if (child.pid !== undefined) {
         this.#child = { pid: child.pid, kill };
-        this.#state.running = {
-          commit,
-          branch,
-          pid: child.pid,
-          ...(subject.pull === undefined ? {} : { pull: subject.pull.uri }),
-        };
+        this.#state.running = { ...this.#state.running!, pid: child.pid };
         this.#save();
       }
       const timer = setTimeout(() => {
