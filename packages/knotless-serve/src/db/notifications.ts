@@ -265,6 +265,14 @@ async function failedChecks(db: Db, me: string): Promise<Notice[]> {
   return out;
 }
 
+/** The notices `shown` keeps (all without it), in their order. */
+async function kept(all: Notice[], shown?: (n: Notice) => Promise<boolean>): Promise<Notice[]> {
+  if (shown === undefined) return all;
+  const out: Notice[] = [];
+  for (const n of all) if (await shown(n)) out.push(n);
+  return out;
+}
+
 export class Notifications {
   readonly #db: Db;
 
@@ -272,26 +280,31 @@ export class Notifications {
     this.#db = db;
   }
 
-  /** The newest notifications of `me` (at most 50), newest first. */
-  async list(me: string, handle: string): Promise<Notice[]> {
+  /**
+   * The newest notifications of `me` (at most 50), newest first; only those `shown` keeps, when
+   * given (the web's: those whose page opens for their reader).
+   */
+  async list(me: string, handle: string, shown?: (n: Notice) => Promise<boolean>): Promise<Notice[]> {
     const all = [
       ...(await opened(this.#db, me, handle)),
       ...(await comments(this.#db, me, handle)),
       ...(await decisions(this.#db, me)),
       ...(await failedChecks(this.#db, me)),
-    ];
-    return all.sort((a, b) => (a.time < b.time ? 1 : a.time > b.time ? -1 : 0)).slice(0, LIMIT);
+    ].sort((a, b) => (a.time < b.time ? 1 : a.time > b.time ? -1 : 0));
+    return (await kept(all, shown)).slice(0, LIMIT);
   }
 
-  /** How many came after the account last looked. */
-  async unseen(me: string, handle: string): Promise<number> {
+  /** How many came after the account last looked (of those `shown` keeps, when given). */
+  async unseen(me: string, handle: string, shown?: (n: Notice) => Promise<boolean>): Promise<number> {
     const row = await this.#db
       .selectFrom('web_readers')
       .select('seen_at')
       .where('did', '=', me)
       .executeTakeFirst();
     const since = row?.seen_at ?? '';
-    return (await this.list(me, handle)).filter((n) => n.time > since).length;
+    // The newer ones first: only they are asked about, on every page the reader opens.
+    const newer = (await this.list(me, handle)).filter((n) => n.time > since);
+    return (await kept(newer, shown)).length;
   }
 
   /** Marks everything up to now seen. */

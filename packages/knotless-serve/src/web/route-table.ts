@@ -61,6 +61,16 @@ const NOT_OUR_FORM =
 
 /** The repository `/<actor>/<name>` names, with its mirror; 404 when the index does not know it. */
 export async function findRepo(site: Site, actor: string, name: string): Promise<RepoTarget> {
+  const repo = await repoTarget(site, actor, name);
+  logFields({ repo: `${repo.did}/${name}` });
+  return repo;
+}
+
+/**
+ * {@link findRepo}'s rule without naming the repository in the request's log: for a page that
+ * asks whether other pages would open (the notifications).
+ */
+export async function repoTarget(site: Site, actor: string, name: string): Promise<RepoTarget> {
   const owner = await site.index.owner(actor);
   if (owner?.status != null) throw inactiveAccount(actor, owner.status);
   const repo = owner === undefined ? undefined : await site.index.repo(owner.did, name);
@@ -73,7 +83,6 @@ export async function findRepo(site: Site, actor: string, name: string): Promise
       ? null
       : { owner: (await site.index.owner(parent.did))?.handle ?? parent.did, name: parent.rkey };
   const priv = repo.private === 1;
-  logFields({ repo: `${owner.did}/${name}` });
   return { did: owner.did, owner: actor, name, description: repo.description, gitDir, forkOf, private: priv };
 }
 

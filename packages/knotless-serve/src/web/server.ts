@@ -2,6 +2,7 @@ import type http from 'node:http';
 import { RequestTimeout, withSignal } from '../net/deadline.ts';
 import { actionRoutes } from './actions/routes.ts';
 import { HTML_HEADERS, html, page, type SafeHtml } from './html.ts';
+import { opensFor } from './pages/notifications.ts';
 import { pageRoutes } from './pages/routes.ts';
 import { dispatch, type Route } from './route-table.ts';
 import { serverRoutes } from './routes.ts';
@@ -52,7 +53,7 @@ function answer(site: Site, req: http.IncomingMessage, res: http.ServerResponse)
     const unseen =
       reader === undefined || /^\/(static|xrpc|-\/img)\//.test(pathname) || isGitRequest(pathname)
         ? 0
-        : await site.notifications.unseen(reader.did, reader.handle);
+        : await site.notifications.unseen(reader.did, reader.handle, opensFor(site));
     return withViewer(reader, site.signIn !== undefined, unseen, async () => ({
       body: await dispatch(ROUTES, site, req, res),
       signedIn: viewer() !== undefined,

@@ -1,4 +1,4 @@
-import type { CommentRow, StateFilter } from '../../db/forge-store.ts';
+import type { CommentRow, IssueRow, PullRow, StateFilter } from '../../db/forge-store.ts';
 import { pager } from '../diff-view.ts';
 import { html, href, page, when, type SafeHtml } from '../html.ts';
 import { renderMarkdown } from '../render.ts';
@@ -11,6 +11,48 @@ import { repoHeader } from './common.ts';
  */
 export function noForgeWhenPrivate(repo: RepoTarget): string {
   return `${repo.owner}/${repo.name} is private, and pull requests and issues are public records, so none is kept for it.`;
+}
+
+/** The repository of a pull request's or issue's page: a private one keeps none (404). */
+export function forgeRepo(repo: RepoTarget): RepoTarget {
+  if (repo.private) throw new HttpError(404, noForgeWhenPrivate(repo));
+  return repo;
+}
+
+/** The pull request or issue a page shows, by its author's DID and key: 404 unless it is one of `repo`'s. */
+export async function forgeItem(
+  site: Site,
+  repo: RepoTarget,
+  tab: 'pulls',
+  did: string,
+  rkey: string,
+): Promise<PullRow>;
+export async function forgeItem(
+  site: Site,
+  repo: RepoTarget,
+  tab: 'issues',
+  did: string,
+  rkey: string,
+): Promise<IssueRow>;
+export async function forgeItem(
+  site: Site,
+  repo: RepoTarget,
+  tab: 'pulls' | 'issues',
+  did: string,
+  rkey: string,
+): Promise<PullRow | IssueRow>;
+export async function forgeItem(
+  site: Site,
+  repo: RepoTarget,
+  tab: 'pulls' | 'issues',
+  did: string,
+  rkey: string,
+): Promise<PullRow | IssueRow> {
+  const item =
+    tab === 'pulls' ? await site.index.forge.pull(did, rkey) : await site.index.forge.issue(did, rkey);
+  if (item === undefined || item.repo_did !== repo.did || item.repo_name !== repo.name)
+    throw new HttpError(404, `No such ${tab === 'pulls' ? 'pull request' : 'issue'} in this repository.`);
+  return item;
 }
 
 /** Pull requests and issues listed per page. */

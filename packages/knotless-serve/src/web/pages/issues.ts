@@ -1,9 +1,17 @@
 import type { IssueRow } from '../../db/forge-store.ts';
 import { html, href, page, when } from '../html.ts';
-import { HttpError, type RepoTarget, type Site } from '../site.ts';
+import type { RepoTarget, Site } from '../site.ts';
 import { repoHeader } from './common.ts';
 import { commentForm, labelPills, labelsForm, newIssueForm, stateForm } from './forge-forms.ts';
-import { authorDid, authorLink, commentList, itemListPage, statePill, userText } from './forge-common.ts';
+import {
+  authorDid,
+  authorLink,
+  commentList,
+  forgeItem,
+  itemListPage,
+  statePill,
+  userText,
+} from './forge-common.ts';
 
 function issueHref(repo: RepoTarget, i: Pick<IssueRow, 'did' | 'rkey'>): string {
   return href(repo.owner, repo.name, 'issues', i.did, i.rkey);
@@ -38,9 +46,7 @@ export const issuesPage = itemListPage<IssueRow>({
 /** `/<owner>/<repo>/issues/<author>/<rkey>`: an issue and its comments. */
 export async function issuePage(site: Site, repo: RepoTarget, author: string, rkey: string): Promise<string> {
   const did = await authorDid(site, author);
-  const issue = await site.index.forge.issue(did, rkey);
-  if (issue === undefined || issue.repo_did !== repo.did || issue.repo_name !== repo.name)
-    throw new HttpError(404, 'No such issue in this repository.');
+  const issue = await forgeItem(site, repo, 'issues', did, rkey);
   const comments = await site.index.forge.comments('dev.knotless.issue', did, rkey);
   const short =
     (await site.index.forge.shortIds('issues', repo.did, repo.name)).get(issue.rkey) ?? issue.rkey;

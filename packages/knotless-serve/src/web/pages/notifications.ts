@@ -4,7 +4,9 @@ import type http from 'node:http';
 import type { Notice } from '../../db/notifications.ts';
 import { csrfField } from '../forms.ts';
 import { href, html, page, when, type SafeHtml } from '../html.ts';
+import { repoTarget } from '../route-table.ts';
 import { HttpError, type Site } from '../site.ts';
+import { forgeItem, forgeRepo } from './forge-common.ts';
 import { viewer } from '../viewer.ts';
 import { atomXml, type AtomEntry } from '../atom.ts';
 
@@ -34,11 +36,30 @@ function itemHref(n: Notice, repoOwner: string): string {
   return href(repoOwner, n.item.repoName, n.item.tab, n.item.did, n.item.rkey);
 }
 
+/**
+ * Whether a notice's page opens for its reader, by that page's own rules: the repository known
+ * here and its account active, not private (a private repository keeps no pull requests or
+ * issues, so its name is not shown either), and the item still there and of that repository.
+ * Anyone can write a record naming any repository, so a notice is kept only when it passes.
+ */
+export function opensFor(site: Site): (n: Notice) => Promise<boolean> {
+  return async (n) => {
+    try {
+      const repo = forgeRepo(await repoTarget(site, await named(site, n.item.repoDid), n.item.repoName));
+      await forgeItem(site, repo, n.item.tab, n.item.did, n.item.rkey);
+      return true;
+    } catch (err) {
+      if (err instanceof HttpError) return false;
+      throw err;
+    }
+  };
+}
+
 /** `/-/notifications`: the newest notifications; seeing them clears the header's count. */
 export async function notificationsPage(site: Site, feedUrl?: string): Promise<string> {
   const v = viewer();
   if (v === undefined) throw new HttpError(401, 'Sign in to see your notifications.');
-  const notices = await site.notifications.list(v.did, v.handle);
+  const notices = await site.notifications.list(v.did, v.handle, opensFor(site));
   await site.notifications.seen(v.did);
   const rows: SafeHtml[] = [];
   for (const n of notices) {
@@ -98,7 +119,7 @@ export async function notificationsFeed(site: Site, token: string, res: http.Ser
   if (did === undefined)
     throw new HttpError(404, 'No feed has this address; make a new one on your notifications page.');
   const handle = await named(site, did);
-  const notices = await site.notifications.list(did, handle);
+  const notices = await site.notifications.list(did, handle, opensFor(site));
   const entries: AtomEntry[] = [];
   for (const n of notices) {
     const url = `${site.publicUrl}${itemHref(n, await named(site, n.item.repoDid))}`;

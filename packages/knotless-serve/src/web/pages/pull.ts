@@ -13,7 +13,7 @@ import { commitList } from './commits.ts';
 import { commentForm, labelPills, labelsForm, mergeForm, stateForm } from './forge-forms.ts';
 import { indexedVerdict } from '../checks.ts';
 import { checksBadge, checksList, mergeability } from './checks-view.ts';
-import { authorDid, commentList, statePill, userText } from './forge-common.ts';
+import { authorDid, commentList, forgeItem, statePill, userText } from './forge-common.ts';
 import { mergeWords, pullHref } from './pulls.ts';
 import { chosenLine, lineNotes } from './line-notes.ts';
 import type { LineNotes } from '../diff-view.ts';
@@ -139,9 +139,7 @@ export async function pullPage(
   pageNo: number,
 ): Promise<string> {
   const did = await authorDid(site, author);
-  const pull = await site.index.forge.pull(did, rkey);
-  if (pull === undefined || pull.repo_did !== repo.did || pull.repo_name !== repo.name)
-    throw new HttpError(404, 'No such pull request in this repository.');
+  const pull = await forgeItem(site, repo, 'pulls', did, rkey);
   const rounds = roundsOf(pull);
   const shown = shownOf(params, rounds.length);
   const comments = await site.index.forge.comments('dev.knotless.pull', did, rkey);

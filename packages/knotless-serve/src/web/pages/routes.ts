@@ -2,14 +2,14 @@
 // signed-out reader cannot see declares it, and the dispatcher answers 401 before it runs.
 import { editPage } from '../actions/edit.ts';
 import type { Route, RouteContext } from '../route-table.ts';
-import { HttpError, type RepoTarget, type Site } from '../site.ts';
+import type { RepoTarget, Site } from '../site.ts';
 import { accountPage } from './account.ts';
 import { archive, atomFeed } from './archive.ts';
 import { blobPage, rawBlob } from './blob.ts';
 import { commitPage, comparePage } from './commit.ts';
 import { commitsPage } from './commits.ts';
 import { blamePage, historyPage } from './history.ts';
-import { noForgeWhenPrivate } from './forge-common.ts';
+import { forgeRepo } from './forge-common.ts';
 import { homePage } from './home.ts';
 import { issuePage, issuesPage } from './issues.ts';
 import { notificationsFeed, notificationsPage } from './notifications.ts';
@@ -42,10 +42,7 @@ function forgeView(
   path: string,
   view: (site: Site, repo: RepoTarget, ctx: RouteContext) => Promise<string | undefined>,
 ): Route {
-  return repoView(path, (site, repo, ctx) => {
-    if (repo.private) throw new HttpError(404, noForgeWhenPrivate(repo));
-    return view(site, repo, ctx);
-  });
+  return repoView(path, (site, repo, ctx) => view(site, forgeRepo(repo), ctx));
 }
 
 export const pageRoutes: Route[] = [
