@@ -43,6 +43,8 @@ export interface ProxyRequest {
   method: string;
   path: string;
   nsid: string | undefined;
+  /** The body's Content-Length, when the client sent one: tells apart uploads of different sizes. */
+  length?: number;
 }
 
 /** Options for {@link startProxy}. */
@@ -204,7 +206,13 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
     const owner = await owners.get(req.socket);
     if (owner !== undefined) entry.pid = owner;
     try {
-      await opts.onRequest?.({ method, path, nsid: entry.nsid });
+      const length = req.headers['content-length'];
+      await opts.onRequest?.({
+        method,
+        path,
+        nsid: entry.nsid,
+        ...(length === undefined ? {} : { length: Number(length) }),
+      });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       answerError(res, entry, 500, { error: 'ProxyHookFailed', message });

@@ -3,7 +3,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { startProxy, type Proxy } from 'knotless-devnet';
+import { startProxy, type Proxy, type ProxyRequest } from 'knotless-devnet';
+import { LFS_PARALLEL } from 'knotless-core/ops/lfs';
 import { spawnAgent } from './helpers/agent.ts';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
 import { commitFiles, newRepo, repoMaker, useGitUser, type GitUser } from './helpers/git.ts';
@@ -16,6 +17,8 @@ let proxy: Proxy | undefined;
 let crashAt: string | undefined;
 let agentSocket: string | undefined;
 let agentPid = 0;
+/** Told of each request before the proxy forwards it (and awaited: it may hold the request). */
+let onRequest: ((req: ProxyRequest) => Promise<void> | void) | undefined;
 // Every process (git, the helper, git-lfs's transfer agent) reaches the PDS through the counting proxy.
 const alice = useGitUser(t, 'alice.test', () => ({
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
@@ -26,7 +29,11 @@ const alice = useGitUser(t, 'alice.test', () => ({
 before(async () => {
   await t.ready;
   // The agent's requests are told apart from the others' by the process holding the connection.
-  proxy = await startProxy({ target: t.net.pdsUrl, watchPids: () => (agentPid === 0 ? [] : [agentPid]) });
+  proxy = await startProxy({
+    target: t.net.pdsUrl,
+    watchPids: () => (agentPid === 0 ? [] : [agentPid]),
+    onRequest: async (req) => onRequest?.(req),
+  });
 });
 after(() => proxy?.close());
 const createRepo = repoMaker(alice, 'alice.test', 'lfs');
@@ -152,6 +159,56 @@ describe('Git LFS objects stored in the PDS', () => {
     assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 0);
   });
 
+  it('uploads the blobs of one object side by side, at most a few at a time', async () => {
+    const url = await createRepo();
+    const dir = await lfsRepo(alice, url);
+    // Two blobs of different sizes: the first blob upload to arrive is held until the other one
+    // arrives too, which only an upload that sends them side by side does (a retry of the held
+    // one has its own size, and does not let it go).
+    const two = crypto.randomBytes(BLOB_LIMIT + 1000);
+    await commitFiles(alice, dir, { 'two.bin': two }, 'two');
+    let release!: () => void;
+    const other = new Promise<void>((resolve) => (release = resolve));
+    let held: number | undefined;
+    onRequest = async (req) => {
+      if (req.nsid !== 'com.atproto.repo.uploadBlob') return;
+      if (held === undefined) {
+        held = req.length;
+        await other;
+      } else if (req.length !== held) release();
+    };
+    try {
+      await alice.ok(dir, 'push', 'origin', 'main');
+    } finally {
+      onRequest = undefined;
+    }
+    const record = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(two));
+    assert.equal((record?.value['blobs'] as unknown[]).length, 2);
+
+    // Eight blobs, nothing held: the proxy never has more than the bound of them under way.
+    const eight = crypto.randomBytes(8 * BLOB_LIMIT);
+    await commitFiles(alice, dir, { 'eight.bin': eight }, 'eight');
+    let most = 0;
+    onRequest = (req) => {
+      if (req.nsid !== 'com.atproto.repo.uploadBlob') return;
+      // Itself included: the proxy logs a request before it asks this hook.
+      const open = proxy!.requests.filter((r) => r.nsid === req.nsid && r.status === 0).length;
+      most = Math.max(most, open);
+    };
+    proxy!.reset();
+    try {
+      await alice.ok(dir, 'push', 'origin', 'main');
+    } finally {
+      onRequest = undefined;
+    }
+    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 8);
+    assert.ok(most <= LFS_PARALLEL, `${most} blob uploads were under way at once`);
+    const out = alice.dir();
+    await alice.ok(out, 'clone', '-q', url, 'c');
+    assert.ok(fs.readFileSync(path.join(out, 'c', 'two.bin')).equals(two));
+    assert.ok(fs.readFileSync(path.join(out, 'c', 'eight.bin')).equals(eight));
+  });
+
   it("stores a private repository's LFS objects encrypted, and clones them for its owner", async () => {
     const made = await alice.knotless('repo', 'create', 'lfs-private', '--private');
     assert.equal(made.code, 0, made.stderr);
@@ -205,12 +262,15 @@ describe('Git LFS objects stored in the PDS', () => {
       /knotless: The PDS is rate-limiting uploading LFS object [0-9a-f]{64} until \d{4}-\d\d-\d\dT[\d:.]+Z; try again then, in \d+ s\./,
     );
     assert.doesNotMatch(push.stderr, /^\s+at /m, 'a stack was printed');
+    // The blobs go up side by side, so the refused one is whichever reached the PDS second: the
+    // record lists the blobs before it, each of which landed, and none after it.
     const record = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));
-    assert.equal((record?.value['blobs'] as unknown[]).length, 1);
-    // Once the limit is over, the push goes on from there.
+    const listed = ((record?.value['blobs'] as unknown[] | undefined) ?? []).length;
+    assert.ok(listed < 3, `${listed} blobs listed`);
+    // Once the limit is over, the push goes on from there: only what the record lacks goes up.
     proxy!.reset();
     await alice.ok(dir, 'push', 'origin', 'main');
-    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 2);
+    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 3 - listed);
   });
 
   it('moves LFS objects through the warm agent when one runs: the agent sends their blobs', async () => {
