@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { json, newSite, pdsOf, tipOf, useForgeNet } from './helpers/forge.ts';
+import { contextNames, floodChecks, protectedSite, type CheckListJson } from './helpers/check-flood.ts';
+import { json, useForgeNet } from './helpers/forge.ts';
 
 const {
   t,
@@ -10,71 +11,18 @@ const {
 /** How many verdicts by untrusted runners `check list` shows (knotless-core's UNTRUSTED_SHOWN). */
 const UNTRUSTED_SHOWN = 50;
 
-interface ListJson {
-  checks: { context: string; runner: string; trusted: boolean }[];
-  moreUntrusted?: number;
-  partlyRead?: { runner: string; read: number }[];
-  unmet?: unknown[];
-}
-
-/** Writes a success on `commit` for each of `contexts` straight into `handle`'s account, 200 to an applyWrites. */
-async function floodChecks(handle: string, repo: string, commit: string, contexts: string[]): Promise<void> {
-  const pds = pdsOf(t, handle);
-  const session = (await (
-    await fetch(`${pds}/xrpc/com.atproto.server.createSession`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ identifier: handle, password: t.password }),
-    })
-  ).json()) as { accessJwt: string; did: string };
-  for (let i = 0; i < contexts.length; i += 200) {
-    const writes = contexts.slice(i, i + 200).map((context) => ({
-      $type: 'com.atproto.repo.applyWrites#create',
-      collection: 'dev.knotless.check',
-      value: {
-        $type: 'dev.knotless.check',
-        repo,
-        commit,
-        context,
-        state: 'success',
-        createdAt: new Date().toISOString(),
-      },
-    }));
-    const res = await fetch(`${pds}/xrpc/com.atproto.repo.applyWrites`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
-      body: JSON.stringify({ repo: session.did, writes }),
-    });
-    assert.equal(res.status, 200, await res.text());
-  }
-}
-
-const names = (prefix: string, n: number) =>
-  Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(4, '0')}`);
-
 describe('check list with thousands of checks on one commit', () => {
   let head = '';
 
   it('lists every trusted verdict and at most 50 others, saying how many more and how to see them', async () => {
     await t.ready;
-    await newSite(alice, 'alice.test');
-    head = await tipOf(alice, 'knotless://alice.test/site', 'main');
-    const protect = await alice.knotless(
-      'repo',
-      'protect',
-      'site',
-      'main',
-      '--require-check',
-      'test',
-      '--runner',
-      'bob.test',
-    );
-    assert.equal(protect.code, 0, protect.stderr);
-    const repo = `at://${t.dids['alice.test']!}/dev.knotless.repo/site`;
+    const site = await protectedSite(t, alice, ['test'], ['bob.test']);
+    head = site.head;
+    const repo = site.repo;
     // bob, trusted: 31 contexts; carol and dave, trusted by no one: 1,000 distinct contexts each.
-    await floodChecks('bob.test', repo, head, ['test', ...names('trusted', 30)]);
-    await floodChecks('carol.test', repo, head, names('carol', 1000));
-    await floodChecks('dave.test', repo, head, names('dave', 1000));
+    await floodChecks(t, 'bob.test', repo, head, ['test', ...contextNames('trusted', 30)]);
+    await floodChecks(t, 'carol.test', repo, head, contextNames('carol', 1000));
+    await floodChecks(t, 'dave.test', repo, head, contextNames('dave', 1000));
 
     const res = await carol.knotless('check', 'list', 'alice.test/site', 'main', '--runner', 'dave.test');
     assert.equal(res.code, 0, res.stderr);
@@ -98,7 +46,7 @@ describe('check list with thousands of checks on one commit', () => {
       );
     assert.match(lines.at(-1)!, /required checks: all passed \(test\)/);
 
-    const capped = json<ListJson>(
+    const capped = json<CheckListJson>(
       await carol.knotless('check', 'list', 'alice.test/site', head, '--runner', 'dave.test', '--json'),
     );
     assert.equal(capped.checks.filter((c) => c.trusted).length, 31);
@@ -114,7 +62,7 @@ describe('check list with thousands of checks on one commit', () => {
   });
 
   it('--all lists every verdict', async () => {
-    const all = json<ListJson>(
+    const all = json<CheckListJson>(
       await carol.knotless(
         'check',
         'list',

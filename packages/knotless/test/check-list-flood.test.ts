@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { knotless } from './helpers/cli.ts';
-import { json, newSite, pdsOf, proxyFor, tipOf, useForgeNet } from './helpers/forge.ts';
+import { contextNames, floodChecks, protectedSite, type CheckListJson } from './helpers/check-flood.ts';
+import { json, proxyFor, useForgeNet } from './helpers/forge.ts';
 
 // bob is a runner alice does not trust who writes thousands of checks on her commit: `check list
 // --runner bob.test` reads a bounded part of his account (newest first), shows at most 50 of his
@@ -15,47 +16,13 @@ const {
 /** How many checks bob writes: as many as the brief's hostile account, in 200-record commits. */
 const FLOOD = 10_000;
 
-interface ListJson {
-  commit: string;
-  checks: { context: string; state: string; runner: string; trusted: boolean }[];
-  unmet?: { context: string; kind: string }[];
-  moreUntrusted?: number;
-  partlyRead?: { runner: string; runnerDid: string; read: number }[];
-}
-
 let head = '';
-
-/** Writes `records` into bob's account straight through his PDS, 200 to a commit. */
-async function flood(records: Record<string, unknown>[]): Promise<void> {
-  const pds = pdsOf(t, 'bob.test');
-  const login = await fetch(`${pds}/xrpc/com.atproto.server.createSession`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ identifier: 'bob.test', password: t.password }),
-  });
-  const session = (await login.json()) as { accessJwt: string; did: string };
-  for (let i = 0; i < records.length; i += 200) {
-    const res = await fetch(`${pds}/xrpc/com.atproto.repo.applyWrites`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${session.accessJwt}` },
-      body: JSON.stringify({
-        repo: session.did,
-        writes: records.slice(i, i + 200).map((value) => ({
-          $type: 'com.atproto.repo.applyWrites#create',
-          collection: 'dev.knotless.check',
-          value: { $type: 'dev.knotless.check', ...value },
-        })),
-      }),
-    });
-    assert.equal(res.status, 200, await res.text());
-  }
-}
 
 describe('check list against an account that writes thousands of checks', () => {
   it(`alice checks her head and protects main; bob writes ${FLOOD} checks on it, then one on lint`, async () => {
     await t.ready;
-    await newSite(alice, 'alice.test');
-    head = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    const site = await protectedSite(t, alice, ['test', 'lint']);
+    head = site.head;
     const mine = await alice.knotless(
       'check',
       'set',
@@ -67,28 +34,7 @@ describe('check list against an account that writes thousands of checks', () => 
       'success',
     );
     assert.equal(mine.code, 0, mine.stderr);
-    const protect = await alice.knotless(
-      'repo',
-      'protect',
-      'site',
-      'main',
-      '--require-check',
-      'test',
-      '--require-check',
-      'lint',
-    );
-    assert.equal(protect.code, 0, protect.stderr);
-    const repo = `at://${t.dids['alice.test']}/dev.knotless.repo/site`;
-    const createdAt = new Date().toISOString();
-    await flood(
-      Array.from({ length: FLOOD }, (_, i) => ({
-        repo,
-        commit: head,
-        context: `flood-${String(i).padStart(5, '0')}`,
-        state: 'success',
-        createdAt,
-      })),
-    );
+    await floodChecks(t, 'bob.test', site.repo, head, contextNames('flood', FLOOD, 5));
     const lint = await bob.knotless(
       'check',
       'set',
@@ -119,7 +65,7 @@ describe('check list against an account that writes thousands of checks', () => 
           );
         }).length;
 
-      const listed = json<ListJson>(await run('main', '--runner', 'bob.test', '--json'));
+      const listed = json<CheckListJson>(await run('main', '--runner', 'bob.test', '--json'));
       // One page of 100 holds more than the 50 shown: reading stops there, not after 100 pages.
       assert.equal(bobsPages(), 1);
       const trusted = listed.checks.filter((c) => c.trusted);
@@ -162,7 +108,7 @@ describe('check list against an account that writes thousands of checks', () => 
 
       // Without bob named, nothing of his is read, as before.
       proxy.reset();
-      const plain = json<ListJson>(await run('main', '--json'));
+      const plain = json<CheckListJson>(await run('main', '--json'));
       assert.equal(bobsPages(), 0);
       assert.deepEqual(
         plain.checks.map((c) => [c.context, c.runner]),
@@ -173,7 +119,7 @@ describe('check list against an account that writes thousands of checks', () => 
 
       // --all asks for every one: bob's whole account is read, and every verdict listed.
       proxy.reset();
-      const whole = json<ListJson>(await run('main', '--runner', 'bob.test', '--all', '--json'));
+      const whole = json<CheckListJson>(await run('main', '--runner', 'bob.test', '--all', '--json'));
       assert.equal(bobsPages(), FLOOD / 100 + 1);
       assert.equal(whole.checks.length, 1 + FLOOD + 1);
       assert.equal(whole.partlyRead, undefined);
