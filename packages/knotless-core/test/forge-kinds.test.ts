@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { FORGE_COLLECTIONS, FORGE_KINDS, forgeRow, kindOf } from '../src/forge/kinds/table.ts';
+import {
+  FORGE_COLLECTIONS,
+  FORGE_KINDS,
+  FORGE_LEXICONS,
+  forgeRow,
+  kindOf,
+} from '../src/forge/kinds/table.ts';
+import { KNOTLESS_OAUTH_SCOPE } from '../src/forge/oauth-scope.ts';
 
 const lexicons = path.join(import.meta.dirname, '../../../lexicons');
 
@@ -12,8 +19,15 @@ describe("the table of the forge's kinds", () => {
       assert.equal(new Set(FORGE_KINDS.map((k) => k[key])).size, FORGE_KINDS.length, key);
     for (const c of FORGE_COLLECTIONS) {
       assert.equal(kindOf(c).collection, c);
-      assert.ok(fs.existsSync(path.join(lexicons, `${c.split('.').join('/')}.json`)), c);
+      // The document a kind carries is its collection's file in lexicons/, as it is there.
+      const file = path.join(lexicons, `${c.split('.').join('/')}.json`);
+      assert.deepEqual(kindOf(c).lexicon, JSON.parse(fs.readFileSync(file, 'utf8')), c);
+      assert.equal(kindOf(c).lexicon.id, c);
     }
+    assert.deepEqual(
+      FORGE_LEXICONS.map((l) => l.id),
+      FORGE_COLLECTIONS,
+    );
     // Pull requests and issues before the records that name them.
     assert.deepEqual(FORGE_COLLECTIONS, [
       'dev.knotless.pull',
@@ -46,5 +60,29 @@ describe("the table of the forge's kinds", () => {
       subject_did: 'did:plc:b',
       subject_name: 'site',
     });
+  });
+
+  it("asks an OAuth sign-in for the git side and the kinds a sign-in writes, not a runner's checks nor protections", () => {
+    const scope = KNOTLESS_OAUTH_SCOPE.split(' ');
+    assert.equal(new Set(scope).size, scope.length);
+    assert.deepEqual(
+      [...scope].sort(),
+      [
+        'atproto',
+        'blob:application/x-git-packed-objects',
+        ...[
+          'repo',
+          'ref',
+          'lfs',
+          'pull',
+          'pull.status',
+          'issue',
+          'issue.state',
+          'comment',
+          'key',
+          'star',
+        ].map((c) => `repo:dev.knotless.${c}`),
+      ].sort(),
+    );
   });
 });

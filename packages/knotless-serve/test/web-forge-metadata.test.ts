@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { oauthClientMetadataSchema } from '@atproto/oauth-types';
-import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/records/collections';
+import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/forge/oauth-scope';
 import { startAppview, type Appview } from '../src/appview.ts';
 import { serverKeyOf } from '../src/auth/server-key.ts';
 import { defaultConfig, type ServeConfig } from '../src/config.ts';

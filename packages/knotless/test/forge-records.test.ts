@@ -20,6 +20,8 @@ import {
   parsePullStatus,
   writeRecord,
 } from '../src/forge/records.ts';
+import { lexiconProblem } from '../src/forge/lexicons.ts';
+import { FORGE_COLLECTIONS } from 'knotless-core/forge/kinds/table';
 import { newTid } from 'knotless-core/tid';
 
 const now = '2026-01-01T00:00:00.000Z';
@@ -138,6 +140,14 @@ describe('forge records', () => {
     for (const k of keys) assert.ok(isValidTid(k), k);
     assert.deepEqual([...keys].sort(), keys);
     assert.equal(new Set(keys).size, keys.length);
+  });
+});
+
+describe("the CLI's lexicon check", () => {
+  it("knows the repository record and every kind in knotless-core's table of kinds, each by its own lexicon", async () => {
+    // An empty record misses each lexicon's first required property: the check found its document.
+    for (const c of ['dev.knotless.repo', ...FORGE_COLLECTIONS])
+      assert.match((await lexiconProblem(c, {})) ?? '', /^Record must have the property "\w+"$/, c);
   });
 });
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { watchRequests } from 'knotless-devnet';
-import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/records/collections';
+import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/forge/oauth-scope';
 import { appviewOn, waitFor } from '../../knotless-serve/test/helpers.ts';
 import { spawnAgent } from './helpers/agent.ts';
 import { knotless, runProcess } from './helpers/cli.ts';

@@ -15,22 +15,14 @@ export function refKeyPrefix(repo: string): string {
   return `${repo}~`;
 }
 
-/**
- * What a knotless OAuth sign-in asks for (the CLI's `knotless login`, the appview's sign-in): its
- * own collections (repositories, refs and LFS objects; pull requests, issues, their states and comments; stars) and
- * pack blobs, nothing else. A repo scope names exact collections (no prefix wildcard exists), so
- * each is listed.
- */
-export const KNOTLESS_OAUTH_SCOPE = [
-  'atproto',
-  ...['repo', 'ref', 'lfs', 'pull', 'pull.status', 'issue', 'issue.state', 'comment', 'key', 'star'].map(
-    (c) => `repo:dev.knotless.${c}`,
-  ),
-  'blob:application/x-git-packed-objects',
-].join(' ');
-
 /** A device's public key (private repositories' keys are wrapped to these). */
 export const KEY_COLLECTION = 'dev.knotless.key';
+
+/**
+ * The git side's collections a knotless OAuth sign-in asks to write (repositories, refs, LFS objects,
+ * device keys); the forge's kinds say for themselves, and forge/oauth-scope.ts puts both together.
+ */
+export const GIT_SIGN_IN_COLLECTIONS = [REPO_COLLECTION, REF_COLLECTION, LFS_COLLECTION, KEY_COLLECTION];
 
 /** The appview's webhook methods (lexicons/dev/knotless/webhook/), called with service auth. */
 export const WEBHOOK_METHODS = [
@@ -42,8 +34,9 @@ export const WEBHOOK_METHODS = [
 export type WebhookMethod = (typeof WEBHOOK_METHODS)[number];
 
 /**
- * What the CLI's OAuth sign-in asks for besides {@link KNOTLESS_OAUTH_SCOPE}: service-auth tokens
- * (com.atproto.server.getServiceAuth) for the webhook methods, for `knotless webhook`. Their
+ * What the CLI's OAuth sign-in asks for besides `KNOTLESS_OAUTH_SCOPE` (forge/oauth-scope.ts):
+ * service-auth tokens (com.atproto.server.getServiceAuth) for the webhook methods, for `knotless
+ * webhook`. Their
  * audience is `*`: an rpc scope names either any audience or a DID with a `#service` fragment, and
  * the appview's audience is its bare did:web, whichever appview the user points the CLI at.
  */

@@ -4,7 +4,7 @@
 // PDS accepts without fetching metadata. Either way it asks for the CLI's scopes, no more.
 import type * as OAuthModule from '@atproto/oauth-client-node';
 import type { Kysely } from 'kysely';
-import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/records/collections';
+import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/forge/oauth-scope';
 import type { Database } from '../db/schema.ts';
 import type { Identities } from '../ingest/identities.ts';
 import type { Index } from '../db/index-store.ts';

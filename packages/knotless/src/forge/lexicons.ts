@@ -1,24 +1,13 @@
 import type { LexiconDoc, Lexicons } from '@atproto/lexicon';
-import check from '../../../../lexicons/dev/knotless/check.json' with { type: 'json' };
-import comment from '../../../../lexicons/dev/knotless/comment.json' with { type: 'json' };
-import issueState from '../../../../lexicons/dev/knotless/issue/state.json' with { type: 'json' };
-import issue from '../../../../lexicons/dev/knotless/issue.json' with { type: 'json' };
-import pullStatus from '../../../../lexicons/dev/knotless/pull/status.json' with { type: 'json' };
-import protection from '../../../../lexicons/dev/knotless/protection.json' with { type: 'json' };
-import pull from '../../../../lexicons/dev/knotless/pull.json' with { type: 'json' };
+import { FORGE_LEXICONS } from 'knotless-core/forge/kinds/table';
 import repo from '../../../../lexicons/dev/knotless/repo.json' with { type: 'json' };
 
-/** The lexicon documents the forge's records are checked against (bundled: an install has no lexicons/). */
-const DOCS = [
-  repo,
-  pull,
-  pullStatus,
-  issue,
-  issueState,
-  comment,
-  check,
-  protection,
-] as unknown as LexiconDoc[];
+/**
+ * The lexicon documents the forge's records are checked against (bundled: an install has no
+ * lexicons/): the repository record's, and each forge kind's from the table of kinds, so a new kind
+ * needs no line here.
+ */
+const DOCS = [repo, ...FORGE_LEXICONS] as unknown as LexiconDoc[];
 
 let loaded: Promise<{ lex: Lexicons; jsonToLex: (v: unknown) => unknown }> | undefined;
 

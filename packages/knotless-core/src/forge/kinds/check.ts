@@ -3,10 +3,13 @@ import { isObjectId } from '../../git/refname.ts';
 import { hasUnsafe } from '../../text/terminal.ts';
 import { CHECK, CHECK_STATES, InvalidRecord, type CheckRecord } from '../records.ts';
 import { checkRepoUri, forgeKind, uriOf } from './kind.ts';
+import checkLexicon from '../../../../../lexicons/dev/knotless/check.json' with { type: 'json' };
 
 export const CHECK_KIND = forgeKind({
   name: 'check',
   collection: CHECK,
+  lexicon: checkLexicon,
+  signIn: false,
   table: 'checks',
   noun: 'check',
   parse(value): CheckRecord {

@@ -1,10 +1,13 @@
 // A comment (dev.knotless.comment) on a pull request or an issue, optionally on one line of a round's diff.
 import { COMMENT, ISSUE, InvalidRecord, PULL, lineCommentProblem, type CommentRecord } from '../records.ts';
 import { checkSubject, forgeKind, uriOf } from './kind.ts';
+import commentLexicon from '../../../../../lexicons/dev/knotless/comment.json' with { type: 'json' };
 
 export const COMMENT_KIND = forgeKind({
   name: 'comment',
   collection: COMMENT,
+  lexicon: commentLexicon,
+  signIn: true,
   table: 'comments',
   noun: 'comment',
   parse(value): CommentRecord {

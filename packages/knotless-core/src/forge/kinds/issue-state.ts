@@ -1,10 +1,13 @@
 // A decision on an issue (dev.knotless.issue.state): open or closed, and the owner's labels.
 import { ISSUE, ISSUE_STATE, InvalidRecord, type IssueStateRecord } from '../records.ts';
 import { checkSubject, forgeKind, uriOf } from './kind.ts';
+import issueStateLexicon from '../../../../../lexicons/dev/knotless/issue/state.json' with { type: 'json' };
 
 export const ISSUE_STATE_KIND = forgeKind({
   name: 'issueState',
   collection: ISSUE_STATE,
+  lexicon: issueStateLexicon,
+  signIn: true,
   table: 'issue_states',
   noun: "issue's state",
   parse(value): IssueStateRecord {

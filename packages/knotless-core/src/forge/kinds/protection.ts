@@ -2,10 +2,13 @@
 import { hasUnsafe } from '../../text/terminal.ts';
 import { InvalidRecord, PROTECTION, isValidBranch, type ProtectionRecord } from '../records.ts';
 import { checkRepoUri, forgeKind } from './kind.ts';
+import protectionLexicon from '../../../../../lexicons/dev/knotless/protection.json' with { type: 'json' };
 
 export const PROTECTION_KIND = forgeKind({
   name: 'protection',
   collection: PROTECTION,
+  lexicon: protectionLexicon,
+  signIn: false,
   table: 'protections',
   noun: 'protection',
   parse(value): ProtectionRecord {

@@ -3,10 +3,13 @@ import { isObjectId } from '../../git/refname.ts';
 import { hasUnsafe } from '../../text/terminal.ts';
 import { InvalidRecord, PULL, PULL_STATUS, type PullStatusRecord } from '../records.ts';
 import { checkSubject, forgeKind, uriOf } from './kind.ts';
+import pullStatusLexicon from '../../../../../lexicons/dev/knotless/pull/status.json' with { type: 'json' };
 
 export const PULL_STATUS_KIND = forgeKind({
   name: 'pullStatus',
   collection: PULL_STATUS,
+  lexicon: pullStatusLexicon,
+  signIn: true,
   table: 'pull_statuses',
   noun: "pull request's state",
   parse(value): PullStatusRecord {

@@ -2,6 +2,7 @@
 import { isObjectId } from '../../git/refname.ts';
 import { InvalidRecord, PULL, isValidBranch, type PullRecord, type Round } from '../records.ts';
 import { checkRepoUri, forgeKind, itemRow, storedTime } from './kind.ts';
+import pullLexicon from '../../../../../lexicons/dev/knotless/pull.json' with { type: 'json' };
 
 /** A round as the appview's index keeps it (`PullTable.rounds`): its pack named by CID alone. */
 export interface StoredRound {
@@ -23,6 +24,8 @@ export function storedRound(x: Round): StoredRound {
 export const PULL_KIND = forgeKind({
   name: 'pull',
   collection: PULL,
+  lexicon: pullLexicon,
+  signIn: true,
   table: 'pulls',
   noun: 'pull request',
   parse(value): PullRecord {

@@ -1,11 +1,12 @@
-// The table of the forge's kinds of record: what the reader (read.ts), the appview's ingest (which
-// collections it follows and backfills, in this order) and its store (which table, which row) go
-// through. A new kind is a module beside this one and a line here.
+// The table of the forge's kinds of record: what the reader (read.ts), the front ends' lexicon checks
+// (FORGE_LEXICONS), the OAuth scope (forge/oauth-scope.ts), the appview's ingest (which collections it
+// follows and backfills, in this order) and its store (which table, which row) go through. A new kind
+// is a module beside this one and a line here.
 import { CHECK_KIND } from './check.ts';
 import { COMMENT_KIND } from './comment.ts';
 import { ISSUE_STATE_KIND } from './issue-state.ts';
 import { ISSUE_KIND } from './issue.ts';
-import { storedTime, type ForgeKind } from './kind.ts';
+import { storedTime, type ForgeKind, type LexiconDocument } from './kind.ts';
 import { PROTECTION_KIND } from './protection.ts';
 import { PULL_STATUS_KIND } from './pull-status.ts';
 import { PULL_KIND } from './pull.ts';
@@ -32,6 +33,14 @@ export const FORGE_COLLECTIONS = FORGE_KINDS.map((k) => k.collection);
 export type ForgeCollection = AnyKind['collection'];
 /** The appview's forge tables, one a collection. */
 export type ForgeTable = AnyKind['table'];
+
+/** The lexicon document of each kind: what each front end's lexicon check is built from. */
+export const FORGE_LEXICONS: readonly LexiconDocument[] = FORGE_KINDS.map((k) => k.lexicon);
+
+/** The forge's collections a knotless OAuth sign-in asks to write, in the table's order. */
+export const SIGN_IN_COLLECTIONS: readonly ForgeCollection[] = FORGE_KINDS.filter((k) => k.signIn).map(
+  (k) => k.collection,
+);
 
 export function isForgeCollection(c: string): c is ForgeCollection {
   return (FORGE_COLLECTIONS as readonly string[]).includes(c);

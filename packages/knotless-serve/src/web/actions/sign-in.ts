@@ -2,7 +2,7 @@
 // starts a browser session, and sign-out, which revokes the tokens at the PDS.
 import type http from 'node:http';
 import { safeText } from 'knotless-core/text/terminal';
-import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/records/collections';
+import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/forge/oauth-scope';
 import { sessionCookie, signInBinding, signInBoundHere, type Viewer } from '../../auth/web-sessions.ts';
 import { HTML_HEADERS, html, page } from '../html.ts';
 import { HttpError, type Site } from '../site.ts';
