@@ -5,9 +5,9 @@
 // unless the DID document now names another PDS (the account moved) or another key (it rotated), in
 // which case the newer history starts there.
 import path from 'node:path';
-import { KnotlessError } from '../errors.ts';
 import { readJson, writeFileAtomic } from '../fsutil.ts';
 import { safeText } from '../text/terminal.ts';
+import { unverified } from './verified-read.ts';
 
 /** The newest verified commit of one account, and where it was verified. */
 interface Mark {
@@ -46,9 +46,9 @@ export class NewestRev {
   /** Refuses a proof at a commit older than the newest this machine verified of the account. */
   check(rev: string): void {
     if (this.#mark !== undefined && rev < this.#mark.rev)
-      throw new KnotlessError(
-        'unverified-remote',
-        `The ref table of ${safeText(this.#name, 200)} could not be verified (the PDS answered with the account's commit ${safeText(rev, 40)}, older than ${safeText(this.#mark.rev, 40)} already verified on this machine); nothing from it was used, so check the PDS or the network in between and try again.`,
+      throw unverified(
+        this.#name,
+        `the PDS answered with the account's commit ${safeText(rev, 40)}, older than ${safeText(this.#mark.rev, 40)} already verified on this machine`,
       );
     if (this.#newest === undefined || rev > this.#newest) this.#newest = rev;
   }

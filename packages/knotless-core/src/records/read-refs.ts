@@ -38,9 +38,35 @@ export interface TableRead {
 export async function readRefTable(remote: RemoteRepo): Promise<TableRead | undefined> {
   const verify: TableVerifier | undefined = remote.verifier;
   if (verify === undefined) throw new Error(`${remote.label} was opened without a verifier`);
+  const name = `${remote.owner.handle ?? remote.owner.did}/${remote.name}`;
+  if (verify.unchecked !== undefined) return readUnchecked(remote, verify, name);
+  const reads = await openVerifiedReads(remote, verify);
+  const table = await readTableWith(remote, reads.read);
+  reads.save();
+  return table === undefined ? undefined : { ...table, signingKey: reads.signingKey };
+}
+
+/** Verified reads of one account's records, for one command: see {@link openVerifiedReads}. */
+export interface VerifiedReads {
+  /** The `#atproto` key proofs are checked against. */
+  signingKey: string;
+  /** The PDS the reads go to (KNOTLESS_SERVICE when set, else the one the DID document names). */
+  pds: string;
+  /** One record with its proof, checked, and its commit no older than the newest verified. */
+  read: (collection: string, rkey: string) => Promise<VerifiedRecord>;
+  /** Keeps the newest commit the reads verified (records/newest-rev.ts). */
+  save: () => void;
+}
+
+/**
+ * Reads the account's DID document for its key (the one the owner's resolution read, when it read
+ * one) and returns verified reads of its records against it: each proof checked (records/
+ * verified-read.ts), taken from the key the current one replaced only for a commit made before the
+ * replacement, and refused when older than the newest commit this machine verified of the account.
+ */
+export async function openVerifiedReads(remote: RemoteRepo, verify: TableVerifier): Promise<VerifiedReads> {
   const did = remote.owner.did;
   const name = `${remote.owner.handle ?? did}/${remote.name}`;
-  if (verify.unchecked !== undefined) return readUnchecked(remote, verify, name);
   const account = await accountKey(verify.transport, did, verify.plcUrl, name, verify.document?.());
   const signingKey = account.key;
   // No going back: every proof of this read is at least as new as the newest this machine verified.
@@ -62,23 +88,26 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
           AbortSignal.timeout(10_000),
         ))
     : undefined;
-  const read = async (collection: string, rkey: string): Promise<VerifiedRecord> => {
-    const got = await verifiedRead({
-      ...(previousKey === undefined ? {} : { previousKey }),
-      transport: verify.transport,
-      pds: verify.service(account.pds),
-      did,
-      collection,
-      rkey,
-      signingKey,
-      name,
-    });
-    newest.check(got.rev);
-    return got;
+  const pds = verify.service(account.pds);
+  return {
+    signingKey,
+    pds,
+    read: async (collection, rkey) => {
+      const got = await verifiedRead({
+        ...(previousKey === undefined ? {} : { previousKey }),
+        transport: verify.transport,
+        pds,
+        did,
+        collection,
+        rkey,
+        signingKey,
+        name,
+      });
+      newest.check(got.rev);
+      return got;
+    },
+    save: () => newest.save(),
   };
-  const table = await readTableWith(remote, read);
-  newest.save();
-  return table === undefined ? undefined : { ...table, signingKey };
 }
 
 /**
@@ -108,7 +137,7 @@ async function readUnchecked(
 }
 
 /** The table and its parts, each record read by `read`; undefined when the table is proved absent. */
-async function readTableWith(
+export async function readTableWith(
   remote: RemoteRepo,
   read: (collection: string, rkey: string) => Promise<VerifiedRecord>,
 ): Promise<Omit<TableRead, 'signingKey'> | undefined> {

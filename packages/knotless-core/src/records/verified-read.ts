@@ -63,11 +63,26 @@ export function answeredNoProof(err: unknown): boolean {
   return isKnotlessError(err, 'unverified-remote') && err.cause instanceof NoProof;
 }
 
-function unverified(name: string, what: string): KnotlessError {
-  return new KnotlessError(
+/** Why each refusal made here was made, as data (see {@link refusalReason}). */
+const reasons = new WeakMap<Error, string>();
+
+/** A refusal of a proof of `name`'s refs, for the reason `what`, with the failure under it. */
+export function unverified(name: string, what: string, cause?: unknown): KnotlessError {
+  const err = new KnotlessError(
     'unverified-remote',
     `The ref table of ${safeText(name, 200)} could not be verified (${what}); nothing from it was used, so check the PDS or the network in between and try again.`,
+    cause === undefined ? undefined : { cause },
   );
+  reasons.set(err, what);
+  return err;
+}
+
+/**
+ * Why a proof was refused (`the proof is another account's commit`…), when `err` is such a
+ * refusal; undefined for any other failure. `knotless verify` says it of each ref.
+ */
+export function refusalReason(err: unknown): string | undefined {
+  return err instanceof Error ? reasons.get(err) : undefined;
 }
 
 /**
@@ -155,29 +170,23 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
     );
   }
   if (res.status < 200 || res.status > 299)
-    throw new KnotlessError(
-      'unverified-remote',
-      unverified(req.name, `the PDS answered HTTP ${res.status} instead of a proof`).message,
-      { cause: new NoProof(res.status) },
+    throw unverified(
+      req.name,
+      `the PDS answered HTTP ${res.status} instead of a proof`,
+      new NoProof(res.status),
     );
   const { commitSigned, decodeBlock, jsonForm, readCar, readCommit, treeGet } = await import('./proof.ts');
   let car: ReturnType<typeof readCar>;
   try {
     car = readCar(new Uint8Array(res.body));
   } catch (err) {
-    throw new KnotlessError(
-      'unverified-remote',
-      unverified(req.name, 'its proof is not a CAR whose blocks match their CIDs').message,
-      { cause: err },
-    );
+    throw unverified(req.name, 'its proof is not a CAR whose blocks match their CIDs', err);
   }
   let commit: Commit;
   try {
     commit = readCommit(car.blocks.get(car.root.toString()));
   } catch (err) {
-    throw new KnotlessError('unverified-remote', unverified(req.name, 'its proof holds no commit').message, {
-      cause: err,
-    });
+    throw unverified(req.name, 'its proof holds no commit', err);
   }
   if (req.signingKey !== undefined) await checkCommit(commit, req, req.signingKey, commitSigned);
   let found: ReturnType<typeof treeGet>;
@@ -190,11 +199,7 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
       value = jsonForm(decodeBlock(block));
     }
   } catch (err) {
-    throw new KnotlessError(
-      'unverified-remote',
-      unverified(req.name, "the proof lacks the tree's path to the record").message,
-      { cause: err },
-    );
+    throw unverified(req.name, "the proof lacks the tree's path to the record", err);
   }
   const at = { rev: commit.rev, commit: car.root.toString() };
   if (found === null) return { found: false, ...at };
@@ -213,11 +218,7 @@ async function checkCommit(
   try {
     signed = commitSigned(commit, signingKey);
   } catch (err) {
-    throw new KnotlessError(
-      'unverified-remote',
-      unverified(req.name, "the account's key is of a kind knotless cannot check").message,
-      { cause: err },
-    );
+    throw unverified(req.name, "the account's key is of a kind knotless cannot check", err);
   }
   if (!signed && req.previousKey !== undefined) signed = await signedBefore(commit, req, commitSigned);
   if (!signed) throw unverified(req.name, "the commit's signature does not match the account's key");
@@ -237,13 +238,10 @@ async function signedBefore(
   try {
     previous = await req.previousKey!();
   } catch (err) {
-    throw new KnotlessError(
-      'unverified-remote',
-      unverified(
-        req.name,
-        "the commit's signature does not match the account's key, and its earlier keys could not be read",
-      ).message,
-      { cause: err },
+    throw unverified(
+      req.name,
+      "the commit's signature does not match the account's key, and its earlier keys could not be read",
+      err,
     );
   }
   if (previous === undefined) return false;
@@ -253,13 +251,10 @@ async function signedBefore(
   try {
     return commitSigned(commit, previous.key);
   } catch (err) {
-    throw new KnotlessError(
-      'unverified-remote',
-      unverified(
-        req.name,
-        "the commit's signature does not match the account's key, and its earlier key is of a kind knotless cannot check",
-      ).message,
-      { cause: err },
+    throw unverified(
+      req.name,
+      "the commit's signature does not match the account's key, and its earlier key is of a kind knotless cannot check",
+      err,
     );
   }
 }

@@ -19,6 +19,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo share': () => import('./commands/repo-share.ts'),
   'repo unshare': () => import('./commands/repo-unshare.ts'),
   'repo protect': () => import('./commands/repo-protect.ts'),
+  verify: () => import('./commands/verify.ts'),
   'key list': () => import('./commands/key-list.ts'),
   'key export': () => import('./commands/key-export.ts'),
   'key import': () => import('./commands/key-import.ts'),

@@ -1,0 +1,199 @@
+// `knotless verify` (cli.md, "Verification") against the dev network's real PDS and PLC directory:
+// a repository on ref records has each record checked against its own proof (the account, its PDS,
+// its key, the signed commit, each ref verified, and the listing said not to be proved complete); a
+// proxy that changes what the listing says of a ref (keeping its CID) gets that ref marked not
+// verified and the command ends 21; a repository with a ref table is proved whole; a table whose
+// proof does not hold fails the command in one sentence.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { jsonToLex } from '@atproto/lexicon';
+import { cidForRecord } from '@atproto/repo';
+import { startProxy, type Proxy } from 'knotless-devnet';
+import { atprotoSigningKey } from 'knotless-core/records/proof';
+import { applyRefUpdates, layoutRefTable } from 'knotless-core/records/ref-table';
+import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+
+const t = useNetwork(['alice.test', 'bob.test']);
+let proxy: Proxy | undefined;
+let service = false;
+const alice = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_COMPACT: '0',
+  KNOTLESS_AGENT: '0',
+  ...(service && proxy !== undefined ? { KNOTLESS_SERVICE: proxy.url } : {}),
+}));
+
+interface Verdict {
+  repo: string;
+  did: string;
+  handle?: string;
+  pds: string;
+  key: string;
+  layout: 'table' | 'records';
+  complete: boolean;
+  rev?: string;
+  commit?: string;
+  checkedAt: string;
+  refs: { ref: string; target?: string; symref?: string; verified: boolean; why?: string }[];
+}
+
+before(async () => {
+  await t.ready;
+  proxy = await startProxy({ target: t.net.pdsUrl });
+});
+after(() => proxy?.close());
+
+/** The `#atproto` key alice's DID document names, read from the PLC directory, as a `did:key`. */
+async function aliceKey(): Promise<string> {
+  const did = t.dids['alice.test']!;
+  const doc = (await (await fetch(`${t.net.plcUrl}/${did}`)).json()) as unknown;
+  return atprotoSigningKey(did, doc)!;
+}
+
+async function session(handle: string): Promise<{ accessJwt: string; did: string }> {
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.createSession`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ identifier: handle, password: t.password }),
+  });
+  return (await res.json()) as { accessJwt: string; did: string };
+}
+
+async function put(collection: string, rkey: string, record: Record<string, unknown>): Promise<void> {
+  const s = await session('alice.test');
+  const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.putRecord`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${s.accessJwt}` },
+    body: JSON.stringify({ repo: s.did, collection, rkey, record, validate: false }),
+  });
+  assert.equal(res.status, 200, await res.text());
+}
+
+describe('knotless verify', () => {
+  it("checks each ref record of a repository without a table against its own proof, and says the listing's completeness is not proved", async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
+    const dir = await newRepo(alice, 'knotless://alice.test/site');
+    const head = await commitFiles(alice, dir, { 'a.txt': 'one\n' }, 'one');
+    await alice.ok(dir, 'push', '-q', 'origin', 'main', 'main:refs/heads/other');
+
+    const res = await alice.knotless('verify', 'alice.test/site', '--json');
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(res.stderr, '');
+    const v = JSON.parse(res.stdout) as Verdict;
+    assert.equal(v.repo, 'alice.test/site');
+    assert.equal(v.did, t.dids['alice.test']);
+    assert.equal(v.handle, 'alice.test');
+    assert.equal(v.pds, t.net.pdsUrl);
+    assert.equal(v.key, await aliceKey());
+    assert.equal(v.layout, 'records');
+    assert.equal(v.complete, false);
+    assert.match(v.rev ?? '', /^[a-z2-7]{13}$/);
+    assert.match(v.commit ?? '', /^bafyrei/);
+    assert.ok(!Number.isNaN(Date.parse(v.checkedAt)));
+    assert.deepEqual(v.refs.map((r) => [r.ref, r.target ?? `-> ${r.symref}`, r.verified]).sort(), [
+      ['HEAD', '-> refs/heads/main', true],
+      ['refs/heads/main', head, true],
+      ['refs/heads/other', head, true],
+    ]);
+
+    const text = await alice.knotless('verify', 'alice.test/site');
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(
+      text.stdout,
+      /^ {2}layout {4}ref records \(each ref is proved; that none is left out is not/m,
+    );
+    assert.match(text.stdout, new RegExp(`^ {4}verified {6}refs/heads/main  ${head}$`, 'm'));
+  });
+
+  it('marks a ref the listing changed as not verified, and ends 21', async () => {
+    // The listing as the PDS gives it, with refs/heads/other pointed elsewhere under its real CID.
+    const url = new URL('/xrpc/com.atproto.repo.listRecords', t.net.pdsUrl);
+    url.searchParams.set('repo', t.dids['alice.test']!);
+    url.searchParams.set('collection', 'dev.knotless.ref');
+    url.searchParams.set('limit', '100');
+    const listing = (await (await fetch(url)).json()) as {
+      records: { value: { ref?: string; target?: string } }[];
+    };
+    const forged = 'f'.repeat(40);
+    for (const r of listing.records) if (r.value.ref === 'refs/heads/other') r.value.target = forged;
+    proxy!.inject({
+      nsid: 'com.atproto.repo.listRecords',
+      times: Infinity,
+      fault: { kind: 'replace', body: Buffer.from(JSON.stringify(listing)), contentType: 'application/json' },
+    });
+    service = true;
+    try {
+      const res = await alice.knotless('verify', 'alice.test/site', '--json');
+      assert.equal(res.code, 21, res.stderr);
+      assert.ok(proxy!.faultsFired.length > 0);
+      const v = JSON.parse(res.stdout) as Verdict;
+      const other = v.refs.find((r) => r.ref === 'refs/heads/other')!;
+      assert.deepEqual(other, {
+        ref: 'refs/heads/other',
+        target: forged,
+        verified: false,
+        why: 'the signed commit holds another version of its record',
+      });
+      assert.ok(v.refs.filter((r) => r.ref !== 'refs/heads/other').every((r) => r.verified));
+      assert.equal(
+        res.stderr.trim(),
+        "knotless: 1 of the 3 refs of alice.test/site could not be verified against the account's signed commit (listed above); do not fetch them until its PDS serves proofs that hold, and check the PDS or the network in between.",
+      );
+    } finally {
+      service = false;
+      proxy!.clearFaults();
+    }
+  });
+
+  it('proves a repository with a ref table whole, and refuses a table whose proof does not hold', async () => {
+    const did = t.dids['alice.test']!;
+    const target = 'c'.repeat(40);
+    const table = applyRefUpdates(
+      undefined,
+      [{ ref: 'refs/heads/main', target, packs: [] }],
+      { repo: `at://${did}/dev.knotless.repo/tabled`, head: 'refs/heads/main', maintainer: false },
+      new Date(),
+    );
+    const writes = await layoutRefTable(table, 'tabled', async (value) =>
+      (await cidForRecord(jsonToLex(value) as Parameters<typeof cidForRecord>[0])).toString(),
+    );
+    assert.equal((await alice.knotless('repo', 'create', 'tabled')).code, 0);
+    for (const part of writes.create) await put('dev.knotless.refs.part', part.rkey, part.value);
+    await put('dev.knotless.refs', 'tabled', writes.table);
+
+    const res = await alice.knotless('verify', 'alice.test/tabled', '--json');
+    assert.equal(res.code, 0, res.stderr);
+    const v = JSON.parse(res.stdout) as Verdict;
+    assert.equal(v.layout, 'table');
+    assert.equal(v.complete, true);
+    assert.deepEqual(v.refs, [
+      { ref: 'HEAD', symref: 'refs/heads/main', verified: true },
+      { ref: 'refs/heads/main', target, verified: true },
+    ]);
+
+    // bob's proof (of a table he does not have) for alice's: refused, in the readers' one sentence.
+    const proof = new URL('/xrpc/com.atproto.sync.getRecord', t.net.pdsUrl);
+    proof.searchParams.set('did', t.dids['bob.test']!);
+    proof.searchParams.set('collection', 'dev.knotless.refs');
+    proof.searchParams.set('rkey', 'tabled');
+    const body = new Uint8Array(await (await fetch(proof)).arrayBuffer());
+    proxy!.inject({
+      nsid: 'com.atproto.sync.getRecord',
+      times: Infinity,
+      fault: { kind: 'replace', body, contentType: 'application/vnd.ipld.car' },
+    });
+    service = true;
+    try {
+      const bad = await alice.knotless('verify', 'alice.test/tabled');
+      assert.equal(bad.code, 21, bad.stderr);
+      assert.equal(bad.stdout, '');
+      assert.equal(
+        bad.stderr.trim(),
+        "knotless: The ref table of alice.test/tabled could not be verified (the proof is another account's commit); nothing from it was used, so check the PDS or the network in between and try again.",
+      );
+    } finally {
+      service = false;
+      proxy!.clearFaults();
+    }
+  });
+});
