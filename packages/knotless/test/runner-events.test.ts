@@ -254,6 +254,35 @@ describe('knotless runner: pull requests on the same PDS, runs cut short, events
       !runner.lines.some((l) => l.includes(round.slice(0, 12)) && / pending$/.test(l)),
       runner.lines.join('\n'),
     );
+  });
+
+  it("a round made while the pull request's previous round runs is run after it", async () => {
+    const go = await fifoIn(scratch, 'go-2');
+    const began = await fifoIn(scratch, 'began-2');
+    const slow = await commitFiles(
+      carol,
+      carolClone,
+      { 'ci.sh': `echo began > '${began}'\nread x < '${go}'\necho "carol 3: passed"\n` },
+      'carol: another slow test',
+    );
+    await carol.ok(carolClone, 'push', '-q', 'origin', 'fix');
+    assert.equal((await carol.knotless('pr', 'update', 'alice.test/site', prKey)).code, 0);
+    await runner.line(ofRound(slow, 2, 'pending$'));
+    assert.equal(await fs.promises.readFile(began, 'utf8'), 'began\n');
+    // While round 2 runs, carol makes round 3, then alice pushes: the stream carries them in that
+    // order, so once alice's push has run, round 3 has been heard and queued before it.
+    const next = await commitFiles(carol, carolClone, { 'ci.sh': 'echo "carol 4: passed"\n' }, 'carol: fast');
+    await carol.ok(carolClone, 'push', '-q', 'origin', 'fix');
+    assert.equal((await carol.knotless('pr', 'update', 'alice.test/site', prKey)).code, 0);
+    const v = await push('echo "v passed"\n', 'v');
+    await fs.promises.writeFile(go, 'go\n');
+    await runner.line(ofRound(slow, 2, 'success \\(log: '));
+    await runner.line(onMain(v, 'success \\(log: '));
+    assert.ok(
+      runner.lines.some((l) => ofRound(next, 3, 'success \\(log: ').test(l)),
+      runner.lines.join('\n'),
+    );
+    assert.deepEqual(runsOf().slice(-3), [slow, next, v]);
     runner.child.kill('SIGTERM');
     assert.deepEqual(await runner.exited, { code: 0, signal: null });
   });

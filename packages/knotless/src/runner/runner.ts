@@ -287,6 +287,9 @@ export class Runner {
       }
       while (this.#pulls.size > 0 && !this.#stopping) {
         const uri = this.#pulls.values().next().value!;
+        // Taken off the queue before it is read and run: an event on it heard meanwhile (a new
+        // round made while this one runs) queues it again, to be read once more after.
+        this.#pulls.delete(uri);
         try {
           await this.#pull(uri);
         } catch (err) {
@@ -294,7 +297,6 @@ export class Runner {
           // Not tried again and again: the next event on it, or the next listing, tries again.
           this.#o.log(`reading ${pullLabel(uri)} failed: ${safeText(errorText(err))}`);
         }
-        this.#pulls.delete(uri);
       }
       if (this.#stopping) continue;
       if (upTo !== undefined) {
