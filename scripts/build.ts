@@ -298,7 +298,17 @@ async function buildCore(): Promise<void> {
   }
 }
 
+/**
+ * The build's identity for the thin helper in Perl (bin/git-remote-knotless), which finds this build's
+ * agent by it as the bundles do by __KNOTLESS_BUILD__.
+ */
+async function writeBuildId(): Promise<void> {
+  await fs.promises.mkdir(next, { recursive: true });
+  await fs.promises.writeFile(path.join(next, 'build-id'), `${BUILD_ID}\n`);
+}
+
 await Promise.all([
+  writeBuildId(),
   buildCore(),
   ...Object.entries(VENDOR).map(([spec, file]) => buildVendor(spec, file)),
   ...Object.entries(VENDOR_PARTS).map(([source, file]) => buildVendorPart(source, file)),

@@ -16,7 +16,14 @@ const t = useNetwork(['alice.test']);
 let socket = '';
 let proxy: Proxy | undefined;
 let agent: RunningAgent | undefined;
+// Each case runs with each thin helper: the Perl one (the default where perl is on PATH), the Node one.
+const THINS = [
+  { name: 'in Perl', env: {} as Record<string, string> },
+  { name: 'in Node', env: { KNOTLESS_THIN: 'node' } as Record<string, string> },
+];
+let thinEnv: Record<string, string> = {};
 const alice = useGitUser(t, 'alice.test', () => ({
+  ...thinEnv,
   KNOTLESS_COMPACT: '0',
   KNOTLESS_AGENT_SOCKET: socket,
   KNOTLESS_AGENT_SILENCE: String(SILENCE_S),
@@ -109,79 +116,82 @@ function sentBy(nsids: string[]): { all: number; agent: number } {
   return { all: seen.length, agent: seen.filter((r) => r.pid === pid).length };
 }
 
-describe('a warm agent that stops answering mid-command', () => {
-  it('a fetch ends with one sentence and a non-zero status', async () => {
-    const { url } = await pushedRepo();
-    const running = await startAgent();
-    proxy!.reset();
-    const held = holdNext(['*']);
-    const clone = alice.git(t.tmpdir(), 'clone', url, 'copy');
-    await held.arrived;
-    // A request of the clone is on its way to the agent: the agent stops, then the PDS answers it.
-    running.child.kill('SIGSTOP');
-    held.release();
-    const res = await clone;
-    assert.notEqual(res.code, 0, res.stderr);
-    assertSentence(res.stderr, /The warm agent stopped answering for \d+ s in the middle of the command/);
-    // The agent carried the fetch: every request to the PDS was its own.
-    const all = proxy!.requests;
-    const pid = running.child.pid;
-    assert.ok(
-      all.length > 0 && all.every((r) => r.pid === pid),
-      JSON.stringify(all.map((r) => [r.nsid, r.pid])),
-    );
-  });
+for (const thin of THINS)
+  describe(`a warm agent that stops answering mid-command, to the thin helper ${thin.name}`, () => {
+    before(() => (thinEnv = thin.env));
+    after(() => (thinEnv = {}));
+    it('a fetch ends with one sentence and a non-zero status', async () => {
+      const { url } = await pushedRepo();
+      const running = await startAgent();
+      proxy!.reset();
+      const held = holdNext(['*']);
+      const clone = alice.git(t.tmpdir(), 'clone', url, 'copy');
+      await held.arrived;
+      // A request of the clone is on its way to the agent: the agent stops, then the PDS answers it.
+      running.child.kill('SIGSTOP');
+      held.release();
+      const res = await clone;
+      assert.notEqual(res.code, 0, res.stderr);
+      assertSentence(res.stderr, /The warm agent stopped answering for \d+ s in the middle of the command/);
+      // The agent carried the fetch: every request to the PDS was its own.
+      const all = proxy!.requests;
+      const pid = running.child.pid;
+      assert.ok(
+        all.length > 0 && all.every((r) => r.pid === pid),
+        JSON.stringify(all.map((r) => [r.nsid, r.pid])),
+      );
+    });
 
-  it('a push whose write the agent sent says its outcome is unknown, neither ok nor refused', async () => {
-    const { url, dir } = await pushedRepo();
-    const running = await startAgent();
-    const was = (await alice.ok(dir, 'rev-parse', 'HEAD')).trim();
-    const head = await commitFiles(alice, dir, { 'a.txt': '2\n' }, 'two');
-    proxy!.reset();
-    const held = holdNext(WRITES);
-    const push = alice.git(dir, 'push', '--porcelain', 'origin', 'main');
-    await held.arrived;
-    // The write is at the PDS's door: the agent stops, the write goes on and lands.
-    running.child.kill('SIGSTOP');
-    held.release();
-    const res = await push;
-    assert.notEqual(res.code, 0, res.stderr);
-    assertSentence(
-      res.stderr,
-      /The warm agent stopped answering for \d+ s in the middle of the push, so whether it landed is unknown; run `git ls-remote origin` \(or `git fetch origin`\) to see/,
-    );
-    // git had no answer for the ref: no line of a ref pushed, up to date or refused.
-    assert.doesNotMatch(res.stdout, /refs\/heads\/main/, res.stdout);
-    assert.doesNotMatch(res.stderr, /\[(new branch|rejected|remote rejected)\]|main -> main/, res.stderr);
-    const writes = sentBy(WRITES);
-    assert.ok(writes.agent > 0 && writes.agent === writes.all, JSON.stringify(writes));
-    // Its outcome is there to see, as the sentence says (directly: the agent is still stopped).
-    socket = path.join(t.tmpdir(), 'none.sock');
-    const listed = await alice.ok(alice.dir(), 'ls-remote', url, 'refs/heads/main');
-    assert.ok(
-      [head, was].some((c) => listed === `${c}\trefs/heads/main\n`),
-      listed,
-    );
-  });
+    it('a push whose write the agent sent says its outcome is unknown, neither ok nor refused', async () => {
+      const { url, dir } = await pushedRepo();
+      const running = await startAgent();
+      const was = (await alice.ok(dir, 'rev-parse', 'HEAD')).trim();
+      const head = await commitFiles(alice, dir, { 'a.txt': '2\n' }, 'two');
+      proxy!.reset();
+      const held = holdNext(WRITES);
+      const push = alice.git(dir, 'push', '--porcelain', 'origin', 'main');
+      await held.arrived;
+      // The write is at the PDS's door: the agent stops, the write goes on and lands.
+      running.child.kill('SIGSTOP');
+      held.release();
+      const res = await push;
+      assert.notEqual(res.code, 0, res.stderr);
+      assertSentence(
+        res.stderr,
+        /The warm agent stopped answering for \d+ s in the middle of the push, so whether it landed is unknown; run `git ls-remote origin` \(or `git fetch origin`\) to see/,
+      );
+      // git had no answer for the ref: no line of a ref pushed, up to date or refused.
+      assert.doesNotMatch(res.stdout, /refs\/heads\/main/, res.stdout);
+      assert.doesNotMatch(res.stderr, /\[(new branch|rejected|remote rejected)\]|main -> main/, res.stderr);
+      const writes = sentBy(WRITES);
+      assert.ok(writes.agent > 0 && writes.agent === writes.all, JSON.stringify(writes));
+      // Its outcome is there to see, as the sentence says (directly: the agent is still stopped).
+      socket = path.join(t.tmpdir(), 'none.sock');
+      const listed = await alice.ok(alice.dir(), 'ls-remote', url, 'refs/heads/main');
+      assert.ok(
+        [head, was].some((c) => listed === `${c}\trefs/heads/main\n`),
+        listed,
+      );
+    });
 
-  it('a push through an agent whose PDS is slower than the bound still lands', async () => {
-    const { url, dir } = await pushedRepo();
-    const running = await startAgent();
-    const head = await commitFiles(alice, dir, { 'a.txt': '3\n' }, 'three');
-    proxy!.reset();
-    const held = holdNext(WRITES);
-    const push = alice.git(dir, 'push', 'origin', 'main');
-    await held.arrived;
-    // The PDS takes three bounds to take the write; the agent beats meanwhile.
-    await new Promise((r) => setTimeout(r, 3 * SILENCE_S * 1000));
-    held.release();
-    const res = await push;
-    assert.equal(res.code, 0, res.stderr);
-    assert.doesNotMatch(res.stderr, /knotless: /, res.stderr);
-    const writes = sentBy(WRITES);
-    assert.ok(writes.agent > 0 && writes.agent === writes.all, JSON.stringify(writes));
-    assert.equal(running.child.exitCode, null, running.log());
-    const listed = await alice.ok(alice.dir(), 'ls-remote', url);
-    assert.ok(listed.includes(`${head}\trefs/heads/main`), listed);
+    it('a push through an agent whose PDS is slower than the bound still lands', async () => {
+      const { url, dir } = await pushedRepo();
+      const running = await startAgent();
+      const head = await commitFiles(alice, dir, { 'a.txt': '3\n' }, 'three');
+      proxy!.reset();
+      const held = holdNext(WRITES);
+      const push = alice.git(dir, 'push', 'origin', 'main');
+      await held.arrived;
+      // The PDS takes three bounds to take the write; the agent beats meanwhile.
+      await new Promise((r) => setTimeout(r, 3 * SILENCE_S * 1000));
+      held.release();
+      const res = await push;
+      assert.equal(res.code, 0, res.stderr);
+      assert.doesNotMatch(res.stderr, /knotless: /, res.stderr);
+      const writes = sentBy(WRITES);
+      assert.ok(writes.agent > 0 && writes.agent === writes.all, JSON.stringify(writes));
+      assert.equal(running.child.exitCode, null, running.log());
+      const listed = await alice.ok(alice.dir(), 'ls-remote', url);
+      assert.ok(listed.includes(`${head}\trefs/heads/main`), listed);
+    });
   });
-});

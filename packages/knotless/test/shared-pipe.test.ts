@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { BIN_SCRIPTS } from '../src/paths.ts';
+import { packageRoot } from '../src/paths.ts';
 import { countSessions, spawnAgent, type RunningAgent, type SessionCounter } from './helpers/agent.ts';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
 import { putRaw } from './helpers/forge.ts';
@@ -20,8 +20,14 @@ const t = useNetwork(['alice.test']);
 let agent: RunningAgent | undefined;
 // Through the agent, helpers reach it through a relay that counts the sessions it took.
 let relay: SessionCounter | undefined;
-const agentEnv = (): Record<string, string> =>
-  relay === undefined ? { KNOTLESS_AGENT: '0' } : { KNOTLESS_AGENT_SOCKET: relay.socket };
+/** The thin helper the suite running now asks for: KNOTLESS_THIN=node for the Node one, else Perl's. */
+let thinEnv: Record<string, string> = {};
+const agentEnv = (): Record<string, string> => ({
+  ...thinEnv,
+  ...(relay === undefined ? { KNOTLESS_AGENT: '0' } : { KNOTLESS_AGENT_SOCKET: relay.socket }),
+});
+/** The command git runs (the npm bin): the thin helper in Perl or in Node, or the whole helper. */
+const HELPER = path.join(packageRoot(), 'bin', 'git-remote-knotless');
 const alice = useGitUser(t, 'alice.test', agentEnv);
 /** alice's environment with the agent's setting, for the processes started here without `alice.git`. */
 const aliceEnv = (): Record<string, string> => ({ ...alice.env, ...agentEnv() });
@@ -129,8 +135,8 @@ const commandOf = (pid: string) =>
  * (`2>&1`: git's stdout too), so any change there is git's.
  */
 async function flagsWhileListing(env: Record<string, string>): Promise<{ err: string; during: number[] }> {
-  const helper = spawn(process.execPath, [BIN_SCRIPTS['git-remote-knotless']!, 'origin', url], {
-    env,
+  const helper = spawn(HELPER, ['origin', url], {
+    env: { ...env, KNOTLESS_NODE: process.execPath },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   const flags = (fd: number) => fdFlags(String(helper.pid), fd)!;
@@ -153,6 +159,39 @@ async function flagsWhileListing(env: Record<string, string>): Promise<{ err: st
   return { err, during };
 }
 
+/**
+ * Runs the helper as a parent that made its pipes non-blocking would (stdin, stdout and stderr
+ * O_NONBLOCK, its stdout pipe shrunk to one page), sends `list`, and reads its answer through a reader
+ * that takes one byte, then sleeps before reading on, so that the helper finds the pipe full. Returns
+ * the answer's lines, its stderr, and the flags of its fds 0-2 read from /proc every few milliseconds.
+ */
+async function listInheritingNonBlocking(
+  env: Record<string, string>,
+): Promise<{ lines: string[]; err: string; samples: number[][] }> {
+  const dir = t.tmpdir();
+  const [pidFile, errFile] = [path.join(dir, 'pid'), path.join(dir, 'err')];
+  // Perl here is only the parent's tool for fcntl (F_SETPIPE_SZ is 1031 on Linux).
+  const parent = `use Fcntl; fcntl(STDOUT, 1031, 4096); for (\\*STDIN, \\*STDOUT, \\*STDERR) { fcntl($_, F_SETFL, fcntl($_, F_GETFL, 0) | O_NONBLOCK) or die } open(my $p, ">", shift) or die; print $p "$$\n"; close $p; exec @ARGV or die`;
+  const script = `printf 'list\\n' | perl -e '${parent}' "$@" 2>"${errFile}" | { dd bs=1 count=1 2>/dev/null; sleep 1; cat; }`;
+  const running = runProcess('sh', ['-c', script, 'sh', pidFile, HELPER, 'origin', url], {
+    env: { ...env, KNOTLESS_NODE: process.execPath },
+  });
+  let done = false;
+  const samples: number[][] = [];
+  const watched = (async () => {
+    for (; !done; await new Promise((resolve) => setTimeout(resolve, 3))) {
+      const pid = fs.existsSync(pidFile) ? fs.readFileSync(pidFile, 'utf8').trim() : '';
+      if (pid === '') continue;
+      const flags = [0, 1, 2].map((fd) => fdFlags(pid, fd)).filter((f) => f !== undefined);
+      if (flags.length === 3) samples.push(flags);
+    }
+  })();
+  const res = await running.finally(() => (done = true));
+  await watched;
+  assert.equal(res.code, 0, res.stderr);
+  return { lines: res.stdout.split('\n'), err: fs.readFileSync(errFile, 'utf8'), samples };
+}
+
 /** The helper's warnings, which a bare repository does not print. */
 const warnings = (lines: string[]) => lines.filter((l) => l.startsWith('knotless: warning:'));
 const ours = (lines: string[]) => lines.filter((l) => !l.startsWith('knotless: warning:'));
@@ -170,9 +209,15 @@ function sameAsBare(
   assert.deepEqual(mine, want.lines);
 }
 
-for (const mode of ['without the agent', 'through the warm agent']) {
+const MODES = [
+  { mode: 'without the agent', thin: {} },
+  { mode: 'through the warm agent, to the thin helper in Perl', thin: {} },
+  { mode: 'through the warm agent, to the thin helper in Node', thin: { KNOTLESS_THIN: 'node' } },
+];
+for (const { mode, thin } of MODES) {
   describe(`git's output through a shared, slow pipe, ${mode}`, () => {
     before(async () => {
+      thinEnv = thin;
       await (prepared ??= prepare());
       if (mode === 'without the agent') return;
       const own = path.join(t.tmpdir(), 'agent.sock');
@@ -180,6 +225,7 @@ for (const mode of ['without the agent', 'through the warm agent']) {
       relay = await countSessions(path.join(t.tmpdir(), 'relay.sock'), own);
     });
     after(async () => {
+      thinEnv = {};
       await relay?.close();
       relay = undefined;
       await agent?.stop();
@@ -229,15 +275,33 @@ for (const mode of ['without the agent', 'through the warm agent']) {
         assert.equal(during[fd]! & 0o4000, 0, `the helper made its fd ${fd} non-blocking`);
     });
 
-    it("prints Node's own warnings without touching stderr either", async () => {
-      const plant = path.join(alice.dir(), 'warn.cjs');
-      fs.writeFileSync(plant, "setImmediate(() => process.emitWarning('planted', 'DeprecationWarning'));\n");
-      const env = { ...aliceEnv(), NODE_OPTIONS: `--require ${plant}` };
-      const { err, during } = await served(1, () => flagsWhileListing(env));
-      for (const fd of [0, 1, 2])
-        assert.equal(during[fd]! & 0o4000, 0, `a warning made the helper's fd ${fd} non-blocking`);
-      assert.match(err, /^knotless: warning: DeprecationWarning: planted$/m);
+    it('leaves a stdin, stdout and stderr it was given non-blocking as they were, and writes all of its answer', async () => {
+      const { lines, err, samples } = await served(1, () => listInheritingNonBlocking(aliceEnv()));
+      assert.equal(lines.filter((l) => l.includes(' refs/heads/')).length, REFS, err);
+      assert.ok(samples.length > 0, 'the helper was never seen running');
+      // Every look at its descriptors while it ran found them still non-blocking: never cleared.
+      const cleared = samples.filter((flags) => flags.some((f) => (f & 0o4000) === 0));
+      assert.deepEqual(
+        cleared,
+        [],
+        `the helper made its descriptors blocking in ${cleared.length} of ${samples.length} looks`,
+      );
     });
+
+    // Node's own warnings: the thin helper in Perl starts no Node.
+    if (thin.KNOTLESS_THIN === 'node' || mode === 'without the agent')
+      it("prints Node's own warnings without touching stderr either", async () => {
+        const plant = path.join(alice.dir(), 'warn.cjs');
+        fs.writeFileSync(
+          plant,
+          "setImmediate(() => process.emitWarning('planted', 'DeprecationWarning'));\n",
+        );
+        const env = { ...aliceEnv(), NODE_OPTIONS: `--require ${plant}` };
+        const { err, during } = await served(1, () => flagsWhileListing(env));
+        for (const fd of [0, 1, 2])
+          assert.equal(during[fd]! & 0o4000, 0, `a warning made the helper's fd ${fd} non-blocking`);
+        assert.match(err, /^knotless: warning: DeprecationWarning: planted$/m);
+      });
 
     it('the CLI leaves the pipe it shares as it was', async () => {
       const got = await throughSlowReader(alice.dir(), url, [process.execPath, KNOTLESS_BIN, 'repo', 'list']);

@@ -31,7 +31,10 @@ export function writeWrappers(binDir: string, node: string = process.execPath): 
     if (!fs.existsSync(script)) continue;
     writeFileAtomic(
       path.join(binDir, name),
-      `#!/bin/sh\nexec ${shellQuote(node)} ${shellQuote(script)} "$@"\n`,
+      // A Node script runs on `node`; the helper's own launcher (a shell script) is told to use it.
+      /\.[cm]?[jt]s$/.test(script)
+        ? `#!/bin/sh\nexec ${shellQuote(node)} ${shellQuote(script)} "$@"\n`
+        : `#!/bin/sh\nKNOTLESS_NODE=${shellQuote(node)} exec ${shellQuote(script)} "$@"\n`,
       0o755,
     );
   }

@@ -20,6 +20,12 @@ import type { HelperRecord, StdinPiece } from '../agent/helper-host.ts';
  * sent them. Only the connection to the agent, which is ours, is a socket.
  */
 export function thin(direct: (replay?: Replay) => void): void {
+  const handoff = process.env['KNOTLESS_THIN_HANDOFF'];
+  if (handoff !== undefined) {
+    // Not for the commands the helper runs (git, the agent it may start).
+    delete process.env['KNOTLESS_THIN_HANDOFF'];
+    return takeOver(handoff, direct);
+  }
   const found = agentSocket();
   if (found === undefined) return direct();
   const { socket, silenceMs } = found;
@@ -61,6 +67,39 @@ export function thin(direct: (replay?: Replay) => void): void {
   req.write(
     `${JSON.stringify({ argv: process.argv.slice(2), cwd: process.cwd(), env: process.env, uid })}\n`,
   );
+}
+
+/**
+ * Goes on from the thin helper in Perl (bin/git-remote-knotless), which ended its session with the
+ * agent as KNOTLESS_THIN_HANDOFF says: `direct` (the agent refused the session or never answered it,
+ * before anything of git's was read), `replay <fd> <answered>` (the agent went away mid-session: what
+ * was read of git's stdin is in `fd`, the rest still on stdin, and git has `answered` answers), or
+ * `silent <ms> <push|command>` (the agent stopped answering for `ms` in the middle of a push or
+ * another command). Anything else is not the Perl helper's: the helper runs whole.
+ */
+function takeOver(handoff: string, direct: (replay?: Replay) => void): void {
+  const [how, a, b] = handoff.split(' ');
+  const fd = Number(a);
+  const n = Number(b);
+  if (how === 'replay' && Number.isSafeInteger(fd) && fd > 2 && Number.isSafeInteger(n) && n >= 0) {
+    const fs = process.getBuiltinModule('node:fs');
+    const read = fs.readFileSync(fd);
+    fs.closeSync(fd);
+    let first = read.length > 0;
+    const source = async (): Promise<Uint8Array | undefined> => {
+      if (first) {
+        first = false;
+        return read;
+      }
+      const buf = Buffer.alloc(64 * 1024);
+      const got = await readSome(0, buf);
+      return got === 0 ? undefined : buf.subarray(0, got);
+    };
+    return direct({ source, answered: n });
+  }
+  if (how === 'silent' && Number.isFinite(fd) && (b === 'push' || b === 'command'))
+    return stopped(fd, b === 'push');
+  direct();
 }
 
 /**
@@ -168,24 +207,14 @@ class Session {
   }
 
   /**
-   * The agent stopped answering in the middle of the session. Going on here is not safe: an agent that
-   * stopped may go on later, and the helper's code it runs may have sent a write. So the helper ends
-   * with one sentence; git has had no answer for a push whose outcome is unknown, neither `ok` nor a
-   * refusal, and is told how to see it. Once git has the push's answer, nothing is left but to exit.
+   * The agent stopped answering in the middle of the session: the helper ends ({@link stopped}). Once
+   * git has the push's answer, nothing is left but to exit.
    */
   #silent(quietMs: number): void {
     this.#over = true;
     this.#req.destroy();
     if (this.#pushAnswered) process.exit(0);
-    const s = `${Math.round(quietMs / 1000)} s`;
-    const remote = process.argv[2];
-    const named = remote !== undefined && /^[\w.-]+$/.test(remote) ? remote : '<remote>';
-    writeStderr(
-      PUSH.test(this.#forwarded)
-        ? `knotless: The warm agent stopped answering for ${s} in the middle of the push, so whether it landed is unknown; run \`git ls-remote ${named}\` (or \`git fetch ${named}\`) to see, then push again if it did not.\n`
-        : `knotless: The warm agent stopped answering for ${s} in the middle of the command, so the command was stopped; run it again (KNOTLESS_AGENT=0 runs it without the agent).\n`,
-    );
-    process.exit(EXIT_CODES['pds-unreachable']);
+    stopped(quietMs, PUSH.test(this.#forwarded));
   }
 
   #end(): void {
@@ -239,6 +268,25 @@ class Session {
     };
     this.#direct({ source, answered: this.#answered });
   }
+}
+
+/**
+ * Ends the helper whose agent stopped answering for `quietMs` in the middle of a command (`push`: a push
+ * was handed to it, and git has no answer for it). Going on here is not safe: an agent that stopped may
+ * go on later, and the helper's code it runs may have sent a write. So the helper ends with one
+ * sentence; git has had no answer for a push whose outcome is unknown, neither `ok` nor a refusal, and
+ * is told how to see it.
+ */
+function stopped(quietMs: number, push: boolean): never {
+  const s = `${Math.round(quietMs / 1000)} s`;
+  const remote = process.argv[2];
+  const named = remote !== undefined && /^[\w.-]+$/.test(remote) ? remote : '<remote>';
+  writeStderr(
+    push
+      ? `knotless: The warm agent stopped answering for ${s} in the middle of the push, so whether it landed is unknown; run \`git ls-remote ${named}\` (or \`git fetch ${named}\`) to see, then push again if it did not.\n`
+      : `knotless: The warm agent stopped answering for ${s} in the middle of the command, so the command was stopped; run it again (KNOTLESS_AGENT=0 runs it without the agent).\n`,
+  );
+  process.exit(EXIT_CODES['pds-unreachable']);
 }
 
 /** A push command among git's lines. */
