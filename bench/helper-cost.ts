@@ -1,7 +1,8 @@
 // `npm run bench:helper-cost`: what one `git push` of a one-file change costs the machine, through
-// the warm agent (the thin helper forwards git's protocol to it) and with the whole helper in the
-// process (no agent), beside Node's floor (`node -e 0`) and a push to a local bare repository (git's
-// own floor), all measured the same way, interleaved round by round so that load affects all alike.
+// the warm agent (the thin helper forwards git's protocol to it: the Perl one, git's command's choice
+// where perl is, and the Node one) and with the whole helper in the process (no agent), beside Node's
+// floor (`node -e 0`), Perl's (`perl -e 0`) and a push to a local bare repository (git's own floor),
+// all measured the same way, interleaved round by round so that load affects all alike.
 //
 // CPU is user + sys of the command and every process it waited for (git, the helper, the git
 // commands the helper ran), from bash's `times` (getrusage of its children); wall is bash's
@@ -108,6 +109,8 @@ try {
   // One work tree per way of pushing, each its own branch, each pushed once before measuring.
   const ways = {
     agent: { env: warm, remote: url, branch: 'via-agent' },
+    // The same through the thin helper in Node (the Perl one is git's command's choice where perl is).
+    agent_node: { env: { ...warm, KNOTLESS_THIN: 'node' }, remote: url, branch: 'via-agent-node' },
     direct: { env: direct, remote: 'knotless://bob.test/cost', branch: 'direct' },
     git_bare: { env: direct, remote: `file://${bare}`, branch: 'bare' },
   };
@@ -132,24 +135,34 @@ try {
     prof === undefined || name === 'git_bare'
       ? e
       : { ...e, NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${path.join(prof, name)}` };
-  const samples: Record<string, Cost[]> = { node_floor: [], agent: [], direct: [], git_bare: [] };
-  let agentCpu = 0;
+  const samples: Record<string, Cost[]> = {
+    node_floor: [],
+    perl_floor: [],
+    agent: [],
+    agent_node: [],
+    direct: [],
+    git_bare: [],
+  };
+  const agentCpu: Record<string, number> = { agent: 0, agent_node: 0 };
   const warmup = 3;
   const loadBefore = os.loadavg();
   for (let i = 0; i < warmup + runs; i++) {
     const keep = i >= warmup;
     const floor = await measure([process.execPath, '-e', '0'], dir, env);
     if (keep) samples['node_floor']!.push(floor);
+    const perlFloor = await measure(['perl', '-e', '0'], dir, env);
+    if (keep) samples['perl_floor']!.push(perlFloor);
     for (const [name, way] of Object.entries(ways)) {
       const work = trees[name]!;
       fs.writeFileSync(path.join(work, 'file.txt'), `${i + 1}\n`);
       await run('git', ['commit', '-q', '-am', String(i + 1)], { cwd: work, env: way.env });
-      const before = name === 'agent' ? cpuOf(agent.pid!) : 0;
+      const through = name in agentCpu;
+      const before = through ? cpuOf(agent.pid!) : 0;
       const cost = await measure(['git', 'push', '-q', 'origin', way.branch], work, profiled(name, way.env));
-      if (name === 'agent') {
+      if (through) {
         // The agent may finish its part (the view's update) just after git's exit: a moment to settle.
         await new Promise((r) => setTimeout(r, 50));
-        if (keep) agentCpu += cpuOf(agent.pid!) - before;
+        if (keep) agentCpu[name]! += cpuOf(agent.pid!) - before;
       }
       if (keep) samples[name]!.push(cost);
     }
@@ -189,14 +202,19 @@ try {
     runs,
     measured: {
       node_floor: `${process.execPath} -e 0`,
-      agent: 'git push -q origin <branch> (one-file change) with the warm agent running: the thin helper',
+      perl_floor: 'perl -e 0',
+      agent:
+        'git push -q origin <branch> (one-file change) with the warm agent running: the thin helper in Perl (the default where perl is on PATH)',
+      agent_node: 'the same with KNOTLESS_THIN=node: the thin helper in Node',
       direct: 'the same with KNOTLESS_AGENT=0 (to another account): the whole helper in the process',
       git_bare: 'the same to a bare repository on this disk (file://): git alone',
     },
     ...Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, figures(v)])),
     // The agent's part of a push through it (its git commands included), and the push's whole CPU.
-    agent_process_cpu_ms_per_push_mean: Math.round((agentCpu / runs) * 10) / 10,
-    agent_push_total_cpu_ms: Math.round((figures(samples['agent']!).cpu_ms_p50 + agentCpu / runs) * 10) / 10,
+    agent_process_cpu_ms_per_push_mean: Math.round((agentCpu['agent']! / runs) * 10) / 10,
+    agent_push_total_cpu_ms:
+      Math.round((figures(samples['agent']!).cpu_ms_p50 + agentCpu['agent']! / runs) * 10) / 10,
+    agent_node_process_cpu_ms_per_push_mean: Math.round((agentCpu['agent_node']! / runs) * 10) / 10,
   };
   console.log(JSON.stringify(result, null, 2));
 } finally {
