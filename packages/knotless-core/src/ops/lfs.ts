@@ -1,6 +1,5 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { crashPoint } from '../crash.ts';
 import { KnotlessError } from '../errors.ts';
@@ -86,60 +85,13 @@ async function readRecord(
 }
 
 /**
- * Where an upload of `object` starts: a record of the same object, made the same way, is resumed
- * (its blobs are not sent again); anything else is started again, over the record found, if any.
- */
-function startOf(
-  remote: RemoteRepo,
-  found: { cid: string; record: LfsRecord } | undefined,
-  object: { oid: string; size: number },
-  limit: number,
-): { record: LfsRecord; swap: string | null } {
-  const sealer = remote.sealer;
-  if (
-    found !== undefined &&
-    found.record.size === object.size &&
-    (sealer === undefined ? found.record.oid === object.oid : found.record.epoch === sealer.epoch) &&
-    found.record.blobs.every((b) => b.size <= limit)
-  )
-    return { record: found.record, swap: found.cid };
-  return {
-    record: {
-      repo: remote.name,
-      ...(sealer === undefined ? { oid: object.oid } : {}),
-      size: object.size,
-      chunk: chunkFor(limit, sealer !== undefined),
-      blobs: [],
-      createdAt: new Date().toISOString(),
-    },
-    swap: found?.cid ?? null,
-  };
-}
-
-/**
- * What an upload of `size` bytes costs in blob uploads from scratch, at the PDS's blob limit (read
- * once from describeServer, cached a day): no record is read.
+ * What an upload of `size` bytes will cost in blob uploads, at the PDS's blob limit (read once from
+ * describeServer, cached a day). Counted over every object of a push to say it once.
  */
 export async function lfsBlobsNeeded(remote: RemoteRepo, auth: Authorizer, env: LfsEnv, size: number) {
   await remote.prepare();
   const limit = await blobUploadLimit(remote.writer(auth), env.cacheDir);
   return lfsBlobCount(size, chunkFor(limit, remote.isPrivate));
-}
-
-/**
- * How many blob uploads {@link uploadLfsObject} will send for `object`, by the same rule: none when
- * its record is complete, the rest when it resumes one, all of them otherwise.
- */
-export async function lfsUploadsLeft(
-  remote: RemoteRepo,
-  auth: Authorizer,
-  env: LfsEnv,
-  object: { oid: string; size: number },
-): Promise<number> {
-  await remote.prepare();
-  const limit = await blobUploadLimit(remote.writer(auth), env.cacheDir);
-  const { record } = startOf(remote, await readRecord(remote, keyOf(remote, object.oid)), object, limit);
-  return Math.max(0, lfsBlobCount(object.size, record.chunk) - record.blobs.length);
 }
 
 /**
@@ -160,11 +112,34 @@ export async function uploadLfsObject(
 ): Promise<number> {
   await remote.prepare();
   const writer = remote.writer(auth);
+  const sealer = remote.sealer;
   const key = keyOf(remote, object.oid);
   const found = await readRecord(remote, key);
   const limit = await blobUploadLimit(writer, env.cacheDir);
-  let { record, swap } = startOf(remote, found, object, limit);
-  const chunk = record.chunk;
+  let chunk = chunkFor(limit, sealer !== undefined);
+  let record: LfsRecord;
+  let swap: string | null;
+  // A record of the same object, made the same way, is resumed; anything else is started again.
+  if (
+    found !== undefined &&
+    found.record.size === object.size &&
+    (sealer === undefined ? found.record.oid === object.oid : found.record.epoch === sealer.epoch) &&
+    found.record.blobs.every((b) => b.size <= limit)
+  ) {
+    record = found.record;
+    chunk = record.chunk;
+    swap = found.cid;
+  } else {
+    record = {
+      repo: remote.name,
+      ...(sealer === undefined ? { oid: object.oid } : {}),
+      size: object.size,
+      chunk,
+      blobs: [],
+      createdAt: new Date().toISOString(),
+    };
+    swap = found?.cid ?? null;
+  }
   const total = lfsBlobCount(object.size, chunk);
   if (total > MAX_LFS_BLOBS)
     throw new KnotlessError(
@@ -411,74 +386,10 @@ export function lfsSettings(program: string): Array<[string, string]> {
 /** The LFS endpoint git-lfs is given: no server, since the transfer agent does everything. */
 export const LFS_NO_SERVER = 'https://knotless.invalid/';
 
-/**
- * Writes {@link lfsSettings} into the repository's own config (`gitDir`, else the one git finds),
- * and knotless's pre-push hook ({@link installLfsHook}); whether the hook is knotless's now.
- */
-export async function installLfsSettings(program: string, gitDir?: string): Promise<boolean> {
+/** Writes {@link lfsSettings} into the repository's own config (`gitDir`, else the one git finds). */
+export async function installLfsSettings(program: string, gitDir?: string): Promise<void> {
   for (const [name, value] of lfsSettings(program))
     await runGit(['config', '--local', name, value], gitDir === undefined ? {} : { gitDir });
-  return installLfsHook(program, gitDir);
-}
-
-/** What marks a pre-push hook as knotless's own. */
-const HOOK_MARK = '# knotless: LFS upload notice';
-
-/** A word for sh, in single quotes. */
-const shQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-
-/**
- * The pre-push hook knotless writes. git-lfs shows a custom transfer agent's stderr only when
- * tracing, so an upload's cost said there is never seen; git shows a hook's. It says, before the
- * upload, what the push's LFS objects cost in blob uploads (`knotless lfs pre-push`), then hands the
- * same input to git-lfs's own pre-push, which uploads them; the push's fate is git-lfs's.
- */
-export function lfsPrePushHook(program: string): string {
-  return `#!/bin/sh
-${HOOK_MARK} (written by knotless lfs install): says what a push's LFS uploads cost, which git-lfs
-# does not show of its transfer agent, then runs git-lfs's own pre-push hook.
-command -v git-lfs >/dev/null 2>&1 || { echo >&2 "This repository is configured for Git LFS but 'git-lfs' was not found on your path."; exit 2; }
-refs=$(cat)
-given() { [ -z "$refs" ] || printf '%s\n' "$refs"; }
-given | ${shQuote(program)} lfs pre-push "$@"
-given | git lfs pre-push "$@"
-`;
-}
-
-/** git-lfs's own pre-push hook (any version's): it only runs `git lfs pre-push`. */
-function isGitLfsHook(text: string): boolean {
-  const lines = text
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '' && !l.startsWith('#'));
-  return (
-    lines.length <= 2 &&
-    lines.at(-1) === 'git lfs pre-push "$@"' &&
-    (lines.length === 1 || /^command -v git-lfs /.test(lines[0]!))
-  );
-}
-
-/**
- * Writes {@link lfsPrePushHook} as the repository's pre-push hook where there is none, or git-lfs's
- * own or knotless's is there; a hook of the user's own is left as it is (false).
- */
-export async function installLfsHook(program: string, gitDir?: string): Promise<boolean> {
-  const { stdout } = await runGit(
-    ['rev-parse', '--git-path', 'hooks/pre-push'],
-    gitDir === undefined ? {} : { gitDir },
-  );
-  const file = path.resolve(stdout.toString().trim());
-  let text: string | undefined;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  if (text !== undefined && !text.includes(HOOK_MARK) && !isGitLfsHook(text)) return false;
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  fs.writeFileSync(file, lfsPrePushHook(program), { mode: 0o755 });
-  fs.chmodSync(file, 0o755);
-  return true;
 }
 
 /**

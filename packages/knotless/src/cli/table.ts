@@ -48,7 +48,6 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'webhook remove': () => import('./commands/webhook-remove.ts'),
   'webhook test': () => import('./commands/webhook-test.ts'),
   'lfs install': () => import('./commands/lfs-install.ts'),
-  'lfs pre-push': () => import('./commands/lfs-pre-push.ts'),
   'lfs transfer': () => import('./commands/lfs-transfer.ts'),
   cache: () => import('./commands/cache.ts'),
   'cache clear': () => import('./commands/cache-clear.ts'),

@@ -20,11 +20,7 @@ export const command: Command = {
       if (!(err instanceof GitError)) throw err;
       throw new KnotlessError('usage', 'Run `knotless lfs install` inside a git repository.', { cause: err });
     }
-    const hooked = await installLfsSettings(BIN_SCRIPTS['knotless']!);
+    await installLfsSettings(BIN_SCRIPTS['knotless']!);
     io.err('git-lfs in this repository now moves LFS objects through knotless.');
-    if (!hooked)
-      io.err(
-        'knotless: this repository\'s pre-push hook is your own, so it was left alone; to hear before a push what its LFS uploads cost, add to it: knotless lfs pre-push "$@" (given the same input as git lfs pre-push).',
-      );
   },
 };

@@ -5,7 +5,13 @@ import type { SessionAuthorizer } from '../../auth/store.ts';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import { GitError, gitText } from 'knotless-core/git/run';
-import { downloadLfsObject, uploadLfsObject, type LfsEnv } from 'knotless-core/ops/lfs';
+import {
+  LFS_BLOB_NOTICE,
+  downloadLfsObject,
+  lfsBlobsNeeded,
+  uploadLfsObject,
+  type LfsEnv,
+} from 'knotless-core/ops/lfs';
 import { parseKnotlessUrl } from 'knotless-core/records/knotless-url';
 import { isLfsOid } from 'knotless-core/records/lfs-record';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
@@ -166,6 +172,11 @@ async function open(ctx: Context, io: Io, init: Request): Promise<Session> {
         throw new KnotlessError(
           'permission-denied',
           `Only ${safeText(owner.handle ?? owner.did)} can push LFS objects to ${remote.label}; you are ${safeText(auth.session.handle)}.`,
+        );
+      const blobs = await lfsBlobsNeeded(remote, auth, env, object.size);
+      if (blobs > LFS_BLOB_NOTICE)
+        io.err(
+          `knotless: LFS object ${object.oid.slice(0, 12)} (${object.size} bytes) needs ${blobs} blob uploads.`,
         );
       await uploadLfsObject(remote, auth, env, object, onBytes);
     },
