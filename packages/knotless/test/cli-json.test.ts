@@ -29,6 +29,7 @@ const RUNS: Array<[string, GitUser, (m: Made) => string[]]> = [
   ['whoami', alice, () => []],
   ['repo list', alice, () => []],
   ['repo info', alice, (m) => [m.repo]],
+  ['verify', alice, (m) => [m.repo]],
   ['repo default-branch', alice, (m) => [m.repo]],
   ['repo protect', alice, (m) => [m.repo, 'release', '--require-check', 'test']],
   ['check set', alice, (m) => [`alice.test/${m.repo}`, m.commit, '--context', 'test', '--state', 'success']],

@@ -139,6 +139,7 @@ describe('failures a user can cause', () => {
       'repo share',
       'repo unshare',
       'runner',
+      'verify',
       'webhook add',
       'webhook list',
       'webhook remove',
