@@ -12,6 +12,7 @@ import { startProxy, type Proxy } from 'knotless-devnet';
 import { knotless } from './helpers/cli.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { refTableProof } from './helpers/proof.ts';
 
 const t = useNetwork(['alice.test'], { pdses: 2 });
 let proxy: Proxy | undefined;
@@ -30,17 +31,6 @@ before(async () => {
   proxy = await startProxy({ target: t.net.pdses[0]!.url });
 });
 after(() => proxy?.close());
-
-/** The PDS's answer to getRecord of the repository's ref table (a proof that there is none). */
-async function tableProof(pds: string): Promise<Uint8Array> {
-  const url = new URL('/xrpc/com.atproto.sync.getRecord', pds);
-  url.searchParams.set('did', t.dids['alice.test']!);
-  url.searchParams.set('collection', 'dev.knotless.refs');
-  url.searchParams.set('rkey', 'site');
-  const res = await fetch(url);
-  assert.equal(res.status, 200);
-  return new Uint8Array(await res.arrayBuffer());
-}
 
 function replay(body: Uint8Array): void {
   proxy!.inject({
@@ -81,7 +71,7 @@ describe('no going back', () => {
     const dir = await newRepo(alice, URL_);
     const first = await commitFiles(alice, dir, { 'a.txt': 'first\n' }, 'first');
     await alice.ok(dir, 'push', '-q', 'origin', 'main');
-    const old = await tableProof(t.net.pdses[0]!.url);
+    const old = await refTableProof(t.net.pdses[0]!.url, t.dids['alice.test']!, 'site');
     const second = await commitFiles(alice, dir, { 'a.txt': 'second\n' }, 'second');
     await alice.ok(dir, 'push', '-q', 'origin', 'main');
 

@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { refTableProof } from './helpers/proof.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
 let proxy: Proxy | undefined;
@@ -27,17 +28,6 @@ before(async () => {
 });
 after(() => proxy?.close());
 
-/** bob's getRecord answer for a ref table he does not have: a real proof, of the wrong account. */
-async function bobsProof(): Promise<Uint8Array> {
-  const url = new URL('/xrpc/com.atproto.sync.getRecord', t.net.pdsUrl);
-  url.searchParams.set('did', t.dids['bob.test']!);
-  url.searchParams.set('collection', 'dev.knotless.refs');
-  url.searchParams.set('rkey', 'site');
-  const res = await fetch(url);
-  assert.equal(res.status, 200);
-  return new Uint8Array(await res.arrayBuffer());
-}
-
 describe('KNOTLESS_VERIFY=0', () => {
   it('takes a forged proof, saying so in one line, where it is refused by default', async () => {
     assert.equal((await alice.knotless('repo', 'create', 'site')).code, 0);
@@ -45,10 +35,15 @@ describe('KNOTLESS_VERIFY=0', () => {
     const head = await commitFiles(alice, dir, { 'a.txt': 'one\n' }, 'one');
     await alice.ok(dir, 'push', '-q', 'origin', 'main');
 
+    // bob's answer for a ref table he does not have: a real proof, of the wrong account.
     proxy!.inject({
       nsid: 'com.atproto.sync.getRecord',
       times: Infinity,
-      fault: { kind: 'replace', body: await bobsProof(), contentType: 'application/vnd.ipld.car' },
+      fault: {
+        kind: 'replace',
+        body: await refTableProof(t.net.pdsUrl, t.dids['bob.test']!, 'site'),
+        contentType: 'application/vnd.ipld.car',
+      },
     });
     try {
       for (const [res, code] of [

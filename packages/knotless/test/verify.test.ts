@@ -13,6 +13,7 @@ import { atprotoSigningKey } from 'knotless-core/records/proof';
 import { applyRefUpdates, layoutRefTable } from 'knotless-core/records/ref-table';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { refTableProof } from './helpers/proof.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
 let proxy: Proxy | undefined;
@@ -172,11 +173,7 @@ describe('knotless verify', () => {
     ]);
 
     // bob's proof (of a table he does not have) for alice's: refused, in the readers' one sentence.
-    const proof = new URL('/xrpc/com.atproto.sync.getRecord', t.net.pdsUrl);
-    proof.searchParams.set('did', t.dids['bob.test']!);
-    proof.searchParams.set('collection', 'dev.knotless.refs');
-    proof.searchParams.set('rkey', 'tabled');
-    const body = new Uint8Array(await (await fetch(proof)).arrayBuffer());
+    const body = await refTableProof(t.net.pdsUrl, t.dids['bob.test']!, 'tabled');
     proxy!.inject({
       nsid: 'com.atproto.sync.getRecord',
       times: Infinity,
