@@ -134,6 +134,31 @@ describe('knotless runner: pull requests on the same PDS, runs cut short, events
   after(() => gate?.restore());
   let runner: RunnerProcess;
 
+  /**
+   * carol's next round of her pull request, whose test says it began and then waits until `go` is
+   * written: pushed, the pull request updated, its round seen pending and its command under way.
+   */
+  async function slowRound(
+    tag: string,
+    round: number,
+    said: string,
+    message: string,
+  ): Promise<{ head: string; go: string; began: string }> {
+    const go = await fifoIn(scratch, `go${tag}`);
+    const began = await fifoIn(scratch, `began${tag}`);
+    const head = await commitFiles(
+      carol,
+      carolClone,
+      { 'ci.sh': `echo began > '${began}'\nread x < '${go}'\necho "${said}"\n` },
+      message,
+    );
+    await carol.ok(carolClone, 'push', '-q', 'origin', 'fix');
+    assert.equal((await carol.knotless('pr', 'update', 'alice.test/site', prKey)).code, 0);
+    await runner.line(ofRound(head, round, 'pending$'));
+    assert.equal(await fs.promises.readFile(began, 'utf8'), 'began\n');
+    return { head, go, began };
+  }
+
   it("a push made between the runner's first listing and its subscription is run, once", async () => {
     await t.ready;
     // alice and carol on the first PDS (the one whose server is in this process), bob on the second.
@@ -181,19 +206,8 @@ describe('knotless runner: pull requests on the same PDS, runs cut short, events
   });
 
   it('a runner killed in the middle of a round finishes it when started again: error, then run again to its verdict', async () => {
-    const go = await fifoIn(scratch, 'go');
-    const began = await fifoIn(scratch, 'began');
-    const head = await commitFiles(
-      carol,
-      carolClone,
-      { 'ci.sh': `echo began > '${began}'\nread x < '${go}'\necho "carol 2: passed"\n` },
-      'carol: a slow test',
-    );
-    await carol.ok(carolClone, 'push', '-q', 'origin', 'fix');
-    assert.equal((await carol.knotless('pr', 'update', 'alice.test/site', prKey)).code, 0);
-    await runner.line(ofRound(head, 1, 'pending$'));
+    const { head, go, began } = await slowRound('', 1, 'carol 2: passed', 'carol: a slow test');
     // Killed while its command runs (the command has said so through the fifo).
-    assert.equal(await fs.promises.readFile(began, 'utf8'), 'began\n');
     runner.child.kill('SIGKILL');
     await runner.exited;
     assert.deepEqual(await bobsStates(head), ['pending']);
@@ -257,18 +271,7 @@ describe('knotless runner: pull requests on the same PDS, runs cut short, events
   });
 
   it("a round made while the pull request's previous round runs is run after it", async () => {
-    const go = await fifoIn(scratch, 'go-2');
-    const began = await fifoIn(scratch, 'began-2');
-    const slow = await commitFiles(
-      carol,
-      carolClone,
-      { 'ci.sh': `echo began > '${began}'\nread x < '${go}'\necho "carol 3: passed"\n` },
-      'carol: another slow test',
-    );
-    await carol.ok(carolClone, 'push', '-q', 'origin', 'fix');
-    assert.equal((await carol.knotless('pr', 'update', 'alice.test/site', prKey)).code, 0);
-    await runner.line(ofRound(slow, 2, 'pending$'));
-    assert.equal(await fs.promises.readFile(began, 'utf8'), 'began\n');
+    const { head: slow, go } = await slowRound('-2', 2, 'carol 3: passed', 'carol: another slow test');
     // While round 2 runs, carol makes round 3, then alice pushes: the stream carries them in that
     // order, so once alice's push has run, round 3 has been heard and queued before it.
     const next = await commitFiles(carol, carolClone, { 'ci.sh': 'echo "carol 4: passed"\n' }, 'carol: fast');

@@ -127,6 +127,17 @@ export function crashPointFromEnv(env: NodeJS.ProcessEnv = process.env): string 
   return nonEmpty(env['KNOTLESS_CRASH_AT']);
 }
 
+/**
+ * What the thin helper in Perl left for the Node helper that goes on from it (KNOTLESS_THIN_HANDOFF),
+ * taken out of the environment as it is read: it is for this process only, never for the commands the
+ * helper runs (git, an agent it starts).
+ */
+export function takeThinHandoff(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const handoff = env['KNOTLESS_THIN_HANDOFF'];
+  delete env['KNOTLESS_THIN_HANDOFF'];
+  return handoff;
+}
+
 /** The PATH a git subprocess gets where knotless builds its environment from nothing (git http-backend). */
 export function childPath(env: NodeJS.ProcessEnv = process.env): string {
   return nonEmpty(env['PATH']) ?? '/usr/bin:/bin';

@@ -1,7 +1,7 @@
 import './helper-prelude.ts';
 import http from 'node:http';
 import { findAgent } from '../agent/autostart.ts';
-import { readConfig } from 'knotless-core/config/env';
+import { readConfig, takeThinHandoff } from 'knotless-core/config/env';
 import { checkFolders } from 'knotless-core/config/folders';
 import { EXIT_CODES } from 'knotless-core/exit-codes';
 import { readSome, writeAllSync, writeStderr } from 'knotless-core/text/fd-io';
@@ -20,12 +20,8 @@ import type { HelperRecord, StdinPiece } from '../agent/helper-host.ts';
  * sent them. Only the connection to the agent, which is ours, is a socket.
  */
 export function thin(direct: (replay?: Replay) => void): void {
-  const handoff = process.env['KNOTLESS_THIN_HANDOFF'];
-  if (handoff !== undefined) {
-    // Not for the commands the helper runs (git, the agent it may start).
-    delete process.env['KNOTLESS_THIN_HANDOFF'];
-    return takeOver(handoff, direct);
-  }
+  const handoff = takeThinHandoff();
+  if (handoff !== undefined) return takeOver(handoff, direct);
   const found = agentSocket();
   if (found === undefined) return direct();
   const { socket, silenceMs } = found;
