@@ -8,6 +8,7 @@ import { safeText } from '../text/terminal.ts';
 import { atprotoData, fetchPlcDocument } from '../identity/did-doc.ts';
 import type { PreviousKey } from '../identity/plc-log.ts';
 import { tidMicros } from '../tid.ts';
+import { BodyTooLarge } from '../xrpc/http-pool.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import type { Commit } from './proof.ts';
 import { RECORD_ANSWER_BYTES } from './ref-record.ts';
@@ -169,7 +170,12 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
       { cause: err },
     );
   }
-  if (res.status < 200 || res.status > 299)
+  let body: Uint8Array = res.body;
+  if ((res.status < 200 || res.status > 299) && recordNotFound(res.status, res.body))
+    // A PDS that answers a record's absence with an error instead of its proof: the error proves
+    // nothing, so the account's whole signed repository is read and the key looked up in its tree.
+    body = await wholeRepository(req);
+  else if (res.status < 200 || res.status > 299)
     throw unverified(
       req.name,
       `the PDS answered HTTP ${res.status} instead of a proof`,
@@ -178,7 +184,7 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   const { commitSigned, decodeBlock, jsonForm, readCar, readCommit, treeGet } = await import('./proof.ts');
   let car: ReturnType<typeof readCar>;
   try {
-    car = readCar(new Uint8Array(res.body));
+    car = readCar(new Uint8Array(body));
   } catch (err) {
     throw unverified(req.name, 'its proof is not a CAR whose blocks match their CIDs', err);
   }
@@ -204,6 +210,64 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   const at = { rev: commit.rev, commit: car.root.toString() };
   if (found === null) return { found: false, ...at };
   return { found: true, value, cid: found.toString(), ...at };
+}
+
+/**
+ * The most of an account's repository (com.atproto.sync.getRepo) read to prove a record absent when
+ * its PDS answers RecordNotFound instead of a proof: the whole signed tree stands in for the path.
+ */
+export const WHOLE_REPOSITORY_BYTES = 64 * 1024 * 1024;
+
+/** Whether an error answer is XRPC's RecordNotFound (400), read from its JSON body. */
+function recordNotFound(status: number, body: Uint8Array): boolean {
+  if (status !== 400) return false;
+  try {
+    return (
+      (JSON.parse(Buffer.from(body).toString('utf8')) as { error?: unknown } | null)?.error ===
+      'RecordNotFound'
+    );
+  } catch (err) {
+    // Not JSON: not the error a PDS sends for an absent record, and refused as any other error.
+    if (err instanceof SyntaxError) return false;
+    throw err;
+  }
+}
+
+/** The account's whole repository as a CAR, of at most {@link WHOLE_REPOSITORY_BYTES}. */
+async function wholeRepository(req: VerifiedReadRequest): Promise<Uint8Array> {
+  const url = new URL('/xrpc/com.atproto.sync.getRepo', req.pds);
+  url.searchParams.set('did', req.did);
+  let res: Awaited<ReturnType<Transport['request']>>;
+  try {
+    res = await req.transport.request(url, {
+      method: 'GET',
+      headers: { accept: 'application/vnd.ipld.car' },
+      body: null,
+      maxBytes: WHOLE_REPOSITORY_BYTES,
+      signal: req.signal ?? new AbortController().signal,
+    });
+  } catch (err) {
+    if (isKnotlessError(err)) throw err;
+    if (err instanceof BodyTooLarge)
+      throw unverified(
+        req.name,
+        `the PDS gave no proof that it is absent, and the account's repository is larger than the ${WHOLE_REPOSITORY_BYTES / 1024 / 1024} MiB knotless reads to check it whole`,
+        err,
+      );
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new KnotlessError(
+      'pds-unreachable',
+      `The PDS of ${safeText(req.name, 200)} could not be reached to read its ref table${code === undefined ? '' : ` (${safeText(code, 40)})`}; check your network connection and try again.`,
+      { cause: err },
+    );
+  }
+  if (res.status < 200 || res.status > 299)
+    throw unverified(
+      req.name,
+      `the PDS gave no proof that it is absent, and answered HTTP ${res.status} instead of the account's repository`,
+      new NoProof(res.status),
+    );
+  return new Uint8Array(res.body);
 }
 
 /** Refuses a commit that is not the account's, or not signed by its key (or the one it replaced). */
