@@ -68,6 +68,18 @@ describe('the command table', () => {
     for (const group of Object.keys(GROUPS)) assert.equal(COMMANDS[group], undefined, group);
   });
 
+  it('has every command documented under a heading of docs/reference/cli.md', () => {
+    const doc = fs.readFileSync(new URL('../../../docs/reference/cli.md', import.meta.url), 'utf8');
+    const headings = doc.split('\n').filter((l) => l.startsWith('#'));
+    for (const [name] of table) {
+      const named = new RegExp(`\`knotless ${name}(\`| )`);
+      assert.ok(
+        headings.some((h) => named.test(h)),
+        `docs/reference/cli.md has a heading for knotless ${name}`,
+      );
+    }
+  });
+
   it('gives every listing and info command --json', () => {
     for (const [name, c] of table) {
       if (/^(list|show|say whether)/.test(c.summary) || /\b(list|info|view|status)$|^whoami$/.test(name)) {
