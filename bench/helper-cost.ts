@@ -88,6 +88,11 @@ try {
     KNOTLESS_COMPACT: '0',
   };
   const direct = { ...env, KNOTLESS_AGENT: '0', KNOTLESS_CONFIG_DIR: path.join(dir, 'config-bob') };
+  // No agent running and none set aside: what git's command does first (the Perl thin helper looks
+  // for this build's socket, finds none and hands the push to Node) against Node alone. No agent is
+  // started (KNOTLESS_AGENT_IDLE=0), so that every push is alike.
+  const { KNOTLESS_AGENT: _agent, ...coldEnv } = direct;
+  const cold = { ...coldEnv, KNOTLESS_AGENT_IDLE: '0' };
   const warm = { ...env, KNOTLESS_AGENT_SOCKET: socket };
   for (const [handle, as] of [
     ['alice.test', warm],
@@ -112,6 +117,12 @@ try {
     // The same through the thin helper in Node (the Perl one is git's command's choice where perl is).
     agent_node: { env: { ...warm, KNOTLESS_THIN: 'node' }, remote: url, branch: 'via-agent-node' },
     direct: { env: direct, remote: 'knotless://bob.test/cost', branch: 'direct' },
+    no_agent: { env: cold, remote: 'knotless://bob.test/cost', branch: 'no-agent' },
+    no_agent_node: {
+      env: { ...cold, KNOTLESS_THIN: 'node' },
+      remote: 'knotless://bob.test/cost',
+      branch: 'no-agent-node',
+    },
     git_bare: { env: direct, remote: `file://${bare}`, branch: 'bare' },
   };
   const trees: Record<string, string> = {};
@@ -141,6 +152,8 @@ try {
     agent: [],
     agent_node: [],
     direct: [],
+    no_agent: [],
+    no_agent_node: [],
     git_bare: [],
   };
   const agentCpu: Record<string, number> = { agent: 0, agent_node: 0 };
@@ -207,6 +220,9 @@ try {
         'git push -q origin <branch> (one-file change) with the warm agent running: the thin helper in Perl (the default where perl is on PATH)',
       agent_node: 'the same with KNOTLESS_THIN=node: the thin helper in Node',
       direct: 'the same with KNOTLESS_AGENT=0 (to another account): the whole helper in the process',
+      no_agent:
+        'the same with KNOTLESS_AGENT unset and no agent running (KNOTLESS_AGENT_IDLE=0: none started): the Perl thin helper looks for the socket first',
+      no_agent_node: 'the same with KNOTLESS_THIN=node: Node alone',
       git_bare: 'the same to a bare repository on this disk (file://): git alone',
     },
     ...Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, figures(v)])),
