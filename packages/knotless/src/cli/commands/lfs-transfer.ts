@@ -175,7 +175,8 @@ async function open(ctx: Context, io: Io, init: Request): Promise<Session> {
         );
       const blobs = await lfsBlobsNeeded(remote, auth, env, object.size);
       if (blobs > LFS_BLOB_NOTICE)
-        io.err(
+        tellPusher(
+          io,
           `knotless: LFS object ${object.oid.slice(0, 12)} (${object.size} bytes) needs ${blobs} blob uploads.`,
         );
       await uploadLfsObject(remote, auth, env, object, onBytes);
@@ -184,4 +185,56 @@ async function open(ctx: Context, io: Io, init: Request): Promise<Session> {
       return downloadLfsObject(remote, env, object, await downloadDir(cache.tempDir), onBytes);
     },
   };
+}
+
+/**
+ * Says `line` to whoever runs the push. git-lfs sends its transfer agent's stderr to its trace only
+ * (seen with GIT_TRACE=1), so a line there is lost in a plain `git push`; git-lfs's own stderr is the
+ * push's. So the line goes there: on Linux, git-lfs is found among this process's parents (it may run
+ * the agent through `sh -c`) and its stderr opened through /proc, when it is a terminal or a pipe (a
+ * file opened without O_APPEND would have the line overwritten by git's next write). Anywhere else,
+ * or when it cannot be opened (another user's process, a socket), the trace is where it goes.
+ * Nothing of this runs unless an object to upload needs that many blobs: a push without LFS objects
+ * never starts this process at all.
+ */
+function tellPusher(io: Io, line: string): void {
+  const fd = pushersStderr();
+  if (fd === undefined) return io.err(line);
+  try {
+    writeAllSync(fd, `${line}\n`);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** The nearest git-lfs parent's stderr, opened for writing; undefined when there is none to use. */
+function pushersStderr(): number | undefined {
+  if (process.platform !== 'linux') return undefined;
+  let pid = process.ppid;
+  // git-lfs, or the shell it ran the agent through, then git-lfs: a few parents at most.
+  for (let depth = 0; depth < 4 && pid > 1; depth++) {
+    let fd: number | undefined;
+    try {
+      if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'git-lfs') {
+        fd = fs.openSync(`/proc/${pid}/fd/2`, 'a');
+        const theirs = fs.fstatSync(fd);
+        const ours = fs.fstatSync(2);
+        const same = theirs.dev === ours.dev && theirs.ino === ours.ino;
+        if (same || !(theirs.isFIFO() || theirs.isCharacterDevice())) {
+          fs.closeSync(fd);
+          return undefined;
+        }
+        return fd;
+      }
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // After the command's name in parentheses: the state, then the parent's pid.
+      pid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch (err) {
+      // A parent gone, or not ours to open: the trace it is.
+      if (typeof (err as NodeJS.ErrnoException).code !== 'string') throw err;
+      if (fd !== undefined) fs.closeSync(fd);
+      return undefined;
+    }
+  }
+  return undefined;
 }
