@@ -3,7 +3,8 @@
 # empty prefix with the system's own Node and npm (not the workspace's Node 22). Then, against a dev
 # network, on the system's Node and again on the oldest Node the packages support: pushes and
 # clones through the installed helper, and starts the installed appview (its home page, a
-# repository page, a plain `git clone` over its smart HTTP). Prints installed sizes.
+# repository page, a plain `git clone` over its smart HTTP); the same again with no perl on PATH.
+# Prints installed sizes.
 # Run after `npm install` (which builds the bundles).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -134,6 +135,35 @@ page() { node -e 'fetch(process.argv[1]).then(async (r) => { if (!r.ok) process.
 
 PATH="$work/prefix/bin:$sys_path" check system
 PATH="$work/prefix/bin:$work/oldest/bin:$sys_path" check oldest
+
+# A machine without Perl: every command of the system's PATH but perl's, so git's helper command (a
+# shell script) runs the thin helper in Node. The push and clone above, then a push and a fetch
+# again: the first push started the warm agent, so these go through the Node thin helper to it.
+noperl="$work/noperl-bin"
+mkdir -p "$noperl"
+IFS=: read -ra sys_dirs <<<"$sys_path"
+for dir in "${sys_dirs[@]}"; do
+  for file in "$dir"/*; do
+    base="$(basename "$file")"
+    case "$base" in perl*) continue ;; esac
+    if [ -f "$file" ] && [ -x "$file" ] && [ ! -e "$noperl/$base" ]; then ln -s "$file" "$noperl/$base"; fi
+  done
+done
+if PATH="$work/prefix/bin:$noperl" command -v perl >/dev/null; then
+  echo "install check: perl is still on the PATH meant to have none"
+  exit 1
+fi
+PATH="$work/prefix/bin:$noperl" check noperl
+(
+  export PATH="$work/prefix/bin:$noperl"
+  src="$work/noperl/src"
+  git -C "$src" commit -q --allow-empty -m "again, without Perl"
+  git -C "$src" push -q "knotless://alice.test/noperl" main
+  git -C "$work/noperl/copy" pull -q
+  [ "$(git -C "$work/noperl/copy" rev-parse HEAD)" = "$(git -C "$src" rev-parse HEAD)" ]
+  knotless agent status --json | grep -q '"running":true'
+)
+echo "install check: pushed, cloned and fetched without Perl on PATH (the thin helper in Node)"
 
 # OAuth on the installed CLI (the vendored client on the system's Node): the installed `knotless login`
 # prints the dev PDS's sign-in address, headless Chromium (run by the workspace) approves it, and the
