@@ -43,6 +43,26 @@ function bobsRecords(commit: string): Promise<{ state: string; description?: str
   return checkRecords(pdsOf(t, 'bob.test'), t.dids['bob.test']!, commit);
 }
 
+/** Every check record in bob's account (straight from his PDS). */
+async function bobsChecks(): Promise<unknown[]> {
+  const pds = pdsOf(t, 'bob.test');
+  const out: unknown[] = [];
+  let cursor = '';
+  for (;;) {
+    const url = `${pds}/xrpc/com.atproto.repo.listRecords?repo=${t.dids['bob.test']!}&collection=dev.knotless.check&limit=100${cursor === '' ? '' : `&cursor=${cursor}`}`;
+    const page = (await (await fetch(url)).json()) as { records: unknown[]; cursor?: string };
+    out.push(...page.records);
+    if (page.records.length < 100 || page.cursor === undefined) return out;
+    cursor = page.cursor;
+  }
+}
+
+/** Waits for a runner's first line and returns its state file. */
+async function stateOf(runner: AnyRunner): Promise<string> {
+  const line = await runner.line(/^knotless runner: watching alice\.test\/site for test \(state and logs: /);
+  return path.join(/\(state and logs: (.*)\)$/.exec(line)![1]!, 'state.json');
+}
+
 /** A `knotless runner` process as bob. */
 class RunnerProcess extends AnyRunner {
   constructor(args: string[]) {
@@ -174,5 +194,68 @@ describe('knotless runner', () => {
     );
     third.child.kill('SIGTERM');
     assert.deepEqual(await third.exited, { code: 0, signal: null });
+  });
+
+  it('a runner whose folder is lost runs nothing again that it reported (its verdicts are read from its account), and a new push still runs', async () => {
+    // A fourth runner: main's head (left by the last one as an error over its time limit) is reported.
+    const fourth = new RunnerProcess(runnerArgs());
+    const folder = path.dirname(await stateOf(fourth));
+    const g = await push('echo "g passed"\n', 'g');
+    await fourth.line(new RegExp(`^knotless runner: ${g.short} on main: success \\(log: `));
+    fourth.child.kill('SIGTERM');
+    assert.deepEqual(await fourth.exited, { code: 0, signal: null });
+    const records = (await bobsChecks()).length;
+    const runs = runsOf();
+
+    // The disk is lost: state, cache and logs. A new runner starts without them.
+    fs.rmSync(folder, { recursive: true });
+    const fifth = new RunnerProcess(runnerArgs());
+    assert.equal(path.dirname(await stateOf(fifth)), folder);
+    // A push to another branch, sorted after main: any scan that finds it finds main's head first.
+    const h = await commitFiles(alice, clone, { 'ci.sh': 'echo "h passed"\n' }, 'h');
+    await alice.ok(clone, 'push', '-q', 'origin', 'HEAD:zz');
+    await fifth.line(new RegExp(`^knotless runner: ${h.slice(0, 12)} on zz: success \\(log: `));
+    assert.deepEqual(runsOf(), [...runs, h]);
+    // Two check records written (and answered) since: h's pending and success, nothing on g.
+    assert.equal((await bobsChecks()).length, records + 2);
+    assert.deepEqual(
+      (await bobsRecords(g.id)).map((r) => r.state),
+      ['pending', 'success'],
+    );
+    assert.ok(!fifth.lines.some((l) => l.includes(g.short)), fifth.lines.join('\n'));
+
+    // Killed mid-run, its folder lost too: the `pending` in its account is what it left, so the
+    // next runner turns it into an error and runs that commit again.
+    const gate = await fifo('gate-i');
+    const started = await fifo('started-i');
+    const i = await push(`echo started > '${started}'\nread go < '${gate}'\necho "i is fine"\n`, 'slow i');
+    await fifth.line(new RegExp(`^knotless runner: ${i.short} on main: pending$`));
+    assert.equal(await fs.promises.readFile(started, 'utf8'), 'started\n');
+    fifth.child.kill('SIGKILL');
+    await fifth.exited;
+    // The machine is lost with the disk: the command it left running goes too (else it would
+    // still be reading the fifo the next run waits on).
+    const left = JSON.parse(fs.readFileSync(path.join(folder, 'state.json'), 'utf8')) as {
+      running?: { commit: string; pid?: number };
+    };
+    assert.equal(left.running?.commit, i.id);
+    process.kill(-left.running.pid!, 'SIGKILL');
+    fs.rmSync(folder, { recursive: true });
+    const sixth = new RunnerProcess(runnerArgs());
+    await sixth.line(
+      new RegExp(`^knotless runner: ${i.short}: error \\(an earlier runner stopped mid-run\\)$`),
+    );
+    await sixth.line(new RegExp(`^knotless runner: ${i.short} on main: pending$`));
+    assert.equal(await fs.promises.readFile(started, 'utf8'), 'started\n');
+    await fs.promises.writeFile(gate, 'go\n');
+    await sixth.line(new RegExp(`^knotless runner: ${i.short} on main: success \\(log: `));
+    assert.deepEqual(
+      (await bobsRecords(i.id)).map((r) => r.state),
+      ['pending', 'error', 'pending', 'success'],
+    );
+    assert.deepEqual(runsOf(), [...runs, h, i.id, i.id]);
+    assert.ok(!sixth.lines.some((l) => l.includes(h.slice(0, 12))), sixth.lines.join('\n'));
+    sixth.child.kill('SIGTERM');
+    assert.deepEqual(await sixth.exited, { code: 0, signal: null });
   });
 });

@@ -5,7 +5,8 @@
 // runs a command in a scratch work tree with a time limit, and writes the verdict, all as the
 // logged-in account (the runner). Its state (the streams' cursors, the commits reported, the run
 // under way) is a file under the data folder, so a restart neither re-runs what was reported nor
-// leaves a `pending` behind.
+// leaves a `pending` behind; its verdicts are records in its own account too, read once at start,
+// so that a runner whose state is lost (a new machine) does not run again what it reported.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -32,6 +33,15 @@ const METHOD = 'com.atproto.sync.subscribeRepos';
 const DONE_KEPT = 10_000;
 /** How much of the command's output the description quotes (a check's description is ≤ 300 graphemes). */
 const TAIL_CHARS = 240;
+/**
+ * How many of its own check records a runner reads at start, newest first (a page of 100 a
+ * request, so at most 200 requests): two for each of the newest {@link DONE_KEPT} commits.
+ */
+export const VERDICTS_READ = 2 * DONE_KEPT;
+/** The description of an `error` the runner writes when it is stopped mid-run: no verdict on the commit. */
+const STOPPED = 'the runner was stopped before the command finished';
+/** The description of an `error` written for a run a killed runner left `pending`: it runs again. */
+const LEFT = 'the runner stopped before the command finished; it runs again';
 
 export interface RunnerOptions {
   owner: Identity;
@@ -117,6 +127,8 @@ export class Runner {
   /** Whether the repository's open pull requests are to be listed (a stream opened). */
   #listPulls = false;
   readonly #abort = new AbortController();
+  /** Each commit's latest check of this repository and context in the runner's account, read at start. */
+  #verdicts = new Map<string, { state: CheckState; description: string | undefined }>();
 
   constructor(ctx: Context, store: ForgeStore, auth: SessionAuthorizer, o: RunnerOptions) {
     this.#ctx = ctx;
@@ -150,6 +162,7 @@ export class Runner {
 
   /** Runs until {@link stop}: recovers an interrupted run, then follows the stream and runs each new head. */
   async run(): Promise<void> {
+    await this.#readVerdicts();
     await this.#recover();
     const worker = this.#work();
     this.#want(undefined);
@@ -206,20 +219,53 @@ export class Runner {
   }
 
   /**
-   * The runner's own latest verdict on `commit` for its context, when it is final, from the newest
-   * page of check records in its account: a runner killed just after writing a verdict wrote it
-   * last, so it is there however many checks the account holds.
+   * The runner's own verdicts, read from its account once at start (newest first, at most
+   * {@link VERDICTS_READ} records): each commit's latest check of this repository and context. A
+   * final one (success, failure, or an error that is not the runner's own stop) is noted as done, so
+   * a runner whose state was lost runs none of them again; a `pending` as the latest is what a
+   * killed runner left: it becomes `error` and runs again (as {@link recover} does for the run its
+   * state names). A commit reported before the newest records read may run again: said in the docs.
    */
-  async #reported(commit: string): Promise<CheckState | undefined> {
+  async #readVerdicts(): Promise<void> {
     const me = { did: this.#auth.session.did, pds: this.#auth.session.pds };
-    const page = await this.#store.page(me, CHECK, parseCheck, 100);
-    let latest: { rkey: string; state: CheckState } | undefined;
-    for (const r of page.records) {
-      const c = r.value;
-      if (c.repo !== this.#o.repoUri || c.commit !== commit || c.context !== this.#o.context) continue;
-      if (latest === undefined || r.rkey > latest.rkey) latest = { rkey: r.rkey, state: c.state };
+    const latest = new Map<string, { state: CheckState; description: string | undefined }>();
+    let read = 0;
+    let cursor: string | undefined;
+    do {
+      const page = await this.#store.page(me, CHECK, parseCheck, 100, cursor);
+      read += page.read;
+      // Newest first: the first record of a commit read is its latest.
+      for (const r of page.records) {
+        const c = r.value;
+        if (c.repo !== this.#o.repoUri || c.context !== this.#o.context || latest.has(c.commit)) continue;
+        latest.set(c.commit, { state: c.state, description: c.description });
+      }
+      cursor = page.complete ? undefined : page.cursor;
+    } while (cursor !== undefined && read < VERDICTS_READ && !this.#stopping);
+    this.#verdicts = latest;
+    const left: string[] = [];
+    // Oldest first, as the state keeps them.
+    for (const [commit, v] of [...latest].reverse()) {
+      if (this.#isDone(commit)) continue;
+      if (v.state === 'pending') {
+        if (this.#state.running?.commit !== commit) left.push(commit);
+      } else if (!(v.state === 'error' && (v.description === STOPPED || v.description === LEFT)))
+        this.#markDone(commit, v.state);
     }
-    return latest === undefined || latest.state === 'pending' ? undefined : latest.state;
+    for (const commit of left) {
+      if (this.#stopping) return;
+      await this.#write(commit, 'error', LEFT);
+      this.#o.log(`${commit.slice(0, 12)}: error (an earlier runner stopped mid-run)`);
+    }
+    this.#save();
+  }
+
+  /** The runner's latest final verdict on `commit` as read at start ({@link readVerdicts}). */
+  #reported(commit: string): CheckState | undefined {
+    const v = this.#verdicts.get(commit);
+    if (v === undefined || v.state === 'pending') return undefined;
+    if (v.state === 'error' && (v.description === STOPPED || v.description === LEFT)) return undefined;
+    return v.state;
   }
 
   /**
@@ -234,7 +280,7 @@ export class Runner {
     // Named as its own lines named it (an older state has no label: the branch, or the author's DID).
     const what =
       left.label ?? (left.pull === undefined ? `on ${safeText(left.branch)}` : `of ${pullLabel(left.pull)}`);
-    const reported = await this.#reported(left.commit);
+    const reported = this.#reported(left.commit);
     if (reported !== undefined) {
       this.#markDone(left.commit, reported);
       this.#o.log(
@@ -244,7 +290,7 @@ export class Runner {
       this.#save();
       return;
     }
-    await this.#write(left.commit, 'error', 'the runner stopped before the command finished; it runs again');
+    await this.#write(left.commit, 'error', LEFT);
     this.#o.log(`${left.commit.slice(0, 12)} ${what}: error (an earlier runner stopped mid-run)`);
     // A branch's head is found again by the first scan; a round, by reading its pull request again.
     if (left.pull !== undefined) this.#pulls.add(left.pull);
@@ -377,7 +423,7 @@ export class Runner {
       verdict = { state: 'error', description: describeOutput(errorText(err)) || 'the run failed' };
     }
     if (this.#stopping && verdict.state !== 'success' && verdict.state !== 'failure') {
-      await this.#write(commit, 'error', 'the runner was stopped before the command finished');
+      await this.#write(commit, 'error', STOPPED);
       this.#o.log(`${short} ${label}: error (stopped)`);
       delete this.#state.running;
       this.#save();
