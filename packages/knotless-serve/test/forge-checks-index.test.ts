@@ -144,7 +144,10 @@ function engine(name: string, database: () => Promise<string>, flood: number) {
         (await verdict('main')).unmet.map((u) => u.reason),
         [`lint: failing (failure by ${RUNNER})`],
       );
-      // The pull request's author hears of the trusted runner's failure on their round, not the stranger's.
+      // The pull request's author hears of the trusted runner's failure on their round, not the stranger's
+      // (a notice is only of a pull request whose page opens: its repository known, its owner too).
+      await index.putOwner(OWNER, 'owner.test', null);
+      await write(OWNER, 'dev.knotless.repo', 'site', { createdAt: new Date().toISOString() });
       await write(AUTHOR, 'dev.knotless.pull', '3pull', {
         repo: REPO,
         base: 'main',

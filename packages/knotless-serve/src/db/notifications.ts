@@ -28,6 +28,13 @@ export interface Notice {
 }
 
 const LIMIT = 50;
+/**
+ * How many rows one source reads at most, a page of {@link LIMIT} at a time, to find {@link LIMIT}
+ * notices: the SQL keeps only rows that concern the reader and whose page opens, but a mention is
+ * checked as a whole handle after (`@bob.testing` is found by the pattern for `@bob.test`), so a
+ * flood of such look-alikes costs at most this many rows, and only then hides older mentions.
+ */
+export const SCANNED = 1000;
 const sha256 = (s: string): string => crypto.createHash('sha256').update(s).digest('hex');
 
 type Db = Kysely<Database>;
@@ -38,6 +45,62 @@ type Db = Kysely<Database>;
  * feed, the index's verified identity), never what a record claims.
  */
 const mentionOf = (handle: string): string => `%@${handle.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+/**
+ * Whether the pull request or issue `item` (an alias of the pulls or issues table) is one whose page
+ * opens (web/pages/notifications.ts opensFor, by the item pages' own rules), in SQL so that the rows
+ * that do not never take the place of those that do: not deleted, its author's account not
+ * inactive, and of a repository known here, not deleted, not private, whose owner's account is
+ * known and active.
+ */
+function opens(item: 'i' | 'pulls') {
+  const [deleted, author] = [sql.ref(`${item}.deleted`), sql.ref(`${item}.did`)];
+  const [repoDid, repoName] = [sql.ref(`${item}.repo_did`), sql.ref(`${item}.repo_name`)];
+  return sql<boolean>`(${deleted} = 0
+    and not exists (select 1 from owners a where a.did = ${author} and a.status is not null)
+    and exists (select 1 from repos r inner join owners o on o.did = r.did
+      where r.did = ${repoDid} and r.name = ${repoName} and r.deleted = 0 and r.private = 0 and o.status is null))`;
+}
+
+/** Where a row is in the order of a listing, newest first. */
+interface RowKey {
+  time: string;
+  did: string;
+  rkey: string;
+}
+
+/**
+ * The rows after `last` in the order newest first (`time` descending, then `did` and `rkey`
+ * descending): the next page of a listing by its last row's key, so that no row is read twice or
+ * passed over however many share a time.
+ */
+function after(time: string, did: string, rkey: string, last: RowKey) {
+  const [t, d, k] = [sql.ref(time), sql.ref(did), sql.ref(rkey)];
+  return sql<boolean>`(${t} < ${last.time} or (${t} = ${last.time} and (${d} < ${last.did} or (${d} = ${last.did} and ${k} < ${last.rkey}))))`;
+}
+
+/**
+ * Reads rows a page at a time, each after the previous page's last row, until `keep` has kept
+ * {@link LIMIT} of them, the rows run out, or {@link SCANNED} were read: a first page of
+ * {@link LIMIT} (all that is read when nothing is passed over), then the rest of {@link SCANNED} in
+ * one more, so that passing over a flood costs one more query, not one for every 50 rows.
+ */
+async function paged<R extends RowKey>(
+  page: (last: RowKey | undefined, size: number) => Promise<R[]>,
+  keep: (row: R) => boolean,
+): Promise<R[]> {
+  const out: R[] = [];
+  let last: RowKey | undefined;
+  for (let read = 0; read < SCANNED && out.length < LIMIT;) {
+    const size = read === 0 ? LIMIT : SCANNED - read;
+    const rows = await page(last, size);
+    read += rows.length;
+    for (const r of rows) if (keep(r) && out.length < LIMIT) out.push(r);
+    if (rows.length < size) break;
+    last = rows.at(-1);
+  }
+  return out;
+}
 
 /**
  * Whether `body` names `@handle` as a whole handle: the LIKE pattern finds `@bob.test` inside
@@ -60,24 +123,30 @@ async function opened(db: Db, me: string, handle: string): Promise<Notice[]> {
   const out: Notice[] = [];
   const mention = mentionOf(handle);
   for (const tab of ['pulls', 'issues'] as const) {
-    const rows = await db
-      // Both tables have the columns read here; one name keeps kysely's types simple.
-      .selectFrom(tab as 'pulls')
-      .select(['did', 'rkey', 'title', 'body', 'repo_did', 'repo_name', 'created_at'])
-      .where('did', '!=', me)
-      .where('deleted', '=', 0)
-      .where((w) => w.or([w('repo_did', '=', me), sql<boolean>`body like ${mention} escape '\\'`]))
-      .orderBy('created_at', 'desc')
-      .limit(LIMIT)
-      .execute();
+    const rows = await paged(
+      (last, size) =>
+        db
+          // Both tables have the columns read here; one name keeps kysely's types simple.
+          .selectFrom(`${tab} as i` as 'pulls as i')
+          .select(['did', 'rkey', 'title', 'body', 'repo_did', 'repo_name', 'created_at as time'])
+          .where('did', '!=', me)
+          .where((w) => w.or([w('repo_did', '=', me), sql<boolean>`body like ${mention} escape '\\'`]))
+          .where(opens('i'))
+          .$if(last !== undefined, (q) => q.where(after('created_at', 'did', 'rkey', last!)))
+          .orderBy('created_at', 'desc')
+          .orderBy('did', 'desc')
+          .orderBy('rkey', 'desc')
+          .limit(size)
+          .execute(),
+      (r) => r.repo_did === me || mentions(r.body ?? '', handle),
+    );
     for (const r of rows) {
-      if (r.repo_did !== me && !mentions(r.body ?? '', handle)) continue;
       out.push({
         kind: r.repo_did !== me ? 'mention' : tab === 'pulls' ? 'pull' : 'issue',
         did: r.did,
         item: { tab, did: r.did, rkey: r.rkey, title: r.title, repoDid: r.repo_did, repoName: r.repo_name },
         detail: '',
-        time: r.created_at,
+        time: r.time,
       });
     }
   }
@@ -90,39 +159,47 @@ async function comments(db: Db, me: string, handle: string): Promise<Notice[]> {
   const mention = mentionOf(handle);
   for (const tab of ['pulls', 'issues'] as const) {
     const collection = tab === 'pulls' ? 'dev.knotless.pull' : 'dev.knotless.issue';
-    const rows = await db
-      .selectFrom('comments as c')
-      .innerJoin(
-        // Both tables have the columns read here; one name keeps kysely's types simple.
-        `${tab} as i` as 'pulls as i',
-        (j) => j.onRef('i.did', '=', 'c.subject_did').onRef('i.rkey', '=', 'c.subject_rkey'),
-      )
-      .select([
-        'c.did as did',
-        'c.body as body',
-        'c.created_at as time',
-        'i.did as item_did',
-        'i.rkey as item_rkey',
-        'i.title as title',
-        'i.repo_did as repo_did',
-        'i.repo_name as repo_name',
-      ])
-      .where('c.subject_collection', '=', collection)
-      .where('c.did', '!=', me)
-      .where('c.deleted', '=', 0)
-      .where((w) =>
-        w.or([
-          w('i.did', '=', me),
-          w('i.repo_did', '=', me),
-          sql<boolean>`c.body like ${mention} escape '\\'`,
-        ]),
-      )
-      .orderBy('c.created_at', 'desc')
-      .limit(LIMIT)
-      .execute();
+    const rows = await paged(
+      (last, size) =>
+        db
+          .selectFrom('comments as c')
+          .innerJoin(
+            // Both tables have the columns read here; one name keeps kysely's types simple.
+            `${tab} as i` as 'pulls as i',
+            (j) => j.onRef('i.did', '=', 'c.subject_did').onRef('i.rkey', '=', 'c.subject_rkey'),
+          )
+          .select([
+            'c.did as did',
+            'c.rkey as rkey',
+            'c.body as body',
+            'c.created_at as time',
+            'i.did as item_did',
+            'i.rkey as item_rkey',
+            'i.title as title',
+            'i.repo_did as repo_did',
+            'i.repo_name as repo_name',
+          ])
+          .where('c.subject_collection', '=', collection)
+          .where('c.did', '!=', me)
+          .where('c.deleted', '=', 0)
+          .where((w) =>
+            w.or([
+              w('i.did', '=', me),
+              w('i.repo_did', '=', me),
+              sql<boolean>`c.body like ${mention} escape '\\'`,
+            ]),
+          )
+          .where(opens('i'))
+          .$if(last !== undefined, (q) => q.where(after('c.created_at', 'c.did', 'c.rkey', last!)))
+          .orderBy('c.created_at', 'desc')
+          .orderBy('c.did', 'desc')
+          .orderBy('c.rkey', 'desc')
+          .limit(size)
+          .execute(),
+      (r) => r.item_did === me || r.repo_did === me || mentions(r.body, handle),
+    );
     for (const r of rows) {
       const mine = r.item_did === me || r.repo_did === me;
-      if (!mine && !mentions(r.body, handle)) continue;
       out.push({
         kind: mine ? 'comment' : 'mention',
         did: r.did,
@@ -176,6 +253,7 @@ async function decisions(db: Db, me: string): Promise<Notice[]> {
       .where('s.did', '!=', me)
       .whereRef('s.did', '=', 'i.repo_did')
       .where('s.deleted', '=', 0)
+      .where(opens('i'))
       .orderBy('s.created_at', 'desc')
       .limit(LIMIT)
       .execute();
@@ -203,7 +281,7 @@ async function failedChecks(db: Db, me: string): Promise<Notice[]> {
     .selectFrom('pulls')
     .select(['rkey', 'title', 'repo_did', 'repo_name', 'base', 'rounds'])
     .where('did', '=', me)
-    .where('deleted', '=', 0)
+    .where(opens('pulls'))
     .orderBy('created_at', 'desc')
     .limit(LIMIT)
     .execute();
@@ -282,7 +360,8 @@ export class Notifications {
 
   /**
    * The newest notifications of `me` (at most 50), newest first; only those `shown` keeps, when
-   * given (the web's: those whose page opens for their reader).
+   * given (the web's: those whose page opens for their reader, which each query's SQL already
+   * requires, so that what it would drop never fills the limit: this only checks it again).
    */
   async list(me: string, handle: string, shown?: (n: Notice) => Promise<boolean>): Promise<Notice[]> {
     const all = [
