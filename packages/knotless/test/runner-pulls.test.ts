@@ -114,4 +114,42 @@ describe('knotless runner on pull requests from other accounts', () => {
     runner.child.kill('SIGTERM');
     assert.deepEqual(await runner.exited, { code: 0, signal: null });
   });
+
+  it('a runner started after bob opened his pull request, with a relay and no appview, finds it through the relay and runs its last round once', async () => {
+    // A new context: a runner of its own, its first start, without a cursor of the relay's stream,
+    // whose stream says nothing of bob's pull request, opened before.
+    const lintRuns = path.join(t.tmpdir(), 'lint-runs');
+    fs.writeFileSync(lintRuns, '');
+    const lint = new RunnerProcess(
+      [
+        '--repo',
+        'alice.test/site',
+        '--context',
+        'lint',
+        '--relay',
+        relay!.url,
+        '--',
+        'sh',
+        '-c',
+        `echo "$KNOTLESS_RUNNER_COMMIT" >> '${lintRuns}'; exec sh ci.sh`,
+      ],
+      { ...alice.env, ...env() },
+    );
+    const [, rkey] = prId.split('/');
+    const round = await tipOf(bob, 'knotless://bob.test/site', 'fix');
+    const label = `of pull request bob\\.test/${rkey} \\(round 1\\)`;
+    await lint.line(
+      /^knotless runner: pull requests opened before this first start: 1 open on alice\.test\/site in the 1 other account the relay lists as holding pull requests$/,
+    );
+    await lint.line(new RegExp(`^knotless runner: ${round.slice(0, 12)} ${label}: failure \\(log: `));
+    const main = await tipOf(alice, 'knotless://alice.test/site', 'main');
+    await lint.line(new RegExp(`^knotless runner: ${main.slice(0, 12)} on main: failure \\(log: `));
+    lint.child.kill('SIGTERM');
+    assert.deepEqual(await lint.exited, { code: 0, signal: null });
+    assert.deepEqual(fs.readFileSync(lintRuns, 'utf8').trim().split('\n').sort(), [main, round].sort());
+    assert.deepEqual(
+      (await checkRecords(pdsOf(t, 'alice.test'), t.dids['alice.test']!, round)).map((r) => r.state),
+      ['pending', 'failure', 'pending', 'failure'],
+    );
+  });
 });

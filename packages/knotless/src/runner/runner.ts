@@ -16,17 +16,18 @@ import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { writeCheck } from 'knotless-core/forge/checks-store';
 import { checkRoundComplete, loadRoundPack } from 'knotless-core/forge/packs';
 import { CHECK, PULL, parseAtUri, type CheckState, type PullRecord } from 'knotless-core/forge/records';
-import type { ForgeStore } from 'knotless-core/forge/store';
+import type { ForgeStore, Stored } from 'knotless-core/forge/store';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { indexPack } from 'knotless-core/git/pack';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { REF_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
 import { safeText } from 'knotless-core/text/terminal';
+import { XrpcError } from 'knotless-core/xrpc/client';
 import type { Context } from '../context.ts';
 import type { SessionAuthorizer } from '../auth/store.ts';
 import { PULLS } from '../forge/kinds.ts';
 import { parseCheck, parsePull } from '../forge/records.ts';
-import { listItems, reader } from '../forge/subjects.ts';
+import { listItems, reader, withStates } from '../forge/subjects.ts';
 
 const METHOD = 'com.atproto.sync.subscribeRepos';
 /** How many reported commits the state remembers (the oldest are forgotten first). */
@@ -38,6 +39,15 @@ const TAIL_CHARS = 240;
  * request, so at most 200 requests): two for each of the newest {@link DONE_KEPT} commits.
  */
 export const VERDICTS_READ = 2 * DONE_KEPT;
+/**
+ * At a first start with a relay and no appview, how many accounts holding pull requests the relay
+ * is asked for at most (listReposByCollection, pages of 500), and how many of each one's pull
+ * records are read, newest first (one listRecords page): a bounded cost, said in the docs.
+ */
+export const DISCOVERED_ACCOUNTS = 1000;
+export const PULLS_READ_EACH = 100;
+/** How many accounts are read at once. */
+const DISCOVERY_AT_ONCE = 4;
 /** The description of an `error` the runner writes when it is stopped mid-run: no verdict on the commit. */
 const STOPPED = 'the runner was stopped before the command finished';
 /** The description of an `error` written for a run a killed runner left `pending`: it runs again. */
@@ -126,6 +136,11 @@ export class Runner {
   readonly #pulls = new Set<string>();
   /** Whether the repository's open pull requests are to be listed (a stream opened). */
   #listPulls = false;
+  /**
+   * Whether the accounts holding pull requests are still to be found through the relay: at a first
+   * start (no cursor of the relay's), whose stream says nothing of what came before it.
+   */
+  #discover: boolean;
   readonly #abort = new AbortController();
   /** Each commit's latest check of this repository and context in the runner's account, read at start. */
   #verdicts = new Map<string, { state: CheckState; description: string | undefined }>();
@@ -154,6 +169,7 @@ export class Runner {
     }
     this.#delivered = this.#state.cursor;
     this.#relayDelivered = this.#state.relayCursor;
+    this.#discover = o.relay !== undefined && this.#state.relayCursor === undefined;
   }
 
   get dir(): string {
@@ -383,6 +399,76 @@ export class Runner {
     const r = reader(this.#ctx, (m) => this.#o.log(m));
     const open = await listItems(r, PULLS, this.#o.owner, this.#o.repoUri, 'open', this.#auth.session.did);
     for (const p of open) this.#pulls.add(p.uri);
+    // An appview's listing has everyone's; without one, only the owner's and the runner's are listed.
+    if (r.appview === undefined && this.#discover) {
+      for (const uri of await this.#discoverPulls(r)) this.#pulls.add(uri);
+      this.#discover = false;
+    }
+  }
+
+  /**
+   * The open pull requests on this repository in other accounts, found without an appview at a
+   * first start: the accounts the relay lists as holding pull records
+   * (com.atproto.sync.listReposByCollection, at most {@link DISCOVERED_ACCOUNTS}), then each one's
+   * newest {@link PULLS_READ_EACH} pull records, from its own PDS, and the states that count for
+   * those on this repository (the owner's and the author's records). An account that cannot be
+   * read is said and passed over; a relay without the method is said once.
+   */
+  async #discoverPulls(r: ReturnType<typeof reader>): Promise<string[]> {
+    const relay = this.#o.relay!;
+    const client = this.#ctx.client(relay);
+    const dids: string[] = [];
+    let more: boolean;
+    try {
+      let cursor: string | undefined;
+      do {
+        const page = await client.query<{ repos?: unknown; cursor?: unknown }>(
+          'com.atproto.sync.listReposByCollection',
+          { collection: PULL, limit: 500, ...(cursor === undefined ? {} : { cursor }) },
+        );
+        const repos = Array.isArray(page.repos) ? (page.repos as { did?: unknown }[]) : [];
+        for (const row of repos)
+          if (typeof row?.did === 'string' && /^did:[a-z]+:[A-Za-z0-9._:%-]{1,2000}$/.test(row.did))
+            dids.push(row.did);
+        // A cursor that does not move would loop for ever: a page that repeats ends the listing.
+        const next = typeof page.cursor === 'string' && repos.length > 0 ? page.cursor : undefined;
+        cursor = next === cursor ? undefined : next;
+        more = cursor !== undefined && dids.length >= DISCOVERED_ACCOUNTS;
+      } while (cursor !== undefined && !more && !this.#stopping);
+    } catch (err) {
+      if (!(err instanceof XrpcError) || ![400, 404, 501].includes(err.status)) throw err;
+      this.#o.log(
+        `${safeText(relay)} does not list the accounts holding pull requests (listReposByCollection): those opened in other accounts before this first start are not looked for`,
+      );
+      return [];
+    }
+    if (more)
+      this.#o.log(
+        `the relay lists more than ${DISCOVERED_ACCOUNTS} accounts holding pull requests: the others' are not looked for`,
+      );
+    const skip = new Set([this.#o.owner.did, this.#auth.session.did]);
+    const accounts = [...new Set(dids.slice(0, DISCOVERED_ACCOUNTS))].filter((d) => !skip.has(d));
+    const found: Stored<PullRecord>[] = [];
+    const queue = accounts.values();
+    const worker = async (): Promise<void> => {
+      for (let n = queue.next(); n.done !== true && !this.#stopping; n = queue.next()) {
+        try {
+          const who = await this.#ctx.resolver.resolve(n.value);
+          const page = await this.#store.page(who, PULL, parsePull, PULLS_READ_EACH);
+          for (const p of page.records) if (p.value.repo === this.#o.repoUri) found.push(p);
+        } catch (err) {
+          this.#o.log(
+            `reading the pull requests of ${safeText(n.value)} failed: ${safeText(errorText(err))}`,
+          );
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: DISCOVERY_AT_ONCE }, worker));
+    const open = (await withStates(r, PULLS, this.#o.owner, found)).filter((it) => it.state === 'open');
+    this.#o.log(
+      `pull requests opened before this first start: ${open.length} open on ${this.#o.label} in the ${accounts.length} other account${accounts.length === 1 ? '' : 's'} the relay lists as holding pull requests`,
+    );
+    return open.map((it) => it.uri);
   }
 
   /**
