@@ -6,6 +6,9 @@ import type { Database } from './schema.ts';
 const ACCOUNT_TABLES = [
   'repos',
   'refs',
+  'ref_tables',
+  'ref_table_parts',
+  'table_refs',
   'pushes',
   'pulls',
   'pull_statuses',
@@ -52,7 +55,10 @@ export class AccountStore {
   async purge(did: string): Promise<string[]> {
     return this.#db.transaction().execute(async (tx) => {
       const repos = await tx.selectFrom('repos').select('name').where('did', '=', did).execute();
-      const refRepos = await tx.selectFrom('refs').select('repo').distinct().where('did', '=', did).execute();
+      const refRepos = [
+        ...(await tx.selectFrom('refs').select('repo').distinct().where('did', '=', did).execute()),
+        ...(await tx.selectFrom('table_refs').select('repo').distinct().where('did', '=', did).execute()),
+      ];
       const targets = await accountTargets(tx, did);
       for (const table of ACCOUNT_TABLES) await tx.deleteFrom(table).where('did', '=', did).execute();
       await tx.updateTable('owners').set({ status: 'deleted' }).where('did', '=', did).execute();

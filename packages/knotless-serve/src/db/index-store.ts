@@ -5,10 +5,20 @@ import { saveCursor, type EventSource } from './cursor.ts';
 import { AccountStore } from './account-store.ts';
 import { ForgeStore } from './forge-store.ts';
 import { queuePush } from './webhook-events.ts';
+import {
+  applyTable,
+  applyTablePart,
+  hasOwnerTable,
+  liveRefs,
+  packsJson,
+  type TableApplied,
+  type TableChange,
+} from './ref-tables.ts';
 import { WebhookStore } from './webhook-store.ts';
 import type { Engine } from './open.ts';
 
 export type { EventSource } from './cursor.ts';
+export type { TableApplied, TableChange } from './ref-tables.ts';
 
 /** A repository record change: `record` null for a delete. */
 export interface RepoChange {
@@ -154,15 +164,7 @@ export class Index {
           target: r?.target ?? null,
           symref: r?.symref ?? null,
           peeled: r?.peeled ?? null,
-          // Explicitly, not with a replacer: a Buffer's toJSON runs before any replacer sees it.
-          packs: JSON.stringify(
-            (r?.packs ?? []).map((p) => ({
-              ...p,
-              ...(p.inline === undefined
-                ? {}
-                : { inline: { $bytes: Buffer.from(p.inline).toString('base64') } }),
-            })),
-          ),
+          packs: packsJson(r?.packs ?? []),
           cid: change.cid,
           rev: change.rev,
           deleted: r === null ? 1 : 0,
@@ -173,6 +175,12 @@ export class Index {
           .values(row)
           .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
           .execute();
+        // A repository whose refs are in its table ignores its ref records (format.md, "Old
+        // repositories"): the row is kept, for the day the table is gone, but moves nothing.
+        if (await hasOwnerTable(tx, row.did, row.repo)) {
+          if (source !== undefined) await saveCursor(tx, source);
+          return false;
+        }
         const oldTarget = old === undefined || old.deleted === 1 ? null : old.target;
         if (row.ref !== 'HEAD' && oldTarget !== row.target) {
           const noted = await tx
@@ -198,6 +206,39 @@ export class Index {
       if (source !== undefined) await saveCursor(tx, source);
       return changed;
     });
+  }
+
+  /**
+   * Applies a ref table (`dev.knotless.refs`) record change, and the event's position, in one
+   * transaction (ref-tables.ts).
+   */
+  async applyRefTable(change: TableChange, source?: EventSource): Promise<TableApplied> {
+    return this.db.transaction().execute(async (tx) => {
+      const applied = await applyTable(tx, change, source);
+      if (source !== undefined) await saveCursor(tx, source);
+      return applied;
+    });
+  }
+
+  /** Applies a ref table part (`dev.knotless.refs.part`) record change, and the event's position. */
+  async applyRefTablePart(change: TableChange, source?: EventSource): Promise<TableApplied> {
+    return this.db.transaction().execute(async (tx) => {
+      const applied = await applyTablePart(tx, change, source);
+      if (source !== undefined) await saveCursor(tx, source);
+      return applied;
+    });
+  }
+
+  /** Why the owner's ref table of a repository gives no listing now (its last good refs are shown). */
+  async refTableProblem(did: string, repo: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('ref_tables')
+      .select('problem')
+      .where('did', '=', did)
+      .where('rkey', '=', repo)
+      .where('deleted', '=', 0)
+      .executeTakeFirst();
+    return row?.problem ?? undefined;
   }
 
   /** Records an account's verified handle (null when unverified) and PDS. */
@@ -281,33 +322,25 @@ export class Index {
       .execute();
   }
 
-  /** The live refs of a repository (HEAD included), in name order. */
+  /**
+   * The live refs of a repository (HEAD included), in name order: its owner's ref table's when it
+   * has one, else its ref records'.
+   */
   async refs(did: string, repo: string): Promise<RefRow[]> {
-    return this.db
-      .selectFrom('refs')
-      .select([
-        'did',
-        'rkey',
-        'repo',
-        'ref',
-        'target',
-        'symref',
-        'peeled',
-        'packs',
-        'cid',
-        'rev',
-        'updated_at',
-      ])
-      .where('did', '=', did)
-      .where('repo', '=', repo)
-      .where('deleted', '=', 0)
-      .orderBy('ref')
-      .execute();
+    return liveRefs(this.db, did, repo);
   }
 
   /** Every ref row of an account, tombstones included (for a backfill to find what disappeared). */
   async allRefKeys(did: string): Promise<{ rkey: string; rev: string; deleted: number }[]> {
     return this.db.selectFrom('refs').select(['rkey', 'rev', 'deleted']).where('did', '=', did).execute();
+  }
+
+  /** Every ref table and part row of an account, tombstones included (for a backfill). */
+  async allTableKeys(
+    did: string,
+    table: 'ref_tables' | 'ref_table_parts',
+  ): Promise<{ rkey: string; rev: string; deleted: number }[]> {
+    return this.db.selectFrom(table).select(['rkey', 'rev', 'deleted']).where('did', '=', did).execute();
   }
 
   /** Every repository row of an account, tombstones included. */
@@ -334,7 +367,14 @@ export class Index {
 
   /** Every repository that has live refs, to bring mirrors up to date at start. */
   async reposWithRefs(): Promise<{ did: string; repo: string }[]> {
-    return this.db.selectFrom('refs').select(['did', 'repo']).distinct().where('deleted', '=', 0).execute();
+    const records = await this.db
+      .selectFrom('refs')
+      .select(['did', 'repo'])
+      .distinct()
+      .where('deleted', '=', 0)
+      .execute();
+    const tables = await this.db.selectFrom('table_refs').select(['did', 'repo']).distinct().execute();
+    return [...new Map([...records, ...tables].map((r) => [`${r.did}/${r.repo}`, r])).values()];
   }
 
   /** Closes the connection. */

@@ -51,6 +51,54 @@ export interface RefTable {
   updated_at: string;
 }
 
+/**
+ * A `dev.knotless.refs` record (or its tombstone), whoever wrote it. `owner` is 1 for an account's
+ * table of its own repository (its key is the repository's name): only those give refs.
+ */
+export interface RefTableRow {
+  did: string;
+  rkey: string;
+  /** The repository its key names (before any `~`), in `did`'s account or, for a maintainer's, another's. */
+  repo: string;
+  owner: number;
+  cid: string | null;
+  rev: string;
+  deleted: number;
+  /** The record in JSON form; null once deleted. */
+  value: string | null;
+  /** Why its latest version gave no listing (a part missing or not the one named, a broken rule). */
+  problem: string | null;
+  indexed_at: string;
+}
+
+/** A `dev.knotless.refs.part` record (or its tombstone). */
+export interface RefTablePartRow {
+  did: string;
+  rkey: string;
+  cid: string | null;
+  rev: string;
+  deleted: number;
+  value: string | null;
+}
+
+/**
+ * A ref of a repository that has an owner's table, as the last listing that table gave whole
+ * showed it (`rkey` is `<table key>#<ref>`, `cid` and `rev` the table's when it last changed it).
+ */
+export interface TableRefRow {
+  did: string;
+  repo: string;
+  ref: string;
+  rkey: string;
+  target: string | null;
+  symref: string | null;
+  peeled: string | null;
+  packs: string;
+  cid: string | null;
+  rev: string;
+  updated_at: string;
+}
+
 /** One change of one ref, as seen on the event stream (or found by a backfill). */
 export interface PushTable {
   did: string;
@@ -172,6 +220,9 @@ export interface Database {
   owners: OwnerTable;
   repos: RepoTable;
   refs: RefTable;
+  ref_tables: RefTableRow;
+  ref_table_parts: RefTablePartRow;
+  table_refs: TableRefRow;
   pushes: PushTable;
   pulls: PullTable;
   pull_statuses: PullStatusTable;

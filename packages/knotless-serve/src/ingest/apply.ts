@@ -1,4 +1,6 @@
 import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
+import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
+import { safeText } from 'knotless-core/text/terminal';
 import type { EventSource, Index } from '../db/index-store.ts';
 import { repoOfKey } from '../db/index-store.ts';
 import { InvalidRecord } from 'knotless-core/forge/records';
@@ -50,6 +52,18 @@ export async function applyWrite(
       source,
     );
     return changed ? repoOfKey(w.rkey) : undefined;
+  }
+  if (w.collection === REFS_COLLECTION || w.collection === REFS_PART_COLLECTION) {
+    const change = { did: w.did, rkey: w.rkey, rev: w.rev, cid: w.cid, record: w.record, time: w.time };
+    const applied =
+      w.collection === REFS_COLLECTION
+        ? await index.applyRefTable(change, source)
+        : await index.applyRefTablePart(change, source);
+    if (applied.problem !== undefined)
+      log(
+        `the ref table of ${w.did}/${safeText(applied.repo ?? w.rkey, 200)} gives no listing (${applied.problem}); its last good refs are kept`,
+      );
+    return applied.changed ? applied.repo : undefined;
   }
   if (source !== undefined) await index.saveCursor(source);
   return undefined;

@@ -6,6 +6,7 @@ import {
   rkeyOf,
   type Transport,
 } from 'knotless-core';
+import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
 import type { Index } from '../db/index-store.ts';
 import { applyWrite } from './apply.ts';
 import { FORGE_COLLECTIONS, isForgeCollection } from 'knotless-core/forge/kinds/table';
@@ -81,38 +82,48 @@ export async function backfillAccount(
   const client = new XrpcClient(owner.pds, { transport });
   const { rev } = await client.query<{ rev: string }>('com.atproto.sync.getLatestCommit', { did });
   const time = new Date().toISOString();
-  for (const collection of [REPO_COLLECTION, REF_COLLECTION, ...FORGE_COLLECTIONS]) {
+  const keys = async (collection: string): Promise<{ rkey: string; rev: string; deleted: number }[]> => {
+    if (collection === REPO_COLLECTION)
+      return (await index.allRepoNames(did)).map((r) => ({ rkey: r.name, rev: r.rev, deleted: r.deleted }));
+    if (isForgeCollection(collection)) return index.forge.keys(collection, did);
+    if (collection === REFS_COLLECTION) return index.allTableKeys(did, 'ref_tables');
+    if (collection === REFS_PART_COLLECTION) return index.allTableKeys(did, 'ref_table_parts');
+    return index.allRefKeys(did);
+  };
+  const apply = async (collection: string, rkey: string, cid: string | null, record: unknown) => {
+    const repo = await applyWrite(index, { did, collection, rkey, rev, cid, record, time }, undefined, log);
+    if (repo !== undefined) touched.add(repo);
+  };
+  const listed = new Map<string, Set<string>>();
+  const list = async (collection: string): Promise<void> => {
     const seen = new Set<string>();
+    listed.set(collection, seen);
     for await (const r of listRecords(client, did, collection)) {
       const rkey = rkeyOf(r.uri);
       seen.add(rkey);
-      const repo = await applyWrite(
-        index,
-        { did, collection, rkey, rev, cid: r.cid, record: r.value, time },
-        undefined,
-        log,
-      );
-      if (repo !== undefined) touched.add(repo);
+      await apply(collection, rkey, r.cid, r.value);
     }
-    const known =
-      collection === REPO_COLLECTION
-        ? (await index.allRepoNames(did)).map((r) => ({ rkey: r.name, rev: r.rev, deleted: r.deleted }))
-        : isForgeCollection(collection)
-          ? await index.forge.keys(collection, did)
-          : await index.allRefKeys(did);
-    for (const k of known) {
+  };
+  const forget = async (collection: string): Promise<void> => {
+    const seen = listed.get(collection) ?? new Set<string>();
+    for (const k of await keys(collection)) {
       if (seen.has(k.rkey) || k.deleted === 1 || k.rev >= rev) continue;
-      const repo = await applyWrite(index, {
-        did,
-        collection,
-        rkey: k.rkey,
-        rev,
-        cid: null,
-        record: null,
-        time,
-      });
-      if (repo !== undefined) touched.add(repo);
+      await apply(collection, k.rkey, null, null);
     }
+  };
+  // A ref table's parts go in before the tables and out after them, as their writer orders them:
+  // each table is then joined once, with its parts in place, and never with a part it lists gone.
+  for (const collection of [REPO_COLLECTION, REF_COLLECTION]) {
+    await list(collection);
+    await forget(collection);
+  }
+  await list(REFS_PART_COLLECTION);
+  await list(REFS_COLLECTION);
+  await forget(REFS_COLLECTION);
+  await forget(REFS_PART_COLLECTION);
+  for (const collection of FORGE_COLLECTIONS) {
+    await list(collection);
+    await forget(collection);
   }
   return [...touched];
 }

@@ -1,4 +1,5 @@
 import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
+import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
 import type { Index } from '../db/index-store.ts';
 import { accountChanged } from './accounts.ts';
 import { applyWrite } from './apply.ts';
@@ -28,7 +29,13 @@ export interface StreamHooks {
   log(line: string): void;
 }
 
-const KNOTLESS = new Set<string>([REPO_COLLECTION, REF_COLLECTION, ...FORGE_COLLECTIONS]);
+const KNOTLESS = new Set<string>([
+  REPO_COLLECTION,
+  REF_COLLECTION,
+  REFS_COLLECTION,
+  REFS_PART_COLLECTION,
+  ...FORGE_COLLECTIONS,
+]);
 
 /**
  * Follows `service`'s com.atproto.sync.subscribeRepos (a relay's or a PDS's; stream.ts). Only

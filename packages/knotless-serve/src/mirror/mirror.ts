@@ -195,6 +195,12 @@ export class Mirror {
     // without its revision is left to its event, which has it.
     if ((await this.#index.repo(did, repo))?.private === 1 || written.rev === undefined || written.rev === '')
       return;
+    // A ref read from or written to a ref table (its key `<table key>#<ref>`) is no ref record: the
+    // table's own event brings it, with the whole table it is one entry of.
+    if (written.key.includes('#')) {
+      await this.schedule(did, repo, true);
+      return;
+    }
     await applyWrite(this.#index, {
       did,
       collection: REF_COLLECTION,

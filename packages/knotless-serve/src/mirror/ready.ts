@@ -4,7 +4,8 @@
 // print "You appear to have cloned an empty repository" and exit 0.
 import fs from 'node:fs';
 import path from 'node:path';
-import { REF_COLLECTION, refKeyPrefix, runGit } from 'knotless-core';
+import { REF_COLLECTION, XrpcError, refKeyPrefix, runGit } from 'knotless-core';
+import { REFS_COLLECTION } from 'knotless-core/records/collections';
 import type { Index } from '../db/index-store.ts';
 import type { Mirror } from './mirror.ts';
 
@@ -29,8 +30,8 @@ async function matches(index: Index, mirror: Mirror, did: string, repo: string):
 }
 
 /**
- * Whether the owner's PDS holds any ref record of the repository: one listRecords of one record,
- * the first key after the repository's prefix. A PDS that cannot be asked counts as holding some:
+ * Whether the owner's PDS holds the repository's ref table (one getRecord) or any ref record of it
+ * (one listRecords of one record, the first key after the repository's prefix). A PDS that cannot be asked counts as holding some:
  * an empty answer is given only when it is known to be true.
  */
 async function ownerHasRefs(
@@ -41,6 +42,17 @@ async function ownerHasRefs(
 ): Promise<boolean> {
   try {
     const client = await mirror.ownerClient(did);
+    // A ref table holds the refs of a repository that has one: its record is asked for first.
+    const table = await client
+      .query('com.atproto.repo.getRecord', { repo: did, collection: REFS_COLLECTION, rkey: repo })
+      .then(
+        () => true,
+        (err: unknown) => {
+          if (err instanceof XrpcError && err.error === 'RecordNotFound') return false;
+          throw err;
+        },
+      );
+    if (table) return true;
     const prefix = refKeyPrefix(repo);
     const page = await client.query<{ records?: { uri?: unknown }[] }>('com.atproto.repo.listRecords', {
       repo: did,

@@ -9,6 +9,7 @@ import { migration as m0007 } from './0007-stars-and-line-comments.ts';
 import { migration as m0008 } from './0008-checks-ignored.ts';
 import { migration as m0009 } from './0009-webhooks.ts';
 import { migration as m0010 } from './0010-checks.ts';
+import { migration as m0011 } from './0011-ref-tables.ts';
 
 /**
  * Numbered migrations, applied in order by kysely's Migrator, one file each: a new one is a file
@@ -26,4 +27,5 @@ export const migrations: Record<string, Migration> = {
   '0008_checks_ignored': m0008,
   '0009_webhooks': m0009,
   '0010_checks': m0010,
+  '0011_ref_tables': m0011,
 };

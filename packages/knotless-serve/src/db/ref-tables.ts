@@ -1,0 +1,379 @@
+// Ref tables (`dev.knotless.refs` and `.part`, format.md "The ref table") in the index. An account's
+// own table of its own repository gives that repository's refs, and from the moment it exists its
+// `dev.knotless.ref` records are ignored (the reader's rule, "Old repositories"); a maintainer's
+// table of another account's repository is stored and not used. The refs a table gives are kept in
+// `table_refs`, replaced only by a listing the table and its parts give whole: a table that breaks a
+// rule, or whose part is missing or not the one it names, leaves the last good refs in place and
+// its problem in `ref_tables.problem`. A push is what changes between one listing and the next.
+import type { Kysely, Transaction } from 'kysely';
+import { isKnotlessError, REPO_COLLECTION, type PackEntry } from 'knotless-core';
+import {
+  joinRefTable,
+  parseRefTable,
+  type FetchedPart,
+  type RefTable,
+} from 'knotless-core/records/ref-table';
+import type { EventSource } from './cursor.ts';
+import type { Database, RefTableRow, TableRefRow } from './schema.ts';
+import { queuePush } from './webhook-events.ts';
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+/** A ref as the index lists it, from a ref record or a table. */
+export type ListedRef = Omit<TableRefRow, 'did' | 'repo'> & { did: string; repo: string };
+
+/** A table or part record change: `record` null for a delete. */
+export interface TableChange {
+  did: string;
+  rkey: string;
+  rev: string;
+  cid: string | null;
+  /** The record in JSON form. */
+  record: unknown;
+  time: string;
+}
+
+/** What applying a table or a part did: whether the repository's refs changed, and why not when refused. */
+export interface TableApplied {
+  /** The repository whose refs the change is about (undefined: none, e.g. a maintainer's table). */
+  repo?: string;
+  changed: boolean;
+  /** Set when the owner's table gives no listing now (its last good refs are kept). */
+  problem?: string;
+}
+
+/** The repository a table or part key belongs to: everything before the first `~`. */
+function repoOf(rkey: string): string {
+  const i = rkey.indexOf('~');
+  return i === -1 ? rkey : rkey.slice(0, i);
+}
+
+/** A pack list as the index stores it: JSON, inline bytes as base64 (what the mirror reads back). */
+export function packsJson(packs: PackEntry[]): string {
+  // Explicitly, not with a replacer: a Buffer's toJSON runs before any replacer sees it.
+  return JSON.stringify(
+    packs.map((p) => ({
+      ...p,
+      ...(p.inline === undefined ? {} : { inline: { $bytes: Buffer.from(p.inline).toString('base64') } }),
+    })),
+  );
+}
+
+/** The owner's live table of `did`'s repository `repo`, if it has one. */
+async function ownerTable(db: Db, did: string, repo: string): Promise<RefTableRow | undefined> {
+  return db
+    .selectFrom('ref_tables')
+    .selectAll()
+    .where('did', '=', did)
+    .where('rkey', '=', repo)
+    .where('deleted', '=', 0)
+    .executeTakeFirst();
+}
+
+/** Whether `did`'s repository `repo` keeps its refs in a table (its ref records then count for nothing). */
+export async function hasOwnerTable(db: Db, did: string, repo: string): Promise<boolean> {
+  return (await ownerTable(db, did, repo)) !== undefined;
+}
+
+/** The live refs of a repository (HEAD included), in name order: its table's, else its ref records'. */
+export async function liveRefs(db: Db, did: string, repo: string): Promise<ListedRef[]> {
+  if (await hasOwnerTable(db, did, repo))
+    return db
+      .selectFrom('table_refs')
+      .selectAll()
+      .where('did', '=', did)
+      .where('repo', '=', repo)
+      .orderBy('ref')
+      .execute();
+  return db
+    .selectFrom('refs')
+    .select(['did', 'rkey', 'repo', 'ref', 'target', 'symref', 'peeled', 'packs', 'cid', 'rev', 'updated_at'])
+    .where('did', '=', did)
+    .where('repo', '=', repo)
+    .where('deleted', '=', 0)
+    .orderBy('ref')
+    .execute();
+}
+
+/** Parts are read this many at a time (bound parameters stay far below every engine's limit). */
+const PART_BATCH = 500;
+
+/**
+ * The listing the owner's table row gives with the parts the index holds, or why it gives none.
+ * Only a refusal of the table's rules (corrupt-remote) is a problem; anything else is our fault.
+ */
+async function listingOf(db: Db, row: RefTableRow): Promise<{ refs: ListedRef[] } | { problem: string }> {
+  const value = JSON.parse(row.value ?? 'null') as unknown;
+  // A private repository's table is sealed whole (as its ref records are): nothing in it to index.
+  if (typeof value === 'object' && value !== null && 'sealed' in value)
+    return { problem: "it is sealed (a private repository's), and its refs are not indexed" };
+  let table: RefTable;
+  try {
+    const stored = parseRefTable(value, `at://${row.did}/${REPO_COLLECTION}/${row.repo}`, true);
+    const keys = stored.parts.map((p) => p.rkey);
+    const parts: FetchedPart[] = [];
+    for (let i = 0; i < keys.length; i += PART_BATCH) {
+      const rows = await db
+        .selectFrom('ref_table_parts')
+        .select(['rkey', 'cid', 'value'])
+        .where('did', '=', row.did)
+        .where('rkey', 'in', keys.slice(i, i + PART_BATCH))
+        .where('deleted', '=', 0)
+        .execute();
+      for (const p of rows)
+        if (p.cid !== null && p.value !== null)
+          parts.push({ rkey: p.rkey, cid: p.cid, value: JSON.parse(p.value) as unknown });
+    }
+    table = joinRefTable(stored, parts);
+  } catch (err) {
+    if (isKnotlessError(err, 'corrupt-remote')) return { problem: err.message };
+    throw err;
+  }
+  const at = { did: row.did, repo: row.repo, cid: row.cid, rev: row.rev, updated_at: table.updatedAt };
+  const refs: ListedRef[] = [];
+  if (table.head !== undefined)
+    refs.push({
+      ...at,
+      rkey: `${row.rkey}#HEAD`,
+      ref: 'HEAD',
+      target: null,
+      symref: table.head,
+      peeled: null,
+      packs: '[]',
+    });
+  for (const r of table.refs) {
+    // An owner's table holds no tombstones (parseRefTable refuses them); a value is all it lists.
+    if (r.target === undefined) continue;
+    refs.push({
+      ...at,
+      rkey: `${row.rkey}#${r.ref}`,
+      ref: r.ref,
+      target: r.target,
+      symref: null,
+      peeled: r.peeled ?? null,
+      packs: packsJson(r.packs),
+    });
+  }
+  return { refs };
+}
+
+/** Whether two listed refs say the same (a table's newer revision that left a ref alone keeps its row). */
+function same(a: ListedRef, b: ListedRef): boolean {
+  return a.target === b.target && a.symref === b.symref && a.peeled === b.peeled && a.packs === b.packs;
+}
+
+/** Writes the repository's `table_refs` from what they hold (`held`) to `now`: only the rows that differ. */
+async function writeRows(
+  tx: Db,
+  did: string,
+  repo: string,
+  held: ListedRef[],
+  now: ListedRef[],
+): Promise<void> {
+  const old = new Map(held.map((r) => [r.ref, r]));
+  const keep = new Set(now.map((r) => r.ref));
+  for (const ref of old.keys())
+    if (!keep.has(ref))
+      await tx
+        .deleteFrom('table_refs')
+        .where('did', '=', did)
+        .where('repo', '=', repo)
+        .where('ref', '=', ref)
+        .execute();
+  for (const r of now) {
+    const was = old.get(r.ref);
+    if (was !== undefined && same(was, r)) continue;
+    const row: TableRefRow = { ...r, did, repo };
+    await tx
+      .insertInto('table_refs')
+      .values(row)
+      .onConflict((oc) =>
+        oc.columns(['did', 'repo', 'ref']).doUpdateSet({
+          rkey: row.rkey,
+          target: row.target,
+          symref: row.symref,
+          peeled: row.peeled,
+          packs: row.packs,
+          cid: row.cid,
+          rev: row.rev,
+          updated_at: row.updated_at,
+        }),
+      )
+      .execute();
+  }
+}
+
+/**
+ * Notes each ref whose target moved between two listings as a push (keyed by the table's key and
+ * the ref, and the revision that moved it, so the same event seen again notes nothing) and queues
+ * its webhooks' deliveries. True when any ref (HEAD, a pack list too) changed.
+ */
+async function notePushes(
+  tx: Db,
+  did: string,
+  repo: string,
+  before: ListedRef[],
+  after: ListedRef[],
+  at: { rev: string; time: string; seq: number | null },
+): Promise<boolean> {
+  const old = new Map(before.map((r) => [r.ref, r]));
+  const now = new Map(after.map((r) => [r.ref, r]));
+  let changed = false;
+  for (const ref of new Set([...old.keys(), ...now.keys()])) {
+    const a = old.get(ref);
+    const b = now.get(ref);
+    if (a === undefined || b === undefined || !same(a, b)) changed = true;
+    const from = a?.target ?? null;
+    const to = b?.target ?? null;
+    if (ref === 'HEAD' || from === to) continue;
+    const push = {
+      did,
+      rkey: `${repo}#${ref}`,
+      rev: at.rev,
+      repo,
+      ref,
+      old_target: from,
+      new_target: to,
+      time: at.time,
+      seq: at.seq,
+    };
+    const noted = await tx
+      .insertInto('pushes')
+      .values(push)
+      .onConflict((oc) => oc.columns(['did', 'rkey', 'rev']).doNothing())
+      .executeTakeFirst();
+    // A push noted before (the same event again) has had its webhooks' deliveries queued.
+    if (Number(noted.numInsertedOrUpdatedRows ?? 0) > 0)
+      await queuePush(tx, { ...push, before: from, after: to });
+  }
+  return changed;
+}
+
+/** Only a table row the index keeps unchanged, or older than it holds, is passed over. */
+function stale(old: { rev: string; cid: string | null } | undefined, change: TableChange): boolean {
+  return old !== undefined && (old.rev > change.rev || (old.rev === change.rev && old.cid === change.cid));
+}
+
+/**
+ * Relists the repository after its owner's table (`table`, undefined once deleted) or one of its
+ * parts changed; `before` is what the index listed for it until now.
+ */
+async function relist(
+  tx: Db,
+  did: string,
+  repo: string,
+  table: RefTableRow | undefined,
+  before: { refs: ListedRef[]; inTable: boolean },
+  at: { rev: string; time: string; seq: number | null },
+): Promise<TableApplied> {
+  if (table === undefined) {
+    // No table now: the repository is read from its ref records again, as a reader would, and
+    // what moved between the two listings is a push like any other.
+    await tx.deleteFrom('table_refs').where('did', '=', did).where('repo', '=', repo).execute();
+    const records = await liveRefs(tx, did, repo);
+    return { repo, changed: await notePushes(tx, did, repo, before.refs, records, at) };
+  }
+  const listing = await listingOf(tx, table);
+  const problem = 'problem' in listing ? listing.problem : null;
+  await tx
+    .updateTable('ref_tables')
+    .set({ problem })
+    .where('did', '=', did)
+    .where('rkey', '=', table.rkey)
+    .execute();
+  // A table that gives no listing leaves the last good refs: the table's last whole listing, or
+  // the ref records' refs when it never gave one (copied, since the records count no more).
+  const after = 'refs' in listing ? listing.refs : before.refs;
+  if (!before.inTable)
+    await tx.deleteFrom('table_refs').where('did', '=', did).where('repo', '=', repo).execute();
+  await writeRows(tx, did, repo, before.inTable ? before.refs : [], after);
+  const changed = await notePushes(tx, did, repo, before.refs, after, at);
+  return problem === null ? { repo, changed } : { repo, changed, problem };
+}
+
+/** The refs the index lists for the repository now (its table's or its records'), for a diff. */
+async function listed(tx: Db, did: string, repo: string, onTable: boolean): Promise<ListedRef[]> {
+  if (!onTable) return liveRefs(tx, did, repo);
+  return tx.selectFrom('table_refs').selectAll().where('did', '=', did).where('repo', '=', repo).execute();
+}
+
+/** Applies a `dev.knotless.refs` record change; see the module's comment. */
+export async function applyTable(tx: Db, change: TableChange, source?: EventSource): Promise<TableApplied> {
+  const old = await tx
+    .selectFrom('ref_tables')
+    .select(['rev', 'cid', 'deleted'])
+    .where('did', '=', change.did)
+    .where('rkey', '=', change.rkey)
+    .executeTakeFirst();
+  if (stale(old, change) || (old === undefined && change.record === null)) return { changed: false };
+  const repo = repoOf(change.rkey);
+  const owner = repo === change.rkey;
+  const wasLive = owner && old !== undefined && old.deleted === 0;
+  const before = { refs: owner ? await listed(tx, change.did, repo, wasLive) : [], inTable: wasLive };
+  const row: RefTableRow = {
+    did: change.did,
+    rkey: change.rkey,
+    repo,
+    owner: owner ? 1 : 0,
+    cid: change.cid,
+    rev: change.rev,
+    deleted: change.record === null ? 1 : 0,
+    value: change.record === null ? null : JSON.stringify(change.record),
+    problem: null,
+    indexed_at: change.time,
+  };
+  await tx
+    .insertInto('ref_tables')
+    .values(row)
+    .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
+    .execute();
+  // A maintainer's table of another account's repository is kept, not used (teams come later).
+  if (!owner) return { changed: false };
+  const at = { rev: change.rev, time: change.time, seq: source?.seq ?? null };
+  return relist(tx, change.did, repo, change.record === null ? undefined : row, before, at);
+}
+
+/** Applies a `dev.knotless.refs.part` record change; the table that lists it is joined again. */
+export async function applyTablePart(
+  tx: Db,
+  change: TableChange,
+  source?: EventSource,
+): Promise<TableApplied> {
+  const old = await tx
+    .selectFrom('ref_table_parts')
+    .select(['rev', 'cid'])
+    .where('did', '=', change.did)
+    .where('rkey', '=', change.rkey)
+    .executeTakeFirst();
+  if (stale(old, change) || (old === undefined && change.record === null)) return { changed: false };
+  const row = {
+    did: change.did,
+    rkey: change.rkey,
+    cid: change.cid,
+    rev: change.rev,
+    deleted: change.record === null ? 1 : 0,
+    value: change.record === null ? null : JSON.stringify(change.record),
+  };
+  await tx
+    .insertInto('ref_table_parts')
+    .values(row)
+    .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
+    .execute();
+  // Only the table that names this part is affected: a new part is written before the table that
+  // lists it, and an old one deleted after, so most part changes leave the listing alone.
+  const repo = repoOf(change.rkey);
+  const table = await ownerTable(tx, change.did, repo);
+  if (table === undefined || !namesPart(table, change.rkey)) return { changed: false };
+  const before = { refs: await listed(tx, change.did, repo, true), inTable: true };
+  const at = { rev: change.rev, time: change.time, seq: source?.seq ?? null };
+  return relist(tx, change.did, repo, table, before, at);
+}
+
+/** Whether the stored table lists a part under `rkey` (read from its JSON, before any rule). */
+function namesPart(table: RefTableRow, rkey: string): boolean {
+  const value = JSON.parse(table.value ?? 'null') as { parts?: unknown } | null;
+  return (
+    Array.isArray(value?.parts) &&
+    value.parts.some((p) => typeof p === 'object' && p !== null && (p as { rkey?: unknown }).rkey === rkey)
+  );
+}
