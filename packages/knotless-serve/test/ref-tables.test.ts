@@ -27,6 +27,7 @@ import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
 import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
+import { startReceiver } from './webhook-receiver.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
 const alice = useGitUser(t, 'alice.test');
@@ -289,7 +290,10 @@ function backendSuite(backend: 'sqlite' | 'postgres'): void {
       });
 
       // A table update that moves refs is a push: main forward, a branch created, one deleted,
-      // and the default branch changed.
+      // and the default branch changed. The repository's webhook is told of each ref that moved.
+      const rx = await startReceiver();
+      after(() => rx.close());
+      await app.index.webhooks.add(t.dids['alice.test']!, repo, rx.url);
       await writeTable(
         repo,
         [
@@ -312,6 +316,21 @@ function backendSuite(backend: 'sqlite' | 'postgres'): void {
         pushes
           .slice(0, 3)
           .map((p) => [p.ref, p.before ?? null, p.after ?? null])
+          .sort(),
+        [
+          ['refs/heads/main', first, second],
+          ['refs/heads/second', second, null],
+          ['refs/heads/topic', null, first],
+        ],
+      );
+      const events = await waitFor('three push events', () => {
+        const got = rx.received.filter((r) => r.headers['x-knotless-event'] === 'push');
+        return Promise.resolve(got.length >= 3 ? got : undefined);
+      });
+      assert.deepEqual(
+        events
+          .map((e) => JSON.parse(e.body) as { ref: string; before: string | null; after: string | null })
+          .map((e) => [e.ref, e.before, e.after])
           .sort(),
         [
           ['refs/heads/main', first, second],

@@ -104,9 +104,9 @@ const PART_BATCH = 500;
  */
 async function listingOf(db: Db, row: RefTableRow): Promise<{ refs: ListedRef[] } | { problem: string }> {
   const value = JSON.parse(row.value ?? 'null') as unknown;
-  // A private repository's table is sealed whole (as its ref records are): nothing in it to index.
-  if (typeof value === 'object' && value !== null && 'sealed' in value)
-    return { problem: "it is sealed (a private repository's), and its refs are not indexed" };
+  // A private repository's table is sealed whole, as its ref records are: like them, it gives no
+  // refs to index (the repository's pages say its contents are encrypted), and that is no problem.
+  if (typeof value === 'object' && value !== null && 'sealed' in value) return { refs: [] };
   let table: RefTable;
   try {
     const stored = parseRefTable(value, `at://${row.did}/${REPO_COLLECTION}/${row.repo}`, true);
