@@ -509,6 +509,14 @@ function backendSuite(backend: 'sqlite' | 'postgres'): void {
       unsorted['refs'] = [...(unsorted['refs'] as unknown[])].reverse();
       await put('alice.test', TABLE, repo, unsorted);
       assert.match(await problemOf(app, repo), /its refs are not sorted at "refs\/heads\/main"/);
+      // The repository's page says its refs are the last read whole, and why.
+      const front = await get(`${app.url}/alice.test/${repo}`);
+      assert.equal(front.status, 200);
+      assert.match(
+        front.text,
+        /This repository's ref table gives no listing now, so its refs are shown as last read whole/,
+      );
+      assert.match(front.text, /its refs are not sorted at/);
       await app.idle();
       assert.deepEqual((await indexed(app, repo)).refs, good);
       assert.equal((await pushesOf(app, repo)).length, pushesBefore);

@@ -184,9 +184,19 @@ export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
     <a href="${href(...base, 'issues')}">${plural(forge.issues['open'] ?? 0, 'open issue')}</a>
     ${stars}
   </span>`;
+  // The owner's ref table gives no listing now (db/ref-tables.ts): readers are told the refs shown
+  // are the last ones read whole, and why, rather than shown them as current.
+  const problem = await site.index.refTableProblem(repo.did, repo.name);
+  const stale =
+    problem === undefined
+      ? ''
+      : html`<p class="error">
+          This repository's ref table gives no listing now, so its refs are shown as last read whole:
+          ${problem}
+        </p>`;
   return page(
     `${repo.owner}/${repo.name}`,
-    html`${repoHeader(repo)} ${cloneBox(site, repo)}
+    html`${repoHeader(repo)} ${stale} ${cloneBox(site, repo)}
     ${await codeView(site, repo, branch, head.oid, '', refs, counts)}`,
     {
       description: repo.description ?? `${repo.name}, a git repository of ${repo.owner} on knotless`,
