@@ -120,6 +120,8 @@ export class Mirror {
           );
         });
       this.#record(pack, hash, await packObjects(this.gitDir, hash, pack.count));
+      // Its trees may name blobs of packs not downloaded yet: promised, to git, not missing.
+      writeFileAtomic(this.#packFile(hash, 'promisor'), '', 0o644);
     }
   }
 
@@ -132,17 +134,19 @@ export class Mirror {
   }
 
   /**
-   * Deletes the local copies of packs a compaction replaced by `merged`, which holds every object
+   * Deletes the local copies of packs a compaction replaced by `merged`, which hold every object
    * they carried: the mirror keeps each object once. Their object lists stay, so a ref that still
    * lists one of them syncs without indexing it again (its objects are in the merged pack). Called
    * inside {@link hold}, after the merged pack was indexed here.
    */
-  retire(ids: string[], merged: string): void {
+  retire(ids: string[], merged: string[]): void {
+    const keep = new Set(merged.map((m) => this.#localName(m)));
     for (const id of ids) {
       const hash = this.#localName(id);
-      if (hash === undefined || hash === this.#localName(merged)) continue;
+      if (hash === undefined || keep.has(hash)) continue;
       // The index first: without it git no longer looks in the pack.
-      for (const ext of ['idx', 'rev', 'pack', 'keep']) fs.rmSync(this.#packFile(hash, ext), { force: true });
+      for (const ext of ['idx', 'rev', 'pack', 'keep', 'promisor'])
+        fs.rmSync(this.#packFile(hash, ext), { force: true });
     }
   }
 
@@ -153,6 +157,45 @@ export class Mirror {
   adopt(id: string, objects: string[]): void {
     writeFileAtomic(this.#listFile(id), objects.join('\n'), 0o644);
     this.#indexed.add(id);
+  }
+
+  /**
+   * Makes the mirror a promisor repository (gitrepository-layout, partial-clone.txt): git then
+   * takes objects its packs lack but name (the blobs of packs not downloaded) as promised, not
+   * missing. The remote has no URL: nothing in the mirror is ever fetched by git itself.
+   */
+  async makePromisor(): Promise<void> {
+    const config = path.join(this.gitDir, 'config');
+    if (fs.readFileSync(config, 'utf8').includes('partialclone = knotless')) return;
+    for (const [key, value] of [
+      ['core.repositoryformatversion', '1'],
+      ['remote.knotless.promisor', 'true'],
+      ['extensions.partialClone', 'knotless'],
+    ] as const)
+      await runGit(['config', key, value], { gitDir: this.gitDir });
+  }
+
+  /** Whether every pack of `list` is indexed here. */
+  holdsAll(list: PackEntry[]): boolean {
+    const done = this.#indexed.read();
+    return list.every((p) => done.has(p.id));
+  }
+
+  /**
+   * The objects of `oids` no pack indexed here carries, from the lists the mirror keeps: asking git
+   * would have it try to fetch what a promisor repository lacks.
+   */
+  lacks(oids: string[]): string[] {
+    const held = new Set<string>();
+    for (const id of this.#indexed.read()) {
+      try {
+        for (const oid of this.objectsOf(id)) held.add(oid);
+      } catch (err) {
+        // Indexed before object lists were kept: its objects count as lacking, and it is synced.
+        if (!isMissing(err)) throw err;
+      }
+    }
+    return oids.filter((o) => !held.has(o));
   }
 
   /** The objects a synced pack carries. */

@@ -62,6 +62,8 @@ export async function buildPack(opts: {
   /** Where the pack's file is made (the cache's tmp directory). */
   tmpDir: string;
   gitDir?: string;
+  /** Only the structure (commits, trees, tags): `--filter=blob:none`. */
+  structure?: boolean;
 }): Promise<PackFile> {
   const input = [...opts.tips, ...opts.exclude.map((oid) => `^${oid}`)].join('\n') + '\n';
   const args = [
@@ -70,9 +72,65 @@ export async function buildPack(opts: {
     '--revs',
     '--thin',
     '--delta-base-offset',
+    ...(opts.structure === true ? ['--filter=blob:none'] : []),
     opts.progress ? '--progress' : '-q',
   ];
   return packToFile(args, input, opts.tmpDir, opts.gitDir, opts.progress);
+}
+
+/**
+ * The blobs of the range {@link buildPack} packs, with their paths, and the range's edge commits
+ * (rev-list's `--objects-edge`), for {@link buildBlobPack}. `--filter=object:type=blob` still lists
+ * the range's commits (rev-list and pack-objects both keep commits whatever the filter), so lines
+ * without a path are typed by cat-file and only blobs are kept (a blob named by a tag or a tip has no
+ * path).
+ */
+export async function rangeBlobs(
+  tips: string[],
+  exclude: string[],
+  gitDir?: string,
+): Promise<{ blobs: string[]; lines: string[] }> {
+  const input = [...tips, ...exclude.map((oid) => `^${oid}`)].join('\n') + '\n';
+  const dir = gitDir === undefined ? {} : { gitDir };
+  const out = await runGit(['rev-list', '--objects', '--objects-edge', '--filter=object:type=blob', '--stdin'], {
+    input,
+    ...dir,
+    env: { GIT_NO_REPLACE_OBJECTS: '1' },
+  });
+  const edges: string[] = [];
+  const named: string[] = [];
+  const bare: string[] = [];
+  for (const l of out.stdout.toString('latin1').split('\n')) {
+    if (l === '') continue;
+    if (l.startsWith('-')) edges.push(l);
+    else if (l.includes(' ')) named.push(l);
+    else bare.push(l);
+  }
+  if (bare.length > 0) {
+    const types = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype)'], {
+      input: bare.join('\n') + '\n',
+      ...dir,
+    });
+    for (const t of types.stdout.toString('latin1').split('\n'))
+      if (t.endsWith(' blob')) named.push(t.slice(0, -' blob'.length));
+  }
+  // pack-objects names objects by the bytes of each line; a path is passed on as rev-list gave it.
+  return { blobs: named.map((l) => l.split(' ', 1)[0]!), lines: [...edges, ...named] };
+}
+
+/**
+ * Packs the blobs {@link rangeBlobs} listed, thin: its edge lines (`-<commit>`) make the blobs of
+ * the excluded commits preferred bases, which pack-objects deltas against and leaves out, as a
+ * `--thin` pack does (`--thin` itself would read revisions, and walk commits back into the pack).
+ */
+export async function buildBlobPack(opts: {
+  lines: string[];
+  progress: boolean;
+  tmpDir: string;
+  gitDir?: string;
+}): Promise<PackFile> {
+  const args = ['pack-objects', '--stdout', '--delta-base-offset', opts.progress ? '--progress' : '-q'];
+  return packToFile(args, opts.lines.join('\n') + '\n', opts.tmpDir, opts.gitDir, opts.progress);
 }
 
 /**
@@ -80,9 +138,15 @@ export async function buildPack(opts: {
  * the range as `pack-objects --revs` does. Lets a caller know a pack's objects without indexing it;
  * callers hold the answer to the pack's object count before trusting it.
  */
-export async function rangeObjects(tips: string[], exclude: string[], gitDir?: string): Promise<string[]> {
+export async function rangeObjects(
+  tips: string[],
+  exclude: string[],
+  gitDir?: string,
+  structure = false,
+): Promise<string[]> {
   const input = [...tips, ...exclude.map((oid) => `^${oid}`)].join('\n') + '\n';
-  const out = await runGit(['rev-list', '--objects', '--stdin'], {
+  const filter = structure ? ['--filter=blob:none'] : [];
+  const out = await runGit(['rev-list', '--objects', ...filter, '--stdin'], {
     input,
     ...(gitDir === undefined ? {} : { gitDir }),
     // pack-objects never follows replace refs (it packs the objects themselves); rev-list would.

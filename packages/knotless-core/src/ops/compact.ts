@@ -3,14 +3,16 @@ import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
 import { KnotlessError } from '../errors.ts';
-import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
+import { indexPack, packObjectList, packObjects, parsePackInfo, type PackInfo } from '../git/pack.ts';
+import { runGit } from '../git/run.ts';
+import type { PackHolds } from '../records/ref-rules.ts';
 import { PackFile } from '../git/pack-file.ts';
 import { planMerge } from '../packs/geometric.ts';
 import { BlobGone, loadPack } from '../packs/transfer.ts';
 import type { PackEntry } from '../records/ref-record.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
 import { blobUploadLimit } from '../packs/server-info.ts';
-import { RECORD_INLINE_MAX, storeAsBlobs } from '../packs/store-packs.ts';
+import { holdsOf, RECORD_INLINE_MAX, storeAsBlobs } from '../packs/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { swapLoop } from './swap-loop.ts';
 
@@ -35,53 +37,94 @@ export interface CompactEnv {
   cacheDir: string;
 }
 
-/** Builds the pack that replaces `suffix`, and checks it holds every object of the packs it replaces. */
+/**
+ * Builds the packs that replace the list from `cut` on, and checks they hold every object of the
+ * packs they replace: one pack, or, when the packs replaced were split into structure and blobs
+ * (format.md, "Structure apart from blobs"), one of each kind, so that the split outlives the merge.
+ */
 async function mergePacks(
   remote: RemoteRepo,
   env: CompactEnv,
   list: PackEntry[],
   cut: number,
-): Promise<PackEntry> {
+): Promise<PackEntry[]> {
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
-  const { merged, info } = await mirror.hold(async () => {
+  const built = await mirror.hold(async () => {
     await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
     const wanted = [...new Set(list.slice(cut).flatMap((p) => mirror.objectsOf(p.id)))];
-    const merged = await packObjectList(mirror.gitDir, wanted, path.join(env.cacheDir, 'tmp'));
+    const split = list.slice(cut).some((p) => p.holds !== undefined);
+    const groups: Array<{ oids: string[]; holds?: PackHolds }> = split
+      ? await byKind(mirror.gitDir, wanted)
+      : [{ oids: wanted }];
+    const out: Array<{ merged: PackFile; info: PackInfo; holds?: PackHolds | undefined }> = [];
     try {
-      const info = parsePackInfo(merged);
-      const { hash } = await indexPack(merged, mirror.gitDir, false);
-      const held = new Set(await packObjects(mirror.gitDir, hash, info.count));
-      const lost = wanted.filter((oid) => !held.has(oid));
-      if (lost.length > 0) {
-        throw new KnotlessError(
-          'corrupt-remote',
-          `compaction would drop ${lost.length} objects (e.g. ${lost[0]}); nothing was written.`,
-        );
+      for (const g of groups) {
+        if (g.oids.length === 0) continue;
+        const merged = await packObjectList(mirror.gitDir, g.oids, path.join(env.cacheDir, 'tmp'));
+        const info = parsePackInfo(merged);
+        out.push({ merged, info, holds: g.holds });
+        const { hash } = await indexPack(merged, mirror.gitDir, false);
+        const held = new Set(await packObjects(mirror.gitDir, hash, info.count));
+        const lost = g.oids.filter((oid) => !held.has(oid));
+        if (lost.length > 0) {
+          throw new KnotlessError(
+            'corrupt-remote',
+            `compaction would drop ${lost.length} objects (e.g. ${lost[0]}); nothing was written.`,
+          );
+        }
+        mirror.adoptIndexed({ id: info.id, size: merged.length, count: info.count }, hash, [...held]);
       }
-      mirror.adoptIndexed({ id: info.id, size: merged.length, count: info.count }, hash, [...held]);
-      return { merged, info };
+      return out;
     } catch (err) {
-      merged.close();
+      for (const o of out) o.merged.close();
       throw err;
     }
   });
+  const entries: PackEntry[] = [];
   try {
-    if (merged.length <= INLINE_MERGED_MAX)
-      return { id: info.id, size: merged.length, count: info.count, inline: merged.bytes() };
-    const writer = remote.writer(env.auth);
-    const stored = await storeAsBlobs(
-      { writer, cache: env.cache, sealer: remote.sealer },
-      merged,
-      await blobUploadLimit(writer, env.cacheDir),
-      () => {},
-      'compact:blob-uploaded',
-    );
-    const entry: PackEntry = { id: info.id, size: merged.length, count: info.count, ...stored };
-    mirror.share(entry);
-    return entry;
+    for (const { merged, info, holds } of built) {
+      const head = { id: info.id, size: merged.length, count: info.count, ...(holds === undefined ? {} : { holds }) };
+      if (merged.length <= INLINE_MERGED_MAX) {
+        entries.push({ ...head, inline: merged.bytes() });
+        continue;
+      }
+      const writer = remote.writer(env.auth);
+      const stored = await storeAsBlobs(
+        { writer, cache: env.cache, sealer: remote.sealer },
+        merged,
+        await blobUploadLimit(writer, env.cacheDir),
+        () => {},
+        'compact:blob-uploaded',
+      );
+      const entry: PackEntry = { ...head, ...stored };
+      mirror.share(entry);
+      entries.push(entry);
+    }
+    return entries;
   } finally {
-    merged.close();
+    for (const b of built) b.merged.close();
   }
+}
+
+/** Splits object ids into the structure (commits, trees, tags) and the blobs, structure first. */
+async function byKind(gitDir: string, oids: string[]): Promise<Array<{ oids: string[]; holds: PackHolds }>> {
+  const structure: string[] = [];
+  const blobs: string[] = [];
+  if (oids.length > 0) {
+    const out = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype)'], {
+      gitDir,
+      input: oids.join('\n') + '\n',
+    });
+    for (const line of out.stdout.toString('latin1').split('\n')) {
+      const [oid, type] = line.split(' ');
+      if (oid === undefined || type === undefined) continue;
+      (type === 'blob' ? blobs : structure).push(oid);
+    }
+  }
+  return [
+    { oids: structure, holds: { kind: 'structure' } },
+    { oids: blobs, holds: { kind: 'blobs' } },
+  ];
 }
 
 /**
@@ -89,13 +132,13 @@ async function mergePacks(
  * objects) and the blob cache (the PDS frees their blobs once no record lists them), so the cache
  * keeps each object once. Another ref that still lists one of them downloads it again if it must.
  */
-async function retireReplaced(remote: RemoteRepo, env: CompactEnv, replaced: PackEntry[], merged: PackEntry) {
+async function retireReplaced(remote: RemoteRepo, env: CompactEnv, replaced: PackEntry[], merged: PackEntry[]) {
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   await mirror.hold(() =>
     Promise.resolve(
       mirror.retire(
         replaced.map((p) => p.id),
-        merged.id,
+        merged.map((m) => m.id),
       ),
     ),
   );
@@ -137,7 +180,7 @@ async function hoistInline(
       () => {},
       'compact:blob-uploaded',
     ).finally(() => file.close());
-    const moved: PackEntry = { id: p.id, size: p.size, count: p.count, ...stored };
+    const moved: PackEntry = { id: p.id, size: p.size, count: p.count, ...holdsOf(p), ...stored };
     hoisted.set(p.id, moved);
     out[i] = moved;
   }
@@ -160,7 +203,7 @@ export async function compactRef(
   type Plan = {
     list: PackEntry[];
     cut: number | undefined;
-    merged: PackEntry | undefined;
+    merged: PackEntry[] | undefined;
     kept: PackEntry[];
     /** Inline packs already moved into blobs, remembered across attempts. */
     hoisted: Map<string, PackEntry>;
@@ -178,7 +221,7 @@ export async function compactRef(
         const cut = planMerge(list);
         if (cut === undefined && inlineBytes(list) <= RECORD_INLINE_MAX)
           return { kind: 'done', value: undefined };
-        let merged: PackEntry | undefined;
+        let merged: PackEntry[] | undefined;
         try {
           merged = cut === undefined ? undefined : await mergePacks(remote, env, list, cut);
         } catch (err) {
@@ -188,7 +231,7 @@ export async function compactRef(
           if (fresh?.record.packs.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
           return { kind: 'again', state: { current: fresh } };
         }
-        const kept = merged === undefined ? list : [...list.slice(0, cut), merged];
+        const kept = merged === undefined ? list : [...list.slice(0, cut), ...merged];
         plan = { list, cut, merged, kept, hoisted: new Map() };
       }
       const appended = current.record.packs.slice(plan.list.length);

@@ -11,6 +11,23 @@ export const GEOMETRIC_FACTOR = 2;
  * share, are thus kept; small recent ones are merged, so a list stays logarithmic in length.
  */
 export function planMerge(packs: PackEntry[]): number | undefined {
+  if (!packs.some((p) => p.holds !== undefined)) return planSizes(packs.map((p) => p.size));
+  // A list split into structure and blobs (format.md, "Structure apart from blobs") is two lists
+  // interleaved, each geometric on its own: a push's small structure pack follows its large blob
+  // pack by nature. Each kind is planned apart (a pack of both kinds counts in both), and the list
+  // is cut at the earlier of the two cuts. Large blob packs (`blob`) are never merged.
+  let cut: number | undefined;
+  for (const kind of ['structure', 'blobs'] as const) {
+    const at = packs.flatMap((p, i) => (p.holds === undefined || p.holds.kind === kind ? [i] : []));
+    const c = planSizes(at.map((i) => packs[i]!.size));
+    if (c !== undefined && (cut === undefined || at[c]! < cut)) cut = at[c]!;
+  }
+  return cut;
+}
+
+/** {@link planMerge} over the sizes of one list. */
+function planSizes(sizes: number[]): number | undefined {
+  const packs = sizes.map((size) => ({ size }));
   const n = packs.length;
   const suffix = new Array<number>(n + 1).fill(0);
   for (let i = n - 1; i >= 0; i--) suffix[i] = suffix[i + 1]! + packs[i]!.size;

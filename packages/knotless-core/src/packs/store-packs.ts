@@ -6,6 +6,7 @@ import type { XrpcClient } from '../xrpc/client.ts';
 import type { CrashPoint } from '../crash.ts';
 import { uploadPack } from './transfer.ts';
 import { inlineBytes, type PackEntry } from '../records/ref-record.ts';
+import type { PackHolds } from '../records/ref-rules.ts';
 import { blobUploadLimit } from './server-info.ts';
 import type { RefSealer } from '../records/sealer.ts';
 
@@ -20,17 +21,22 @@ export const INLINE_REFS_MAX = 4;
  * The list entry of a pack just built: its bytes inline when small (it may travel in the record),
  * else the file itself, to be uploaded from disk. Undefined for an empty pack (which is closed).
  */
-export function newPackEntry(pack: PackFile): PackEntry | undefined {
+export function newPackEntry(pack: PackFile, holds?: PackHolds): PackEntry | undefined {
   const info = parsePackInfo(pack);
   if (info.count === 0) {
     pack.close();
     return undefined;
   }
-  const entry = { id: info.id, size: pack.length, count: info.count };
+  const entry = { id: info.id, size: pack.length, count: info.count, ...(holds === undefined ? {} : { holds }) };
   if (pack.length > INLINE_PACK_MAX) return { ...entry, local: pack };
   const inline = pack.bytes();
   pack.close();
   return { ...entry, inline };
+}
+
+/** A pack's `holds`, to carry over into the entry that replaces it (the same pack, stored otherwise). */
+export function holdsOf(p: PackEntry): Pick<PackEntry, 'holds'> {
+  return p.holds === undefined ? {} : { holds: p.holds };
 }
 
 /** Where and how packs are stored. */
@@ -74,7 +80,7 @@ async function hoist(list: PackEntry[], store: PackStore): Promise<PackEntry[]> 
       const tick = () => meter.tick(Math.min(limit, p.size));
       const file = p.local ?? PackFile.fromBytes(p.inline!);
       const stored1 = await storeAsBlobs(store, file, limit, tick).finally(() => file.close());
-      stored.set(p.id, { id: p.id, size: p.size, count: p.count, ...stored1 });
+      stored.set(p.id, { id: p.id, size: p.size, count: p.count, ...holdsOf(p), ...stored1 });
     }),
   );
   meter.end();

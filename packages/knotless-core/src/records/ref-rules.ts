@@ -31,11 +31,23 @@ export interface PackEntry {
    * bytes long, under the key of `epoch` (private/sealer.ts).
    */
   sealed?: { stored: number; epoch: number };
+  /**
+   * What the pack holds (format.md, "Structure apart from blobs"): `structure` (commits, trees,
+   * tags), `blobs` (blobs of at most 1 MiB) or `blob` (one larger blob, `oid`, `blobSize` bytes).
+   * Undefined for a pack that may hold anything, as every pack written before the split does.
+   */
+  holds?: PackHolds;
   /** Decrypts a sealed pack's blobs into a new temporary file under `dir`; set when its record was opened. */
   decrypt?: (file: PackFile, dir: string) => Promise<PackFile>;
   /** Starts loading what `decrypt` needs, without waiting: called as the blobs start to download. */
   decryptSoon?: () => void;
 }
+
+/** What a pack of the split holds; `blob` names its one blob. */
+export type PackHolds =
+  | { kind: 'structure' }
+  | { kind: 'blobs' }
+  | { kind: 'blob'; oid: string; blobSize: number };
 
 /** Most packs one ref may list (the lexicon's limit), and most blobs one pack may be split into. */
 export const MAX_PACKS = 1000;
@@ -95,6 +107,8 @@ export function parsePack(v: unknown, corrupt: Fail): PackEntry {
       throw corrupt(`pack ${pack.id} has an invalid sealed size or epoch`);
     pack.sealed = { stored: sealed.stored as number, epoch: sealed.epoch as number };
   }
+  const holds = parseHolds(p);
+  if (holds !== undefined) pack.holds = holds;
   const inline = p['inline'] as { $bytes?: unknown } | null | undefined;
   if (inline !== undefined) {
     if (typeof inline !== 'object' || inline === null || typeof inline.$bytes !== 'string')
@@ -112,6 +126,21 @@ export function parsePack(v: unknown, corrupt: Fail): PackEntry {
   return pack;
 }
 
+/**
+ * A pack's `holds`, read leniently: a kind this reader does not know, or a `blob` without a valid id
+ * and size, is a pack that may hold anything (downloaded whenever any object is wanted), which is
+ * always safe — the ref's list still holds every object its target reaches.
+ */
+function parseHolds(p: Record<string, unknown>): PackHolds | undefined {
+  const kind = p['holds'];
+  if (kind === 'structure' || kind === 'blobs') return { kind };
+  const oid = p['oid'];
+  const blobSize = p['blobSize'];
+  if (kind === 'blob' && isObjectId(oid) && Number.isSafeInteger(blobSize) && (blobSize as number) >= 0)
+    return { kind, oid, blobSize: blobSize as number };
+  return undefined;
+}
+
 /** A pack's JSON form for putRecord/applyWrites (bytes as `$bytes`). */
 export function writePack(p: PackEntry): Record<string, unknown> {
   return {
@@ -121,5 +150,7 @@ export function writePack(p: PackEntry): Record<string, unknown> {
     ...(p.inline === undefined ? {} : { inline: { $bytes: Buffer.from(p.inline).toString('base64') } }),
     ...(p.parts === undefined ? {} : { parts: p.parts }),
     ...(p.sealed === undefined ? {} : { sealed: p.sealed }),
+    ...(p.holds === undefined ? {} : { holds: p.holds.kind }),
+    ...(p.holds?.kind === 'blob' ? { oid: p.holds.oid, blobSize: p.holds.blobSize } : {}),
   };
 }
