@@ -92,11 +92,14 @@ export async function rangeBlobs(
 ): Promise<{ blobs: string[]; lines: string[] }> {
   const input = [...tips, ...exclude.map((oid) => `^${oid}`)].join('\n') + '\n';
   const dir = gitDir === undefined ? {} : { gitDir };
-  const out = await runGit(['rev-list', '--objects', '--objects-edge', '--filter=object:type=blob', '--stdin'], {
-    input,
-    ...dir,
-    env: { GIT_NO_REPLACE_OBJECTS: '1' },
-  });
+  const out = await runGit(
+    ['rev-list', '--objects', '--objects-edge', '--filter=object:type=blob', '--stdin'],
+    {
+      input,
+      ...dir,
+      env: { GIT_NO_REPLACE_OBJECTS: '1' },
+    },
+  );
   const edges: string[] = [];
   const named: string[] = [];
   const bare: string[] = [];

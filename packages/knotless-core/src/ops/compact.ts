@@ -83,7 +83,12 @@ async function mergePacks(
   const entries: PackEntry[] = [];
   try {
     for (const { merged, info, holds } of built) {
-      const head = { id: info.id, size: merged.length, count: info.count, ...(holds === undefined ? {} : { holds }) };
+      const head = {
+        id: info.id,
+        size: merged.length,
+        count: info.count,
+        ...(holds === undefined ? {} : { holds }),
+      };
       if (merged.length <= INLINE_MERGED_MAX) {
         entries.push({ ...head, inline: merged.bytes() });
         continue;
@@ -132,7 +137,12 @@ async function byKind(gitDir: string, oids: string[]): Promise<Array<{ oids: str
  * objects) and the blob cache (the PDS frees their blobs once no record lists them), so the cache
  * keeps each object once. Another ref that still lists one of them downloads it again if it must.
  */
-async function retireReplaced(remote: RemoteRepo, env: CompactEnv, replaced: PackEntry[], merged: PackEntry[]) {
+async function retireReplaced(
+  remote: RemoteRepo,
+  env: CompactEnv,
+  replaced: PackEntry[],
+  merged: PackEntry[],
+) {
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   await mirror.hold(() =>
     Promise.resolve(

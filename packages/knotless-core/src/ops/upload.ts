@@ -76,7 +76,7 @@ export class MirrorUploadPack {
   }
 
   /** Whether a request needs more than the structure: see the class's comment. */
-  async #needsAll(request: Uint8Array): Promise<boolean> {
+  #needsAll(request: Uint8Array): boolean {
     const lines = pktLines(request);
     const command = lines.find((l) => l.startsWith('command='));
     if (command === 'command=ls-refs') return false;
@@ -98,7 +98,7 @@ export class MirrorUploadPack {
    * a piece at a time.
    */
   async answer(request: Uint8Array, send: (bytes: Uint8Array) => void): Promise<void> {
-    if (!this.#whole && (await this.#needsAll(request))) await this.#wholeMirror();
+    if (!this.#whole && this.#needsAll(request)) await this.#wholeMirror();
     await this.#run(['--stateless-rpc'], request, send);
   }
 
@@ -199,7 +199,7 @@ async function syncPacks(
 function pktLines(request: Uint8Array): string[] {
   const bytes = Buffer.from(request.buffer, request.byteOffset, request.byteLength);
   const out: string[] = [];
-  for (let at = 0; at + 4 <= bytes.length; ) {
+  for (let at = 0; at + 4 <= bytes.length;) {
     const len = parseInt(bytes.toString('latin1', at, at + 4), 16);
     if (!(len >= 4)) {
       at += 4;

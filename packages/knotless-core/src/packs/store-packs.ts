@@ -27,7 +27,12 @@ export function newPackEntry(pack: PackFile, holds?: PackHolds): PackEntry | und
     pack.close();
     return undefined;
   }
-  const entry = { id: info.id, size: pack.length, count: info.count, ...(holds === undefined ? {} : { holds }) };
+  const entry = {
+    id: info.id,
+    size: pack.length,
+    count: info.count,
+    ...(holds === undefined ? {} : { holds }),
+  };
   if (pack.length > INLINE_PACK_MAX) return { ...entry, local: pack };
   const inline = pack.bytes();
   pack.close();

@@ -45,9 +45,7 @@ export interface PackEntry {
 
 /** What a pack of the split holds; `blob` names its one blob. */
 export type PackHolds =
-  | { kind: 'structure' }
-  | { kind: 'blobs' }
-  | { kind: 'blob'; oid: string; blobSize: number };
+  { kind: 'structure' } | { kind: 'blobs' } | { kind: 'blob'; oid: string; blobSize: number };
 
 /** Most packs one ref may list (the lexicon's limit), and most blobs one pack may be split into. */
 export const MAX_PACKS = 1000;
