@@ -4,7 +4,7 @@
 // answers' bodies, at a proxy in front of it). Writes `blobless_bytes_ratio`, `depth1_bytes_ratio`
 // and `bloblimit_bytes_ratio` (each against the full clone), `split_structure_share` (the share of
 // a structure pack beside a blob pack, both made by git from the same refs: what a blob:none clone
-// would download were pushes split so), and `lfs_roundtrip_ok` from bench/lfs.ts run with a small
+// should download, as pushes now split them), and `lfs_roundtrip_ok` from bench/lfs.ts run with a small
 // file. `--source` defaults to this workspace's own repository.
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
