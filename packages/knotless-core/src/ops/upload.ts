@@ -88,6 +88,7 @@ export class MirrorUploadPack {
     if (wants.length === 0) return false;
     return this.#mirror.lacks(wants).length > 0;
   }
+
   /** upload-pack's capability advertisement (protocol v2), as git reads it first. */
   async advertise(send: (bytes: Uint8Array) => void): Promise<void> {
     await this.#run(['--stateless-rpc', '--advertise-refs'], '', send);
