@@ -265,6 +265,14 @@ describe('the ref table', () => {
     refused(() => parseRefTable({ ...w, gone: ['refs/heads/x'] }, REPO, true), /gone refs but no parts/);
   });
 
+  it("names each part by the CID atproto's own code gives its record, blob references and all", async () => {
+    const { recordCid } = await import('../src/records/proof.ts');
+    const out = await layoutRefTable(bigTable(3000), 'project', async (v) => Promise.resolve(recordCid(v)));
+    assert.ok(out.create.length >= 2);
+    for (const p of out.create) assert.equal(recordCid(p.value), await cidOf(p.value));
+    assert.equal(recordCid(out.table), await cidOf(out.table));
+  });
+
   it('refuses a part whose contents do not match the CID the table names, or lie about its range', async () => {
     const out = await layoutRefTable(bigTable(3000), 'project', cidOf);
     const stored = parseRefTable(JSON.parse(JSON.stringify(out.table)), REPO, true);

@@ -197,6 +197,31 @@ export function jsonForm(value: unknown): unknown {
   return Object.fromEntries(Object.entries(value).map(([k, x]) => [k, jsonForm(x)]));
 }
 
+/** The JSON form of a record back to its DAG-CBOR data: `$link` to a CID, `$bytes` to bytes. */
+function dataForm(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(dataForm);
+  if (typeof value !== 'object' || value === null) return value;
+  const keys = Object.keys(value);
+  const v = value as Record<string, unknown>;
+  if (keys.length === 1 && typeof v['$link'] === 'string') return CID.parse(v['$link']);
+  if (keys.length === 1 && typeof v['$bytes'] === 'string')
+    return new Uint8Array(Buffer.from(v['$bytes'], 'base64'));
+  return Object.fromEntries(keys.map((k) => [k, dataForm(v[k])]));
+}
+
+/**
+ * The CID a PDS gives a record written in this JSON form (a DAG-CBOR block, sha2-256): a ref
+ * table names each of its parts by it, before they are written, so that a reader can check them.
+ */
+export function recordCid(json: Record<string, unknown>): string {
+  // Through JSON first: what is sent is JSON, where an undefined field is no field at all.
+  const bytes = encode(dataForm(JSON.parse(JSON.stringify(json))), ENCODE);
+  const digest = crypto.createHash('sha256').update(bytes).digest();
+  // A CIDv1, dag-cbor (0x71), sha2-256 (0x12, 32 bytes): as atproto writes every record's.
+  const cid = Uint8Array.of(0x01, 0x71, SHA2_256, 32, ...digest);
+  return CID.decode(cid).toString();
+}
+
 const LEGACY_TYPES: Record<string, (typeof CURVES)[number]> = {
   EcdsaSecp256k1VerificationKey2019: CURVES[0],
   EcdsaSecp256r1VerificationKey2019: CURVES[1],

@@ -6,7 +6,14 @@
 import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import { REFS_COLLECTION, REFS_PART_COLLECTION, REPO_COLLECTION } from './collections.ts';
-import { joinRefTable, parseRefTable, refTableKey, type FetchedPart, type RefTable } from './ref-table.ts';
+import {
+  joinRefTable,
+  parseRefTable,
+  refTableKey,
+  type FetchedPart,
+  type RefTable,
+  type StoredTable,
+} from './ref-table.ts';
 import type { RemoteRef } from './remote-ref.ts';
 import type { RemoteRepo, TableVerifier } from './remote-repo.ts';
 import { isSealed } from './sealer.ts';
@@ -22,6 +29,8 @@ const NAMED = 5;
 /** The refs of a repository as its owner's table holds them, with the commit the table was proved at. */
 export interface TableRead {
   table: RefTable;
+  /** The table record as stored (its own entries, parts and `gone`): a writer lays its next one out from it. */
+  stored: StoredTable;
   /** The table record's CID (every ref read from it carries it). */
   cid: string;
   rev: string;
@@ -164,7 +173,7 @@ export async function readTableWith(
   );
   await remote.prepare('plain');
   const table = joinRefTable(stored, parts);
-  return { table, cid: got.cid, rev: got.rev, commit: got.commit };
+  return { table, stored, cid: got.cid, rev: got.rev, commit: got.commit };
 }
 
 /** A verified table's refs (HEAD first, as the owner's `head`) in the form ref records are read in. */
@@ -186,6 +195,14 @@ export function tableRefs(remote: RemoteRepo, read: TableRead): RemoteRef[] {
     });
   }
   return out;
+}
+
+/** The table each remote's last {@link readRepoRefs} read, which a push writes its next one over. */
+const tableReads = new WeakMap<RemoteRepo, TableRead>();
+
+/** The ref table the last {@link readRepoRefs} of `remote` read, when its refs are in one. */
+export function lastTableRead(remote: RemoteRepo): TableRead | undefined {
+  return remote.layout === 'table' ? tableReads.get(remote) : undefined;
 }
 
 /**
@@ -230,6 +247,7 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
     return old.refs;
   }
   remote.layout = 'table';
+  tableReads.set(remote, table);
   if ('err' in old) {
     if (!isKnotlessError(old.err)) throw old.err;
     remote.warn(
@@ -251,13 +269,14 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
 }
 
 /**
- * Refuses a write of `dev.knotless.ref` records to a repository whose refs are in a ref table: such a
- * record would be written and then ignored by every reader, a push that looks done and is lost.
+ * Refuses a write of `dev.knotless.ref` records to a repository whose refs are in a ref table (by a
+ * writer that does not write tables yet: `repo commit`): such a record would be written and then
+ * ignored by every reader, a commit that looks done and is lost.
  */
 export function refuseTableWrite(remote: RemoteRepo): void {
   if (remote.layout !== 'table') return;
   throw new KnotlessError(
     'push-rejected',
-    `${remote.label} keeps its refs in a ref table, which this version of knotless reads but cannot write yet; nothing was written, so push with a version of knotless that writes ref tables.`,
+    `${remote.label} keeps its refs in a ref table, which \`knotless repo commit\` cannot write yet; nothing was written, so commit with git and push.`,
   );
 }

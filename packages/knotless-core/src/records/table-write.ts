@@ -1,0 +1,111 @@
+// Writing a repository's ref table (format.md, "The ref table"): the owner's `dev.knotless.refs`
+// record, laid out by ref-table.ts (one record, or parts past 256 KiB), written with `swapRecord` on
+// the CID it was read at, so that the write itself proves the read it was decided on. Parts go
+// first: their keys are the hash of their contents, so writing one again changes nothing, and a part
+// no table lists yet is ignored by every reader. The parts a new table no longer lists are deleted
+// after it lands.
+import { KnotlessError } from '../errors.ts';
+import type { Authorizer } from '../xrpc/client.ts';
+import { REFS_COLLECTION, REFS_PART_COLLECTION } from './collections.ts';
+import { writeFailure } from './ref-writes.ts';
+import { layoutRefTable, refTableKey, type RefTable } from './ref-table.ts';
+import type { TableRead } from './read-refs.ts';
+import type { RemoteRepo } from './remote-repo.ts';
+
+/** Deletes per commit: the PDS's limit of 200 writes in one applyWrites, less one to spare. */
+const DELETES_PER_COMMIT = 199;
+
+/** What a table write landed: the table record's new CID and the commit's revision. */
+export interface TableWritten {
+  cid: string;
+  rev: string;
+}
+
+/**
+ * Writes `next` as the owner's table of `remote`, over `previous` (the table as read, whose CID is
+ * the swap), or creates it when there was none (the swap names no record). A moved table is a
+ * SwapConflict (records/ref-writes.ts), for the caller's loop to read again and decide anew.
+ */
+export async function writeRefTable(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  next: RefTable,
+  previous: TableRead | undefined,
+): Promise<TableWritten> {
+  await remote.prepare();
+  if (remote.isPrivate)
+    throw new KnotlessError(
+      'push-rejected',
+      `${remote.label} is private, and this version of knotless does not write a private repository's ref table yet; nothing was written.`,
+    );
+  const did = remote.owner.did;
+  const key = refTableKey(remote.name, did, did);
+  const { recordCid } = await import('./proof.ts');
+  const writes = await layoutRefTable(
+    next,
+    key,
+    (value) => Promise.resolve(recordCid(value)),
+    previous === undefined ? undefined : { table: previous.stored, joined: previous.table },
+  );
+  const client = remote.writer(auth);
+  const what = `writing the refs of ${remote.label}`;
+  for (const part of writes.create) {
+    try {
+      await client.procedure('com.atproto.repo.putRecord', {
+        repo: did,
+        collection: REFS_PART_COLLECTION,
+        rkey: part.rkey,
+        record: part.value,
+        validate: false,
+      });
+    } catch (err) {
+      throw writeFailure(err, what);
+    }
+  }
+  let written: TableWritten;
+  try {
+    const res = await client.procedure<{ cid: string; commit?: { rev?: string } }>(
+      'com.atproto.repo.putRecord',
+      {
+        repo: did,
+        collection: REFS_COLLECTION,
+        rkey: key,
+        record: writes.table,
+        swapRecord: previous?.cid ?? null,
+        validate: false,
+      },
+    );
+    written = { cid: res.cid, rev: res.commit?.rev ?? '' };
+  } catch (err) {
+    throw writeFailure(err, what);
+  }
+  await removeParts(remote, auth, writes.remove);
+  return written;
+}
+
+/**
+ * Deletes parts no table lists any more, up to 199 a commit. The table is written already, and a
+ * part it does not list is never read: a failure here leaves records that cost space, not a wrong
+ * ref, so it is a warning and the push stands.
+ */
+async function removeParts(remote: RemoteRepo, auth: Authorizer, keys: string[]): Promise<void> {
+  for (let i = 0; i < keys.length; i += DELETES_PER_COMMIT) {
+    try {
+      await remote.writer(auth).procedure('com.atproto.repo.applyWrites', {
+        repo: remote.owner.did,
+        writes: keys.slice(i, i + DELETES_PER_COMMIT).map((rkey) => ({
+          $type: 'com.atproto.repo.applyWrites#delete',
+          collection: REFS_PART_COLLECTION,
+          rkey,
+        })),
+      });
+    } catch (err) {
+      const failure = writeFailure(err, `removing the old parts of the ref table of ${remote.label}`);
+      if (!(failure instanceof KnotlessError)) throw failure;
+      remote.warn(
+        `${keys.length - i} part(s) of the ref table of ${remote.label} that it no longer lists were not removed (${failure.message.replace(/\.$/, '')}); they are never read`,
+      );
+      return;
+    }
+  }
+}
