@@ -1,10 +1,13 @@
 import type { Config } from 'knotless-core/config/env';
 import { isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
+import { REFS_COLLECTION } from 'knotless-core/records/collections';
 import { parseRefRecord } from 'knotless-core/records/ref-record';
+import { refTableKey } from 'knotless-core/records/ref-table';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { safeText } from 'knotless-core/text/terminal';
-import type { XrpcClient } from 'knotless-core/xrpc/client';
+import { XrpcError, type XrpcClient } from 'knotless-core/xrpc/client';
+import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
 import type { Transport } from 'knotless-core/xrpc/transport';
 import type { WroteChange } from './client.ts';
 import type { Landed } from './group-commit.ts';
@@ -196,6 +199,10 @@ export class Follower {
       const view = views.begin(owner.did, name, owner.pds);
       const base = await this.#latest(owner);
       const remote = this.#ctx.remoteRepo(owner, name, this.#log);
+      // A repository whose refs are in a ref table is not kept as a view of ref records, which
+      // every reader ignores there: its helpers read the table themselves.
+      if (await hasRefTable(this.#ctx, owner, name))
+        throw new Error('a repository with a ref table, of which no view is kept yet');
       const refs = await remote.listRefs();
       // An empty listing says nothing of privacy: the repository record does.
       if (refs.length === 0) await remote.prepare();
@@ -270,5 +277,20 @@ export class Follower {
       );
       s.stop();
     }
+  }
+}
+
+/** Whether the owner's ref table of the repository exists (one getRecord; the PDS's plain answer). */
+async function hasRefTable(ctx: FollowerServices, owner: Identity, name: string): Promise<boolean> {
+  try {
+    await ctx.client(owner.pds).query('com.atproto.repo.getRecord', {
+      repo: owner.did,
+      collection: REFS_COLLECTION,
+      rkey: refTableKey(name, owner.did, owner.did),
+    });
+    return true;
+  } catch (err) {
+    if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing') return false;
+    throw err;
   }
 }

@@ -3,7 +3,7 @@ import type { lexToJson as LexToJson } from '@atproto/lex-json';
 import type { parseCommitAuthenticated as ParseCommit } from '@atproto/sync';
 import { MAX_RECORD_BYTES, parseRefRecord } from 'knotless-core/records/ref-record';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
-import { REF_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
+import { REF_COLLECTION, REFS_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
 import { safeText } from 'knotless-core/text/terminal';
 import { mayConcern } from './frame-filter.ts';
 
@@ -218,6 +218,10 @@ export class PdsStream {
       this.checked++;
       try {
         const ops = Array.isArray(msg['ops']) ? (msg['ops'] as Array<{ path?: unknown }>) : [];
+        // A ref table written: the views of ref records this account's repositories have may no longer
+        // be what readers read (they read the table), so they are dropped and loaded again.
+        if (ops.some((o) => typeof o.path === 'string' && o.path.split('/')[0] === REFS_COLLECTION))
+          throw new Error('a ref table was written');
         const refOps = ops.filter((o) => typeof o.path === 'string' && isRef(o.path.split('/')[0]!));
         const writes = refOps.length === 0 ? [] : await parse(msg as unknown as Commit);
         // @atproto/sync leaves out ops whose proof or block is missing: that is a change we lack.

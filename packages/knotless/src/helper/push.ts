@@ -4,7 +4,6 @@ import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import { pushedFrom } from 'knotless-core/git/objects';
 import { GitError } from 'knotless-core/git/run';
 import { pushRefs, type PushOutcome, type PushSpec } from 'knotless-core/ops/push/push';
-import { refuseTableWrite } from 'knotless-core/records/read-refs';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { printErr, safeText } from 'knotless-core/text/terminal';
 import { branchProtection, pushRefusal } from 'knotless-core/forge/checks';
@@ -59,7 +58,6 @@ export async function pushBatch(state: HelperState, lines: string[]): Promise<Pu
 
 async function push(state: HelperState, specs: PushSpec[]): Promise<PushOutcome[]> {
   const remote = await state.remote();
-  refuseTableWrite(remote);
   const auth = await activeSession(state.ctx);
   const { config } = state.ctx;
   const dirs = await pushedFrom();
@@ -79,7 +77,6 @@ async function push(state: HelperState, specs: PushSpec[]): Promise<PushOutcome[
         if (state.refs !== undefined)
           return { refs: state.refs, contested: state.contested, shownToGit: true };
         const refs = await state.list(true);
-        refuseTableWrite(remote);
         return { refs, contested: state.contested, shownToGit: false };
       },
       remember: (written) => state.remember(written),

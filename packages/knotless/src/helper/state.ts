@@ -167,7 +167,9 @@ export class HelperState {
     // is on disk rather than putting back the refs as we listed them, which may be older than theirs.
     // Not in the warm agent: its own view took the write when it landed, and `knotless repo commit`
     // asks it first; reading and rewriting this file cost its event loop ~5 ms a push under load.
-    if (!remote.isPrivate && !this.ctx.hosted) this.#fold(remote, written, this.refs);
+    // Nor for a ref table: the view on disk holds ref records, for `repo commit`, which reads a table afresh.
+    if (!remote.isPrivate && !this.ctx.hosted && remote.layout !== 'table')
+      this.#fold(remote, written, this.refs);
     try {
       await this.ctx.agent?.wrote(remote.owner.did, remote.name, {
         written: written.flatMap((w) => (w.error === undefined && w.record ? [w.record] : [])),

@@ -2,6 +2,7 @@ import { KnotlessError, type PushReason } from '../../errors.ts';
 import { isAncestor, lookUpObjects, presentObjects } from '../../git/objects.ts';
 import { gitText } from '../../git/run.ts';
 import { compactionDue } from '../../packs/geometric.ts';
+import { readRepoRefs } from '../../records/read-refs.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { contestedSentence } from '../../records/remote-repo.ts';
 import { hasUnsafe, printErr } from '../../text/terminal.ts';
@@ -17,6 +18,7 @@ import {
 import { pushContested } from './contested.ts';
 import { PackSource, type PushEnv, type WriteJob } from './job.ts';
 import { preparePacks } from './pack.ts';
+import { writeTable } from './table.ts';
 import { writeEach } from './write.ts';
 
 /** One `push` line: the local source (empty: delete), the remote ref, forced or not. */
@@ -181,8 +183,14 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
   const source = new PackSource(packs, () => rebuildPacks(env, toWrite, present));
   const job: WriteJob = { env, refs, updates: toWrite, source, present, head };
   const isNew = new Set(toWrite.filter((u) => u.oid !== undefined && !refs.has(u.dst)).map((u) => u.dst));
-  // Each ref on its own compare-and-swap loop (new ones batched first), or all in one commit.
-  const written = env.options.atomic ? await writeAtomic(job) : await writeEach(job);
+  // A ref table: every ref in one write of it. Ref records: each ref on its own compare-and-swap
+  // loop (new ones batched first), or all in one commit.
+  const written =
+    env.remote.layout === 'table'
+      ? await writeTable(job)
+      : env.options.atomic
+        ? await writeAtomic(job)
+        : await writeEach(job);
   if (written.some((w) => w.blobMissing === true)) {
     printErr(
       `knotless: The PDS of ${env.remote.label} kept refusing the push because packs it builds on were removed meanwhile (a compaction or a rewind on another machine); fetch and push again.`,
@@ -213,7 +221,8 @@ async function rebuildPacks(
   updates: Update[],
   present: (oid: string) => boolean,
 ): Promise<PackEntry[]> {
-  const fresh = new Map((await env.remote.listRefs()).map((r) => [r.record.ref, r]));
+  const listed = env.remote.layout === 'table' ? await readRepoRefs(env.remote) : await env.remote.listRefs();
+  const fresh = new Map(listed.map((r) => [r.record.ref, r]));
   const have = await presentObjects(
     [...fresh.values()].flatMap((r) => (r.record.target === undefined ? [] : [r.record.target])),
     { gitDir: env.gitDir },

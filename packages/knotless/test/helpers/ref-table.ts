@@ -1,0 +1,97 @@
+// A test's hands on an account's ref tables: records put straight into the account, a table written
+// as the core lays it out (to start a repository on one), and the owner's table read back as stored.
+import assert from 'node:assert/strict';
+import { jsonToLex } from '@atproto/lexicon';
+import { cidForRecord } from '@atproto/repo';
+import { parseRefRecord, type RefRecord } from 'knotless-core/records/ref-record';
+import { applyRefUpdates, layoutRefTable, type RefUpdate } from 'knotless-core/records/ref-table';
+import type { TestNet } from './network.ts';
+
+/** What a test does with `handle`'s records. */
+export interface TableHands {
+  /** Puts a record straight into the account; returns its CID as the PDS computed it. */
+  put: (collection: string, rkey: string, record: Record<string, unknown>) => Promise<string>;
+  /** The repository's ref records as the PDS holds them, by ref name. */
+  refRecords: (name: string) => Promise<Map<string, RefRecord>>;
+  /** Writes the owner's table of `name` holding `updates`, laid out as the core lays it out. */
+  writeTable: (name: string, updates: RefUpdate[]) => Promise<void>;
+  /** The owner's table of `name` as stored (undefined when there is none), with its CID. */
+  readTable: (name: string) => Promise<{ cid: string; value: StoredJson } | undefined>;
+}
+
+/** A table record's JSON, as far as tests look into it. */
+export interface StoredJson {
+  head?: string;
+  seq: number;
+  packs: { id: string }[];
+  refs: { ref: string; target?: string; packs?: number[] }[];
+  parts?: { rkey: string }[];
+}
+
+export function tableHands(t: TestNet, handle: string): TableHands {
+  const did = () => t.dids[handle]!;
+  const session = async (): Promise<{ accessJwt: string }> => {
+    const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.createSession`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ identifier: handle, password: t.password }),
+    });
+    return (await res.json()) as { accessJwt: string };
+  };
+  const put = async (collection: string, rkey: string, record: Record<string, unknown>) => {
+    const s = await session();
+    const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.putRecord`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${s.accessJwt}` },
+      body: JSON.stringify({ repo: did(), collection, rkey, record, validate: false }),
+    });
+    const body = (await res.json()) as { cid: string };
+    assert.equal(res.status, 200, JSON.stringify(body));
+    return body.cid;
+  };
+  return {
+    put,
+    refRecords: async (name) => {
+      const url = new URL('/xrpc/com.atproto.repo.listRecords', t.net.pdsUrl);
+      url.searchParams.set('repo', did());
+      url.searchParams.set('collection', 'dev.knotless.ref');
+      url.searchParams.set('limit', '100');
+      const body = (await (await fetch(url)).json()) as { records: { value: unknown }[] };
+      const out = new Map<string, RefRecord>();
+      for (const r of body.records) {
+        const rec = parseRefRecord(r.value);
+        if (rec.repo === name) out.set(rec.ref, rec);
+      }
+      return out;
+    },
+    writeTable: async (name, updates) => {
+      const repo = `at://${did()}/dev.knotless.repo/${name}`;
+      const table = applyRefUpdates(
+        undefined,
+        updates,
+        { repo, head: 'refs/heads/main', maintainer: false },
+        new Date(),
+      );
+      const writes = await layoutRefTable(table, name, async (value) =>
+        (await cidForRecord(jsonToLex(value) as Parameters<typeof cidForRecord>[0])).toString(),
+      );
+      // Parts first, as a writer writes them; each must be stored under the CID the table names.
+      for (const part of writes.create)
+        assert.equal(
+          await put('dev.knotless.refs.part', part.rkey, part.value),
+          (writes.table['parts'] as { rkey: string; cid: string }[]).find((p) => p.rkey === part.rkey)!.cid,
+        );
+      await put('dev.knotless.refs', name, writes.table);
+    },
+    readTable: async (name) => {
+      const url = new URL('/xrpc/com.atproto.repo.getRecord', t.net.pdsUrl);
+      url.searchParams.set('repo', did());
+      url.searchParams.set('collection', 'dev.knotless.refs');
+      url.searchParams.set('rkey', name);
+      const res = await fetch(url);
+      if (res.status === 400 || res.status === 404) return undefined;
+      assert.equal(res.status, 200);
+      return (await res.json()) as { cid: string; value: StoredJson };
+    },
+  };
+}
