@@ -94,6 +94,8 @@ describe('OAuth login', () => {
         'repo:dev.knotless.pull',
         'repo:dev.knotless.pull.status',
         'repo:dev.knotless.ref',
+        'repo:dev.knotless.refs',
+        'repo:dev.knotless.refs.part',
         'repo:dev.knotless.repo',
         'repo:dev.knotless.star',
         'rpc:dev.knotless.webhook.add?aud=*',

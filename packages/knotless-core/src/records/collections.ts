@@ -19,10 +19,18 @@ export function refKeyPrefix(repo: string): string {
 export const KEY_COLLECTION = 'dev.knotless.key';
 
 /**
- * The git side's collections a knotless OAuth sign-in asks to write (repositories, refs, LFS objects,
- * device keys); the forge's kinds say for themselves, and forge/oauth-scope.ts puts both together.
+ * The git side's collections a knotless OAuth sign-in asks to write (repositories, refs and ref
+ * tables with their parts, LFS objects, device keys); the forge's kinds say for themselves, and
+ * forge/oauth-scope.ts puts both together.
  */
-export const GIT_SIGN_IN_COLLECTIONS = [REPO_COLLECTION, REF_COLLECTION, LFS_COLLECTION, KEY_COLLECTION];
+export const GIT_SIGN_IN_COLLECTIONS = [
+  REPO_COLLECTION,
+  REF_COLLECTION,
+  REFS_COLLECTION,
+  REFS_PART_COLLECTION,
+  LFS_COLLECTION,
+  KEY_COLLECTION,
+];
 
 /** The appview's webhook methods (lexicons/dev/knotless/webhook/), called with service auth. */
 export const WEBHOOK_METHODS = [
