@@ -5,6 +5,7 @@
 // a fast-forward is refused as git would refuse it. Pushes that fold their packs keep the table's
 // pack list bounded; a large table keeps its parts and takes a push as one write of its own entries.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import type { RefUpdate } from 'knotless-core/records/ref-table';
@@ -213,5 +214,34 @@ describe('pushing to a ref table', () => {
     const ls = lsRemote(await alice.ok(alice.dir(), 'ls-remote', url));
     assert.equal(ls.get('refs/heads/main'), second);
     assert.equal([...ls.keys()].filter((r) => r.startsWith('refs/tags/')).length, 2999);
+  });
+
+  it('writes a `repo commit` into the table, in one write of it', async () => {
+    const { url } = await tabled('committed');
+    const file = `${alice.dir()}/b.txt`;
+    fs.writeFileSync(file, 'b\n');
+    proxy!.reset();
+    const commit = await alice.knotless(
+      'repo',
+      'commit',
+      'committed',
+      '-m',
+      'm',
+      '--branch',
+      'other',
+      '--add',
+      `b.txt=${file}`,
+    );
+    assert.equal(commit.code, 0, commit.stderr);
+    assert.equal(proxy!.count('com.atproto.repo.putRecord'), 1);
+    const made = commit.stdout.trim();
+    const table = (await readTable('committed'))!.value;
+    assert.equal(table.refs.find((r) => r.ref === 'refs/heads/other')?.target, made);
+    assert.equal((await refRecords('committed')).has('refs/heads/other'), false);
+    const ls = lsRemote(await alice.ok(alice.dir(), 'ls-remote', url));
+    assert.equal(ls.get('refs/heads/other'), made);
+    const dir = alice.dir();
+    await alice.ok(dir, 'clone', '-q', '-b', 'other', url, 'c');
+    assert.equal(fs.readFileSync(`${dir}/c/b.txt`, 'utf8'), 'b\n');
   });
 });

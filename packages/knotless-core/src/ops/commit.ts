@@ -14,7 +14,15 @@ import { BlobGone, MAX_RELISTS, loadPack, remoteChanged } from '../packs/transfe
 import { foldPacks } from '../packs/fold.ts';
 import { packMemoDir, rememberObjects } from '../packs/pack-objects-memo.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
-import { readRepoRefs, refuseTableWrite } from '../records/read-refs.ts';
+import {
+  lastTableRead,
+  readRefTable,
+  readRepoRefs,
+  tableRefs,
+  type TableRead,
+} from '../records/read-refs.ts';
+import { applyRefUpdates } from '../records/ref-table.ts';
+import { writeRefTable } from '../records/table-write.ts';
 import { contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
 import { newPackEntry, storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
@@ -176,7 +184,6 @@ async function commitInMirror(
   const ref = req.branch !== undefined ? `refs/heads/${req.branch}` : (headOf(refs) ?? 'refs/heads/main');
   if (refs === undefined || !refs.some((r) => r.record.ref === ref)) {
     refs = await readRepoRefs(remote);
-    refuseTableWrite(remote);
     if (refs.length === 0 && !(await remote.exists())) {
       throw new KnotlessError(
         'repo-missing',
@@ -192,12 +199,17 @@ async function commitInMirror(
   if (claims.length > 1) throw new KnotlessError('corrupt-remote', `${contestedSentence(ref, claims)}.`);
   let who: Promise<{ author: string; committer: string }> | undefined;
   let relists = 0;
-  type Read = { refs: RemoteRef[]; current: RemoteRef | undefined };
+  // `table`: the repository's ref table as read, which the commit is written into (one write of it).
+  type Read = { refs: RemoteRef[]; current: RemoteRef | undefined; table?: TableRead };
   type Write = { key: string; record: RefRecord; commit: string; packs: PackEntry[] };
-  const withRef = (list: RemoteRef[]): Read => ({
+  const withRef = (list: RemoteRef[], table = lastTableRead(remote)): Read => ({
     refs: list,
     current: list.find((r) => r.record.ref === ref),
+    ...(table === undefined ? {} : { table }),
   });
+  // The refs read again: the table's when the repository has one, else its records.
+  const reread = async (): Promise<Read> =>
+    remote.layout === 'table' ? withRef(await readRepoRefs(remote)) : withRef(await remote.listRefs());
   const outcome = await swapLoop<Read, Write, Committed, never>({
     start: withRef(refs),
     maxAttempts: MAX_ATTEMPTS,
@@ -222,7 +234,7 @@ async function commitInMirror(
         // A compaction or force push freed a blob of the list we read: read the refs again.
         if (!(err instanceof BlobGone)) throw err;
         if (++relists > MAX_RELISTS) throw remoteChanged(remote.label);
-        const fresh = withRef(await remote.listRefs());
+        const fresh = await reread();
         const packs = (fresh.current ?? startingPoint(fresh.refs))?.record.packs ?? [];
         if (packs.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
         return { kind: 'again', state: fresh, free: true };
@@ -241,8 +253,20 @@ async function commitInMirror(
         write: { key: current?.key ?? remote.refKey(ref), record, commit, packs },
       };
     },
-    write: async ({ key, record, commit, packs }, { refs, current }) => {
+    write: async ({ key, record, commit, packs }, { refs, current, table }) => {
       crashPoint('commit:before-record-write');
+      if (table !== undefined) {
+        // One write of the table, swapped on the table as read: HEAD set when it had none.
+        const next = applyRefUpdates(
+          table.table,
+          [{ ref, target: commit, packs }],
+          { repo: table.table.repo, head: ref, maintainer: false },
+          new Date(),
+        );
+        const { cid, rev } = await writeRefTable(remote, env.auth, next, table);
+        const landed = tableRefs(remote, { ...table, table: next, cid, rev });
+        return { commit, ref, packs, written: landed.find((r) => r.record.ref === ref)! };
+      }
       const { cid, rev } = await remote.putRef(env.auth, key, record, current?.cid ?? null);
       const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, rev, record }];
       if (headOf(refs) === undefined) {
@@ -252,7 +276,19 @@ async function commitInMirror(
       view.write({ refs: written });
       return { commit, ref, packs, written: { key, cid, rev, record } };
     },
-    reread: async ({ refs: before }, { key, commit }) => {
+    reread: async ({ refs: before, table }, { key, commit }) => {
+      if (table !== undefined) {
+        const read = await readRefTable(remote);
+        if (read === undefined) throw remoteChanged(remote.label);
+        const fresh = withRef(tableRefs(remote, read), read);
+        // A retried write whose first copy landed (its answer was lost) conflicts with itself: done.
+        if (fresh.current?.record.target === commit)
+          return {
+            kind: 'done',
+            value: { commit, ref, packs: fresh.current.record.packs, written: fresh.current },
+          };
+        return { kind: 'again', state: fresh };
+      }
       const current = await remote.getRef(key);
       const refs = [
         ...before.filter((r) => r.record.ref !== ref),
@@ -267,7 +303,7 @@ async function commitInMirror(
     },
     // A new branch builds on another branch's packs, which a compaction may have freed since the
     // listing: list again and rebuild, once.
-    relist: async () => withRef(await remote.listRefs()),
+    relist: () => reread(),
   });
   if (outcome.kind === 'done') return outcome.value;
   if (outcome.kind === 'exhausted' && outcome.cause === 'blob-missing') {

@@ -267,16 +267,3 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
   }
   return tableRefs(remote, table);
 }
-
-/**
- * Refuses a write of `dev.knotless.ref` records to a repository whose refs are in a ref table (by a
- * writer that does not write tables yet: `repo commit`): such a record would be written and then
- * ignored by every reader, a commit that looks done and is lost.
- */
-export function refuseTableWrite(remote: RemoteRepo): void {
-  if (remote.layout !== 'table') return;
-  throw new KnotlessError(
-    'push-rejected',
-    `${remote.label} keeps its refs in a ref table, which \`knotless repo commit\` cannot write yet; nothing was written, so commit with git and push.`,
-  );
-}
