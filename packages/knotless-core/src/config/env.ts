@@ -43,6 +43,11 @@ export interface Config {
   appview: string | undefined;
   /** Compact pack lists in the background after pushes (KNOTLESS_COMPACT=0 turns it off). */
   autoCompact: boolean;
+  /**
+   * Write each push as two packs, the structure apart from the blobs (KNOTLESS_PACK_SPLIT=1), so that a
+   * partial clone downloads the structure only; off by default until compaction counts packs by kind.
+   */
+  packSplit: boolean;
   /** Print each request to stderr. */
   trace: boolean;
   /** Retries of transient PDS faults (KNOTLESS_RETRIES, KNOTLESS_RETRY_BASE_MS, KNOTLESS_RETRY_MAX_WAIT). */
@@ -238,6 +243,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     identityTtlSeconds: Number.isFinite(ttl) && ttl >= 0 ? ttl : 24 * 3600,
     appview: urlVar(env, 'KNOTLESS_APPVIEW'),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
+    packSplit: /^(1|true|yes|on)$/i.test(env['KNOTLESS_PACK_SPLIT'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
     verify: !/^(0|false|no|off)$/i.test(env['KNOTLESS_VERIFY'] ?? ''),
     agent: !/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? ''),

@@ -70,6 +70,7 @@ async function push(state: HelperState, specs: PushSpec[]): Promise<PushOutcome[
       cache: new BlobCache(config.cacheDir),
       cacheDir: config.cacheDir,
       fold: config.autoCompact,
+      split: config.packSplit,
       chatter: state.options,
       options: state.options,
       listing: async () => {

@@ -49,8 +49,11 @@ export interface Parity {
   ) => Promise<{ bare: string; knotless: string; stderr: string[] }>;
 }
 
-/** Sets up the network, the proxy and the three users for the calling test file. */
-export function useParity(): Parity {
+/**
+ * Sets up the network, the proxy and the three users for the calling test file; `extra` is added to
+ * every user's environment and the agent's.
+ */
+export function useParity(extra: NodeJS.ProcessEnv = {}): Parity {
   const t = useNetwork(['alice.test']);
   let proxy: Proxy | undefined;
   let socket = '';
@@ -62,16 +65,22 @@ export function useParity(): Parity {
     ...DATES,
     KNOTLESS_AGENT: '0',
     KNOTLESS_COMPACT: '0',
+    ...extra,
     ...via(),
   }));
   const warm = useGitUser(t, 'alice.test', () => ({
     ...DATES,
     KNOTLESS_AGENT_SOCKET: socket,
     KNOTLESS_COMPACT: '0',
+    ...extra,
     ...via(),
   }));
   // Another machine of the same account, with its own cache.
-  const other = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', KNOTLESS_COMPACT: '0' }));
+  const other = useGitUser(t, 'alice.test', () => ({
+    KNOTLESS_AGENT: '0',
+    KNOTLESS_COMPACT: '0',
+    ...extra,
+  }));
 
   before(async () => {
     await t.ready;

@@ -40,6 +40,8 @@ export interface PushEnv {
   cacheDir: string;
   /** Fold the small packs at the end of a pack list into the push's write (off with KNOTLESS_COMPACT=0). */
   fold: boolean;
+  /** Write the structure and the blobs as two packs (KNOTLESS_PACK_SPLIT=1). */
+  split: boolean;
   chatter: Chatter;
   options: PushOptions;
   /**

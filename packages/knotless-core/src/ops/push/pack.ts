@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { crashPoint } from '../../crash.ts';
-import { buildPack, rangeObjects } from '../../git/pack.ts';
+import { buildBlobPack, buildPack, rangeBlobs, rangeObjects } from '../../git/pack.ts';
 import { foldPacks, foldStart } from '../../packs/fold.ts';
 import { packMemoDir, rememberObjects } from '../../packs/pack-objects-memo.ts';
 import { newPackEntry, storePacks } from '../../packs/store-packs.ts';
@@ -70,24 +70,54 @@ export async function preparePacks(
   // it when it is likely to be (a fold is likely, or the last pack is inline too), else after.
   const guess = env.fold ? foldStart([...list, likeTheLast(list)]) : undefined;
   const early = env.fold && (guess !== undefined || list.at(-1)?.inline !== undefined);
-  const [pack, objects] = await settleAll([
-    buildPack({
-      tips,
-      exclude,
-      progress: env.chatter.progress && env.chatter.verbosity > 0,
-      tmpDir: path.join(env.cacheDir, 'tmp'),
-      gitDir: env.gitDir,
-    }),
-    early ? rangeObjects(tips, exclude, env.gitDir) : undefined,
-  ]);
-  crashPoint('push:pack-built');
-  const entry = newPackEntry(pack);
-  if (entry !== undefined) list.push(entry);
+  const tmpDir = path.join(env.cacheDir, 'tmp');
+  const progress = env.chatter.progress && env.chatter.verbosity > 0;
   const memoDir = packMemoDir(env.cacheDir);
-  if (env.fold && entry?.inline !== undefined) {
-    const listed = objects ?? (await rangeObjects(tips, exclude, env.gitDir));
-    // Held to the pack's count: should the two ever disagree, a fold indexes the pack.
-    if (listed.length === entry.count) rememberObjects(entry.inline, listed, memoDir);
+  if (env.split) {
+    // Two packs (format.md, "Structure apart from blobs"): the structure, thin against the structure
+    // before it, and the blobs, thin against the blobs before it, so that a partial clone downloads
+    // the first only. git deltas an object only against one of its own type, so neither needs the
+    // other's objects as bases.
+    const [structure, blobs, objects] = await settleAll([
+      buildPack({ tips, exclude, progress, tmpDir, gitDir: env.gitDir, structure: true }),
+      rangeBlobs(tips, exclude, env.gitDir).then(async (range) => ({
+        range,
+        pack:
+          range.blobs.length === 0
+            ? undefined
+            : await buildBlobPack({ lines: range.lines, progress, tmpDir, gitDir: env.gitDir }),
+      })),
+      early ? rangeObjects(tips, exclude, env.gitDir, true) : undefined,
+    ]);
+    crashPoint('push:pack-built');
+    const made = newPackEntry(structure, { kind: 'structure' });
+    if (made !== undefined) {
+      list.push(made);
+      if (env.fold && made.inline !== undefined) {
+        const listed = objects ?? (await rangeObjects(tips, exclude, env.gitDir, true));
+        // Held to the pack's count: should the two ever disagree, a fold indexes the pack.
+        if (listed.length === made.count) rememberObjects(made.inline, listed, memoDir);
+      }
+    }
+    const blobEntry = blobs.pack === undefined ? undefined : newPackEntry(blobs.pack, { kind: 'blobs' });
+    if (blobEntry !== undefined) {
+      list.push(blobEntry);
+      if (env.fold && blobEntry.inline !== undefined && blobs.range.blobs.length === blobEntry.count)
+        rememberObjects(blobEntry.inline, blobs.range.blobs, memoDir);
+    }
+  } else {
+    const [pack, objects] = await settleAll([
+      buildPack({ tips, exclude, progress, tmpDir, gitDir: env.gitDir }),
+      early ? rangeObjects(tips, exclude, env.gitDir) : undefined,
+    ]);
+    crashPoint('push:pack-built');
+    const entry = newPackEntry(pack);
+    if (entry !== undefined) list.push(entry);
+    if (env.fold && entry?.inline !== undefined) {
+      const listed = objects ?? (await rangeObjects(tips, exclude, env.gitDir));
+      // Held to the pack's count: should the two ever disagree, a fold indexes the pack.
+      if (listed.length === entry.count) rememberObjects(entry.inline, listed, memoDir);
+    }
   }
   // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
   if (env.fold && foldStart(list) !== undefined) {
