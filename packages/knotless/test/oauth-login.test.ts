@@ -316,10 +316,14 @@ describe('OAuth login', () => {
     try {
       const url = `knotless://${impostor.did}/x`;
       const dir = alice.dir();
-      // Its server lists no records and answers the ref table's read with an error rather than a
-      // signed proof that there is none, so nothing it says is used; what matters is what was sent.
+      // Its server lists no records and answers the ref table's read, and then the whole repository's,
+      // with an error rather than a signed proof that there is none, so nothing it says is used; what
+      // matters is what was sent.
       const listed = await alice.git(dir, 'ls-remote', url);
-      assert.match(listed.stderr, /could not be verified \(the PDS answered HTTP 400 instead of a proof\)/);
+      assert.match(
+        listed.stderr,
+        /could not be verified \(the PDS gave no proof that it is absent, and answered HTTP 400 instead of the account's repository\)/,
+      );
       await alice.ok(dir, 'init', '-q', 'w');
       await commitFiles(alice, `${dir}/w`, { a: '1' }, 'one');
       const pushed = await alice.git(`${dir}/w`, 'push', url, 'HEAD:refs/heads/main');
