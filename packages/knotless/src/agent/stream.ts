@@ -1,10 +1,9 @@
 import type { IdResolver } from '@atproto/identity';
-import type { lexToJson as LexToJson } from '@atproto/lex-json';
-import type { parseCommitAuthenticated as ParseCommit } from '@atproto/sync';
 import { MAX_RECORD_BYTES, parseRefRecord } from 'knotless-core/records/ref-record';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { REF_COLLECTION, REFS_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
 import { safeText } from 'knotless-core/text/terminal';
+import type { CheckedOps } from './commit-check.ts';
 import { mayConcern } from './frame-filter.ts';
 
 const METHOD = 'com.atproto.sync.subscribeRepos';
@@ -30,7 +29,8 @@ export interface StreamSink {
   drop(did: string | undefined, why: string): void;
 }
 
-type Commit = Parameters<typeof ParseCommit>[1];
+/** Checks one commit event of `did` (commit-check.ts), with the libraries and key already bound. */
+type Check = (msg: Record<string, unknown>, did: string) => Promise<CheckedOps>;
 type CidLike = { toString(): string };
 
 /**
@@ -127,8 +127,15 @@ export class PdsStream {
    * that cannot concern a followed account is dropped before its body is decoded ({@link #concerns}).
    */
   async run(idResolver: IdResolver): Promise<void> {
-    const { websocket, ensureChunkIsMessage, parseCommitAuthenticated, lexToJson } =
-      await import('./stream-libs.ts');
+    const [libs, { checkCommitEvent }, { decodeBlock, jsonForm }] = await Promise.all([
+      import('./stream-libs.ts'),
+      import('./commit-check.ts'),
+      import('knotless-core/records/proof'),
+    ]);
+    const { websocket, ensureChunkIsMessage } = libs;
+    const check: Check = (msg, did) =>
+      checkCommitEvent(msg, did, (refresh) => idResolver.did.resolveAtprotoKey(did, refresh), libs);
+    const toJson = (block: Uint8Array): unknown => jsonForm(decodeBlock(block));
     const ws = websocket(
       // Asked before every connection: a second one means the first was lost, with whatever it
       // had not yet delivered, so every view this stream kept is dropped.
@@ -164,7 +171,7 @@ export class PdsStream {
                 ...(t === undefined ? {} : { $type: t.startsWith('#') ? METHOD + t : t }),
               }
             : {};
-        await this.#handle(msg, (evt) => parseCommitAuthenticated(idResolver, evt, isRef), lexToJson);
+        await this.#handle(msg, check, toJson);
       }
       if (!this.#abort.signal.aborted) this.#die('the event stream ended');
     } catch (err) {
@@ -194,8 +201,8 @@ export class PdsStream {
 
   async #handle(
     msg: Record<string, unknown>,
-    parse: (evt: Commit) => ReturnType<typeof ParseCommit>,
-    lexToJson: typeof LexToJson,
+    check: Check,
+    toJson: (block: Uint8Array) => unknown,
   ): Promise<void> {
     const type = typeof msg['$type'] === 'string' ? msg['$type'].replace(METHOD, '') : '';
     const did = typeof msg['repo'] === 'string' ? msg['repo'] : msg['did'];
@@ -217,22 +224,22 @@ export class PdsStream {
       }
       this.checked++;
       try {
-        const ops = Array.isArray(msg['ops']) ? (msg['ops'] as Array<{ path?: unknown }>) : [];
+        // Every commit of a followed account is checked, with or without ref changes: one whose ops
+        // were stripped of a ref change would otherwise move the view's commit on without it.
+        const ops = await check(msg, did);
         // A ref table written: the views of ref records this account's repositories have may no longer
         // be what readers read (they read the table), so they are dropped and loaded again.
-        if (ops.some((o) => typeof o.path === 'string' && o.path.split('/')[0] === REFS_COLLECTION))
+        if (ops.some((o) => o.path.split('/')[0] === REFS_COLLECTION))
           throw new Error('a ref table was written');
-        const refOps = ops.filter((o) => typeof o.path === 'string' && isRef(o.path.split('/')[0]!));
-        const writes = refOps.length === 0 ? [] : await parse(msg as unknown as Commit);
-        // @atproto/sync leaves out ops whose proof or block is missing: that is a change we lack.
-        if (writes.length !== refOps.length) throw new Error('a ref change in it could not be verified');
-        const changes = writes.map((w) => ({
-          key: w.rkey,
-          ref:
-            w.event === 'delete'
-              ? null
-              : { key: w.rkey, cid: w.cid.toString(), record: asListed(w.rkey, lexToJson(w.record)) },
-        }));
+        const changes = ops
+          .filter((o) => isRef(o.path.split('/')[0]!))
+          .map((o) => {
+            const key = o.path.slice(o.path.indexOf('/') + 1);
+            return {
+              key,
+              ref: o.block === null ? null : { key, cid: o.cid!, record: asListed(key, toJson(o.block)) },
+            };
+          });
         if (changes.length > 0) this.#sink.apply(did, changes, rev);
         if (cid !== '') this.#sink.head(did, cid);
       } catch (err) {

@@ -149,6 +149,22 @@ function splitFrames(buf: Buffer): { frames: Array<[Buffer, boolean]>; rest: Buf
   return { frames, rest: buf.subarray(at) };
 }
 
+/** A server's (unmasked) data frame whose payload `alter` rewrote, its length encoded anew. */
+function altered(frame: Buffer, alter: (payload: Buffer) => Buffer): Buffer {
+  const short = frame[1]! & 0x7f;
+  const head = short === 126 ? 4 : short === 127 ? 10 : 2;
+  const payload = alter(frame.subarray(head));
+  const len = payload.length;
+  const out =
+    len < 126
+      ? Buffer.from([frame[0]!, len])
+      : len < 65536
+        ? Buffer.from([frame[0]!, 126, len >> 8, len & 0xff])
+        : Buffer.concat([Buffer.from([frame[0]!, 127]), Buffer.alloc(8)]);
+  if (len >= 65536) out.writeBigUInt64BE(BigInt(len), 2);
+  return Buffer.concat([out, payload]);
+}
+
 /**
  * Starts a relay to `target` (an http origin). Pointing an agent's event stream through it (the
  * agent follows the PDS its helpers name) lets a test hold the stream back for a moment: the agent's
@@ -156,8 +172,9 @@ function splitFrames(buf: Buffer): { frames: Array<[Buffer, boolean]>; rest: Buf
  * events are held, not its heartbeat: the agent pings its stream and cuts one whose pongs stop, as
  * it should on a dead connection, so a gate that held the pongs too would have the agent reconnect
  * (and drop its views) whenever the machine is slow enough for a hold to outlast the heartbeat.
+ * `alter`, when given, rewrites each event's payload (a relay that forges what it passes on).
  */
-export async function startGate(target: string): Promise<Gate> {
+export async function startGate(target: string, alter?: (payload: Buffer) => Buffer): Promise<Gate> {
   const { hostname, port } = new URL(target);
   let held = false;
   let pings = 0;
@@ -211,7 +228,7 @@ export async function startGate(target: string): Promise<Gate> {
       }
       const { frames, rest } = splitFrames(pending);
       pending = rest;
-      for (const [frame, control] of frames) send(frame, control);
+      for (const [frame, control] of frames) send(control || !alter ? frame : altered(frame, alter), control);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
