@@ -167,10 +167,13 @@ export function gitRepoEnv(env: NodeJS.ProcessEnv = process.env): {
 /**
  * The environment a started agent gets: this process's without git's variables. git sets GIT_DIR and
  * others for its helper; the agent outlives the command and serves every repository, so none of one
- * repository's settings may follow it.
+ * repository's settings may follow it. Nor KNOTLESS_VERIFY: it turns checks off for one command, and
+ * an agent started by `KNOTLESS_VERIFY=0 git fetch` would otherwise read unchecked for every later one.
  */
 export function agentChildEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(env).filter(([k]) => !k.startsWith('GIT_')));
+  return Object.fromEntries(
+    Object.entries(env).filter(([k]) => !k.startsWith('GIT_') && k !== 'KNOTLESS_VERIFY'),
+  );
 }
 
 /** The public PLC directory, used unless KNOTLESS_PLC_URL says otherwise. */
