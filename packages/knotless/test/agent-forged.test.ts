@@ -60,7 +60,6 @@ before(async () => {
   own = path.join(t.tmpdir(), 'agent.sock');
 });
 after(async () => {
-  await agent?.stop();
   await gate?.close();
   await proxy?.close();
 });
@@ -127,6 +126,11 @@ const FORGERIES: Record<string, (body: Body) => Body> = {
 
 let n = 0;
 describe('the warm agent and a forged event stream', () => {
+  // Before the network's own `after`: the PDS waits for open event streams when it closes.
+  after(async () => {
+    await agent?.stop();
+    agent = undefined;
+  });
   before(async () => {
     assert.equal((await warm.knotless('repo', 'list')).code, 0);
     pointAtGate();
