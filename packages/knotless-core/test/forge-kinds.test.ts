@@ -73,6 +73,8 @@ describe("the table of the forge's kinds", () => {
         ...[
           'repo',
           'ref',
+          'refs',
+          'refs.part',
           'lfs',
           'pull',
           'pull.status',
