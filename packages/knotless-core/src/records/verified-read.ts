@@ -152,24 +152,7 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   url.searchParams.set('did', req.did);
   url.searchParams.set('collection', req.collection);
   url.searchParams.set('rkey', req.rkey);
-  let res: Awaited<ReturnType<Transport['request']>>;
-  try {
-    res = await req.transport.request(url, {
-      method: 'GET',
-      headers: { accept: 'application/vnd.ipld.car' },
-      body: null,
-      maxBytes: RECORD_ANSWER_BYTES + 64 * 1024,
-      signal: req.signal ?? new AbortController().signal,
-    });
-  } catch (err) {
-    if (isKnotlessError(err)) throw err;
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new KnotlessError(
-      'pds-unreachable',
-      `The PDS of ${safeText(req.name, 200)} could not be reached to read its ref table${code === undefined ? '' : ` (${safeText(code, 40)})`}; check your network connection and try again.`,
-      { cause: err },
-    );
-  }
+  const res = await fetchCar(req, url, RECORD_ANSWER_BYTES + 64 * 1024);
   let body: Uint8Array = res.body;
   if ((res.status < 200 || res.status > 299) && recordNotFound(res.status, res.body))
     // A PDS that answers a record's absence with an error instead of its proof: the error proves
@@ -233,27 +216,27 @@ function recordNotFound(status: number, body: Uint8Array): boolean {
   }
 }
 
-/** The account's whole repository as a CAR, of at most {@link WHOLE_REPOSITORY_BYTES}. */
-async function wholeRepository(req: VerifiedReadRequest): Promise<Uint8Array> {
-  const url = new URL('/xrpc/com.atproto.sync.getRepo', req.pds);
-  url.searchParams.set('did', req.did);
-  let res: Awaited<ReturnType<Transport['request']>>;
+/**
+ * GETs `url` from the account's PDS as a CAR of at most `maxBytes`. A transport failure is the PDS
+ * unreachable, in one sentence; so is an answer past the bound, unless `tooLarge` says what it is.
+ */
+async function fetchCar(
+  req: VerifiedReadRequest,
+  url: URL,
+  maxBytes: number,
+  tooLarge?: (err: BodyTooLarge) => Error,
+): Promise<Awaited<ReturnType<Transport['request']>>> {
   try {
-    res = await req.transport.request(url, {
+    return await req.transport.request(url, {
       method: 'GET',
       headers: { accept: 'application/vnd.ipld.car' },
       body: null,
-      maxBytes: WHOLE_REPOSITORY_BYTES,
+      maxBytes,
       signal: req.signal ?? new AbortController().signal,
     });
   } catch (err) {
     if (isKnotlessError(err)) throw err;
-    if (err instanceof BodyTooLarge)
-      throw unverified(
-        req.name,
-        `the PDS gave no proof that it is absent, and the account's repository is larger than the ${WHOLE_REPOSITORY_BYTES / 1024 / 1024} MiB knotless reads to check it whole`,
-        err,
-      );
+    if (err instanceof BodyTooLarge && tooLarge !== undefined) throw tooLarge(err);
     const code = (err as NodeJS.ErrnoException).code;
     throw new KnotlessError(
       'pds-unreachable',
@@ -261,6 +244,19 @@ async function wholeRepository(req: VerifiedReadRequest): Promise<Uint8Array> {
       { cause: err },
     );
   }
+}
+
+/** The account's whole repository as a CAR, of at most {@link WHOLE_REPOSITORY_BYTES}. */
+async function wholeRepository(req: VerifiedReadRequest): Promise<Uint8Array> {
+  const url = new URL('/xrpc/com.atproto.sync.getRepo', req.pds);
+  url.searchParams.set('did', req.did);
+  const res = await fetchCar(req, url, WHOLE_REPOSITORY_BYTES, (err) =>
+    unverified(
+      req.name,
+      `the PDS gave no proof that it is absent, and the account's repository is larger than the ${WHOLE_REPOSITORY_BYTES / 1024 / 1024} MiB knotless reads to check it whole`,
+      err,
+    ),
+  );
   if (res.status < 200 || res.status > 299)
     throw unverified(
       req.name,
