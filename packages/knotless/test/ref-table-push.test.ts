@@ -11,7 +11,7 @@ import { startProxy, type Proxy } from 'knotless-devnet';
 import type { RefUpdate } from 'knotless-core/records/ref-table';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
-import { tableHands } from './helpers/ref-table.ts';
+import { lsRemote, tableHands } from './helpers/ref-table.ts';
 
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
@@ -47,19 +47,6 @@ async function tabled(name: string, extra: RefUpdate[] = []): Promise<{ url: str
   const main = (await refRecords(name)).get('refs/heads/main')!;
   await writeTable(name, [{ ref: 'refs/heads/main', target: first, packs: main.packs }, ...extra]);
   return { url, first };
-}
-
-function lsRemote(out: string): Map<string, string> {
-  return new Map(
-    out
-      .trim()
-      .split('\n')
-      .filter((l) => l !== '')
-      .map((l) => {
-        const [oid, ref] = l.split('\t');
-        return [ref!, oid!];
-      }),
-  );
 }
 
 /** Runs `push` with its table write held until `meanwhile` is done; returns the push's result. */

@@ -10,7 +10,7 @@ import { startProxy, type Proxy } from 'knotless-devnet';
 import type { RefUpdate } from 'knotless-core/records/ref-table';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
-import { tableHands } from './helpers/ref-table.ts';
+import { lsRemote, tableHands } from './helpers/ref-table.ts';
 
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
@@ -38,19 +38,6 @@ async function pushed(name: string): Promise<{ url: string; first: string; secon
   const second = await commitFiles(alice, dir, { 'a.txt': 'second\n' }, 'second');
   await alice.ok(dir, 'push', '-q', 'origin', 'HEAD:refs/heads/second');
   return { url, first, second };
-}
-
-function lsRemote(out: string): Map<string, string> {
-  return new Map(
-    out
-      .trim()
-      .split('\n')
-      .filter((l) => l !== '')
-      .map((l) => {
-        const [oid, ref] = l.split('\t');
-        return [ref!, oid!];
-      }),
-  );
 }
 
 describe('reading a repository from its ref table', () => {

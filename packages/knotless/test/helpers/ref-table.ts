@@ -95,3 +95,17 @@ export function tableHands(t: TestNet, handle: string): TableHands {
     },
   };
 }
+
+/** `git ls-remote`'s output as ref name → object id. */
+export function lsRemote(out: string): Map<string, string> {
+  return new Map(
+    out
+      .trim()
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => {
+        const [oid, ref] = l.split('\t');
+        return [ref!, oid!];
+      }),
+  );
+}
