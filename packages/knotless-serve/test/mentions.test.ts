@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { mentions } from '../src/db/notifications.ts';
+import { mentions } from '../src/db/mentions.ts';
 
 describe('a mention in a body or comment', () => {
   it('names the whole handle, at any place, in any case, before a full stop or a comma', () => {

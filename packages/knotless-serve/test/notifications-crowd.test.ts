@@ -1,10 +1,13 @@
 // A reader's notifications in the appview's index, without a network, on SQLite and on PostgreSQL:
 // rows that do not concern the reader, or whose page does not open for them (an issue naming their
-// private repository, or one the appview does not know; a comment naming `@bob.testing`, which the
-// pattern for `@bob.test` also finds), are left out before the limit of 50, so however many of them
-// come after the reader's real notifications, those are still shown; the pages read to pass over
-// them go on from the last row's key, so rows sharing a time are neither read twice nor skipped.
+// private repository, or one the appview does not know; a comment naming `@bob.testing`, which
+// contains `@bob.test`), are left out before the limit of 50, so however many of them come after
+// the reader's real notifications, those are still shown, rows sharing a time among them; an index
+// made before mentions were indexed finds them when it is opened.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Index } from '../src/db/index-store.ts';
 import { openDatabase } from '../src/db/open.ts';
@@ -23,7 +26,10 @@ const key = (prefix: string, n: number) => `3k${prefix}${String(n).padStart(9, '
 /** A time `n` minutes into the day: the floods come after the real notifications. */
 const at = (n: number) => new Date(Date.UTC(2026, 0, 1, 0, n)).toISOString();
 
-function engine(name: string, database: () => Promise<string>) {
+const issue = (repo: string, title: string, createdAt: string) => ({ repo, title, createdAt });
+const comment = (subject: string, body: string, createdAt: string) => ({ subject, body, createdAt });
+
+function engine(name: string, database: (purpose: string) => Promise<string>) {
   describe(`notifications in the index (${name})`, () => {
     let index: Index;
     let rev = 0;
@@ -39,8 +45,6 @@ function engine(name: string, database: () => Promise<string>) {
       };
       await applyWrite(index, w);
     };
-    const issue = (repo: string, title: string, createdAt: string) => ({ repo, title, createdAt });
-    const comment = (subject: string, body: string, createdAt: string) => ({ subject, body, createdAt });
     const list = async () =>
       (await new Notifications(index.db).list(BOB, 'bob.test')).map((n) => [
         n.kind,
@@ -51,7 +55,7 @@ function engine(name: string, database: () => Promise<string>) {
       ]);
 
     before(async () => {
-      const { db, engine } = await openDatabase(await database());
+      const { db, engine } = await openDatabase(await database('notifications'));
       index = new Index(db, engine);
       for (const [did, handle] of [
         [ALICE, 'alice.test'],
@@ -114,15 +118,113 @@ function engine(name: string, database: () => Promise<string>) {
       );
       assert.ok(shown.every((n) => n[0] === 'mention' && n[3] === key('a', 0)));
     });
+
+    it('shows a real mention however many look-alikes came after it (1,100 here)', async () => {
+      // carol names bob in a comment on alice's issue; then dave floods the same source with
+      // comments naming handles that contain bob's, all newer than every real notification, and a
+      // few issues that do the same.
+      const DAVE = 'did:plc:dave';
+      await index.putOwner(DAVE, 'dave.test', 'http://pds.invalid');
+      const aliceIssue = `at://${ALICE}/${ISSUE}/${key('a', 0)}`;
+      await write(CAROL, COMMENT, key('r', 0), comment(aliceIssue, 'what does @BOB.test think?', at(20)));
+      const looks = ['@bob.testing', '@bob.test.example', 'x@bob.test', '@bob.test-2'];
+      for (let i = 1; i <= 1100; i++)
+        await write(DAVE, COMMENT, key('f', i), comment(aliceIssue, looks[i % 4]!, at(30)));
+      for (let i = 1; i <= 20; i++)
+        await write(DAVE, ISSUE, key('g', i), {
+          ...issue(`at://${ALICE}/dev.knotless.repo/site`, 'Look-alike', at(30)),
+          body: looks[i % 4]!,
+        });
+      const shown = await list();
+      assert.deepEqual(shown[0], ['mention', CAROL, 'site', key('a', 0), 'what does @BOB.test think?']);
+      assert.ok(shown.every((n) => n[1] !== DAVE));
+    });
+
+    it('follows a text edited: a mention taken out is gone, one put in is shown', async () => {
+      const aliceIssue = `at://${ALICE}/${ISSUE}/${key('a', 0)}`;
+      await write(CAROL, COMMENT, key('e', 1), comment(aliceIssue, 'ping @bob.test', at(40)));
+      await write(CAROL, COMMENT, key('e', 2), comment(aliceIssue, 'ping @bob.testing', at(41)));
+      const details = async () => (await list()).filter((n) => n[1] === CAROL).map((n) => n[4]);
+      assert.ok((await details()).includes('ping @bob.test'));
+      assert.ok(!(await details()).includes('ping @bob.testing'));
+      await write(CAROL, COMMENT, key('e', 1), comment(aliceIssue, 'never mind', at(40)));
+      await write(CAROL, COMMENT, key('e', 2), comment(aliceIssue, 'ping @bob.test, sorry', at(41)));
+      assert.ok(!(await details()).includes('never mind'));
+      assert.ok((await details()).includes('ping @bob.test, sorry'));
+    });
+  });
+
+  describe(`an index made before mentions were indexed (${name})`, () => {
+    it('finds the mentions of the texts it already held when it is opened', async () => {
+      const conn = await database('before-mentions');
+      let rev = 0;
+      const fill = async (index: Index) => {
+        for (const [did, handle] of [
+          [ALICE, 'alice.test'],
+          [BOB, 'bob.test'],
+          [CAROL, 'carol.test'],
+        ] as const)
+          await index.putOwner(did, handle, 'http://pds.invalid');
+        const w = async (did: string, collection: string, rkey: string, record: object) =>
+          applyWrite(index, {
+            did,
+            collection,
+            rkey,
+            rev: `3rev${String(++rev).padStart(8, '0')}`,
+            cid: `bafyreic${rkey}`,
+            record: { $type: collection, ...record },
+            time: new Date().toISOString(),
+          });
+        await w(ALICE, 'dev.knotless.repo', 'site', { createdAt: at(0) });
+        await w(ALICE, ISSUE, key('a', 0), issue(`at://${ALICE}/dev.knotless.repo/site`, 'A bug', at(1)));
+        // More rows than one page of the migration's backfill reads.
+        for (let i = 1; i <= 600; i++)
+          await w(
+            CAROL,
+            COMMENT,
+            key('b', i),
+            comment(`at://${ALICE}/${ISSUE}/${key('a', 0)}`, `@bob.test ${i}`, at(2)),
+          );
+        await w(CAROL, ISSUE, key('b', 0), {
+          ...issue(`at://${ALICE}/dev.knotless.repo/site`, 'Asks', at(3)),
+          body: 'and @bob.test?',
+        });
+      };
+      const first = await openDatabase(conn);
+      const index = new Index(first.db, first.engine);
+      await fill(index);
+      // Back to how the index was before: no mentions table, its migration not applied.
+      await first.db.schema.dropTable('mentions').execute();
+      await first.db
+        .deleteFrom('kysely_migration' as 'mentions')
+        .where('name' as 'tab', '=', '0012_mentions')
+        .execute();
+      await index.close();
+      const again = await openDatabase(conn);
+      const reopened = new Index(again.db, again.engine);
+      try {
+        const shown = await new Notifications(again.db).list(BOB, 'bob.test');
+        assert.equal(shown.length, 50);
+        assert.equal(shown[0]!.kind, 'mention');
+        assert.equal(shown[0]!.item.rkey, key('b', 0));
+        assert.ok(shown.slice(1).every((n) => n.kind === 'mention' && n.detail.startsWith('@bob.test ')));
+      } finally {
+        await reopened.close();
+      }
+    });
   });
 }
 
 let pg: PgServer | undefined;
-engine('SQLite', () => Promise.resolve(':memory:'));
-engine('PostgreSQL', async () => {
-  pg = await startPostgres();
-  return pg.createDatabase('notifications');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-notifications-'));
+engine('SQLite', (purpose) =>
+  Promise.resolve(purpose === 'notifications' ? ':memory:' : path.join(dir, `${purpose}.sqlite`)),
+);
+engine('PostgreSQL', async (purpose) => {
+  pg ??= await startPostgres();
+  return pg.createDatabase(purpose);
 });
 after(async () => {
   await pg?.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
 });

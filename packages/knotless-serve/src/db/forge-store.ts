@@ -19,6 +19,7 @@ import { itemStates, queueCheck, queueForgeEvents, type Item } from './webhook-e
 import { inactiveDids, itemDecisions, refreshTarget } from './forge-state.ts';
 import { shortIds, type Decision } from 'knotless-core';
 import { latestVerdicts, type ListedCheck } from 'knotless-core/forge/checks';
+import { indexMentions } from './mentions.ts';
 import type { CheckTable, CommentTable, Database, IssueTable, PullTable } from './schema.ts';
 
 /** A forge record change: `record` null for a delete. */
@@ -94,6 +95,14 @@ export class ForgeStore {
             .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
             .execute();
         }
+        if (table === 'pulls' || table === 'issues' || table === 'comments')
+          await indexMentions(
+            tx,
+            table,
+            change.did,
+            change.rkey,
+            (row as { body?: string | null } | undefined)?.body,
+          );
         await refreshTarget(tx, table, change.did, change.rkey, row, old);
         await queueForgeEvents(tx, change, table, row, old, items, before);
       }

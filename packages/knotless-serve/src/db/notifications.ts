@@ -1,12 +1,14 @@
 // A signed-in account's notifications, read from the forge's index: pull requests and issues opened
 // on its repositories, comments on its items and on items of its repositories, the owner's decisions
 // on its pull requests and issues, checks that count failing on its pull requests' rounds, and
-// mentions of its handle. Nothing is stored per notification:
+// mentions of its handle (the index keeps which handles each text mentions, db/mentions.ts). Nothing
+// is stored per notification:
 // they are the index's rows seen from one account; only when they were last seen is kept.
 import crypto from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import { repoProtection, trustedRunners } from 'knotless-core/forge/checks';
 import { repoUri, type BranchProtection } from 'knotless-core/forge/records';
+import type { MentionTable } from './mentions.ts';
 import type { Database, StoredRound } from './schema.ts';
 
 export interface Notice {
@@ -28,23 +30,22 @@ export interface Notice {
 }
 
 const LIMIT = 50;
-/**
- * How many rows one source reads at most, a page of {@link LIMIT} at a time, to find {@link LIMIT}
- * notices: the SQL keeps only rows that concern the reader and whose page opens, but a mention is
- * checked as a whole handle after (`@bob.testing` is found by the pattern for `@bob.test`), so a
- * flood of such look-alikes costs at most this many rows, and only then hides older mentions.
- */
-export const SCANNED = 1000;
 const sha256 = (s: string): string => crypto.createHash('sha256').update(s).digest('hex');
 
 type Db = Kysely<Database>;
 
 /**
- * A LIKE pattern for `@handle` in a body, with an escape character so that a handle's `_` matches
- * only itself. The handle is the reader's own, verified where the session was made (and, for the
- * feed, the index's verified identity), never what a record claims.
+ * Whether the row `item` (an alias of a pulls, issues or comments table) mentions `handle`: the
+ * handles its text names as a whole are indexed beside it, so this is an exact match, and no number
+ * of look-alikes (`@bob.testing` for `@bob.test`) stands between a reader and a real mention. The
+ * handle is the reader's own, verified where the session was made (and, for the feed, the index's
+ * verified identity), never what a record claims.
  */
-const mentionOf = (handle: string): string => `%@${handle.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+function mentioning(tab: MentionTable, item: string, handle: string) {
+  const [did, rkey] = [sql.ref(`${item}.did`), sql.ref(`${item}.rkey`)];
+  return sql<boolean>`exists (select 1 from mentions m
+    where m.handle = ${handle.toLowerCase()} and m.tab = ${tab} and m.did = ${did} and m.rkey = ${rkey})`;
+}
 
 /**
  * Whether the pull request or issue `item` (an alias of the pulls or issues table) is one whose page
@@ -62,84 +63,22 @@ function opens(item: 'i' | 'pulls') {
       where r.did = ${repoDid} and r.name = ${repoName} and r.deleted = 0 and r.private = 0 and o.status is null))`;
 }
 
-/** Where a row is in the order of a listing, newest first. */
-interface RowKey {
-  time: string;
-  did: string;
-  rkey: string;
-}
-
-/**
- * The rows after `last` in the order newest first (`time` descending, then `did` and `rkey`
- * descending): the next page of a listing by its last row's key, so that no row is read twice or
- * passed over however many share a time.
- */
-function after(time: string, did: string, rkey: string, last: RowKey) {
-  const [t, d, k] = [sql.ref(time), sql.ref(did), sql.ref(rkey)];
-  return sql<boolean>`(${t} < ${last.time} or (${t} = ${last.time} and (${d} < ${last.did} or (${d} = ${last.did} and ${k} < ${last.rkey}))))`;
-}
-
-/**
- * Reads rows a page at a time, each after the previous page's last row, until `keep` has kept
- * {@link LIMIT} of them, the rows run out, or {@link SCANNED} were read: a first page of
- * {@link LIMIT} (all that is read when nothing is passed over), then the rest of {@link SCANNED} in
- * one more, so that passing over a flood costs one more query, not one for every 50 rows.
- */
-async function paged<R extends RowKey>(
-  page: (last: RowKey | undefined, size: number) => Promise<R[]>,
-  keep: (row: R) => boolean,
-): Promise<R[]> {
-  const out: R[] = [];
-  let last: RowKey | undefined;
-  for (let read = 0; read < SCANNED && out.length < LIMIT;) {
-    const size = read === 0 ? LIMIT : SCANNED - read;
-    const rows = await page(last, size);
-    read += rows.length;
-    for (const r of rows) if (keep(r) && out.length < LIMIT) out.push(r);
-    if (rows.length < size) break;
-    last = rows.at(-1);
-  }
-  return out;
-}
-
-/**
- * Whether `body` names `@handle` as a whole handle: the LIKE pattern finds `@bob.test` inside
- * `@bob.testing`, `@bob.test.example` and `x@bob.test` too, which name someone else (or no one).
- * A sentence's full stop after the handle still counts.
- */
-export function mentions(body: string, handle: string): boolean {
-  const b = body.toLowerCase();
-  const at = `@${handle.toLowerCase()}`;
-  for (let i = b.indexOf(at); i !== -1; i = b.indexOf(at, i + 1)) {
-    if (i > 0 && /[a-z0-9._-]/.test(b[i - 1]!)) continue;
-    if (/^(?:[a-z0-9_-]|\.[a-z0-9_-])/.test(b.slice(i + at.length))) continue;
-    return true;
-  }
-  return false;
-}
-
 /** Pull requests and issues opened on `me`'s repositories, and others' whose body mentions `@handle`. */
 async function opened(db: Db, me: string, handle: string): Promise<Notice[]> {
   const out: Notice[] = [];
-  const mention = mentionOf(handle);
   for (const tab of ['pulls', 'issues'] as const) {
-    const rows = await paged(
-      (last, size) =>
-        db
-          // Both tables have the columns read here; one name keeps kysely's types simple.
-          .selectFrom(`${tab} as i` as 'pulls as i')
-          .select(['did', 'rkey', 'title', 'body', 'repo_did', 'repo_name', 'created_at as time'])
-          .where('did', '!=', me)
-          .where((w) => w.or([w('repo_did', '=', me), sql<boolean>`body like ${mention} escape '\\'`]))
-          .where(opens('i'))
-          .$if(last !== undefined, (q) => q.where(after('created_at', 'did', 'rkey', last!)))
-          .orderBy('created_at', 'desc')
-          .orderBy('did', 'desc')
-          .orderBy('rkey', 'desc')
-          .limit(size)
-          .execute(),
-      (r) => r.repo_did === me || mentions(r.body ?? '', handle),
-    );
+    const rows = await db
+      // Both tables have the columns read here; one name keeps kysely's types simple.
+      .selectFrom(`${tab} as i` as 'pulls as i')
+      .select(['did', 'rkey', 'title', 'repo_did', 'repo_name', 'created_at as time'])
+      .where('did', '!=', me)
+      .where((w) => w.or([w('repo_did', '=', me), mentioning(tab, 'i', handle)]))
+      .where(opens('i'))
+      .orderBy('created_at', 'desc')
+      .orderBy('did', 'desc')
+      .orderBy('rkey', 'desc')
+      .limit(LIMIT)
+      .execute();
     for (const r of rows) {
       out.push({
         kind: r.repo_did !== me ? 'mention' : tab === 'pulls' ? 'pull' : 'issue',
@@ -156,48 +95,38 @@ async function opened(db: Db, me: string, handle: string): Promise<Notice[]> {
 /** Comments on `me`'s items or on items of `me`'s repositories, and others' comments mentioning `@handle`. */
 async function comments(db: Db, me: string, handle: string): Promise<Notice[]> {
   const out: Notice[] = [];
-  const mention = mentionOf(handle);
   for (const tab of ['pulls', 'issues'] as const) {
     const collection = tab === 'pulls' ? 'dev.knotless.pull' : 'dev.knotless.issue';
-    const rows = await paged(
-      (last, size) =>
-        db
-          .selectFrom('comments as c')
-          .innerJoin(
-            // Both tables have the columns read here; one name keeps kysely's types simple.
-            `${tab} as i` as 'pulls as i',
-            (j) => j.onRef('i.did', '=', 'c.subject_did').onRef('i.rkey', '=', 'c.subject_rkey'),
-          )
-          .select([
-            'c.did as did',
-            'c.rkey as rkey',
-            'c.body as body',
-            'c.created_at as time',
-            'i.did as item_did',
-            'i.rkey as item_rkey',
-            'i.title as title',
-            'i.repo_did as repo_did',
-            'i.repo_name as repo_name',
-          ])
-          .where('c.subject_collection', '=', collection)
-          .where('c.did', '!=', me)
-          .where('c.deleted', '=', 0)
-          .where((w) =>
-            w.or([
-              w('i.did', '=', me),
-              w('i.repo_did', '=', me),
-              sql<boolean>`c.body like ${mention} escape '\\'`,
-            ]),
-          )
-          .where(opens('i'))
-          .$if(last !== undefined, (q) => q.where(after('c.created_at', 'c.did', 'c.rkey', last!)))
-          .orderBy('c.created_at', 'desc')
-          .orderBy('c.did', 'desc')
-          .orderBy('c.rkey', 'desc')
-          .limit(size)
-          .execute(),
-      (r) => r.item_did === me || r.repo_did === me || mentions(r.body, handle),
-    );
+    const rows = await db
+      .selectFrom('comments as c')
+      .innerJoin(
+        // Both tables have the columns read here; one name keeps kysely's types simple.
+        `${tab} as i` as 'pulls as i',
+        (j) => j.onRef('i.did', '=', 'c.subject_did').onRef('i.rkey', '=', 'c.subject_rkey'),
+      )
+      .select([
+        'c.did as did',
+        'c.rkey as rkey',
+        'c.body as body',
+        'c.created_at as time',
+        'i.did as item_did',
+        'i.rkey as item_rkey',
+        'i.title as title',
+        'i.repo_did as repo_did',
+        'i.repo_name as repo_name',
+      ])
+      .where('c.subject_collection', '=', collection)
+      .where('c.did', '!=', me)
+      .where('c.deleted', '=', 0)
+      .where((w) =>
+        w.or([w('i.did', '=', me), w('i.repo_did', '=', me), mentioning('comments', 'c', handle)]),
+      )
+      .where(opens('i'))
+      .orderBy('c.created_at', 'desc')
+      .orderBy('c.did', 'desc')
+      .orderBy('c.rkey', 'desc')
+      .limit(LIMIT)
+      .execute();
     for (const r of rows) {
       const mine = r.item_did === me || r.repo_did === me;
       out.push({

@@ -214,6 +214,15 @@ export interface StarTable extends ForgeRow {
   subject_name: string;
 }
 
+/** A handle a pull request's, issue's or comment's text mentions (db/mentions.ts). */
+export interface MentionRow {
+  /** The row's table: `pulls`, `issues` or `comments`. */
+  tab: string;
+  did: string;
+  rkey: string;
+  handle: string;
+}
+
 /** The whole index. */
 export interface Database {
   cursors: CursorTable;
@@ -229,6 +238,7 @@ export interface Database {
   issues: IssueTable;
   issue_states: IssueStateTable;
   comments: CommentTable;
+  mentions: MentionRow;
   stars: StarTable;
   checks: CheckTable;
   protections: ProtectionTable;

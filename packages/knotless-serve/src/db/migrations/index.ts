@@ -10,6 +10,7 @@ import { migration as m0008 } from './0008-checks-ignored.ts';
 import { migration as m0009 } from './0009-webhooks.ts';
 import { migration as m0010 } from './0010-checks.ts';
 import { migration as m0011 } from './0011-ref-tables.ts';
+import { migration as m0012 } from './0012-mentions.ts';
 
 /**
  * Numbered migrations, applied in order by kysely's Migrator, one file each: a new one is a file
@@ -28,4 +29,5 @@ export const migrations: Record<string, Migration> = {
   '0009_webhooks': m0009,
   '0010_checks': m0010,
   '0011_ref_tables': m0011,
+  '0012_mentions': m0012,
 };
