@@ -7,7 +7,10 @@ import { KnotlessError } from '../errors.ts';
 import { buildPack } from '../git/pack.ts';
 import { GitError, gitText, runGit } from '../git/run.ts';
 import type { Identity } from '../identity/resolver.ts';
-import type { RefRecord } from '../records/ref-record.ts';
+import { lastTableRead } from '../records/read-refs.ts';
+import { unionPacks, type PackEntry, type RefRecord } from '../records/ref-record.ts';
+import { applyRefUpdates } from '../records/ref-table.ts';
+import { rewriteTable } from '../records/table-write.ts';
 import { SwapConflict, type RemoteRepo } from '../records/remote-repo.ts';
 import { newPackEntry, storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
@@ -93,8 +96,10 @@ async function combine(
  * Merges a pull request's last round into its base branch: the base branch's packs into the cache's
  * mirror, the round's pack (from the author's PDS, so a deleted head branch does not matter) into a
  * scratch repository on top, the merge there, and then the same write as any push: one new pack
- * after the branch's list, and a compare-and-swap putRecord on the branch's record. When the branch
- * moved meanwhile, or the merge conflicts, nothing is written.
+ * after the branch's list, and a compare-and-swap putRecord on the branch's record, or of the
+ * repository's ref table when it has one (another ref moved meanwhile is kept: the table is read again
+ * and the merge written over it). When the branch moved meanwhile, or the merge conflicts, nothing is
+ * written.
  */
 export async function mergePull(ctx: ForgeServices, req: MergeRequest): Promise<MergeResult> {
   const round = req.pull.rounds[req.pull.rounds.length - 1]!;
@@ -157,6 +162,16 @@ export async function mergePull(ctx: ForgeServices, req: MergeRequest): Promise<
         chatter: { verbosity: 0, progress: false },
       },
     );
+    const moved = () =>
+      new KnotlessError(
+        'remote-changed',
+        `${safeText(req.pull.base)} of ${req.target.label} moved while merging; nothing was written: run \`knotless pr merge\` again.`,
+      );
+    const table = lastTableRead(req.target);
+    if (table !== undefined) {
+      await writeMergeToTable(req, table, before, baseRef.record.packs, packs, tip, moved);
+      return { before, after: tip, fastForward: ff, alreadyIn: false };
+    }
     const record: RefRecord = { ...baseRef.record, target: tip, packs, updatedAt: new Date().toISOString() };
     try {
       await req.target.putRef(req.auth, baseRef.key, record, baseRef.cid);
@@ -173,4 +188,38 @@ export async function mergePull(ctx: ForgeServices, req: MergeRequest): Promise<
   } finally {
     s.close();
   }
+}
+
+/**
+ * The merged tip written into the target's ref table: one write, swapped on the table read. When the
+ * table moved meanwhile it is read again: a base branch still at `before` takes the merge (on the
+ * packs it has now, when a compaction rewrote them, with the merge's new ones after), one elsewhere
+ * is `remote-changed` and nothing is written.
+ */
+async function writeMergeToTable(
+  req: MergeRequest,
+  first: NonNullable<ReturnType<typeof lastTableRead>>,
+  before: string,
+  read: PackEntry[],
+  packs: PackEntry[],
+  tip: string,
+  moved: () => KnotlessError,
+): Promise<void> {
+  const ref = `refs/heads/${req.pull.base}`;
+  const old = new Set(read.map((p) => p.id));
+  const added = packs.filter((p) => !old.has(p.id));
+  const res = await rewriteTable(req.target, req.auth, first, (t) => {
+    const now = t.table.refs.find((r) => r.ref === ref);
+    if (now?.target !== before) throw moved();
+    const same = now.packs.length === read.length && now.packs.every((p, i) => p.id === read[i]!.id);
+    const list = same ? packs : unionPacks([now.packs, added]);
+    const next = applyRefUpdates(
+      t.table,
+      [{ ref, target: tip, packs: list }],
+      { repo: t.table.repo, maintainer: false },
+      new Date(),
+    );
+    return Promise.resolve({ kind: 'write', table: next });
+  });
+  if (res.kind === 'busy') throw moved();
 }

@@ -10,6 +10,7 @@ import { indexPack, parsePackInfo } from '../git/pack.ts';
 import { GitError, runGit } from '../git/run.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { blobMatchesCid } from '../records/cid.ts';
+import { readRepoRefs } from '../records/read-refs.ts';
 import { MAX_BLOB_PART_BYTES, loadPack, verifyPack } from '../packs/transfer.ts';
 import type { BlobRef } from '../records/ref-record.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
@@ -19,9 +20,12 @@ import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { PACK_MIME, type Round } from './records.ts';
 
-/** A branch of a repository as read now: its record (for compare-and-swap) or a sentence why not. */
+/**
+ * A branch of a repository as read now (its ref table's entry when it has one, else its record, for
+ * compare-and-swap), or a sentence why not.
+ */
 export async function branchOf(remote: RemoteRepo, branch: string): Promise<RemoteRef> {
-  const refs = await remote.listRefs();
+  const refs = await readRepoRefs(remote);
   const found = refs.filter((r) => r.record.ref === `refs/heads/${branch}`);
   if (found.length !== 1 || found[0]!.record.target === undefined)
     throw new KnotlessError(

@@ -9,8 +9,11 @@ import type { PackHolds } from '../records/ref-rules.ts';
 import { PackFile } from '../git/pack-file.ts';
 import { planMerge } from '../packs/geometric.ts';
 import { BlobGone, loadPack } from '../packs/transfer.ts';
-import type { PackEntry } from '../records/ref-record.ts';
+import { readRefTable, tableRefs, type TableRead } from '../records/read-refs.ts';
+import type { PackEntry, RefRecord } from '../records/ref-record.ts';
+import { applyRefUpdates } from '../records/ref-table.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
+import { writeRefTable } from '../records/table-write.ts';
 import { blobUploadLimit } from '../packs/server-info.ts';
 import { holdsOf, RECORD_INLINE_MAX, storeAsBlobs } from '../packs/store-packs.ts';
 import type { Authorizer } from '../xrpc/client.ts';
@@ -198,16 +201,90 @@ async function hoistInline(
 }
 
 /**
+ * Where one ref's value is read and written with compare-and-swap: its record, or the repository's
+ * ref table. `write` throws SwapConflict when the value moved since `base` was read.
+ */
+interface RefSlot {
+  read(): Promise<RemoteRef | undefined>;
+  write(base: RemoteRef, record: RefRecord): Promise<RemoteRef>;
+}
+
+/** Compacts the ref record under `key`: see {@link compactSlot}. */
+export function compactRef(remote: RemoteRepo, env: CompactEnv, key: string): Promise<Compacted | undefined> {
+  return compactSlot(remote, env, {
+    read: () => remote.getRef(key),
+    write: async (base, record) => ({
+      key,
+      ...(await remote.putRef(env.auth, key, record, base.cid)),
+      record,
+    }),
+  });
+}
+
+/**
+ * The table a compaction of a repository on a ref table starts from, and after each ref it wrote, the
+ * table it left: compacting one ref after another reads the table once, not once per ref.
+ */
+export interface TableCursor {
+  read: TableRead | undefined;
+}
+
+/**
+ * Compacts `ref` of a repository whose refs are in a ref table (see {@link compactSlot}): its new
+ * pack list written into the table, one write swapped on the table read. When the table moved
+ * meanwhile (a push to any ref) it is read again: a push that only appended packs to this ref is
+ * kept after the merged ones, anything else is planned again, and every other ref stays as the
+ * table now holds it.
+ */
+export function compactTableRef(
+  remote: RemoteRepo,
+  env: CompactEnv,
+  ref: string,
+  cursor: TableCursor,
+): Promise<Compacted | undefined> {
+  let last: TableRead | undefined;
+  let first = true;
+  return compactSlot(remote, env, {
+    // The cursor's table first; after a conflict, the table as it is now.
+    read: async () => {
+      last = first && cursor.read !== undefined ? cursor.read : await readRefTable(remote);
+      first = false;
+      cursor.read = last;
+      return last === undefined ? undefined : tableRefs(remote, last).find((r) => r.record.ref === ref);
+    },
+    write: async (_base, record) => {
+      const read = last!;
+      const next = applyRefUpdates(
+        read.table,
+        [
+          {
+            ref,
+            target: record.target!,
+            packs: record.packs,
+            ...(record.peeled === undefined ? {} : { peeled: record.peeled }),
+          },
+        ],
+        { repo: read.table.repo, maintainer: false },
+        new Date(),
+      );
+      const { cid, rev } = await writeRefTable(remote, env.auth, next, read);
+      cursor.read = { ...read, table: next, cid, rev };
+      return tableRefs(remote, cursor.read).find((r) => r.record.ref === ref)!;
+    },
+  });
+}
+
+/**
  * Compacts one ref's pack list: merges the small recent packs so that the list stays geometric,
  * moves inline packs into blobs when the record holds more inline bytes than a push would write,
- * then rewrites the record with compare-and-swap. When a push lands meanwhile, its packs are kept
+ * then rewrites the ref with compare-and-swap. When a push lands meanwhile, its packs are kept
  * after the merged one (they are thin only against what the merged pack holds). Returns undefined
  * when there was nothing to do.
  */
-export async function compactRef(
+async function compactSlot(
   remote: RemoteRepo,
   env: CompactEnv,
-  key: string,
+  slot: RefSlot,
 ): Promise<Compacted | undefined> {
   /** A merge planned from `list` (the pack list read), kept while pushes only append to the list. */
   type Plan = {
@@ -221,7 +298,7 @@ export async function compactRef(
   type Read = { current: RemoteRef | undefined; plan?: Plan };
   type Write = { base: RemoteRef; packs: PackEntry[]; plan: Plan };
   const outcome = await swapLoop<Read, Write, Compacted | undefined, never>({
-    start: { current: await remote.getRef(key) },
+    start: { current: await slot.read() },
     maxAttempts: MAX_ATTEMPTS,
     decide: async ({ current, plan: planned }) => {
       if (current?.record.target === undefined) return { kind: 'done', value: undefined };
@@ -237,7 +314,7 @@ export async function compactRef(
         } catch (err) {
           // Another compaction or a force push freed a blob of the list we read: plan from the new one.
           if (!(err instanceof BlobGone)) throw err;
-          const fresh = await remote.getRef(key);
+          const fresh = await slot.read();
           if (fresh?.record.packs.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
           return { kind: 'again', state: { current: fresh } };
         }
@@ -251,7 +328,7 @@ export async function compactRef(
     write: async ({ base, packs, plan }) => {
       const record = { ...base.record, packs, updatedAt: new Date().toISOString() };
       crashPoint('compact:before-record-write');
-      const { cid, rev } = await remote.putRef(env.auth, key, record, base.cid);
+      const written = await slot.write(base, record);
       crashPoint('compact:after-record-write');
       if (plan.merged !== undefined && plan.cut !== undefined)
         await retireReplaced(remote, env, plan.list.slice(plan.cut), plan.merged);
@@ -260,11 +337,11 @@ export async function compactRef(
         before: base.record.packs.length,
         after: packs.length,
         replacedCid: base.cid,
-        written: { key, cid, rev, record },
+        written,
       };
     },
     reread: async (_state, { plan }) => {
-      const fresh = await remote.getRef(key);
+      const fresh = await slot.read();
       if (fresh === undefined) return { kind: 'done', value: undefined };
       // A push that only appended packs: keep them. Anything else: plan again from what is there.
       const appendedOnly = sameIds(fresh.record.packs.slice(0, plan.list.length), plan.list);

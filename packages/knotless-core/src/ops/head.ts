@@ -1,4 +1,7 @@
+import { readRefTable, type TableRead } from '../records/read-refs.ts';
 import type { RefRecord } from '../records/ref-record.ts';
+import { applyRefUpdates } from '../records/ref-table.ts';
+import { rewriteTable } from '../records/table-write.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { swapLoop, type SwapStep } from './swap-loop.ts';
@@ -47,7 +50,8 @@ interface HeadState {
  * Points HEAD (the default branch) at `branch`, a full `refs/heads/…` name that must exist, on the
  * swap loop like every ref write: the HEAD read is the swap, so a HEAD another writer moved meanwhile
  * is read again and judged anew rather than overwritten. Refuses with `missing` when the branch has no
- * record (or several claim it, so none counts).
+ * record (or several claim it, so none counts). A repository on a ref table has its HEAD in the table's
+ * `head`: the table is written (swapped on the table read, read again and judged anew on a conflict).
  */
 export async function moveHead(
   remote: RemoteRepo,
@@ -66,8 +70,14 @@ export async function moveHead(
     if (s.head?.record.symref === branch) return { kind: 'done', value: { branch, changed: false } };
     return { kind: 'write', write: null };
   };
+  // The table is read beside the records, so a repository without one waits no longer for it.
+  const [table, start] = await Promise.all([
+    remote.verifier === undefined ? undefined : readRefTable(remote),
+    read(),
+  ]);
+  if (table !== undefined) return moveTableHead(remote, auth, branch, table);
   const outcome = await swapLoop<HeadState, null, HeadMove, 'missing'>({
-    start: await read(),
+    start,
     maxAttempts: 5,
     decide: (s) => Promise.resolve(judge(s)),
     write: async (_w, s) => {
@@ -83,4 +93,23 @@ export async function moveHead(
   if (outcome.kind === 'done') return { kind: 'moved', move: outcome.value };
   if (outcome.kind === 'refused') return { kind: 'missing' };
   return { kind: 'busy' };
+}
+
+/** {@link moveHead} for a repository whose refs are in a ref table: the table's `head` is HEAD. */
+async function moveTableHead(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  branch: string,
+  first: TableRead,
+): Promise<{ kind: 'moved'; move: HeadMove } | { kind: 'missing' } | { kind: 'busy' }> {
+  let missing = false;
+  const res = await rewriteTable(remote, auth, first, (read) => {
+    missing = !read.table.refs.some((r) => r.ref === branch && r.target !== undefined);
+    if (missing || read.table.head === branch) return Promise.resolve({ kind: 'none' });
+    const next = applyRefUpdates(read.table, [], { repo: read.table.repo, maintainer: false }, new Date());
+    return Promise.resolve({ kind: 'write', table: { ...next, head: branch } });
+  });
+  if (res.kind === 'busy') return { kind: 'busy' };
+  if (missing) return { kind: 'missing' };
+  return { kind: 'moved', move: { branch, changed: res.kind === 'written' } };
 }

@@ -3,13 +3,14 @@
 // the CID it was read at, so that the write itself proves the read it was decided on. Parts go
 // first: their keys are the hash of their contents, so writing one again changes nothing, and a part
 // no table lists yet is ignored by every reader. The parts a new table no longer lists are deleted
-// after it lands.
-import { KnotlessError } from '../errors.ts';
+// after it lands. The writers that change a table whole (the default branch, a merge) decide and write
+// it in one loop, rewriteTable, read again on a conflict.
+import { KnotlessError, isKnotlessError } from '../errors.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { REFS_COLLECTION, REFS_PART_COLLECTION } from './collections.ts';
-import { writeFailure } from './ref-writes.ts';
+import { SwapConflict, writeFailure } from './ref-writes.ts';
 import { layoutRefTable, refTableKey, type RefTable } from './ref-table.ts';
-import type { TableRead } from './read-refs.ts';
+import { readRefTable, type TableRead } from './read-refs.ts';
 import type { RemoteRepo } from './remote-repo.ts';
 
 /** Deletes per commit: the PDS's limit of 200 writes in one applyWrites, less one to spare. */
@@ -108,4 +109,59 @@ async function removeParts(remote: RemoteRepo, auth: Authorizer, keys: string[])
       return;
     }
   }
+}
+
+/** What a writer makes of the table as read: this table to write, or nothing to write. */
+export type TableChange = { kind: 'write'; table: RefTable } | { kind: 'none' };
+
+/** How a rewrite ended: the table as it now stands, and whether this call wrote it. */
+export type TableRewrite =
+  | { kind: 'written'; read: TableRead }
+  | { kind: 'unchanged'; read: TableRead }
+  /** Every attempt found the table moved again. */
+  | { kind: 'busy' };
+
+/**
+ * The loop of the writers that change a table whole rather than push to it (the default branch, a
+ * merge): `change` decides the next table from `first`, it is written with {@link writeRefTable}
+ * (swapped on the CID read), and when another writer moved the table meanwhile it is read again and
+ * `change` decides again from what it now holds, so that no other write is lost. `change` may throw
+ * a refusal, which ends the loop as it is. A write no answer settled (a time-out) is read back: it
+ * landed when the table is the one written. The table gone meanwhile is `remote-changed`.
+ */
+export async function rewriteTable(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  first: TableRead,
+  change: (read: TableRead) => Promise<TableChange>,
+  maxAttempts = 5,
+): Promise<TableRewrite> {
+  const again = async (): Promise<TableRead> => {
+    const read = await readRefTable(remote);
+    if (read === undefined)
+      throw new KnotlessError(
+        'remote-changed',
+        `The ref table of ${remote.label} was removed meanwhile (the repository deleted?); nothing was written.`,
+      );
+    return read;
+  };
+  let read = first;
+  for (let attempt = 0; attempt < maxAttempts; attempt++) {
+    const step = await change(read);
+    if (step.kind === 'none') return { kind: 'unchanged', read };
+    try {
+      const { cid, rev } = await writeRefTable(remote, auth, step.table, read);
+      return { kind: 'written', read: { ...read, table: step.table, cid, rev } };
+    } catch (err) {
+      if (isKnotlessError(err) && err.unsure) {
+        const now = await again().catch(() => undefined);
+        if (now?.table.seq === step.table.seq && now.table.updatedAt === step.table.updatedAt)
+          return { kind: 'written', read: now };
+        throw err;
+      }
+      if (!(err instanceof SwapConflict)) throw err;
+      read = await again();
+    }
+  }
+  return { kind: 'busy' };
 }

@@ -1,8 +1,9 @@
 import { KnotlessError } from 'knotless-core/errors';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { RefView } from 'knotless-core/cache/ref-view';
-import { compactRef, type CompactEnv } from 'knotless-core/ops/compact';
+import { compactRef, compactTableRef, type CompactEnv, type TableCursor } from 'knotless-core/ops/compact';
 import { compactionMarker, releaseMarker } from 'knotless-core/ops/compact-marker';
+import { lastTableRead, readRepoRefs } from 'knotless-core/records/read-refs';
 import { refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/records/remote-repo';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Context } from '../../context.ts';
@@ -30,7 +31,8 @@ export const command: Command = {
     const marker = compactionMarker(c.config.cacheDir, remote.owner.did, remote.name);
     try {
       // A ref that several records claim is not compacted: that would be writing one of them.
-      const all = [...refsByName(await remote.listRefs()).byName.values()];
+      // Read as every reader reads them: a repository on a ref table is compacted in its table.
+      const all = [...refsByName(await readRepoRefs(remote)).byName.values()];
       // A --ref that names nothing is a typo (`main` for refs/heads/main), not "nothing to compact".
       // Not with --quiet: the background compaction after a push names refs that may be gone since.
       const unknown = wanted?.find((w) => !all.some((r) => r.record.ref === w));
@@ -61,8 +63,13 @@ async function compactAll(
   io: Io,
 ): Promise<number> {
   let changed = 0;
+  const table = lastTableRead(remote);
+  const cursor: TableCursor | undefined = table === undefined ? undefined : { read: table };
   for (const r of refs) {
-    const done = await compactRef(remote, env, r.key);
+    const done =
+      cursor === undefined
+        ? await compactRef(remote, env, r.key)
+        : await compactTableRef(remote, env, r.record.ref, cursor);
     if (done === undefined) continue;
     changed++;
     // Keep this machine's view current, so the next push's compare-and-swap does not miss.

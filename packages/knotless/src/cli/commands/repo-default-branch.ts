@@ -1,7 +1,7 @@
 import { KnotlessError } from 'knotless-core/errors';
 import { moveHead } from 'knotless-core/ops/head';
 import { parseRepoSpec } from 'knotless-core/records/name';
-import { refKey } from 'knotless-core/records/ref-key';
+import { readRepoRefs } from 'knotless-core/records/read-refs';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownRepo, ownerOf } from './owner.ts';
@@ -22,13 +22,13 @@ export const command: Command = {
       const spec = parseRepoSpec(specText);
       const owner = await ownerOf(c, spec.owner);
       const remote = c.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
-      let head = await remote.getRef(refKey(spec.name, 'HEAD'));
-      if (head === undefined && !(await remote.exists())) {
+      // The one reader of refs: the table's `head` when the repository has one, else its HEAD record
+      // (a private repository's under the key only its members can name).
+      const refs = await readRepoRefs(remote);
+      if (refs.length === 0 && !(await remote.exists())) {
         throw new KnotlessError('repo-missing', `${remote.label} does not exist; check the name.`);
       }
-      // A private repository's HEAD is under a key only its members can name (exists() found it private).
-      if (head === undefined && remote.isPrivate) head = await remote.getRef(remote.refKey('HEAD'));
-      const branch = head?.record.symref;
+      const branch = refs.find((r) => r.record.ref === 'HEAD')?.record.symref;
       if (json) io.out(safeJson({ repo: remote.label, branch: branch ?? null }));
       else if (branch === undefined)
         io.err(`${remote.label} has no default branch yet (its first push sets it).`);
