@@ -19,6 +19,8 @@ export const CRASH_POINTS = [
   'commit:packs-folded',
   'commit:before-record-write',
   'lfs:blob-listed',
+  'delete:refs-deleted',
+  'delete:table-deleted',
 ] as const;
 
 /** One named crash point. */

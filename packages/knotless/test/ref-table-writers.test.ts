@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { planMerge } from 'knotless-core/packs/geometric';
 import type { RefUpdate } from 'knotless-core/records/ref-table';
+import { knotless } from './helpers/cli.ts';
 import { json, type ItemJson } from './helpers/forge.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -296,5 +297,86 @@ describe('merging a pull request into a repository on a ref table', () => {
     assert.equal(said.length, 1, res.stderr);
     assert.match(res.stderr, /main of alice\.test\/mmove moved while merging; nothing was written/);
     assert.equal(lsRemote(await alice.ok(alice.dir(), 'ls-remote', url)).get('refs/heads/main'), moved);
+  });
+});
+
+/** Every record key of `collection` in alice's account. */
+async function keysOf(collection: string): Promise<string[]> {
+  const out: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const url = new URL('/xrpc/com.atproto.repo.listRecords', t.net.pdsUrl);
+    url.searchParams.set('repo', t.dids['alice.test']!);
+    url.searchParams.set('collection', collection);
+    url.searchParams.set('limit', '100');
+    if (cursor !== undefined) url.searchParams.set('cursor', cursor);
+    const body = (await (await fetch(url)).json()) as { records: { uri: string }[]; cursor?: string };
+    out.push(...body.records.map((r) => r.uri.split('/').pop()!));
+    cursor = body.records.length === 0 ? undefined : body.cursor;
+  } while (cursor !== undefined);
+  return out.sort();
+}
+
+describe('deleting a repository on a ref table', () => {
+  it('deletes the table, its parts and every leftover ref record; a delete cut short finishes when run again', async () => {
+    const { url, dir } = await tabled('gone', 1, ['b']);
+    const first = (await alice.ok(dir, 'rev-parse', 'HEAD')).trim();
+    const main = (await refRecords('gone')).get('refs/heads/main')!;
+    // A table large enough for parts, its refs beside the ref records it was made from.
+    const many: RefUpdate[] = Array.from({ length: 3000 }, (_, i) => ({
+      ref: `refs/tags/t${String(i).padStart(5, '0')}-${'x'.repeat(40)}`,
+      target: first,
+      packs: main.packs,
+    }));
+    await writeTable('gone', [{ ref: 'refs/heads/main', target: first, packs: main.packs }, ...many]);
+    const parts = (await readTable('gone'))!.value.parts!.map((p) => p.rkey);
+    assert.ok(parts.length >= 2);
+    // What is not this repository's stays: another repository's table, and alice's table (and its
+    // part) as a maintainer of someone else's repository of the same name.
+    const { url: keptUrl } = await tabled('gone2');
+    const foreign = 'gone~did:plc:aaaaaaaaaaaaaaaaaaaaaaaa';
+    const { put } = tableHands(t, 'alice.test');
+    await put('dev.knotless.refs', foreign, {
+      repo: 'at://did:plc:aaaaaaaaaaaaaaaaaaaaaaaa/dev.knotless.repo/gone',
+      refs: [],
+      seq: 0,
+      updatedAt: new Date().toISOString(),
+    });
+    await put('dev.knotless.refs.part', `${foreign}~${'0'.repeat(32)}`, { repo: 'x', refs: [] });
+    const refKeys = (await keysOf('dev.knotless.ref')).filter((k) => k.startsWith('gone~'));
+    assert.ok(refKeys.length >= 3, refKeys.join());
+
+    // Killed after its ref records went: the table still holds the repository's refs.
+    const cut = await knotless(['repo', 'delete', 'gone', '--yes'], {
+      env: { ...alice.env, KNOTLESS_COMPACT: '0', KNOTLESS_CRASH_AT: 'delete:refs-deleted' },
+    });
+    assert.notEqual(cut.code, 0);
+    assert.deepEqual(
+      (await keysOf('dev.knotless.ref')).filter((k) => k.startsWith('gone~')),
+      [],
+    );
+    assert.ok((await keysOf('dev.knotless.repo')).includes('gone'));
+    assert.equal(lsRemote(await alice.ok(alice.dir(), 'ls-remote', url)).get('refs/heads/main'), first);
+
+    const del = await alice.knotless('repo', 'delete', 'gone', '--yes');
+    assert.equal(del.code, 0, del.stderr);
+    assert.match(del.stderr, /Deleted alice\.test\/gone \(3001 refs\)/);
+    assert.equal(await readTable('gone'), undefined);
+    assert.deepEqual(
+      (await keysOf('dev.knotless.refs.part')).filter((k) => k.startsWith('gone~')),
+      [`${foreign}~${'0'.repeat(32)}`],
+    );
+    assert.deepEqual(
+      (await keysOf('dev.knotless.refs')).filter((k) => k.startsWith('gone')),
+      ['gone2', foreign],
+    );
+    assert.ok(!(await keysOf('dev.knotless.repo')).includes('gone'));
+    const ls = await alice.git(alice.dir(), 'ls-remote', url);
+    assert.notEqual(ls.code, 0);
+    // The other repository is whole.
+    assert.ok(lsRemote(await alice.ok(alice.dir(), 'ls-remote', keptUrl)).has('refs/heads/main'));
+    // A repository of that name made again starts empty, with no table.
+    assert.equal((await alice.knotless('repo', 'create', 'gone')).code, 0);
+    assert.equal((await alice.ok(alice.dir(), 'ls-remote', url)).trim(), '');
   });
 });

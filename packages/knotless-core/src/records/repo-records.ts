@@ -2,10 +2,21 @@ import { KnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
-import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
+import { crashPoint } from '../crash.ts';
+import {
+  REF_COLLECTION,
+  REFS_COLLECTION,
+  REFS_PART_COLLECTION,
+  REPO_COLLECTION,
+  refKeyPrefix,
+} from './collections.ts';
+import { refTableKey } from './ref-table.ts';
 import { listRecords, rkeyOf } from './list-records.ts';
 
 /** An authorizer that knows the account it acts as (the CLI's sessions are these). */
+/** Deletes per commit: the PDS's limit of 200 writes in one applyWrites, less one to spare. */
+const DELETES_PER_COMMIT = 199;
+
 export interface SessionAuthorizer extends Authorizer {
   readonly session: { readonly did: string; readonly pds: string };
 }
@@ -174,23 +185,72 @@ export class RepoRecords {
   }
 
   /**
-   * Deletes a repository: its ref records first, then the repo record, so an interrupted delete
-   * leaves a repository that still lists and can be deleted again. Returns how many refs went. The
-   * caller checks that the repository exists first (the CLI does, before asking for confirmation).
+   * The owner's ref table of a repository and its parts, as keys: the table's when there is one, and
+   * every part record under its key (`<table key>~<32 hex digits>`), listed or not. A maintainer's
+   * table of another account's repository of the same name (`name~<DID>`) and its parts are not the
+   * repository's, and are never among them.
+   */
+  async tableKeys(owner: Identity, name: string): Promise<{ table: boolean; parts: string[] }> {
+    const key = refTableKey(name, owner.did, owner.did);
+    const client = this.#client(owner.pds);
+    let table = true;
+    try {
+      await client.query('com.atproto.repo.getRecord', {
+        repo: owner.did,
+        collection: REFS_COLLECTION,
+        rkey: key,
+      });
+    } catch (err) {
+      if (!(err instanceof XrpcError && pdsRefusal(err) === 'record-missing'))
+        throw generalFailure(err, `reading the ref table of ${name}`);
+      table = false;
+    }
+    const part = new RegExp(`^${key.replace(/[.]/g, '\\.')}~[0-9a-f]{32}$`);
+    const parts: string[] = [];
+    try {
+      for await (const r of listRecords(client, owner.did, REFS_PART_COLLECTION, {
+        after: `${key}~`,
+        keep: (k) => k.startsWith(`${key}~`),
+      })) {
+        const k = rkeyOf(r.uri);
+        if (part.test(k)) parts.push(k);
+      }
+    } catch (err) {
+      throw generalFailure(err, `listing the ref table parts of ${name}`);
+    }
+    return { table, parts };
+  }
+
+  /**
+   * Deletes a repository: its ref records first (ignored while a ref table exists), then its ref table
+   * and every part of it (the table in the first commit, so no reader finds a table without its
+   * parts), then the repo record, so an interrupted delete leaves a repository that still lists and
+   * can be deleted again, which finishes it. Returns how many ref records went. The caller checks that
+   * the repository exists first (the CLI does, before asking for confirmation).
    */
   async delete(auth: SessionAuthorizer, owner: Identity, name: string): Promise<number> {
-    const keys = await this.refKeys(owner, name);
+    const [keys, tabled] = await Promise.all([this.refKeys(owner, name), this.tableKeys(owner, name)]);
     const client = this.#client(auth.session.pds, auth);
+    const deletes = (collection: string, rkeys: string[]) =>
+      rkeys.map((rkey) => ({ $type: 'com.atproto.repo.applyWrites#delete', collection, rkey }));
     try {
       for (let i = 0; i < keys.length; i += 100) {
         await client.procedure('com.atproto.repo.applyWrites', {
           repo: auth.session.did,
-          writes: keys.slice(i, i + 100).map((rkey) => ({
-            $type: 'com.atproto.repo.applyWrites#delete',
-            collection: REF_COLLECTION,
-            rkey,
-          })),
+          writes: deletes(REF_COLLECTION, keys.slice(i, i + 100)),
         });
+      }
+      crashPoint('delete:refs-deleted');
+      const table = [
+        ...(tabled.table ? deletes(REFS_COLLECTION, [refTableKey(name, owner.did, owner.did)]) : []),
+        ...deletes(REFS_PART_COLLECTION, tabled.parts),
+      ];
+      for (let i = 0; i < table.length; i += DELETES_PER_COMMIT) {
+        await client.procedure('com.atproto.repo.applyWrites', {
+          repo: auth.session.did,
+          writes: table.slice(i, i + DELETES_PER_COMMIT),
+        });
+        crashPoint('delete:table-deleted');
       }
       await client.procedure('com.atproto.repo.deleteRecord', {
         repo: auth.session.did,

@@ -1,6 +1,7 @@
 import { forgetRing } from 'knotless-core/private/ring';
 import { activeSession } from '../../auth/login.ts';
-import { KnotlessError } from 'knotless-core/errors';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
+import { readRefTable } from 'knotless-core/records/read-refs';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Command } from '../command.ts';
@@ -43,9 +44,22 @@ export const command: Command = {
         throw new KnotlessError('cancelled', 'Nothing deleted.');
       }
     }
-    const refs = await records.delete(auth, owner, name);
+    // A repository on a ref table has its refs there (its ref records, if any, are ignored ones). A
+    // table that cannot be read is deleted all the same: deleting is how one is got rid of.
+    const remote = c.remoteRepo(owner, name, (m) => io.err(`knotless: warning: ${m}`));
+    const table = await readRefTable(remote).catch((err: unknown) => {
+      if (isKnotlessError(err, 'corrupt-remote') || isKnotlessError(err, 'unverified-remote')) return null;
+      throw err;
+    });
+    const recordRefs = await records.delete(auth, owner, name);
     // Its key ring goes too: a new repository of that name is a new repository, public or private.
     forgetRing(c.config.configDir, owner.did, name);
-    io.err(`Deleted ${owner.handle}/${name} (${refs} ref${refs === 1 ? '' : 's'}).`);
+    const refs =
+      table === undefined ? recordRefs : table?.table.refs.filter((r) => r.target !== undefined).length;
+    io.err(
+      refs === undefined
+        ? `Deleted ${owner.handle}/${name} (its ref table, which could not be read, with it).`
+        : `Deleted ${owner.handle}/${name} (${refs} ref${refs === 1 ? '' : 's'}).`,
+    );
   },
 };
