@@ -34,9 +34,11 @@ export {
 export { listRecords, rkeyOf, type ListedRecord } from './records/list-records.ts';
 export {
   decide,
+  inTeam,
   ISSUE_AUTHOR_MAY,
   PULL_AUTHOR_MAY,
   type Decided,
   type Decision,
+  type Team,
 } from './records/forge-authority.ts';
 export { keysNamed, shortIds, utcTime } from './forge/short-id.ts';

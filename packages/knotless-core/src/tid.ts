@@ -23,13 +23,7 @@ export function isTid(s: string): boolean {
 export function newTid(): string {
   const micros = Math.max(Date.now() * 1000, lastMicros + 1);
   lastMicros = micros;
-  let n = (BigInt(micros) << 10n) | BigInt(crypto.randomInt(1024));
-  let s = '';
-  for (let i = 0; i < 13; i++) {
-    s = B32[Number(n & 31n)]! + s;
-    n >>= 5n;
-  }
-  return s;
+  return tidAt(micros);
 }
 
 /** The time `tid` was made, in microseconds since 1970, or undefined for a string that is not a TID. */
@@ -38,4 +32,25 @@ export function tidMicros(tid: string): number | undefined {
   let n = 0n;
   for (const c of tid) n = (n << 5n) | BigInt(B32.indexOf(c));
   return Number(n >> 10n);
+}
+
+/**
+ * A new TID made just after `tid` (one microsecond later, any clock id): for a record that must
+ * sort after one whose writer's clock ran ahead of ours. Undefined when `tid` is not a TID or is
+ * at the last microsecond a TID can hold.
+ */
+export function tidAfter(tid: string): string | undefined {
+  const micros = tidMicros(tid);
+  if (micros === undefined || micros + 1 > Number.MAX_SAFE_INTEGER) return undefined;
+  return tidAt(micros + 1);
+}
+
+function tidAt(micros: number): string {
+  let n = (BigInt(micros) << 10n) | BigInt(crypto.randomInt(1024));
+  let s = '';
+  for (let i = 0; i < 13; i++) {
+    s = B32[Number(n & 31n)]! + s;
+    n >>= 5n;
+  }
+  return s;
 }

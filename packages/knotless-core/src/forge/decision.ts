@@ -3,10 +3,19 @@
 // buttons), which differ only in how they read what to decide and how they show the result. The
 // record is written only when the authority rule lets it count (state-write.ts).
 import { KnotlessError } from '../errors.ts';
-import type { Decision } from '../records/forge-authority.ts';
+import { inTeam, teamDecision, type Decision, type Team } from '../records/forge-authority.ts';
 import { safeText } from '../text/terminal.ts';
 import { ISSUE_STATE, PULL_STATUS, checkToWrite, writeRecord } from './records.ts';
-import { checkOutcome, checkStateWrite, stateBy, stateRecord, type StateWrite } from './state-write.ts';
+import {
+  checkOutcome,
+  checkStateWrite,
+  decisionKey,
+  deciders,
+  stateBy,
+  stateRecord,
+  writeTeam,
+  type StateWrite,
+} from './state-write.ts';
 import type { ForgeStore } from './store.ts';
 import { newTid } from '../tid.ts';
 
@@ -87,44 +96,48 @@ export function parseLabelList(text: string): string[] {
   return [...new Set(labels)];
 }
 
-/** Throws `permission-denied` unless `w.me` owns the repository: labels count only from its owner. */
-export function checkLabelWrite(w: Pick<StateWrite, 'me' | 'myName' | 'owner' | 'label' | 'noun'>): void {
-  if (w.me !== w.owner)
+/**
+ * Throws `permission-denied` unless `w.me` is the repository's owner or one of its maintainers:
+ * labels count only from them.
+ */
+export function checkLabelWrite(
+  w: Pick<StateWrite, 'me' | 'myName' | 'owner' | 'maintainers' | 'label' | 'noun'>,
+): void {
+  if (!inTeam(writeTeam(w), w.me))
     throw new KnotlessError(
       'permission-denied',
-      `Only ${w.label}'s owner can label its ${w.noun}s; you are ${safeText(w.myName)}.`,
+      `Only ${deciders(w)} can label its ${w.noun}s; you are ${safeText(w.myName)}.`,
     );
 }
 
 /**
- * Whether a close or reopen would change nothing: the item is already in `state`, by `me`'s own
- * latest decision too (an owner may still close what its author withdrew, which the author could
- * otherwise reopen).
+ * Whether a close or reopen would change nothing: the item is already in `state`, by `me`'s side
+ * of the rule too (the team's latest decision for its owner or a maintainer, else `me`'s own): the
+ * team may still close what its author withdrew, which the author could otherwise reopen.
  */
 export function alreadyDecided(
   current: string,
   decisions: Decision<string>[],
   me: string,
   state: string,
+  team: Team,
 ): boolean {
-  return current === state && stateBy(decisions, me) === state;
+  return current === state && stateBy(decisions, me, team) === state;
 }
 
-/** What a label change writes: the owner's own state kept as it was (a label is no close or reopen). */
+/** What a label change writes: the team's state kept as it was (a label is no close or reopen). */
 export function labelDecision(
   decisions: Decision<string>[],
-  owner: string,
+  team: Team,
   labels: string[],
   merged: string | undefined,
 ): { state: string; extra: Record<string, unknown> } {
-  const own = stateBy(decisions, owner);
+  const own = stateBy(decisions, team.owner, team);
   // A merge that overrode the protection stays visible through a later label change.
-  const ignoredChecks = decisions
-    .filter((d) => d.by === owner && d.state === 'merged')
-    .reduce<Decision<string> | undefined>(
-      (a, b) => (a === undefined || b.rkey > a.rkey ? b : a),
-      undefined,
-    )?.ignoredChecks;
+  const ignoredChecks = teamDecision(
+    decisions.filter((d) => d.state === 'merged'),
+    team,
+  )?.ignoredChecks;
   return {
     state: own,
     extra: {
@@ -138,7 +151,7 @@ export function labelDecision(
 export interface DecisionWrite extends StateWrite {
   /** The pull request's or issue's at-uri. */
   subject: string;
-  /** The labels the item has, which the owner's record keeps. */
+  /** The labels the item has, which the team's record keeps. */
   labels: string[];
   /** Fields beyond the state: `merged`, or the labels of a label change. */
   extra?: Record<string, unknown>;
@@ -152,9 +165,9 @@ export interface DecisionWrite extends StateWrite {
 
 /**
  * Writes a state record for `d.subject` in `auth`'s account, after checking the authority rule
- * (format.md): the owner may set any state, the author only close or reopen their own. A record the
- * rule would ignore or outrank is never written, nor one its readers would skip (`read` is the
- * record's reader, forge/read.ts).
+ * (format.md): the owner and the maintainers may set any state, the author only close or reopen their
+ * own. A record the rule would ignore or outrank is never written, nor one its readers would skip
+ * (`read` is the record's reader, forge/read.ts).
  */
 export async function writeDecision(
   store: ForgeStore,
@@ -165,10 +178,11 @@ export async function writeDecision(
   checkStateWrite(d);
   const word = d.noun === 'pull request' ? 'pr' : 'issue';
   const collection = word === 'pr' ? PULL_STATUS : ISSUE_STATE;
-  const keep = d.me === d.owner ? d.labels : [];
+  const team = writeTeam(d);
+  const keep = inTeam(team, d.me) ? d.labels : [];
   const record = writeRecord(collection, stateRecord(word, d.subject, d.state, keep, d.extra));
   await checkToWrite(read, record, `${d.noun}'s state`);
-  const rkey = newTid();
+  const rkey = decisionKey(newTid(), d.decisions ?? [], team, d.me);
   // Decided again with this record among the others: one the rule would outrank is never written.
   if (d.decisions !== undefined)
     checkOutcome({

@@ -5,6 +5,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { ForgeTable } from 'knotless-core/forge/kinds/table';
 import type { Database } from './schema.ts';
 import { decide, ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY, type Decision } from 'knotless-core';
+import { maintainersOfRepo } from './maintainers.ts';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
@@ -74,14 +75,16 @@ async function refresh(tx: Db, kind: Kind, did: string, rkey: string): Promise<v
   const items = kind.items as 'pulls';
   const item = await tx
     .selectFrom(items)
-    .select('repo_did')
+    .select(['repo_did', 'repo_name'])
     .where('did', '=', did)
     .where('rkey', '=', rkey)
     .where('deleted', '=', 0)
     .executeTakeFirst();
   if (item === undefined) return;
   const rows = await itemDecisions(tx, kind === PULLS ? 'pulls' : 'issues', did, rkey);
-  const won = decide(rows, item.repo_did, did, kind.authorMay);
+  // The team is the owner and the maintainers its table lists now (format.md, "The authority rule").
+  const maintainers = (await maintainersOfRepo(tx, item.repo_did, item.repo_name)).map((m) => m.did);
+  const won = decide(rows, { owner: item.repo_did, maintainers }, did, kind.authorMay);
   await tx
     .updateTable(items)
     .set({
@@ -97,6 +100,20 @@ async function refresh(tx: Db, kind: Kind, did: string, rkey: string): Promise<v
     .where('did', '=', did)
     .where('rkey', '=', rkey)
     .execute();
+}
+
+/** Every pull request and issue of a repository, worked out again: after who maintains it changed. */
+export async function refreshRepoItems(tx: Db, repoDid: string, repoName: string): Promise<void> {
+  for (const kind of [PULLS, ISSUES]) {
+    const rows = await tx
+      .selectFrom(kind.items as 'pulls')
+      .select(['did', 'rkey'])
+      .where('repo_did', '=', repoDid)
+      .where('repo_name', '=', repoName)
+      .where('deleted', '=', 0)
+      .execute();
+    for (const r of rows) await refresh(tx, kind, r.did, r.rkey);
+  }
 }
 
 /** The accounts the index holds as not active (deactivated, taken down, suspended, deleted). */

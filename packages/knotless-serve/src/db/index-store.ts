@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { RefRecord } from 'knotless-core';
 import type { Database, OwnerTable, PushTable, RefTable, RepoTable } from './schema.ts';
+import { maintainedBy, maintainersOfAccount, namedMaintainers, type NamedMaintainer } from './maintainers.ts';
 import { saveCursor, type EventSource } from './cursor.ts';
 import { AccountStore } from './account-store.ts';
 import { ForgeStore } from './forge-store.ts';
@@ -44,7 +45,15 @@ export type RepoRow = Omit<RepoTable, 'deleted' | 'rev'> & { handle: string | nu
 /** A ref as the index knows it. */
 export type RefRow = Omit<RefTable, 'deleted'>;
 /** A push, with the owner's handle. */
-export type PushRow = PushTable & { handle: string | null };
+/**
+ * A push as pages show it: the owner's handle, and who pushed when it was a maintainer's table
+ * write (`pusher`, with its handle when the index knows it; absent or null for the owner).
+ */
+export type PushRow = Omit<PushTable, 'pusher'> & {
+  handle: string | null;
+  pusher?: string | null;
+  pusher_handle?: string | null;
+};
 
 /** The repository a ref record key belongs to: everything before the first `~`. */
 export function repoOfKey(rkey: string): string {
@@ -195,6 +204,7 @@ export class Index {
               new_target: row.target,
               time: change.time,
               seq: source?.seq ?? null,
+              pusher: null,
             })
             .onConflict((oc) => oc.columns(['did', 'rkey', 'rev']).doNothing())
             .executeTakeFirst();
@@ -227,6 +237,21 @@ export class Index {
       if (source !== undefined) await saveCursor(tx, source);
       return applied;
     });
+  }
+
+  /** The maintainers the owner's ref table of a repository lists (the last list it gave whole). */
+  async maintainers(did: string, repo: string): Promise<NamedMaintainer[]> {
+    return namedMaintainers(this.db, did, repo);
+  }
+
+  /** Every maintainer of every repository of an account, by repository name. */
+  async accountMaintainers(did: string): Promise<Map<string, NamedMaintainer[]>> {
+    return maintainersOfAccount(this.db, did);
+  }
+
+  /** The repositories of other accounts that an account maintains. */
+  async maintainedBy(did: string): Promise<{ did: string; handle: string | null; repo: string }[]> {
+    return maintainedBy(this.db, did);
   }
 
   /** Why the owner's ref table of a repository gives no listing now (its last good refs are shown). */
@@ -356,8 +381,9 @@ export class Index {
       .innerJoin('repos', (j) =>
         j.onRef('repos.did', '=', 'pushes.did').onRef('repos.name', '=', 'pushes.repo'),
       )
+      .leftJoin('owners as pushed_by', 'pushed_by.did', 'pushes.pusher')
       .selectAll('pushes')
-      .select('owners.handle')
+      .select(['owners.handle', 'pushed_by.handle as pusher_handle'])
       .where('repos.deleted', '=', 0)
       .where('owners.status', 'is', null);
     if (opts.did !== undefined) q = q.where('pushes.did', '=', opts.did);

@@ -1,7 +1,9 @@
 // Ref tables (`dev.knotless.refs` and `.part`, format.md "The ref table") in the index. An account's
 // own table of its own repository gives that repository's refs, and from the moment it exists its
 // `dev.knotless.ref` records are ignored (the reader's rule, "Old repositories"); a maintainer's
-// table of another account's repository is stored and not used. The refs a table gives are kept in
+// table of another account's repository is stored, and its writes are noted as that maintainer's
+// pushes while the owner's table lists them (the repository's refs are still the owner's table's
+// here: the appview does not compute them from several writers yet). The refs a table gives are kept in
 // `table_refs`, replaced only by a listing the table and its parts give whole: a table that breaks a
 // rule, or whose part is missing or not the one it names, leaves the last good refs in place and
 // its problem in `ref_tables.problem`. A push is what changes between one listing and the next.
@@ -10,9 +12,13 @@ import { isKnotlessError, REPO_COLLECTION, type PackEntry } from 'knotless-core'
 import {
   joinRefTable,
   parseRefTable,
+  refTableKey,
   type FetchedPart,
   type RefTable,
 } from 'knotless-core/records/ref-table';
+import { maintainersOf } from 'knotless-core/records/maintainers';
+import { refreshRepoItems } from './forge-state.ts';
+import { maintainersOfRepo, type Maintainer } from './maintainers.ts';
 import type { EventSource } from './cursor.ts';
 import type { Database, RefTableRow, TableRefRow } from './schema.ts';
 import { queuePush } from './webhook-events.ts';
@@ -102,11 +108,14 @@ const PART_BATCH = 500;
  * The listing the owner's table row gives with the parts the index holds, or why it gives none.
  * Only a refusal of the table's rules (corrupt-remote) is a problem; anything else is our fault.
  */
-async function listingOf(db: Db, row: RefTableRow): Promise<{ refs: ListedRef[] } | { problem: string }> {
+async function listingOf(
+  db: Db,
+  row: RefTableRow,
+): Promise<{ refs: ListedRef[]; maintainers: Maintainer[] } | { problem: string }> {
   const value = JSON.parse(row.value ?? 'null') as unknown;
   // A private repository's table is sealed whole, as its ref records are: like them, it gives no
   // refs to index (the repository's pages say its contents are encrypted), and that is no problem.
-  if (typeof value === 'object' && value !== null && 'sealed' in value) return { refs: [] };
+  if (typeof value === 'object' && value !== null && 'sealed' in value) return { refs: [], maintainers: [] };
   let table: RefTable;
   try {
     const stored = parseRefTable(value, `at://${row.did}/${REPO_COLLECTION}/${row.repo}`, true);
@@ -154,7 +163,30 @@ async function listingOf(db: Db, row: RefTableRow): Promise<{ refs: ListedRef[] 
       packs: packsJson(r.packs),
     });
   }
-  return { refs };
+  const since = new Map(table.maintainers.map((m) => [m.did, m.since]));
+  const maintainers = maintainersOf(table, row.did).map((did) => ({ did, since: since.get(did)! }));
+  return { refs, maintainers };
+}
+
+/**
+ * Keeps the repository's maintainers as `now` lists them; when who maintains it changed, every pull
+ * request and issue of the repository is decided again (a maintainer's records count, or stop).
+ */
+async function writeMaintainers(tx: Db, did: string, repo: string, now: Maintainer[]): Promise<void> {
+  const held = await maintainersOfRepo(tx, did, repo);
+  const same =
+    held.length === now.length && held.every((m, i) => m.did === now[i]!.did && m.since === now[i]!.since);
+  if (same) return;
+  await tx.deleteFrom('repo_maintainers').where('did', '=', did).where('repo', '=', repo).execute();
+  if (now.length > 0)
+    await tx
+      .insertInto('repo_maintainers')
+      .values(now.map((m, position) => ({ did, repo, maintainer: m.did, since: m.since, position })))
+      .execute();
+  const before = new Set(held.map((m) => m.did));
+  const after = new Set(now.map((m) => m.did));
+  if (before.size !== after.size || [...before].some((d) => !after.has(d)))
+    await refreshRepoItems(tx, did, repo);
 }
 
 /** Whether two listed refs say the same (a table's newer revision that left a ref alone keeps its row). */
@@ -236,6 +268,7 @@ async function notePushes(
       new_target: to,
       time: at.time,
       seq: at.seq,
+      pusher: null,
     };
     const noted = await tx
       .insertInto('pushes')
@@ -268,8 +301,10 @@ async function relist(
 ): Promise<TableApplied> {
   if (table === undefined) {
     // No table now: the repository is read from its ref records again, as a reader would, and
-    // what moved between the two listings is a push like any other.
+    // what moved between the two listings is a push like any other. Without a table it has no
+    // maintainers.
     await tx.deleteFrom('table_refs').where('did', '=', did).where('repo', '=', repo).execute();
+    await writeMaintainers(tx, did, repo, []);
     const records = await liveRefs(tx, did, repo);
     return { repo, changed: await notePushes(tx, did, repo, before.refs, records, at) };
   }
@@ -284,6 +319,8 @@ async function relist(
   // A table that gives no listing leaves the last good refs: the table's last whole listing, or
   // the ref records' refs when it never gave one (copied, since the records count no more).
   const after = 'refs' in listing ? listing.refs : before.refs;
+  // A table that gives no listing leaves the last good maintainers too.
+  if ('refs' in listing) await writeMaintainers(tx, did, repo, listing.maintainers);
   if (!before.inTable)
     await tx.deleteFrom('table_refs').where('did', '=', did).where('repo', '=', repo).execute();
   await writeRows(tx, did, repo, before.inTable ? before.refs : [], after);
@@ -301,7 +338,7 @@ async function listed(tx: Db, did: string, repo: string, onTable: boolean): Prom
 export async function applyTable(tx: Db, change: TableChange, source?: EventSource): Promise<TableApplied> {
   const old = await tx
     .selectFrom('ref_tables')
-    .select(['rev', 'cid', 'deleted'])
+    .select(['rev', 'cid', 'deleted', 'value'])
     .where('did', '=', change.did)
     .where('rkey', '=', change.rkey)
     .executeTakeFirst();
@@ -327,10 +364,79 @@ export async function applyTable(tx: Db, change: TableChange, source?: EventSour
     .values(row)
     .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
     .execute();
-  // A maintainer's table of another account's repository is kept, not used (teams come later).
-  if (!owner) return { changed: false };
+  if (!owner) {
+    await noteMaintainerPushes(tx, row, old === undefined || old.deleted === 1 ? null : old.value, source);
+    return { changed: false };
+  }
   const at = { rev: change.rev, time: change.time, seq: source?.seq ?? null };
   return relist(tx, change.did, repo, change.record === null ? undefined : row, before, at);
+}
+
+/**
+ * A maintainer's table write noted as their pushes into the repository it is for, only while the
+ * owner's table (as indexed) lists the writer and under the key the format gives that writer's table
+ * of that repository (format.md, "Teams"): a table anyone else writes under the repository's name
+ * notes nothing. Each ref whose entry changed since the writer's previous table is a push, from the
+ * value the repository lists to the entry's (none for a tombstone). Only the table's own entries are
+ * read (a maintainer's table large enough for parts is not followed into them); an entry that breaks
+ * the table's rules notes nothing.
+ */
+async function noteMaintainerPushes(
+  tx: Db,
+  row: RefTableRow,
+  oldValue: string | null,
+  source: EventSource | undefined,
+): Promise<void> {
+  const owners = await tx
+    .selectFrom('repo_maintainers')
+    .select('did')
+    .where('maintainer', '=', row.did)
+    .where('repo', '=', row.repo)
+    .execute();
+  const owner = owners.map((o) => o.did).find((o) => refTableKey(row.repo, o, row.did) === row.rkey);
+  if (owner === undefined) return;
+  const uri = `at://${owner}/${REPO_COLLECTION}/${row.repo}`;
+  const entries = (value: string | null): Map<string, string | null> | undefined => {
+    if (value === null) return new Map();
+    const parsed = JSON.parse(value) as unknown;
+    if (typeof parsed === 'object' && parsed !== null && 'sealed' in parsed) return undefined;
+    try {
+      return new Map(parseRefTable(parsed, uri, false).refs.map((r) => [r.ref, r.target ?? null]));
+    } catch (err) {
+      if (isKnotlessError(err, 'corrupt-remote')) return undefined;
+      throw err;
+    }
+  };
+  const now = entries(row.value);
+  if (now === undefined) return;
+  const was = entries(oldValue) ?? new Map<string, string | null>();
+  for (const ref of new Set([...was.keys(), ...now.keys()])) {
+    const to = now.get(ref) ?? null;
+    if ((was.get(ref) ?? null) === to) continue;
+    const listed = await tx
+      .selectFrom('table_refs')
+      .select('target')
+      .where('did', '=', owner)
+      .where('repo', '=', row.repo)
+      .where('ref', '=', ref)
+      .executeTakeFirst();
+    await tx
+      .insertInto('pushes')
+      .values({
+        did: owner,
+        rkey: `${row.rkey}#${ref}`,
+        rev: row.rev,
+        repo: row.repo,
+        ref,
+        old_target: listed?.target ?? null,
+        new_target: to,
+        time: row.indexed_at,
+        seq: source?.seq ?? null,
+        pusher: row.did,
+      })
+      .onConflict((oc) => oc.columns(['did', 'rkey', 'rev']).doNothing())
+      .execute();
+  }
 }
 
 /** Applies a `dev.knotless.refs.part` record change; the table that lists it is joined again. */

@@ -110,6 +110,18 @@ export interface PushTable {
   new_target: string | null;
   time: string;
   seq: number | string | null;
+  /** Whose table write it was: null for the repository's owner, else the maintainer's DID. */
+  pusher: string | null;
+}
+
+/** A maintainer the owner's ref table of a repository lists (migration 0012). */
+export interface RepoMaintainerTable {
+  did: string;
+  repo: string;
+  maintainer: string;
+  since: string;
+  /** Its place in the owner's list, from 0. */
+  position: number;
 }
 
 /** Columns every forge record row has: its author, key, revision and tombstone. */
@@ -231,6 +243,7 @@ export interface Database {
   refs: RefTable;
   ref_tables: RefTableRow;
   ref_table_parts: RefTablePartRow;
+  repo_maintainers: RepoMaintainerTable;
   table_refs: TableRefRow;
   pushes: PushTable;
   pulls: PullTable;

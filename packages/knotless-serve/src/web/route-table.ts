@@ -83,7 +83,20 @@ export async function repoTarget(site: Site, actor: string, name: string): Promi
       ? null
       : { owner: (await site.index.owner(parent.did))?.handle ?? parent.did, name: parent.rkey };
   const priv = repo.private === 1;
-  return { did: owner.did, owner: actor, name, description: repo.description, gitDir, forkOf, private: priv };
+  const maintainers = (await site.index.maintainers(owner.did, name)).map((m) => ({
+    did: m.did,
+    handle: m.handle,
+  }));
+  return {
+    did: owner.did,
+    owner: actor,
+    name,
+    description: repo.description,
+    gitDir,
+    forkOf,
+    private: priv,
+    maintainers,
+  };
 }
 
 async function readForm(req: http.IncomingMessage, max: number): Promise<URLSearchParams> {

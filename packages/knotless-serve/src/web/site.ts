@@ -50,6 +50,11 @@ export interface RepoTarget {
   forkOf: { owner: string; name: string } | null;
   /** Its contents are encrypted for its members: nothing of them is indexed or shown. */
   private: boolean;
+  /**
+   * The maintainers its owner's ref table lists (they decide as the owner), in order, each with the
+   * handle the index verified when it knows one.
+   */
+  maintainers: { did: string; handle: string | null }[];
 }
 
 export { HttpError, Redirect } from './http-error.ts';

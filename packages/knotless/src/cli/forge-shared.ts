@@ -210,7 +210,8 @@ export function commentCommand<R extends Base>(kind: Kind<R>): Command {
 
 /**
  * Writes a state record for an item in the session's account, after checking the authority rule
- * (format.md): the owner may set any state; the author only close or reopen their own. A record the
+ * (format.md): the owner and its maintainers may set any state; the author only close or reopen
+ * their own. A record the
  * rule would ignore or outrank is never written: the item must be in state `expect` after it (the
  * state written, unless only labels change).
  */
@@ -224,10 +225,12 @@ export async function writeState<R extends Base>(
   extra: Record<string, unknown> = {},
   expect: string = state,
 ): Promise<void> {
+  const team = await r.team(target.owner, target.uri);
   await writeDecision(r.store, auth, kind.parseState, {
     me: auth.session.did,
     myName: auth.session.handle,
     owner: target.owner.did,
+    maintainers: team.maintainers,
     label: target.label,
     author: item.did,
     current: item.state,
@@ -250,7 +253,7 @@ export function stateCommand<R extends Base>(kind: Kind<R>, verb: 'close' | 'reo
   return {
     name: `${kind.word} ${verb}`,
     args: '<[handle/]repo> <id>',
-    summary: `${verb} a${kind.word === 'pr' ? ' pull request' : 'n issue'} (the repository's owner, or its author; a record in your account)`,
+    summary: `${verb} a${kind.word === 'pr' ? ' pull request' : 'n issue'} (the repository's owner or maintainers, or its author; a record in your account)`,
     options: { json: JSON_OPTION },
     positionals: { min: 2, max: 2 },
     async run({ ctx, io, args }) {
@@ -261,7 +264,8 @@ export function stateCommand<R extends Base>(kind: Kind<R>, verb: 'close' | 'reo
         throw new KnotlessError('usage', `${safeText(item.id)} is merged; there is nothing to ${verb}.`);
       // Already so, by this account's own decision too: an owner may still close what its author
       // withdrew, which the author could otherwise reopen.
-      if (alreadyDecided(item.state, item.decisions ?? [], auth.session.did, state)) {
+      const team = await r.team(target.owner, target.uri);
+      if (alreadyDecided(item.state, item.decisions ?? [], auth.session.did, state, team)) {
         io.err(`${safeText(item.id)} is already ${state}; nothing was written.`);
       } else {
         await writeState(r, auth, kind, target, item, state);

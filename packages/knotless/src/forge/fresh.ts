@@ -2,7 +2,13 @@
 // after they are written, so a user who just opened, commented, merged or closed would see their own
 // action missing. The newest records of the current user and of the repository's owner (whose
 // decisions count most) are read straight from their PDSes and laid over the appview's answer.
-import { decide, type Decided, type Decision } from 'knotless-core/records/forge-authority';
+import {
+  decide,
+  inTeam,
+  type Decided,
+  type Decision,
+  type Team,
+} from 'knotless-core/records/forge-authority';
 import type { Identity } from 'knotless-core/identity/resolver';
 import type { SubjectView } from './appview.ts';
 import type { Kind, StateFields } from './kinds.ts';
@@ -33,15 +39,22 @@ class StateReads<R extends Base> {
   readonly r: Reader;
   readonly kind: Kind<R>;
   readonly owner: Identity;
+  readonly team: Team;
 
-  constructor(r: Reader, kind: Kind<R>, owner: Identity) {
+  constructor(r: Reader, kind: Kind<R>, owner: Identity, team: Team) {
     this.r = r;
     this.kind = kind;
     this.owner = owner;
+    this.team = team;
   }
 
   #who(did: string): Promise<Identity> {
     return did === this.owner.did ? Promise.resolve(this.owner) : this.r.ctx.resolver.resolve(did);
+  }
+
+  /** A page of `did`'s state records already read, kept so that it is not read again. */
+  seed(did: string, page: Page<StateFields>): void {
+    this.#pages.set(did, Promise.resolve(page));
   }
 
   page(did: string): Promise<Page<StateFields>> {
@@ -79,14 +92,18 @@ class StateReads<R extends Base> {
     return here.map((s) => ({ by: did, rkey: s.rkey, ...s.value }));
   }
 
-  /** The state of `subject` by the authority rule, from its owner's and author's PDSes alone. */
+  /**
+   * The state of `subject` by the authority rule, from the PDSes of its team (the owner and the
+   * maintainers) and its author alone.
+   */
   async decide(subject: string, author: string): Promise<Decided<string>> {
-    const own = await this.on(this.owner.did, subject, () => true);
-    const byOwner = decide(own, this.owner.did, this.owner.did, this.kind.authorMay);
-    // The owner's merge or close stands whatever the author decided: their records are not read.
-    if (author === this.owner.did || byOwner.state !== 'open') return byOwner;
+    const members = [this.owner.did, ...this.team.maintainers];
+    const own = (await Promise.all(members.map((did) => this.on(did, subject, () => true)))).flat();
+    const byTeam = decide(own, this.team, this.owner.did, this.kind.authorMay);
+    // The team's merge or close stands whatever the author decided: their records are not read.
+    if (inTeam(this.team, author) || byTeam.state !== 'open') return byTeam;
     const theirs = await this.on(author, subject, (s) => this.kind.authorMay.includes(s));
-    return decide([...own, ...theirs], this.owner.did, author, this.kind.authorMay);
+    return decide([...own, ...theirs], this.team, author, this.kind.authorMay);
   }
 }
 
@@ -94,8 +111,9 @@ class StateReads<R extends Base> {
  * The appview's listing with what the current user and the owner wrote lately laid over it: their
  * new pull requests or issues of `repo` the appview does not list yet, and the state, read from the
  * PDSes, of every item their new state records touch. A state is never taken half from the appview:
- * an item touched is decided again from its owner's and author's records alone. Two requests (the
- * user's newest items and state records), two more for the owner's when that is someone else; more
+ * an item touched is decided again from its team's and author's records alone. Two requests (the
+ * user's newest items and state records), two more for the owner's when that is someone else, and
+ * the read of the owner's ref table for the repository's maintainers (beside them); more
  * only where a page cannot tell an account's latest decision, and, for a listing of one state, the
  * appview's listing of all when a record touches an item it did not list.
  */
@@ -112,18 +130,20 @@ export async function freshen<R extends Base>(
   if (me === undefined || r.appview === undefined) return listed;
   const readers = [me === owner.did ? owner : await r.ctx.resolver.resolve(me)];
   if (me !== owner.did) readers.push(owner);
-  const reads = new StateReads(r, kind, owner);
-  const [items, states] = await Promise.all([
+  const [team, items, states] = await Promise.all([
+    r.team(owner, repo),
     Promise.all(readers.map((who) => r.store.page(who, kind.collection, kind.parse, FRESH_LIMIT))),
-    Promise.all(readers.map((who) => reads.page(who.did))),
+    Promise.all(readers.map((who) => r.store.page(who, kind.stateCollection, kind.parseState, FRESH_LIMIT))),
   ]);
+  const reads = new StateReads(r, kind, owner, team);
+  states.forEach((p, i) => reads.seed(readers[i]!.did, p));
   const byUri = new Map(listed.map((it) => [it.uri, it]));
-  // Only the owner's records and an author's own (the author is in the subject's uri) can count.
+  // Only the team's records and an author's own (the author is in the subject's uri) can count.
   const subjects = new Set(
     states
       .flatMap((p) => p.records)
       .filter((s) => isNew(s.value.createdAt))
-      .filter((s) => s.did === owner.did || s.did === parseAtUri(s.value.subject)?.did)
+      .filter((s) => inTeam(team, s.did) || s.did === parseAtUri(s.value.subject)?.did)
       .map((s) => s.value.subject),
   );
   const made = items

@@ -1,7 +1,8 @@
 // The shapes the forge commands pass around (kept apart from subjects.ts, which reads them, so that
 // fresh.ts can use them without importing subjects.ts back).
 import type { Context } from '../context.ts';
-import type { Decision } from 'knotless-core/records/forge-authority';
+import type { Decision, Team } from 'knotless-core/records/forge-authority';
+import type { Identity } from 'knotless-core/identity/resolver';
 import type { Appview } from './appview.ts';
 import type { CommentRecord } from './records.ts';
 import type { ForgeStore } from 'knotless-core/forge/store';
@@ -21,7 +22,7 @@ export interface Item<R> {
   /** A merge that overrode the base branch's protection: the required checks it ignored, why. */
   ignoredChecks?: string[];
   labels: string[];
-  /** The owner's and the author's state records on it, when they were read from their PDSes. */
+  /** The team's and the author's state records on it, when they were read from their PDSes. */
   decisions?: Decision<string>[];
 }
 
@@ -39,4 +40,9 @@ export interface Reader {
   appview: Appview | undefined;
   /** Said once on stderr (warnings, what a reading without appview leaves out). */
   note(message: string): void;
+  /**
+   * Who decides for `owner`'s repository `repo` (its at-uri): the owner and the maintainers its
+   * verified ref table lists (knotless-core's records/maintainers.ts), read once per command.
+   */
+  team(owner: Identity, repo: string): Promise<Team>;
 }

@@ -3,7 +3,8 @@ import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { safeText } from 'knotless-core/text/terminal';
 import { Appview, type CommentView, type SubjectView } from './appview.ts';
-import { decide, type Decision } from 'knotless-core/records/forge-authority';
+import { decide, type Decision, type Team } from 'knotless-core/records/forge-authority';
+import { readTeam } from 'knotless-core/records/maintainers';
 import type { Kind } from './kinds.ts';
 import { COMMENT, InvalidRecord, parseAtUri, parseComment, type CommentRecord } from './records.ts';
 import { freshen, withMyComments } from './fresh.ts';
@@ -16,7 +17,22 @@ export type { CommentItem, Item, Reader } from './items.ts';
 type Base = { repo: string; title: string; createdAt: string };
 
 export function reader(ctx: Context, note: (message: string) => void): Reader {
-  return { ctx, store: new ForgeStore(ctx, (m) => note(`warning: ${m}`)), appview: Appview.of(ctx), note };
+  const teams = new Map<string, Promise<Team>>();
+  return {
+    ctx,
+    store: new ForgeStore(ctx, (m) => note(`warning: ${m}`)),
+    appview: Appview.of(ctx),
+    note,
+    team(owner, repo) {
+      let got = teams.get(repo);
+      if (got === undefined) {
+        const name = parseAtUri(repo)?.rkey ?? repo;
+        got = readTeam(ctx.remoteRepo(owner, name, (m) => note(`warning: ${m}`)));
+        teams.set(repo, got);
+      }
+      return got;
+    },
+  };
 }
 
 async function handleOf(r: Reader, did: string): Promise<string | undefined> {
@@ -25,8 +41,8 @@ async function handleOf(r: Reader, did: string): Promise<string | undefined> {
 
 /**
  * The states of records read from their authors' PDSes, by the authority rule: the state records
- * of the repository's owner and of each author, read directly; nobody else's can count, so nobody
- * else's are read.
+ * of the repository's owner, its maintainers and each author, read directly; nobody else's can
+ * count, so nobody else's are read.
  */
 export async function withStates<R extends Base>(
   r: Reader,
@@ -34,6 +50,7 @@ export async function withStates<R extends Base>(
   owner: Identity,
   items: Stored<R>[],
 ): Promise<Item<R>[]> {
+  const team = items.length === 0 ? undefined : await r.team(owner, items[0]!.value.repo);
   // Each decision keeps what it is about, so one listing of an account serves every item.
   const accounts = new Map<string, Promise<(Decision<string> & { subject: string })[]>>();
   const decisionsOf = (did: string) => {
@@ -50,12 +67,10 @@ export async function withStates<R extends Base>(
   };
   return Promise.all(
     items.map(async (it) => {
-      const all = [
-        ...(await decisionsOf(owner.did)),
-        ...(it.did === owner.did ? [] : await decisionsOf(it.did)),
-      ];
+      const deciders = new Set([owner.did, ...(team?.maintainers ?? []), it.did]);
+      const all = (await Promise.all([...deciders].map(decisionsOf))).flat();
       const mine = all.filter((d) => d.subject === it.uri);
-      const decided = decide(mine, owner.did, it.did, kind.authorMay);
+      const decided = decide(mine, team ?? owner.did, it.did, kind.authorMay);
       return {
         id: `${it.did}/${it.rkey}`,
         uri: it.uri,

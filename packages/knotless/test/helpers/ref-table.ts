@@ -4,7 +4,13 @@ import assert from 'node:assert/strict';
 import { jsonToLex } from '@atproto/lexicon';
 import { cidForRecord } from '@atproto/repo';
 import { parseRefRecord, type RefRecord } from 'knotless-core/records/ref-record';
-import { applyRefUpdates, layoutRefTable, type RefUpdate } from 'knotless-core/records/ref-table';
+import {
+  applyRefUpdates,
+  joinRefTable,
+  layoutRefTable,
+  parseRefTable,
+  type RefUpdate,
+} from 'knotless-core/records/ref-table';
 import type { TestNet } from './network.ts';
 
 /** What a test does with `handle`'s records. */
@@ -13,8 +19,17 @@ export interface TableHands {
   put: (collection: string, rkey: string, record: Record<string, unknown>) => Promise<string>;
   /** The repository's ref records as the PDS holds them, by ref name. */
   refRecords: (name: string) => Promise<Map<string, RefRecord>>;
-  /** Writes the owner's table of `name` holding `updates`, laid out as the core lays it out. */
-  writeTable: (name: string, updates: RefUpdate[]) => Promise<void>;
+  /**
+   * Writes the owner's table of `name` holding `updates`, laid out as the core lays it out, listing
+   * `maintainers` (DIDs) when given; with `over` (the table as stored), the refs it holds are kept
+   * and `updates` applied to them.
+   */
+  writeTable: (
+    name: string,
+    updates: RefUpdate[],
+    maintainers?: string[],
+    over?: StoredJson,
+  ) => Promise<void>;
   /** The owner's table of `name` as stored (undefined when there is none), with its CID. */
   readTable: (name: string) => Promise<{ cid: string; value: StoredJson } | undefined>;
 }
@@ -26,6 +41,7 @@ export interface StoredJson {
   packs: { id: string }[];
   refs: { ref: string; target?: string; packs?: number[] }[];
   parts?: { rkey: string }[];
+  maintainers?: { did: string; since: string }[];
 }
 
 export function tableHands(t: TestNet, handle: string): TableHands {
@@ -64,14 +80,16 @@ export function tableHands(t: TestNet, handle: string): TableHands {
       }
       return out;
     },
-    writeTable: async (name, updates) => {
+    writeTable: async (name, updates, maintainers, over) => {
       const repo = `at://${did()}/dev.knotless.repo/${name}`;
       const table = applyRefUpdates(
-        undefined,
+        over === undefined ? undefined : joinRefTable(parseRefTable(over, repo, true), []),
         updates,
         { repo, head: 'refs/heads/main', maintainer: false },
         new Date(),
       );
+      if (maintainers !== undefined)
+        table.maintainers = maintainers.map((m) => ({ did: m, since: new Date().toISOString() }));
       const writes = await layoutRefTable(table, name, async (value) =>
         (await cidForRecord(jsonToLex(value) as Parameters<typeof cidForRecord>[0])).toString(),
       );

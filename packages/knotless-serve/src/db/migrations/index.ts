@@ -11,6 +11,7 @@ import { migration as m0009 } from './0009-webhooks.ts';
 import { migration as m0010 } from './0010-checks.ts';
 import { migration as m0011 } from './0011-ref-tables.ts';
 import { migration as m0012 } from './0012-mentions.ts';
+import { migration as m0013 } from './0013-maintainers.ts';
 
 /**
  * Numbered migrations, applied in order by kysely's Migrator, one file each: a new one is a file
@@ -30,4 +31,5 @@ export const migrations: Record<string, Migration> = {
   '0010_checks': m0010,
   '0011_ref_tables': m0011,
   '0012_mentions': m0012,
+  '0013_maintainers': m0013,
 };

@@ -16,7 +16,7 @@ import {
 } from 'knotless-core/forge/decision';
 import { PULL } from 'knotless-core/forge/records';
 import { checkStateWrite } from 'knotless-core/forge/state-write';
-import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY } from 'knotless-core/records/forge-authority';
+import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY, type Team } from 'knotless-core/records/forge-authority';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { forgeRecords } from '../../ingest/forge-records.ts';
 import { verdictOf } from '../checks.ts';
@@ -64,6 +64,11 @@ async function writeState(
   });
 }
 
+/** Who decides for the repository: its owner and the maintainers its table lists, as indexed. */
+function team(repo: RepoTarget): Team {
+  return { owner: repo.did, maintainers: repo.maintainers.map((m) => m.did) };
+}
+
 /** Who writes which state on which item: what the authority rule's checks are given. */
 function stateWrite(viewer: Viewer, repo: RepoTarget, item: ItemRef, state: string) {
   const pulls = item.kind === 'pulls';
@@ -71,6 +76,7 @@ function stateWrite(viewer: Viewer, repo: RepoTarget, item: ItemRef, state: stri
     me: viewer.did,
     myName: viewer.handle,
     owner: repo.did,
+    maintainers: repo.maintainers.map((m) => m.did),
     label: `${repo.owner}/${repo.name}`,
     author: item.did,
     current: item.state,
@@ -112,7 +118,7 @@ export async function setState(
   if (item.state === 'merged')
     throw new HttpError(409, 'This pull request is merged; there is nothing to change.');
   const decisions = await site.index.forge.decisions(item.kind, item.did, item.rkey);
-  if (!alreadyDecided(item.state, decisions, viewer.did, state)) {
+  if (!alreadyDecided(item.state, decisions, viewer.did, state, team(repo))) {
     await writeState(site, viewer, repo, item, state);
     await untilState(site, item, state);
   }
@@ -166,6 +172,12 @@ async function mergeAs(
   const reviewed = field(form, 'head', 'the reviewed head');
   // Refused before any work: only the owner merges (the same rule a status record is written under).
   checkStateWrite(stateWrite(viewer, repo, item, 'merged'));
+  // A maintainer's merge would push the base branch from their own account, which is not built yet.
+  if (viewer.did !== repo.did)
+    throw new HttpError(
+      403,
+      `You maintain ${repo.owner}/${repo.name}, but merging as a maintainer is not possible yet; ask its owner to merge this pull request.`,
+    );
   if (item.state !== 'open')
     throw new HttpError(409, `This pull request is ${item.state}; only an open one merges.`);
   const author = await identityOf(site, item.did);
@@ -232,7 +244,7 @@ export async function setLabels(
   checkLabelCount(labels, stateWrite(viewer, repo, item, item.state).noun);
   const merged = item.kind === 'pulls' ? (await site.index.forge.pull(item.did, item.rkey))?.merged : null;
   const decisions = await site.index.forge.decisions(item.kind, item.did, item.rkey);
-  const d = labelDecision(decisions, repo.did, labels, merged ?? undefined);
+  const d = labelDecision(decisions, team(repo), labels, merged ?? undefined);
   await writeState(site, viewer, repo, { ...item, labels }, d.state, d.extra, item.state);
   const want = JSON.stringify(labels);
   await untilRow(site, item, (row) => row?.labels === want);

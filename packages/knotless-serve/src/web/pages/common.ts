@@ -40,6 +40,21 @@ export async function refPath(repo: RepoTarget, tail: string): Promise<RefPath> 
 /** The repository's tabs, the current one marked for readers and screen readers alike. */
 export type Tab = 'code' | 'commits' | 'branches' | 'tags' | 'pulls' | 'issues' | 'settings';
 
+/**
+ * The repository's maintainers, each marked and linked to their page (by handle, else by DID):
+ * they push and decide as its owner does.
+ */
+export function maintainersLine(maintainers: readonly { did: string; handle: string | null }[]): SafeHtml {
+  if (maintainers.length === 0) return html``;
+  return html`<p class="muted maintainers">
+    maintainers:
+    ${maintainers.map((m, i) => {
+      const name = m.handle ?? m.did;
+      return html`${i === 0 ? '' : ', '}<a class="who maintainer" href="${href(name)}">${name}</a>`;
+    })}
+  </p>`;
+}
+
 /** The owner/name heading and the repository's tabs. */
 export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): SafeHtml {
   const base = [repo.owner, repo.name];
@@ -76,6 +91,7 @@ export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): S
           </p>`
     }
     ${repo.description === null ? '' : html`<p class="muted">${repo.description}</p>`}
+    ${maintainersLine(repo.maintainers)}
     <nav class="tabs" aria-label="Repository">
       ${tabs.map(([id, label, link]) =>
         id === tab

@@ -1,6 +1,7 @@
 // The forge's forms, shown to a signed-in reader (plain forms: they post without JavaScript), and
 // to everyone else a link to sign in. What each posts to is in web/actions/forge.ts.
 import { labelList } from 'knotless-core/forge/decision';
+import { inTeam } from 'knotless-core/records/forge-authority';
 import { csrfField, postButton } from '../forms.ts';
 import { html, href, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../site.ts';
@@ -62,13 +63,19 @@ export function lineCommentForm(action: string, round: number, path: string, lin
   </form>`;
 }
 
+/** Whether `did` decides for the repository as its owner does: the owner or a maintainer. */
+export function decidesFor(repo: RepoTarget, did: string): boolean {
+  return inTeam({ owner: repo.did, maintainers: repo.maintainers.map((m) => m.did) }, did);
+}
+
 /**
- * Close or reopen, for those the authority rule lets decide: the repository's owner, and the
- * author of their own (never once merged). Others see no button; a forged post is refused anyway.
+ * Close or reopen, for those the authority rule lets decide: the repository's owner and
+ * maintainers, and the author of their own (never once merged). Others see no button; a forged
+ * post is refused anyway.
  */
 export function stateForm(repo: RepoTarget, base: string, author: string, state: string): SafeHtml {
   const v = viewer();
-  if (v === undefined || state === 'merged' || (v.did !== repo.did && v.did !== author)) return html``;
+  if (v === undefined || state === 'merged' || (!decidesFor(repo, v.did) && v.did !== author)) return html``;
   return state === 'open'
     ? postButton(`${base}/state`, 'Close', { state: 'closed' })
     : postButton(`${base}/state`, 'Reopen', { state: 'open' });
@@ -121,10 +128,10 @@ export function newPullForm(repo: RepoTarget, base: string, head: string, title:
   </form>`;
 }
 
-/** The owner's labels: the whole list, comma-separated (only the owner's labels count). */
+/** The labels form: the whole list, comma-separated (only the owner's and maintainers' labels count). */
 export function labelsForm(repo: RepoTarget, base: string, labels: string[]): SafeHtml {
   const v = viewer();
-  if (v === undefined || v.did !== repo.did) return html``;
+  if (v === undefined || !decidesFor(repo, v.did)) return html``;
   return html`<form class="inline" method="post" action="${base}/labels">
     ${csrfField()}
     <label for="labels">Labels</label>

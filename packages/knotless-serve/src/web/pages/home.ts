@@ -28,6 +28,7 @@ export function groupPushes(rows: PushRow[]): PushGroup[] {
       prev !== undefined &&
       prev.did === row.did &&
       prev.repo === row.repo &&
+      (prev.pusher ?? null) === (row.pusher ?? null) &&
       (prev.rev === row.rev || Math.abs(Date.parse(prev.time) - Date.parse(row.time)) <= SAME_PUSH_MS);
     if (same) g!.rows.push(row);
     else groups.push({ rows: [row] });
@@ -35,15 +36,24 @@ export function groupPushes(rows: PushRow[]): PushGroup[] {
   return groups;
 }
 
-/** One push on the home page: each ref once, at its newest update in the group (rows are newest first). */
+/**
+ * One push on the home page: who pushed (the owner, or the maintainer whose table it was), and each
+ * ref once, at its newest update in the group (rows are newest first).
+ */
 export function pushRow(g: PushGroup): SafeHtml {
   const first = g.rows[0]!;
   const owner = first.handle ?? first.did;
+  const pusher = first.pusher == null ? owner : (first.pusher_handle ?? first.pusher);
   const seen = new Set<string>();
   const latest = g.rows.filter((r) => !seen.has(r.ref) && seen.add(r.ref));
   const refs = latest.slice(0, 5);
   return html`<tr>
     <td><a href="${href(owner)}">${owner}</a> / <a href="${href(owner, first.repo)}">${first.repo}</a></td>
+    <td class="pusher">
+      by <a href="${href(pusher)}">${pusher}</a>${
+        first.pusher == null ? '' : html` <span class="pill">maintainer</span>`
+      }
+    </td>
     <td>
       <span class="push-refs"
         >${refs.map((p) => {

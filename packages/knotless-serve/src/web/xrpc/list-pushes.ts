@@ -20,6 +20,10 @@ export const listPushes: XrpcHandler = async (site, params) => {
       ...(p.new_target === null ? {} : { after: p.new_target }),
       rev: p.rev,
       time: p.time,
+      // Who pushed, when it was a maintainer of the repository rather than its owner.
+      ...(p.pusher == null
+        ? {}
+        : { pusher: p.pusher, ...(p.pusher_handle == null ? {} : { pusherHandle: p.pusher_handle }) }),
     })),
   };
 };

@@ -18,9 +18,9 @@ export function labelCommand<R extends Base>(kind: Kind<R>): Command {
   return {
     name: `${kind.word} label`,
     args: '<[handle/]repo> <id>',
-    summary: `add or remove labels of a${kind.word === 'pr' ? ' pull request' : 'n issue'} (the repository's owner only)`,
+    summary: `add or remove labels of a${kind.word === 'pr' ? ' pull request' : 'n issue'} (the repository's owner or maintainers only)`,
     details: [
-      `Labels count only from the repository's owner: they are written in a ${kind.stateCollection} record that keeps the current state.`,
+      `Labels count only from the repository's owner and the maintainers its ref table lists: they are written in a ${kind.stateCollection} record that keeps the current state.`,
     ],
     options: {
       add: { type: 'string', multiple: true, value: 'L', help: 'a label to add (repeatable)' },
@@ -37,17 +37,19 @@ export function labelCommand<R extends Base>(kind: Kind<R>): Command {
       const c = ctx();
       const { target, item, r } = await itemFor(c, io, kind, args);
       const auth = await activeSession(c);
+      const team = await r.team(target.owner, target.uri);
       checkLabelWrite({
         me: auth.session.did,
         myName: auth.session.handle,
         owner: target.owner.did,
+        maintainers: team.maintainers,
         label: target.label,
         noun: kind.noun,
       });
       const labels = [...new Set([...item.labels, ...add])].filter((l) => !remove.has(l));
       checkLabelCount(labels, kind.noun);
       item.labels = labels;
-      const d = labelDecision(item.decisions ?? [], target.owner.did, labels, item.merged);
+      const d = labelDecision(item.decisions ?? [], team, labels, item.merged);
       await writeState(r, auth, kind, target, item, d.state, d.extra, item.state);
       io.err(`${safeText(item.id)}: ${labelsText(labels)}.`);
       if (args.values['json'] === true) io.out(safeJson(itemJson(item)));

@@ -44,11 +44,20 @@ export const command: Command = {
     const c = ctx();
     const { target, item, r } = await itemFor(c, io, PULLS, args);
     const auth = await activeSession(c);
-    if (auth.session.did !== target.owner.did)
+    if (auth.session.did !== target.owner.did) {
+      const owner = safeText(target.owner.handle ?? target.owner.did);
+      // A maintainer's merge is a push of the base branch into their own ref table, which this
+      // command does not write yet: refused before anything moves, saying who can merge today.
+      if ((await r.team(target.owner, target.uri)).maintainers.includes(auth.session.did))
+        throw new KnotlessError(
+          'permission-denied',
+          `You maintain ${target.label}, but \`knotless pr merge\` cannot yet merge as a maintainer (it would have to push the base branch from your account); ask ${owner} to merge ${safeText(item.id)}.`,
+        );
       throw new KnotlessError(
         'permission-denied',
-        `Only ${safeText(target.owner.handle ?? target.owner.did)} can merge pull requests into ${target.label}; you are ${safeText(auth.session.handle)}.`,
+        `Only ${owner} can merge pull requests into ${target.label}; you are ${safeText(auth.session.handle)}.`,
       );
+    }
     if (item.state !== 'open')
       throw new KnotlessError(
         'usage',
