@@ -114,7 +114,7 @@ export interface PushTable {
   pusher: string | null;
 }
 
-/** A maintainer the owner's ref table of a repository lists (migration 0012). */
+/** A maintainer the owner's ref table of a repository lists (migration 0013). */
 export interface RepoMaintainerTable {
   did: string;
   repo: string;
