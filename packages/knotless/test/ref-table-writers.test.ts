@@ -15,8 +15,8 @@ import { lsRemote, tableHands } from './helpers/ref-table.ts';
 
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
-/** When set, the next putRecord waits for `release` after calling `held`. */
-let gate: { held: () => void; release: Promise<void> } | undefined;
+/** When set, the putRecord after `skip` more waits for `release` after calling `held`. */
+let gate: { skip: number; held: () => void; release: Promise<void> } | undefined;
 const alice = useGitUser(t, 'alice.test', () => ({
   KNOTLESS_COMPACT: '0',
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
@@ -28,6 +28,7 @@ before(async () => {
     target: t.net.pdsUrl,
     onRequest: async (req) => {
       if (gate === undefined || req.nsid !== 'com.atproto.repo.putRecord') return;
+      if (gate.skip-- > 0) return;
       const g = gate;
       gate = undefined;
       g.held();
@@ -66,14 +67,22 @@ async function tabled(
   return { url, dir };
 }
 
-/** Runs `work` with its first putRecord held until `meanwhile` is done; returns what `work` returns. */
-async function held<T>(work: () => Promise<T>, meanwhile: () => Promise<void>): Promise<T> {
+/**
+ * Runs `work` with its first putRecord (after `skip` more) held until `meanwhile` is done; returns
+ * what `work` returns.
+ */
+async function held<T>(work: () => Promise<T>, meanwhile: () => Promise<void>, skip = 0): Promise<T> {
   let held!: () => void;
   let release!: () => void;
   const isHeld = new Promise<void>((r) => (held = r));
-  gate = { held, release: new Promise<void>((r) => (release = r)) };
+  gate = { skip, held, release: new Promise<void>((r) => (release = r)) };
   const running = work();
-  await isHeld;
+  // Work that ends without the write being held (it failed first) fails the test, not hangs it.
+  const ended = await Promise.race([isHeld.then(() => false), running.then(() => true)]);
+  if (ended) {
+    gate = undefined;
+    assert.fail(`the write was never held: ${JSON.stringify(await running)}`);
+  }
   try {
     await meanwhile();
   } finally {
@@ -378,5 +387,67 @@ describe('deleting a repository on a ref table', () => {
     // A repository of that name made again starts empty, with no table.
     assert.equal((await alice.knotless('repo', 'create', 'gone')).code, 0);
     assert.equal((await alice.ok(alice.dir(), 'ls-remote', url)).trim(), '');
+  });
+});
+
+describe('forking a repository on a ref table', () => {
+  it("gives the fork a table of its own in the forker's account, with every ref and HEAD", async () => {
+    const { url } = await tabled('orig', 2, ['b']);
+    const res = await alice.knotless('repo', 'fork', 'alice.test/orig', '--name', 'copy');
+    assert.equal(res.code, 0, res.stderr);
+    const source = (await readTable('orig'))!.value;
+    const fork = (await readTable('copy'))!.value;
+    assert.equal(fork.head, 'refs/heads/main');
+    assert.equal(fork.seq, 0);
+    assert.deepEqual(
+      fork.refs.map((r) => [r.ref, r.target]),
+      source.refs.map((r) => [r.ref, r.target]),
+    );
+    assert.deepEqual([...(await refRecords('copy')).keys()], []);
+    const forkUrl = 'knotless://alice.test/copy';
+    assert.deepEqual(
+      lsRemote(await alice.ok(alice.dir(), 'ls-remote', forkUrl)),
+      lsRemote(await alice.ok(alice.dir(), 'ls-remote', url)),
+    );
+    const out = alice.dir();
+    await alice.ok(out, 'clone', '-q', forkUrl, 'c');
+    assert.equal((await alice.git(`${out}/c`, 'fsck', '--full')).code, 0);
+    // A push to the fork writes its table.
+    const pushed = await commitFiles(alice, `${out}/c`, { 'f.txt': 'fork\n' }, 'in the fork');
+    await alice.ok(`${out}/c`, 'push', '-q', 'origin', 'main');
+    assert.equal(
+      (await readTable('copy'))!.value.refs.find((r) => r.ref === 'refs/heads/main')!.target,
+      pushed,
+    );
+    const again = await alice.knotless('repo', 'fork', 'alice.test/orig', '--name', 'copy');
+    assert.equal(again.code, 6, again.stderr);
+  });
+
+  it('keeps the table another run of the same fork wrote meanwhile', async () => {
+    const { url } = await tabled('orig2', 1, ['b']);
+    const fork = () => alice.knotless('repo', 'fork', 'alice.test/orig2', '--name', 'copy2');
+    let second: Awaited<ReturnType<typeof fork>> | undefined;
+    let written: string | undefined;
+    // The repository record is the first putRecord; the table is held.
+    const first = await held(
+      fork,
+      async () => {
+        second = await fork();
+        written = (await readTable('copy2'))?.cid;
+      },
+      1,
+    );
+    assert.equal(second!.code, 0, second!.stderr);
+    assert.equal(first.code, 0, first.stderr);
+    const stored = (await readTable('copy2'))!;
+    const table = stored.value;
+    // The second run's table stands: the first found it written and had nothing left to add.
+    assert.equal(stored.cid, written);
+    assert.equal(table.seq, 0);
+    assert.equal(table.head, 'refs/heads/main');
+    assert.deepEqual(
+      lsRemote(await alice.ok(alice.dir(), 'ls-remote', 'knotless://alice.test/copy2')),
+      lsRemote(await alice.ok(alice.dir(), 'ls-remote', url)),
+    );
   });
 });

@@ -1,4 +1,6 @@
-import { readRepoRefs } from 'knotless-core/records/read-refs';
+import { readRefTable, readRepoRefs, type TableRead } from 'knotless-core/records/read-refs';
+import { applyRefUpdates, type RefUpdate } from 'knotless-core/records/ref-table';
+import { rewriteTable, writeRefTable } from 'knotless-core/records/table-write';
 import type { SessionAuthorizer } from '../auth/store.ts';
 import type { BlobCache } from 'knotless-core/cache/blob-cache';
 import type { Context } from '../context.ts';
@@ -9,7 +11,7 @@ import { MAX_BLOB_PART_BYTES, mapLimit } from 'knotless-core/packs/transfer';
 import { forkPrivate } from 'knotless-core/private/fork';
 import { cacheRing } from 'knotless-core/private/ring';
 import type { BlobRef } from 'knotless-core/records/ref-record';
-import { refsByName } from 'knotless-core/records/remote-repo';
+import { SwapConflict, refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/records/remote-repo';
 import { safeText } from 'knotless-core/text/terminal';
 import { XrpcError, generalFailure } from 'knotless-core/xrpc/client';
 import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
@@ -76,9 +78,10 @@ async function copyBlob(
 /**
  * Forks `source/name` into the session's account as `newName`: the repository record (with
  * `forkOf`), then every ref record, their blobs copied first so that no record ever names a blob
- * the account lacks. Refs are created in batches like a mirror push. Run again on a fork of the
- * same original that stopped half way, it copies the refs the fork lacks. Returns the number of
- * refs copied (HEAD, copied too, is not a ref anyone counts: as `repo info`).
+ * the account lacks. Refs are created in batches like a mirror push. An original whose refs are in a
+ * ref table is forked into a table of the fork's own, written once with every ref and HEAD. Run
+ * again on a fork of the same original that stopped half way, it copies the refs the fork lacks.
+ * Returns the number of refs copied (HEAD, copied too, is not a ref anyone counts: as `repo info`).
  */
 export async function forkRepo(
   ctx: Context,
@@ -112,8 +115,18 @@ export async function forkRepo(
     if (!isKnotlessError(err, 'repo-exists') || (await records.get(mine, newName)).forkOf !== forkOf)
       throw err;
     exists = err;
-    have = new Set((await to.listRefs()).map((r) => r.record.ref));
   }
+  // The fork's refs go where the original's are: into a table of its own when the original has one
+  // (ref records would be ignored next to it), else records.
+  const tabled = from.layout === 'table';
+  const table = tabled && exists !== undefined ? await readRefTable(to) : undefined;
+  if (exists !== undefined)
+    have = tabled
+      ? new Set([
+          ...(table?.table.refs.map((r) => r.ref) ?? []),
+          ...(table?.table.head === undefined ? [] : ['HEAD']),
+        ])
+      : new Set((await to.listRefs()).map((r) => r.record.ref));
   const missing = usable.filter((r) => !have.has(r.record.ref));
   if (exists !== undefined && missing.length === 0) throw exists;
   const blobs = new Map<string, BlobRef>();
@@ -121,6 +134,10 @@ export async function forkRepo(
     for (const p of r.record.packs) for (const b of p.parts ?? []) blobs.set(b.ref.$link, b);
   await mapLimit([...blobs.values()], 4, (b) => copyBlob(ctx, auth, source, b, cache));
   await to.prepare();
+  if (tabled) {
+    await writeForkTable(to, auth, repoUri(mine.did, newName), missing, table);
+    return missing.filter((r) => r.record.ref !== 'HEAD').length;
+  }
   const creates = missing.map((r) => ({
     key: to.refKey(r.record.ref),
     record: { ...r.record, repo: newName, updatedAt: new Date().toISOString() },
@@ -134,4 +151,59 @@ export async function forkRepo(
     }
   }
   return missing.filter((r) => r.record.ref !== 'HEAD').length;
+}
+
+/**
+ * Writes the refs a fork lacks into its ref table, HEAD as its `head`: created with one write, or
+ * written over the table a fork run that stopped half way left. Another run of the same fork that
+ * wrote the table meanwhile is kept: the table is read again and only what it still lacks is added.
+ */
+async function writeForkTable(
+  to: RemoteRepo,
+  auth: SessionAuthorizer,
+  repo: string,
+  missing: RemoteRef[],
+  table: TableRead | undefined,
+): Promise<void> {
+  const head = missing.find((r) => r.record.ref === 'HEAD')?.record.symref;
+  const updates = (have: Set<string>): RefUpdate[] =>
+    missing
+      .filter((r) => r.record.target !== undefined && !have.has(r.record.ref))
+      .map((r) => ({
+        ref: r.record.ref,
+        target: r.record.target!,
+        packs: r.record.packs,
+        ...(r.record.peeled === undefined ? {} : { peeled: r.record.peeled }),
+      }));
+  const init = { repo, ...(head === undefined ? {} : { head }), maintainer: false };
+  if (table === undefined) {
+    try {
+      await writeRefTable(
+        to,
+        auth,
+        applyRefUpdates(undefined, updates(new Set()), init, new Date()),
+        undefined,
+      );
+      return;
+    } catch (err) {
+      if (!(err instanceof SwapConflict)) throw err;
+    }
+    table = await readRefTable(to);
+    if (table === undefined)
+      throw new KnotlessError(
+        'remote-changed',
+        `The ref table of ${to.label} changed while it was written; fork again.`,
+      );
+  }
+  const res = await rewriteTable(to, auth, table, (read) => {
+    const add = updates(new Set(read.table.refs.map((r) => r.ref)));
+    if (add.length === 0 && (head === undefined || read.table.head !== undefined))
+      return Promise.resolve({ kind: 'none' });
+    return Promise.resolve({ kind: 'write', table: applyRefUpdates(read.table, add, init, new Date()) });
+  });
+  if (res.kind === 'busy')
+    throw new KnotlessError(
+      'remote-changed',
+      `The ref table of ${to.label} kept changing while it was written; fork again.`,
+    );
 }
