@@ -28,7 +28,10 @@ async function seen(user: typeof alice, word: 'issue' | 'pr', id: string) {
   return { state: v.state, labels: v.labels };
 }
 
-/** Alice's table of `site` written again with `maintainers` (its refs kept as they are). */
+/** A maintainer whose DID no PLC directory knows. */
+const GHOST = 'did:plc:aaaaaaaaaaaaaaaaaaaaaaaa';
+
+/** Alice's table of `site` written again with `maintainers` (handles, or DIDs; its refs kept as they are). */
 async function maintainedBy(...handles: string[]): Promise<void> {
   const hands = tableHands(t, 'alice.test');
   const stored = await hands.readTable('site');
@@ -36,7 +39,7 @@ async function maintainedBy(...handles: string[]): Promise<void> {
   await hands.writeTable(
     'site',
     [],
-    handles.map((h) => t.dids[h]!),
+    handles.map((h) => t.dids[h] ?? h),
     stored.value,
   );
 }
@@ -154,13 +157,31 @@ describe("maintainers' decisions count as the owner's", () => {
   it("once alice's table no longer lists bob, his decisions count for nothing, and he is refused", async () => {
     assert.equal((await bob.knotless('issue', 'close', REPO, issue.id)).code, 0);
     assert.equal((await seen(dave, 'issue', issue.id)).state, 'closed');
-    await maintainedBy();
+    // Bob off the list; a maintainer listed whose DID resolves to nothing is left out, said once.
+    await maintainedBy(GHOST);
+    const view = await dave.knotless('issue', 'view', REPO, issue.id, '--json');
+    assert.equal(view.code, 0, view.stderr);
+    assert.equal(
+      view.stderr
+        .split('\n')
+        .filter((l) => l.includes(`the decisions of maintainer ${GHOST} could not be read`)).length,
+      1,
+      view.stderr,
+    );
     // Alice's reopen is her latest; bob's later close and his labels no longer count.
     assert.deepEqual(await seen(dave, 'issue', issue.id), { state: 'open', labels: [] });
     const refused = await bob.knotless('issue', 'close', REPO, issue.id);
     assert.equal(refused.code, 5);
     assert.equal(
-      refused.stderr,
+      refused.stderr.split('\n').at(-2),
+      "knotless: Only alice.test/site's owner or maintainers or the issue's author can close it; you are bob.test.",
+    );
+    // With nobody listed, the sentence names the owner alone.
+    await maintainedBy();
+    const alone = await bob.knotless('issue', 'close', REPO, issue.id);
+    assert.equal(alone.code, 5);
+    assert.equal(
+      alone.stderr,
       "knotless: Only alice.test/site's owner or the issue's author can close it; you are bob.test.\n",
     );
     // Listed again, his close counts again (it is the team's latest).

@@ -13,7 +13,7 @@ import type { Identity } from 'knotless-core/identity/resolver';
 import type { SubjectView } from './appview.ts';
 import type { Kind, StateFields } from './kinds.ts';
 import { COMMENT, parseAtUri, parseComment } from './records.ts';
-import type { CommentItem, Item, Reader } from './items.ts';
+import { leftOut, type CommentItem, type Item, type Reader } from './items.ts';
 import type { Stored } from 'knotless-core/forge/store';
 
 /** How far back a record counts as new: far beyond an appview's usual lag of seconds. */
@@ -98,7 +98,15 @@ class StateReads<R extends Base> {
    */
   async decide(subject: string, author: string): Promise<Decided<string>> {
     const members = [this.owner.did, ...this.team.maintainers];
-    const own = (await Promise.all(members.map((did) => this.on(did, subject, () => true)))).flat();
+    const own = (
+      await Promise.all(
+        members.map((did) =>
+          did === this.owner.did || did === author
+            ? this.on(did, subject, () => true)
+            : this.on(did, subject, () => true).catch((err: unknown) => leftOut(this.r, did, err)),
+        ),
+      )
+    ).flat();
     const byTeam = decide(own, this.team, this.owner.did, this.kind.authorMay);
     // The team's merge or close stands whatever the author decided: their records are not read.
     if (inTeam(this.team, author) || byTeam.state !== 'open') return byTeam;

@@ -4,6 +4,8 @@
 // latest on a pull request or issue of the repository. `repo maintainer remove` calls this before
 // it writes the table.
 import type { SessionAuthorizer } from '../auth/store.ts';
+import { isKnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
 import { writeDecision } from 'knotless-core/forge/decision';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { heldDecision } from 'knotless-core/records/forge-authority';
@@ -31,7 +33,18 @@ export async function holdDecisions(
 ): Promise<number> {
   const team = await r.team(owner, repo);
   if (!team.maintainers.includes(removed)) return 0;
-  const who = await r.ctx.resolver.resolve(removed);
+  let who: Identity;
+  try {
+    who = await r.ctx.resolver.resolve(removed);
+  } catch (err) {
+    // Nobody can read the decisions of an account that resolves to nothing: they count nowhere now,
+    // and the removal goes on; the note says what stops counting.
+    if (!isKnotlessError(err)) throw err;
+    r.note(
+      `warning: the decisions of ${safeText(removed)} could not be read (${err.message.replace(/\.$/, '')}); any that ${label}'s pull requests and issues held stop counting with the removal`,
+    );
+    return 0;
+  }
   let written = 0;
   for (const kind of [PULLS, ISSUES] as Kind<Base>[]) {
     const theirs = await r.store.list(who, kind.stateCollection, kind.parseState);

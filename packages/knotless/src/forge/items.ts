@@ -6,6 +6,8 @@ import type { Identity } from 'knotless-core/identity/resolver';
 import type { Appview } from './appview.ts';
 import type { CommentRecord } from './records.ts';
 import type { ForgeStore } from 'knotless-core/forge/store';
+import { isKnotlessError } from 'knotless-core/errors';
+import { safeText } from 'knotless-core/text/terminal';
 
 /** A pull request or an issue with the state the authority rule gives it. */
 export interface Item<R> {
@@ -45,4 +47,26 @@ export interface Reader {
    * verified ref table lists (knotless-core's records/maintainers.ts), read once per command.
    */
   team(owner: Identity, repo: string): Promise<Team>;
+}
+
+/** The maintainers each reader has said it could not read, so that each is said once. */
+const unread = new WeakMap<Reader, Set<string>>();
+
+/**
+ * A maintainer's decisions that could not be read (a DID that resolves to nothing, a PDS down) are
+ * left out, said once on stderr: the rest of the team and the author still decide, and one listed
+ * account that cannot be read does not make the repository's pull requests and issues unreadable.
+ * Anything but a KnotlessError is thrown on.
+ */
+export function leftOut(r: Reader, did: string, err: unknown): [] {
+  if (!isKnotlessError(err)) throw err;
+  const said = unread.get(r) ?? new Set<string>();
+  unread.set(r, said);
+  if (!said.has(did)) {
+    said.add(did);
+    r.note(
+      `warning: the decisions of maintainer ${safeText(did)} could not be read (${err.message.replace(/\.$/, '')}); they are left out`,
+    );
+  }
+  return [];
 }

@@ -8,7 +8,7 @@ import { readTeam } from 'knotless-core/records/maintainers';
 import type { Kind } from './kinds.ts';
 import { COMMENT, InvalidRecord, parseAtUri, parseComment, type CommentRecord } from './records.ts';
 import { freshen, withMyComments } from './fresh.ts';
-import type { CommentItem, Item, Reader } from './items.ts';
+import { leftOut, type CommentItem, type Item, type Reader } from './items.ts';
 import { ForgeStore, type Stored } from 'knotless-core/forge/store';
 import { keysNamed } from 'knotless-core/forge/short-id';
 
@@ -68,7 +68,15 @@ export async function withStates<R extends Base>(
   return Promise.all(
     items.map(async (it) => {
       const deciders = new Set([owner.did, ...(team?.maintainers ?? []), it.did]);
-      const all = (await Promise.all([...deciders].map(decisionsOf))).flat();
+      const all = (
+        await Promise.all(
+          [...deciders].map((did) =>
+            did === owner.did || did === it.did
+              ? decisionsOf(did)
+              : decisionsOf(did).catch((err: unknown) => leftOut(r, did, err)),
+          ),
+        )
+      ).flat();
       const mine = all.filter((d) => d.subject === it.uri);
       const decided = decide(mine, team ?? owner.did, it.did, kind.authorMay);
       return {
