@@ -27,6 +27,7 @@ import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
 import { listOwn, signIn } from './web-forge-kit.ts';
+import { uploadRaw } from '../../knotless/test/helpers/forge.ts';
 
 const t = useNetwork(['alice.test', 'bob.test', 'carol.test', 'dave.test']);
 const alice = useGitUser(t, 'alice.test');
@@ -368,6 +369,36 @@ describe('the appview and maintainers', () => {
       await until(app, issue, { state: 'closed', labels: [] }, "bob's close from the browser");
       const own = await listOwn(t, 'bob.test', 'dev.knotless.issue.state');
       assert.ok(own.some((r) => r.value['issue'] === issue && r.value['state'] === 'closed'));
+
+      // A pull request: bob sees no merge button, and a merge posted anyway is refused in one sentence.
+      const head = 'a'.repeat(40);
+      const pack = await uploadRaw(t, 'dave.test', new Uint8Array([80, 65, 67, 75]));
+      const pull = await put('dave.test', 'dev.knotless.pull', {
+        $type: 'dev.knotless.pull',
+        repo,
+        base: 'main',
+        head: { repo, branch: 'topic' },
+        title: 'A change',
+        rounds: [{ head, base: 'b'.repeat(40), pack, createdAt: new Date().toISOString() }],
+        createdAt: new Date().toISOString(),
+      });
+      const pullPath = `/alice.test/org-web/pulls/${pull.split('/')[2]}/${pull.split('/').pop()}`;
+      await waitFor('the pull request indexed', async () =>
+        (await fetch(`${app.url}${pullPath}`)).status === 200 ? true : undefined,
+      );
+      await page.goto(`${app.url}${pullPath}`);
+      assert.equal(await page.getByRole('button', { name: 'Merge pull request' }).count(), 0);
+      assert.equal(await page.getByRole('button', { name: 'Close' }).count(), 1);
+      const csrf = await page.locator('form[action="/-/signout"] input[name="csrf"]').inputValue();
+      const merge = await page.request.post(`${app.url}${pullPath}/merge`, {
+        form: { csrf, head },
+        maxRedirects: 0,
+      });
+      assert.equal(merge.status(), 403);
+      assert.match(
+        await merge.text(),
+        /You maintain alice\.test\/org-web, but merging as a maintainer is not possible yet; ask its owner to merge this pull request\./,
+      );
     });
 
     it('a signed-in reader who maintains nothing sees no such buttons', async () => {
