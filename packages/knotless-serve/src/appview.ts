@@ -115,6 +115,7 @@ export async function startAppview(config: ServeConfig, write?: (line: string) =
       config: { cacheDir: path.join(config.dataDir, 'forge-cache'), maxObjectBytes: config.maxPackBytes },
     },
     transport,
+    plcUrl: config.plcUrl,
     dev: config.dev,
     secure: publicUrl.startsWith('https://'),
   };

@@ -30,6 +30,8 @@ export interface Site {
   /** What the core's forge operations are handed: clients over `transport`, the caches' place. */
   forge: ForgeServices;
   transport: Transport;
+  /** The PLC directory an account's DID document (its signing key) is read from. */
+  plcUrl: string;
   /** Dev mode: loopback and private addresses allowed. */
   dev: boolean;
   /** True behind https: cookies are Secure. */

@@ -50,10 +50,23 @@ export async function identityOf(site: Site, did: string): Promise<Identity> {
   return { did: o.did, pds: o.pds, ...(o.handle === null ? {} : { handle: o.handle }) } as Identity;
 }
 
-/** A repository's ref records on its owner's PDS, as the core reads and writes them. */
+/**
+ * A repository's refs on its owner's PDS, as the core reads and writes them: its ref table read with
+ * its proof (so that a merge or an edit writes the table of a repository that has one, never ref
+ * records every reader ignores), else its ref records.
+ */
 export function remoteRepo(site: Site, owner: Identity, name: string): RemoteRepo {
   return new RemoteRepo(
-    { reader: site.forge.client(owner.pds), writer: (auth) => site.forge.client(owner.pds, auth) },
+    {
+      reader: site.forge.client(owner.pds),
+      writer: (auth) => site.forge.client(owner.pds, auth),
+      verify: {
+        transport: site.transport,
+        plcUrl: site.plcUrl,
+        // The PDS the DID document names, read for the key; else the one the index resolved.
+        service: (named) => named ?? owner.pds,
+      },
+    },
     owner,
     name,
     (m) => site.log(m),
