@@ -23,6 +23,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
 import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import type { Appview } from '../src/appview.ts';
+import { Notifications } from '../src/db/notifications.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
@@ -219,6 +220,14 @@ describe('the appview and maintainers', () => {
           createdAt: new Date().toISOString(),
         });
         await until(app, issue, { state: 'closed', labels: ['<i>triaged</i>'] }, "bob's close counted");
+        // The issue's author is told of the maintainer's decision, as of the owner's.
+        const told = await new Notifications(app.index.db).list(t.dids['dave.test']!, 'dave.test');
+        assert.deepEqual(
+          told
+            .filter((n) => n.kind === 'decision')
+            .map((n) => [n.did, n.detail, n.item.repoDid, n.item.repoName]),
+          [[bob, 'closed', t.dids['alice.test'], ORG]],
+        );
         // Someone outside the team (a second issue, decided by a stranger) changes nothing.
         const other = await put('carol.test', 'dev.knotless.issue', {
           $type: 'dev.knotless.issue',

@@ -193,11 +193,14 @@ function engine(name: string, database: (purpose: string) => Promise<string>) {
       const first = await openDatabase(conn);
       const index = new Index(first.db, first.engine);
       await fill(index);
-      // Back to how the index was before: no mentions table, its migration not applied.
+      // Back to how the index was before: no mentions table, its migration not applied, nor any
+      // migration after it (the maintainers' table and the pushes' pusher column).
       await first.db.schema.dropTable('mentions').execute();
+      await first.db.schema.dropTable('repo_maintainers').execute();
+      await first.db.schema.alterTable('pushes').dropColumn('pusher').execute();
       await first.db
         .deleteFrom('kysely_migration' as 'mentions')
-        .where('name' as 'tab', '=', '0012_mentions')
+        .where('name' as 'tab', 'in', ['0012_mentions', '0013_maintainers'])
         .execute();
       await index.close();
       const again = await openDatabase(conn);

@@ -154,7 +154,7 @@ const DECIDED = [
   { tab: 'issues', table: 'issue_states', did: 'issue_did', rkey: 'issue_rkey', state: 'state' },
 ] as const;
 
-/** The repository owner's decisions on `me`'s pull requests and issues (the ones that count). */
+/** The decisions of the repository's owner and maintainers on `me`'s pull requests and issues (the ones that count). */
 async function decisions(db: Db, me: string): Promise<Notice[]> {
   const out: Notice[] = [];
   for (const d of DECIDED) {
@@ -177,10 +177,24 @@ async function decisions(db: Db, me: string): Promise<Notice[]> {
         'i.rkey as rkey',
         'i.title as title',
         'i.repo_name as repo_name',
+        'i.repo_did as repo_did',
       ])
       .where('i.did', '=', me)
       .where('s.did', '!=', me)
-      .whereRef('s.did', '=', 'i.repo_did')
+      // The owner's decisions, and a maintainer's the owner's table lists now: those that count.
+      .where((eb) =>
+        eb.or([
+          eb('s.did', '=', eb.ref('i.repo_did')),
+          eb.exists(
+            eb
+              .selectFrom('repo_maintainers as m')
+              .select('m.maintainer')
+              .whereRef('m.did', '=', 'i.repo_did')
+              .whereRef('m.repo', '=', 'i.repo_name')
+              .whereRef('m.maintainer', '=', 's.did'),
+          ),
+        ]),
+      )
       .where('s.deleted', '=', 0)
       .where(opens('i'))
       .orderBy('s.created_at', 'desc')
@@ -190,7 +204,14 @@ async function decisions(db: Db, me: string): Promise<Notice[]> {
       out.push({
         kind: 'decision',
         did: r.did,
-        item: { tab: d.tab, did: me, rkey: r.rkey, title: r.title, repoDid: r.did, repoName: r.repo_name },
+        item: {
+          tab: d.tab,
+          did: me,
+          rkey: r.rkey,
+          title: r.title,
+          repoDid: r.repo_did,
+          repoName: r.repo_name,
+        },
         detail: r.state,
         time: r.time,
       });
