@@ -37,6 +37,11 @@ export interface TableRead {
   commit: string;
   /** The `#atproto` key the proof was checked against; undefined when verification is off. */
   signingKey: string | undefined;
+  /**
+   * The records as read (the table's JSON form and its parts'), when this read fetched them: what the
+   * warm agent hands its helpers, who parse them as any reader does ({@link parseTableRead}).
+   */
+  raw?: { value: unknown; parts: FetchedPart[] };
 }
 
 /**
@@ -154,12 +159,7 @@ export async function readTableWith(
   const key = refTableKey(remote.name, did, did);
   const got = await read(REFS_COLLECTION, key);
   if (!got.found) return undefined;
-  if (isSealed(got.value))
-    throw new KnotlessError(
-      'corrupt-remote',
-      `The ref table of ${remote.label} is sealed (a private repository's), which this version of knotless cannot read; upgrade knotless and try again.`,
-    );
-  const stored = parseRefTable(got.value, `at://${did}/${REPO_COLLECTION}/${remote.name}`, true);
+  const stored = parseStoredTable(did, remote.name, remote.label, got.value);
   const parts: FetchedPart[] = [];
   const queue = [...stored.parts];
   await Promise.all(
@@ -172,8 +172,44 @@ export async function readTableWith(
     }),
   );
   await remote.prepare('plain');
+  return parseTableRead(did, remote.name, remote.label, got, parts, stored);
+}
+
+/**
+ * The owner's table record of repository `name` of `did`, checked as every reader checks it
+ * (ref-table.ts); `label` names the repository in the sentence that refuses it.
+ */
+export function parseStoredTable(did: string, name: string, label: string, value: unknown): StoredTable {
+  if (isSealed(value))
+    throw new KnotlessError(
+      'corrupt-remote',
+      `The ref table of ${label} is sealed (a private repository's), which this version of knotless cannot read; upgrade knotless and try again.`,
+    );
+  return parseRefTable(value, `at://${did}/${REPO_COLLECTION}/${name}`, true);
+}
+
+/**
+ * A table read from its records: the table's JSON form (its CID, and the commit it was read or
+ * delivered at) and its parts, each checked against the CID the table names. One rule for a cold
+ * read, the warm agent's view (from its checked event stream) and the helper the agent hands it to.
+ */
+export function parseTableRead(
+  did: string,
+  name: string,
+  label: string,
+  got: { value: unknown; cid: string; rev: string; commit: string },
+  parts: FetchedPart[],
+  stored = parseStoredTable(did, name, label, got.value),
+): Omit<TableRead, 'signingKey'> {
   const table = joinRefTable(stored, parts);
-  return { table, stored, cid: got.cid, rev: got.rev, commit: got.commit };
+  return {
+    table,
+    stored,
+    cid: got.cid,
+    rev: got.rev,
+    commit: got.commit,
+    raw: { value: got.value, parts },
+  };
 }
 
 /** A verified table's refs (HEAD first, as the owner's `head`) in the form ref records are read in. */
@@ -199,6 +235,15 @@ export function tableRefs(remote: RemoteRepo, read: TableRead): RemoteRef[] {
 
 /** The table each remote's last {@link readRepoRefs} read, which a push writes its next one over. */
 const tableReads = new WeakMap<RemoteRepo, TableRead>();
+
+/**
+ * Takes `read` as the table `remote`'s refs are in, as if {@link readRepoRefs} had just read it: the
+ * warm agent's view, which a push's write proves by its `swapRecord` on the table's CID.
+ */
+export function useTableRead(remote: RemoteRepo, read: TableRead): void {
+  remote.layout = 'table';
+  tableReads.set(remote, read);
+}
 
 /** The ref table the last {@link readRepoRefs} of `remote` read, when its refs are in one. */
 export function lastTableRead(remote: RemoteRepo): TableRead | undefined {

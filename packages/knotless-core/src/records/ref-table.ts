@@ -479,3 +479,36 @@ export async function layoutRefTable(
 function partValue(repo: string, refs: TableRef[]): Record<string, unknown> {
   return { $type: REFS_PART_COLLECTION, repo, ...writeEntries(refs) };
 }
+
+/** Whether a ref has the same entry in two tables (both absent counts as the same). */
+export function sameTableEntry(a: TableRef | undefined, b: TableRef | undefined): boolean {
+  return a === undefined || b === undefined ? a === b : sameEntry(a, b);
+}
+
+/**
+ * What a write of `next` over `base` changes, as a push's updates: each ref whose entry differs
+ * (value, packs, `over`), or that is gone. Undefined when it changes anything but refs (the default
+ * branch, the maintainers, the repository): such a write is not a push's, and is not folded.
+ */
+export function tableUpdates(base: RefTable, next: RefTable): RefUpdate[] | undefined {
+  if (next.repo !== base.repo || next.head !== base.head) return undefined;
+  if (JSON.stringify(next.maintainers) !== JSON.stringify(base.maintainers)) return undefined;
+  const before = new Map(base.refs.map((r) => [r.ref, r]));
+  const after = new Map(next.refs.map((r) => [r.ref, r]));
+  const out: RefUpdate[] = [];
+  for (const name of [...new Set([...before.keys(), ...after.keys()])].sort(compareRefNames)) {
+    const now = after.get(name);
+    if (sameTableEntry(before.get(name), now)) continue;
+    if (now === undefined) out.push({ ref: name });
+    else if (now.deleted === true) return undefined;
+    else
+      out.push({
+        ref: name,
+        target: now.target!,
+        packs: now.packs,
+        ...(now.peeled === undefined ? {} : { peeled: now.peeled }),
+        ...(now.over === undefined ? {} : { over: now.over }),
+      });
+  }
+  return out;
+}

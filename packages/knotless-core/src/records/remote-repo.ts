@@ -212,7 +212,9 @@ export class RemoteRepo {
    * The account's commit a listing given to git was read at, when that listing was not read just now
    * (the warm agent's view): ref writes carry it as `swapCommit` until one lands, which proves the
    * whole listing was still true (`proven`); a refused one leaves it `broken`, and the writes go on
-   * with `swapRecord` alone. The helper reads once before exiting unless it was proven.
+   * with `swapRecord` alone. The helper reads once before exiting unless it was proven. For a
+   * repository on a ref table, `commit` is the CID of the table the view holds: the table's write,
+   * swapped on it, proves the listing (ops/push/table.ts), and ref writes never carry it.
    */
   viewProof: { commit: string; state: 'pending' | 'proven' | 'broken' } | undefined;
 

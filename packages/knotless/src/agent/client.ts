@@ -5,10 +5,13 @@ import { safeText } from 'knotless-core/text/terminal';
 import { isBodySource, type BodySource } from 'knotless-core/xrpc/request-body';
 import { HttpPool } from 'knotless-core/xrpc/http-pool';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
-import { parseWireRefs, writeWireRefs, type WireRef } from './views.ts';
+import { parseWireRefs, parseWireTable, writeWireRefs, type WireRef, type WireTable } from './views.ts';
 
-/** A repository's refs as the agent's view has them, with the commit it is complete at if known. */
-export type AgentView = { refs: RemoteRef[]; commit?: string };
+/**
+ * A repository's refs as the agent's view has them, with the commit it is complete at if known; or,
+ * for a repository on a ref table, the table's records as the view holds them (`refs` then empty).
+ */
+export type AgentView = { refs: RemoteRef[]; commit?: string; table?: WireTable };
 
 /** What a push wrote (so the agent's view is current at once), or that the view was stale. */
 export interface WroteChange {
@@ -197,7 +200,9 @@ export class AgentClient implements AgentLink {
       confirmed: boolean;
       refs?: WireRef[];
       commit?: unknown;
+      table?: unknown;
     };
+    if (body.confirmed && body.table !== undefined) return { refs: [], table: parseWireTable(body.table) };
     if (!body.confirmed || body.refs === undefined) return undefined;
     const refs = parseWireRefs(body.refs);
     return typeof body.commit === 'string' ? { refs, commit: body.commit } : { refs };

@@ -1,18 +1,31 @@
 import type { Config } from 'knotless-core/config/env';
 import { isKnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
-import { REFS_COLLECTION } from 'knotless-core/records/collections';
+import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
+import {
+  lastTableRead,
+  openVerifiedReads,
+  parseStoredTable,
+  parseTableRead,
+  readRepoRefs,
+} from 'knotless-core/records/read-refs';
 import { parseRefRecord } from 'knotless-core/records/ref-record';
-import { refTableKey } from 'knotless-core/records/ref-table';
+import { refTableKey, type FetchedPart } from 'knotless-core/records/ref-table';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { safeText } from 'knotless-core/text/terminal';
-import { XrpcError, type XrpcClient } from 'knotless-core/xrpc/client';
-import { pdsRefusal } from 'knotless-core/xrpc/pds-errors';
+import type { XrpcClient } from 'knotless-core/xrpc/client';
 import type { Transport } from 'knotless-core/xrpc/transport';
 import type { WroteChange } from './client.ts';
 import type { Landed } from './group-commit.ts';
 import { PdsStream } from './stream.ts';
-import { Views, writeWireRefs, type WireRef } from './views.ts';
+import {
+  Views,
+  writeWireRefs,
+  type RepoView,
+  type TableChange,
+  type WireRef,
+  type WireTable,
+} from './views.ts';
 
 /**
  * How long a helper's question waits for the event stream to deliver the account's latest commit.
@@ -22,6 +35,17 @@ const CATCH_UP_MS = 3000;
 
 /** How many of its own latest group commits per account the agent knows by CID (see `#own`). */
 const OWN_KEPT = 64;
+
+/** How many parts of ref tables per account the stream delivered are kept by CID (see `#parts`). */
+const PARTS_KEPT = 256;
+
+/** One change of a ref table or part record, from a checked stream commit (value null: deleted). */
+export interface TableRecordChange {
+  collection: string;
+  key: string;
+  cid: string | null;
+  value: unknown;
+}
 
 /**
  * What the follower is handed (a `Context` is one, through `knotless agent`): the configuration, the
@@ -76,6 +100,12 @@ export class Follower {
    * views from the PDS's answer to the applyWrites, so the event stream need not check them again.
    */
   readonly #own = new Map<string, string[]>();
+  /**
+   * Parts of ref tables (by account, then CID) that checked stream commits delivered, the last
+   * {@link PARTS_KEPT}: a writer writes a table's new parts in commits before the table, so when the
+   * table arrives its parts are here, and are fetched only when absent.
+   */
+  readonly #parts = new Map<string, Map<string, FetchedPart>>();
 
   /** `group` is asked lazily: the group commit is made after the follower it reports to. */
   constructor(ctx: FollowerServices, log: (line: string) => void, group: () => OwnCommits) {
@@ -147,6 +177,7 @@ export class Follower {
         apply: (did, changes, rev) => {
           for (const c of changes) views.apply(did, c.key, c.ref, rev);
         },
+        tables: (did, changes, rev, commit) => this.tables(did, changes, rev, commit),
         head: (did, commit) => {
           if (views.follows(did)) this.#heads.set(did, commit);
         },
@@ -199,11 +230,17 @@ export class Follower {
       const view = views.begin(owner.did, name, owner.pds);
       const base = await this.#latest(owner);
       const remote = this.#ctx.remoteRepo(owner, name, this.#log);
-      // A repository whose refs are in a ref table is not kept as a view of ref records, which
-      // every reader ignores there: its helpers read the table themselves.
-      if (await hasRefTable(this.#ctx, owner, name))
-        throw new Error('a repository with a ref table, of which no view is kept yet');
-      const refs = await remote.listRefs();
+      // The one reader of a repository's refs: its ref table, verified, when it has one.
+      const refs = await readRepoRefs(remote);
+      const table = lastTableRead(remote);
+      if (table?.raw !== undefined) {
+        const { cid, rev, commit, raw } = table;
+        const meanwhile = views.finishTable(view, { cid, rev, commit, value: raw.value, parts: raw.parts });
+        if (meanwhile !== undefined) await this.#takeTable(view, meanwhile);
+        return;
+      }
+      // A table written while the records were listed: the listing is not what readers read.
+      if (view.pendingTable !== undefined) throw new Error('its ref table was written while it was listed');
       // An empty listing says nothing of privacy: the repository record does.
       if (refs.length === 0) await remote.prepare();
       // A private repository's records are sealed, and the stream's cannot be applied: its helpers list.
@@ -230,9 +267,18 @@ export class Follower {
    * with `swapCommit` (and reads once before exiting when nothing did). Without a known commit, the
    * view only once it is shown current (a read of the latest revision).
    */
-  async viewAt(owner: Identity, name: string): Promise<{ refs: WireRef[]; commit?: string } | undefined> {
+  async viewAt(
+    owner: Identity,
+    name: string,
+  ): Promise<{ refs: WireRef[]; commit?: string } | { table: WireTable } | undefined> {
     const stream = this.#streams.get(owner.pds);
     const view = this.views.get(owner.did, name);
+    // A ref table's view answers at once: the push's write swaps on its CID, which proves it whole,
+    // and a helper that writes nothing reads once before it exits (HelperState.checkView).
+    if (view?.table !== undefined) {
+      if (stream?.live === true && view.ready && view.pds === owner.pds) return { table: view.table };
+      return undefined;
+    }
     const head = this.#heads.get(owner.did);
     const atOnce = head !== undefined && this.#behind.get(owner.did) !== head;
     if (stream?.live === true && view?.ready === true && view.pds === owner.pds && atOnce)
@@ -249,7 +295,7 @@ export class Follower {
       if (view === undefined || view.pds !== owner.pds) this.load(owner, name);
       return undefined;
     }
-    if (!view.ready) return undefined;
+    if (!view.ready || view.table !== undefined) return undefined;
     let latest: string;
     try {
       latest = (await this.#latest(owner)).rev;
@@ -268,6 +314,110 @@ export class Follower {
     return writeWireRefs([...view.refs.values()]);
   }
 
+  /**
+   * Changes of ref tables and their parts in one checked stream commit of `did` (commit `commit`,
+   * revision `rev`): parts are kept for the tables that name them; a table's view takes its new
+   * value; a view of ref records whose repository now has a table, or a view of a table that was
+   * deleted, is dropped (the next request reads cold). Throws when a table cannot be taken (its
+   * records break a rule, a part cannot be had): the caller drops the account's views.
+   */
+  async tables(did: string, changes: TableRecordChange[], rev: string, commit: string): Promise<void> {
+    for (const c of changes)
+      if (c.collection === REFS_PART_COLLECTION && c.cid !== null && c.value !== null)
+        this.#keepPart(did, { rkey: c.key, cid: c.cid, value: c.value });
+    for (const c of changes) {
+      if (c.collection !== REFS_COLLECTION) continue;
+      for (const v of this.views.of(did)) {
+        if (refTableKey(v.repo, did, did) !== c.key) continue;
+        const change: TableChange = { cid: c.cid ?? '', value: c.value, rev, commit };
+        if (!v.ready) v.pendingTable = change;
+        else if (v.table === undefined || c.value === null) {
+          const gone = this.views.dropRepo(did, v.repo);
+          if (gone !== undefined)
+            this.drop(
+              [gone],
+              v.table === undefined
+                ? 'its repository now keeps its refs in a ref table'
+                : 'its ref table was deleted',
+            );
+        } else await this.#takeTable(v, change);
+      }
+    }
+  }
+
+  /**
+   * A table write of the agent's own landed (table-group.ts): the view takes it at once, so that the
+   * next push swaps on it; the stream need not check that commit again. A table it cannot take drops
+   * the view.
+   */
+  async tableLanded(did: string, rkey: string, change: TableChange): Promise<void> {
+    const kept = this.#own.get(did) ?? [];
+    kept.push(change.commit);
+    if (kept.length > OWN_KEPT) kept.shift();
+    this.#own.set(did, kept);
+    for (const v of this.views.of(did)) {
+      if (!v.ready || v.table === undefined || refTableKey(v.repo, did, did) !== rkey) continue;
+      try {
+        await this.#takeTable(v, change);
+      } catch (err) {
+        const gone = this.views.dropRepo(did, v.repo);
+        if (gone !== undefined)
+          this.drop([gone], `its own table write could not be taken (${safeText(String(err))})`);
+      }
+    }
+  }
+
+  /** The table a ready view of `did` whose table has key `rkey` holds, if any. */
+  tableOf(did: string, rkey: string): WireTable | undefined {
+    for (const v of this.views.of(did))
+      if (v.ready && v.table !== undefined && refTableKey(v.repo, did, did) === rkey) return v.table;
+    return undefined;
+  }
+
+  /**
+   * Takes a table's new value into its view when it is newer than what the view holds: its parts
+   * from the view, the parts the stream delivered, or fetched (verified) when absent; then checked as
+   * every reader checks a table (records/read-refs.ts parseTableRead), which throws on a broken rule.
+   */
+  async #takeTable(v: RepoView, change: TableChange): Promise<void> {
+    const label = `${safeText(v.did)}/${safeText(v.repo)}`;
+    if (change.value === null) throw new Error('its ref table was deleted');
+    if (v.table !== undefined && change.rev <= v.table.rev) return;
+    const stored = parseStoredTable(v.did, v.repo, label, change.value);
+    const parts: FetchedPart[] = [];
+    for (const link of stored.parts) {
+      const had =
+        v.table?.parts.find((p) => p.cid === link.cid && p.rkey === link.rkey) ??
+        this.#parts.get(v.did)?.get(link.cid);
+      parts.push(had?.rkey === link.rkey ? had : await this.#fetchPart(v, link.rkey));
+    }
+    parseTableRead(v.did, v.repo, label, change, parts, stored);
+    // Dropped, replaced, or moved on while parts were fetched: a newer value is not undone.
+    if (this.views.get(v.did, v.repo) !== v || v.table === undefined || change.rev <= v.table.rev) return;
+    v.table = { cid: change.cid, rev: change.rev, commit: change.commit, value: change.value, parts };
+  }
+
+  /** One part of a view's table, read with its proof (its CID is checked against the table's). */
+  async #fetchPart(v: RepoView, rkey: string): Promise<FetchedPart> {
+    const remote = this.#ctx.remoteRepo({ did: v.did, handle: undefined, pds: v.pds }, v.repo, this.#log);
+    const verify = remote.verifier;
+    if (verify === undefined) throw new Error('no verified reads to fetch a part of its ref table');
+    const reads = await openVerifiedReads(remote, verify);
+    const got = await reads.read(REFS_PART_COLLECTION, rkey);
+    reads.save();
+    if (!got.found) throw new Error(`part ${safeText(rkey)} of its ref table is missing`);
+    const part = { rkey, cid: got.cid, value: got.value };
+    this.#keepPart(v.did, part);
+    return part;
+  }
+
+  #keepPart(did: string, part: FetchedPart): void {
+    let kept = this.#parts.get(did);
+    if (kept === undefined) this.#parts.set(did, (kept = new Map<string, FetchedPart>()));
+    kept.set(part.cid, part);
+    if (kept.size > PARTS_KEPT) kept.delete(kept.keys().next().value!);
+  }
+
   /** Stops following every stream, logging what each read (for the bench). */
   stop(): void {
     for (const [pds, s] of this.#streams) {
@@ -277,20 +427,5 @@ export class Follower {
       );
       s.stop();
     }
-  }
-}
-
-/** Whether the owner's ref table of the repository exists (one getRecord; the PDS's plain answer). */
-async function hasRefTable(ctx: FollowerServices, owner: Identity, name: string): Promise<boolean> {
-  try {
-    await ctx.client(owner.pds).query('com.atproto.repo.getRecord', {
-      repo: owner.did,
-      collection: REFS_COLLECTION,
-      rkey: refTableKey(name, owner.did, owner.did),
-    });
-    return true;
-  } catch (err) {
-    if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing') return false;
-    throw err;
   }
 }

@@ -10,7 +10,7 @@ import { AccountState, landedAlone, parseWrite, swapAnswer, type RefOp } from '.
  * commit is under way wait for it anyway, so under load the batches grow by themselves; this only
  * catches pushes that start together on an idle account.
  */
-const WINDOW_MS = 5;
+export const WINDOW_MS = 5;
 /**
  * The window while the account's write budget runs low (RateBudgets.low): more pushes fold into each
  * commit, so fewer requests and commits are spent on the same writes. Short beside a push's own time.
@@ -22,6 +22,18 @@ const MAX_WRITES = 200;
 const OWN_CHAIN = 1024;
 /** Commits refused because the account moved, before each write is sent on its own instead. */
 const MAX_ROUNDS = 5;
+
+/** Writes of another kind that fold on their own (ref tables: table-group.ts), taken where these are not. */
+export interface OtherFolds {
+  accept(
+    url: URL,
+    headers: Record<string, string>,
+    body: Buffer,
+    deadlineMs?: number,
+  ): Promise<HttpResponse> | undefined;
+  /** Writes not yet answered, by account. */
+  pending(): Record<string, number>;
+}
 
 /** One write of a landed commit: its record key, its record (null: deleted) and the record's CID. */
 export interface Landed {
@@ -88,18 +100,22 @@ export class GroupCommit {
   /** Each account's latest commit of ours. */
   readonly #latest = new Map<string, string>();
   readonly #budgets: RateBudgets;
+  readonly #tables: OtherFolds | undefined;
 
   /**
    * `landed` is told of each commit's writes, with the commit's CID, before any helper hears of it
    * (the views take them). `budgets` takes the RateLimit headers of each answer to its writes, and
-   * widens the window of an account whose budget runs low.
+   * widens the window of an account whose budget runs low. `tables` takes the writes of ref tables
+   * (table-group.ts), which fold into one write of the table rather than into one commit.
    */
   constructor(
     transport: Transport,
     log: (line: string) => void,
     landed: (did: string, rev: string, writes: Landed[], commit: string) => void,
     budgets: RateBudgets = new RateBudgets(),
+    tables?: OtherFolds,
   ) {
+    this.#tables = tables;
     this.#transport = transport;
     this.#log = log;
     this.#landed = landed;
@@ -132,7 +148,7 @@ export class GroupCommit {
     deadlineMs?: number,
   ): Promise<HttpResponse> | undefined {
     const op = parseWrite(url, headers, body, REF_COLLECTION);
-    if (op === undefined) return undefined;
+    if (op === undefined) return this.#tables?.accept(url, headers, body, deadlineMs);
     const xrpc = `${url.origin}${url.pathname.replace(/\/[^/]*$/, '')}`;
     const key = `${xrpc} ${op.did}`;
     let acc = this.#accounts.get(key);
@@ -187,7 +203,7 @@ export class GroupCommit {
 
   /** Writes not yet answered (waiting, or in the commit under way), by account: for tests. */
   pending(): Record<string, number> {
-    const out: Record<string, number> = {};
+    const out: Record<string, number> = this.#tables?.pending() ?? {};
     for (const a of this.#accounts.values()) {
       const n = a.queue.length + a.sending;
       if (n > 0) out[a.state.did] = (out[a.state.did] ?? 0) + n;

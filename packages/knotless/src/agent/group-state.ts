@@ -23,8 +23,8 @@ const BEARER = /^Bearer ([\w-]+)\.([\w-]+)\.([\w-]+)$/;
 
 /**
  * The write a forwarded request makes, when the group commit can take it: a `putRecord` or
- * `deleteRecord` of `collection` with a `swapRecord` and nothing else, authorized by a bearer token
- * whose subject is the account written. Anything else (an OAuth request, whose DPoP proof signs its
+ * `deleteRecord` of `collection` with a `swapRecord` and nothing else (but `extra`, fields the caller
+ * carries over itself), authorized by a bearer token whose subject is the account written. Anything else (an OAuth request, whose DPoP proof signs its
  * own URL; a write without a swap; options the commit could not carry) is forwarded as it came.
  */
 export function parseWrite(
@@ -32,6 +32,7 @@ export function parseWrite(
   headers: Record<string, string>,
   body: Buffer,
   collection: string,
+  extra: readonly string[] = [],
 ): RefOp | undefined {
   const kind = WRITE.exec(url.pathname)?.[1];
   const auth = headers['authorization'];
@@ -43,7 +44,7 @@ export function parseWrite(
   if (claims === undefined || input === undefined || typeof input !== 'object' || input === null)
     return undefined;
   const allowed = kind === 'putRecord' ? PUT_KEYS : DELETE_KEYS;
-  if (!Object.keys(input).every((k) => allowed.has(k))) return undefined;
+  if (!Object.keys(input).every((k) => allowed.has(k) || extra.includes(k))) return undefined;
   const { repo, rkey, swapRecord, record, swapCommit } = input;
   if (swapCommit !== undefined && typeof swapCommit !== 'string') return undefined;
   // The token names the account: a write is grouped only under credentials for the account it writes.

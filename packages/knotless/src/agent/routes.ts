@@ -42,6 +42,8 @@ export function hostCalls({ follower, forward }: RouteParts): AgentHost {
       forThisProcess(async () => {
         const got = await follower.viewAt({ did, handle: undefined, pds }, repo);
         if (got === undefined) return undefined;
+        // The helper's own copy: it parses the records as a cold read does.
+        if ('table' in got) return { refs: [], table: structuredClone(got.table) };
         const refs = parseWireRefs(got.refs);
         return got.commit === undefined ? { refs } : { refs, commit: got.commit };
       }),

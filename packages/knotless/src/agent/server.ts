@@ -4,6 +4,7 @@ import { RateBudgets } from 'knotless-core/xrpc/rate-limit';
 import { Follower, type FollowerServices } from './follower.ts';
 import { forwarder } from './forward.ts';
 import { GroupCommit } from './group-commit.ts';
+import { TableGroup } from './table-group.ts';
 import { AgentLife, type LifeOptions } from './lifecycle.ts';
 import { routes } from './routes.ts';
 
@@ -36,7 +37,7 @@ export async function startAgent(
 ): Promise<Agent | undefined> {
   // The group commit reports each commit it landed to the follower, which asks it in turn which
   // commits were its own: made one after the other, each reaching the other lazily.
-  const follower = new Follower(ctx, log, () => group);
+  const follower: Follower = new Follower(ctx, log, () => group);
   // The write budget of each account, from the RateLimit headers of every answer to a write.
   const budgets = new RateBudgets();
   const group = new GroupCommit(
@@ -44,6 +45,7 @@ export async function startAgent(
     log,
     (did, rev, writes, commit) => follower.landed(did, rev, writes, commit),
     budgets,
+    new TableGroup(ctx.transport, log, follower, budgets),
   );
   const forward = forwarder(ctx.transport, group, budgets, follower);
   const handle = routes({ follower, forward, group, log });

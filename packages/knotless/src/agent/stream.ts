@@ -1,7 +1,12 @@
 import type { IdResolver } from '@atproto/identity';
 import { MAX_RECORD_BYTES, parseRefRecord } from 'knotless-core/records/ref-record';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
-import { REF_COLLECTION, REFS_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
+import {
+  REF_COLLECTION,
+  REFS_COLLECTION,
+  REFS_PART_COLLECTION,
+  refKeyPrefix,
+} from 'knotless-core/records/collections';
 import { safeText } from 'knotless-core/text/terminal';
 import type { CheckedOps } from './commit-check.ts';
 import { mayConcern } from './frame-filter.ts';
@@ -21,6 +26,16 @@ export interface StreamSink {
   ours(did: string, commit: string): boolean;
   /** One commit's changes to ref records, in order (null: deleted). */
   apply(did: string, changes: Array<{ key: string; ref: RemoteRef | null }>, rev: string): void;
+  /**
+   * One commit's changes to ref tables and their parts (value null: deleted), awaited before the
+   * next event: a table's view may need a part fetched. Throws when the views cannot take them.
+   */
+  tables(
+    did: string,
+    changes: Array<{ collection: string; key: string; cid: string | null; value: unknown }>,
+    rev: string,
+    commit: string,
+  ): Promise<void>;
   /** An identity or account event of a followed account: what is cached of its identity is stale. */
   identityChanged(did: string): void;
   /** The views of `did` hold every change up to its commit `commit` (the stream delivers in order). */
@@ -227,10 +242,16 @@ export class PdsStream {
         // Every commit of a followed account is checked, with or without ref changes: one whose ops
         // were stripped of a ref change would otherwise move the view's commit on without it.
         const ops = await check(msg, did);
-        // A ref table written: the views of ref records this account's repositories have may no longer
-        // be what readers read (they read the table), so they are dropped and loaded again.
-        if (ops.some((o) => o.path.split('/')[0] === REFS_COLLECTION))
-          throw new Error('a ref table was written');
+        // Ref tables and their parts: taken from the commit's own (checked) blocks.
+        const tables = ops
+          .filter((o) => isTable(o.path.split('/')[0]!))
+          .map((o) => ({
+            collection: o.path.split('/')[0]!,
+            key: o.path.slice(o.path.indexOf('/') + 1),
+            cid: o.cid,
+            value: o.block === null ? null : toJson(o.block),
+          }));
+        if (tables.length > 0) await this.#sink.tables(did, tables, rev, cid);
         const changes = ops
           .filter((o) => isRef(o.path.split('/')[0]!))
           .map((o) => {
@@ -301,6 +322,10 @@ function asListed(key: string, json: unknown): RemoteRef['record'] {
   const record = parseRefRecord(json);
   if (!key.startsWith(refKeyPrefix(record.repo))) throw new Error('a ref record naming another repository');
   return record;
+}
+
+function isTable(collection: string): boolean {
+  return collection === REFS_COLLECTION || collection === REFS_PART_COLLECTION;
 }
 
 function isRef(collection: string): boolean {

@@ -1,6 +1,7 @@
 import { parseRefRecord, writeRefRecord } from 'knotless-core/records/ref-record';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import { refKeyPrefix } from 'knotless-core/records/collections';
+import type { FetchedPart } from 'knotless-core/records/ref-table';
 
 /** The agent's view of one repository's refs. */
 export interface RepoView {
@@ -17,6 +18,55 @@ export interface RepoView {
   pending: Array<{ key: string; change: RemoteRef | null; rev: string }>;
   /** The account's revision read just before the listing: the listing holds at least that. */
   baseRev: string;
+  /**
+   * The repository's ref table, when its refs are in one (its ref records are then ignored, as every
+   * reader ignores them): the table as last read or delivered, which a push swaps on.
+   */
+  table?: WireTable;
+  /** The last change of the table the stream delivered while the view was loading (value null: deleted). */
+  pendingTable?: TableChange;
+}
+
+/** A change of a ref table record: its new value (null: deleted), CID, revision and commit. */
+export interface TableChange {
+  cid: string;
+  value: unknown;
+  rev: string;
+  commit: string;
+}
+
+/**
+ * A view of a ref table as the agent sends it: the table record in its JSON form with its CID, the
+ * revision and commit it was read or delivered at, and its parts' records. The helper parses and
+ * joins them as a cold read does (records/read-refs.ts parseTableRead).
+ */
+export interface WireTable {
+  cid: string;
+  rev: string;
+  commit: string;
+  value: unknown;
+  parts: FetchedPart[];
+}
+
+/** A table view from the socket, its fields' types checked (the records are parsed by the helper). */
+export function parseWireTable(v: unknown): WireTable {
+  const t = (typeof v === 'object' && v !== null ? v : {}) as Record<string, unknown>;
+  const parts = Array.isArray(t['parts']) ? (t['parts'] as Array<Record<string, unknown>>) : undefined;
+  if (
+    typeof t['cid'] !== 'string' ||
+    typeof t['rev'] !== 'string' ||
+    typeof t['commit'] !== 'string' ||
+    parts === undefined ||
+    !parts.every((p) => typeof p['rkey'] === 'string' && typeof p['cid'] === 'string')
+  )
+    throw new Error('the warm agent answered /view with a table it does not describe');
+  return {
+    cid: t['cid'],
+    rev: t['rev'],
+    commit: t['commit'],
+    value: t['value'],
+    parts: parts.map((p) => ({ rkey: p['rkey'] as string, cid: p['cid'] as string, value: p['value'] })),
+  };
 }
 
 /** A ref as the agent sends it over its socket (records in their JSON form). */
@@ -125,10 +175,33 @@ export class Views {
     return v;
   }
 
+  /**
+   * Completes a view begun with {@link begin} from a read of its ref table: changes of ref records
+   * delivered meanwhile are dropped (readers ignore them once a table exists). Does nothing when the
+   * view was dropped meanwhile; returns the table change delivered meanwhile, if any.
+   */
+  finishTable(view: RepoView, table: WireTable): TableChange | undefined {
+    if (this.#views.get(Views.key(view.did, view.repo)) !== view) return undefined;
+    view.table = table;
+    view.baseRev = table.rev;
+    view.pending = [];
+    view.ready = true;
+    const change = view.pendingTable;
+    delete view.pendingTable;
+    return change;
+  }
+
+  /** Every view of `did` (ready or loading). */
+  of(did: string): RepoView[] {
+    return [...this.#views.values()].filter((v) => v.did === did);
+  }
+
   /** Applies one change of an account's ref records (null: deleted) to the view it belongs to. */
   apply(did: string, key: string, change: RemoteRef | null, rev: string): void {
     for (const v of this.#views.values()) {
       if (v.did !== did || !key.startsWith(refKeyPrefix(v.repo))) continue;
+      // A repository on a ref table: its ref records are ignored, as every reader ignores them.
+      if (v.table !== undefined) continue;
       if (v.ready) this.#applyTo(v, key, change, rev);
       else v.pending.push({ key, change, rev });
     }

@@ -1,7 +1,13 @@
 import { RefView } from 'knotless-core/cache/ref-view';
 import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
-import { readRepoRefs } from 'knotless-core/records/read-refs';
+import {
+  lastTableRead,
+  parseTableRead,
+  readRepoRefs,
+  tableRefs,
+  useTableRead,
+} from 'knotless-core/records/read-refs';
 import { refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/records/remote-repo';
 import { printErr, safeText } from 'knotless-core/text/terminal';
 import type { PushOptions } from 'knotless-core/ops/push/job';
@@ -61,6 +67,19 @@ export class HelperState {
     const fromAgent = forPush
       ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
       : undefined;
+    if (fromAgent?.table !== undefined) {
+      // A view of a ref table: parsed and its parts checked as a read's are. The push's one write of
+      // the table, swapped on this CID, proves the whole listing (ops/push/table.ts).
+      const { table } = fromAgent;
+      const read = parseTableRead(remote.owner.did, remote.name, remote.label, table, table.parts);
+      useTableRead(remote, { ...read, signingKey: undefined });
+      await remote.prepare('plain');
+      remote.viewProof = { commit: read.cid, state: 'pending' };
+      const refs = tableRefs(remote, { ...read, signingKey: undefined });
+      this.#unproven = refs;
+      await this.ctx.resolver.settle();
+      return this.#keep(refs);
+    }
     if (fromAgent !== undefined) {
       // The agent keeps views of public repositories only (their records are plain): as a plain
       // listing does, that settles the question without reading the repository record.
@@ -102,7 +121,15 @@ export class HelperState {
     this.#unproven = undefined;
     let now: RemoteRef[];
     try {
-      now = await remote.listRefs();
+      // A table this push read again, or wrote, after the view it was shown: the refs as they are
+      // now, proved by that read or that write, at no further request.
+      const last = lastTableRead(remote);
+      now =
+        remote.layout !== 'table'
+          ? await remote.listRefs()
+          : last !== undefined && last.cid !== remote.viewProof.commit
+            ? tableRefs(remote, last)
+            : await readRepoRefs(remote);
     } catch (err) {
       // Refs git sent were written and reported: a failed check must not turn them into a failure.
       if (pushed.size === 0 || !(err instanceof KnotlessError)) throw err;
@@ -117,7 +144,8 @@ export class HelperState {
     for (const key of new Set([...before.keys(), ...after.keys()])) {
       const was = before.get(key);
       const is = after.get(key);
-      if (was?.cid === is?.cid) continue;
+      // A table's refs all carry the table's CID: one of them moved when its value did.
+      if (remote.layout === 'table' ? sameValue(was, is) : was?.cid === is?.cid) continue;
       const name = (was ?? is)!.record.ref;
       // git decides nothing about HEAD in a push, and judged its own refs' writes on swaps.
       if (name !== 'HEAD' && !pushed.has(name)) moved.add(name);
@@ -210,4 +238,12 @@ export class HelperState {
   #view(remote: RemoteRepo): RefView {
     return new RefView(this.ctx.config.cacheDir, remote.owner.did, remote.name);
   }
+}
+
+/** Whether two refs read from ref tables say the same (target, peeled id, symbolic ref, packs). */
+function sameValue(a: RemoteRef | undefined, b: RemoteRef | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  const of = (r: RemoteRef) =>
+    JSON.stringify([r.record.target, r.record.peeled, r.record.symref, r.record.packs.map((p) => p.id)]);
+  return of(a) === of(b);
 }

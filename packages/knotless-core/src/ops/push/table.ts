@@ -1,6 +1,6 @@
 import { crashPoint } from '../../crash.ts';
 import type { PushReason } from '../../errors.ts';
-import { lastTableRead, readRefTable, type TableRead } from '../../records/read-refs.ts';
+import { lastTableRead, readRefTable, useTableRead, type TableRead } from '../../records/read-refs.ts';
 import { refTableKey, type RefUpdate, applyRefUpdates } from '../../records/ref-table.ts';
 import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
 import type { RemoteRef } from '../../records/remote-repo.ts';
@@ -111,7 +111,13 @@ export async function writeTable(job: WriteJob): Promise<Written[]> {
       crashPoint('push:before-record-write');
       const { cid, rev } = await writeRefTable(remote, auth, next, state.read);
       crashPoint('push:after-record-write');
-      const landed: TableRead = { ...state.read, table: next, cid, rev };
+      // Swapped on the very table the warm agent's view gave git: the whole listing was true.
+      if (remote.viewProof?.state === 'pending' && remote.viewProof.commit === state.read.cid)
+        remote.viewProof.state = 'proven';
+      const { raw: _raw, ...read } = state.read;
+      const landed: TableRead = { ...read, table: next, cid, rev };
+      // What the write proved is what the refs are now, as far as this push knows.
+      useTableRead(remote, landed);
       return updates.map((u) => {
         const d = state.decisions.get(u.dst)!;
         if (d.kind === 'settled') return d.written;
@@ -120,8 +126,12 @@ export async function writeTable(job: WriteJob): Promise<Written[]> {
       });
     },
     reread: async (state, writes, why) => {
+      // The warm agent's view was behind the table: what git judged of refs it did not push may be
+      // wrong, which the helper checks before it exits (HelperState.checkView).
+      if (why === 'conflict' && remote.viewProof?.state === 'pending') remote.viewProof.state = 'broken';
       const read = await readRefTable(remote);
       if (read === undefined) throw new Error(`the ref table of ${remote.label} is gone`);
+      useTableRead(remote, read);
       // No answer told whether the write landed: it did when every ref is now what it wrote.
       if (why === 'unsure') {
         const landed = writes.every((w) => entryOf(read, w.ref)?.target === w.target);
