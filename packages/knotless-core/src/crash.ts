@@ -21,6 +21,9 @@ export const CRASH_POINTS = [
   'lfs:blob-listed',
   'delete:refs-deleted',
   'delete:table-deleted',
+  'migrate:before-table-write',
+  'migrate:table-written',
+  'migrate:records-deleted',
 ] as const;
 
 /** One named crash point. */

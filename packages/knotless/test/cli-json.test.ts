@@ -50,6 +50,7 @@ const RUNS: Array<[string, GitUser, (m: Made) => string[]]> = [
   ['issue close', alice, (m) => [`alice.test/${m.repo}`, m.issue]],
   ['issue reopen', alice, (m) => [`alice.test/${m.repo}`, m.issue]],
   ['repo fork', bob, (m) => [`alice.test/${m.repo}`]],
+  ['repo migrate', alice, (m) => [m.repo]],
   ['key list', alice, () => []],
   ['cache', alice, () => []],
   ['agent status', alice, () => []],

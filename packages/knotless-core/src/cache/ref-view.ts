@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { isKnotlessError } from '../errors.ts';
 import { readJson, writeFileAtomic } from '../fsutil.ts';
@@ -42,6 +43,11 @@ export class RefView {
       if (isKnotlessError(err)) return undefined;
       throw err;
     }
+  }
+
+  /** Forgets the view (the repository's refs moved into its ref table, which no view here holds). */
+  clear(): void {
+    fs.rmSync(this.#file, { force: true });
   }
 
   /** Replaces the view. */

@@ -48,40 +48,67 @@ export async function writeRefTable(
     (value) => Promise.resolve(recordCid(value)),
     previous === undefined ? undefined : { table: previous.stored, joined: previous.table },
   );
+  await writeTableParts(remote, auth, writes.create);
+  const written = await putTableRecord(remote, auth, key, writes.table, {
+    swapRecord: previous?.cid ?? null,
+  });
+  await removeParts(remote, auth, writes.remove);
+  return written;
+}
+
+/**
+ * Writes parts of a table (before the table that lists them), each with `putRecord`: a part's key is
+ * its contents' hash, so writing one again changes nothing, and one no table lists is never read.
+ */
+export async function writeTableParts(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  parts: { rkey: string; value: Record<string, unknown> }[],
+): Promise<void> {
   const client = remote.writer(auth);
-  const what = `writing the refs of ${remote.label}`;
-  for (const part of writes.create) {
+  for (const part of parts) {
     try {
       await client.procedure('com.atproto.repo.putRecord', {
-        repo: did,
+        repo: remote.owner.did,
         collection: REFS_PART_COLLECTION,
         rkey: part.rkey,
         record: part.value,
         validate: false,
       });
     } catch (err) {
-      throw writeFailure(err, what);
+      throw writeFailure(err, `writing the refs of ${remote.label}`);
     }
   }
-  let written: TableWritten;
+}
+
+/**
+ * Puts the owner's table record with the swaps given: `swapRecord` the CID it replaces (null: it must
+ * not exist), `swapCommit` the account's commit the write was decided on, when it was decided on a
+ * read of other records. A refused swap is a SwapConflict.
+ */
+export async function putTableRecord(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  key: string,
+  record: Record<string, unknown>,
+  swap: { swapRecord: string | null; swapCommit?: string },
+): Promise<TableWritten> {
   try {
-    const res = await client.procedure<{ cid: string; commit?: { rev?: string } }>(
-      'com.atproto.repo.putRecord',
-      {
-        repo: did,
+    const res = await remote
+      .writer(auth)
+      .procedure<{ cid: string; commit?: { rev?: string } }>('com.atproto.repo.putRecord', {
+        repo: remote.owner.did,
         collection: REFS_COLLECTION,
         rkey: key,
-        record: writes.table,
-        swapRecord: previous?.cid ?? null,
+        record,
+        swapRecord: swap.swapRecord,
+        ...(swap.swapCommit === undefined ? {} : { swapCommit: swap.swapCommit }),
         validate: false,
-      },
-    );
-    written = { cid: res.cid, rev: res.commit?.rev ?? '' };
+      });
+    return { cid: res.cid, rev: res.commit?.rev ?? '' };
   } catch (err) {
-    throw writeFailure(err, what);
+    throw writeFailure(err, `writing the refs of ${remote.label}`);
   }
-  await removeParts(remote, auth, writes.remove);
-  return written;
 }
 
 /**
@@ -89,7 +116,7 @@ export async function writeRefTable(
  * part it does not list is never read: a failure here leaves records that cost space, not a wrong
  * ref, so it is a warning and the push stands.
  */
-async function removeParts(remote: RemoteRepo, auth: Authorizer, keys: string[]): Promise<void> {
+export async function removeParts(remote: RemoteRepo, auth: Authorizer, keys: string[]): Promise<void> {
   for (let i = 0; i < keys.length; i += DELETES_PER_COMMIT) {
     try {
       await remote.writer(auth).procedure('com.atproto.repo.applyWrites', {

@@ -14,6 +14,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo delete': () => import('./commands/repo-delete.ts'),
   'repo commit': () => import('./commands/repo-commit.ts'),
   'repo compact': () => import('./commands/repo-compact.ts'),
+  'repo migrate': () => import('./commands/repo-migrate.ts'),
   'repo fork': () => import('./commands/repo-fork.ts'),
   'repo default-branch': () => import('./commands/repo-default-branch.ts'),
   'repo share': () => import('./commands/repo-share.ts'),

@@ -1,0 +1,319 @@
+// `knotless repo migrate` (knotless-core's migrateToTable, format.md "Old repositories") moves a
+// repository from one dev.knotless.ref record per ref to its owner's ref table: the same refs, HEAD
+// and packs, created with swapCommit on the commit the records were listed at, then the records
+// deleted 199 a commit. A clone after it equals a clone before it; a process killed at any step
+// leaves either nothing changed or a table a second run finishes; a push that lands while the
+// migration reads is in the table.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { startProxy, type Proxy } from 'knotless-devnet';
+import { knotless } from './helpers/cli.ts';
+import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
+import { useNetwork } from './helpers/network.ts';
+import { lsRemote, tableHands } from './helpers/ref-table.ts';
+
+const t = useNetwork(['alice.test']);
+let proxy: Proxy | undefined;
+/** When set, the next putRecord through the proxy waits for `release` after calling `held`. */
+let gate: { held: () => void; release: Promise<void> } | undefined;
+/** alice, straight to her PDS. */
+const direct = useGitUser(t, 'alice.test');
+/** The knotless CLI as alice on the same machine, through the counting (and holding) proxy. */
+const proxied = (...args: string[]) =>
+  knotless(args, { env: { ...direct.env, KNOTLESS_SERVICE: proxy!.url } });
+
+before(async () => {
+  await t.ready;
+  proxy = await startProxy({
+    target: t.net.pdsUrl,
+    onRequest: async (req) => {
+      if (gate === undefined || req.nsid !== 'com.atproto.repo.putRecord') return;
+      const g = gate;
+      gate = undefined;
+      g.held();
+      await g.release;
+    },
+  });
+});
+after(() => proxy?.close());
+
+const { readTable } = tableHands(t, 'alice.test');
+
+/** Every dev.knotless.ref record of repository `name`, by key, read page by page from the PDS. */
+async function refRecordKeys(name: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const url = new URL('/xrpc/com.atproto.repo.listRecords', t.net.pdsUrl);
+    url.searchParams.set('repo', t.dids['alice.test']!);
+    url.searchParams.set('collection', 'dev.knotless.ref');
+    url.searchParams.set('limit', '100');
+    if (cursor !== undefined) url.searchParams.set('cursor', cursor);
+    const body = (await (await fetch(url)).json()) as { records: { uri: string }[]; cursor?: string };
+    for (const r of body.records) {
+      const key = r.uri.split('/').at(-1)!;
+      if (key.startsWith(`${name}~`)) keys.push(key);
+    }
+    if (body.records.length === 0 || body.cursor === undefined) return keys;
+    cursor = body.cursor;
+  }
+}
+
+interface Report {
+  repo: string;
+  refs: number;
+  head: string | null;
+  created: boolean;
+  parts: number;
+  deleted: number;
+  writes: number;
+  points: number;
+}
+
+/** `knotless repo migrate NAME --json` (through the proxy unless told), which must succeed. */
+async function migrate(name: string, run = proxied): Promise<Report> {
+  const res = await run('repo', 'migrate', name, '--json');
+  assert.equal(res.code, 0, res.stderr);
+  return JSON.parse(res.stdout) as Report;
+}
+
+/** `knotless repo migrate NAME` killed at crash point `point` (SIGKILL: no cleanup, as a power cut). */
+async function migrateKilledAt(name: string, point: string): Promise<void> {
+  const res = await knotless(['repo', 'migrate', name], { env: { ...direct.env, KNOTLESS_CRASH_AT: point } });
+  assert.equal(res.code, null, `not killed at ${point}: ${res.stderr}`);
+}
+
+/** A clone of everything (`--mirror`): its refs with their ids, HEAD, and every object it holds. */
+async function mirrorOf(
+  user: GitUser,
+  url: string,
+): Promise<{ refs: string; head: string; objects: string }> {
+  const dir = user.dir();
+  await user.ok(dir, 'clone', '-q', '--mirror', url, 'm.git');
+  const m = path.join(dir, 'm.git');
+  await user.ok(m, 'fsck', '--full', '--strict');
+  return {
+    refs: await user.ok(m, 'for-each-ref', '--format=%(objectname) %(refname)'),
+    head: (await user.ok(m, 'symbolic-ref', 'HEAD')).trim(),
+    objects: (await user.ok(m, 'rev-list', '--all', '--objects')).split('\n').sort().join('\n'),
+  };
+}
+
+/**
+ * A repository pushed as ref records: main, trunk (HEAD, set with `repo default-branch`), a
+ * lightweight and an annotated tag, and `extra` more tags with long names over three commits
+ * (written straight into packed-refs: a cheap generator), pushed with --mirror.
+ */
+async function recorded(name: string, extra: number): Promise<{ url: string; dir: string; refs: number }> {
+  const made = await direct.knotless('repo', 'create', name);
+  assert.equal(made.code, 0, made.stderr);
+  const url = `knotless://alice.test/${name}`;
+  const dir = await newRepo(direct, url);
+  const commits = [await commitFiles(direct, dir, { 'a.txt': 'first\n' }, 'first')];
+  commits.push(await commitFiles(direct, dir, { 'b.txt': 'second\n' }, 'second'));
+  await direct.ok(dir, 'branch', 'trunk');
+  commits.push(await commitFiles(direct, dir, { 'c.txt': 'third\n' }, 'third'));
+  await direct.ok(dir, 'tag', 'light', commits[0]!);
+  await direct.ok(dir, 'tag', '-a', '-m', 'release one', 'v1', commits[1]!);
+  const lines: string[] = [];
+  for (let i = 0; i < extra; i++)
+    lines.push(
+      `${commits[i % commits.length]!} refs/tags/generated/a-long-name-so-that-the-table-needs-parts-${String(i).padStart(5, '0')}`,
+    );
+  if (lines.length > 0) fs.writeFileSync(path.join(dir, '.git', 'packed-refs'), lines.join('\n') + '\n');
+  await direct.ok(dir, 'push', '-q', '--mirror', 'origin');
+  const head = await direct.knotless('repo', 'default-branch', name, 'trunk');
+  assert.equal(head.code, 0, head.stderr);
+  return { url, dir, refs: extra + 4 };
+}
+
+/** Runs `run` with the next putRecord through the proxy held until `meanwhile` is done. */
+async function held<T>(run: () => Promise<T>, meanwhile: () => Promise<void>): Promise<T> {
+  let held!: () => void;
+  let release!: () => void;
+  const isHeld = new Promise<void>((r) => (held = r));
+  gate = { held, release: new Promise<void>((r) => (release = r)) };
+  const running = run();
+  await isHeld;
+  try {
+    await meanwhile();
+  } finally {
+    release();
+  }
+  return running;
+}
+
+describe('knotless repo migrate', () => {
+  it('moves 2,500 refs, tags and HEAD into a table with parts: a clone after equals a clone before', async () => {
+    const { url, refs } = await recorded('big', 2500);
+    const lsBefore = lsRemote(await direct.ok(direct.dir(), 'ls-remote', url));
+    assert.equal(lsBefore.get('HEAD'), lsBefore.get('refs/heads/trunk'));
+    assert.ok(lsBefore.has('refs/tags/v1^{}'), 'the annotated tag is listed peeled');
+    const before = await mirrorOf(direct, url);
+    assert.equal(before.head, 'refs/heads/trunk');
+    const records = (await refRecordKeys('big')).length;
+    assert.equal(records, refs + 1, 'a record per ref, and HEAD');
+
+    proxy!.reset();
+    const done = await migrate('big');
+    const parts = done.parts;
+    assert.ok(parts >= 2, `${parts} parts`);
+    const deleteBatches = Math.ceil(records / 199);
+    assert.deepEqual(done, {
+      repo: 'alice.test/big',
+      refs,
+      head: 'refs/heads/trunk',
+      created: true,
+      parts,
+      deleted: records,
+      writes: parts + 1 + deleteBatches,
+      points: 2 * (parts + 1) + records,
+    });
+    // What reached the PDS is what the report says: parts and the table (putRecord), and the
+    // deletes in commits of at most 199.
+    assert.equal(proxy!.count('com.atproto.repo.putRecord'), parts + 1);
+    assert.equal(proxy!.count('com.atproto.repo.applyWrites'), deleteBatches);
+    assert.equal(
+      proxy!.requests.reduce((n, r) => n + r.points, 0),
+      done.points,
+    );
+
+    assert.deepEqual(await refRecordKeys('big'), []);
+    const table = (await readTable('big'))!;
+    assert.equal(table.value.head, 'refs/heads/trunk');
+    assert.equal(table.value.parts!.length, parts);
+    assert.equal(table.value.seq, 0);
+
+    const res = await direct.git(direct.dir(), 'ls-remote', url);
+    assert.equal(res.code, 0, res.stderr);
+    assert.doesNotMatch(res.stderr, /ignored/);
+    assert.deepEqual(lsRemote(res.stdout), lsBefore);
+    assert.deepEqual(await mirrorOf(direct, url), before);
+
+    // Again: nothing to do, nothing written.
+    proxy!.reset();
+    const again = await migrate('big');
+    assert.deepEqual(
+      { created: again.created, deleted: again.deleted, writes: again.writes, points: again.points },
+      { created: false, deleted: 0, writes: 0, points: 0 },
+    );
+    assert.equal(proxy!.count('com.atproto.repo.putRecord'), 0);
+  });
+
+  it('says what it did in one line without --json', async () => {
+    await recorded('words', 0);
+    const res = await direct.knotless('repo', 'migrate', 'words');
+    assert.equal(res.code, 0, res.stderr);
+    assert.equal(res.stdout, '');
+    assert.equal(
+      res.stderr,
+      'alice.test/words: 4 ref(s) and HEAD (trunk) moved into its ref table; 5 old ref record(s) deleted; 7 point(s) spent in 2 write(s).\n',
+    );
+  });
+
+  it('changes nothing when killed before the table is written', async () => {
+    const { url } = await recorded('crash-before', 0);
+    const keys = (await refRecordKeys('crash-before')).sort();
+    const ls = await direct.ok(direct.dir(), 'ls-remote', url);
+    await migrateKilledAt('crash-before', 'migrate:before-table-write');
+    assert.equal(await readTable('crash-before'), undefined);
+    assert.deepEqual((await refRecordKeys('crash-before')).sort(), keys);
+    assert.equal(await direct.ok(direct.dir(), 'ls-remote', url), ls);
+  });
+
+  it('killed after the table (or between its deletes), reads the table; a second run deletes the rest', async () => {
+    // 250 refs: the deletes take two commits, and the kill lands after the first.
+    for (const [name, point, left] of [
+      ['crash-table', 'migrate:table-written', 255],
+      ['crash-deletes', 'migrate:records-deleted', 255 - 199],
+    ] as const) {
+      const { url } = await recorded(name, 250);
+      const ls = lsRemote(await direct.ok(direct.dir(), 'ls-remote', url));
+      const before = await mirrorOf(direct, url);
+      await migrateKilledAt(name, point);
+      assert.notEqual(await readTable(name), undefined, `${point}: the table was written`);
+      assert.equal((await refRecordKeys(name)).length, left, point);
+      // Readers read the table, and say once that the leftover records are ignored.
+      const res = await direct.git(direct.dir(), 'ls-remote', url);
+      assert.equal(res.code, 0, res.stderr);
+      assert.deepEqual(lsRemote(res.stdout), ls);
+      assert.match(res.stderr, new RegExp(`its ${left} older dev.knotless.ref record\\(s\\) are ignored`));
+      const again = await migrate(name);
+      assert.deepEqual(
+        { created: again.created, refs: again.refs, deleted: again.deleted, points: again.points },
+        { created: false, refs: 254, deleted: left, points: left },
+      );
+      assert.deepEqual(await refRecordKeys(name), []);
+      const after = await direct.git(direct.dir(), 'ls-remote', url);
+      assert.equal(after.stderr, '');
+      assert.deepEqual(lsRemote(after.stdout), ls);
+      assert.deepEqual(await mirrorOf(direct, url), before);
+    }
+  });
+
+  it('takes a push that lands while it reads into the table', async () => {
+    const { url } = await recorded('race', 0);
+    const work = direct.dir();
+    await direct.ok(work, 'clone', '-q', url, 'c');
+    const c = path.join(work, 'c');
+    await direct.ok(c, 'checkout', '-q', 'main');
+    const tip = await commitFiles(direct, c, { 'd.txt': 'raced\n' }, 'raced');
+    // The migration's table write waits while a push (straight to the PDS) moves main and adds a
+    // branch: the table's swapCommit is refused, and the migration reads the records again.
+    const done = await held(
+      () => migrate('race'),
+      async () => {
+        await direct.ok(c, 'push', '-q', 'origin', 'main', 'main:refs/heads/raced');
+      },
+    );
+    assert.equal(done.created, true);
+    assert.equal(done.refs, 5);
+    assert.equal(proxy!.count('com.atproto.repo.putRecord') >= 2, true, 'the table was written again');
+    const table = (await readTable('race'))!.value;
+    assert.equal(table.refs.find((r) => r.ref === 'refs/heads/main')?.target, tip);
+    assert.equal(table.refs.find((r) => r.ref === 'refs/heads/raced')?.target, tip);
+    assert.deepEqual(await refRecordKeys('race'), []);
+    const ls = lsRemote(await direct.ok(direct.dir(), 'ls-remote', url));
+    assert.equal(ls.get('refs/heads/main'), tip);
+    assert.equal(ls.get('refs/heads/raced'), tip);
+  });
+
+  it('refuses a private repository in one sentence, writing nothing', async () => {
+    const made = await direct.knotless('repo', 'create', 'hidden', '--private');
+    assert.equal(made.code, 0, made.stderr);
+    const dir = await newRepo(direct, 'knotless://alice.test/hidden');
+    await commitFiles(direct, dir, { 'a.txt': 'secret\n' }, 'first');
+    await direct.ok(dir, 'push', '-q', 'origin', 'main');
+    const keys = await refRecordKeys('hidden');
+    proxy!.reset();
+    const res = await proxied('repo', 'migrate', 'hidden');
+    assert.equal(res.code, 2);
+    assert.equal(
+      res.stderr,
+      "knotless: alice.test/hidden is private, and this version of knotless cannot move a private repository's refs into a ref table yet (sealed tables are not built); nothing was changed.\n",
+    );
+    for (const w of ['putRecord', 'applyWrites', 'deleteRecord', 'createRecord'])
+      assert.equal(proxy!.count(`com.atproto.repo.${w}`), 0, w);
+    assert.equal(await readTable('hidden'), undefined);
+    assert.deepEqual(await refRecordKeys('hidden'), keys);
+  });
+
+  it('refuses another account, a missing repository and a bad name, each in one sentence', async () => {
+    const other = await direct.knotless('repo', 'migrate', 'bob.test/x');
+    assert.notEqual(other.code, 0);
+    const missing = await direct.knotless('repo', 'migrate', 'nothing-here');
+    assert.equal(missing.code, 7, missing.stderr);
+    assert.equal(
+      missing.stderr,
+      'knotless: alice.test/nothing-here does not exist; check the name (`knotless repo list` lists yours).\n',
+    );
+    const bad = await direct.knotless('repo', 'migrate', 'a~b');
+    assert.equal(bad.code, 2, bad.stderr);
+    for (const r of [other, missing, bad]) {
+      assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+      assert.doesNotMatch(r.stderr, /\n\s+at /);
+    }
+  });
+});
