@@ -7,6 +7,7 @@
 // listing, carried by the agent, shows the branch where the other machine put it.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import crypto from 'node:crypto';
@@ -18,6 +19,7 @@ import { startProxy, type Proxy } from 'knotless-devnet';
 import { agentWireView, spawnAgent, startGate, type Gate, type RunningAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { tableHands } from './helpers/ref-table.ts';
 
 const t = useNetwork(['alice.test']);
 let gate: Gate | undefined;
@@ -44,7 +46,7 @@ let fired = 0;
 function alter(payload: Buffer): Buffer {
   const [header, body] = [...decodeAll(payload)] as [Record<string, unknown>, Body];
   if (forge === undefined || header['t'] !== '#commit' || body.repo !== did()) return payload;
-  if (!body.ops.some(isRefOp)) return payload;
+  if (!body.ops.some(isRefOp) && !body.ops.some(isTableOp)) return payload;
   const out = forge(body);
   forge = undefined;
   fired++;
@@ -52,6 +54,7 @@ function alter(payload: Buffer): Buffer {
 }
 
 const isRefOp = (o: Record<string, unknown>): boolean => String(o['path']).startsWith('dev.knotless.ref/');
+const isTableOp = (o: Record<string, unknown>): boolean => String(o['path']).startsWith('dev.knotless.refs/');
 
 before(async () => {
   await t.ready;
@@ -198,4 +201,71 @@ describe('the warm agent and a forged event stream', () => {
       );
     });
   }
+
+  it("takes nothing from a commit of a repository's ref table whose signature was altered", async () => {
+    const name = `forged-table-${++n}`;
+    assert.equal((await warm.knotless('repo', 'create', name)).code, 0);
+    const url = `knotless://${did()}/${name}`;
+    pointAtGate();
+    const dir = await newRepo(warm, url);
+    const c1 = await commitFiles(warm, dir, { one: 'one\n' }, 'c1');
+    await warm.ok(dir, 'push', '-q', 'origin', 'main');
+    const { refRecords, writeTable } = tableHands(t, 'alice.test');
+    const main = (await refRecords(name)).get('refs/heads/main')!;
+    await writeTable(name, [{ ref: 'refs/heads/main', target: c1, packs: main.packs }]);
+    const q = new URLSearchParams({ did: did(), repo: name, pds: gate!.url });
+    const tableView = async () => {
+      const body = await new Promise<string>((resolve, reject) => {
+        http
+          .get({ socketPath: own, path: `/view?${q.toString()}` }, (res) => {
+            let text = '';
+            res.setEncoding('utf8').on('data', (d: string) => (text += d));
+            res.on('end', () => resolve(text));
+          })
+          .on('error', reject);
+      });
+      const v = JSON.parse(body) as { table?: { value: { refs: Array<{ target?: string }> } } };
+      return v.table;
+    };
+    // The agent's view is the table, with main at c1 (bounded only by the test runner's limit).
+    while (!((await tableView())?.value.refs.some((r) => r.target === c1) ?? false))
+      await new Promise((r) => setTimeout(r, 200));
+
+    // The other machine moves main, writing the table; its commit reaches the agent forged.
+    const od = other.dir();
+    await other.ok(od, 'clone', '-q', url, 'c');
+    const c2 = await commitFiles(other, `${od}/c`, { two: 'two\n' }, 'c2');
+    forge = FORGERIES['its signature altered'];
+    const before = fired;
+    await other.ok(`${od}/c`, 'push', '-q', 'origin', 'main');
+    while (fired === before) await new Promise((r) => setTimeout(r, 100));
+    const line = new RegExp(`dropped the view of ${did()}/${name}: an event could not be applied \\(`);
+    while (!line.test(agent!.log())) await new Promise((r) => setTimeout(r, 100));
+    proxy!.reset();
+    const seen = await tableView();
+    assert.ok(!(seen?.value.refs.some((r) => r.target === c2) ?? false), 'the forged table was taken');
+
+    // The next request reads the table afresh, with its proof, carried by the agent: the view it
+    // loads is the table the other machine wrote.
+    while (!((await tableView())?.value.refs.some((r) => r.target === c2) ?? false))
+      await new Promise((r) => setTimeout(r, 200));
+    assert.ok(proxy!.count('com.atproto.sync.getRecord') >= 1, JSON.stringify(proxy!.requests));
+    assert.ok(
+      proxy!.requests.every((r) => r.pid === agent!.child.pid),
+      'the agent did not read the table',
+    );
+
+    // A warm push on that view is one write.
+    await warm.ok(dir, 'pull', '-q', '--no-rebase', 'origin', 'main');
+    const c3 = await commitFiles(warm, dir, { three: 'three\n' }, 'c3');
+    proxy!.reset();
+    pointAtGate();
+    await warm.ok(dir, 'push', '-q', 'origin', 'main');
+    assert.deepEqual(
+      proxy!.requests.map((r) => [r.nsid, r.pid]),
+      [['com.atproto.repo.putRecord', agent!.child.pid]],
+    );
+    const ls = await other.ok(other.dir(), 'ls-remote', url, 'refs/heads/main');
+    assert.equal(ls, `${c3}\trefs/heads/main\n`);
+  });
 });
