@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
-import { knotless } from './helpers/cli.ts';
+import { knotless, runProcess } from './helpers/cli.ts';
 import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 import { lsRemote, tableHands } from './helpers/ref-table.ts';
@@ -315,5 +315,93 @@ describe('knotless repo migrate', () => {
       assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
       assert.doesNotMatch(r.stderr, /\n\s+at /);
     }
+  });
+});
+
+describe('KNOTLESS_REF_TABLE=1', () => {
+  const on = { KNOTLESS_REF_TABLE: '1' };
+  const run = (...args: string[]) => knotless(args, { env: { ...direct.env, ...on } });
+  const git = (cwd: string, ...args: string[]) =>
+    runProcess('git', args, { env: { ...direct.env, ...on }, cwd });
+
+  it('makes repo create start a repository on an empty table, which its first push writes', async () => {
+    const made = await run('repo', 'create', 'born-tabled');
+    assert.equal(made.code, 0, made.stderr);
+    const empty = (await readTable('born-tabled'))!;
+    assert.deepEqual(
+      { seq: empty.value.seq, refs: empty.value.refs, head: empty.value.head },
+      {
+        seq: 0,
+        refs: [],
+        head: undefined,
+      },
+    );
+    const dir = await newRepo(direct, 'knotless://alice.test/born-tabled');
+    const tip = await commitFiles(direct, dir, { 'a.txt': 'a\n' }, 'first');
+    const pushed = await git(dir, 'push', '-q', 'origin', 'main');
+    assert.equal(pushed.code, 0, pushed.stderr);
+    const table = (await readTable('born-tabled'))!.value;
+    assert.equal(table.head, 'refs/heads/main');
+    assert.deepEqual(
+      table.refs.map((r) => [r.ref, r.target]),
+      [['refs/heads/main', tip]],
+    );
+    assert.deepEqual(await refRecordKeys('born-tabled'), []);
+    const ls = lsRemote(await direct.ok(direct.dir(), 'ls-remote', 'knotless://alice.test/born-tabled'));
+    assert.equal(ls.get('HEAD'), tip);
+  });
+
+  it('makes a push to a repository on ref records move it onto its table first', async () => {
+    const { url, dir } = await recorded('moved-by-push', 0);
+    await direct.ok(dir, 'checkout', '-q', 'main');
+    const tip = await commitFiles(direct, dir, { 'e.txt': 'e\n' }, 'pushed after');
+    const pushed = await git(dir, 'push', 'origin', 'main');
+    assert.equal(pushed.code, 0, pushed.stderr);
+    assert.match(
+      pushed.stderr,
+      /knotless: moved the 4 ref\(s\) of alice\.test\/moved-by-push into its ref table first \(5 old ref record\(s\) deleted, 7 point\(s\)\)\./,
+    );
+    assert.deepEqual(await refRecordKeys('moved-by-push'), []);
+    const table = (await readTable('moved-by-push'))!.value;
+    assert.equal(table.head, 'refs/heads/trunk');
+    assert.equal(table.refs.find((r) => r.ref === 'refs/heads/main')?.target, tip);
+    const ls = lsRemote(await direct.ok(direct.dir(), 'ls-remote', url));
+    assert.equal(ls.get('refs/heads/main'), tip);
+    assert.equal(ls.get('HEAD'), ls.get('refs/heads/trunk'));
+  });
+});
+
+describe('what a 1,000-ref mirror push costs (performance.md)', () => {
+  /** A repository with one commit on main, then 1,000 tags pushed with --mirror; returns that push's cost. */
+  async function mirrorPush(name: string, tabled: boolean) {
+    assert.equal((await direct.knotless('repo', 'create', name)).code, 0);
+    const dir = await newRepo(direct, `knotless://alice.test/${name}`);
+    const tip = await commitFiles(direct, dir, { 'a.txt': 'a\n' }, 'first');
+    await direct.ok(dir, 'push', '-q', 'origin', 'main');
+    if (tabled) await migrate(name, (...args) => knotless(args, { env: direct.env }));
+    const lines = Array.from({ length: 1000 }, (_, i) => `${tip} refs/tags/t${String(i).padStart(4, '0')}`);
+    fs.writeFileSync(path.join(dir, '.git', 'packed-refs'), lines.join('\n') + '\n');
+    proxy!.reset();
+    const res = await runProcess('git', ['push', '-q', '--mirror', 'origin'], {
+      env: { ...direct.env, KNOTLESS_SERVICE: proxy!.url },
+      cwd: dir,
+    });
+    assert.equal(res.code, 0, res.stderr);
+    const writes = proxy!.requests.filter((r) => r.points > 0);
+    return {
+      requests: proxy!.requests.length,
+      writeRequests: writes.length,
+      points: writes.reduce((n, r) => n + r.points, 0),
+    };
+  }
+
+  it('is one putRecord of the table (2 points) against 3,003 points of ref records', async (tc) => {
+    // 1,001 refs: the 1,000 tags and refs/remotes/origin/main, which the first push made and --mirror pushes.
+    const records = await mirrorPush('mirror-records', false);
+    const table = await mirrorPush('mirror-table', true);
+    tc.diagnostic(`ref records: ${JSON.stringify(records)}`);
+    tc.diagnostic(`ref table: ${JSON.stringify(table)}`);
+    assert.deepEqual({ w: records.writeRequests, p: records.points }, { w: 6, p: 3003 });
+    assert.deepEqual({ w: table.writeRequests, p: table.points }, { w: 1, p: 2 });
   });
 });

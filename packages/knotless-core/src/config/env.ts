@@ -48,6 +48,12 @@ export interface Config {
    * partial clone downloads the structure only; off by default until compaction counts packs by kind.
    */
   packSplit: boolean;
+  /**
+   * Keep repositories on their ref table (KNOTLESS_REF_TABLE=1): a push to a repository on ref records
+   * moves it onto a table first, and `repo create` makes a new repository on one. Off by default until
+   * the warm agent keeps a view of a table (until then every push to a table is cold).
+   */
+  refTable: boolean;
   /** Print each request to stderr. */
   trace: boolean;
   /** Retries of transient PDS faults (KNOTLESS_RETRIES, KNOTLESS_RETRY_BASE_MS, KNOTLESS_RETRY_MAX_WAIT). */
@@ -247,6 +253,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     appview: urlVar(env, 'KNOTLESS_APPVIEW'),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
     packSplit: /^(1|true|yes|on)$/i.test(env['KNOTLESS_PACK_SPLIT'] ?? ''),
+    refTable: /^(1|true|yes|on)$/i.test(env['KNOTLESS_REF_TABLE'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
     verify: !/^(0|false|no|off)$/i.test(env['KNOTLESS_VERIFY'] ?? ''),
     agent: !/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? ''),

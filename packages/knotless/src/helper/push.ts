@@ -71,6 +71,7 @@ async function push(state: HelperState, specs: PushSpec[]): Promise<PushOutcome[
       cacheDir: config.cacheDir,
       fold: config.autoCompact,
       split: config.packSplit,
+      migrate: config.refTable,
       chatter: state.options,
       options: state.options,
       listing: async () => {

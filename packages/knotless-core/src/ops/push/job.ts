@@ -42,6 +42,8 @@ export interface PushEnv {
   fold: boolean;
   /** Write the structure and the blobs as two packs (KNOTLESS_PACK_SPLIT=1). */
   split: boolean;
+  /** Move a public repository on ref records onto its ref table before writing (KNOTLESS_REF_TABLE=1). */
+  migrate?: boolean;
   chatter: Chatter;
   options: PushOptions;
   /**

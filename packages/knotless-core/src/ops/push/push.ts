@@ -3,6 +3,7 @@ import { isAncestor, lookUpObjects, presentObjects } from '../../git/objects.ts'
 import { gitText } from '../../git/run.ts';
 import { compactionDue } from '../../packs/geometric.ts';
 import { readRepoRefs } from '../../records/read-refs.ts';
+import { migrateToTable } from '../table-migrate.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { contestedSentence } from '../../records/remote-repo.ts';
 import { hasUnsafe, printErr } from '../../text/terminal.ts';
@@ -183,6 +184,7 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
   const source = new PackSource(packs, () => rebuildPacks(env, toWrite, present));
   const job: WriteJob = { env, refs, updates: toWrite, source, present, head };
   const isNew = new Set(toWrite.filter((u) => u.oid !== undefined && !refs.has(u.dst)).map((u) => u.dst));
+  if (env.migrate === true && env.remote.layout !== 'table' && !env.remote.isPrivate) await migrateFirst(env);
   // A ref table: every ref in one write of it. Ref records: each ref on its own compare-and-swap
   // loop (new ones batched first), or all in one commit.
   const written =
@@ -210,6 +212,20 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
     created,
     head: refs.get('HEAD')?.record.symref ?? head,
   };
+}
+
+/**
+ * Moves the repository onto its ref table before the push writes (KNOTLESS_REF_TABLE=1): the refs git
+ * decided on stay what they were (the table holds the same values), and the push then writes the table,
+ * deciding its refs again against it if anything moved meanwhile. Said on stderr in one line.
+ */
+async function migrateFirst(env: PushEnv): Promise<void> {
+  const moved = await migrateToTable(env.remote, env.auth);
+  env.remote.layout = 'table';
+  if (moved.created || moved.deleted > 0)
+    printErr(
+      `knotless: moved the ${moved.refs} ref(s) of ${env.remote.label} into its ref table first (${moved.deleted} old ref record(s) deleted, ${moved.points} point(s)).`,
+    );
 }
 
 /**

@@ -2,6 +2,7 @@ import { activeSession } from '../../auth/login.ts';
 import { checkRepoName } from 'knotless-core/records/name';
 import { newPrivate } from 'knotless-core/private/members';
 import { cacheRing } from 'knotless-core/private/ring';
+import { migrateToTable } from 'knotless-core/ops/table-migrate';
 import { stringOption, type Command } from '../command.ts';
 import { membersEnv } from './private-env.ts';
 
@@ -29,6 +30,12 @@ export const command: Command = {
     const priv = args.values['private'] === true ? await newPrivate(membersEnv(c, auth)) : undefined;
     await c.repoRecords().create(auth, name, stringOption(args, 'description'), undefined, priv?.field);
     if (priv !== undefined) cacheRing(c.config.configDir, auth.session.did, name, priv.ring);
+    // KNOTLESS_REF_TABLE=1: a public repository starts on an empty ref table (sealed tables are not built).
+    else if (c.config.refTable) {
+      const { did, handle, pds } = auth.session;
+      const remote = c.remoteRepo({ did, handle, pds }, name, (m) => io.err(`knotless: warning: ${m}`));
+      await migrateToTable(remote, auth);
+    }
     io.out(`knotless://${auth.session.handle}/${name}`);
     io.err(
       `Created ${auth.session.handle}/${name}. Push to it: git remote add origin knotless://${auth.session.handle}/${name}`,
