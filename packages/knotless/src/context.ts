@@ -146,6 +146,7 @@ export class Context {
           ...(this.config.verify ? {} : { unchecked: () => this.#sayUnchecked() }),
           revs: path.join(this.config.cacheDir, 'verified'),
         },
+        member: async (did) => this.remoteRepo(await this.resolver.resolve(did), name, warn),
       },
       owner,
       name,

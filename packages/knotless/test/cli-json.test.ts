@@ -32,6 +32,7 @@ const RUNS: Array<[string, GitUser, (m: Made) => string[]]> = [
   ['verify', alice, (m) => [m.repo]],
   ['repo default-branch', alice, (m) => [m.repo]],
   ['repo protect', alice, (m) => [m.repo, 'release', '--require-check', 'test']],
+  ['repo maintainer', alice, (m) => ['list', m.repo]],
   ['check set', alice, (m) => [`alice.test/${m.repo}`, m.commit, '--context', 'test', '--state', 'success']],
   ['check list', alice, (m) => [`alice.test/${m.repo}`, 'main']],
   ['pr list', alice, (m) => [`alice.test/${m.repo}`]],

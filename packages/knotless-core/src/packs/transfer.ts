@@ -216,7 +216,16 @@ export async function loadPack(
           `A blob of pack ${pack.id} claims ${part.size} bytes, over the ${MAX_BLOB_PART_BYTES} a blob may have; nothing was written.`,
         );
       }
-      const got = await downloadBlob(reader, did, `pack ${pack.id}`, cid, part.size, cache);
+      // A maintainer's pack is read from the account whose table listed it.
+      const from = pack.holder;
+      const got = await downloadBlob(
+        from?.reader ?? reader,
+        from?.did ?? did,
+        `pack ${pack.id}`,
+        cid,
+        part.size,
+        cache,
+      );
       hold(got);
       onBytes(got.size);
       return got;

@@ -7,6 +7,7 @@ import { KnotlessError, isKnotlessError } from '../errors.ts';
 import { safeText } from '../text/terminal.ts';
 import { REFS_COLLECTION, REFS_PART_COLLECTION, REPO_COLLECTION } from './collections.ts';
 import {
+  compareRefNames,
   joinRefTable,
   parseRefTable,
   refTableKey,
@@ -15,6 +16,8 @@ import {
   type StoredTable,
 } from './ref-table.ts';
 import type { RemoteRef } from './remote-ref.ts';
+import { isSafeRefName } from './ref-rules.ts';
+import { teamRefs, type TeamRef, type TeamTable } from './team-refs.ts';
 import type { RemoteRepo, TableVerifier } from './remote-repo.ts';
 import { isSealed } from './sealer.ts';
 import { NewestRev } from './newest-rev.ts';
@@ -156,10 +159,32 @@ export async function readTableWith(
   read: (collection: string, rkey: string) => Promise<VerifiedRecord>,
 ): Promise<Omit<TableRead, 'signingKey'> | undefined> {
   const did = remote.owner.did;
-  const key = refTableKey(remote.name, did, did);
+  const table = await readTableAt(remote.label, read, refTableKey(remote.name, did, did), {
+    repo: `at://${did}/${REPO_COLLECTION}/${remote.name}`,
+    owner: true,
+  });
+  if (table !== undefined) await remote.prepare('plain');
+  return table;
+}
+
+/**
+ * One writer's table of a repository (`key` in the account `read` reads), its parts joined: the
+ * owner's (`owner`), or a maintainer's, whose `repo` must name exactly the repository (`repo`).
+ */
+async function readTableAt(
+  label: string,
+  read: (collection: string, rkey: string) => Promise<VerifiedRecord>,
+  key: string,
+  of: { repo: string; owner: boolean },
+): Promise<Omit<TableRead, 'signingKey'> | undefined> {
   const got = await read(REFS_COLLECTION, key);
   if (!got.found) return undefined;
-  const stored = parseStoredTable(did, remote.name, remote.label, got.value);
+  if (isSealed(got.value))
+    throw new KnotlessError(
+      'corrupt-remote',
+      `The ref table of ${label} is sealed (a private repository's), which this version of knotless cannot read; upgrade knotless and try again.`,
+    );
+  const stored = parseRefTable(got.value, of.repo, of.owner);
   const parts: FetchedPart[] = [];
   const queue = [...stored.parts];
   await Promise.all(
@@ -171,8 +196,8 @@ export async function readTableWith(
       }
     }),
   );
-  await remote.prepare('plain');
-  return parseTableRead(did, remote.name, remote.label, got, parts, stored);
+  const table = joinRefTable(stored, parts);
+  return { table, stored, cid: got.cid, rev: got.rev, commit: got.commit, raw: { value: got.value, parts } };
 }
 
 /**
@@ -293,6 +318,12 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
   }
   remote.layout = 'table';
   tableReads.set(remote, table);
+  // Maintainers' tables are read only when the owner's names some: a repository without them
+  // costs what it always has.
+  const team =
+    maintainersOf(remote.owner.did, table.table).length === 0 ? undefined : await readTeam(remote, table);
+  if (team === undefined) teamReads.delete(remote);
+  else teamReads.set(remote, team);
   if ('err' in old) {
     if (!isKnotlessError(old.err)) throw old.err;
     remote.warn(
@@ -310,5 +341,192 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
       `${remote.label} keeps its refs in a ref table, so its ${old.refs.length} older dev.knotless.ref record(s) are ignored (${named.join(', ')}${more}): a machine on an older version of knotless wrote them, and its pushes are not seen until it is upgraded`,
     );
   }
-  return tableRefs(remote, table);
+  return team === undefined ? tableRefs(remote, table) : teamRemoteRefs(remote, team);
+}
+
+/** One maintainer's table of a repository, read (and verified) in the maintainer's own account. */
+export interface MemberTable {
+  did: string;
+  /** The maintainer's verified handle, else their DID: how listings and sentences name them. */
+  name: string;
+  /** The repository as the maintainer's account holds it: its reader is where their packs are. */
+  remote: RemoteRepo;
+  /** Undefined when the maintainer holds no table of the repository (they have not pushed to it). */
+  read: Omit<TableRead, 'signingKey'> | undefined;
+}
+
+/** A repository with maintainers, read: every writer's table and the refs the rule computes. */
+export interface TeamRead {
+  owner: TableRead;
+  members: MemberTable[];
+  /** Maintainers whose table could not be read (their PDS down, a DID that does not resolve). */
+  unread: { did: string; why: string }[];
+  /** The repository's refs by the rule (records/team-refs.ts), tombstones included (no target). */
+  refs: Map<string, TeamRef>;
+}
+
+/** The team each remote's last {@link readRepoRefs} read, when its owner's table names maintainers. */
+const teamReads = new WeakMap<RemoteRepo, TeamRead>();
+
+/** The team the last {@link readRepoRefs} of `remote` read; undefined without maintainers. */
+export function lastTeamRead(remote: RemoteRepo): TeamRead | undefined {
+  return remote.layout === 'table' ? teamReads.get(remote) : undefined;
+}
+
+/** The maintainers a table names that count: each DID once, never the owner itself. */
+export function maintainersOf(owner: string, table: RefTable): string[] {
+  return [...new Set(table.maintainers.map((m) => m.did))].filter((d) => d !== owner);
+}
+
+/**
+ * A maintainer's table of the repository, in the maintainer's account, under the key format.md
+ * gives it (`<repo>~<owner DID>`), verified against that account's own signing key. Only the
+ * account it is in says who wrote it; its `repo` must name exactly the owner's repository.
+ */
+export async function readMemberTable(remote: RemoteRepo, did: string): Promise<MemberTable> {
+  const member = await remote.member(did);
+  if (member === undefined) throw new Error(`${remote.label} was opened without a way to read maintainers`);
+  const verify = member.verifier;
+  if (verify === undefined) throw new Error(`${remote.label} was opened without a verifier`);
+  const name = member.owner.handle ?? did;
+  const label = `${name}'s refs of ${remote.label}`;
+  const key = refTableKey(remote.name, remote.owner.did, did);
+  const of = { repo: `at://${remote.owner.did}/${REPO_COLLECTION}/${remote.name}`, owner: false };
+  if (verify.unchecked !== undefined) {
+    verify.unchecked();
+    const read = await readTableAt(
+      label,
+      (collection, rkey) =>
+        verifiedRead({
+          transport: verify.transport,
+          pds: verify.service(undefined),
+          did,
+          collection,
+          rkey,
+          signingKey: undefined,
+          name: label,
+        }),
+      key,
+      of,
+    );
+    return { did, name, remote: member, read };
+  }
+  const reads = await openVerifiedReads(member, verify);
+  const read = await readTableAt(label, reads.read, key, of);
+  reads.save();
+  return { did, name, remote: member, read };
+}
+
+/** A table's entries as the rule reads them: each ref's value (none for a tombstone) and `over`. */
+export function teamTable(did: string, table: RefTable | undefined): TeamTable {
+  return {
+    did,
+    entries: new Map(
+      (table?.refs ?? []).map((r) => [
+        r.ref,
+        r.target === undefined ? { over: r.over ?? [] } : { target: r.target, over: r.over ?? [] },
+      ]),
+    ),
+  };
+}
+
+/**
+ * Reads the tables of the maintainers the owner's table names, all at once, and computes the
+ * repository's refs from them with the rule. A maintainer whose table cannot be read (their PDS
+ * down, a DID that does not resolve, a table that breaks a rule) is left out with one warning naming
+ * them: the repository is read from the others. A mistake of this program is not a warning.
+ */
+export async function readTeam(remote: RemoteRepo, owner: TableRead): Promise<TeamRead> {
+  const dids = maintainersOf(remote.owner.did, owner.table);
+  const members: MemberTable[] = [];
+  const unread: TeamRead['unread'] = [];
+  await Promise.all(
+    dids.map(async (did) => {
+      try {
+        members.push(await readMemberTable(remote, did));
+      } catch (err) {
+        if (!isKnotlessError(err)) throw err;
+        unread.push({ did, why: err.message.replace(/\.$/, '') });
+      }
+    }),
+  );
+  members.sort((a, b) => compareRefNames(a.did, b.did));
+  for (const u of unread.sort((a, b) => compareRefNames(a.did, b.did)))
+    remote.warn(
+      `the refs maintainer ${safeText(u.did)} pushed to ${remote.label} could not be read (${u.why}); the repository is read from the others`,
+    );
+  const refs = teamRefs(remote.owner.did, [
+    teamTable(remote.owner.did, owner.table),
+    ...members.map((m) => teamTable(m.did, m.read?.table)),
+  ]);
+  return { owner, members, unread, refs };
+}
+
+/** A ref name for a value the rule did not choose: `refs/maintainers/<who>/<name without refs/>`. */
+export function divergentName(who: string, ref: string): string {
+  const safe = isSafeRefName(`refs/maintainers/${who}/x`) ? who : who.replace(/[^A-Za-z0-9.-]/g, '-');
+  return `refs/maintainers/${safe}/${ref.replace(/^refs\//, '')}`;
+}
+
+/**
+ * A team's refs in the form ref records are read in: HEAD (the owner's `head`), each ref's value
+ * from the table of the writer whose entry counts (a maintainer's packs read from their account),
+ * and every value the rule did not choose under `refs/maintainers/<handle>/…`, so that nothing
+ * acknowledged becomes unreachable from a listing.
+ */
+export function teamRemoteRefs(remote: RemoteRepo, team: TeamRead): RemoteRef[] {
+  const writers = new Map<
+    string,
+    { name: string; read: Omit<TableRead, 'signingKey'>; key: string; holder?: RemoteRepo }
+  >();
+  writers.set(remote.owner.did, {
+    name: remote.owner.handle ?? remote.owner.did,
+    read: team.owner,
+    key: refTableKey(remote.name, remote.owner.did, remote.owner.did),
+  });
+  for (const m of team.members)
+    if (m.read !== undefined)
+      writers.set(m.did, {
+        name: m.name,
+        read: m.read,
+        key: refTableKey(remote.name, remote.owner.did, m.did),
+        holder: m.remote,
+      });
+  const out: RemoteRef[] = [];
+  const { table } = team.owner;
+  const at = { repo: remote.name, updatedAt: table.updatedAt };
+  if (table.head !== undefined)
+    out.push({
+      key: `${writers.get(remote.owner.did)!.key}#HEAD`,
+      cid: team.owner.cid,
+      rev: team.owner.rev,
+      record: { ...at, ref: 'HEAD', symref: table.head, packs: [] },
+    });
+  const valueOf = (ref: string, listed: string, did: string): RemoteRef | undefined => {
+    const w = writers.get(did);
+    const e = w?.read.table.refs.find((r) => r.ref === ref);
+    if (w === undefined || e?.target === undefined) return undefined;
+    const holder = w.holder;
+    const packs =
+      holder === undefined ? e.packs : e.packs.map((p) => ({ ...p, holder: { did, reader: holder.reader } }));
+    const record = { ...at, ref: listed, target: e.target, packs };
+    return {
+      key: `${w.key}#${ref}`,
+      cid: w.read.cid,
+      rev: w.read.rev,
+      record: e.peeled === undefined ? record : { ...record, peeled: e.peeled },
+    };
+  };
+  const divergent: RemoteRef[] = [];
+  for (const [ref, value] of team.refs) {
+    const chosen = value.target === undefined ? undefined : valueOf(ref, ref, value.by);
+    if (chosen !== undefined) out.push(chosen);
+    for (const d of value.divergent ?? []) {
+      if (d.target === undefined) continue;
+      const name = writers.get(d.did)?.name ?? d.did;
+      const shown = valueOf(ref, divergentName(name, ref), d.did);
+      if (shown !== undefined) divergent.push(shown);
+    }
+  }
+  return [...out, ...divergent.sort((a, b) => compareRefNames(a.record.ref, b.record.ref))];
 }

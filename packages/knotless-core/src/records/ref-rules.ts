@@ -3,6 +3,7 @@
 import type { PackFile } from '../git/pack-file.ts';
 import { isObjectId, isValidRefName } from '../git/refname.ts';
 import { hasUnsafe } from '../text/terminal.ts';
+import type { XrpcClient } from '../xrpc/client.ts';
 
 /** A blob reference exactly as uploadBlob returned it; the PDS counts only these as references. */
 export interface BlobRef {
@@ -37,6 +38,12 @@ export interface PackEntry {
    * Undefined for a pack that may hold anything, as every pack written before the split does.
    */
   holds?: PackHolds;
+  /**
+   * The account whose PDS holds the pack's blobs, when it is not the repository owner's: a
+   * maintainer's packs are blobs in the maintainer's own account (format.md, "Teams"). Set by the
+   * reader that found the pack in that account's table; never written into a record.
+   */
+  holder?: { did: string; reader: XrpcClient };
   /** Decrypts a sealed pack's blobs into a new temporary file under `dir`; set when its record was opened. */
   decrypt?: (file: PackFile, dir: string) => Promise<PackFile>;
   /** Starts loading what `decrypt` needs, without waiting: called as the blobs start to download. */

@@ -151,7 +151,10 @@ function parseEntries(
     }
     if (e['deleted'] !== undefined) {
       if (e['deleted'] !== true) throw fail(`${name} has a deleted flag that is not true`);
-      if (!tombstones) throw fail(`${name} is a tombstone, which only a maintainer's table may hold`);
+      if (!tombstones)
+        throw fail(
+          `${name} is a tombstone, which only a maintainer's table (or an owner's naming maintainers) may hold`,
+        );
       if (entry.over === undefined) throw fail(`${name} is a tombstone that replaced nothing`);
       if (e['target'] !== undefined || e['packs'] !== undefined)
         throw fail(`${name} is a tombstone with a value`);
@@ -183,7 +186,8 @@ function parseEntries(
  * Reads a `dev.knotless.refs` record: every field the lexicon defines has its type, ref names and
  * ids follow the rules of ref records, entries are sorted and each name once, every pack index is
  * in the pack table, `repo` is exactly the repository the caller read it for (`repoUri`), and only
- * the owner's table (`owner`) has a `head` and `maintainers` while only a maintainer's has tombstones.
+ * the owner's table (`owner`) has a `head` and `maintainers`, while tombstones are in a maintainer's, or in
+ * an owner's that names maintainers (a value the owner deleted over theirs, or a removal kept).
  * Anything else refuses the whole table: it is one signed unit, and a part of it is no listing.
  */
 export function parseRefTable(value: unknown, repoUri: string, owner: boolean): StoredTable {
@@ -193,7 +197,8 @@ export function parseRefTable(value: unknown, repoUri: string, owner: boolean): 
   const seq = value['seq'];
   if (!Number.isSafeInteger(seq) || (seq as number) < 0) throw fail('its seq is not a count');
   if (typeof value['updatedAt'] !== 'string') throw fail('it has no updatedAt time');
-  const refs = parseEntries(value, fail, !owner);
+  const named = Array.isArray(value['maintainers']) && value['maintainers'].length > 0;
+  const refs = parseEntries(value, fail, !owner || named);
   const table: StoredTable = {
     repo: repoUri,
     refs,

@@ -33,6 +33,12 @@ export interface RepoClients {
    * reads go to. Without it (the appview, a test) the table is not read.
    */
   verify?: TableVerifier;
+  /**
+   * The same repository as another account holds it: a maintainer's table of it is in the
+   * maintainer's own account (format.md, "Teams"). Resolves the DID (its PDS and handle); without
+   * it (the appview, a test) no maintainer's table is read.
+   */
+  member?: (did: string) => Promise<RemoteRepo>;
 }
 
 /** What a verified read needs besides the owner: see {@link RepoClients.verify}. */
@@ -143,6 +149,14 @@ export class RemoteRepo {
   /** Reports something a reader skipped or ignored, as this repository's other warnings are. */
   warn(message: string): void {
     this.#warn(message);
+  }
+
+  /**
+   * The repository as the account `did` holds it (a maintainer's table of it), read through the
+   * same configuration; undefined when this context reads no maintainers.
+   */
+  member(did: string): Promise<RemoteRepo> | undefined {
+    return this.#clients.member?.(did);
   }
 
   /** What a verified read goes through, when this context verifies. */

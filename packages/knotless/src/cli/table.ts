@@ -20,6 +20,7 @@ export const COMMANDS: Record<string, () => Promise<{ command: Command }>> = {
   'repo share': () => import('./commands/repo-share.ts'),
   'repo unshare': () => import('./commands/repo-unshare.ts'),
   'repo protect': () => import('./commands/repo-protect.ts'),
+  'repo maintainer': () => import('./commands/repo-maintainer.ts'),
   verify: () => import('./commands/verify.ts'),
   'key list': () => import('./commands/key-list.ts'),
   'key export': () => import('./commands/key-export.ts'),

@@ -9,6 +9,7 @@ import {
   joinRefTable,
   layoutRefTable,
   parseRefTable,
+  refTableKey,
   type RefUpdate,
 } from 'knotless-core/records/ref-table';
 import type { TestNet } from './network.ts';
@@ -30,6 +31,11 @@ export interface TableHands {
     maintainers?: string[],
     over?: StoredJson,
   ) => Promise<void>;
+  /**
+   * Writes this account's table of `owner`'s (a DID) repository `name`, as a maintainer's, under the
+   * key format.md gives it (`name~<owner DID>`); `repo` overrides the repository it names.
+   */
+  writeMemberTable: (owner: string, name: string, updates: RefUpdate[], repo?: string) => Promise<void>;
   /** The owner's table of `name` as stored (undefined when there is none), with its CID. */
   readTable: (name: string) => Promise<{ cid: string; value: StoredJson } | undefined>;
 }
@@ -46,8 +52,12 @@ export interface StoredJson {
 
 export function tableHands(t: TestNet, handle: string): TableHands {
   const did = () => t.dids[handle]!;
+  // The account's own PDS: a network of two spreads accounts over both.
+  const pds = () => t.pdsOf[handle] ?? t.net.pdsUrl;
+  const cidOf = async (value: Record<string, unknown>) =>
+    (await cidForRecord(jsonToLex(value) as Parameters<typeof cidForRecord>[0])).toString();
   const session = async (): Promise<{ accessJwt: string }> => {
-    const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.server.createSession`, {
+    const res = await fetch(`${pds()}/xrpc/com.atproto.server.createSession`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ identifier: handle, password: t.password }),
@@ -56,7 +66,7 @@ export function tableHands(t: TestNet, handle: string): TableHands {
   };
   const put = async (collection: string, rkey: string, record: Record<string, unknown>) => {
     const s = await session();
-    const res = await fetch(`${t.net.pdsUrl}/xrpc/com.atproto.repo.putRecord`, {
+    const res = await fetch(`${pds()}/xrpc/com.atproto.repo.putRecord`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${s.accessJwt}` },
       body: JSON.stringify({ repo: did(), collection, rkey, record, validate: false }),
@@ -68,7 +78,7 @@ export function tableHands(t: TestNet, handle: string): TableHands {
   return {
     put,
     refRecords: async (name) => {
-      const url = new URL('/xrpc/com.atproto.repo.listRecords', t.net.pdsUrl);
+      const url = new URL('/xrpc/com.atproto.repo.listRecords', pds());
       url.searchParams.set('repo', did());
       url.searchParams.set('collection', 'dev.knotless.ref');
       url.searchParams.set('limit', '100');
@@ -80,6 +90,18 @@ export function tableHands(t: TestNet, handle: string): TableHands {
       }
       return out;
     },
+    writeMemberTable: async (owner, name, updates, repo) => {
+      const table = applyRefUpdates(
+        undefined,
+        updates,
+        { repo: repo ?? `at://${owner}/dev.knotless.repo/${name}`, maintainer: true },
+        new Date(),
+      );
+      const key = refTableKey(name, owner, did());
+      const writes = await layoutRefTable(table, key, cidOf);
+      assert.equal(writes.create.length, 0, 'a maintainer table small enough for one record');
+      await put('dev.knotless.refs', key, writes.table);
+    },
     writeTable: async (name, updates, maintainers, over) => {
       const repo = `at://${did()}/dev.knotless.repo/${name}`;
       const table = applyRefUpdates(
@@ -88,11 +110,9 @@ export function tableHands(t: TestNet, handle: string): TableHands {
         { repo, head: 'refs/heads/main', maintainer: false },
         new Date(),
       );
-      if (maintainers !== undefined)
-        table.maintainers = maintainers.map((m) => ({ did: m, since: new Date().toISOString() }));
-      const writes = await layoutRefTable(table, name, async (value) =>
-        (await cidForRecord(jsonToLex(value) as Parameters<typeof cidForRecord>[0])).toString(),
-      );
+      const since = new Date().toISOString();
+      if (maintainers !== undefined) table.maintainers = maintainers.map((m) => ({ did: m, since }));
+      const writes = await layoutRefTable(table, name, cidOf);
       // Parts first, as a writer writes them; each must be stored under the CID the table names.
       for (const part of writes.create)
         assert.equal(
@@ -102,7 +122,7 @@ export function tableHands(t: TestNet, handle: string): TableHands {
       await put('dev.knotless.refs', name, writes.table);
     },
     readTable: async (name) => {
-      const url = new URL('/xrpc/com.atproto.repo.getRecord', t.net.pdsUrl);
+      const url = new URL('/xrpc/com.atproto.repo.getRecord', pds());
       url.searchParams.set('repo', did());
       url.searchParams.set('collection', 'dev.knotless.refs');
       url.searchParams.set('rkey', name);

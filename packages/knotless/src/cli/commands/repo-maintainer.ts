@@ -1,0 +1,129 @@
+import { BlobCache } from 'knotless-core/cache/blob-cache';
+import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
+import { addMaintainer, ownerTable, removeMaintainer } from 'knotless-core/ops/team';
+import { parseRepoSpec } from 'knotless-core/records/name';
+import { safeJson, safeText } from 'knotless-core/text/terminal';
+import type { Context } from '../../context.ts';
+import { JSON_OPTION, type Command } from '../command.ts';
+import { ownRepo, ownerOf } from './owner.ts';
+
+const VERBS = ['add', 'remove', 'list'];
+
+export const command: Command = {
+  name: 'repo maintainer',
+  args: 'add|remove|list <[handle/]repo> [<handle>]',
+  summary: 'list, add or remove the maintainers who may push to a repository',
+  details: [
+    "Maintainers push to the repository with its own URL (git push knotless://owner/repo), each writing only their own account; every reader computes the repository's refs from the owner's ref table and theirs. The list is a field of the owner's ref table: add and remove are one write of it, by the owner only, and take effect for every reader at once.",
+    "Removing a maintainer keeps what the repository held: the owner's table takes every ref's value as it was computed just before (a value only the maintainer held is copied into the owner's account, packs and all), and anything they write afterwards counts for nothing.",
+  ],
+  options: { json: JSON_OPTION },
+  examples: [
+    'knotless repo maintainer add project bob.example',
+    'knotless repo maintainer list alice.example/project',
+    'knotless repo maintainer remove project bob.example',
+  ],
+  positionals: { min: 2, max: 3 },
+  async run({ ctx, io, args }) {
+    const c = ctx();
+    const [verb, specText, who] = args.positionals as [string, string, string | undefined];
+    const json = args.values['json'] === true;
+    if (!VERBS.includes(verb))
+      throw new KnotlessError(
+        'usage',
+        `knotless repo maintainer takes add, remove or list, not ${safeText(verb)}; run \`knotless repo maintainer --help\` for its usage.`,
+      );
+    if (verb === 'list') {
+      if (who !== undefined)
+        throw new KnotlessError(
+          'usage',
+          'knotless repo maintainer list takes the repository alone; run `knotless repo maintainer --help` for its usage.',
+        );
+      const spec = parseRepoSpec(specText);
+      const owner = await ownerOf(c, spec.owner);
+      const remote = c.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
+      const read = await ownerTable(remote).catch((err: unknown) => {
+        // A repository on ref records has no maintainers: nothing to list, which is no failure.
+        if (isKnotlessError(err, 'push-rejected')) return undefined;
+        throw err;
+      });
+      const listed = (read?.table.maintainers ?? []).filter((m) => m.did !== owner.did);
+      const named = await Promise.all(
+        listed.map(async (m) => ({ ...m, handle: await handleOf(c, m.did, io) })),
+      );
+      if (json) {
+        io.out(
+          safeJson({
+            repo: remote.label,
+            owner: { did: owner.did, handle: owner.handle ?? null },
+            maintainers: named.map((m) => ({ did: m.did, handle: m.handle ?? null, since: m.since })),
+          }),
+        );
+        return;
+      }
+      if (named.length === 0) io.err(`${remote.label} has no maintainers; only its owner pushes to it.`);
+      for (const m of named)
+        io.out(`${safeText(m.handle ?? m.did)}\t${safeText(m.did)}\tsince ${safeText(m.since, 40)}`);
+      return;
+    }
+    if (who === undefined)
+      throw new KnotlessError(
+        'usage',
+        `Name the account to ${verb === 'add' ? 'add' : 'remove'} (knotless repo maintainer ${verb} ${safeText(specText)} <handle>).`,
+      );
+    const { auth, remote } = await ownRepo(c, specText, 'change the maintainers of', io);
+    if (verb === 'add') {
+      const maintainer = await c.resolver.resolve(who);
+      const name = safeText(maintainer.handle ?? maintainer.did);
+      const added = await addMaintainer(remote, auth, maintainer.did);
+      if (json)
+        io.out(
+          safeJson({
+            repo: remote.label,
+            maintainer: { did: maintainer.did, handle: maintainer.handle ?? null },
+            added,
+          }),
+        );
+      else
+        io.err(
+          added
+            ? `${remote.label}: ${name} is a maintainer now, and may push to it (git push knotless://${remote.label} …).`
+            : `${remote.label}: ${name} is a maintainer already.`,
+        );
+      return;
+    }
+    // A maintainer whose DID no longer resolves can still be removed by their DID.
+    const did = who.startsWith('did:') ? who : (await c.resolver.resolve(who)).did;
+    const name = safeText(who);
+    const done = await removeMaintainer(remote, auth, did, new BlobCache(c.config.cacheDir));
+    if (done.removed && done.unread !== undefined)
+      io.err(
+        `knotless: warning: the refs ${name} pushed to ${remote.label} could not be read (${done.unread}); values only they held are not kept`,
+      );
+    if (json)
+      io.out(safeJson({ repo: remote.label, maintainer: { did }, removed: done.removed, kept: done.kept }));
+    else if (!done.removed)
+      io.err(`${remote.label}: ${name} is not one of its maintainers; nothing changed.`);
+    else
+      io.err(
+        `${remote.label}: ${name} is no longer a maintainer${done.kept.length === 0 ? '' : `; the repository keeps their ${done.kept.map((r) => safeText(r)).join(', ')}`}.`,
+      );
+  },
+};
+
+/** A maintainer's handle, or undefined (shown as the DID) when it does not resolve: one warning says so. */
+async function handleOf(
+  c: Context,
+  did: string,
+  io: { err: (line: string) => void },
+): Promise<string | undefined> {
+  try {
+    return (await c.resolver.resolve(did)).handle;
+  } catch (err) {
+    if (!isKnotlessError(err)) throw err;
+    io.err(
+      `knotless: warning: maintainer ${safeText(did)} could not be resolved (${err.message.replace(/\.$/, '')})`,
+    );
+    return undefined;
+  }
+}
