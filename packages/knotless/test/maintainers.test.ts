@@ -338,3 +338,106 @@ describe('removing a maintainer', () => {
     assert.match(twice.stderr, /bob\.test is not one of its maintainers; nothing changed/);
   });
 });
+
+describe("a maintainer's push", () => {
+  it("writes the maintainer's own table in their account, and every reader follows it", async () => {
+    const { url, first } = await teamRepo('pushed');
+    const aliceDid = t.dids['alice.test']!;
+    const bobDid = t.dids['bob.test']!;
+    assert.equal((await alice.knotless('repo', 'maintainer', 'add', 'pushed', 'bob.test')).code, 0);
+    const before = (await hands.alice.readTable('pushed'))!;
+
+    const dir = bob.dir();
+    await bob.ok(dir, 'clone', '-q', url, 'w');
+    const w = `${dir}/w`;
+    const second = await commitFiles(bob, w, { 'b.txt': 'bob\n', 'big.txt': big() }, 'bob');
+    const push = await bob.git(w, 'push', 'origin', 'main');
+    assert.equal(push.code, 0, push.stderr);
+    assert.match(push.stderr, new RegExp(`${first.slice(0, 7)}\\.\\.${second.slice(0, 7)} +main -> main`));
+    // Alice's table is untouched; bob's is in his own account, under the repository's key.
+    assert.equal((await hands.alice.readTable('pushed'))!.cid, before.cid);
+    const key = `pushed~${aliceDid}`;
+    const mine = (await hands.bob.readTable(key))!.value as unknown as {
+      repo: string;
+      head?: string;
+      packs: { parts?: unknown[] }[];
+      refs: { ref: string; target: string; over: { did: string; target?: string }[] }[];
+    };
+    assert.equal(mine.repo, `at://${aliceDid}/dev.knotless.repo/pushed`);
+    assert.equal(mine.head, undefined);
+    assert.deepEqual(
+      mine.refs.map((r) => [r.ref, r.target, r.over]),
+      [['refs/heads/main', second, [{ did: aliceDid, target: first }]]],
+    );
+    assert.ok(
+      mine.packs.some((p) => (p.parts ?? []).length > 0),
+      "a pack of blobs, in bob's account",
+    );
+    const ls = await listed(carol, url);
+    assert.equal(ls.refs.get('refs/heads/main'), second);
+    const c = carol.dir();
+    await carol.ok(c, 'clone', '-q', url, 'c');
+    assert.equal(await carol.ok(`${c}/c`, 'show', 'HEAD:b.txt'), 'bob\n');
+
+    // The owner builds on it: her entry names bob's value, and readers follow hers.
+    const a = alice.dir();
+    await alice.ok(a, 'clone', '-q', url, 'w');
+    const third = await commitFiles(alice, `${a}/w`, { 'a.txt': 'third\n' }, 'third');
+    const owners = await alice.git(`${a}/w`, 'push', 'origin', 'main');
+    assert.equal(owners.code, 0, owners.stderr);
+    const hers = (await hands.alice.readTable('pushed'))!.value as unknown as {
+      refs: { ref: string; target: string; over?: { did: string; target?: string }[] }[];
+      maintainers: { did: string }[];
+    };
+    assert.deepEqual(
+      hers.refs.find((r) => r.ref === 'refs/heads/main'),
+      {
+        ...hers.refs.find((r) => r.ref === 'refs/heads/main'),
+        target: third,
+        over: [{ did: bobDid, target: second }],
+      },
+    );
+    assert.deepEqual(
+      hers.maintainers.map((m) => m.did),
+      [bobDid],
+    );
+    assert.equal((await listed(carol, url)).refs.get('refs/heads/main'), third);
+
+    // Bob, behind, is refused as git refuses a push behind the remote; nothing of his counts.
+    const behind = await commitFiles(bob, w, { 'b.txt': 'behind\n' }, 'behind');
+    const refused = await bob.git(w, 'push', 'origin', 'main');
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /! \[rejected\] +main -> main \(fetch first\)/);
+    assert.equal((await listed(carol, url)).refs.get('refs/heads/main'), third);
+    // After a pull it lands, and the merge is the repository's value.
+    await bob.ok(w, 'pull', '-q', '--no-rebase', '--no-edit', 'origin', 'main');
+    const merged = (await bob.ok(w, 'rev-parse', 'HEAD')).trim();
+    const ok = await bob.git(w, 'push', 'origin', 'main');
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.equal((await listed(carol, url)).refs.get('refs/heads/main'), merged);
+    assert.equal(await bob.ok(w, 'merge-base', '--is-ancestor', behind, merged), '');
+
+    // Bob deletes a branch he made: a tombstone in his table, gone for every reader.
+    await bob.ok(w, 'push', '-q', 'origin', 'HEAD:refs/heads/topic');
+    assert.equal((await listed(carol, url)).refs.get('refs/heads/topic'), merged);
+    await bob.ok(w, 'push', '-q', 'origin', ':refs/heads/topic');
+    assert.equal((await listed(carol, url)).refs.has('refs/heads/topic'), false);
+
+    // Carol is no maintainer: refused, nothing written.
+    const theirs = await carol.git(`${c}/c`, 'push', 'origin', 'HEAD:refs/heads/carol');
+    assert.notEqual(theirs.code, 0);
+    assert.match(
+      theirs.stderr,
+      /permission denied: you are carol\.test, and only alice\.test can push to alice\.test\/pushed/,
+    );
+    assert.equal(await hands.carol.readTable(key), undefined);
+
+    // Removed, bob pushes no more.
+    assert.equal((await alice.knotless('repo', 'maintainer', 'remove', 'pushed', 'bob.test')).code, 0);
+    await commitFiles(bob, w, { 'b.txt': 'after\n' }, 'after');
+    const gone = await bob.git(w, 'push', 'origin', 'main');
+    assert.notEqual(gone.code, 0);
+    assert.match(gone.stderr, /permission denied: you are bob\.test/);
+    assert.equal((await listed(carol, url)).refs.get('refs/heads/main'), merged);
+  });
+});

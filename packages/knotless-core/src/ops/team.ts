@@ -10,7 +10,7 @@ import { downloadBlob, uploadBlob } from '../packs/transfer.ts';
 import {
   readMemberTable,
   readRefTable,
-  readTeam,
+  readTeamRefs,
   teamTable,
   type MemberTable,
   type TableRead,
@@ -23,7 +23,7 @@ import { SwapConflict } from '../records/ref-writes.ts';
 import { writeRefTable } from '../records/table-write.ts';
 import { teamRefs } from '../records/team-refs.ts';
 import { safeText } from '../text/terminal.ts';
-import type { Authorizer } from '../xrpc/client.ts';
+import type { Authorizer, XrpcClient } from '../xrpc/client.ts';
 
 /** Attempts when the owner's table keeps moving under the write (pushes landing meanwhile). */
 const ATTEMPTS = 5;
@@ -118,7 +118,7 @@ export async function removeMaintainer(
   let before: TeamRead | undefined;
   const first = await rewrite<Removed>(remote, auth, async (read) => {
     if (!read.table.maintainers.some((m) => m.did === did)) return { done: { removed: false, kept: [] } };
-    const team = await readTeam(remote, read);
+    const team = await readTeamRefs(remote, read);
     before = team;
     const refs = await settle(remote, auth, team, cache, team.refs);
     const maintainers = read.table.maintainers.filter((m) => m.did !== did);
@@ -213,7 +213,16 @@ async function settle(
     }
     const holder = holders.get(value.by);
     const packs =
-      holder === undefined ? entry.packs : await copyPacks(remote, auth, holder, entry.packs, cache);
+      holder === undefined
+        ? entry.packs
+        : await copyPacks(
+            remote,
+            auth,
+            entry.packs.map((p) => ({ ...p, holder: { did: holder.did, reader: holder.remote.reader } })),
+            cache,
+            { did: remote.owner.did, reader: remote.reader },
+            tableBlobs(team.owner.table),
+          );
     out.push({
       ref,
       target: entry.target,
@@ -225,47 +234,64 @@ async function settle(
   return out.sort((a, b) => compareRefNames(a.ref, b.ref));
 }
 
-/** Uploads a maintainer's pack blobs to the owner's account: the owner's record may name only its own. */
-async function copyPacks(
-  remote: RemoteRepo,
+/**
+ * The packs `packs` as the account of `to` may list them: a record may name only blobs its own
+ * account holds, so the blobs of a pack held elsewhere (another writer's, by its `holder`; else the
+ * owner's, `owner`) are downloaded and uploaded to `to`'s account first. The same bytes give the
+ * same blob CIDs, so the entries stay as they were; blobs in `have` (the account lists them already)
+ * are not sent again.
+ */
+export async function copyPacks(
+  to: RemoteRepo,
   auth: Authorizer,
-  from: MemberTable,
   packs: PackEntry[],
   cache: BlobCache,
+  owner: { did: string; reader: XrpcClient },
+  have: ReadonlySet<string> = new Set(),
 ): Promise<PackEntry[]> {
-  const writer = remote.writer(auth);
+  const writer = to.writer(auth);
   const out: PackEntry[] = [];
   for (const p of packs) {
-    const { holder: _holder, ...pack } = p;
-    for (const part of p.parts ?? []) {
-      const what = `pack ${p.id} of ${safeText(from.name)}`;
-      const cid = part.ref.$link;
-      const got =
-        cache.open(cid) ?? (await downloadBlob(from.remote.reader, from.did, what, cid, part.size, cache));
-      let bytes: Buffer;
-      try {
-        bytes = Buffer.alloc(got.size);
-        fs.readSync(got.fd, bytes, 0, got.size, 0);
-      } finally {
-        fs.closeSync(got.fd);
-      }
-      const blob = await uploadBlob(
-        writer,
-        {
-          length: bytes.length,
-          open: async function* () {
-            yield await Promise.resolve(bytes);
+    const { holder, ...pack } = p;
+    const from = holder ?? owner;
+    if (from.did !== to.owner.did)
+      for (const part of p.parts ?? []) {
+        const cid = part.ref.$link;
+        if (have.has(cid)) continue;
+        const what = `pack ${p.id}`;
+        const got =
+          cache.open(cid) ?? (await downloadBlob(from.reader, from.did, what, cid, part.size, cache));
+        let bytes: Buffer;
+        try {
+          bytes = Buffer.alloc(got.size);
+          fs.readSync(got.fd, bytes, 0, got.size, 0);
+        } finally {
+          fs.closeSync(got.fd);
+        }
+        const blob = await uploadBlob(
+          writer,
+          {
+            length: bytes.length,
+            open: async function* () {
+              yield await Promise.resolve(bytes);
+            },
           },
-        },
-        `copying ${what} into ${remote.label}`,
-      );
-      if (blob.ref.$link !== cid)
-        throw new KnotlessError(
-          'pds-error',
-          `The PDS of ${remote.label} stored a blob of ${what} under another CID; nothing was written.`,
+          `copying ${what} into the account of ${safeText(to.owner.handle ?? to.owner.did)}`,
         );
-    }
+        if (blob.ref.$link !== cid)
+          throw new KnotlessError(
+            'pds-error',
+            `The PDS of ${safeText(to.owner.handle ?? to.owner.did)} stored a blob of ${what} under another CID; nothing was written.`,
+          );
+      }
     out.push(pack);
   }
   return out;
+}
+
+/** Every blob CID a table's entries list: blobs its account holds already. */
+export function tableBlobs(table: RefTable | undefined): Set<string> {
+  return new Set(
+    (table?.refs ?? []).flatMap((r) => r.packs.flatMap((p) => (p.parts ?? []).map((b) => b.ref.$link))),
+  );
 }

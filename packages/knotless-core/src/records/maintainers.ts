@@ -3,16 +3,10 @@
 // they all agree on who counts.
 import type { Team } from './forge-authority.ts';
 import { readRefTable } from './read-refs.ts';
+import { maintainersOf } from './ref-table.ts';
 import type { RemoteRepo } from './remote-repo.ts';
 
-/**
- * The maintainers a table lists, each DID once, in the order listed; the owner's own DID is not a
- * maintainer (the owner decides as the owner). Only the owner's verified table may be passed: a
- * list in anyone else's record names nobody.
- */
-export function maintainersOf(table: { maintainers: readonly { did: string }[] }, owner: string): string[] {
-  return [...new Set(table.maintainers.map((m) => m.did))].filter((did) => did !== owner);
-}
+export { maintainersOf } from './ref-table.ts';
 
 /**
  * The maintainers of `remote`'s repository, from its owner's table read with its proof

@@ -9,6 +9,7 @@ import { REFS_COLLECTION, REFS_PART_COLLECTION, REPO_COLLECTION } from './collec
 import {
   compareRefNames,
   joinRefTable,
+  maintainersOf,
   parseRefTable,
   refTableKey,
   type FetchedPart,
@@ -321,7 +322,7 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
   // Maintainers' tables are read only when the owner's names some: a repository without them
   // costs what it always has.
   const team =
-    maintainersOf(remote.owner.did, table.table).length === 0 ? undefined : await readTeam(remote, table);
+    maintainersOf(table.table, remote.owner.did).length === 0 ? undefined : await readTeamRefs(remote, table);
   if (team === undefined) teamReads.delete(remote);
   else teamReads.set(remote, team);
   if ('err' in old) {
@@ -371,11 +372,6 @@ const teamReads = new WeakMap<RemoteRepo, TeamRead>();
 /** The team the last {@link readRepoRefs} of `remote` read; undefined without maintainers. */
 export function lastTeamRead(remote: RemoteRepo): TeamRead | undefined {
   return remote.layout === 'table' ? teamReads.get(remote) : undefined;
-}
-
-/** The maintainers a table names that count: each DID once, never the owner itself. */
-export function maintainersOf(owner: string, table: RefTable): string[] {
-  return [...new Set(table.maintainers.map((m) => m.did))].filter((d) => d !== owner);
 }
 
 /**
@@ -436,8 +432,8 @@ export function teamTable(did: string, table: RefTable | undefined): TeamTable {
  * down, a DID that does not resolve, a table that breaks a rule) is left out with one warning naming
  * them: the repository is read from the others. A mistake of this program is not a warning.
  */
-export async function readTeam(remote: RemoteRepo, owner: TableRead): Promise<TeamRead> {
-  const dids = maintainersOf(remote.owner.did, owner.table);
+export async function readTeamRefs(remote: RemoteRepo, owner: TableRead): Promise<TeamRead> {
+  const dids = maintainersOf(owner.table, remote.owner.did);
   const members: MemberTable[] = [];
   const unread: TeamRead['unread'] = [];
   await Promise.all(

@@ -22,6 +22,15 @@ const MAX_TABLE_PARTS = 10_000;
 const MAX_MAINTAINERS = 1000;
 const MAX_OVER = 1000;
 
+/**
+ * The maintainers a table lists, each DID once, in the order listed; the owner's own DID is not a
+ * maintainer (the owner decides as the owner). Only the owner's verified table may be passed: a
+ * list in anyone else's record names nobody.
+ */
+export function maintainersOf(table: { maintainers: readonly { did: string }[] }, owner: string): string[] {
+  return [...new Set(table.maintainers.map((m) => m.did))].filter((did) => did !== owner);
+}
+
 /** One writer's replaced value: their DID and what they had (absent: no such ref). */
 export interface Over {
   did: string;
@@ -299,12 +308,13 @@ export interface RefUpdate {
 /**
  * Applies a push's updates to a table (none yet: the first push creates it): the new table has
  * seq one more (0 when created), the refs sorted and each once. A deletion removes the ref, or,
- * in a maintainer's table when it replaced another writer's value (`over`), leaves a tombstone.
+ * in a maintainer's table (or an owner's naming maintainers: `tombstones`) when it replaced another
+ * writer's value (`over`), leaves a tombstone.
  */
 export function applyRefUpdates(
   table: RefTable | undefined,
   updates: RefUpdate[],
-  init: { repo: string; head?: string; maintainer: boolean },
+  init: { repo: string; head?: string; maintainer: boolean; tombstones?: boolean },
   now: Date,
 ): RefTable {
   const refs = new Map((table?.refs ?? []).map((r) => [r.ref, r]));
@@ -316,7 +326,7 @@ export function applyRefUpdates(
     if (seen.has(u.ref)) throw new Error(`a push updates ${u.ref} twice`);
     seen.add(u.ref);
     if (u.target === undefined) {
-      if (init.maintainer && u.over !== undefined && u.over.length > 0)
+      if ((init.maintainer || init.tombstones === true) && u.over !== undefined && u.over.length > 0)
         refs.set(u.ref, { ref: u.ref, packs: [], deleted: true, over: u.over });
       else refs.delete(u.ref);
       continue;

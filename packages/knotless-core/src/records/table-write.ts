@@ -26,12 +26,15 @@ export interface TableWritten {
  * Writes `next` as the owner's table of `remote`, over `previous` (the table as read, whose CID is
  * the swap), or creates it when there was none (the swap names no record). A moved table is a
  * SwapConflict (records/ref-writes.ts), for the caller's loop to read again and decide anew.
+ * `key` is another record key in `remote`'s account: a maintainer's table of another account's
+ * repository (`remote` is then the repository as the maintainer's account holds it).
  */
 export async function writeRefTable(
   remote: RemoteRepo,
   auth: Authorizer,
   next: RefTable,
-  previous: TableRead | undefined,
+  previous: Pick<TableRead, 'cid' | 'stored' | 'table'> | undefined,
+  key?: string,
 ): Promise<TableWritten> {
   await remote.prepare();
   if (remote.isPrivate)
@@ -40,7 +43,7 @@ export async function writeRefTable(
       `${remote.label} is private, and this version of knotless does not write a private repository's ref table yet; nothing was written.`,
     );
   const did = remote.owner.did;
-  const key = refTableKey(remote.name, did, did);
+  key ??= refTableKey(remote.name, did, did);
   const { recordCid } = await import('./proof.ts');
   const writes = await layoutRefTable(
     next,

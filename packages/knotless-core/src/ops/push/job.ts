@@ -30,7 +30,12 @@ export interface Listing {
 export interface PushEnv {
   remote: RemoteRepo;
   auth: Authorizer;
-  /** The account pushing: only the repository's owner may. */
+  /**
+   * Where new packs are stored when it is not the owner's account: a maintainer's push stores them
+   * in the maintainer's (format.md, "Teams"), set by the push once it knows the pusher is one.
+   */
+  packsTo?: RemoteRepo;
+  /** The account pushing: the repository's owner, or a maintainer the owner's table names. */
   pusher: { did: string; handle: string };
   /** The repository pushed from (its git directory). */
   gitDir: string;

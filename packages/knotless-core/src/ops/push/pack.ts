@@ -128,7 +128,8 @@ export async function preparePacks(
   }
 
   return storePacks(list, updates.length, {
-    writer: env.remote.writer(env.auth),
+    // A maintainer's packs go to their own account, the one their table is in.
+    writer: (env.packsTo ?? env.remote).writer(env.auth),
     cache: env.cache,
     cacheDir: env.cacheDir,
     chatter: env.chatter,

@@ -2,7 +2,7 @@ import { KnotlessError, type PushReason } from '../../errors.ts';
 import { isAncestor, lookUpObjects, presentObjects } from '../../git/objects.ts';
 import { gitText } from '../../git/run.ts';
 import { compactionDue } from '../../packs/geometric.ts';
-import { readRepoRefs } from '../../records/read-refs.ts';
+import { lastTeamRead, readRepoRefs } from '../../records/read-refs.ts';
 import { migrateToTable } from '../table-migrate.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { contestedSentence } from '../../records/remote-repo.ts';
@@ -20,6 +20,7 @@ import { pushContested } from './contested.ts';
 import { PackSource, type PushEnv, type WriteJob } from './job.ts';
 import { preparePacks } from './pack.ts';
 import { writeTable } from './table.ts';
+import { writeTeam } from './team-push.ts';
 import { writeEach } from './write.ts';
 
 /** One `push` line: the local source (empty: delete), the remote ref, forced or not. */
@@ -49,16 +50,22 @@ export interface Pushed {
  * against the refs git was shown, as git's own receive-pack would. A failure a user can cause is a
  * KnotlessError for the whole push; a ref refused on its own is an outcome with git's reason.
  */
-export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed> {
+export async function pushRefs(given: PushEnv, specs: PushSpec[]): Promise<Pushed> {
+  let env = given;
   const { remote, pusher } = env;
-  if (pusher.did !== remote.owner.did) {
+  // Anyone but the owner pushes only as a maintainer the owner's table names (format.md, "Teams"):
+  // known once the listing has read it, and their packs then go to their own account.
+  const early = pusher.did === remote.owner.did ? undefined : await env.listing();
+  const member = lastTeamRead(remote)?.members.find((m) => m.did === pusher.did);
+  if (early !== undefined && member !== undefined) env = { ...env, packsTo: member.remote };
+  if (early !== undefined && member === undefined) {
     throw new KnotlessError(
       'permission-denied',
       `permission denied: you are ${pusher.handle}, and only ${remote.owner.handle ?? remote.owner.did} can push to ${remote.label}; fork it with \`knotless repo fork ${remote.label}\` and push to the fork.`,
     );
   }
   // Listing checks that the repository exists (git lists before it pushes).
-  const listing = await env.listing();
+  const listing = early ?? (await env.listing());
   const { refs, contested } = listing;
   // A private repository's records and packs are sealed: settle which before anything is built. A
   // listing settled it already; a view (this machine's, or the agent's) counts as a plain listing,
@@ -187,12 +194,15 @@ export async function pushRefs(env: PushEnv, specs: PushSpec[]): Promise<Pushed>
   if (env.migrate === true && env.remote.layout !== 'table' && !env.remote.isPrivate) await migrateFirst(env);
   // A ref table: every ref in one write of it. Ref records: each ref on its own compare-and-swap
   // loop (new ones batched first), or all in one commit.
+  const team = lastTeamRead(env.remote);
   const written =
-    env.remote.layout === 'table'
-      ? await writeTable(job)
-      : env.options.atomic
-        ? await writeAtomic(job)
-        : await writeEach(job);
+    team !== undefined
+      ? await writeTeam(job, team)
+      : env.remote.layout === 'table'
+        ? await writeTable(job)
+        : env.options.atomic
+          ? await writeAtomic(job)
+          : await writeEach(job);
   if (written.some((w) => w.blobMissing === true)) {
     printErr(
       `knotless: The PDS of ${env.remote.label} kept refusing the push because packs it builds on were removed meanwhile (a compaction or a rewind on another machine); fetch and push again.`,

@@ -4,6 +4,9 @@ import { addMaintainer, ownerTable, removeMaintainer } from 'knotless-core/ops/t
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import type { Context } from '../../context.ts';
+import { REPO_COLLECTION } from 'knotless-core/records/collections';
+import { holdDecisions } from '../../forge/hold.ts';
+import { forgeReader } from '../forge-shared.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownRepo, ownerOf } from './owner.ts';
 
@@ -95,13 +98,30 @@ export const command: Command = {
     // A maintainer whose DID no longer resolves can still be removed by their DID.
     const did = who.startsWith('did:') ? who : (await c.resolver.resolve(who)).did;
     const name = safeText(who);
+    // Their decisions that are the team's latest are the owner's first, so that no state moves.
+    const held = await holdDecisions(
+      forgeReader(c, io),
+      auth,
+      remote.owner,
+      `at://${remote.owner.did}/${REPO_COLLECTION}/${remote.name}`,
+      remote.label,
+      did,
+    );
     const done = await removeMaintainer(remote, auth, did, new BlobCache(c.config.cacheDir));
     if (done.removed && done.unread !== undefined)
       io.err(
         `knotless: warning: the refs ${name} pushed to ${remote.label} could not be read (${done.unread}); values only they held are not kept`,
       );
     if (json)
-      io.out(safeJson({ repo: remote.label, maintainer: { did }, removed: done.removed, kept: done.kept }));
+      io.out(
+        safeJson({
+          repo: remote.label,
+          maintainer: { did },
+          removed: done.removed,
+          kept: done.kept,
+          decisions: held,
+        }),
+      );
     else if (!done.removed)
       io.err(`${remote.label}: ${name} is not one of its maintainers; nothing changed.`);
     else
