@@ -4,13 +4,14 @@ import type { Identity } from 'knotless-core/identity/resolver';
 import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
 import {
   lastTableRead,
+  lastTeamRead,
   openVerifiedReads,
   parseStoredTable,
   parseTableRead,
   readRepoRefs,
 } from 'knotless-core/records/read-refs';
 import { parseRefRecord } from 'knotless-core/records/ref-record';
-import { refTableKey, type FetchedPart } from 'knotless-core/records/ref-table';
+import { maintainersOf, refTableKey, type FetchedPart } from 'knotless-core/records/ref-table';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { safeText } from 'knotless-core/text/terminal';
 import type { XrpcClient } from 'knotless-core/xrpc/client';
@@ -233,6 +234,10 @@ export class Follower {
       // The one reader of a repository's refs: its ref table, verified, when it has one.
       const refs = await readRepoRefs(remote);
       const table = lastTableRead(remote);
+      // A team's refs come from several accounts' tables, which the agent does not follow: no view,
+      // so reads and pushes of it go cold.
+      if (lastTeamRead(remote) !== undefined)
+        throw new Error('its ref table names maintainers, whose tables the agent does not follow');
       if (table?.raw !== undefined) {
         const { cid, rev, commit, raw } = table;
         const meanwhile = views.finishTable(view, { cid, rev, commit, value: raw.value, parts: raw.parts });
@@ -384,6 +389,8 @@ export class Follower {
     if (change.value === null) throw new Error('its ref table was deleted');
     if (v.table !== undefined && change.rev <= v.table.rev) return;
     const stored = parseStoredTable(v.did, v.repo, label, change.value);
+    if (maintainersOf(stored, v.did).length > 0)
+      throw new Error('its ref table names maintainers, whose tables the agent does not follow');
     const parts: FetchedPart[] = [];
     for (const link of stored.parts) {
       const had =
