@@ -64,7 +64,7 @@ describe('two writers racing on one branch', () => {
         b = await commitFiles(bob, wb, { [`b${round}.txt`]: `bob ${round}\n` }, `bob ${round}`);
       } else {
         // Bob builds on alice's commit before it is pushed: his push contains hers.
-        await alice.ok(wa, 'push', '-q', wb, 'main:refs/remotes/alice/main');
+        await alice.ok(wa, 'push', '-q', wb, '+main:refs/remotes/alice/main');
         await bob.ok(wb, 'reset', '-q', '--hard', 'alice/main');
         b = await commitFiles(bob, wb, { [`b${round}.txt`]: `bob ${round}\n` }, `bob ${round}`);
       }
