@@ -24,10 +24,23 @@ async function refRecord<V>(repo: string, ref: string): Promise<{ cid: string; v
   return (await res.json()) as { cid: string; value: V };
 }
 
-/** The pack sizes of a ref record, read straight from the PDS. */
-async function packSizes(repo: string, ref: string): Promise<number[]> {
-  const body = await refRecord<{ packs: Array<{ size: number }> }>(repo, ref);
-  return body.value.packs.map((p) => p.size);
+/** The packs of a ref record (size and what each holds), read straight from the PDS. */
+async function packList(repo: string, ref: string): Promise<PackEntry[]> {
+  // In the record `holds` is the kind's name (format.md, "Structure apart from blobs").
+  const body = await refRecord<{ packs: Array<{ size: number; holds?: 'structure' | 'blobs' }> }>(repo, ref);
+  return body.value.packs.map((p, i) => ({
+    id: String(i).padStart(40, '0'),
+    size: p.size,
+    count: 1,
+    ...(p.holds === undefined ? {} : { holds: { kind: p.holds } }),
+  }));
+}
+
+/** How many packs of each kind a list holds: `structure`, `blobs`, and `mixed` (no `holds`). */
+function kinds(list: PackEntry[]): Record<string, number> {
+  const n: Record<string, number> = {};
+  for (const p of list) n[p.holds?.kind ?? 'mixed'] = (n[p.holds?.kind ?? 'mixed'] ?? 0) + 1;
+  return n;
 }
 
 async function pushMany(repo: string, n: number): Promise<string> {
@@ -71,17 +84,35 @@ describe('compaction', () => {
     assert.equal(compactionDue(packs(...Array<number>(6).fill(20_000))), false);
     assert.equal(compactionDue(packs(...Array<number>(7).fill(20_000))), true);
     assert.equal(compactionDue(packs(1000, 300, 100)), false);
+    // A split list is judged kind by kind: N pushes of a small structure pack and a blob pack each are
+    // due when N unsplit packs would be (past their interleaving, which alone is twice as long).
+    const pushes = (n: number): PackEntry[] =>
+      packs(
+        ...Array<number>(n)
+          .fill(0)
+          .flatMap(() => [300, 20_000]),
+      ).map((p, i) => ({
+        ...p,
+        holds: { kind: i % 2 === 0 ? 'structure' : 'blobs' },
+      }));
+    assert.equal(compactionDue(pushes(6)), false);
+    assert.equal(compactionDue(pushes(7)), true);
   });
 
   it('after 50 small pushes, `repo compact` leaves at most log2(50)+2 packs and a sound clone', async () => {
     await pushMany('fifty', 50);
-    assert.equal((await packSizes('fifty', 'refs/heads/main')).length, 50);
+    // Each push changed a file: its commit and tree in one pack, the new blob in another.
+    assert.deepEqual(kinds(await packList('fifty', 'refs/heads/main')), { structure: 50, blobs: 50 });
     const res = await alice.knotless('repo', 'compact', 'fifty');
     assert.equal(res.code, 0, res.stderr);
-    assert.match(res.stderr, /refs\/heads\/main: 50 packs → \d+/);
-    const after = await packSizes('fifty', 'refs/heads/main');
-    assert.ok(after.length <= Math.log2(50) + 2, `still ${after.length} packs`);
-    assert.equal(planMerge(packs(...after)), undefined);
+    assert.match(res.stderr, /refs\/heads\/main: 100 packs → \d+/);
+    const after = await packList('fifty', 'refs/heads/main');
+    // The merge keeps the kinds apart, each list logarithmic on its own.
+    const left = kinds(after);
+    assert.deepEqual(Object.keys(left).sort(), ['blobs', 'structure']);
+    for (const [kind, n] of Object.entries(left))
+      assert.ok(n <= Math.log2(50) + 2, `still ${n} ${kind} packs`);
+    assert.equal(planMerge(after), undefined);
     await cloneAndCheck('fifty', 50);
     const again = await alice.knotless('repo', 'compact', 'fifty');
     assert.match(again.stderr, /Nothing to compact/);
@@ -93,9 +124,14 @@ describe('compaction', () => {
       await pushMany('auto', 16);
       // Nothing runs in the background: each push left a geometric list.
       assert.equal(await compactionsDone(alice), 0);
-      const sizes = await packSizes('auto', 'refs/heads/main');
-      assert.equal(planMerge(packs(...sizes)), undefined, `not compacted: ${sizes.join(', ')}`);
-      assert.ok(sizes.length <= Math.log2(16) + 2);
+      const list = await packList('auto', 'refs/heads/main');
+      const sizes = list.map((p) => p.size);
+      assert.equal(planMerge(list), undefined, `not compacted: ${sizes.join(', ')}`);
+      // The folds kept the kinds apart: no pack that holds both, each kind logarithmic on its own.
+      const left = kinds(list);
+      assert.equal(left['mixed'], undefined, JSON.stringify(left));
+      for (const [kind, n] of Object.entries(left))
+        assert.ok(n <= Math.log2(16) + 2, `still ${n} ${kind} packs`);
     } finally {
       autoCompact = false;
     }
@@ -181,13 +217,14 @@ describe('compaction', () => {
         await alice.ok(dir, 'push', '-q', 'origin', 'main');
         assert.equal(await compactionsDone(alice), 0, `a compaction after push ${i + 1}`);
       }
-      assert.equal((await packSizes('piled', 'refs/heads/main')).length, 6);
+      // Each push: a small structure pack, inline, and its 20 KB blob in a pack of its own.
+      assert.deepEqual(kinds(await packList('piled', 'refs/heads/main')), { structure: 6, blobs: 6 });
       await commitFiles(alice, dir, { b6: crypto.randomBytes(20_000) }, 'b6');
       await alice.ok(dir, 'push', '-q', 'origin', 'main');
       // The seventh is past the threshold: the helper started a compaction, and it ends.
       assert.equal(await compactionsDone(alice), 1);
-      const sizes = await packSizes('piled', 'refs/heads/main');
-      assert.equal(planMerge(packs(...sizes)), undefined, `not compacted: ${sizes.join(', ')}`);
+      const list = await packList('piled', 'refs/heads/main');
+      assert.equal(planMerge(list), undefined, `not compacted: ${list.map((p) => p.size).join(', ')}`);
     } finally {
       autoCompact = false;
     }
@@ -204,6 +241,7 @@ describe('compaction', () => {
         await alice.ok(dir, 'push', '-q', 'origin', 'main');
       }
       assert.equal(await compactionsDone(alice), 0);
+      assert.deepEqual(kinds(await packList('piled-commit', 'refs/heads/main')), { structure: 6, blobs: 6 });
       const file = `${alice.dir()}/b6.bin`;
       (await import('node:fs')).writeFileSync(file, crypto.randomBytes(20_000));
       const res = await alice.knotless(
@@ -217,8 +255,9 @@ describe('compaction', () => {
       );
       assert.equal(res.code, 0, res.stderr);
       assert.equal(await compactionsDone(alice), 1);
-      const sizes = await packSizes('piled-commit', 'refs/heads/main');
-      assert.equal(planMerge(packs(...sizes)), undefined, `not compacted: ${sizes.join(', ')}`);
+      const list = await packList('piled-commit', 'refs/heads/main');
+      assert.equal(planMerge(list), undefined, `not compacted: ${list.map((p) => p.size).join(', ')}`);
+      assert.equal(kinds(list)['mixed'], undefined);
     } finally {
       autoCompact = false;
     }

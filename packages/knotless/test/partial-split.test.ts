@@ -12,10 +12,8 @@ import { after, describe, it } from 'node:test';
 import type { GitUser } from './helpers/git.ts';
 import { useParity } from './helpers/parity.ts';
 
-// The split is off by default (format.md): these pushes turn it on.
-const { t, plain, warm, ready, stopAgent, remotes, proxy, carriedByAgent } = useParity({
-  KNOTLESS_PACK_SPLIT: '1',
-});
+// The split is on by default (format.md); one case turns it off with KNOTLESS_PACK_SPLIT=0.
+const { t, plain, warm, other, ready, stopAgent, remotes, proxy, carriedByAgent } = useParity();
 
 /** Text no delta shrinks much: each file is its own blob of about 40 KiB, so packs go to blobs. */
 function noise(seed: string): string {
@@ -129,6 +127,70 @@ for (const [who, user] of [
       assert.equal(await blame(bn), await blame(ref));
       assert.equal(await contents(user, bn), await contents(user, ref));
       if (user === warm) carriedByAgent(proxy().requests.slice(from));
+    });
+
+    it('a push of commits alone writes one structure pack, and KNOTLESS_PACK_SPLIT=0 one pack holding anything', async () => {
+      await ready(user);
+      const { url, name } = await seeded(user);
+      const dir = user.dir();
+      await user.ok(dir, 'clone', '-q', url, 'w');
+      const w = path.join(dir, 'w');
+      const listed = async () => (await recordOf(name, 'refs/heads/main')).value['packs'] as Pack[];
+      const before = await listed();
+      // No new blob (an empty commit, then one that renames a file): no empty blob pack beside it.
+      await user.ok(w, 'commit', '-q', '--allow-empty', '-m', 'empty');
+      await user.ok(w, 'mv', 'a', 'a-renamed');
+      await user.ok(w, 'commit', '-q', '-m', 'rename');
+      const from = proxy().requests.length;
+      await user.ok(w, 'push', '-q', 'origin', 'main');
+      const after = await listed();
+      assert.deepEqual(after.slice(0, before.length), before);
+      assert.deepEqual(
+        after.slice(before.length).map((p) => p.holds),
+        ['structure'],
+      );
+      if (user === warm) carriedByAgent(proxy().requests.slice(from));
+      // The off switch: one pack of the commit and its blob, with no holds, as before the split.
+      fs.writeFileSync(path.join(w, 'd'), noise('d'));
+      await user.ok(w, 'add', 'd');
+      await user.ok(w, 'commit', '-q', '-m', 'unsplit');
+      user.env['KNOTLESS_PACK_SPLIT'] = '0';
+      try {
+        await user.ok(w, 'push', '-q', 'origin', 'main');
+      } finally {
+        delete user.env['KNOTLESS_PACK_SPLIT'];
+      }
+      const last = await listed();
+      assert.equal(last.length, after.length + 1);
+      assert.equal(last.at(-1)!.holds, undefined);
+      const again = path.join(dir, 'again');
+      await user.ok(dir, 'clone', '-q', '--filter=blob:none', url, again);
+      assert.equal(fs.readFileSync(path.join(again, 'd'), 'utf8'), noise('d'));
+      assert.equal(fs.readFileSync(path.join(again, 'a-renamed'), 'utf8'), noise('a2'));
+    });
+
+    it('repo commit writes a structure pack and a blob pack, which a blob:none clone skips', async () => {
+      await ready(user);
+      const { url, name } = await seeded(user);
+      const file = path.join(user.dir(), 'e');
+      fs.writeFileSync(file, noise('e'));
+      const res = await user.knotless('repo', 'commit', name, '-m', 'add e', '--add', `e=${file}`);
+      assert.equal(res.code, 0, res.stderr);
+      const packs = (await recordOf(name, 'refs/heads/main')).value['packs'] as Pack[];
+      const made = packs.slice(-2);
+      assert.deepEqual(
+        made.map((p) => p.holds),
+        ['structure', 'blobs'],
+      );
+      // Cloned on another machine: this one's mirror holds every pack, since repo commit made them there.
+      const dir = other.dir();
+      const bn = path.join(dir, 'bn');
+      await other.ok(dir, 'clone', '-q', '--no-checkout', '--filter=blob:none', url, bn);
+      assert.ok(mirrorPacks(other, name).has(made[0]!.id));
+      assert.ok(!mirrorPacks(other, name).has(made[1]!.id), 'the blob pack was downloaded for blob:none');
+      await other.ok(bn, 'checkout', '-q', 'main');
+      assert.equal(fs.readFileSync(path.join(bn, 'e'), 'utf8'), noise('e'));
+      assert.ok(mirrorPacks(other, name).has(made[1]!.id), 'the checkout did not download the blob pack');
     });
 
     it('a repository whose packs carry no holds (pushed before the split) still clones, whole and blob:none', async () => {

@@ -36,7 +36,7 @@ const WRITES = new Set([
 ]);
 
 /** The pack list of a ref, read straight from the PDS (not through the proxy). */
-type Pack = { id: string; size: number; parts?: Array<{ ref: { $link: string } }> };
+type Pack = { id: string; size: number; holds?: string; parts?: Array<{ ref: { $link: string } }> };
 async function packsOf(repo: string, ref: string): Promise<Pack[]> {
   const q = new URLSearchParams({
     repo: t.dids['alice.test']!,
@@ -157,9 +157,17 @@ describe('20 small pushes in a loop, compaction on', () => {
     assert.equal((await plain.knotless('repo', 'create', 'cost-big')).code, 0);
     const dir = await newRepo(plain, 'knotless://alice.test/cost-big');
     await commitFiles(plain, dir, { 'big.bin': crypto.randomBytes(40_000) }, 'big');
+    proxy!.reset();
     await plain.ok(dir, 'push', '-q', 'origin', 'main');
-    const [big] = await packsOf('cost-big', 'refs/heads/main');
-    assert.ok(big?.parts !== undefined, 'the first pack is stored in a blob');
+    // Its commit and tree in a small pack that travels in the record, its blob in one stored in a blob:
+    // the one upload of the push.
+    const [structure, big] = await packsOf('cost-big', 'refs/heads/main');
+    assert.equal(structure?.holds, 'structure');
+    assert.ok(structure.parts === undefined, 'the structure pack travels inline');
+    assert.equal(big?.holds, 'blobs');
+    assert.ok(big.parts !== undefined, 'the blob pack is stored in a blob');
+    const first = proxy!.requests.map((r) => r.nsid ?? r.path);
+    assert.equal(first.filter((n) => n === 'com.atproto.repo.uploadBlob').length, 1);
     proxy!.reset();
     for (let i = 0; i < 8; i++) {
       await commitFiles(plain, dir, { 'notes.txt': `line ${i}\n`.repeat(i + 1) }, `small ${i}`);
@@ -170,7 +178,7 @@ describe('20 small pushes in a loop, compaction on', () => {
     assert.equal(names.filter((n) => n === 'com.atproto.repo.uploadBlob').length, 0);
     assert.equal(names.filter((n) => n === 'com.atproto.repo.putRecord').length, 8);
     const packs = await packsOf('cost-big', 'refs/heads/main');
-    assert.deepEqual(packs[0], big, 'the big pack is listed as it was, the same blob');
+    assert.deepEqual(packs.slice(0, 2), [structure, big], 'the first two packs are listed as they were');
     assert.ok(packs.length <= 4, `${packs.length} packs after 9 pushes`);
     await roundTrips(plain, 'cost-big', dir);
   });

@@ -44,8 +44,8 @@ export interface Config {
   /** Compact pack lists in the background after pushes (KNOTLESS_COMPACT=0 turns it off). */
   autoCompact: boolean;
   /**
-   * Write each push as two packs, the structure apart from the blobs (KNOTLESS_PACK_SPLIT=1), so that a
-   * partial clone downloads the structure only; off by default until compaction counts packs by kind.
+   * Write each push as two packs, the structure apart from the blobs, so that a partial clone downloads
+   * the structure only (KNOTLESS_PACK_SPLIT=0 writes one pack that holds anything, as before the split).
    */
   packSplit: boolean;
   /**
@@ -252,7 +252,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     identityTtlSeconds: Number.isFinite(ttl) && ttl >= 0 ? ttl : 24 * 3600,
     appview: urlVar(env, 'KNOTLESS_APPVIEW'),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
-    packSplit: /^(1|true|yes|on)$/i.test(env['KNOTLESS_PACK_SPLIT'] ?? ''),
+    packSplit: !/^(0|false|no|off)$/i.test(env['KNOTLESS_PACK_SPLIT'] ?? ''),
     refTable: /^(1|true|yes|on)$/i.test(env['KNOTLESS_REF_TABLE'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
     verify: !/^(0|false|no|off)$/i.test(env['KNOTLESS_VERIFY'] ?? ''),

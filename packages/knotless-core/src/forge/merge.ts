@@ -4,7 +4,6 @@ import { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
 import type { ForgeServices } from './services.ts';
 import { KnotlessError } from '../errors.ts';
-import { buildPack } from '../git/pack.ts';
 import { GitError, gitText, runGit } from '../git/run.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { lastTableRead } from '../records/read-refs.ts';
@@ -12,7 +11,8 @@ import { unionPacks, type PackEntry, type RefRecord } from '../records/ref-recor
 import { applyRefUpdates } from '../records/ref-table.ts';
 import { rewriteTable } from '../records/table-write.ts';
 import { SwapConflict, type RemoteRepo } from '../records/remote-repo.ts';
-import { newPackEntry, storePacks } from '../packs/store-packs.ts';
+import { buildRangePacks } from '../packs/range-packs.ts';
+import { storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { branchOf, checkRoundComplete, loadRoundPack, scratchRepo, syncRef, type Scratch } from './packs.ts';
@@ -144,24 +144,23 @@ export async function mergePull(ctx: ForgeServices, req: MergeRequest): Promise<
         { cause: err },
       );
     });
-    const pack = await buildPack({
+    // The structure and the blobs apart, as a push writes them (format.md, "Structure apart from
+    // blobs"): a merge brings in every blob of the pull request, which a partial clone skips.
+    const made = await buildRangePacks({
       tips: [tip],
       exclude: [before],
       progress: false,
       gitDir: s.gitDir,
       tmpDir: path.join(ctx.config.cacheDir, 'tmp'),
+      split: ctx.config.packSplit ?? true,
+      list: false,
     });
-    const entry = newPackEntry(pack);
-    const packs = await storePacks(
-      entry === undefined ? baseRef.record.packs : [...baseRef.record.packs, entry],
-      1,
-      {
-        writer: req.target.writer(req.auth),
-        cache,
-        cacheDir: ctx.config.cacheDir,
-        chatter: { verbosity: 0, progress: false },
-      },
-    );
+    const packs = await storePacks([...baseRef.record.packs, ...made.map((m) => m.entry)], 1, {
+      writer: req.target.writer(req.auth),
+      cache,
+      cacheDir: ctx.config.cacheDir,
+      chatter: { verbosity: 0, progress: false },
+    });
     const moved = () =>
       new KnotlessError(
         'remote-changed',

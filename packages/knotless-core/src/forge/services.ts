@@ -11,5 +11,7 @@ export interface ForgeServices {
     cacheDir: string;
     /** The largest object a pack may inflate to (decompression bombs). */
     maxObjectBytes: number;
+    /** Whether a merge writes the structure and the blobs as two packs; undefined: yes (KNOTLESS_PACK_SPLIT). */
+    packSplit?: boolean;
   };
 }

@@ -112,3 +112,28 @@ export async function pushedFrom(): Promise<{ gitDir: string; objectsDir: () => 
   };
   return { gitDir: dir, objectsDir };
 }
+
+/**
+ * Objects sorted into the two kinds of the structure/blob split (format.md, "Structure apart from
+ * blobs"): blobs, and everything else (commits, trees, tags). One `git cat-file` run; an object the
+ * repository lacks counts as structure, so that packing it fails rather than hiding it in a blob pack.
+ */
+export async function objectKinds(
+  oids: Iterable<string>,
+  repo: InRepo & { env?: Record<string, string> },
+): Promise<{ structure: string[]; blobs: string[] }> {
+  const structure: string[] = [];
+  const blobs: string[] = [];
+  const ids = [...oids];
+  if (ids.length === 0) return { structure, blobs };
+  const out = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype)'], {
+    ...repo,
+    input: ids.join('\n') + '\n',
+  });
+  for (const line of out.stdout.toString('latin1').split('\n')) {
+    const [oid, type] = line.split(' ');
+    if (oid === undefined || type === undefined) continue;
+    (type === 'blob' ? blobs : structure).push(oid);
+  }
+  return { structure, blobs };
+}

@@ -5,7 +5,6 @@ import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
 import { RefView } from '../cache/ref-view.ts';
 import { KnotlessError } from '../errors.ts';
-import { buildPack, parsePackInfo, rangeObjects } from '../git/pack.ts';
 import { parseIdents, writeCommitStream, type TreeChange } from '../git/fast-import.ts';
 import { checkRemovedPath, checkTreePath } from '../git/tree-path.ts';
 import { isValidRefName } from '../git/refname.ts';
@@ -24,7 +23,8 @@ import {
 import { applyRefUpdates } from '../records/ref-table.ts';
 import { writeRefTable } from '../records/table-write.ts';
 import { contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
-import { newPackEntry, storePacks } from '../packs/store-packs.ts';
+import { buildRangePacks } from '../packs/range-packs.ts';
+import { storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
 import { createHead } from './head.ts';
 import { swapLoop } from './swap-loop.ts';
@@ -60,6 +60,8 @@ export interface CommitEnv {
   cacheDir: string;
   /** Fold the small packs at the end of the list into the commit's write (off with KNOTLESS_COMPACT=0). */
   fold?: boolean;
+  /** Write the structure and the blobs as two packs; undefined: yes (off with KNOTLESS_PACK_SPLIT=0). */
+  split?: boolean;
   /**
    * The refs as something that follows the account holds them now (the warm agent's view), asked
    * before this machine's cached view; undefined when it has none.
@@ -342,27 +344,30 @@ async function buildCommit(
     }
   }
   const exclude = parent === undefined ? [] : [parent];
-  // What the pack carries, listed beside it, so the mirror adopts it without indexing it again.
-  const [pack, objects] = await Promise.all([
-    buildPack({
+  // The structure and the blobs apart, as a push writes them (format.md, "Structure apart from
+  // blobs"), so that a partial clone skips the blobs of a file committed here as it skips a push's.
+  // What each pack carries is listed beside it, so the mirror adopts it without indexing it again.
+  const [made] = await Promise.all([
+    buildRangePacks({
       tips: [commit],
       exclude,
       progress: false,
       tmpDir: path.join(env.cacheDir, 'tmp'),
       gitDir: mirror.gitDir,
+      split: env.split ?? true,
+      list: true,
     }),
-    rangeObjects([commit], exclude, mirror.gitDir),
     gitText(['update-ref', '-d', scratch], { gitDir: mirror.gitDir }),
   ]);
-  const info = parsePackInfo(pack);
-  // Should the two ever disagree, the next sync indexes the pack as it would any other.
-  if (objects.length === info.count) mirror.adopt(info.id, objects);
-  const entry = newPackEntry(pack);
-  // The fold need not index the new pack either.
+  // The fold need not index the new packs either.
   const memoDir = packMemoDir(env.cacheDir);
-  if (entry?.inline !== undefined && objects.length === info.count)
-    rememberObjects(entry.inline, objects, memoDir);
-  let built: PackEntry[] = [...list, ...(entry === undefined ? [] : [entry])];
+  for (const { entry, objects } of made) {
+    // Should the two ever disagree, the next sync indexes the pack as it would any other.
+    if (objects?.length !== entry.count) continue;
+    mirror.adopt(entry.id, [...objects]);
+    if (entry.inline !== undefined) rememberObjects(entry.inline, objects, memoDir);
+  }
+  let built: PackEntry[] = [...list, ...made.map((m) => m.entry)];
   // The record is rewritten anyway: small packs at the end of its list merge in the same write.
   if (env.fold) {
     const folded = await foldPacks(built, {

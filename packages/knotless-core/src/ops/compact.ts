@@ -4,9 +4,10 @@ import { Mirror } from '../cache/mirror.ts';
 import { crashPoint } from '../crash.ts';
 import { KnotlessError } from '../errors.ts';
 import { indexPack, packObjectList, packObjects, parsePackInfo, type PackInfo } from '../git/pack.ts';
-import { runGit } from '../git/run.ts';
+import { objectKinds } from '../git/objects.ts';
 import type { PackHolds } from '../records/ref-rules.ts';
 import { PackFile } from '../git/pack-file.ts';
+import { kindGroups } from '../packs/fold.ts';
 import { planMerge } from '../packs/geometric.ts';
 import { BlobGone, loadPack } from '../packs/transfer.ts';
 import { readRefTable, tableRefs, type TableRead } from '../records/read-refs.ts';
@@ -57,7 +58,7 @@ async function mergePacks(
     const wanted = [...new Set(list.slice(cut).flatMap((p) => mirror.objectsOf(p.id)))];
     const split = list.slice(cut).some((p) => p.holds !== undefined);
     const groups: Array<{ oids: string[]; holds?: PackHolds }> = split
-      ? await byKind(mirror.gitDir, wanted)
+      ? kindGroups(await objectKinds(wanted, { gitDir: mirror.gitDir }))
       : [{ oids: wanted }];
     const out: Array<{ merged: PackFile; info: PackInfo; holds?: PackHolds | undefined }> = [];
     try {
@@ -112,27 +113,6 @@ async function mergePacks(
   } finally {
     for (const b of built) b.merged.close();
   }
-}
-
-/** Splits object ids into the structure (commits, trees, tags) and the blobs, structure first. */
-async function byKind(gitDir: string, oids: string[]): Promise<Array<{ oids: string[]; holds: PackHolds }>> {
-  const structure: string[] = [];
-  const blobs: string[] = [];
-  if (oids.length > 0) {
-    const out = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype)'], {
-      gitDir,
-      input: oids.join('\n') + '\n',
-    });
-    for (const line of out.stdout.toString('latin1').split('\n')) {
-      const [oid, type] = line.split(' ');
-      if (oid === undefined || type === undefined) continue;
-      (type === 'blob' ? blobs : structure).push(oid);
-    }
-  }
-  return [
-    { oids: structure, holds: { kind: 'structure' } },
-    { oids: blobs, holds: { kind: 'blobs' } },
-  ];
 }
 
 /**

@@ -46,9 +46,18 @@ export async function fetchPacks(env: FetchEnv, wants: Want[]): Promise<string[]
     wants.map((w) => w.oid),
     { gitDir: dir },
   );
-  const missing = wants.filter((w) => !have.has(w.oid)).map((w) => w.name.replace(/\^\{\}$/, ''));
-  if (missing.length === 0) return [];
   const indexed = new IndexedPacks(dir);
+  const done = indexed.read();
+  // A ref's object present is not the ref fetched whole: its structure pack holds its commit without
+  // its blobs (format.md, "Structure apart from blobs"), and a fetch stopped between indexing the two
+  // leaves the commit here and the blobs not. So a present ref whose packs are not all recorded as
+  // indexed here is fetched again (its packs not recorded are downloaded); git asks the helper only
+  // when it lacks something.
+  const refName = (w: Want) => w.name.replace(/\^\{\}$/, '');
+  const whole = (w: Want) =>
+    have.has(w.oid) && (env.refs.get(refName(w))?.record.packs.every((p) => done.has(p.id)) ?? true);
+  const missing = wants.filter((w) => !whole(w)).map(refName);
+  if (missing.length === 0) return [];
   let refs = env.refs;
   // `git fetch origin <oid>` asks for an object by its id, named by itself: as upload-pack does for
   // any object a ref reaches, every ref's packs are fetched (a ref's packs hold its whole history).

@@ -3,10 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { indexPack, packObjectList, packObjects, parsePackInfo } from '../git/pack.ts';
 import type { PackFile } from '../git/pack-file.ts';
+import { objectKinds } from '../git/objects.ts';
 import { GitError } from '../git/run.ts';
 import { planMerge } from './geometric.ts';
 import { knownObjects, rememberObjects } from './pack-objects-memo.ts';
 import type { PackEntry } from '../records/ref-record.ts';
+import type { PackHolds } from '../records/ref-rules.ts';
 
 /** A fold may make the merged pack at most this many times the packs it replaces (plus the slack). */
 export const FOLD_GROWTH_MAX = 2;
@@ -55,13 +57,14 @@ export interface FoldRepo {
 
 /**
  * Folds compaction into a write that rewrites the record anyway: when the pack list wants merging,
- * the small inline packs at its end (the new pack among them) become one pack, in the same record
- * write, so steady pushes never need a compaction of their own. `repo` holds every object those
- * packs build on (the pusher's repository, or `repo commit`'s mirror); the packs' own objects are
- * packed again, not thin. Returns the list unchanged when there is nothing to fold, when git cannot
- * index a pack against the repository (it lacks a base the pack is thin on), or when the merged
- * pack would be far bigger than the packs it replaces: the list is still valid, only longer, and a
- * separate compaction merges it past its threshold.
+ * the small inline packs at its end (the new packs among them) become one pack, in the same record
+ * write, so steady pushes never need a compaction of their own; or, when they are packs of the
+ * structure/blob split, one structure pack and one blob pack (see {@link mergedGroups}). `repo` holds
+ * every object those packs build on (the pusher's repository, or `repo commit`'s mirror); the packs'
+ * own objects are packed again, not thin. Returns the list unchanged when there is nothing to fold,
+ * when git cannot index a pack against the repository (it lacks a base the pack is thin on), or when
+ * the merged packs would be far bigger than the packs they replace: the list is still valid, only
+ * longer, and a separate compaction merges it past its threshold.
  *
  * Each git process costs a process start, so the packs whose objects are known (pack-objects-memo.ts:
  * those earlier pushes made or folded, kept in the cache folder for the next helper process) are not
@@ -75,35 +78,112 @@ export async function foldPacks(list: PackEntry[], repo: FoldRepo): Promise<Pack
   const known = list.slice(from).map((p) => knownObjects(p.inline!, repo.memoDir));
   if (!known.every((k) => k !== undefined))
     return (await foldFrom(list, from, repo, known)) ?? (await foldFrom(list, from, repo))!;
-  const wanted = new Set(known.flat());
-  const file = await packObjectList(repo.gitDir, [...wanted], os.tmpdir()).catch((err: unknown) => {
-    if (err instanceof GitError) return undefined;
-    throw err;
-  });
-  if (file !== undefined) return folded(list, from, wanted, file, repo.memoDir);
+  const merged = await mergeGroups(list.slice(from), known, { gitDir: repo.gitDir }, os.tmpdir()).catch(
+    (err: unknown) => {
+      if (err instanceof GitError) return undefined;
+      throw err;
+    },
+  );
+  if (merged !== undefined) return folded(list, from, merged, repo.memoDir);
   return (await foldFrom(list, from, repo))!;
 }
 
-/** The list with the packs from `from` on replaced by `file`, the pack of `wanted`, if it is a fold. */
-function folded(
-  list: PackEntry[],
-  from: number,
-  wanted: Set<string>,
-  file: PackFile,
-  memoDir: string | undefined,
-): PackEntry[] {
-  // Folded packs are small (inline ones): the merged pack is read into memory, to travel inline.
-  const merged = file.bytes();
-  file.close();
-  const info = parsePackInfo(merged);
+/** Objects grouped as the packs that keep the split: the structure, then the blobs. */
+export function kindGroups(kinds: { structure: string[]; blobs: string[] }): Array<{
+  oids: string[];
+  holds: PackHolds;
+}> {
+  return [
+    { oids: kinds.structure, holds: { kind: 'structure' } },
+    { oids: kinds.blobs, holds: { kind: 'blobs' } },
+  ];
+}
+
+/**
+ * The groups of objects the packs folded become: one group when none of them is a pack of the split
+ * (as before it); else the structure and the blobs apart, so that the fold keeps what a partial clone
+ * skips out of the structure (a merged pack held in blobs later would otherwise be downloaded whole by
+ * every `blob:none` clone). A pack's `holds` says its objects' kind; only packs without it (written
+ * before the split, or by a client that does not split) are typed by git, in `repo`.
+ */
+async function mergedGroups(
+  packs: PackEntry[],
+  lists: ReadonlyArray<readonly string[]>,
+  repo: { gitDir: string; env?: Record<string, string> },
+): Promise<Array<{ oids: string[]; holds?: PackHolds }>> {
+  if (!packs.some((p) => p.holds !== undefined)) return [{ oids: [...new Set(lists.flat())] }];
+  const structure = new Set<string>();
+  const blobs = new Set<string>();
+  const untyped: string[] = [];
+  for (const [i, p] of packs.entries()) {
+    if (p.holds === undefined) {
+      untyped.push(...lists[i]!);
+      continue;
+    }
+    const into = p.holds.kind === 'structure' ? structure : blobs;
+    for (const oid of lists[i]!) into.add(oid);
+  }
+  const typed = await objectKinds(new Set(untyped), repo);
+  for (const oid of typed.structure) structure.add(oid);
+  for (const oid of typed.blobs) blobs.add(oid);
+  return kindGroups({ structure: [...structure], blobs: [...blobs] }).filter((g) => g.oids.length > 0);
+}
+
+/** A merged pack of a fold, not yet checked: its file and the objects it was asked to hold. */
+interface Merged {
+  file: PackFile;
+  oids: string[];
+  holds?: PackHolds | undefined;
+}
+
+/**
+ * Packs the objects of `packs` (their own objects `lists`, in the same order) as {@link mergedGroups}
+ * groups them, each group one pack made under `tmpDir`; a git failure closes what was made and throws.
+ */
+async function mergeGroups(
+  packs: PackEntry[],
+  lists: ReadonlyArray<readonly string[]>,
+  repo: { gitDir: string; env?: Record<string, string> },
+  tmpDir: string,
+): Promise<Merged[]> {
+  const groups = await mergedGroups(packs, lists, repo);
+  const out: Merged[] = [];
+  try {
+    for (const g of groups)
+      out.push({ file: await packObjectList(repo.gitDir, g.oids, tmpDir, repo.env), ...g });
+  } catch (err) {
+    for (const m of out) m.file.close();
+    throw err;
+  }
+  return out;
+}
+
+/** The list with the packs from `from` on replaced by `merged`, if it is a fold; closes the files. */
+function folded(list: PackEntry[], from: number, merged: Merged[], memoDir: string | undefined): PackEntry[] {
+  // Folded packs are small (inline ones): the merged packs are read into memory, to travel inline.
+  const made = merged.map((m) => {
+    const bytes = m.file.bytes();
+    m.file.close();
+    return { bytes, info: parsePackInfo(bytes), oids: m.oids, holds: m.holds };
+  });
   // pack-objects packs exactly the objects it is given, or fails: anything else is not a fold.
-  if (info.count !== wanted.size) return list;
-  // Not thin, the merged pack holds in full what the packs held as deltas against older packs: a
+  if (made.some((m) => m.info.count !== m.oids.length)) return list;
+  // Not thin, the merged packs hold in full what the packs held as deltas against older packs: a
   // small change to a big file would come back whole. Such a fold is not made; the list stays.
   const before = list.slice(from).reduce((n, p) => n + p.size, 0);
-  if (merged.length > FOLD_GROWTH_MAX * before + FOLD_SLACK_BYTES) return list;
-  rememberObjects(merged, [...wanted], memoDir);
-  return [...list.slice(0, from), { id: info.id, size: merged.length, count: info.count, inline: merged }];
+  const after = made.reduce((n, m) => n + m.bytes.length, 0);
+  if (after > FOLD_GROWTH_MAX * before + FOLD_SLACK_BYTES) return list;
+  for (const m of made) rememberObjects(m.bytes, m.oids, memoDir);
+  return [
+    ...list.slice(0, from),
+    ...made.map((m) => ({
+      id: m.info.id,
+      size: m.bytes.length,
+      count: m.info.count,
+      ...(m.holds === undefined ? {} : { holds: m.holds }),
+      inline: m.bytes,
+    })),
+  ];
 }
 
 /**
@@ -127,14 +207,15 @@ async function foldFrom(
     const anySpared = spared.some((k) => k !== undefined);
     // git cannot complete a pack from objectsDir: no fold (perhaps the spared packs held it).
     if (lists.includes(undefined)) return anySpared ? undefined : list;
-    const wanted = new Set(lists.flatMap((l) => l!));
-    const file = await packObjectList(scratch, [...wanted], scratch, env).catch((err: unknown) => {
-      // A spared pack's objects are not all in objectsDir.
-      if (err instanceof GitError && anySpared) return undefined;
-      throw err;
-    });
-    if (file === undefined) return undefined;
-    return folded(list, from, wanted, file, repo.memoDir);
+    const merged = await mergeGroups(packs, lists as string[][], { gitDir: scratch, env }, scratch).catch(
+      (err: unknown) => {
+        // A spared pack's objects are not all in objectsDir.
+        if (err instanceof GitError && anySpared) return undefined;
+        throw err;
+      },
+    );
+    if (merged === undefined) return undefined;
+    return folded(list, from, merged, repo.memoDir);
   });
 }
 

@@ -17,12 +17,22 @@ export function planMerge(packs: PackEntry[]): number | undefined {
   // pack by nature. Each kind is planned apart (a pack of both kinds counts in both), and the list
   // is cut at the earlier of the two cuts. Large blob packs (`blob`) are never merged.
   let cut: number | undefined;
-  for (const kind of ['structure', 'blobs'] as const) {
-    const at = packs.flatMap((p, i) => (p.holds === undefined || p.holds.kind === kind ? [i] : []));
+  for (const at of kindIndices(packs)) {
     const c = planSizes(at.map((i) => packs[i]!.size));
     if (c !== undefined && (cut === undefined || at[c]! < cut)) cut = at[c]!;
   }
   return cut;
+}
+
+/**
+ * The positions in a split list of each kind's own list: the structure packs, then the blob packs
+ * (`blobs`; a pack of one large blob, which is never merged, in neither), a pack without `holds` in
+ * both.
+ */
+function kindIndices(packs: PackEntry[]): number[][] {
+  return (['structure', 'blobs'] as const).map((kind) =>
+    packs.flatMap((p, i) => (p.holds === undefined || p.holds.kind === kind ? [i] : [])),
+  );
 }
 
 /** {@link planMerge} over the sizes of one list. */
@@ -56,6 +66,16 @@ export const COMPACT_SLACK = 2;
  */
 export function compactionDue(packs: PackEntry[]): boolean {
   if (packs.length < 2 || planMerge(packs) === undefined) return false;
+  // A split list is two lists, each as long as an unsplit one would be: each kind is judged apart, so
+  // that a list of N pushes, 2N packs, is due when N unsplit packs would be.
+  if (packs.some((p) => p.holds !== undefined))
+    return kindIndices(packs).some((at) => tooLong(at.map((i) => packs[i]!)));
+  return tooLong(packs);
+}
+
+/** Whether one list of packs is far longer than a geometric list of the same bytes would be. */
+function tooLong(packs: PackEntry[]): boolean {
+  if (packs.length < 2) return false;
   const total = packs.reduce((n, p) => n + p.size, 0);
   const smallest = Math.max(1, Math.min(...packs.map((p) => p.size)));
   // A geometric list (factor 2) whose smallest pack is `smallest` holds at most this many packs.

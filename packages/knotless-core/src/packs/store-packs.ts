@@ -55,26 +55,30 @@ export interface PackStore {
 }
 
 /**
- * Makes a pack list ready to write into `records` ref records: as it is, when its last (new) pack is
- * small, few records carry it and each record's inline bytes stay bounded; otherwise every inline
- * pack in it is uploaded as blobs first, so a record is only written once what it lists is stored.
+ * Makes a pack list ready to write into `records` ref records. A pack too big to travel inline (just
+ * built, on disk, or merged by a fold) is uploaded as blobs; the list's other inline packs stay inline
+ * when few records carry them and each record's inline bytes stay bounded, and are uploaded too
+ * otherwise. So a record is only written once what it lists is stored, and a push whose blob pack is
+ * big (the structure/blob split) uploads that pack alone, its small structure pack traveling inline.
  */
 export async function storePacks(list: PackEntry[], records: number, store: PackStore): Promise<PackEntry[]> {
-  const last = list[list.length - 1];
-  const fits =
-    last?.local === undefined &&
-    (last?.inline === undefined || last.size <= INLINE_PACK_MAX) &&
-    records <= INLINE_REFS_MAX &&
-    inlineBytes(list) <= RECORD_INLINE_MAX;
-  return fits ? list : hoist(list, store);
+  const big = (p: PackEntry) => p.local !== undefined || (p.inline !== undefined && p.size > INLINE_PACK_MAX);
+  const keepInline =
+    records <= INLINE_REFS_MAX && inlineBytes(list.filter((p) => !big(p))) <= RECORD_INLINE_MAX;
+  if (keepInline && !list.some(big)) return list;
+  return hoist(list, store, keepInline ? big : (p) => p.inline !== undefined || p.local !== undefined);
 }
 
 /**
- * Replaces the inline and local packs of a list by blobs (uploaded in parts under the PDS's limit);
- * a local pack's file is closed once uploaded.
+ * Replaces the packs of a list that `upload` picks (inline or local ones) by blobs (uploaded in parts
+ * under the PDS's limit); a local pack's file is closed once uploaded.
  */
-async function hoist(list: PackEntry[], store: PackStore): Promise<PackEntry[]> {
-  const inline = list.filter((p) => p.inline !== undefined || p.local !== undefined);
+async function hoist(
+  list: PackEntry[],
+  store: PackStore,
+  upload: (p: PackEntry) => boolean,
+): Promise<PackEntry[]> {
+  const inline = list.filter(upload);
   if (inline.length === 0) return list;
   const limit = await blobUploadLimit(store.writer, store.cacheDir);
   const totalParts = inline.reduce((n, p) => n + Math.ceil(p.size / limit), 0);

@@ -9,20 +9,22 @@ import { noise, type FaultCase } from './checks.ts';
 import type { FaultEnv } from './env.ts';
 
 /**
- * Sizes of incompressible files, one a push: the first three leave a geometric pack list, the fourth
- * change breaks it and its write folds all four packs, into 13 KB (inline) or 18 KB (past what a pack
- * may carry inline, so the merged pack goes to a blob).
+ * Sizes of incompressible files, one a push: each push writes a structure pack and a blob pack, and
+ * the small structure packs alone keep the list from being geometric, so pushes fold as they go; the
+ * fourth change breaks the blobs' list too, and its write folds every pack into one structure pack
+ * and one blob pack of 12 KB (inline) or 22 KB (past what a pack may carry inline, so the merged blob
+ * pack goes to a blob, the structure pack staying inline).
  */
 const SMALL = [6000, 1500, 300, 4000];
-const BIG = [9000, 3000, 1000, 5000];
+const BIG = [9000, 3000, 1000, 9000];
 
 /** Compaction on: the fault world turns it off for every other case. */
 const FOLDING = { KNOTLESS_COMPACT: '1' };
 
-/** How many packs main's record lists now, read straight from the PDS. */
-async function packCount(env: FaultEnv, name: string): Promise<number> {
+/** The packs main's record lists now, read straight from the PDS. */
+async function packsOf(env: FaultEnv, name: string): Promise<Array<{ holds?: string }>> {
   const rec = await env.getRecord('dev.knotless.ref', `${name}~refs_heads_main`);
-  return (rec.value['packs'] as unknown[]).length;
+  return rec.value['packs'] as Array<{ holds?: string }>;
 }
 
 /**
@@ -45,10 +47,15 @@ async function setUp(
   return { name, url, dir, first };
 }
 
-/** The verdict, plus whether the record the rerun wrote lists fewer packs than there were pushes. */
+/**
+ * The verdict, plus whether the record the rerun wrote lists fewer packs than there were pushes (each
+ * wrote two: its structure and its blobs), and whether the fold kept the two kinds apart.
+ */
 async function foldedVerdict(env: FaultEnv, name: string, facts: string): Promise<string> {
-  const packs = await packCount(env, name);
-  return `${facts}; ${packs < 4 ? 'folded' : `not folded: ${packs} packs after 4 pushes`}`;
+  const packs = await packsOf(env, name);
+  const mixed = packs.filter((p) => p.holds === undefined).length;
+  if (packs.length >= 4) return `${facts}; not folded: ${packs.length} packs after 4 pushes`;
+  return `${facts}; ${mixed === 0 ? 'folded' : `folded, ${mixed} of ${packs.length} packs holding both kinds`}`;
 }
 
 function foldedPushCrash(point: string, big = false): FaultCase {

@@ -33,20 +33,34 @@ export async function verdicts(
 /** git's words when its helper was killed. */
 export const diedOfKill = (stderr: string) => /died of signal 9|signal 9|Killed/.test(stderr);
 
+/**
+ * 2,000 small files: a tree and a blob pack each past what a pack may carry inline, so that the push
+ * uploads both of its packs (its structure and its blobs), one after the other.
+ */
+function wide(): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (let i = 0; i < 2000; i++) files[`w/${i}.txt`] = `${i}\n`;
+  return files;
+}
+
 function pushCrash(
   point: string,
-  opts: { big?: boolean; atomic?: boolean; newRefs?: boolean } = {},
+  opts: { big?: boolean; wide?: boolean; atomic?: boolean; newRefs?: boolean } = {},
 ): FaultCase {
   return {
     group: 'crash',
-    name: `push killed at ${point}${opts.big ? ' (pack in blobs)' : ''}${opts.atomic ? ' (--atomic)' : ''}${opts.newRefs ? ' (new branches, created in one batch)' : ''}`,
+    name: `push killed at ${point}${opts.big ? ' (pack in blobs)' : ''}${opts.wide ? ' (both packs in blobs)' : ''}${opts.atomic ? ' (--atomic)' : ''}${opts.newRefs ? ' (new branches, created in one batch)' : ''}`,
     expected: EXPECTED,
     async run(env) {
       const { url } = await env.repo('crash-push');
       const dir = await newRepo(env.alice, url);
       const first = await commitFiles(env.alice, dir, { 'a.txt': 'one\n' }, 'one');
       await env.alice.ok(dir, 'push', '-q', 'origin', 'main');
-      const files = opts.big ? { 'big.bin': noise(40_000, point.length) } : { 'a.txt': 'two\n' };
+      const files = opts.wide
+        ? wide()
+        : opts.big
+          ? { 'big.bin': noise(40_000, point.length) }
+          : { 'a.txt': 'two\n' };
       const next = await commitFiles(env.alice, dir, files, 'two');
       const args = opts.atomic
         ? ['push', '-q', '--atomic', 'origin', 'main', 'main:refs/heads/side']
@@ -168,7 +182,7 @@ function commitCrash(point: string): FaultCase {
 export const CRASH_CASES: FaultCase[] = [
   pushCrash('push:pack-built'),
   pushCrash('push:blob-uploaded', { big: true }),
-  pushCrash('push:blob-uploaded:2', { big: true }),
+  pushCrash('push:blob-uploaded:2', { wide: true }),
   pushCrash('push:before-record-write'),
   pushCrash('push:after-record-write'),
   pushCrash('push:after-record-write', { big: true }),

@@ -1,9 +1,10 @@
 import path from 'node:path';
 import { crashPoint } from '../../crash.ts';
-import { buildBlobPack, buildPack, rangeBlobs, rangeObjects } from '../../git/pack.ts';
+import { rangeObjects } from '../../git/pack.ts';
 import { foldPacks, foldStart } from '../../packs/fold.ts';
 import { packMemoDir, rememberObjects } from '../../packs/pack-objects-memo.ts';
-import { newPackEntry, storePacks } from '../../packs/store-packs.ts';
+import { buildRangePacks } from '../../packs/range-packs.ts';
+import { storePacks } from '../../packs/store-packs.ts';
 import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
 import type { RemoteRef } from '../../records/remote-repo.ts';
 import type { Update } from './check.ts';
@@ -43,9 +44,10 @@ function likeTheLast(list: PackEntry[]): PackEntry {
 }
 
 /**
- * Builds the push's one thin pack (objects the remote lacks, deltas against what it has) and
- * returns the pack list every updated ref will carry: the base refs' packs, then the new pack —
- * or, when the list wants merging, the small packs at its end and the new one folded into one.
+ * Builds the push's thin packs (objects the remote lacks, deltas against what it has: the structure
+ * and the blobs apart, or one pack with KNOTLESS_PACK_SPLIT=0) and returns the pack list every
+ * updated ref will carry: the base refs' packs, then the new ones — or, when the list wants merging,
+ * the small packs at its end and the new ones folded together (fold.ts).
  * Large packs, and inline packs that would overfill a record, are uploaded as blobs first — so a
  * record is only ever written once everything it lists is stored. The base packs come from `refs`:
  * the true listing git decided on (or the agent's current view), or a re-listing after the PDS said
@@ -73,48 +75,20 @@ export async function preparePacks(
   const tmpDir = path.join(env.cacheDir, 'tmp');
   const progress = env.chatter.progress && env.chatter.verbosity > 0;
   const memoDir = packMemoDir(env.cacheDir);
-  if (env.split) {
-    // Two packs (format.md, "Structure apart from blobs"): the structure, thin against the structure
-    // before it, and the blobs, thin against the blobs before it, so that a partial clone downloads
-    // the first only. git deltas an object only against one of its own type, so neither needs the
-    // other's objects as bases.
-    const [structure, blobs, objects] = await settleAll([
-      buildPack({ tips, exclude, progress, tmpDir, gitDir: env.gitDir, structure: true }),
-      rangeBlobs(tips, exclude, env.gitDir).then(async (range) => ({
-        range,
-        pack:
-          range.blobs.length === 0
-            ? undefined
-            : await buildBlobPack({ lines: range.lines, progress, tmpDir, gitDir: env.gitDir }),
-      })),
-      early ? rangeObjects(tips, exclude, env.gitDir, true) : undefined,
-    ]);
-    crashPoint('push:pack-built');
-    const made = newPackEntry(structure, { kind: 'structure' });
-    if (made !== undefined) {
-      list.push(made);
-      if (env.fold && made.inline !== undefined) {
-        const listed = objects ?? (await rangeObjects(tips, exclude, env.gitDir, true));
-        // Held to the pack's count: should the two ever disagree, a fold indexes the pack.
-        if (listed.length === made.count) rememberObjects(made.inline, listed, memoDir);
-      }
-    }
-    const blobEntry = blobs.pack === undefined ? undefined : newPackEntry(blobs.pack, { kind: 'blobs' });
-    if (blobEntry !== undefined) {
-      list.push(blobEntry);
-      if (env.fold && blobEntry.inline !== undefined && blobs.range.blobs.length === blobEntry.count)
-        rememberObjects(blobEntry.inline, blobs.range.blobs, memoDir);
-    }
-  } else {
-    const [pack, objects] = await settleAll([
-      buildPack({ tips, exclude, progress, tmpDir, gitDir: env.gitDir }),
-      early ? rangeObjects(tips, exclude, env.gitDir) : undefined,
-    ]);
-    crashPoint('push:pack-built');
-    const entry = newPackEntry(pack);
-    if (entry !== undefined) list.push(entry);
-    if (env.fold && entry?.inline !== undefined) {
-      const listed = objects ?? (await rangeObjects(tips, exclude, env.gitDir));
+  const made = await buildRangePacks({
+    tips,
+    exclude,
+    progress,
+    tmpDir,
+    gitDir: env.gitDir,
+    split: env.split,
+    list: early,
+  });
+  crashPoint('push:pack-built');
+  for (const { entry, objects } of made) {
+    list.push(entry);
+    if (env.fold && entry.inline !== undefined) {
+      const listed = objects ?? (await rangeObjects(tips, exclude, env.gitDir, entry.holds !== undefined));
       // Held to the pack's count: should the two ever disagree, a fold indexes the pack.
       if (listed.length === entry.count) rememberObjects(entry.inline, listed, memoDir);
     }
@@ -135,18 +109,4 @@ export async function preparePacks(
     chatter: env.chatter,
     sealer: env.remote.sealer,
   });
-}
-
-/**
- * Like Promise.all, but waits for every piece to end before it throws the first failure: no git
- * process or scratch repository of a push outlives the push.
- */
-async function settleAll<T extends readonly unknown[]>(
-  pieces: T,
-): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
-  const settled = await Promise.allSettled(pieces);
-  for (const s of settled) if (s.status === 'rejected') throw s.reason;
-  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as {
-    -readonly [K in keyof T]: Awaited<T[K]>;
-  };
 }

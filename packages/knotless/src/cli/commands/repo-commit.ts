@@ -61,6 +61,7 @@ export const command: Command = {
         cache: new BlobCache(c.config.cacheDir),
         cacheDir: c.config.cacheDir,
         fold: c.config.autoCompact,
+        split: c.config.packSplit,
         // The agent's view is current where this machine's file may not be: pushes through the
         // agent leave the file as it was.
         known: async () => (await c.agent?.view(remote.owner.did, remote.name, remote.owner.pds))?.refs,
