@@ -97,6 +97,9 @@ describe('knotless repo maintainer', () => {
     // Nothing written the second time.
     assert.equal((await hands.alice.readTable('named'))!.cid, table!.cid);
 
+    const text = await carol.knotless('repo', 'maintainer', 'list', 'alice.test/named');
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout, new RegExp(`^bob\\.test  ${t.dids['bob.test']}  since \\S+\\n$`));
     const list = await carol.knotless('repo', 'maintainer', 'list', 'alice.test/named', '--json');
     assert.equal(list.code, 0, list.stderr);
     const got = JSON.parse(list.stdout) as { maintainers: { did: string; handle: string; since: string }[] };

@@ -65,8 +65,12 @@ export const command: Command = {
         return;
       }
       if (named.length === 0) io.err(`${remote.label} has no maintainers; only its owner pushes to it.`);
-      for (const m of named)
-        io.out(`${safeText(m.handle ?? m.did)}\t${safeText(m.did)}\tsince ${safeText(m.since, 40)}`);
+      // Columns as the other lists print them: spaces, since a terminal's tab is escaped as any control is.
+      const names = named.map((m) => safeText(m.handle ?? m.did));
+      const width = Math.max(0, ...names.map((n) => n.length));
+      named.forEach((m, i) =>
+        io.out(`${names[i]!.padEnd(width)}  ${safeText(m.did)}  since ${safeText(m.since, 40)}`),
+      );
       return;
     }
     if (who === undefined)
