@@ -60,7 +60,7 @@ async function startDev(): Promise<void> {
 describe("the README's tour", () => {
   it('works command by command as printed', async () => {
     const blocks = tourBlocks();
-    assert.equal(blocks.length, 3, 'the tour, the bot, the fork and pull request');
+    assert.equal(blocks.length, 4, 'the tour, the bot, the fork and pull request, a second maintainer');
     // The one placeholder: the id `pr create` printed goes where the README writes <id>. And the
     // appview follows the PDS's event stream a moment behind (the README says so): before each
     // command that reads it, wait (10 s at most) until it has what the command reads.
@@ -104,13 +104,17 @@ describe("the README's tour", () => {
     );
     for (const copy of ['hello-copy', 'hello-plain'])
       assert.equal(fs.readFileSync(path.join(work, copy, 'README.md'), 'utf8'), '# hello\n');
-    // The merge made bob's commit alice's main; a pull brings it.
+    // A second maintainer: the list names bob, and bob's push with alice's URL reached alice's clone.
+    assert.match(res.stdout, /^bob\.test +did:plc:[a-z2-7]+ +since \S+$/m);
+    assert.match(res.stderr, /^alice\.test\/hello: 1 ref\(s\) and HEAD \(main\) moved into its ref table/m);
+    assert.match(res.stderr, /^alice\.test\/hello: bob\.test is a maintainer now/m);
+    // The merge made bob's commit alice's main, and bob then pushed as a maintainer; a pull brings them.
     const pulled = await runProcess(
       '/bin/sh',
       ['-c', '. ~/.local/share/knotless/dev/env && git -C hello pull -q && git -C hello log --format=%s'],
       { env: { PATH: SYSTEM_PATH, HOME: home }, cwd: work },
     );
     assert.equal(pulled.code, 0, pulled.stderr);
-    assert.equal(pulled.stdout, 'more words\nfrom a bot\nfirst\n');
+    assert.equal(pulled.stdout, 'from bob, a maintainer\nmore words\nfrom a bot\nfirst\n');
   });
 });
