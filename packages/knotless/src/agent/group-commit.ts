@@ -44,12 +44,12 @@ export interface Landed {
 
 /** A ref write a helper forwarded, waiting for the commit that will hold it. */
 /** The time limit for a request carrying these writes: the shortest any of their helpers set. */
-function limitOf(writes: Pending[]): { deadlineMs?: number } {
+export function limitOf(writes: Pending[]): { deadlineMs?: number } {
   const limits = writes.flatMap((p) => (p.deadlineMs === undefined ? [] : [p.deadlineMs]));
   return limits.length === 0 ? {} : { deadlineMs: Math.min(...limits) };
 }
 
-interface Pending {
+export interface Pending {
   url: URL;
   headers: Record<string, string>;
   body: Buffer;

@@ -14,8 +14,8 @@ import {
 import { safeText } from 'knotless-core/text/terminal';
 import type { RateBudgets } from 'knotless-core/xrpc/rate-limit';
 import type { HttpResponse, Transport } from 'knotless-core/xrpc/transport';
-import { budgetKey, refusalOf, WINDOW_MS } from './group-commit.ts';
-import { landedAlone, parseWrite, swapAnswer, type RefOp } from './group-state.ts';
+import { budgetKey, limitOf, refusalOf, WINDOW_MS, type Pending } from './group-commit.ts';
+import { landedAlone, parseWrite, swapAnswer } from './group-state.ts';
 import type { TableChange, WireTable } from './views.ts';
 
 /** Most pushes folded into one write of a table (each helper waits for the write that holds it). */
@@ -37,16 +37,6 @@ interface Known {
   rev: string;
   table: RefTable;
   stored: StoredTable;
-}
-
-interface Pending {
-  url: URL;
-  headers: Record<string, string>;
-  body: Buffer;
-  op: RefOp;
-  deadlineMs: number | undefined;
-  resolve(res: HttpResponse): void;
-  reject(err: unknown): void;
 }
 
 /** One table's queue: at most one write in flight, the pushes that came meanwhile behind it. */
@@ -354,10 +344,4 @@ export class TableGroup {
     }
     p.resolve(res);
   }
-}
-
-/** The time limit for a request carrying these writes: the shortest any of their helpers set. */
-function limitOf(writes: Pending[]): { deadlineMs?: number } {
-  const limits = writes.flatMap((p) => (p.deadlineMs === undefined ? [] : [p.deadlineMs]));
-  return limits.length === 0 ? {} : { deadlineMs: Math.min(...limits) };
 }
