@@ -83,7 +83,8 @@ export const HOSTILE_CASES: FaultCase[] = [
     expected: REFUSED,
     async run(env) {
       const { tip, packs } = await pushedRepo(env, 'hostile-src');
-      const { url } = await forgedRepo(env, 'hostile-thin', tip, [packs[1]!]);
+      // The second push's last pack: its blobs, story.txt as a delta against the first push's.
+      const { url } = await forgedRepo(env, 'hostile-thin', tip, [packs.at(-1)!]);
       return refusedClone(env, url, /lack their delta bases/);
     },
   },
