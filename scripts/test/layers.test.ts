@@ -52,6 +52,11 @@ describe('the layers of docs/architecture.md', () => {
     assert.equal(layers.get('knotless-core')?.get('index.ts'), 1);
     assert.ok(layers.get('knotless-core')!.get('ops/')! < layers.get('knotless-core')!.get('records/')!);
     assert.ok(layers.get('knotless-serve')!.get('web/')! < layers.get('knotless-serve')!.get('net/')!);
+    // The appview's ground floor: model/ and net/ under db/, ingest/ and web/.
+    const serve = layers.get('knotless-serve')!;
+    assert.equal(serve.get('model/'), serve.get('net/'));
+    for (const above of ['db/', 'ingest/', 'web/', 'mirror/'])
+      assert.ok(serve.get(above)! < serve.get('model/')!, above);
   });
 
   it('names an import that runs back up, one across a layer, and a folder with no layer', () => {
@@ -63,6 +68,11 @@ describe('the layers of docs/architecture.md', () => {
       ],
       'knotless/src/helper/main.ts': ['knotless/src/cli/main.ts'],
       'knotless-serve/src/newfolder/x.ts': ['knotless-serve/src/db/open.ts'],
+      'knotless-serve/src/model/records.ts': [
+        'knotless-serve/src/db/index-store.ts',
+        'knotless-serve/src/net/guard.ts',
+        'knotless-serve/src/model/packs.ts',
+      ],
       'knotless-serve/src/web/server.ts': [
         'knotless-serve/src/web/xrpc/router.ts',
         'knotless-serve/src/net/guard.ts',
@@ -70,6 +80,8 @@ describe('the layers of docs/architecture.md', () => {
     };
     assert.deepEqual(layerViolations(graph, layers), [
       'knotless-core/src/records/name.ts imports knotless-core/src/ops/swap-loop.ts, which is above it (layer 2 over 5)',
+      'knotless-serve/src/model/records.ts imports knotless-serve/src/db/index-store.ts, which is above it (layer 9 over 10)',
+      'knotless-serve/src/model/records.ts imports knotless-serve/src/net/guard.ts, another part of its own layer (10)',
       'knotless-serve/src/newfolder/ has no layer in docs/architecture.md: give it its place there',
       'knotless/src/helper/main.ts imports knotless/src/cli/main.ts, another part of its own layer (2)',
     ]);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidRecord, parseAtUri } from 'knotless-core/forge/records';
 import type { ForgeCollection } from 'knotless-core/forge/kinds/table';
-import { forgeRecords } from '../src/ingest/forge-records.ts';
+import { forgeRecords } from '../src/model/forge-records.ts';
 
 const forgeRecordOf = (collection: ForgeCollection, value: unknown) => forgeRecords.any(collection, value);
 

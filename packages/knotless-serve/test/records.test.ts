@@ -2,7 +2,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { refRecordOf } from '../src/ingest/records.ts';
+import { refRecordOf } from '../src/model/records.ts';
 
 const valid = {
   repo: 'r',

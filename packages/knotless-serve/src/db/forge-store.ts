@@ -20,6 +20,7 @@ import { inactiveDids, itemDecisions, refreshTarget } from './forge-state.ts';
 import { shortIds, type Decision } from 'knotless-core';
 import { latestVerdicts, type ListedCheck } from 'knotless-core/forge/checks';
 import { indexMentions } from './mentions.ts';
+import type { StateFilter } from '../model/states.ts';
 import type { CheckTable, CommentTable, Database, IssueTable, PullTable } from './schema.ts';
 
 /** A forge record change: `record` null for a delete. */
@@ -38,9 +39,6 @@ export type WithHandle<T> = Omit<T, 'deleted'> & { handle: string | null };
 export type PullRow = WithHandle<PullTable>;
 export type IssueRow = WithHandle<IssueTable>;
 export type CommentRow = WithHandle<CommentTable>;
-
-/** Which pull requests or issues a list shows. */
-export type StateFilter = 'open' | 'closed' | 'merged' | 'all';
 
 /** A page of a repository's pull requests or issues in one state. */
 type ListArgs = [repoDid: string, repoName: string, state: StateFilter, limit: number, offset?: number];

@@ -11,11 +11,12 @@ import {
   applyTablePart,
   hasOwnerTable,
   liveRefs,
-  packsJson,
   type TableApplied,
   type TableChange,
 } from './ref-tables.ts';
 import { WebhookStore } from './webhook-store.ts';
+import { packsJson } from '../model/packs.ts';
+import { repoOfKey } from '../model/records.ts';
 import type { Engine } from './open.ts';
 
 export type { EventSource } from './cursor.ts';
@@ -54,12 +55,6 @@ export type PushRow = Omit<PushTable, 'pusher'> & {
   pusher?: string | null;
   pusher_handle?: string | null;
 };
-
-/** The repository a ref record key belongs to: everything before the first `~`. */
-export function repoOfKey(rkey: string): string {
-  const i = rkey.indexOf('~');
-  return i === -1 ? rkey : rkey.slice(0, i);
-}
 
 /**
  * Every read and write of the index. Events can arrive twice (a replay after a restart, a backfill

@@ -8,7 +8,7 @@
 // rule, or whose part is missing or not the one it names, leaves the last good refs in place and
 // its problem in `ref_tables.problem`. A push is what changes between one listing and the next.
 import type { Kysely, Transaction } from 'kysely';
-import { isKnotlessError, REPO_COLLECTION, type PackEntry } from 'knotless-core';
+import { isKnotlessError, REPO_COLLECTION } from 'knotless-core';
 import {
   joinRefTable,
   parseRefTable,
@@ -17,6 +17,8 @@ import {
   type RefTable,
 } from 'knotless-core/records/ref-table';
 import { maintainersOf } from 'knotless-core/records/maintainers';
+import { packsJson } from '../model/packs.ts';
+import { repoOfKey } from '../model/records.ts';
 import { refreshRepoItems } from './forge-state.ts';
 import { maintainersOfRepo, type Maintainer } from './maintainers.ts';
 import type { EventSource } from './cursor.ts';
@@ -46,23 +48,6 @@ export interface TableApplied {
   changed: boolean;
   /** Set when the owner's table gives no listing now (its last good refs are kept). */
   problem?: string;
-}
-
-/** The repository a table or part key belongs to: everything before the first `~`. */
-function repoOf(rkey: string): string {
-  const i = rkey.indexOf('~');
-  return i === -1 ? rkey : rkey.slice(0, i);
-}
-
-/** A pack list as the index stores it: JSON, inline bytes as base64 (what the mirror reads back). */
-export function packsJson(packs: PackEntry[]): string {
-  // Explicitly, not with a replacer: a Buffer's toJSON runs before any replacer sees it.
-  return JSON.stringify(
-    packs.map((p) => ({
-      ...p,
-      ...(p.inline === undefined ? {} : { inline: { $bytes: Buffer.from(p.inline).toString('base64') } }),
-    })),
-  );
 }
 
 /** The owner's live table of `did`'s repository `repo`, if it has one. */
@@ -343,7 +328,7 @@ export async function applyTable(tx: Db, change: TableChange, source?: EventSour
     .where('rkey', '=', change.rkey)
     .executeTakeFirst();
   if (stale(old, change) || (old === undefined && change.record === null)) return { changed: false };
-  const repo = repoOf(change.rkey);
+  const repo = repoOfKey(change.rkey);
   const owner = repo === change.rkey;
   const wasLive = owner && old !== undefined && old.deleted === 0;
   const before = { refs: owner ? await listed(tx, change.did, repo, wasLive) : [], inTable: wasLive };
@@ -467,7 +452,7 @@ export async function applyTablePart(
     .execute();
   // Only the table that names this part is affected: a new part is written before the table that
   // lists it, and an old one deleted after, so most part changes leave the listing alone.
-  const repo = repoOf(change.rkey);
+  const repo = repoOfKey(change.rkey);
   const table = await ownerTable(tx, change.did, repo);
   if (table === undefined || !namesPart(table, change.rkey)) return { changed: false };
   const before = { refs: await listed(tx, change.did, repo, true), inTable: true };

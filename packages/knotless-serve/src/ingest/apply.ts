@@ -2,11 +2,11 @@ import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
 import { safeText } from 'knotless-core/text/terminal';
 import type { EventSource, Index } from '../db/index-store.ts';
-import { repoOfKey } from '../db/index-store.ts';
+import { repoOfKey } from '../model/records.ts';
 import { InvalidRecord } from 'knotless-core/forge/records';
 import { isForgeCollection, type ForgeCollection } from 'knotless-core/forge/kinds/table';
-import { forgeRecords } from './forge-records.ts';
-import { refRecordOf, repoRecordOf } from './records.ts';
+import { forgeRecords } from '../model/forge-records.ts';
+import { refRecordOf, repoRecordOf } from '../model/records.ts';
 
 /** One record write seen on a stream or in a listing. */
 export interface RecordWrite {

@@ -5,7 +5,7 @@ import { accountChanged } from './accounts.ts';
 import { applyWrite } from './apply.ts';
 import { InvalidRecord, PULL, type PullRecord } from 'knotless-core/forge/records';
 import { FORGE_COLLECTIONS, isForgeCollection } from 'knotless-core/forge/kinds/table';
-import { forgeRecords } from './forge-records.ts';
+import { forgeRecords } from '../model/forge-records.ts';
 import type { Identities } from './identities.ts';
 import { lexToJson } from '@atproto/lexicon';
 import { followStream } from './stream.ts';

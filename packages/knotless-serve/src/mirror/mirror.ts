@@ -22,6 +22,7 @@ import type { ServeConfig } from '../config.ts';
 import type { Index, RefRow } from '../db/index-store.ts';
 import { applyWrite } from '../ingest/apply.ts';
 import type { Identities } from '../ingest/identities.ts';
+import { packsOf } from '../model/packs.ts';
 import { guardedTransport } from '../net/guard.ts';
 import type { StoredRound as Round } from '../db/schema.ts';
 import { refsChanged } from './ref-cache.ts';
@@ -47,18 +48,6 @@ const SYNC_SLOTS = 4;
 /** Thrown when a repository's packs exceed the configured bounds. */
 export class MirrorLimit extends Error {
   override name = 'MirrorLimit';
-}
-
-/** The pack list stored in the index, back to PackEntry form (inline bytes as a Buffer). */
-export function packsOf(row: Pick<RefRow, 'packs'>): PackEntry[] {
-  const raw = JSON.parse(row.packs) as (Omit<PackEntry, 'inline'> & { inline?: { $bytes: string } })[];
-  return raw.map((p) => ({
-    id: p.id,
-    size: p.size,
-    count: p.count,
-    ...(p.inline === undefined ? {} : { inline: Buffer.from(p.inline.$bytes, 'base64') }),
-    ...(p.parts === undefined ? {} : { parts: p.parts }),
-  }));
 }
 
 /** A directory name for a DID: only characters safe in a path, reversible enough to read. */

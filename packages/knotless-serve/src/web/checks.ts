@@ -13,7 +13,7 @@ import {
 import { commitVerdict, type CommitVerdict } from 'knotless-core/forge/checks-store';
 import { repoUri } from 'knotless-core/forge/records';
 import { ForgeStore } from 'knotless-core/forge/store';
-import { forgeRecords } from '../ingest/forge-records.ts';
+import { forgeRecords } from '../model/forge-records.ts';
 import { HttpError, type RepoTarget, type Site } from './site.ts';
 
 /** `commit`'s checks in `repo` as `branch`'s protection judges them. */

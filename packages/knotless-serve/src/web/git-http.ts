@@ -3,7 +3,7 @@ import path from 'node:path';
 import { REPO_COLLECTION, isValidRepoName, serveHttpBackend } from 'knotless-core';
 import { XrpcError } from 'knotless-core/xrpc/client';
 import { CATCHING_UP } from '../mirror/ready.ts';
-import { repoRecordOf } from '../ingest/records.ts';
+import { repoRecordOf } from '../model/records.ts';
 import { findRepo } from './route-table.ts';
 import { HttpError, type RepoTarget, type Site } from './site.ts';
 

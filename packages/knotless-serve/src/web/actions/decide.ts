@@ -18,7 +18,7 @@ import { PULL } from 'knotless-core/forge/records';
 import { checkStateWrite } from 'knotless-core/forge/state-write';
 import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY, type Team } from 'knotless-core/records/forge-authority';
 import type { Viewer } from '../../auth/web-sessions.ts';
-import { forgeRecords } from '../../ingest/forge-records.ts';
+import { forgeRecords } from '../../model/forge-records.ts';
 import { verdictOf } from '../checks.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import {

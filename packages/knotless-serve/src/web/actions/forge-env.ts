@@ -9,7 +9,7 @@ import type { Identity } from 'knotless-core/identity/resolver';
 import { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { readerAuth, type ReaderAuth } from '../../auth/authorizer.ts';
 import type { Viewer } from '../../auth/web-sessions.ts';
-import { forgeRecords } from '../../ingest/forge-records.ts';
+import { forgeRecords } from '../../model/forge-records.ts';
 import { HttpError, type Site } from '../site.ts';
 
 /** The reader's OAuth session as a writer for the core's operations. */

@@ -11,7 +11,7 @@ import { href } from '../html.ts';
 import { noForgeWhenPrivate } from '../pages/forge-common.ts';
 import { HttpError, type RepoTarget, type Site } from '../site.ts';
 import { MAX_FORM_BYTES, SIGN_IN_TO_ACT, signedIn, type Route, type RouteContext } from '../route-table.ts';
-import { forgeRecords } from '../../ingest/forge-records.ts';
+import { forgeRecords } from '../../model/forge-records.ts';
 import { merge, mergeWithoutChecks, setLabels, setState } from './decide.ts';
 import { signInLapsed } from './sign-in-lapsed.ts';
 import { star } from './star.ts';

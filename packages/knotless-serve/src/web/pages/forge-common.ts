@@ -1,4 +1,5 @@
-import type { CommentRow, IssueRow, PullRow, StateFilter } from '../../db/forge-store.ts';
+import type { CommentRow, IssueRow, PullRow } from '../../db/forge-store.ts';
+import { stateFilter, type StateFilter } from '../../model/states.ts';
 import { pager } from '../diff-view.ts';
 import { html, href, page, when, type SafeHtml } from '../html.ts';
 import { renderMarkdown } from '../render.ts';
@@ -73,9 +74,10 @@ export function authorLink(did: string, handle: string | null): SafeHtml {
 }
 
 /** The `?state=` of a list page: open by default; anything else not offered is a 404. */
-export function stateOf(raw: string | null, allowed: string[]): string {
-  const s = raw ?? 'open';
-  if (!allowed.includes(s)) throw new HttpError(404, `No list of ${s} items; try ${allowed.join(', ')}.`);
+export function stateOf(raw: string | null, allowed: readonly StateFilter[]): StateFilter {
+  const s = stateFilter(raw, allowed);
+  if (s === undefined)
+    throw new HttpError(404, `No list of ${raw ?? 'open'} items; try ${allowed.join(', ')}.`);
   return s;
 }
 
@@ -84,7 +86,7 @@ export function stateNav(
   base: string,
   current: string,
   counts: Record<string, number>,
-  allowed: string[],
+  allowed: readonly StateFilter[],
 ): SafeHtml {
   const total = Object.values(counts).reduce((a, b) => a + b, 0);
   return html`<nav class="tabs states" aria-label="States">
@@ -103,7 +105,7 @@ export function stateNav(
 export interface ItemList<R> {
   tab: 'pulls' | 'issues';
   /** The states offered, `all` last. */
-  states: string[];
+  states: readonly StateFilter[];
   /** The list's name as a title ("Pull requests") and in a sentence ("pull requests"). */
   title: string;
   noun: string;
@@ -125,13 +127,7 @@ export function itemListPage<R extends { rkey: string }>(
   return async (site, repo, rawState, pageNo) => {
     const state = stateOf(rawState, list.states);
     const counts = await list.counts(site, repo);
-    const rows = await list.rows(
-      site,
-      repo,
-      state as StateFilter,
-      FORGE_PER_PAGE,
-      (pageNo - 1) * FORGE_PER_PAGE,
-    );
+    const rows = await list.rows(site, repo, state, FORGE_PER_PAGE, (pageNo - 1) * FORGE_PER_PAGE);
     const shorts = await site.index.forge.shortIds(list.tab, repo.did, repo.name);
     const total = state === 'all' ? Object.values(counts).reduce((a, b) => a + b, 0) : (counts[state] ?? 0);
     const self = href(repo.owner, repo.name, list.tab);

@@ -1,4 +1,5 @@
 import type { IssueRow } from '../../db/forge-store.ts';
+import { STATE_FILTERS } from '../../model/states.ts';
 import { html, href, page, when } from '../html.ts';
 import type { RepoTarget, Site } from '../site.ts';
 import { repoHeader } from './common.ts';
@@ -20,7 +21,7 @@ function issueHref(repo: RepoTarget, i: Pick<IssueRow, 'did' | 'rkey'>): string 
 /** `/<owner>/<repo>/issues`: the repository's issues, open ones unless `?state=` says. */
 export const issuesPage = itemListPage<IssueRow>({
   tab: 'issues',
-  states: ['open', 'closed', 'all'],
+  states: STATE_FILTERS.issues,
   title: 'Issues',
   noun: 'issues',
   async counts(site, repo) {

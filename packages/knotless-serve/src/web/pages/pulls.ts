@@ -1,4 +1,5 @@
 import type { PullRow } from '../../db/forge-store.ts';
+import { STATE_FILTERS } from '../../model/states.ts';
 import { roundsOf } from '../xrpc/forge-views.ts';
 import { copyField, html, href, when, type SafeHtml } from '../html.ts';
 import type { RepoTarget } from '../site.ts';
@@ -28,7 +29,7 @@ export function mergeWords(
 /** `/<owner>/<repo>/pulls`: the repository's pull requests, open ones unless `?state=` says. */
 export const pullsPage = itemListPage<PullRow>({
   tab: 'pulls',
-  states: ['open', 'closed', 'merged', 'all'],
+  states: STATE_FILTERS.pulls,
   title: 'Pull requests',
   noun: 'pull requests',
   counts: async (site, repo) => (await site.index.forge.counts(repo.did, repo.name)).pulls,

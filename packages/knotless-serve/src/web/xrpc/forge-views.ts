@@ -1,4 +1,5 @@
-import type { CommentRow, IssueRow, PullRow, StateFilter } from '../../db/forge-store.ts';
+import type { CommentRow, IssueRow, PullRow } from '../../db/forge-store.ts';
+import { stateFilter, type StateFilter } from '../../model/states.ts';
 import { atUri as recordUri, parseAtUri, type AtUri } from 'knotless-core/forge/records';
 import type { StoredRound as Round } from '../../db/schema.ts';
 import { XrpcHttpError } from './common.ts';
@@ -72,11 +73,11 @@ export function uriParam(value: string, collection: string, name: string): AtUri
 }
 
 /** The `state` parameter, one of `allowed`, `open` when absent. */
-export function stateParam(params: URLSearchParams, allowed: StateFilter[]): StateFilter {
-  const s = params.get('state') ?? 'open';
-  if (!(allowed as string[]).includes(s))
+export function stateParam(params: URLSearchParams, allowed: readonly StateFilter[]): StateFilter {
+  const s = stateFilter(params.get('state'), allowed);
+  if (s === undefined)
     throw new XrpcHttpError(400, 'InvalidRequest', `state must be one of ${allowed.join(', ')}`);
-  return s as StateFilter;
+  return s;
 }
 
 /** The `cursor` parameter: an offset into the list, as listRepos pages. */

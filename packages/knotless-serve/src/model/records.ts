@@ -1,3 +1,6 @@
+// A record as the index keeps it: the fields of a repository record, a ref record or nothing, and
+// the repository a record key belongs to. Pure rules, shared by ingest/ (events and backfill), db/
+// (tables applied) and web/ (plain git's check of a private repository).
 import { REPO_COLLECTION, isKnotlessError, parseRefRecord, type RefRecord } from 'knotless-core';
 import { parseAtUri } from 'knotless-core/forge/records';
 
@@ -31,4 +34,13 @@ export function repoRecordOf(json: unknown): {
     // Kept only when it names a repository record by DID: pages link to it and pull requests target it.
     ...(typeof forkOf === 'string' && parseAtUri(forkOf)?.collection === REPO_COLLECTION ? { forkOf } : {}),
   };
+}
+
+/**
+ * The repository a ref record's, table's or table part's key belongs to: everything before the
+ * first `~` (format.md: `<repo>~…` for each, and a repository name never holds one).
+ */
+export function repoOfKey(rkey: string): string {
+  const i = rkey.indexOf('~');
+  return i === -1 ? rkey : rkey.slice(0, i);
 }
