@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decide, heldDecision, type Decision, type Team } from '../src/records/forge-authority.ts';
-import { maintainersOf } from '../src/records/maintainers.ts';
+import { maintainerList, maintainersOf } from '../src/records/maintainers.ts';
 import { checkOutcome, checkStateWrite, decisionKey, type StateWrite } from '../src/forge/state-write.ts';
 import { alreadyDecided, checkLabelWrite, labelDecision } from '../src/forge/decision.ts';
 import { isTid, newTid, tidAfter, tidMicros } from '../src/tid.ts';
@@ -165,5 +165,19 @@ describe('who may write a decision, and under which key', () => {
   it('reads the maintainers of a table once each, never the owner', () => {
     const listed = [ANN, OWNER, ANN, BEN].map((did) => ({ did, since: '2026-01-01T00:00:00.000Z' }));
     assert.deepEqual(maintainersOf({ maintainers: listed }, OWNER), [ANN, BEN]);
+  });
+
+  it('lists each maintainer once, since their first listing, never the owner: the one rule the list and the index show', () => {
+    const listed = [
+      { did: ANN, since: '2026-01-01T00:00:00.000Z' },
+      { did: OWNER, since: '2026-01-02T00:00:00.000Z' },
+      { did: BEN, since: '2026-01-03T00:00:00.000Z' },
+      { did: ANN, since: '2026-01-04T00:00:00.000Z' },
+    ];
+    assert.deepEqual(maintainerList({ maintainers: listed }, OWNER), [
+      { did: ANN, since: '2026-01-01T00:00:00.000Z' },
+      { did: BEN, since: '2026-01-03T00:00:00.000Z' },
+    ]);
+    assert.deepEqual(maintainerList({ maintainers: [] }, OWNER), []);
   });
 });

@@ -134,6 +134,15 @@ describe('knotless repo maintainer', () => {
     assert.equal(await hands.alice.readTable('on-records'), undefined);
     const missing = await alice.knotless('repo', 'maintainer', 'add', 'nope', 'bob.test');
     assert.equal(missing.code, 7, missing.stderr);
+    // The list reads who maintains as every reader does: a repository on ref records has none, one
+    // that does not exist is said so.
+    const plain = await carol.knotless('repo', 'maintainer', 'list', 'alice.test/on-records');
+    assert.equal(plain.code, 0, plain.stderr);
+    assert.equal(plain.stdout, '');
+    assert.match(plain.stderr, /alice\.test\/on-records has no maintainers; only its owner pushes to it\./);
+    const nowhere = await carol.knotless('repo', 'maintainer', 'list', 'alice.test/nope');
+    assert.equal(nowhere.code, 7, nowhere.stderr);
+    assert.match(nowhere.stderr, /^knotless: alice\.test\/nope does not exist; check the name\.\n$/);
   });
 });
 

@@ -7,9 +7,9 @@ import fs from 'node:fs';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { KnotlessError } from '../errors.ts';
 import { downloadBlob, uploadBlob } from '../packs/transfer.ts';
+import { maintainersOf, ownerTable } from '../records/maintainers.ts';
 import {
   readMemberTable,
-  readRefTable,
   readTeamRefs,
   teamTable,
   type MemberTable,
@@ -27,27 +27,6 @@ import type { Authorizer, XrpcClient } from '../xrpc/client.ts';
 
 /** Attempts when the owner's table keeps moving under the write (pushes landing meanwhile). */
 const ATTEMPTS = 5;
-
-/** A maintainer as the owner's table lists them. */
-export interface Maintainer {
-  did: string;
-  since: string;
-}
-
-/**
- * The owner's table, verified; a repository still on ref records (or missing) is refused in one
- * sentence: maintainers are a field of the table.
- */
-export async function ownerTable(remote: RemoteRepo): Promise<TableRead> {
-  const read = await readRefTable(remote);
-  if (read !== undefined) return read;
-  if (!(await remote.exists()))
-    throw new KnotlessError('repo-missing', `${remote.label} does not exist; check the name.`);
-  throw new KnotlessError(
-    'push-rejected',
-    `${remote.label} keeps its refs in ref records, and only a repository on a ref table can have maintainers; run \`knotless repo migrate ${safeText(remote.name)}\` first, then add them.`,
-  );
-}
 
 /** Writes the owner's table again with `change` applied to the table as read, until it lands. */
 async function rewrite<T>(
@@ -83,7 +62,7 @@ export async function addMaintainer(remote: RemoteRepo, auth: Authorizer, did: s
   if (did === remote.owner.did)
     throw new KnotlessError('usage', `You own ${remote.label}; only another account can be its maintainer.`);
   return rewrite(remote, auth, (read) => {
-    if (read.table.maintainers.some((m) => m.did === did)) return Promise.resolve({ done: false });
+    if (maintainersOf(read.table, remote.owner.did).includes(did)) return Promise.resolve({ done: false });
     const since = new Date().toISOString();
     return Promise.resolve({
       next: next(read, { maintainers: [...read.table.maintainers, { did, since }] }),
@@ -117,7 +96,8 @@ export async function removeMaintainer(
 ): Promise<Removed> {
   let before: TeamRead | undefined;
   const first = await rewrite<Removed>(remote, auth, async (read) => {
-    if (!read.table.maintainers.some((m) => m.did === did)) return { done: { removed: false, kept: [] } };
+    if (!maintainersOf(read.table, remote.owner.did).includes(did))
+      return { done: { removed: false, kept: [] } };
     const team = await readTeamRefs(remote, read);
     before = team;
     const refs = await settle(remote, auth, team, cache, team.refs);

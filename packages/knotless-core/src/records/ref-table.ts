@@ -22,13 +22,27 @@ const MAX_TABLE_PARTS = 10_000;
 const MAX_MAINTAINERS = 1000;
 const MAX_OVER = 1000;
 
+/** A maintainer as the owner's table lists them: their DID and since when. */
+export interface Maintainer {
+  did: string;
+  since: string;
+}
+
 /**
- * The maintainers a table lists, each DID once, in the order listed; the owner's own DID is not a
- * maintainer (the owner decides as the owner). Only the owner's verified table may be passed: a
- * list in anyone else's record names nobody.
+ * The maintainers a table lists, each DID once (at its first listing), in the order listed; the
+ * owner's own DID is not a maintainer (the owner decides as the owner). Only the owner's verified
+ * table may be passed: a list in anyone else's record names nobody. Every reader of who maintains a
+ * repository (the CLI's list, the team's reads and pushes, the agent, the appview's index) goes
+ * through this, so that they count the same accounts.
  */
-export function maintainersOf(table: { maintainers: readonly { did: string }[] }, owner: string): string[] {
-  return [...new Set(table.maintainers.map((m) => m.did))].filter((did) => did !== owner);
+export function maintainerList(table: { maintainers: readonly Maintainer[] }, owner: string): Maintainer[] {
+  const seen = new Set<string>([owner]);
+  return table.maintainers.filter((m) => !seen.has(m.did) && seen.add(m.did));
+}
+
+/** {@link maintainerList}'s DIDs. */
+export function maintainersOf(table: { maintainers: readonly Maintainer[] }, owner: string): string[] {
+  return maintainerList(table, owner).map((m) => m.did);
 }
 
 /** One writer's replaced value: their DID and what they had (absent: no such ref). */
@@ -55,7 +69,7 @@ export interface RefTable {
   repo: string;
   head?: string;
   refs: TableRef[];
-  maintainers: { did: string; since: string }[];
+  maintainers: Maintainer[];
   seq: number;
   updatedAt: string;
 }

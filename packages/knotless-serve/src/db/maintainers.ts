@@ -2,15 +2,13 @@
 // ref table gave whole (ref-tables.ts keeps it), read by the authority rule (forge-state.ts) and the
 // pages.
 import type { Kysely, Transaction } from 'kysely';
+import type { Maintainer } from 'knotless-core/records/maintainers';
 import type { Database } from './schema.ts';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-/** A maintainer as the index keeps them. */
-export interface Maintainer {
-  did: string;
-  since: string;
-}
+/** A maintainer as the index keeps them: as the owner's table lists them (knotless-core's shape). */
+export type { Maintainer };
 
 /** A maintainer as pages name them: with the handle the index verified, when it knows one. */
 export interface NamedMaintainer extends Maintainer {

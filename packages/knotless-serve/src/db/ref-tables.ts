@@ -16,7 +16,7 @@ import {
   type FetchedPart,
   type RefTable,
 } from 'knotless-core/records/ref-table';
-import { maintainersOf } from 'knotless-core/records/maintainers';
+import { maintainerList } from 'knotless-core/records/maintainers';
 import { packsJson } from '../model/packs.ts';
 import { repoOfKey } from '../model/records.ts';
 import { refreshRepoItems } from './forge-state.ts';
@@ -148,8 +148,7 @@ async function listingOf(
       packs: packsJson(r.packs),
     });
   }
-  const since = new Map(table.maintainers.map((m) => [m.did, m.since]));
-  const maintainers = maintainersOf(table, row.did).map((did) => ({ did, since: since.get(did)! }));
+  const maintainers = maintainerList(table, row.did);
   return { refs, maintainers };
 }
 

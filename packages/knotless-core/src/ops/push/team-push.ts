@@ -25,6 +25,7 @@ import {
   type RefUpdate,
   type TableRef,
 } from '../../records/ref-table.ts';
+import { readMaintainers } from '../../records/maintainers.ts';
 import { SwapConflict } from '../../records/ref-writes.ts';
 import type { RemoteRef, RemoteRepo } from '../../records/remote-repo.ts';
 import { REPO_COLLECTION } from '../../records/collections.ts';
@@ -254,11 +255,10 @@ async function readOthers(
 ): Promise<
   { kind: 'read'; tables: TeamTable[] } | { kind: 'refused'; sentence: string; reason: PushReason }
 > {
-  const owner = await readRefTable(remote);
-  if (owner === undefined) throw new Error(`the ref table of ${remote.label} is gone`);
-  const listed = [...new Set(owner.table.maintainers.map((m) => m.did))].filter(
-    (d) => d !== remote.owner.did,
-  );
+  const read = await readMaintainers(remote);
+  if (read === undefined) throw new Error(`the ref table of ${remote.label} is gone`);
+  const owner = read.table;
+  const listed = read.maintainers.map((m) => m.did);
   if (!isOwner && !listed.includes(me))
     return {
       kind: 'refused',

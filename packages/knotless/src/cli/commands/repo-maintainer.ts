@@ -1,6 +1,7 @@
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
-import { addMaintainer, ownerTable, removeMaintainer } from 'knotless-core/ops/team';
+import { addMaintainer, removeMaintainer } from 'knotless-core/ops/team';
+import { readOwnerTable } from 'knotless-core/records/maintainers';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import type { Context } from '../../context.ts';
@@ -45,12 +46,8 @@ export const command: Command = {
       const spec = parseRepoSpec(specText);
       const owner = await ownerOf(c, spec.owner);
       const remote = c.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
-      const read = await ownerTable(remote).catch((err: unknown) => {
-        // A repository on ref records has no maintainers: nothing to list, which is no failure.
-        if (isKnotlessError(err, 'push-rejected')) return undefined;
-        throw err;
-      });
-      const listed = (read?.table.maintainers ?? []).filter((m) => m.did !== owner.did);
+      // A repository on ref records has no maintainers: nothing to list, which is no failure.
+      const listed = (await readOwnerTable(remote))?.maintainers ?? [];
       const named = await Promise.all(
         listed.map(async (m) => ({ ...m, handle: await handleOf(c, m.did, io) })),
       );
