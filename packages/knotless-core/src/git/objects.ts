@@ -17,14 +17,10 @@ export interface InRepo {
   gitDir?: string;
 }
 
-/** Resolves names or ids in one `git cat-file` run; names that resolve to nothing are left out. */
-export async function resolveObjects(specs: string[], repo: InRepo = {}): Promise<Map<string, LocalObject>> {
-  return (await lookUpObjects(specs, [], repo)).found;
-}
-
 /**
- * {@link resolveObjects} and {@link presentObjects} in one `git cat-file` run: a push asks both
- * before it decides anything, and every git process costs a process start.
+ * Names or ids resolved (names that resolve to nothing are left out), and which of `oids` this
+ * repository holds ({@link presentObjects}), in one `git cat-file` run: a push asks both before it
+ * decides anything, and every git process costs a process start.
  */
 export async function lookUpObjects(
   specs: string[],
