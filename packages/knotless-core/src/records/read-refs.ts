@@ -375,6 +375,52 @@ export function lastTeamRead(remote: RemoteRepo): TeamRead | undefined {
 }
 
 /**
+ * Takes `team` as what `remote`'s refs are computed from, as if {@link readRepoRefs} had just read
+ * it: the warm agent's view of a team, whose tables a push's write and its reads after it prove.
+ */
+export function useTeamRead(remote: RemoteRepo, team: TeamRead): void {
+  useTableRead(remote, team.owner);
+  teamReads.set(remote, team);
+}
+
+/**
+ * A maintainer's table of the repository from its records (the warm agent's view of it, from their
+ * checked event stream): checked as {@link readMemberTable} checks one, its `repo` naming exactly
+ * the owner's repository, its parts against the CIDs it names.
+ */
+export function parseMemberRead(
+  owner: string,
+  name: string,
+  label: string,
+  got: { value: unknown; cid: string; rev: string; commit: string },
+  parts: FetchedPart[],
+): Omit<TableRead, 'signingKey'> {
+  if (isSealed(got.value))
+    throw new KnotlessError(
+      'corrupt-remote',
+      `${label} is sealed (a private repository's), which this version of knotless cannot read; upgrade knotless and try again.`,
+    );
+  const stored = parseRefTable(got.value, `at://${owner}/${REPO_COLLECTION}/${name}`, false);
+  const table = joinRefTable(stored, parts);
+  return { table, stored, cid: got.cid, rev: got.rev, commit: got.commit, raw: { value: got.value, parts } };
+}
+
+/** A team from its tables as read: the repository's refs computed from them with the rule. */
+export function teamOf(
+  remote: RemoteRepo,
+  owner: TableRead,
+  members: MemberTable[],
+  unread: TeamRead['unread'] = [],
+): TeamRead {
+  const sorted = [...members].sort((a, b) => compareRefNames(a.did, b.did));
+  const refs = teamRefs(remote.owner.did, [
+    teamTable(remote.owner.did, owner.table),
+    ...sorted.map((m) => teamTable(m.did, m.read?.table)),
+  ]);
+  return { owner, members: sorted, unread, refs };
+}
+
+/**
  * A maintainer's table of the repository, in the maintainer's account, under the key format.md
  * gives it (`<repo>~<owner DID>`), verified against that account's own signing key. Only the
  * account it is in says who wrote it; its `repo` must name exactly the owner's repository.
@@ -446,16 +492,11 @@ export async function readTeamRefs(remote: RemoteRepo, owner: TableRead): Promis
       }
     }),
   );
-  members.sort((a, b) => compareRefNames(a.did, b.did));
   for (const u of unread.sort((a, b) => compareRefNames(a.did, b.did)))
     remote.warn(
       `the refs maintainer ${safeText(u.did)} pushed to ${remote.label} could not be read (${u.why}); the repository is read from the others`,
     );
-  const refs = teamRefs(remote.owner.did, [
-    teamTable(remote.owner.did, owner.table),
-    ...members.map((m) => teamTable(m.did, m.read?.table)),
-  ]);
-  return { owner, members, unread, refs };
+  return teamOf(remote, owner, members, unread);
 }
 
 /** A ref name for a value the rule did not choose: `refs/maintainers/<who>/<name without refs/>`. */

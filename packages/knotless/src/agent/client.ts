@@ -5,13 +5,22 @@ import { safeText } from 'knotless-core/text/terminal';
 import { isBodySource, type BodySource } from 'knotless-core/xrpc/request-body';
 import { HttpPool } from 'knotless-core/xrpc/http-pool';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
-import { parseWireRefs, parseWireTable, writeWireRefs, type WireRef, type WireTable } from './views.ts';
+import {
+  parseWireMembers,
+  parseWireRefs,
+  parseWireTable,
+  writeWireRefs,
+  type WireMember,
+  type WireRef,
+  type WireTable,
+} from './views.ts';
 
 /**
  * A repository's refs as the agent's view has them, with the commit it is complete at if known; or,
- * for a repository on a ref table, the table's records as the view holds them (`refs` then empty).
+ * for a repository on a ref table, the table's records as the view holds them (`refs` then empty),
+ * and for a team each maintainer's table too.
  */
-export type AgentView = { refs: RemoteRef[]; commit?: string; table?: WireTable };
+export type AgentView = { refs: RemoteRef[]; commit?: string; table?: WireTable; members?: WireMember[] };
 
 /** What a push wrote (so the agent's view is current at once), or that the view was stale. */
 export interface WroteChange {
@@ -201,8 +210,14 @@ export class AgentClient implements AgentLink {
       refs?: WireRef[];
       commit?: unknown;
       table?: unknown;
+      members?: unknown;
     };
-    if (body.confirmed && body.table !== undefined) return { refs: [], table: parseWireTable(body.table) };
+    if (body.confirmed && body.table !== undefined) {
+      const table = parseWireTable(body.table);
+      return body.members === undefined
+        ? { refs: [], table }
+        : { refs: [], table, members: parseWireMembers(body.members) };
+    }
     if (!body.confirmed || body.refs === undefined) return undefined;
     const refs = parseWireRefs(body.refs);
     return typeof body.commit === 'string' ? { refs, commit: body.commit } : { refs };

@@ -6,8 +6,10 @@ import {
   lastTableRead,
   lastTeamRead,
   openVerifiedReads,
+  parseMemberRead,
   parseStoredTable,
   parseTableRead,
+  readMemberTable,
   readRepoRefs,
 } from 'knotless-core/records/read-refs';
 import { parseRefRecord } from 'knotless-core/records/ref-record';
@@ -24,6 +26,7 @@ import {
   writeWireRefs,
   type RepoView,
   type TableChange,
+  type WireMember,
   type WireRef,
   type WireTable,
 } from './views.ts';
@@ -234,14 +237,26 @@ export class Follower {
       // The one reader of a repository's refs: its ref table, verified, when it has one.
       const refs = await readRepoRefs(remote);
       const table = lastTableRead(remote);
-      // A team's refs come from several accounts' tables, which the agent does not follow: no view,
-      // so reads and pushes of it go cold.
-      if (lastTeamRead(remote) !== undefined)
-        throw new Error('its ref table names maintainers, whose tables the agent does not follow');
+      const team = lastTeamRead(remote);
+      // A team whose maintainer could not be read is read cold, where the warning says whose.
+      if (team !== undefined && team.unread.length > 0)
+        throw new Error('the table of one of its maintainers could not be read');
       if (table?.raw !== undefined) {
+        // A team: each maintainer's table is followed on their own PDS's stream (the view waits for it).
+        for (const m of team?.members ?? [])
+          view.members.set(m.did, {
+            did: m.did,
+            pds: m.remote.owner.pds,
+            ready: false,
+            table: null,
+            rev: '',
+          });
         const { cid, rev, commit, raw } = table;
         const meanwhile = views.finishTable(view, { cid, rev, commit, value: raw.value, parts: raw.parts });
-        if (meanwhile !== undefined) await this.#takeTable(view, meanwhile);
+        // The next request loads it again, with the maintainers named now.
+        if (meanwhile !== undefined && (await this.#takeTable(view, meanwhile)) === 'reload')
+          throw new Error('its maintainers changed while it was loaded');
+        if (team !== undefined) await this.#loadMembers(view, remote);
         return;
       }
       // A table written while the records were listed: the listing is not what readers read.
@@ -275,14 +290,21 @@ export class Follower {
   async viewAt(
     owner: Identity,
     name: string,
-  ): Promise<{ refs: WireRef[]; commit?: string } | { table: WireTable } | undefined> {
+  ): Promise<
+    { refs: WireRef[]; commit?: string } | { table: WireTable; members?: WireMember[] } | undefined
+  > {
     const stream = this.#streams.get(owner.pds);
     const view = this.views.get(owner.did, name);
     // A ref table's view answers at once: the push's write swaps on its CID, which proves it whole,
-    // and a helper that writes nothing reads once before it exits (HelperState.checkView).
+    // and a helper that writes nothing reads once before it exits (HelperState.checkView). A team's
+    // view only while every maintainer's table is read and their stream live: the push's write
+    // swaps on the pusher's own table, and it reads every other writer's after it (team-push.ts).
     if (view?.table !== undefined) {
-      if (stream?.live === true && view.ready && view.pds === owner.pds) return { table: view.table };
-      return undefined;
+      if (stream?.live !== true || !view.ready || view.pds !== owner.pds) return undefined;
+      if (view.members.size === 0) return { table: view.table };
+      const members = [...view.members.values()];
+      if (!members.every((m) => m.ready && this.#streams.get(m.pds)?.live === true)) return undefined;
+      return { table: view.table, members: members.map((m) => ({ did: m.did, pds: m.pds, table: m.table })) };
     }
     const head = this.#heads.get(owner.did);
     const atOnce = head !== undefined && this.#behind.get(owner.did) !== head;
@@ -345,9 +367,92 @@ export class Follower {
                 ? 'its repository now keeps its refs in a ref table'
                 : 'its ref table was deleted',
             );
-        } else await this.#takeTable(v, change);
+        } else if ((await this.#takeTable(v, change)) === 'reload')
+          this.#reload(v, 'its ref table names another set of maintainers');
+      }
+      // A maintainer's own table of a team repository some view holds.
+      for (const v of this.views.memberOf(did)) {
+        if (refTableKey(v.repo, v.did, did) !== c.key) continue;
+        const m = v.members.get(did)!;
+        const change: TableChange = { cid: c.cid ?? '', value: c.value, rev, commit };
+        if (!m.ready) m.pending = change;
+        else await this.#takeMember(v, did, change);
       }
     }
+  }
+
+  /**
+   * Reads each maintainer's table of a team's view once their PDS's event stream is live (so that
+   * every change after the read reaches the view), then applies what the stream delivered meanwhile.
+   */
+  async #loadMembers(view: RepoView, remote: RemoteRepo): Promise<void> {
+    const members = [...view.members.values()];
+    const streams = await Promise.all(
+      [...new Set(members.map((m) => m.pds))].map((pds) => this.#follow(pds)),
+    );
+    for (const live of await Promise.all(streams.map((s) => s.whenLive())))
+      if (!live) throw new Error("a maintainer's event stream did not go live");
+    await Promise.all(
+      members.map(async (m) => {
+        const got = await readMemberTable(remote, m.did);
+        if (this.views.get(view.did, view.repo) !== view || view.members.get(m.did) !== m) return;
+        const read = got.read;
+        m.table =
+          read?.raw === undefined
+            ? null
+            : {
+                cid: read.cid,
+                rev: read.rev,
+                commit: read.commit,
+                value: read.raw.value,
+                parts: read.raw.parts,
+              };
+        m.rev = read?.rev ?? '';
+        m.ready = true;
+        const meanwhile = m.pending;
+        delete m.pending;
+        if (meanwhile !== undefined) await this.#takeMember(view, m.did, meanwhile);
+      }),
+    );
+  }
+
+  /** Drops a view whose set of maintainers changed, and loads it again (their streams followed). */
+  #reload(v: RepoView, why: string): void {
+    const gone = this.views.dropRepo(v.did, v.repo);
+    if (gone === undefined) return;
+    this.drop([gone], why);
+    this.load({ did: v.did, handle: undefined, pds: v.pds }, v.repo);
+  }
+
+  /**
+   * Takes a maintainer's new table into a team's view when it is newer than what the view holds:
+   * checked as every reader checks one (its `repo` naming exactly this repository, its parts against
+   * their CIDs), which throws on a broken rule (the caller drops the views). Deleted: they hold none.
+   */
+  async #takeMember(v: RepoView, did: string, change: TableChange): Promise<void> {
+    const m = v.members.get(did);
+    if (m === undefined || change.rev <= m.rev) return;
+    if (change.value === null) {
+      m.table = null;
+      m.rev = change.rev;
+      return;
+    }
+    const label = `${safeText(did)}'s refs of ${safeText(v.did)}/${safeText(v.repo)}`;
+    const stored = parseMemberRead(v.did, v.repo, label, change, []).stored;
+    const parts: FetchedPart[] = [];
+    for (const link of stored.parts) {
+      const had =
+        m.table?.parts.find((p) => p.cid === link.cid && p.rkey === link.rkey) ??
+        this.#parts.get(did)?.get(link.cid);
+      parts.push(
+        had?.rkey === link.rkey ? had : await this.#fetchPart({ did, pds: m.pds, repo: v.repo }, link.rkey),
+      );
+    }
+    parseMemberRead(v.did, v.repo, label, change, parts);
+    // Dropped, replaced, removed, or moved on while parts were fetched: a newer value is not undone.
+    if (this.views.get(v.did, v.repo) !== v || v.members.get(did) !== m || change.rev <= m.rev) return;
+    m.table = { cid: change.cid, rev: change.rev, commit: change.commit, value: change.value, parts };
+    m.rev = change.rev;
   }
 
   /**
@@ -363,11 +468,23 @@ export class Follower {
     for (const v of this.views.of(did)) {
       if (!v.ready || v.table === undefined || refTableKey(v.repo, did, did) !== rkey) continue;
       try {
-        await this.#takeTable(v, change);
+        if ((await this.#takeTable(v, change)) === 'reload')
+          this.#reload(v, 'its ref table names another set of maintainers');
       } catch (err) {
         const gone = this.views.dropRepo(did, v.repo);
         if (gone !== undefined)
           this.drop([gone], `its own table write could not be taken (${safeText(String(err))})`);
+      }
+    }
+    // A maintainer's own table of a team repository (the write of a maintainer's push).
+    for (const v of this.views.memberOf(did)) {
+      if (v.members.get(did)?.ready !== true || refTableKey(v.repo, v.did, did) !== rkey) continue;
+      try {
+        await this.#takeMember(v, did, change);
+      } catch (err) {
+        const gone = this.views.dropRepo(v.did, v.repo);
+        if (gone !== undefined)
+          this.drop([gone], `its maintainer's table write could not be taken (${safeText(String(err))})`);
       }
     }
   }
@@ -383,14 +500,17 @@ export class Follower {
    * Takes a table's new value into its view when it is newer than what the view holds: its parts
    * from the view, the parts the stream delivered, or fetched (verified) when absent; then checked as
    * every reader checks a table (records/read-refs.ts parseTableRead), which throws on a broken rule.
+   * A table that removes maintainers takes their tables out of the view (their writes count for
+   * nothing from now on); one that names a maintainer the view does not follow yet is not taken:
+   * 'reload', and the caller loads the view again with that maintainer's table and stream.
    */
-  async #takeTable(v: RepoView, change: TableChange): Promise<void> {
+  async #takeTable(v: RepoView, change: TableChange): Promise<'reload' | undefined> {
     const label = `${safeText(v.did)}/${safeText(v.repo)}`;
     if (change.value === null) throw new Error('its ref table was deleted');
-    if (v.table !== undefined && change.rev <= v.table.rev) return;
+    if (v.table !== undefined && change.rev <= v.table.rev) return undefined;
     const stored = parseStoredTable(v.did, v.repo, label, change.value);
-    if (maintainersOf(stored, v.did).length > 0)
-      throw new Error('its ref table names maintainers, whose tables the agent does not follow');
+    const named = new Set(maintainersOf(stored, v.did));
+    if ([...named].some((did) => !v.members.has(did))) return 'reload';
     const parts: FetchedPart[] = [];
     for (const link of stored.parts) {
       const had =
@@ -400,12 +520,16 @@ export class Follower {
     }
     parseTableRead(v.did, v.repo, label, change, parts, stored);
     // Dropped, replaced, or moved on while parts were fetched: a newer value is not undone.
-    if (this.views.get(v.did, v.repo) !== v || v.table === undefined || change.rev <= v.table.rev) return;
+    if (this.views.get(v.did, v.repo) !== v || v.table === undefined || change.rev <= v.table.rev)
+      return undefined;
     v.table = { cid: change.cid, rev: change.rev, commit: change.commit, value: change.value, parts };
+    // Removed maintainers: their tables are no longer read, by the agent as by every reader.
+    for (const did of [...v.members.keys()]) if (!named.has(did)) v.members.delete(did);
+    return undefined;
   }
 
-  /** One part of a view's table, read with its proof (its CID is checked against the table's). */
-  async #fetchPart(v: RepoView, rkey: string): Promise<FetchedPart> {
+  /** One part of a table (the owner's or a maintainer's), read with its proof in `v.did`'s account (its CID is checked against the table's). */
+  async #fetchPart(v: { did: string; pds: string; repo: string }, rkey: string): Promise<FetchedPart> {
     const remote = this.#ctx.remoteRepo({ did: v.did, handle: undefined, pds: v.pds }, v.repo, this.#log);
     const verify = remote.verifier;
     if (verify === undefined) throw new Error('no verified reads to fetch a part of its ref table');

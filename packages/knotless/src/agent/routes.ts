@@ -43,7 +43,10 @@ export function hostCalls({ follower, forward }: RouteParts): AgentHost {
         const got = await follower.viewAt({ did, handle: undefined, pds }, repo);
         if (got === undefined) return undefined;
         // The helper's own copy: it parses the records as a cold read does.
-        if ('table' in got) return { refs: [], table: structuredClone(got.table) };
+        if ('table' in got)
+          return got.members === undefined
+            ? { refs: [], table: structuredClone(got.table) }
+            : { refs: [], table: structuredClone(got.table), members: structuredClone(got.members) };
         const refs = parseWireRefs(got.refs);
         return got.commit === undefined ? { refs } : { refs, commit: got.commit };
       }),

@@ -84,7 +84,9 @@ export class TableGroup {
 
   /**
    * Takes a forwarded table write, or returns undefined when it is not one this can fold (it is
-   * forwarded as it came): a bearer-authorized `putRecord` of the owner's table with a `swapRecord`.
+   * forwarded as it came): a bearer-authorized `putRecord` of the owner's table with a `swapRecord`,
+   * or of a maintainer's own table of a team repository (their key holds `~`), which is sent alone
+   * but taken into the views the moment it lands, so that their next push swaps on it.
    */
   accept(
     url: URL,
@@ -93,14 +95,11 @@ export class TableGroup {
     deadlineMs?: number,
   ): Promise<HttpResponse> | undefined {
     const op = parseWrite(url, headers, body, REFS_COLLECTION, ['validate']);
-    // Only the owner's own table (a maintainer's key holds `~`), swapped on a table that exists.
-    if (op === undefined || op.kind !== 'put' || op.swap === null || op.swapCommit !== undefined)
+    // The owner's own table swapped on a table that exists, or a maintainer's (created or swapped).
+    const member = op?.rkey.includes('~') === true;
+    if (op === undefined || op.kind !== 'put' || (op.swap === null && !member) || op.swapCommit !== undefined)
       return undefined;
-    if (
-      op.rkey.includes('~') ||
-      (JSON.parse(body.toString('utf8')) as { validate?: unknown }).validate !== false
-    )
-      return undefined;
+    if ((JSON.parse(body.toString('utf8')) as { validate?: unknown }).validate !== false) return undefined;
     const key = `${url.origin}${url.pathname} ${op.did} ${op.rkey}`;
     let t = this.#tables.get(key);
     if (t === undefined) {
@@ -201,8 +200,12 @@ export class TableGroup {
   async #round(t: TableQueue, batch: Pending[]): Promise<void> {
     const cur = this.#current(t);
     const first = batch[0]!;
+    // A team's table (the owner's naming maintainers, or a maintainer's) is written push by push:
+    // each entry's `over` is the pusher's judgement against the other writers' tables, which a fold
+    // would not make again.
     if (
       cur === undefined ||
+      cur.table.maintainers.length > 0 ||
       cur.stored.parts.length > 0 ||
       (batch.length === 1 && first.op.swap === cur.cid)
     ) {

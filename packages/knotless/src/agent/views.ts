@@ -25,6 +25,45 @@ export interface RepoView {
   table?: WireTable;
   /** The last change of the table the stream delivered while the view was loading (value null: deleted). */
   pendingTable?: TableChange;
+  /**
+   * A team's view (the owner's table names maintainers): each maintainer's own table of the
+   * repository, in their own account, kept from their PDS's checked event stream. Empty otherwise.
+   */
+  members: Map<string, MemberView>;
+}
+
+/** One maintainer's table of a team repository, as the agent's view of the repository holds it. */
+export interface MemberView {
+  did: string;
+  /** The PDS whose event stream keeps it current. */
+  pds: string;
+  /** False until the table is read after that stream went live. */
+  ready: boolean;
+  /** Their table; null when they hold none (they have not pushed to the repository). */
+  table: WireTable | null;
+  /** The revision of their account the table was read or delivered at. */
+  rev: string;
+  /** The last change the stream delivered while the table was being read. */
+  pending?: TableChange;
+}
+
+/** A maintainer's table as the agent sends it: their DID and PDS, and their table (null: none). */
+export interface WireMember {
+  did: string;
+  pds: string;
+  table: WireTable | null;
+}
+
+/** The members of a team's view from the socket, their fields' types checked. */
+export function parseWireMembers(v: unknown): WireMember[] {
+  if (!Array.isArray(v))
+    throw new Error('the warm agent answered /view with maintainers it does not describe');
+  return v.map((m: unknown) => {
+    const o = (typeof m === 'object' && m !== null ? m : {}) as Record<string, unknown>;
+    if (typeof o['did'] !== 'string' || typeof o['pds'] !== 'string')
+      throw new Error('the warm agent answered /view with maintainers it does not describe');
+    return { did: o['did'], pds: o['pds'], table: o['table'] === null ? null : parseWireTable(o['table']) };
+  });
 }
 
 /** A change of a ref table record: its new value (null: deleted), CID, revision and commit. */
@@ -116,15 +155,20 @@ export class Views {
     return this.#views.get(Views.key(did, repo));
   }
 
-  /** True when some view of this account exists (its events are worth decoding). */
+  /** True when some view of this account exists, or holds its table as a maintainer's (its events are worth decoding). */
   follows(did: string): boolean {
-    for (const v of this.#views.values()) if (v.did === did) return true;
+    for (const v of this.#views.values()) if (v.did === did || v.members.has(did)) return true;
     return false;
   }
 
-  /** Every account some view is of. */
+  /** Every account some view is of, or holds a maintainer's table of. */
   dids(): Set<string> {
-    return new Set([...this.#views.values()].map((v) => v.did));
+    return new Set([...this.#views.values()].flatMap((v) => [v.did, ...v.members.keys()]));
+  }
+
+  /** Every view (ready or loading) that holds the table of maintainer `did`. */
+  memberOf(did: string): RepoView[] {
+    return [...this.#views.values()].filter((v) => v.members.has(did));
   }
 
   /** Starts a view whose listing is about to be made; changes delivered meanwhile wait in it. */
@@ -138,6 +182,7 @@ export class Views {
       deleted: new Map(),
       pending: [],
       baseRev: '',
+      members: new Map(),
     };
     this.#views.set(Views.key(did, repo), v);
     return v;
@@ -156,11 +201,20 @@ export class Views {
     for (const p of view.pending.splice(0)) this.#applyTo(view, p.key, p.change, p.rev);
   }
 
-  /** Forgets the views of one account (or of every account on `pds`); returns those dropped. */
+  /**
+   * Forgets the views of one account (or of every account on `pds`), and every view that holds a
+   * maintainer's table of it (or on it): a team's view is only as good as each of its tables.
+   * Returns those dropped.
+   */
   drop(match: { did: string } | { pds: string }): RepoView[] {
     const gone: RepoView[] = [];
+    const members = (v: RepoView) => [...v.members.values()];
     for (const [k, v] of this.#views) {
-      if ('did' in match ? v.did === match.did : v.pds === match.pds) {
+      if (
+        'did' in match
+          ? v.did === match.did || v.members.has(match.did)
+          : v.pds === match.pds || members(v).some((m) => m.pds === match.pds)
+      ) {
         this.#views.delete(k);
         gone.push(v);
       }

@@ -3,11 +3,20 @@ import type { Context } from '../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import {
   lastTableRead,
+  parseMemberRead,
   parseTableRead,
   readRepoRefs,
   tableRefs,
+  teamOf,
+  teamRemoteRefs,
   useTableRead,
+  useTeamRead,
+  type MemberTable,
+  type TableRead,
+  type TeamRead,
 } from 'knotless-core/records/read-refs';
+import { maintainersOf } from 'knotless-core/records/ref-table';
+import type { WireMember } from '../agent/views.ts';
 import { refsByName, type RemoteRef, type RemoteRepo } from 'knotless-core/records/remote-repo';
 import { printErr, safeText } from 'knotless-core/text/terminal';
 import type { PushOptions } from 'knotless-core/ops/push/job';
@@ -67,15 +76,25 @@ export class HelperState {
     const fromAgent = forPush
       ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
       : undefined;
-    if (fromAgent?.table !== undefined) {
+    const team =
+      fromAgent?.table === undefined || fromAgent.members === undefined
+        ? undefined
+        : await this.#team(remote, fromAgent.table, fromAgent.members);
+    if (fromAgent?.table !== undefined && (fromAgent.members === undefined || team !== undefined)) {
       // A view of a ref table: parsed and its parts checked as a read's are. The push's one write of
-      // the table, swapped on this CID, proves the whole listing (ops/push/table.ts).
+      // the table, swapped on this CID, proves the whole listing (ops/push/table.ts). A team's: the
+      // refs computed from every writer's table with the rule, as a cold read computes them; its push
+      // swaps on the pusher's own table and reads every other writer's after it (team-push.ts).
       const { table } = fromAgent;
       const read = parseTableRead(remote.owner.did, remote.name, remote.label, table, table.parts);
-      useTableRead(remote, { ...read, signingKey: undefined });
+      if (team === undefined) useTableRead(remote, { ...read, signingKey: undefined });
+      else useTeamRead(remote, team);
       await remote.prepare('plain');
       remote.viewProof = { commit: read.cid, state: 'pending' };
-      const refs = tableRefs(remote, { ...read, signingKey: undefined });
+      const refs =
+        team === undefined
+          ? tableRefs(remote, { ...read, signingKey: undefined })
+          : teamRemoteRefs(remote, team);
       this.#unproven = refs;
       await this.ctx.resolver.settle();
       return this.#keep(refs);
@@ -162,6 +181,38 @@ export class HelperState {
       'push-rejected',
       `${remote.label} changed while git was deciding this push (${names.join(', ')}${moved.size > 3 ? ', …' : ''}), so what git judged of those refs may be wrong; run \`git fetch\` and push again.`,
     );
+  }
+
+  /**
+   * A team from the agent's view: the owner's table and each maintainer's, parsed and checked as a
+   * read's are. Undefined (the helper lists for itself) when the maintainers the view holds are not
+   * exactly those the owner's table names.
+   */
+  async #team(
+    remote: RemoteRepo,
+    table: WireMember['table'] & object,
+    members: WireMember[],
+  ): Promise<TeamRead | undefined> {
+    const read = parseTableRead(remote.owner.did, remote.name, remote.label, table, table.parts);
+    const owner: TableRead = { ...read, signingKey: undefined };
+    const named = maintainersOf(owner.table, remote.owner.did);
+    const held = new Set(members.map((m) => m.did));
+    if (named.length !== held.size || !named.every((did) => held.has(did))) return undefined;
+    const tables = await Promise.all(
+      members.map(async (m): Promise<MemberTable> => {
+        const member = await remote.member(m.did);
+        if (member === undefined)
+          throw new Error(`${remote.label} was opened without a way to read maintainers`);
+        const name = member.owner.handle ?? m.did;
+        const label = `${name}'s refs of ${remote.label}`;
+        const got =
+          m.table === null
+            ? undefined
+            : parseMemberRead(remote.owner.did, remote.name, label, m.table, m.table.parts);
+        return { did: m.did, name, remote: member, read: got };
+      }),
+    );
+    return teamOf(remote, owner, tables);
   }
 
   /** Takes a listing's records as the refs, each ref that several records claim set apart. */

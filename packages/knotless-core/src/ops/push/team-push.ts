@@ -13,6 +13,7 @@ import {
   readRefTable,
   readTeamRefs,
   teamTable,
+  type MemberTable,
   type TableRead,
   type TeamRead,
 } from '../../records/read-refs.ts';
@@ -25,7 +26,7 @@ import {
   type RefUpdate,
   type TableRef,
 } from '../../records/ref-table.ts';
-import { readMaintainers } from '../../records/maintainers.ts';
+import { maintainerList, readMaintainers, type Maintainer } from '../../records/maintainers.ts';
 import { SwapConflict } from '../../records/ref-writes.ts';
 import type { RemoteRef, RemoteRepo } from '../../records/remote-repo.ts';
 import { REPO_COLLECTION } from '../../records/collections.ts';
@@ -78,6 +79,8 @@ export async function writeTeam(job: WriteJob, team: TeamRead): Promise<Written[
   // A maintainer's table of a public repository is plain: no key ring of theirs is looked for.
   await mine.remote.prepare('plain');
   let others = othersOf(remote, team, me);
+  // The team the writes are decided against: the listing's until a conflict reads it again.
+  let known = team;
   // Every blob the pusher's table lists must be in the pusher's account: copy what is not.
   const packs = await copyPacks(
     mine.remote,
@@ -118,11 +121,26 @@ export async function writeTeam(job: WriteJob, team: TeamRead): Promise<Written[
       mine = ownTable(remote, fresh, me);
       await mine.remote.prepare('plain');
       others = othersOf(remote, fresh, me);
+      known = fresh;
       continue;
     }
     const written = { cid, stored: mine.read?.stored ?? { ...next, parts: [], gone: [] }, table: next };
     // Read after the write: a value is acknowledged only when it holds against every other writer's.
-    const now = await readOthers(remote, me, mine.owner);
+    const now = await readOthers(
+      remote,
+      me,
+      mine.owner ? next : undefined,
+      known.members.map((m) => m.did),
+    );
+    // The write swapped on the pusher's table as listed, and every other writer's table read after
+    // it is the one listed: what git was shown (the warm agent's view) was current, proved.
+    if (
+      attempt === 1 &&
+      now.kind === 'read' &&
+      remote.viewProof?.state === 'pending' &&
+      sameTables(now.cids, listedCids(remote, known, me))
+    )
+      remote.viewProof.state = 'proven';
     const failing = new Set<string>();
     if (now.kind === 'refused') for (const w of writes) failing.add(w.ref);
     else
@@ -243,19 +261,54 @@ async function rereadTeam(remote: RemoteRepo, me: string): Promise<TeamRead> {
   return fresh;
 }
 
+/** The CID of each other writer's table the listing read (undefined: they held none). */
+function listedCids(remote: RemoteRepo, team: TeamRead, me: string): Map<string, string | undefined> {
+  const cids = new Map<string, string | undefined>([[remote.owner.did, team.owner.cid]]);
+  for (const m of team.members) cids.set(m.did, m.read?.cid);
+  cids.delete(me);
+  return cids;
+}
+
+function sameTables(a: Map<string, string | undefined>, b: Map<string, string | undefined>): boolean {
+  return a.size === b.size && [...a].every(([did, cid]) => b.has(did) && b.get(did) === cid);
+}
+
 /**
  * Every other writer's table, read after the pusher's write: the owner's (which says who maintains
- * the repository now) and each maintainer's it names, in parallel. A pusher no longer listed, or a
- * writer whose table cannot be read, leaves nothing provable: the whole push is refused.
+ * the repository now) and each maintainer's it names, all in parallel: those the listing named are
+ * read beside the owner's, and one the owner's table names now that the listing did not, after it. A
+ * pusher no longer listed, or a writer whose table cannot be read, leaves nothing provable: the whole
+ * push is refused. `cids`: each table's CID (undefined: none), the owner's included. When the owner
+ * pushes, `written` is the table they just wrote (swapped on the one they read): who maintains the
+ * repository is what it names, and it is not read again. A maintainer the owner adds after that write
+ * holds no entry yet; their first push writes and then reads the owner's table, and is judged there.
  */
 async function readOthers(
   remote: RemoteRepo,
   me: string,
-  isOwner: boolean,
+  written: RefTable | undefined,
+  expected: string[],
 ): Promise<
-  { kind: 'read'; tables: TeamTable[] } | { kind: 'refused'; sentence: string; reason: PushReason }
+  | { kind: 'read'; tables: TeamTable[]; cids: Map<string, string | undefined> }
+  | { kind: 'refused'; sentence: string; reason: PushReason }
 > {
-  const read = await readMaintainers(remote);
+  type Got = { did: string; m: MemberTable } | { did: string; err: unknown };
+  const readOne = (did: string): Promise<Got> =>
+    readMemberTable(remote, did).then(
+      (m) => ({ did, m }),
+      (err: unknown) => ({ did, err }),
+    );
+  const early = new Map(expected.filter((d) => d !== me).map((did) => [did, readOne(did)]));
+  const isOwner = written !== undefined;
+  let read: { table: Pick<TableRead, 'table' | 'cid'>; maintainers: Maintainer[] } | undefined = isOwner
+    ? { table: { table: written, cid: '' }, maintainers: maintainerList(written, remote.owner.did) }
+    : undefined;
+  try {
+    read ??= await readMaintainers(remote);
+  } finally {
+    // Nothing left running unheard: the reads begun beside the owner's settle (they never reject).
+    if (read === undefined) await Promise.all(early.values());
+  }
   if (read === undefined) throw new Error(`the ref table of ${remote.label} is gone`);
   const owner = read.table;
   const listed = read.maintainers.map((m) => m.did);
@@ -266,27 +319,30 @@ async function readOthers(
       reason: 'permission denied',
     };
   const tables: TeamTable[] = isOwner ? [] : [teamTable(remote.owner.did, owner.table)];
+  const cids = new Map<string, string | undefined>(isOwner ? [] : [[remote.owner.did, owner.cid]]);
   const failed: string[] = [];
-  await Promise.all(
-    listed
-      .filter((d) => d !== me)
-      .map(async (did) => {
-        try {
-          const m = await readMemberTable(remote, did);
-          tables.push(teamTable(did, m.read?.table));
-        } catch (err) {
-          if (!isKnotlessError(err)) throw err;
-          failed.push(`${safeText(did)} (${err.message.replace(/\.$/, '')})`);
-        }
-      }),
-  );
+  const wanted = listed.filter((d) => d !== me);
+  const got = await Promise.all([
+    ...wanted.map((did) => early.get(did) ?? readOne(did)),
+    // Read for a maintainer the owner's table no longer names: counted for nothing, but awaited.
+    ...[...early].filter(([did]) => !wanted.includes(did)).map(([, p]) => p.then(() => undefined)),
+  ]);
+  for (const g of got) {
+    if (g === undefined) continue;
+    if ('m' in g) {
+      tables.push(teamTable(g.did, g.m.read?.table));
+      cids.set(g.did, g.m.read?.cid);
+    } else if (isKnotlessError(g.err))
+      failed.push(`${safeText(g.did)} (${g.err.message.replace(/\.$/, '')})`);
+    else throw g.err;
+  }
   if (failed.length > 0)
     return {
       kind: 'refused',
       sentence: `The refs of ${failed.join(', ')} could not be read after the push, so it could not be confirmed against theirs; what you pushed was withdrawn, try again.`,
       reason: 'fetch first',
     };
-  return { kind: 'read', tables };
+  return { kind: 'read', tables, cids };
 }
 
 /**
