@@ -10,11 +10,11 @@ import { after, before, describe, it } from 'node:test';
 import { Secp256k1Keypair } from '@atproto/crypto';
 import { TID } from '@atproto/common-web';
 import { MemoryBlockstore, Repo, WriteOpAction, concatBytesAsync, getRecords } from '@atproto/repo';
-import { isKnotlessError } from 'knotless-core/errors';
-import { previousSigningKey } from 'knotless-core/identity/plc-log';
-import { tidMicros } from 'knotless-core/tid';
-import { verifiedRead } from 'knotless-core/records/verified-read';
-import { transportFor } from 'knotless-core/xrpc/transport';
+import { isKnotlessError } from '../src/errors.ts';
+import { previousSigningKey } from '../src/identity/plc-log.ts';
+import { tidMicros } from '../src/tid.ts';
+import { verifiedRead } from '../src/records/verified-read.ts';
+import { transportFor } from '../src/xrpc/transport.ts';
 
 const DID = 'did:plc:previouspreviouspreviou';
 const transport = transportFor({ caCerts: undefined });

@@ -22,7 +22,7 @@ import {
   verifyCommitSig,
   type RecordCreateOp,
 } from '@atproto/repo';
-import { atprotoSigningKey, commitSigned, readCar, readCommit, treeGet } from 'knotless-core/records/proof';
+import { atprotoSigningKey, commitSigned, readCar, readCommit, treeGet } from '../src/records/proof.ts';
 
 const KEYS = 300;
 const rkey = (i: number) => `r${String(i).padStart(4, '0')}`;

@@ -3,7 +3,7 @@
 // started by `KNOTLESS_VERIFY=0 git fetch` must not read unchecked for every command after it.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { agentChildEnv } from 'knotless-core/config/env';
+import { agentChildEnv } from '../src/config/env.ts';
 
 describe("a started agent's environment", () => {
   it("leaves out git's variables and KNOTLESS_VERIFY, and keeps the rest", () => {
