@@ -97,6 +97,16 @@ describe('compaction', () => {
       }));
     assert.equal(compactionDue(pushes(6)), false);
     assert.equal(compactionDue(pushes(7)), true);
+    // A pack of one large blob that deflated small travels inline, but no fold reaches back past it:
+    // merged, its blob would no longer be one a blob:limit clone can skip.
+    const large: PackEntry = {
+      ...inline(200)[0]!,
+      holds: { kind: 'blob', oid: 'a'.repeat(40), blobSize: 2 * 1024 * 1024 },
+    };
+    const split = (...sizes: number[]): PackEntry[] =>
+      inline(...sizes).map((p, i) => ({ ...p, holds: { kind: i % 2 === 0 ? 'structure' : 'blobs' } }));
+    assert.equal(foldStart([...split(300, 300), large, ...split(300, 300)]), 3);
+    assert.equal(foldStart([...split(300, 300, 300, 300), large]), undefined);
   });
 
   it('after 50 small pushes, `repo compact` leaves at most log2(50)+2 packs and a sound clone', async () => {

@@ -78,18 +78,22 @@ export async function buildPack(opts: {
   return packToFile(args, input, opts.tmpDir, opts.gitDir, opts.progress);
 }
 
+/** A blob over this many bytes is packed on its own (format.md, "Structure apart from blobs"). */
+export const LARGE_BLOB_MIN = 1024 * 1024;
+
 /**
  * The blobs of the range {@link buildPack} packs, with their paths, and the range's edge commits
- * (rev-list's `--objects-edge`), for {@link buildBlobPack}. `--filter=object:type=blob` still lists
- * the range's commits (rev-list and pack-objects both keep commits whatever the filter), so lines
- * without a path are typed by cat-file and only blobs are kept (a blob named by a tag or a tip has no
- * path).
+ * (rev-list's `--objects-edge`), for {@link buildBlobPack}: `lines` the blobs of at most
+ * {@link LARGE_BLOB_MIN} bytes, `large` the larger ones with their sizes, each packed on its own.
+ * `--filter=object:type=blob` still lists the range's commits (rev-list and pack-objects both keep
+ * commits whatever the filter), so every line is typed and sized by one cat-file, and only blobs are
+ * kept (a blob named by a tag or a tip has no path).
  */
 export async function rangeBlobs(
   tips: string[],
   exclude: string[],
   gitDir?: string,
-): Promise<{ blobs: string[]; lines: string[] }> {
+): Promise<{ blobs: string[]; lines: string[]; large: Array<{ oid: string; size: number }> }> {
   const input = [...tips, ...exclude.map((oid) => `^${oid}`)].join('\n') + '\n';
   const dir = gitDir === undefined ? {} : { gitDir };
   const out = await runGit(
@@ -101,30 +105,54 @@ export async function rangeBlobs(
     },
   );
   const edges: string[] = [];
-  const named: string[] = [];
-  const bare: string[] = [];
+  const listed: string[] = [];
   for (const l of out.stdout.toString('latin1').split('\n')) {
     if (l === '') continue;
     if (l.startsWith('-')) edges.push(l);
-    else if (l.includes(' ')) named.push(l);
-    else bare.push(l);
+    else listed.push(l);
   }
-  if (bare.length > 0) {
-    const types = await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype)'], {
-      input: bare.join('\n') + '\n',
-      ...dir,
+  const small: string[] = [];
+  const large: Array<{ oid: string; size: number }> = [];
+  if (listed.length > 0) {
+    // One cat-file for every line: its type (a line without a path may be a commit) and its size.
+    const oids = listed.map((l) => l.split(' ', 1)[0]!);
+    const types = (
+      await runGit(['cat-file', '--batch-check=%(objectname) %(objecttype) %(objectsize)'], {
+        input: oids.join('\n') + '\n',
+        ...dir,
+        env: { GIT_NO_REPLACE_OBJECTS: '1' },
+      })
+    ).stdout
+      .toString('latin1')
+      .split('\n');
+    listed.forEach((line, i) => {
+      const [oid, type, size] = (types[i] ?? '').split(' ');
+      const named = line.includes(' ');
+      // A line with a path is a blob rev-list walked to: one cat-file could not size (missing here)
+      // goes to pack-objects as before, which says what is wrong.
+      if (oid === undefined || oid !== oids[i] || type !== 'blob') {
+        if (named) small.push(line);
+        return;
+      }
+      const bytes = Number(size);
+      if (bytes > LARGE_BLOB_MIN) large.push({ oid, size: bytes });
+      else small.push(line);
     });
-    for (const t of types.stdout.toString('latin1').split('\n'))
-      if (t.endsWith(' blob')) named.push(t.slice(0, -' blob'.length));
   }
   // pack-objects names objects by the bytes of each line; a path is passed on as rev-list gave it.
-  return { blobs: named.map((l) => l.split(' ', 1)[0]!), lines: [...edges, ...named] };
+  return {
+    blobs: small.map((l) => l.split(' ', 1)[0]!),
+    lines: [...edges, ...small],
+    large: [...new Map(large.map((b) => [b.oid, b])).values()],
+  };
 }
 
 /**
  * Packs the blobs {@link rangeBlobs} listed, thin: its edge lines (`-<commit>`) make the blobs of
  * the excluded commits preferred bases, which pack-objects deltas against and leaves out, as a
  * `--thin` pack does (`--thin` itself would read revisions, and walk commits back into the pack).
+ * A blob over {@link LARGE_BLOB_MIN} is no delta base (`pack.bigFileThreshold`): its pack, on its
+ * own, is one a reader may skip, so no other pack may need it.
  */
 export async function buildBlobPack(opts: {
   lines: string[];
@@ -132,8 +160,28 @@ export async function buildBlobPack(opts: {
   tmpDir: string;
   gitDir?: string;
 }): Promise<PackFile> {
-  const args = ['pack-objects', '--stdout', '--delta-base-offset', opts.progress ? '--progress' : '-q'];
+  const args = [
+    '-c',
+    `pack.bigFileThreshold=${LARGE_BLOB_MIN}`,
+    'pack-objects',
+    '--stdout',
+    '--delta-base-offset',
+    opts.progress ? '--progress' : '-q',
+  ];
   return packToFile(args, opts.lines.join('\n') + '\n', opts.tmpDir, opts.gitDir, opts.progress);
+}
+
+/**
+ * Packs one large blob alone, whole (no delta, not thin): a reader downloads it only when it wants
+ * that blob, so the pack needs no other.
+ */
+export async function buildLargeBlobPack(opts: {
+  oid: string;
+  tmpDir: string;
+  gitDir?: string;
+}): Promise<PackFile> {
+  const args = ['pack-objects', '--stdout', '-q'];
+  return packToFile(args, `${opts.oid}\n`, opts.tmpDir, opts.gitDir);
 }
 
 /**

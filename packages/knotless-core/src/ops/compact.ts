@@ -55,8 +55,9 @@ async function mergePacks(
   const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
   const built = await mirror.hold(async () => {
     await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
-    const wanted = [...new Set(list.slice(cut).flatMap((p) => mirror.objectsOf(p.id)))];
-    const split = list.slice(cut).some((p) => p.holds !== undefined);
+    const replaced = mergedAway(list, cut);
+    const wanted = [...new Set(replaced.flatMap((p) => mirror.objectsOf(p.id)))];
+    const split = replaced.some((p) => p.holds !== undefined);
     const groups: Array<{ oids: string[]; holds?: PackHolds }> = split
       ? kindGroups(await objectKinds(wanted, { gitDir: mirror.gitDir }))
       : [{ oids: wanted }];
@@ -113,6 +114,21 @@ async function mergePacks(
   } finally {
     for (const b of built) b.merged.close();
   }
+}
+
+/**
+ * The packs a merge from `cut` on replaces: all but the packs of one large blob (`holds` blob),
+ * which stay as they are, so that a `blob:limit` clone still skips them (format.md, "Structure apart
+ * from blobs"). They need no other pack and no other pack needs them, so they may move before the
+ * merged packs.
+ */
+function mergedAway(list: PackEntry[], cut: number): PackEntry[] {
+  return list.slice(cut).filter((p) => p.holds?.kind !== 'blob');
+}
+
+/** The packs of one large blob from `cut` on, kept by a merge from there. */
+function keptLarge(list: PackEntry[], cut: number): PackEntry[] {
+  return list.slice(cut).filter((p) => p.holds?.kind === 'blob');
 }
 
 /**
@@ -298,7 +314,8 @@ async function compactSlot(
           if (fresh?.record.packs.some((p) => p.parts?.some((part) => part.ref.$link === err.cid))) throw err;
           return { kind: 'again', state: { current: fresh } };
         }
-        const kept = merged === undefined ? list : [...list.slice(0, cut), ...merged];
+        const kept =
+          merged === undefined ? list : [...list.slice(0, cut), ...keptLarge(list, cut!), ...merged];
         plan = { list, cut, merged, kept, hoisted: new Map() };
       }
       const appended = current.record.packs.slice(plan.list.length);
@@ -311,7 +328,7 @@ async function compactSlot(
       const written = await slot.write(base, record);
       crashPoint('compact:after-record-write');
       if (plan.merged !== undefined && plan.cut !== undefined)
-        await retireReplaced(remote, env, plan.list.slice(plan.cut), plan.merged);
+        await retireReplaced(remote, env, mergedAway(plan.list, plan.cut), plan.merged);
       return {
         ref: base.record.ref,
         before: base.record.packs.length,

@@ -30,7 +30,9 @@ export interface UploadEnv {
  * it starts with the packs that hold the structure (commits, trees, tags: `holds` structure, or no
  * `holds`, as every pack before the split), and downloads the rest only before a request that needs
  * it — a fetch without a `blob:none` or `tree:<n>` filter, one that deepens, or one that wants an
- * object the mirror lacks (a partial clone's lazy fetch of blobs).
+ * object the mirror lacks (a partial clone's lazy fetch of blobs). A pack of one large blob
+ * (`holds` blob) is downloaded only for a request that wants that blob by its id or whose filter
+ * does not leave it out (none, or a `blob:limit` above its size).
  */
 export class MirrorUploadPack {
   readonly #mirror: Mirror;
@@ -58,35 +60,49 @@ export class MirrorUploadPack {
     await mirror.hold(async () => {
       await mirror.create();
       await mirror.makePromisor();
-      refs = await syncPacks(mirror, env, refs, 'structure');
+      refs = await syncPacks(mirror, env, refs, STRUCTURE);
       whole = mirror.holdsAll(listOf(refs));
       await setRefs(mirror.gitDir, refs);
     });
     return new MirrorUploadPack(mirror, env, refs, whole);
   }
 
-  /** Downloads into the mirror every pack it skipped, before a request that needs them. */
-  async #wholeMirror(): Promise<void> {
+  /** Downloads into the mirror the packs it skipped that `pick` keeps, before a request that needs them. */
+  async #fill(pick: Pick): Promise<void> {
     await this.#mirror.hold(async () => {
       const before = this.#refs;
-      this.#refs = await syncPacks(this.#mirror, this.#env, before, 'all');
+      this.#refs = await syncPacks(this.#mirror, this.#env, before, pick);
       if (this.#refs !== before) await setRefs(this.#mirror.gitDir, this.#refs);
+      this.#whole = this.#mirror.holdsAll(listOf(this.#refs));
     });
-    this.#whole = true;
   }
 
-  /** Whether a request needs more than the structure: see the class's comment. */
-  #needsAll(request: Uint8Array): boolean {
+  /**
+   * The packs a request needs beyond the structure (see the class's comment), or undefined when the
+   * structure is enough.
+   */
+  #needs(request: Uint8Array): Pick | undefined {
     const lines = pktLines(request);
     const command = lines.find((l) => l.startsWith('command='));
-    if (command === 'command=ls-refs') return false;
-    if (command !== 'command=fetch') return true;
+    if (command === 'command=ls-refs') return undefined;
+    if (command !== 'command=fetch') return ALL;
     const filter = lines.find((l) => l.startsWith('filter '))?.slice('filter '.length);
-    if (filter === undefined || !/^(?:blob:none|tree:\d+)$/.test(filter)) return true;
-    if (lines.some((l) => /^deepen(?:-since|-not)? /.test(l))) return true;
+    if (lines.some((l) => /^deepen(?:-since|-not)? /.test(l))) return ALL;
     const wants = lines.flatMap((l) => (/^want [0-9a-f]{40}$/.test(l) ? [l.slice(5)] : []));
-    if (wants.length === 0) return false;
-    return this.#mirror.lacks(wants).length > 0;
+    const wanted = new Set(wants);
+    // A large blob's pack is needed when its blob is wanted by id, or the filter lets it through.
+    const largeFor =
+      (skip: (size: number) => boolean): Pick =>
+      (p) =>
+        p.holds?.kind !== 'blob' || wanted.has(p.holds.oid) || !skip(p.holds.blobSize);
+    if (filter !== undefined && /^(?:blob:none|tree:\d+)$/.test(filter)) {
+      if (wants.length === 0 || this.#mirror.lacks(wants).length === 0) return undefined;
+      return largeFor(() => true);
+    }
+    const limit = filter === undefined ? undefined : blobLimit(filter);
+    // git's blob:limit=<n> leaves out every blob of n bytes or more.
+    if (limit !== undefined) return largeFor((size) => size >= limit);
+    return ALL;
   }
 
   /** upload-pack's capability advertisement (protocol v2), as git reads it first. */
@@ -99,7 +115,8 @@ export class MirrorUploadPack {
    * a piece at a time.
    */
   async answer(request: Uint8Array, send: (bytes: Uint8Array) => void): Promise<void> {
-    if (!this.#whole && this.#needsAll(request)) await this.#wholeMirror();
+    const needs = this.#whole ? undefined : this.#needs(request);
+    if (needs !== undefined) await this.#fill(needs);
     await this.#run(['--stateless-rpc'], request, send);
   }
 
@@ -153,27 +170,45 @@ export class MirrorUploadPack {
  */
 const ALLOW_PROMISOR_HOOK = 'f() { "$@" --missing=allow-promisor; }; f';
 
+/** Which packs of a ref's list a request needs in the mirror. */
+type Pick = (p: PackEntry) => boolean;
+
+const ALL: Pick = () => true;
+
+/** The packs the mirror starts with: the structure, and packs that may hold anything. */
+const STRUCTURE: Pick = (p) => p.holds === undefined || p.holds.kind === 'structure';
+
+/**
+ * The byte limit of a `blob:limit=<n>[kmg]` filter as git reads it (git_parse_ulong: k, m, g are
+ * powers of 1024, either case), or undefined for any other filter.
+ */
+export function blobLimit(filter: string): number | undefined {
+  const m = /^blob:limit=(\d+)([kmg]?)$/i.exec(filter);
+  if (m === null) return undefined;
+  const unit = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g'];
+  const n = Number(m[1]) * unit;
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
 /** Every pack the refs list, in order. */
 function listOf(refs: Map<string, RemoteRef>): PackEntry[] {
   return unionPacks([...refs.values()].map((r) => r.record.packs));
 }
 
 /**
- * Indexes into the mirror the packs of the refs it lacks: those holding structure (and those that
- * may hold anything), or all. Should a structure pack lack a base that only a skipped pack holds (a
- * pack thin against blobs, written by a client before the split), every pack is indexed after all.
- * Returns the refs, listed again when a blob vanished mid-download.
+ * Indexes into the mirror the packs of the refs it lacks that `pick` keeps. Should one of them lack
+ * a base that only a skipped pack holds (a pack thin against blobs, written by a client before the
+ * split into a repository pushed after it), every pack is indexed after all. Returns the refs, listed
+ * again when a blob vanished mid-download.
  */
 async function syncPacks(
   mirror: Mirror,
   env: UploadEnv,
   start: Map<string, RemoteRef>,
-  which: 'structure' | 'all',
+  pick: Pick,
 ): Promise<Map<string, RemoteRef>> {
   const { remote } = env;
   let refs = start;
-  const pick = (list: PackEntry[]) =>
-    which === 'all' ? list : list.filter((p) => p.holds === undefined || p.holds.kind === 'structure');
   const load = (p: PackEntry) =>
     loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}, env.maxObjectBytes);
   await withRelist(
@@ -183,9 +218,10 @@ async function syncPacks(
       return listOf(refs);
     },
     async (list) => {
-      if (which === 'all') return mirror.sync(list, load);
+      const picked = list.filter(pick);
+      if (picked.length === list.length) return mirror.sync(list, load);
       try {
-        await mirror.sync(pick(list), load);
+        await mirror.sync(picked, load);
       } catch (err) {
         if (!(err instanceof KnotlessError && err.code === 'corrupt-remote')) throw err;
         await mirror.sync(list, load);

@@ -18,14 +18,16 @@ const FOLD_SLACK_BYTES = 4096;
  * Where a fold can start: the geometric cut, but never before the last pack stored in blobs. Blob
  * packs are the big old ones: merging them would download and upload again bytes the PDS already
  * holds, so a fold touches only the inline packs at the end of the list, whose bytes the record
- * carries. Undefined when fewer than two packs would merge.
+ * carries. Nor before the last pack of one large blob (`holds` blob, inline when it deflates
+ * small): merged, its blob would no longer be one a `blob:limit` clone can skip. Undefined when
+ * fewer than two packs would merge.
  */
 export function foldStart(list: PackEntry[]): number | undefined {
   const cut = planMerge(list);
   if (cut === undefined) return undefined;
   let from = cut;
   for (let i = list.length - 1; i >= cut; i--) {
-    if (list[i]!.inline === undefined) {
+    if (list[i]!.inline === undefined || list[i]!.holds?.kind === 'blob') {
       from = i + 1;
       break;
     }
