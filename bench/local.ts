@@ -22,6 +22,10 @@ export function localEnv(
     KNOTLESS_CACHE_DIR: path.join(dir, 'cache'),
     KNOTLESS_PLC_URL: net.plcUrl,
     KNOTLESS_DEV_PDS: net.pdsUrl,
+    // The push's structure/blob split is on unless the bench itself runs with it off, to compare.
+    ...(process.env['KNOTLESS_PACK_SPLIT'] === undefined
+      ? {}
+      : { KNOTLESS_PACK_SPLIT: process.env['KNOTLESS_PACK_SPLIT'] }),
   };
 }
 

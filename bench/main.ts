@@ -67,7 +67,9 @@ try {
   console.log(
     `knotless bench, ${new Date().toISOString()}, ${os.cpus().length} × ${cpu}, Node ${process.version}`,
   );
-  console.log(`npm run bench -- ${process.argv.slice(2).join(' ')}`);
+  console.log(
+    `${process.env['KNOTLESS_PACK_SPLIT'] === undefined ? '' : `KNOTLESS_PACK_SPLIT=${process.env['KNOTLESS_PACK_SPLIT']} `}npm run bench -- ${process.argv.slice(2).join(' ')}`,
+  );
   console.log(
     `Node's floor: \`node -e 0\` took ${floor} ms of CPU (median of ${floorRuns.length} runs before and after the operations)`,
   );

@@ -164,7 +164,9 @@ try {
   console.log(
     `knotless partial-clone bench, ${new Date().toISOString()}, ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'unknown cpu'}, Node ${process.version}, load ${os.loadavg()[0]!.toFixed(1)}`,
   );
-  console.log(`npm run bench:partial -- ${process.argv.slice(2).join(' ')}`);
+  console.log(
+    `${process.env['KNOTLESS_PACK_SPLIT'] === undefined ? '' : `KNOTLESS_PACK_SPLIT=${process.env['KNOTLESS_PACK_SPLIT']} `}npm run bench:partial -- ${process.argv.slice(2).join(' ')}`,
+  );
   console.log(
     `source: ${sourceRefs.split('\n').filter(Boolean).length} refs, ${count} commits, ${sourcePackBytes} KiB packed`,
   );
