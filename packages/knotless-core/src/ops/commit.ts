@@ -22,11 +22,13 @@ import {
 } from '../records/read-refs.ts';
 import { applyRefUpdates } from '../records/ref-table.ts';
 import { writeRefTable } from '../records/table-write.ts';
+import { SwapConflict } from '../records/ref-writes.ts';
 import { contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
 import { buildRangePacks } from '../packs/range-packs.ts';
 import { storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
 import { createHead } from './head.ts';
+import { tableSinceWrite } from './table-migrate.ts';
 import { swapLoop } from './swap-loop.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 
@@ -257,8 +259,8 @@ async function commitInMirror(
     },
     write: async ({ key, record, commit, packs }, { refs, current, table }) => {
       crashPoint('commit:before-record-write');
-      if (table !== undefined) {
-        // One write of the table, swapped on the table as read: HEAD set when it had none.
+      // One write of the table, swapped on the table as read: HEAD set when it had none.
+      const intoTable = async (table: TableRead) => {
         const next = applyRefUpdates(
           table.table,
           [{ ref, target: commit, packs }],
@@ -268,8 +270,18 @@ async function commitInMirror(
         const { cid, rev } = await writeRefTable(remote, env.auth, next, table);
         const landed = tableRefs(remote, { ...table, table: next, cid, rev });
         return { commit, ref, packs, written: landed.find((r) => r.record.ref === ref)! };
-      }
+      };
+      if (table !== undefined) return intoTable(table);
       const { cid, rev } = await remote.putRef(env.auth, key, record, current?.cid ?? null);
+      // A table created meanwhile (a migration) may have missed this record: the commit goes into
+      // the table, on the value the record replaced; a table that holds another one is a conflict.
+      const moved = await tableSinceWrite(remote);
+      if (moved !== undefined) {
+        const entry = moved.table.refs.find((r) => r.ref === ref && r.target !== undefined);
+        if (entry?.target !== current?.record.target)
+          throw new SwapConflict(`the ref table of ${remote.label} holds another value of ${ref}`);
+        return intoTable(moved);
+      }
       const written = [...refs.filter((r) => r.record.ref !== ref), { key, cid, rev, record }];
       if (headOf(refs) === undefined) {
         const head = await createHead(remote, env.auth, ref);
@@ -279,7 +291,8 @@ async function commitInMirror(
       return { commit, ref, packs, written: { key, cid, rev, record } };
     },
     reread: async ({ refs: before, table }, { key, commit }) => {
-      if (table !== undefined) {
+      // The table's, also when one was created under a record write (the layout is then the table).
+      if (table !== undefined || remote.layout === 'table') {
         const read = await readRefTable(remote);
         if (read === undefined) throw remoteChanged(remote.label);
         const fresh = withRef(tableRefs(remote, read), read);

@@ -12,7 +12,7 @@ import { KnotlessError } from '../errors.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../records/collections.ts';
 import { listKeyRange } from '../records/list-range.ts';
 import { rkeyOf } from '../records/list-records.ts';
-import { readRefTable } from '../records/read-refs.ts';
+import { readRefTable, useTableRead, type TableRead } from '../records/read-refs.ts';
 import {
   applyRefUpdates,
   layoutRefTable,
@@ -83,6 +83,31 @@ export async function migrateToTable(remote: RemoteRepo, auth: Authorizer): Prom
     requests: spent.requests,
     points: spent.points,
   };
+}
+
+/**
+ * The owner's table of `remote` when one was created while this process wrote ref records, read once
+ * every such write has answered (and then the layout this process writes); undefined when there is
+ * none. A migration creates the table with `swapCommit` on the commit it listed the records at, so a
+ * table this read does not find is created, if ever, from a listing that holds those writes; one it
+ * finds may have missed them, and the writer must put its values into the table before it reports
+ * them written. One request; none for a private repository (sealed tables are not built) or a
+ * context that reads ref records alone.
+ */
+export async function tableSinceWrite(remote: RemoteRepo): Promise<TableRead | undefined> {
+  if (remote.isPrivate || remote.verifier === undefined) return undefined;
+  const read = await readRefTable(remote);
+  if (read !== undefined) useTableRead(remote, read);
+  return read;
+}
+
+/**
+ * The one line a command that moves a repository onto its table before its own write prints on
+ * stderr (a push, `repo maintainer add`); undefined when the table was there and no record was left.
+ */
+export function movedSentence(label: string, moved: Migrated): string | undefined {
+  if (!moved.created && moved.deleted === 0) return undefined;
+  return `knotless: moved the ${moved.refs} ref(s) of ${label} into its ref table first (${moved.deleted} old ref record(s) deleted, ${moved.points} point(s)).`;
 }
 
 function refusePrivate(remote: RemoteRepo): void {

@@ -3,7 +3,7 @@ import { isAncestor, lookUpObjects, presentObjects } from '../../git/objects.ts'
 import { gitText } from '../../git/run.ts';
 import { compactionDue } from '../../packs/geometric.ts';
 import { lastTeamRead, readRepoRefs } from '../../records/read-refs.ts';
-import { migrateToTable } from '../table-migrate.ts';
+import { migrateToTable, movedSentence, tableSinceWrite } from '../table-migrate.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { contestedSentence } from '../../records/remote-repo.ts';
 import { hasUnsafe, printErr } from '../../text/terminal.ts';
@@ -17,7 +17,7 @@ import {
   type Update,
 } from './check.ts';
 import { pushContested } from './contested.ts';
-import { PackSource, type PushEnv, type WriteJob } from './job.ts';
+import { PackSource, type PushEnv, type WriteJob, type Written } from './job.ts';
 import { preparePacks } from './pack.ts';
 import { writeTable } from './table.ts';
 import { writeTeam } from './team-push.ts';
@@ -200,9 +200,7 @@ export async function pushRefs(given: PushEnv, specs: PushSpec[]): Promise<Pushe
       ? await writeTeam(job, team)
       : env.remote.layout === 'table'
         ? await writeTable(job)
-        : env.options.atomic
-          ? await writeAtomic(job)
-          : await writeEach(job);
+        : await keepInTable(job, env.options.atomic ? await writeAtomic(job) : await writeEach(job));
   if (written.some((w) => w.blobMissing === true)) {
     printErr(
       `knotless: The PDS of ${env.remote.label} kept refusing the push because packs it builds on were removed meanwhile (a compaction or a rewind on another machine); fetch and push again.`,
@@ -225,17 +223,38 @@ export async function pushRefs(given: PushEnv, specs: PushSpec[]): Promise<Pushe
 }
 
 /**
- * Moves the repository onto its ref table before the push writes (KNOTLESS_REF_TABLE=1): the refs git
+ * Moves the repository onto its ref table before the push writes (unless KNOTLESS_REF_TABLE=0): the refs git
  * decided on stay what they were (the table holds the same values), and the push then writes the table,
  * deciding its refs again against it if anything moved meanwhile. Said on stderr in one line.
  */
 async function migrateFirst(env: PushEnv): Promise<void> {
   const moved = await migrateToTable(env.remote, env.auth);
   env.remote.layout = 'table';
-  if (moved.created || moved.deleted > 0)
-    printErr(
-      `knotless: moved the ${moved.refs} ref(s) of ${env.remote.label} into its ref table first (${moved.deleted} old ref record(s) deleted, ${moved.points} point(s)).`,
-    );
+  const said = movedSentence(env.remote.label, moved);
+  if (said !== undefined) printErr(said);
+}
+
+/**
+ * A push that wrote ref records reads the owner's ref table once its writes have answered
+ * (`tableSinceWrite`; format.md, "Old repositories"). A table found there may have been created from
+ * a listing that missed these writes (their records are then ignored, or deleted by the migration):
+ * the refs this push wrote are written into the table, decided against it as any push to a table is,
+ * before git is told they landed.
+ */
+async function keepInTable(job: WriteJob, written: Written[]): Promise<Written[]> {
+  const { remote } = job.env;
+  const landed = new Set(written.filter((w) => w.error === undefined).map((w) => w.dst));
+  if (landed.size === 0) return written;
+  const read = await tableSinceWrite(remote);
+  if (read === undefined) return written;
+  printErr(
+    `knotless: ${remote.label} was moved onto its ref table while this push wrote ref records; its refs are written into the table.`,
+  );
+  const head = landed.has('HEAD') && read.table.head === undefined ? job.head : undefined;
+  const moved = await writeTable({ ...job, updates: job.updates.filter((u) => landed.has(u.dst)), head });
+  const into = new Map(moved.map((w) => [w.dst, w]));
+  // HEAD was a record of its own: the table names it (or already did), and no ref record holds it now.
+  return written.map((w) => (w.dst === 'HEAD' ? { dst: w.dst } : (into.get(w.dst) ?? w)));
 }
 
 /**
