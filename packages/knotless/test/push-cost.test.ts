@@ -121,13 +121,14 @@ describe('20 small pushes in a loop, compaction on', () => {
   // Before the network's own `after`: the PDS waits for open event streams when it closes.
   after(() => agent?.stop());
 
-  it('cost at most 22 record writes and 66 requests in all without the agent', async (tc) => {
+  it('cost at most 22 record writes and 86 requests in all without the agent', async (tc) => {
     const c = await loop(plain, 'cost-plain');
     tc.diagnostic(`writes ${c.writes}, requests ${c.requests}, uploads ${c.uploads}: ${c.names.join(' ')}`);
-    // Each push lists, reads the ref table's proof beside the listing, and writes (3 requests, 1
-    // write); compaction may add at most 2 writes and 6 requests.
+    // Each push lists, reads the ref table's proof beside the listing, writes, and reads the table's
+    // proof again (a migration meanwhile may have missed the write: format.md, "Old repositories"):
+    // 4 requests, 1 write); compaction may add at most 2 writes and 6 requests.
     assert.ok(c.writes <= PUSHES + 2, `${c.writes} record writes`);
-    assert.ok(c.requests <= 3 * PUSHES + 6, `${c.requests} requests`);
+    assert.ok(c.requests <= 4 * PUSHES + 6, `${c.requests} requests`);
     assert.equal(c.writesByAgent, 0);
     assert.equal(c.uploads, 0, 'one-line pushes stay inline, merged packs too');
     await logarithmic('cost-plain');
@@ -146,7 +147,8 @@ describe('20 small pushes in a loop, compaction on', () => {
       c.writesByAgent >= PUSHES,
       `${c.writesByAgent} of ${c.writes} record writes came from the agent`,
     );
-    // The agent answers git from its view and the write proves it: one request a push.
+    // The agent answers git from its view and the write proves it: one request a push (the write's
+    // swapCommit also proves that no ref table was created before it, so none is read after it).
     assert.ok(c.requests <= PUSHES + 6, `${c.requests} requests`);
     assert.equal(c.uploads, 0);
     await logarithmic('cost-agent');

@@ -275,7 +275,7 @@ async function commitInMirror(
       const { cid, rev } = await remote.putRef(env.auth, key, record, current?.cid ?? null);
       // A table created meanwhile (a migration) may have missed this record: the commit goes into
       // the table, on the value the record replaced; a table that holds another one is a conflict.
-      const moved = await tableSinceWrite(remote);
+      const moved = await tableSinceWrite(remote, 1);
       if (moved !== undefined) {
         const entry = moved.table.refs.find((r) => r.ref === ref && r.target !== undefined);
         if (entry?.target !== current?.record.target)

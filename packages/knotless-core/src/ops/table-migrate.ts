@@ -92,10 +92,13 @@ export async function migrateToTable(remote: RemoteRepo, auth: Authorizer): Prom
  * table this read does not find is created, if ever, from a listing that holds those writes; one it
  * finds may have missed them, and the writer must put its values into the table before it reports
  * them written. One request; none for a private repository (sealed tables are not built) or a
- * context that reads ref records alone.
+ * context that reads ref records alone, and none after a single write that carried the warm agent's
+ * `swapCommit` and landed (`proven`): the agent keeps no view of ref records once a table exists, so
+ * that write landed on a commit with no table, and a table created later lists it.
  */
-export async function tableSinceWrite(remote: RemoteRepo): Promise<TableRead | undefined> {
+export async function tableSinceWrite(remote: RemoteRepo, writes: number): Promise<TableRead | undefined> {
   if (remote.isPrivate || remote.verifier === undefined) return undefined;
+  if (writes === 1 && remote.viewProof?.state === 'proven') return undefined;
   const read = await readRefTable(remote);
   if (read !== undefined) useTableRead(remote, read);
   return read;

@@ -245,7 +245,7 @@ async function keepInTable(job: WriteJob, written: Written[]): Promise<Written[]
   const { remote } = job.env;
   const landed = new Set(written.filter((w) => w.error === undefined).map((w) => w.dst));
   if (landed.size === 0) return written;
-  const read = await tableSinceWrite(remote);
+  const read = await tableSinceWrite(remote, landed.size);
   if (read === undefined) return written;
   printErr(
     `knotless: ${remote.label} was moved onto its ref table while this push wrote ref records; its refs are written into the table.`,

@@ -64,7 +64,14 @@ export const command: Command = {
         split: c.config.packSplit,
         // The agent's view is current where this machine's file may not be: pushes through the
         // agent leave the file as it was.
-        known: async () => (await c.agent?.view(remote.owner.did, remote.name, remote.owner.pds))?.refs,
+        // A view of ref records comes with the commit it is complete at: the write carries it as
+        // `swapCommit` (RemoteRepo.viewProof), so that its landing proves the view, and that no ref
+        // table was created before it (no read of the table after the write, format.md "Old repositories").
+        known: async () => {
+          const view = await c.agent?.view(remote.owner.did, remote.name, remote.owner.pds);
+          if (view?.commit !== undefined) remote.viewProof = { commit: view.commit, state: 'pending' };
+          return view?.refs;
+        },
       },
       {
         message,
