@@ -11,6 +11,7 @@ export const CRASH_POINTS = [
   'push:blob-uploaded',
   'push:before-record-write',
   'push:after-record-write',
+  'push:before-withdraw',
   'compact:blob-uploaded',
   'compact:before-record-write',
   'compact:after-record-write',

@@ -95,7 +95,8 @@ export type OwnReason =
   | 'a pack it builds on was removed'
   | 'the ref kept changing; try again'
   | 'the account kept changing; try again'
-  | 'atomic push exceeds 200 refs';
+  | 'atomic push exceeds 200 refs'
+  | "a maintainer's refs could not be read";
 
 /** Why a push may not rewrite or delete a protected branch, as git prints it after the ref. */
 export type ProtectedReason =

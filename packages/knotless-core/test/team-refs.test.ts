@@ -60,7 +60,39 @@ describe('the repository refs computed from its writers', () => {
     assert.equal(holdsAgainst(BEN, benBefore, [owner, ann], REF), false);
     const r = teamRefs(OWNER, [owner, ann, ben]).get(REF)!;
     assert.ok(r.divergent !== undefined && r.divergent.length > 0, 'the divergence is shown');
-    assert.deepEqual(new Set(shown([owner, ann, ben])), new Set([c(1), c(4), c(3)]));
+    // The owner's c(1), which both replaced (each descends from it), is not listed again.
+    assert.deepEqual(new Set(shown([owner, ann, ben])), new Set([c(4), c(3)]));
+  });
+
+  it("show the two values of two racers who both replaced the owner's, the first DID's counting", () => {
+    // Ann and Ben each read the other at c(1) and wrote past it: neither replaced the other's value.
+    const owner = table(OWNER, { [REF]: { target: c(1), over: [] } });
+    const seen = (other: string) => [
+      { did: OWNER, target: c(1) },
+      { did: other, target: c(1) },
+    ];
+    const ann = table(ANN, { [REF]: { target: c(2), over: seen(BEN) } });
+    const ben = table(BEN, { [REF]: { target: c(3), over: seen(ANN) } });
+    for (const order of [
+      [owner, ann, ben],
+      [ben, owner, ann],
+    ])
+      assert.deepEqual(teamRefs(OWNER, order).get(REF), {
+        target: c(2),
+        by: ANN,
+        divergent: [{ did: BEN, target: c(3) }],
+      });
+    // A third writer holding the owner's value, unreplaced by anyone, keeps it standing, the owner's first.
+    const cid = 'did:plc:cid';
+    const third = table(cid, { [REF]: { target: c(1), over: [{ did: OWNER, target: c(1) }] } });
+    assert.deepEqual(teamRefs(OWNER, [owner, ann, ben, third]).get(REF), {
+      target: c(1),
+      by: OWNER,
+      divergent: [
+        { did: ANN, target: c(2) },
+        { did: BEN, target: c(3) },
+      ],
+    });
   });
 
   it('keep an acknowledged value listed when a refused racer dies before withdrawing', () => {

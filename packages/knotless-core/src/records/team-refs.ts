@@ -54,9 +54,12 @@ function preferred(owner: string) {
 /**
  * The repository's refs from the owner's table and the maintainers' (`tables`, the owner's among
  * them; a table twice, or a writer the caller did not vet, is the caller's mistake). For each ref
- * some writer has an entry for, the entry that supersedes every other writer's; when none does, the
- * owner's entry, else the one of the writer whose DID sorts first, with the others as `divergent`.
- * A ref whose entry that counts is a tombstone is returned with no target (deleted).
+ * some writer has an entry for, the entry that supersedes every other writer's. When none does (a
+ * divergence), the values still standing are those of the entries no entry with another value
+ * supersedes: a value some writer replaced is contained in the value that replaced it (or was forced
+ * away), so listing it again would only repeat history. Of those, the owner's counts, else the one
+ * of the writer whose DID sorts first, and the others are `divergent`. A ref whose entry that counts
+ * is a tombstone is returned with no target (deleted).
  */
 export function teamRefs(owner: string, tables: TeamTable[]): Map<string, TeamRef> {
   const order = preferred(owner);
@@ -75,18 +78,33 @@ export function teamRefs(owner: string, tables: TeamTable[]): Map<string, TeamRe
       out.set(name, { ...valueOf(winner.entry), by: winner.did });
       continue;
     }
-    // No entry holds against all: the preferred writer's counts, and every other value is shown.
-    const first = candidates[0]!;
+    // No entry holds against all: the values standing are those no other value replaced (every
+    // value, should each have been replaced by another, which only forced pushes can do).
+    const standing = candidates.filter(
+      (d) =>
+        !candidates.some(
+          (c) => c.did !== d.did && c.entry.target !== d.entry.target && supersedes(c.entry, d.entry, d.did),
+        ),
+    );
+    const heads = new Set((standing.length > 0 ? standing : candidates).map((c) => c.entry.target));
+    // Each standing value once, named by the preferred writer that holds it.
+    const shown = candidates.filter(
+      (c, i) =>
+        heads.has(c.entry.target) && candidates.findIndex((d) => d.entry.target === c.entry.target) === i,
+    );
+    const [first, ...others] = shown as [Candidate, ...Candidate[]];
     out.set(name, {
       ...valueOf(first.entry),
       by: first.did,
-      divergent: candidates
-        .slice(1)
-        .filter((c) => c.entry.target !== first.entry.target)
-        .map((c) => ({ did: c.did, ...valueOf(c.entry) })),
+      ...(others.length === 0 ? {} : { divergent: others.map((c) => ({ did: c.did, ...valueOf(c.entry) })) }),
     });
   }
   return out;
+}
+
+interface Candidate {
+  did: string;
+  entry: TeamEntry;
 }
 
 function valueOf(e: TeamEntry): { target?: string } {

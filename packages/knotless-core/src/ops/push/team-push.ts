@@ -27,6 +27,7 @@ import {
   type TableRef,
 } from '../../records/ref-table.ts';
 import { maintainerList, readMaintainers, type Maintainer } from '../../records/maintainers.ts';
+import { unionPacks } from '../../records/ref-record.ts';
 import { SwapConflict } from '../../records/ref-writes.ts';
 import type { RemoteRef, RemoteRepo } from '../../records/remote-repo.ts';
 import { REPO_COLLECTION } from '../../records/collections.ts';
@@ -36,6 +37,9 @@ import { printErr, safeText } from '../../text/terminal.ts';
 import { copyPacks, tableBlobs } from '../team.ts';
 import type { Update } from './check.ts';
 import { MAX_ATTEMPTS, type WriteJob, type Written } from './job.ts';
+
+/** Why a push was refused when another writer's table could not be read. */
+const UNREAD: PushReason = "a maintainer's refs could not be read";
 
 /** The pusher's own table of the repository: where it is, under which key, and as last read. */
 interface Mine {
@@ -76,16 +80,27 @@ export async function writeTeam(job: WriteJob, team: TeamRead): Promise<Written[
   const { remote, auth } = env;
   const me = env.pusher.did;
   let mine = ownTable(remote, team, me);
+  // A push is confirmed only against every other writer's table: with one unread (their PDS down,
+  // a DID that does not resolve, a table that breaks a rule) nothing could be, so nothing is written.
+  const unread = team.unread.filter((u) => u.did !== me);
+  if (unread.length > 0) {
+    printErr(
+      `knotless: The refs of ${unread.map((u) => `${safeText(u.did)} (${safeText(u.why)})`).join(', ')} could not be read, and a push to ${remote.label} is confirmed only against every maintainer's; nothing was pushed, try again when they can be read.`,
+    );
+    return updates.map((u) => ({ dst: u.dst, error: UNREAD }));
+  }
   // A maintainer's table of a public repository is plain: no key ring of theirs is looked for.
   await mine.remote.prepare('plain');
   let others = othersOf(remote, team, me);
   // The team the writes are decided against: the listing's until a conflict reads it again.
   let known = team;
   // Every blob the pusher's table lists must be in the pusher's account: copy what is not.
+  // Each pack once: a table whose entry lists one pack twice breaks a rule, and every reader would
+  // leave the pusher's whole table out (a tag's push can list its new pack twice).
   const packs = await copyPacks(
     mine.remote,
     auth,
-    job.source.packs,
+    unionPacks([job.source.packs]),
     env.cache,
     { did: remote.owner.did, reader: remote.reader },
     tableBlobs(mine.read?.table),
@@ -157,7 +172,11 @@ export async function writeTeam(job: WriteJob, team: TeamRead): Promise<Written[
       }
     const atomicFail = env.options.atomic && failing.size > 0;
     const withdraw = atomicFail ? writes.map((w) => w.ref) : [...failing];
-    if (withdraw.length > 0) await withdrawEntries(mine, auth, written, withdraw, remote);
+    if (withdraw.length > 0) {
+      // A writer killed here leaves its refused value standing: the divergence readers show.
+      crashPoint('push:before-withdraw');
+      await withdrawEntries(mine, auth, written, withdraw, remote);
+    }
     if (now.kind === 'refused') {
       printErr(`knotless: ${now.sentence}`);
       return updates.map((u) => ({ dst: u.dst, error: now.reason }));
@@ -166,7 +185,13 @@ export async function writeTeam(job: WriteJob, team: TeamRead): Promise<Written[
       const d = decided.find((x) => x.dst === u.dst)!;
       if (d.kind === 'refuse') return { dst: u.dst, error: atomicFail ? 'atomic push failed' : d.why };
       if (d.kind === 'settled') return { dst: u.dst };
-      if (failing.has(u.dst)) return { dst: u.dst, error: 'fetch first', conflicted: true };
+      // A tag another writer made meanwhile is there already, as git says of one it finds.
+      if (failing.has(u.dst))
+        return {
+          dst: u.dst,
+          error: u.dst.startsWith('refs/tags/') ? 'already exists' : 'fetch first',
+          conflicted: true,
+        };
       if (atomicFail) return { dst: u.dst, error: 'atomic push failed' };
       return { dst: u.dst, record: u.oid === undefined ? null : asRemote(mine, next, cid, u) };
     });
@@ -209,19 +234,30 @@ async function decide(job: WriteJob, others: TeamTable[]): Promise<Decision[]> {
       const forced = u.force || u.oid === undefined || env.options.cas.has(u.dst);
       const over: Over[] = [];
       let behind = false;
+      let exists = false;
       for (const t of others) {
         const theirs = t.entries.get(u.dst);
         if (theirs === undefined) continue;
+        // A tag another writer holds at another object is replaced only by force, as git replaces one.
+        if (
+          u.dst.startsWith('refs/tags/') &&
+          !forced &&
+          theirs.target !== undefined &&
+          theirs.target !== u.oid
+        )
+          exists = true;
         const replaces =
           theirs.target === u.oid ||
           forced ||
           theirs.target === undefined ||
           (u.oid !== undefined &&
+            !exists &&
             here.has(theirs.target) &&
             (await isAncestor(theirs.target, u.oid, { gitDir: env.gitDir })));
         if (!replaces) behind = true;
         over.push(theirs.target === undefined ? { did: t.did } : { did: t.did, target: theirs.target });
       }
+      if (exists) return { kind: 'refuse', dst: u.dst, why: 'already exists' };
       if (behind) return { kind: 'refuse', dst: u.dst, why: 'fetch first' };
       const update: RefUpdate =
         u.oid === undefined
@@ -340,7 +376,7 @@ async function readOthers(
     return {
       kind: 'refused',
       sentence: `The refs of ${failed.join(', ')} could not be read after the push, so it could not be confirmed against theirs; what you pushed was withdrawn, try again.`,
-      reason: 'fetch first',
+      reason: UNREAD,
     };
   return { kind: 'read', tables, cids };
 }

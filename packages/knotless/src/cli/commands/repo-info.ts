@@ -1,6 +1,7 @@
 import { refKey } from 'knotless-core/records/ref-key';
 import { parseRepoSpec } from 'knotless-core/records/name';
-import { readRefTable } from 'knotless-core/records/read-refs';
+import { divergentName, readRefTable, readTeamRefs, type TeamRead } from 'knotless-core/records/read-refs';
+import { maintainersOf } from 'knotless-core/records/ref-table';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownerOf } from './owner.ts';
@@ -22,18 +23,27 @@ export const command: Command = {
       records.refKeys(owner, spec.name),
       readRefTable(remote),
     ]);
-    // HEAD is a record too, but not a ref anyone would count. A repository with a ref table counts
-    // the table's refs (its older ref records are ignored); else its ref records: a private
+    // A repository with maintainers: its refs are computed from every writer's table (one warning
+    // for each maintainer whose table cannot be read), as every other reader computes them.
+    const team =
+      table !== undefined && maintainersOf(table.table, owner.did).length > 0
+        ? await readTeamRefs(remote, table)
+        : undefined;
+    // HEAD is a record too, but not a ref anyone would count. A team counts the refs the rule computes;
+    // a repository with a ref table counts the table's refs (its older ref records are ignored); else its ref records: a private
     // repository's keys name nothing, and its HEAD is the one record the first push adds beside its
     // branches.
     const refs =
-      table !== undefined
-        ? table.table.refs.filter((r) => r.target !== undefined)
-        : record.private === undefined
-          ? keys.filter((k) => k !== refKey(spec.name, 'HEAD'))
-          : keys.slice(1);
+      team !== undefined
+        ? [...team.refs.values()].filter((r) => r.target !== undefined)
+        : table !== undefined
+          ? table.table.refs.filter((r) => r.target !== undefined)
+          : record.private === undefined
+            ? keys.filter((k) => k !== refKey(spec.name, 'HEAD'))
+            : keys.slice(1);
     const label = owner.handle ?? owner.did;
     const url = `knotless://${label}/${spec.name}`;
+    const diverged = team === undefined ? undefined : divergences(team, owner.did, label);
     if (args.values['json'] === true) {
       io.out(
         safeJson({
@@ -42,6 +52,7 @@ export const command: Command = {
           name: spec.name,
           ...record,
           refs: refs.length,
+          ...(diverged === undefined ? {} : { diverged }),
           url,
         }),
       );
@@ -53,8 +64,52 @@ export const command: Command = {
     io.out(`  created      ${safeText(record.createdAt)}`);
     io.out(`  owner        ${safeText(owner.did)}`);
     io.out(`  refs         ${refs.length}`);
+    for (const d of diverged ?? []) {
+      io.out(`  diverged     ${safeText(d.ref)}`);
+      for (const [i, v] of d.values.entries()) {
+        const where =
+          i === 0
+            ? "the repository's value"
+            : v.listedAs === undefined
+              ? 'not listed'
+              : `listed as ${safeText(v.listedAs)}`;
+        io.out(`               ${v.target ?? 'deleted'} by ${safeText(v.by)}, ${where}`);
+      }
+    }
     if (record.private !== undefined)
       io.out(`  private      members ${record.private.members.map((m) => safeText(m)).join(', ')}`);
     io.out(`  clone        git clone ${safeText(url)}`);
   },
 };
+
+/** A ref no writer's value holds against all the others': every value, who wrote it, and where it is listed. */
+interface Diverged {
+  ref: string;
+  values: { target: string | null; by: string; did: string; listedAs?: string }[];
+}
+
+/** The refs of a team whose writers diverge (format.md, "Teams"), the repository's value first. */
+function divergences(team: TeamRead, ownerDid: string, ownerLabel: string): Diverged[] {
+  const names = new Map<string, string>([
+    [ownerDid, ownerLabel],
+    ...team.members.map((m) => [m.did, m.name] as const),
+  ]);
+  const out: Diverged[] = [];
+  for (const [ref, value] of team.refs) {
+    if (value.divergent === undefined) continue;
+    const by = (did: string) => names.get(did) ?? did;
+    out.push({
+      ref,
+      values: [
+        { target: value.target ?? null, by: by(value.by), did: value.by },
+        ...value.divergent.map((d) => ({
+          target: d.target ?? null,
+          by: by(d.did),
+          did: d.did,
+          ...(d.target === undefined ? {} : { listedAs: divergentName(by(d.did), ref) }),
+        })),
+      ],
+    });
+  }
+  return out;
+}
