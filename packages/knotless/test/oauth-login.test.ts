@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { watchRequests } from 'knotless-devnet';
 import { KNOTLESS_OAUTH_SCOPE } from 'knotless-core/forge/oauth-scope';
 import { appviewOn, waitFor } from '../../knotless-serve/test/helpers.ts';
-import { spawnAgent } from './helpers/agent.ts';
+import { agentWireView, spawnAgent, startGate } from './helpers/agent.ts';
 import { knotless, runProcess } from './helpers/cli.ts';
 import { commitFiles, useGitUser } from './helpers/git.ts';
 import { startImpostor } from './helpers/impostor.ts';
@@ -201,6 +201,89 @@ describe('OAuth login', () => {
     } finally {
       watch.stop();
       await agent.stop();
+    }
+  });
+
+  it('warm pushes through the agent while its event stream lags are one write each (the view follows its own writes)', async () => {
+    // The agent's stream runs through a gate the test holds: between two pushes it delivers nothing,
+    // as on a loaded machine or a slow network. Each push's write was swapped on the commit its view
+    // was at; the next push's view must be at the commit that write made, or its write is refused and
+    // sent again.
+    const gate = await startGate(t.net.pdsUrl);
+    const socket = path.join(t.tmpdir(), 'agent.sock');
+    const did = t.dids['alice.test']!;
+    // Requests go to the PDS itself (KNOTLESS_SERVICE); the PDS the identity cache names, which the
+    // agent follows the stream of, is the gate.
+    const env = {
+      ...alice.env,
+      KNOTLESS_AGENT_SOCKET: socket,
+      KNOTLESS_COMPACT: '0',
+      KNOTLESS_SERVICE: t.net.pdsUrl,
+    };
+    const identityFile = path.join(alice.env['KNOTLESS_CACHE_DIR']!, 'identity.json');
+    const pointAtGate = () => {
+      const file = identityFile;
+      const cache = JSON.parse(fs.readFileSync(file, 'utf8')) as {
+        dids: Record<string, { value: { pds: string } }>;
+      };
+      cache.dids[did]!.value.pds = gate.url;
+      fs.writeFileSync(file, JSON.stringify(cache));
+    };
+    assert.equal((await knotless(['repo', 'create', 'oauth-lag'], { env })).code, 0);
+    const url = `knotless://${did}/oauth-lag`;
+    let agentPid = 0;
+    const watch = watchRequests(t.net.pdsServer, () => [agentPid]);
+    pointAtGate();
+    const agent = await spawnAgent(socket, env);
+    agentPid = agent.child.pid!;
+    try {
+      const work = alice.dir();
+      await runProcess('git', ['init', '-q', '-b', 'main', work], { env });
+      await runProcess('git', ['-C', work, 'remote', 'add', 'origin', url], { env });
+      const push = async (n: number) => {
+        fs.writeFileSync(path.join(work, `f${n}.txt`), `${n}\n`);
+        await runProcess('git', ['-C', work, 'add', '-A'], { env });
+        await runProcess('git', ['-C', work, 'commit', '-q', '-m', `c${n}`], { env });
+        pointAtGate();
+        const res = await runProcess('git', ['-C', work, 'push', '-q', 'origin', 'main'], { env });
+        assert.equal(res.code, 0, res.stderr);
+        return (await runProcess('git', ['-C', work, 'rev-parse', 'HEAD'], { env })).stdout.trim();
+      };
+      const first = await push(1);
+      // The view answers at once with the first push, at the commit the stream delivered.
+      for (;;) {
+        const view = await agentWireView(socket, { did, repo: 'oauth-lag', pds: gate.url });
+        if (view?.commit !== undefined && view.refs.some((r) => r.record.target === first)) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const from = (await watch.settled()).length;
+      gate.hold();
+      try {
+        await push(2);
+        await push(3);
+        await push(4);
+      } finally {
+        gate.release();
+      }
+      const attempts = (await watch.settled())
+        .slice(from)
+        .filter((r) => r.path.startsWith('/xrpc/com.atproto.repo.putRecord'));
+      // One write a push, each carried by the agent; a resend only for a new DPoP nonce.
+      assert.equal(attempts.filter((r) => r.status !== undefined && r.status < 300).length, 3);
+      assert.ok(
+        attempts.every((r) => (r.status !== undefined && r.status < 300) || r.status === 401),
+        `a write was refused and sent again: ${JSON.stringify(attempts)}`,
+      );
+      assert.ok(
+        attempts.every((r) => r.pid === agentPid),
+        `a push went around the agent: ${JSON.stringify(attempts)}`,
+      );
+    } finally {
+      watch.stop();
+      await agent.stop();
+      await gate.close();
+      // The later cases name alice's real PDS: the cache forgets the gate.
+      fs.rmSync(identityFile, { force: true });
     }
   });
 

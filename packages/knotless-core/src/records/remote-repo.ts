@@ -232,13 +232,35 @@ export class RemoteRepo {
    */
   viewProof: { commit: string; state: 'pending' | 'proven' | 'broken' } | undefined;
 
+  /**
+   * The commit the write that proved the view made, while it is the only ref write of this push:
+   * that write was swapped on the view's commit, so the view with it applied is the account exactly
+   * at this commit, and the warm agent can answer the next push from it at once rather than wait
+   * for its event stream. Null once any other ref write landed or may have (its commit follows
+   * nothing the view knows).
+   */
+  #provedInto: { commit: string; rev: string } | null | undefined;
+
+  /** See {@link #provedInto}: the commit the view, with this push's one write, is complete at. */
+  get viewProvedInto(): { commit: string; rev: string } | undefined {
+    return this.viewProof?.state === 'proven' && this.#provedInto !== null ? this.#provedInto : undefined;
+  }
+
   /** `swapCommit` for the next ref write, while the listing's commit waits for its proof. */
   #proofFields(): { swapCommit?: string } {
     return this.viewProof?.state === 'pending' ? { swapCommit: this.viewProof.commit } : {};
   }
 
-  /** Settles the listing's proof from a ref write's outcome. */
-  #settleProof(carried: boolean, err?: unknown): void {
+  /**
+   * Settles the listing's proof from a ref write's outcome, and keeps the commit a proving write
+   * made (`commit`) while no other write has landed.
+   */
+  #settleProof(carried: boolean, err?: unknown, commit?: { cid?: unknown; rev?: unknown }): void {
+    const made =
+      typeof commit?.cid === 'string' && typeof commit.rev === 'string'
+        ? { commit: commit.cid, rev: commit.rev }
+        : null;
+    this.#provedInto = carried && err === undefined && this.#provedInto === undefined ? made : null;
     if (!carried || this.viewProof === undefined) return;
     if (err === undefined) this.viewProof.state = 'proven';
     else if (err instanceof SwapConflict && this.viewProof.state === 'pending')
@@ -255,7 +277,7 @@ export class RemoteRepo {
     await this.prepare();
     const proof = this.#proofFields();
     try {
-      const res = await this.writer(auth).procedure<{ cid: string; commit?: { rev?: string } }>(
+      const res = await this.writer(auth).procedure<{ cid: string; commit?: { cid?: string; rev?: string } }>(
         'com.atproto.repo.putRecord',
         {
           repo: this.owner.did,
@@ -266,7 +288,7 @@ export class RemoteRepo {
           ...proof,
         },
       );
-      this.#settleProof(proof.swapCommit !== undefined);
+      this.#settleProof(proof.swapCommit !== undefined, undefined, res.commit);
       return { cid: res.cid, rev: res.commit?.rev ?? '' };
     } catch (err) {
       const failure = writeFailure(err, `writing the refs of ${this.label}`, record.ref);
@@ -279,14 +301,17 @@ export class RemoteRepo {
   async deleteRef(auth: Authorizer, key: string, swap: string): Promise<void> {
     const proof = this.#proofFields();
     try {
-      await this.writer(auth).procedure('com.atproto.repo.deleteRecord', {
-        repo: this.owner.did,
-        collection: REF_COLLECTION,
-        rkey: key,
-        swapRecord: swap,
-        ...proof,
-      });
-      this.#settleProof(proof.swapCommit !== undefined);
+      const res = await this.writer(auth).procedure<{ commit?: { cid?: string; rev?: string } } | undefined>(
+        'com.atproto.repo.deleteRecord',
+        {
+          repo: this.owner.did,
+          collection: REF_COLLECTION,
+          rkey: key,
+          swapRecord: swap,
+          ...proof,
+        },
+      );
+      this.#settleProof(proof.swapCommit !== undefined, undefined, res?.commit);
     } catch (err) {
       const failure = writeFailure(err, `writing the refs of ${this.label}`);
       this.#settleProof(proof.swapCommit !== undefined, failure);
@@ -312,6 +337,7 @@ export class RemoteRepo {
   /** Applies writes in one commit, only if the account is still at `swapCommit`. */
   async applyWrites(auth: Authorizer, writes: RefWrite[], swapCommit: string): Promise<void> {
     await this.prepare();
+    this.#provedInto = null;
     try {
       await this.writer(auth).procedure('com.atproto.repo.applyWrites', {
         repo: this.owner.did,
@@ -345,6 +371,7 @@ export class RemoteRepo {
     creates: { key: string; record: RefRecord }[],
   ): Promise<({ cid: string; rev?: string } | undefined)[]> {
     await this.prepare();
+    this.#provedInto = null;
     try {
       const res = await this.writer(auth).procedure<{
         commit?: { rev?: string };

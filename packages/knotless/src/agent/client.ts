@@ -27,6 +27,11 @@ export interface WroteChange {
   written?: RemoteRef[];
   deleted?: string[];
   invalidate?: boolean;
+  /**
+   * The push's one write was swapped on the commit `from` its view was at and made `to`: with the
+   * write applied, the account is exactly at `to`.
+   */
+  head?: { from: string; to: string; rev: string };
 }
 
 /** What a command asks of the warm agent: its socket's client, or the agent itself when hosted. */
@@ -247,6 +252,7 @@ export class AgentClient implements AgentLink {
       invalidate: change.invalidate ?? false,
       written: writeWireRefs(change.written ?? []),
       deleted: (change.deleted ?? []).map((key) => ({ key, rev: '' })),
+      ...(change.head === undefined ? {} : { head: change.head }),
     });
     const res = await this.#gone(
       this.#call('/wrote', { method: 'POST', headers: { 'content-type': 'application/json' }, body }),

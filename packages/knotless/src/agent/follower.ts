@@ -93,6 +93,12 @@ export class Follower {
    */
   readonly #heads = new Map<string, string>();
   /**
+   * The revision of each account's head, when known: the head only moves forward. A push's own write
+   * or group commit moves it on at once, and the stream, delivering the commits before it later, must
+   * not take it back (the next push's swap on the older commit would be refused and sent again).
+   */
+  readonly #headRevs = new Map<string, string>();
+  /**
    * Accounts a write found moved past the commit their views were at (a swap refused): the stream
    * has not delivered that move yet. Until it delivers a commit, helpers are answered only once the
    * view is shown current (a read), not at once with a commit already known to be behind. The view
@@ -125,7 +131,7 @@ export class Follower {
     if (kept.length > OWN_KEPT) kept.shift();
     this.#own.set(did, kept);
     const head = this.#heads.get(did);
-    if (head !== undefined && this.#group().provenSince(commit, head)) this.#heads.set(did, commit);
+    if (head !== undefined && this.#group().provenSince(commit, head)) this.#moveHead(did, commit, rev);
     try {
       for (const w of writes) {
         const ref =
@@ -144,6 +150,7 @@ export class Follower {
     for (const v of dropped) {
       if (this.views.follows(v.did)) continue;
       this.#heads.delete(v.did);
+      this.#headRevs.delete(v.did);
       this.#behind.delete(v.did);
     }
     for (const v of dropped) this.#log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
@@ -166,6 +173,22 @@ export class Follower {
     }
     for (const r of change.written ?? []) this.views.apply(did, r.key, r, r.rev ?? '');
     for (const key of change.deleted ?? []) this.views.apply(did, key, null, '');
+    // The write was swapped on the commit the views were at, so with it applied they are complete at
+    // the commit it made: the next push answers at once from there rather than waiting for the
+    // stream to deliver it (its swap on the older commit would be refused). A head the stream moved
+    // meanwhile is left as the stream set it. Only a swap the PDS checks rests on this.
+    const { head } = change;
+    if (head !== undefined && change.invalidate !== true && this.#heads.get(did) === head.from)
+      this.#moveHead(did, head.to, head.rev);
+  }
+
+  /** Sets the commit the views of `did` are complete at, unless one of a later revision is set. */
+  #moveHead(did: string, commit: string, rev: string): void {
+    const at = this.#headRevs.get(did);
+    if (at !== undefined && rev !== '' && at >= rev) return;
+    this.#heads.set(did, commit);
+    if (rev === '') this.#headRevs.delete(did);
+    else this.#headRevs.set(did, rev);
   }
 
   async #follow(pds: string): Promise<PdsStream> {
@@ -182,8 +205,8 @@ export class Follower {
           for (const c of changes) views.apply(did, c.key, c.ref, rev);
         },
         tables: (did, changes, rev, commit) => this.tables(did, changes, rev, commit),
-        head: (did, commit) => {
-          if (views.follows(did)) this.#heads.set(did, commit);
+        head: (did, commit, rev) => {
+          if (views.follows(did)) this.#moveHead(did, commit, rev);
         },
         drop: (did, why) => this.drop(views.drop(did === undefined ? { pds } : { did }), why),
         // A new handle, a move, a status change: the next command of any shell resolves it afresh,
@@ -268,7 +291,7 @@ export class Follower {
       // The listing holds at least the base commit, maybe more: a later commit the stream delivers, or
       // our own on top of it, moves the head on; a write swapped on the base finds any commit between.
       if (!this.#heads.has(owner.did) && views.get(owner.did, name) === view)
-        this.#heads.set(owner.did, base.cid);
+        this.#moveHead(owner.did, base.cid, base.rev);
       views.finish(view, refs, base.rev);
     })()
       .catch((err: unknown) => {

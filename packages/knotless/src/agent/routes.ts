@@ -108,11 +108,16 @@ export function routes(
         invalidate?: boolean;
         written?: WireRef[];
         deleted?: Array<{ key: string; rev: string }>;
+        head?: { from?: unknown; to?: unknown; rev?: unknown };
       };
+      const { head } = body;
       follower.wrote(body.did, body.repo, {
         invalidate: body.invalidate === true,
         written: parseWireRefs(body.written ?? []),
         deleted: (body.deleted ?? []).map((d) => d.key),
+        ...(typeof head?.from === 'string' && typeof head.to === 'string' && typeof head.rev === 'string'
+          ? { head: { from: head.from, to: head.to, rev: head.rev } }
+          : {}),
       });
       res.writeHead(204).end();
       return;

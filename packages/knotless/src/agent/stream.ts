@@ -39,7 +39,7 @@ export interface StreamSink {
   /** An identity or account event of a followed account: what is cached of its identity is stale. */
   identityChanged(did: string): void;
   /** The views of `did` hold every change up to its commit `commit` (the stream delivers in order). */
-  head(did: string, commit: string): void;
+  head(did: string, commit: string, rev: string): void;
   /** The stream could not apply something: forget the views of `did`, or of every account (undefined). */
   drop(did: string | undefined, why: string): void;
 }
@@ -233,7 +233,7 @@ export class PdsStream {
       const cid = typeof commit === 'object' && commit !== null ? (commit as CidLike).toString() : '';
       if (cid !== '' && this.#sink.ours(did, cid)) {
         this.ours++;
-        this.#sink.head(did, cid);
+        this.#sink.head(did, cid, rev);
         this.#see(did, rev);
         return;
       }
@@ -262,7 +262,7 @@ export class PdsStream {
             };
           });
         if (changes.length > 0) this.#sink.apply(did, changes, rev);
-        if (cid !== '') this.#sink.head(did, cid);
+        if (cid !== '') this.#sink.head(did, cid, rev);
       } catch (err) {
         this.#sink.drop(did, `an event could not be applied (${safeText(errorText(err))})`);
       }

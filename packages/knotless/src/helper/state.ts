@@ -256,6 +256,15 @@ export class HelperState {
         // A conflict on a view the push found behind (its commit's swap refused) says only that
         // the agent's stream had not delivered the latest commit yet: the view catches up by itself.
         invalidate: written.some((w) => w.conflicted === true) && remote.viewProof?.state !== 'broken',
+        ...(remote.layout !== 'table' && remote.viewProof !== undefined && remote.viewProvedInto !== undefined
+          ? {
+              head: {
+                from: remote.viewProof.commit,
+                to: remote.viewProvedInto.commit,
+                rev: remote.viewProvedInto.rev,
+              },
+            }
+          : {}),
       });
     } catch (err) {
       // The push is done and must say so: failing it would tell git a written ref was not. The
