@@ -93,6 +93,19 @@ export class NetworkError extends Error {
   override name = 'NetworkError';
 }
 
+/** A port the network's state names was taken by another program. */
+export class PortTaken extends NetworkError {
+  constructor(port: number, dir: string, options?: ErrorOptions) {
+    super(
+      `Port ${port}, which this network's DIDs name, is in use by another program; free it, or remove ${dir} to start afresh.`,
+      options,
+    );
+  }
+}
+
+/** How many times a temporary network takes new ports when another program took one first. */
+const TEMPORARY_ATTEMPTS = 5;
+
 async function newPdsState(): Promise<PdsState> {
   const rotation = await Secp256k1Keypair.create({ exportable: true });
   const recovery = await Secp256k1Keypair.create();
@@ -185,8 +198,33 @@ export function nativeBuildError(err: unknown): NetworkError | undefined {
   );
 }
 
-/** Starts a PLC directory and a PDS on loopback; a restart on the same directory keeps ports, DIDs and accounts. */
+/**
+ * Starts a PLC directory and a PDS on loopback; a restart on the same directory keeps ports, DIDs and
+ * accounts. A free port is only free until someone binds it: between asking the kernel for one and
+ * the server binding it, another process (a parallel test, an outgoing connection's ephemeral port)
+ * may take it. A temporary network then starts afresh on new ports; a kept one cannot (its DIDs name
+ * its ports) and says so.
+ */
 export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> {
+  if (opts.dir !== undefined) return startOnce(opts);
+  return whilePortTaken(TEMPORARY_ATTEMPTS, () => startOnce(opts));
+}
+
+/**
+ * Runs `start` up to `attempts` times while it fails only because a port was taken (each attempt
+ * chooses its ports anew); any other failure, or the last attempt's, is thrown.
+ */
+export async function whilePortTaken<T>(attempts: number, start: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (err) {
+      if (!(err instanceof PortTaken) || attempt >= attempts) throw err;
+    }
+  }
+}
+
+async function startOnce(opts: NetworkOptions): Promise<Network> {
   const temporary = opts.dir === undefined;
   const dir = opts.dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-net-'));
   try {
@@ -216,9 +254,8 @@ export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> 
   for (const port of [state.plcPort, ...state.pdses.map((p) => p.port)]) {
     if (await portInUse(port)) {
       releaseLock();
-      throw new NetworkError(
-        `Port ${port}, which this network's DIDs name, is in use by another program; free it, or remove ${dir} to start afresh.`,
-      );
+      if (temporary) fs.rmSync(dir, { recursive: true, force: true });
+      throw new PortTaken(port, dir);
     }
   }
   fs.writeFileSync(stateFile, JSON.stringify(state, null, 2), { mode: 0o600 });
@@ -243,6 +280,10 @@ export async function startNetwork(opts: NetworkOptions = {}): Promise<Network> 
     for (const p of pdses.reverse()) await p.close();
     await plc?.close();
     releaseLock();
+    if (temporary) fs.rmSync(dir, { recursive: true, force: true });
+    const code = (err as NodeJS.ErrnoException).code;
+    const port = (err as { port?: unknown }).port;
+    if (code === 'EADDRINUSE' && typeof port === 'number') throw new PortTaken(port, dir, { cause: err });
     throw nativeBuildError(err) ?? err;
   }
   const running = { plc, pdses };

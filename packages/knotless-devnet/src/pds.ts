@@ -82,7 +82,15 @@ export async function startPds(opts: PdsOptions): Promise<Pds> {
   const pds = await PDS.create(envToCfg(env), envToSecrets(env));
   // PDS.start() would listen on every interface; do its two steps ourselves, on loopback.
   await pds.ctx.sequencer.start();
-  const listening = await listenLoopback(pds.app, opts.port);
+  let listening: Awaited<ReturnType<typeof listenLoopback>>;
+  try {
+    listening = await listenLoopback(pds.app, opts.port);
+  } catch (err) {
+    // The context holds databases, the sequencer and timers: left open, they keep the process alive
+    // after the caller has given up on this PDS.
+    await pds.ctx.destroy();
+    throw err;
+  }
   return {
     url: place.url,
     port: opts.port,

@@ -32,9 +32,13 @@ export function useNetwork(
 ): TestNet {
   const dirs: string[] = [];
   let started!: () => void;
+  let failed!: (err: unknown) => void;
   const t: TestNet = {
     net: undefined as unknown as Network,
-    ready: new Promise<void>((resolve) => (started = resolve)),
+    ready: new Promise<void>((resolve, reject) => {
+      started = resolve;
+      failed = reject;
+    }),
     password: `pw-${crypto.randomBytes(6).toString('hex')}`,
     dids: {},
     pdsOf: {},
@@ -60,8 +64,16 @@ export function useNetwork(
       };
     },
   };
+  // The network's own failure is reported by the hook below; this only lets the hooks that await
+  // `ready` fail with it instead of waiting for ever, without an unhandled rejection when none does.
+  t.ready.catch(() => undefined);
   before(async () => {
-    t.net = await startNetwork(options);
+    try {
+      t.net = await startNetwork(options);
+    } catch (err) {
+      failed(err);
+      throw err;
+    }
     for (const [i, h] of handles.entries()) {
       const pds = i % t.net.pdses.length;
       t.dids[h] = (await t.net.ensureAccount(h, t.password, pds)).did;
@@ -70,7 +82,9 @@ export function useNetwork(
     started();
   });
   after(async () => {
-    await t.net.close();
+    // Undefined when the network never started: there is nothing to stop, and the reason is the
+    // failure `before` reported.
+    await (t.net as Network | undefined)?.close();
     for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
   });
   return t;
