@@ -77,14 +77,10 @@ describe('knotless dev: the relay stand-in', () => {
     );
     const url = m[1]!;
     const shows = (page: string, text: string): Promise<true> =>
-      waitFor(
-        `${page} to show ${text}`,
-        async () => {
-          const r = await get(`${url}${page}`);
-          return r.status === 200 && r.text.includes(text) ? true : undefined;
-        },
-        120_000,
-      );
+      waitFor(`${page} to show ${text}`, async () => {
+        const r = await get(`${url}${page}`);
+        return r.status === 200 && r.text.includes(text) ? true : undefined;
+      });
     await shows('/alice.test/one', 'first.txt');
     await shows('/alice.test/two', 'second.txt');
 

@@ -153,15 +153,11 @@ describe('convergence under kills and lost frames', () => {
     startServe(data);
     const want = await onPdses();
     assert.ok(want.length >= 3 * 5, want.join('\n'));
-    await waitFor(
-      'the index to equal the PDSes',
-      () => {
-        const db = path.join(data, 'index.sqlite');
-        return Promise.resolve(
-          fs.existsSync(db) && JSON.stringify(inIndex(db)) === JSON.stringify(want) ? true : undefined,
-        );
-      },
-      240_000,
-    );
+    await waitFor('the index to equal the PDSes', () => {
+      const db = path.join(data, 'index.sqlite');
+      return Promise.resolve(
+        fs.existsSync(db) && JSON.stringify(inIndex(db)) === JSON.stringify(want) ? true : undefined,
+      );
+    });
   });
 });

@@ -1,8 +1,8 @@
-import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { TestNet } from '../../knotless/test/helpers/network.ts';
+import { waitUntil } from '../../knotless/test/helpers/wait.ts';
 import { startAppview, type Appview } from '../src/appview.ts';
 import { defaultConfig, type ServeConfig } from '../src/config.ts';
 
@@ -33,28 +33,9 @@ export async function appviewOn(
   );
 }
 
-/**
- * Polls `check` until it returns a value other than undefined, or fails after `ms`: a guard against
- * waiting for ever, generous enough that a loaded machine is not mistaken for a bug.
- */
-export async function waitFor<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  ms = 120_000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline)
-      assert.fail(`timed out waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+/** Polls `check` until it returns a value other than undefined (see waitUntil: no clock of its own). */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined>): Promise<T> {
+  return waitUntil(what, check);
 }
 
 /** GETs a URL and returns status and text. */

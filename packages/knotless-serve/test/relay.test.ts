@@ -20,14 +20,10 @@ function onlyRelay(relay: Relay, database: string, dataDir?: string): Promise<Ap
 }
 
 async function pageShows(app: Appview, page: string, text: string): Promise<void> {
-  await waitFor(
-    `${page} to show ${text}`,
-    async () => {
-      const r = await get(`${app.url}${page}`);
-      return r.status === 200 && r.text.includes(text) ? true : undefined;
-    },
-    120_000,
-  );
+  await waitFor(`${page} to show ${text}`, async () => {
+    const r = await get(`${app.url}${page}`);
+    return r.status === 200 && r.text.includes(text) ? true : undefined;
+  });
 }
 
 async function pushCommit(repo: string, file: string): Promise<void> {

@@ -60,14 +60,10 @@ async function push(repo: string, file: string): Promise<void> {
 }
 
 const shows = (s: Serve, page: string, text: string): Promise<string> =>
-  waitFor(
-    `${s.url}${page} to show ${text}`,
-    async () => {
-      const r = await get(`${s.url}${page}`);
-      return r.status === 200 && r.text.includes(text) ? r.text : undefined;
-    },
-    60_000,
-  );
+  waitFor(`${s.url}${page} to show ${text}`, async () => {
+    const r = await get(`${s.url}${page}`);
+    return r.status === 200 && r.text.includes(text) ? r.text : undefined;
+  });
 
 describe('several appviews on one PostgreSQL index', () => {
   const running: Serve[] = [];

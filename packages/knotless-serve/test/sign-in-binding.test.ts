@@ -39,7 +39,7 @@ describe('the sign-in is bound to the browser that began it', () => {
     app = await appviewOn(t, ':memory:');
     // The appview signs in accounts it has indexed: bob's first repository makes him known.
     assert.equal((await bob.knotless('repo', 'create', 'site')).code, 0);
-    await waitFor('bob indexed', async () => await app.index.owner('bob.test'), 60_000);
+    await waitFor('bob indexed', async () => await app.index.owner('bob.test'));
     bobBrowser = await launchBrowser();
     aliceBrowser = await launchBrowser();
     bobPage = await bobBrowser.newPage();

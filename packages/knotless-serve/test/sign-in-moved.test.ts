@@ -41,7 +41,7 @@ describe('a web sign-in whose account moved to another PDS', () => {
     // The appview signs in accounts it can find: alice's own repository makes her known.
     assert.equal((await alice.knotless('repo', 'create', 'notes')).code, 0);
     for (const h of ['alice.test', 'bob.test'])
-      await waitFor(`${h} indexed`, async () => await app.index.owner(h), 60_000);
+      await waitFor(`${h} indexed`, async () => await app.index.owner(h));
     browser = await launchBrowser();
     page = await browser.newPage();
     await signIn(page, app.url, 'alice.test', t.password);

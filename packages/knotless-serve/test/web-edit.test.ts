@@ -67,14 +67,10 @@ describe('editing a file in the browser, at its edges', () => {
     await alice.ok(work, 'commit', '-q', '-m', 'a Latin-1 file');
     await alice.ok(work, 'push', '-q', 'origin', 'main');
     const tip = await mainOf(alice, 'alice.test/site');
-    await waitFor(
-      'the push mirrored',
-      async () => {
-        const res = await fetch(`${app.url}/alice.test/site/commits/main`);
-        return res.status === 200 && (await res.text()).includes(tip.slice(0, 7)) ? true : undefined;
-      },
-      60_000,
-    );
+    await waitFor('the push mirrored', async () => {
+      const res = await fetch(`${app.url}/alice.test/site/commits/main`);
+      return res.status === 200 && (await res.text()).includes(tip.slice(0, 7)) ? true : undefined;
+    });
     browser = await launchBrowser();
     ({ page, cspErrors } = await watchedPage(browser));
     await signIn(page, app.url, 'alice.test', t.password);

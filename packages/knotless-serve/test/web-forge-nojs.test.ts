@@ -31,17 +31,13 @@ describe('the forge from a browser without JavaScript', () => {
     await alice.ok(work, 'push', '-q', 'origin', 'main');
     // bob forks, so that both repositories are indexed.
     assert.equal((await bob.knotless('repo', 'fork', 'alice.test/site')).code, 0);
-    await waitFor(
-      'both repositories indexed',
-      async () => {
-        const [a, b] = await Promise.all([
-          fetch(`${app.url}/alice.test/site`),
-          fetch(`${app.url}/bob.test/site`),
-        ]);
-        return a.status === 200 && b.status === 200 ? true : undefined;
-      },
-      60_000,
-    );
+    await waitFor('both repositories indexed', async () => {
+      const [a, b] = await Promise.all([
+        fetch(`${app.url}/alice.test/site`),
+        fetch(`${app.url}/bob.test/site`),
+      ]);
+      return a.status === 200 && b.status === 200 ? true : undefined;
+    });
     // The dev PDS's consent page needs JavaScript: bob signs in once with it.
     const withJs = await launchBrowser();
     try {

@@ -69,14 +69,10 @@ describe('stars and line comments from the browser, indexed in PostgreSQL', () =
     await bob.ok(clone, 'push', '-q', 'origin', 'four');
     browser = await launchBrowser();
     ({ page, cspErrors } = await watchedPage(browser));
-    await waitFor(
-      'the fork mirrored',
-      async () => {
-        const res = await fetch(`${app.url}/bob.test/site/compare/main...four`);
-        return res.status === 200 && (await res.text()).includes('Open a pull request') ? true : undefined;
-      },
-      60_000,
-    );
+    await waitFor('the fork mirrored', async () => {
+      const res = await fetch(`${app.url}/bob.test/site/compare/main...four`);
+      return res.status === 200 && (await res.text()).includes('Open a pull request') ? true : undefined;
+    });
     await signIn(page, app.url, 'bob.test', t.password);
   });
   after(async () => {

@@ -68,14 +68,10 @@ describe('the forge on the web, signed in with atproto OAuth', () => {
     browser = await launchBrowser();
     ({ page, cspErrors } = await watchedPage(browser));
     // The appview has bob's branch once its compare page offers the pull request.
-    await waitFor(
-      'the fork mirrored',
-      async () => {
-        const res = await fetch(`${app.url}/bob.test/site/compare/main...feature`);
-        return res.status === 200 && (await res.text()).includes('Open a pull request') ? true : undefined;
-      },
-      60_000,
-    );
+    await waitFor('the fork mirrored', async () => {
+      const res = await fetch(`${app.url}/bob.test/site/compare/main...feature`);
+      return res.status === 200 && (await res.text()).includes('Open a pull request') ? true : undefined;
+    });
   });
   after(async () => {
     await browser?.close();

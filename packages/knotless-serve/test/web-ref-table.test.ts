@@ -37,14 +37,10 @@ async function tableMain(): Promise<string | undefined> {
 
 /** Waits until the appview's copy shows `tip` in main's history. */
 async function mirrored(tip: string): Promise<void> {
-  await waitFor(
-    `the appview at ${tip.slice(0, 7)}`,
-    async () => {
-      const res = await fetch(`${app.url}/alice.test/tsite/commits/main`);
-      return res.status === 200 && (await res.text()).includes(tip.slice(0, 7)) ? true : undefined;
-    },
-    60_000,
-  );
+  await waitFor(`the appview at ${tip.slice(0, 7)}`, async () => {
+    const res = await fetch(`${app.url}/alice.test/tsite/commits/main`);
+    return res.status === 200 && (await res.text()).includes(tip.slice(0, 7)) ? true : undefined;
+  });
 }
 
 describe("the appview's writers on a repository on a ref table", () => {

@@ -202,16 +202,13 @@ describe('an account that moves to another PDS takes its repositories along', ()
 
   it('the appview follows alice to her new PDS and shows the new commit', async () => {
     const tip = await tipOf(bob, 'knotless://alice.test/site', 'main');
-    await waitFor(
-      'the appview to show the commit pushed after the move',
-      () =>
-        xrpc<{ refs: Array<{ ref: string; target?: string }> }>(app!, 'dev.knotless.getRepo', {
-          actor: 'alice.test',
-          repo: 'site',
-        }).then((r) =>
-          r.refs.some((x) => x.ref === 'refs/heads/main' && x.target === tip) ? true : undefined,
-        ),
-      30_000,
+    await waitFor('the appview to show the commit pushed after the move', () =>
+      xrpc<{ refs: Array<{ ref: string; target?: string }> }>(app!, 'dev.knotless.getRepo', {
+        actor: 'alice.test',
+        repo: 'site',
+      }).then((r) =>
+        r.refs.some((x) => x.ref === 'refs/heads/main' && x.target === tip) ? true : undefined,
+      ),
     );
   });
   it('moving back to the PDS that holds her deactivated copy brings it up to date and activates it', async () => {

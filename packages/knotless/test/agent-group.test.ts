@@ -10,6 +10,7 @@ import { startProxy, type FaultRule, type Proxy } from 'knotless-devnet';
 import { agentWireView, spawnAgent, type RunningAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { waitUntil } from './helpers/wait.ts';
 
 const t = useNetwork(['alice.test']);
 let proxy: Proxy;
@@ -97,15 +98,11 @@ async function together<T>(pushes: Array<() => Promise<T>>, rule?: FaultRule): P
  */
 async function viewCaughtUp(name: string, refs: string[], oid: string): Promise<void> {
   const q = { did: t.dids['alice.test']!, repo: name, pds: t.net.pdsUrl };
-  const deadline = Date.now() + 60_000;
-  for (;;) {
+  await waitUntil(`the agent's view of ${name} to catch up`, async () => {
     const view = await agentWireView(socket, q);
     const at = new Map((view?.refs ?? []).map((r) => [r.record.ref, r.record.target]));
-    if (view !== null && refs.every((r) => at.get(`refs/heads/${r}`) === oid)) return;
-    if (Date.now() > deadline)
-      throw new Error(`the agent's view of ${name} never caught up: ${JSON.stringify(view)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    return view !== null && refs.every((r) => at.get(`refs/heads/${r}`) === oid) ? true : undefined;
+  });
 }
 
 const tip = async (url: string, ref: string) =>

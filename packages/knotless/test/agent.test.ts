@@ -6,6 +6,7 @@ import { startProxy, type Proxy } from 'knotless-devnet';
 import { KNOTLESS_BIN } from './helpers/cli.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { waitUntil } from './helpers/wait.ts';
 
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
@@ -75,11 +76,7 @@ async function agentView(repo: string): Promise<Map<string, string>> {
 }
 
 async function until(check: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await waitUntil(what, async () => ((await check()) ? true : undefined), 200);
 }
 
 describe('the warm agent', () => {

@@ -12,6 +12,7 @@ import { KNOTLESS_BIN } from './helpers/cli.ts';
 import { commitFiles, newRepo } from './helpers/git.ts';
 import { lastLine, noise } from './faults/checks.ts';
 import { useFaultEnv } from './faults/env.ts';
+import { waitUntil } from './helpers/wait.ts';
 
 const env = useFaultEnv();
 const BLOB = 'com.atproto.sync.getBlob';
@@ -61,11 +62,11 @@ function within(
 
 /** Waits until the proxy has seen a request of `nsid` (polling what it logged, not sleeping blind). */
 async function sawRequest(nsid: string, after: number): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (env.proxy.requests.slice(after).every((r) => r.nsid !== nsid)) {
-    assert.ok(Date.now() < deadline, `no ${nsid} request reached the proxy`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitUntil(
+    `a ${nsid} request at the proxy`,
+    () => (env.proxy.requests.slice(after).some((r) => r.nsid === nsid) ? true : undefined),
+    20,
+  );
 }
 
 /** A repository whose main lists three packs in blobs, which `repo compact` merges into one. */
