@@ -56,14 +56,11 @@ async function pending(): Promise<number> {
   return (JSON.parse(body) as Record<string, number>)[t.dids['alice.test']!] ?? 0;
 }
 
-/** Waits (bounded) until `n` ref writes of alice's are unanswered in the agent; false if they never were. */
-async function reach(n: number): Promise<boolean> {
-  const deadline = Date.now() + 60_000;
-  while ((await pending()) < n) {
-    if (Date.now() > deadline) return false;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return true;
+/** Waits until `n` ref writes of alice's are unanswered in the agent. */
+async function reach(n: number): Promise<void> {
+  await waitUntil(`${n} of alice's writes held in the agent`, async () =>
+    (await pending()) >= n ? true : undefined,
+  );
 }
 
 /**
@@ -77,20 +74,16 @@ async function together<T>(pushes: Array<() => Promise<T>>, rule?: FaultRule): P
   const held = new Promise<void>((r) => (release = r));
   proxy.inject({ method: 'POST', fault: { kind: 'hold', until: held } });
   const running = [pushes[0]!()];
-  let reached = await reach(1);
-  if (reached) {
-    running.push(...pushes.slice(1).map((p) => p()));
-    reached = await reach(pushes.length);
-  }
+  await reach(1);
+  running.push(...pushes.slice(1).map((p) => p()));
+  await reach(pushes.length);
   if (rule !== undefined) proxy.inject(rule);
   release();
-  const results = await Promise.all(running);
-  if (!reached) throw new Error(`the writes never waited in the agent together: ${JSON.stringify(results)}`);
-  return results;
+  return Promise.all(running);
 }
 
 /**
- * Waits (bounded) until the agent holds a confirmed view of alice's repository `name` with each of
+ * Waits until the agent holds a confirmed view of alice's repository `name` with each of
  * `refs` at `oid`: then every push of a case decides on that view and proves it with a swap on its
  * commit. Without it, a push that starts before the agent's event stream has delivered the seeding
  * commit lists for itself and swaps on no commit, and the batch after it meets a refused swap first

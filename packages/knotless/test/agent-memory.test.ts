@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import { agentView, spawnAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { waitUntil } from './helpers/wait.ts';
 
 // The warm agent stays small: it forwards requests and groups ref writes. Measured at
 // 7a299d1 (every @atproto library the event stream touches loaded whole): 52 MiB at start, 98 after
@@ -60,11 +61,9 @@ describe('the warm agent stays small', () => {
       const head = await commitFiles(alice, dir, { 'a.txt': 'direct\n' }, 'direct');
       await alice.ok(dir, 'push', '-q', 'origin', 'main');
       const q = { did: t.dids['alice.test']!, repo: url.split('/').pop()!, pds: t.net.pdsUrl };
-      const deadline = Date.now() + 30_000;
-      while ((await agentView(socket, q))?.get('refs/heads/main')?.target !== head) {
-        assert.ok(Date.now() < deadline, "the agent's view never showed the direct push");
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      await waitUntil("the agent's view to show the direct push", async () =>
+        (await agentView(socket, q))?.get('refs/heads/main')?.target === head ? true : undefined,
+      );
     } finally {
       await agent.stop();
       more = {};

@@ -21,6 +21,7 @@ import { HttpPool } from '../../knotless-core/src/xrpc/http-pool.ts';
 import type { Transport } from '../../knotless-core/src/xrpc/transport.ts';
 import { commitFiles, newRepo, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { waitUntil } from './helpers/wait.ts';
 
 const dirs: string[] = [];
 const tmp = () => {
@@ -77,14 +78,17 @@ describe('downloads stream to disk', () => {
         'content-type': 'application/octet-stream',
       });
       res.write(pack.subarray(0, half));
-      const deadline = Date.now() + 20_000;
-      const poll = setInterval(() => {
-        const n = bytesUnder(cache.tempDir);
-        if (n < half && Date.now() < deadline) return;
-        clearInterval(poll);
+      void waitUntil(
+        'the first half of the blob on disk, before the rest is sent',
+        () => {
+          const n = bytesUnder(cache.tempDir);
+          return n >= half ? n : undefined;
+        },
+        5,
+      ).then((n) => {
         onDisk = n;
         res.end(pack.subarray(half));
-      }, 5);
+      });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;

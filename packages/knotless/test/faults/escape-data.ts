@@ -7,6 +7,7 @@ import { spawnAgent } from '../helpers/agent.ts';
 import type { Run } from '../helpers/cli.ts';
 import { lastLine } from './checks.ts';
 import type { FaultEnv } from './env.ts';
+import { waitUntil } from '../helpers/wait.ts';
 
 /** Everything that could act on a terminal: ESC sequences, an OSC title, CR/LF, C1 CSI, bidi, LS, NUL. */
 export const HOSTILE_TEXT =
@@ -75,11 +76,12 @@ export async function agentLog(
       // The agent lists in the background, once its event stream has proved live by delivering a
       // message (an idle PDS sends none): a write of an unrelated record now and then makes one. Its
       // log says when it has listed.
-      const deadline = Date.now() + 30_000;
-      for (let n = 0; !step.until.test(agent.log()) && Date.now() < deadline; n++) {
-        if (n % 10 === 0) await poke(env);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      let n = 0;
+      await waitUntil(`the agent's log to match ${String(step.until)}`, async () => {
+        if (step.until.test(agent.log())) return true;
+        if (n++ % 10 === 0) await poke(env);
+        return undefined;
+      });
     }
     return agent.log();
   } finally {
