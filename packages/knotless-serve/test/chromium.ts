@@ -128,6 +128,9 @@ export async function launchChromium(options: { javaScriptEnabled?: boolean } = 
     throw err;
   }
   profiles.set(context, profile.dir);
+  // No clock on any action, wait or navigation: Playwright's default of 30 s fails a page that a
+  // loaded machine serves slowly. A wait that never ends is caught by the test runner's own guard.
+  context.setDefaultTimeout(0);
   // Not on the 'close' event: Chromium still writes to its profile then, until its process ends,
   // which close() waits for.
   const close = context.close.bind(context);
