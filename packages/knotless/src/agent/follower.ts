@@ -90,14 +90,11 @@ export class Follower {
    * Per account, the commit its views are complete at: read before the first listing, then each
    * commit the event stream delivers, or one of ours that came right after it. A helper's listing
    * from a view carries it, and its write's `swapCommit` proves the listing (see RemoteRepo.viewProof).
-   */
-  readonly #heads = new Map<string, string>();
-  /**
-   * The revision of each account's head, when known: the head only moves forward. A push's own write
+   * With the commit, its revision ('' when unknown): the head only moves forward. A push's own write
    * or group commit moves it on at once, and the stream, delivering the commits before it later, must
    * not take it back (the next push's swap on the older commit would be refused and sent again).
    */
-  readonly #headRevs = new Map<string, string>();
+  readonly #heads = new Map<string, { commit: string; rev: string }>();
   /**
    * Accounts a write found moved past the commit their views were at (a swap refused): the stream
    * has not delivered that move yet. Until it delivers a commit, helpers are answered only once the
@@ -130,7 +127,7 @@ export class Follower {
     kept.push(commit);
     if (kept.length > OWN_KEPT) kept.shift();
     this.#own.set(did, kept);
-    const head = this.#heads.get(did);
+    const head = this.#heads.get(did)?.commit;
     if (head !== undefined && this.#group().provenSince(commit, head)) this.#moveHead(did, commit, rev);
     try {
       for (const w of writes) {
@@ -150,7 +147,6 @@ export class Follower {
     for (const v of dropped) {
       if (this.views.follows(v.did)) continue;
       this.#heads.delete(v.did);
-      this.#headRevs.delete(v.did);
       this.#behind.delete(v.did);
     }
     for (const v of dropped) this.#log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
@@ -161,7 +157,7 @@ export class Follower {
    * stream delivers a commit.
    */
   markBehind(did: string): void {
-    const head = this.#heads.get(did);
+    const head = this.#heads.get(did)?.commit;
     if (head !== undefined) this.#behind.set(did, head);
   }
 
@@ -178,17 +174,15 @@ export class Follower {
     // stream to deliver it (its swap on the older commit would be refused). A head the stream moved
     // meanwhile is left as the stream set it. Only a swap the PDS checks rests on this.
     const { head } = change;
-    if (head !== undefined && change.invalidate !== true && this.#heads.get(did) === head.from)
+    if (head !== undefined && change.invalidate !== true && this.#heads.get(did)?.commit === head.from)
       this.#moveHead(did, head.to, head.rev);
   }
 
   /** Sets the commit the views of `did` are complete at, unless one of a later revision is set. */
   #moveHead(did: string, commit: string, rev: string): void {
-    const at = this.#headRevs.get(did);
-    if (at !== undefined && rev !== '' && at >= rev) return;
-    this.#heads.set(did, commit);
-    if (rev === '') this.#headRevs.delete(did);
-    else this.#headRevs.set(did, rev);
+    const at = this.#heads.get(did)?.rev;
+    if (at !== undefined && at !== '' && rev !== '' && at >= rev) return;
+    this.#heads.set(did, { commit, rev });
   }
 
   async #follow(pds: string): Promise<PdsStream> {
@@ -329,7 +323,7 @@ export class Follower {
       if (!members.every((m) => m.ready && this.#streams.get(m.pds)?.live === true)) return undefined;
       return { table: view.table, members: members.map((m) => ({ did: m.did, pds: m.pds, table: m.table })) };
     }
-    const head = this.#heads.get(owner.did);
+    const head = this.#heads.get(owner.did)?.commit;
     const atOnce = head !== undefined && this.#behind.get(owner.did) !== head;
     if (stream?.live === true && view?.ready === true && view.pds === owner.pds && atOnce)
       return { refs: writeWireRefs([...view.refs.values()]), commit: head };
