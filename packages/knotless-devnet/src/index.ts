@@ -7,6 +7,6 @@ export { makeCertificate, type Certificate } from './tls.ts';
 export { tempDir } from './tmp.ts';
 export { watchRequests, type OwnedRequest } from './socket-owner.ts';
 export { startGitHttp, type GitHttpServer } from './git-http.ts';
-export { registerDid } from './plc.ts';
+export { registerDid, setPdsEndpoint } from './plc.ts';
 export { startTraffic, type Traffic } from './traffic.ts';
 export { startRelay, type Relay, type RelayOptions } from './relay/relay.ts';

@@ -75,3 +75,24 @@ export async function registerDid(plcUrl: string, opts: { handle: string; pds: s
     signer: key,
   });
 }
+
+/**
+ * Points an account's DID document at another PDS address: a PLC operation signed by the rotation
+ * key of the network's PDS numbered `pds` (the key that PDS signs its accounts' operations with, read
+ * from the network's state), as a migration would. Tests put a proxy there, in front of the real PDS,
+ * so that every reader of the account (the CLI, an appview) goes through it.
+ */
+export async function setPdsEndpoint(
+  net: { dir: string; plcUrl: string },
+  did: string,
+  endpoint: string,
+  pds = 0,
+): Promise<void> {
+  const state = JSON.parse(fs.readFileSync(path.join(net.dir, 'network.json'), 'utf8')) as {
+    pdses: Array<{ secrets: { plcRotationKeyHex: string } }>;
+  };
+  const hex = state.pdses[pds]?.secrets.plcRotationKeyHex;
+  if (hex === undefined) throw new Error(`the network has no PDS numbered ${pds}`);
+  const key = await Secp256k1Keypair.import(hex);
+  await new PlcClient(net.plcUrl).updatePds(did, key, endpoint);
+}

@@ -194,13 +194,16 @@ function engine(name: string, database: (purpose: string) => Promise<string>) {
       const index = new Index(first.db, first.engine);
       await fill(index);
       // Back to how the index was before: no mentions table, its migration not applied, nor any
-      // migration after it (the maintainers' table and the pushes' pusher column).
+      // migration after it (the maintainers' table and the pushes' pusher column, the owners' verified
+      // revision).
       await first.db.schema.dropTable('mentions').execute();
       await first.db.schema.dropTable('repo_maintainers').execute();
       await first.db.schema.alterTable('pushes').dropColumn('pusher').execute();
+      for (const column of ['verified_rev', 'verified_at', 'verified_key', 'verified_pds'])
+        await first.db.schema.alterTable('owners').dropColumn(column).execute();
       await first.db
         .deleteFrom('kysely_migration' as 'mentions')
-        .where('name' as 'tab', 'in', ['0012_mentions', '0013_maintainers'])
+        .where('name' as 'tab', 'in', ['0012_mentions', '0013_maintainers', '0014_verified_rev'])
         .execute();
       await index.close();
       const again = await openDatabase(conn);

@@ -277,6 +277,44 @@ export class Index {
     });
   }
 
+  /** The newest revision of an account's repository verified here, with when and against what. */
+  async verified(
+    did: string,
+  ): Promise<{ rev: string; at: string; key: string | null; pds: string | null } | undefined> {
+    const row = await this.db
+      .selectFrom('owners')
+      .select(['verified_rev', 'verified_at', 'verified_key', 'verified_pds'])
+      .where('did', '=', did)
+      .executeTakeFirst();
+    if (row?.verified_rev == null || row.verified_at == null) return undefined;
+    return { rev: row.verified_rev, at: row.verified_at, key: row.verified_key, pds: row.verified_pds };
+  }
+
+  /**
+   * Records that the account's signed commit at `rev` was verified, by `key`, as `pds` served it:
+   * only a newer revision replaces the one held, or any revision at another key or PDS (the account
+   * moved or rotated its key, and its history goes on from there). The owner row must exist.
+   */
+  async putVerified(
+    did: string,
+    v: { rev: string; key: string; pds: string | null; at: string },
+  ): Promise<void> {
+    await this.db
+      .updateTable('owners')
+      .set({ verified_rev: v.rev, verified_at: v.at, verified_key: v.key, verified_pds: v.pds })
+      .where('did', '=', did)
+      .where((eb) =>
+        eb.or([
+          eb('verified_rev', 'is', null),
+          eb('verified_rev', '<=', v.rev),
+          eb('verified_key', 'is', null),
+          eb('verified_key', '!=', v.key),
+          ...(v.pds === null ? [] : [eb('verified_pds', 'is', null), eb('verified_pds', '!=', v.pds)]),
+        ]),
+      )
+      .execute();
+  }
+
   /** An account by DID or handle. */
   async owner(actor: string): Promise<OwnerTable | undefined> {
     const col = actor.startsWith('did:') ? 'did' : 'handle';

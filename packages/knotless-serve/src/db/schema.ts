@@ -16,6 +16,15 @@ export interface OwnerTable {
    * `suspended`, `deleted`): its repositories and records are hidden meanwhile.
    */
   status: string | null;
+  /**
+   * The newest revision of the account's repository the appview verified (a signed commit, read by
+   * a backfill or on the event stream), with when, and the key and PDS it was verified at; null
+   * until one was.
+   */
+  verified_rev: string | null;
+  verified_at: string | null;
+  verified_key: string | null;
+  verified_pds: string | null;
 }
 
 /** A `dev.knotless.repo` record. Deleted records stay as tombstones so that a replayed create loses. */

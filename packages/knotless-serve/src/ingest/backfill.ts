@@ -1,16 +1,10 @@
-import {
-  REF_COLLECTION,
-  REPO_COLLECTION,
-  XrpcClient,
-  listRecords,
-  rkeyOf,
-  type Transport,
-} from 'knotless-core';
+import { REF_COLLECTION, REPO_COLLECTION, XrpcClient, type Transport } from 'knotless-core';
 import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
 import type { Index } from '../db/index-store.ts';
 import { applyWrite } from './apply.ts';
 import { FORGE_COLLECTIONS, isForgeCollection } from 'knotless-core/forge/kinds/table';
 import type { Identities } from './identities.ts';
+import { readVerifiedRepo, type VerifiedRecord } from './verified-repo.ts';
 
 /**
  * The accounts a PDS hosts, from com.atproto.sync.listRepos (every page): the active ones, and those
@@ -36,9 +30,11 @@ export async function listPdsAccounts(
 }
 
 /**
- * Indexes every knotless record of one account from its PDS, at the account's current revision:
- * rows written since by the stream are newer and stay; rows the listing lacks become tombstones.
- * Returns the repositories whose mirrors should catch up.
+ * Indexes every knotless record of one account from its PDS, at the revision of the account's signed
+ * repository (verified-repo.ts: read whole and checked against the key of its DID document; one that
+ * does not verify is refused, and nothing of it indexed): rows written since by the stream are newer
+ * and stay; rows the repository lacks become tombstones. Returns the repositories whose mirrors
+ * should catch up.
  */
 export async function backfillAccount(
   did: string,
@@ -79,9 +75,23 @@ export async function backfillAccount(
     for (const r of await index.repos({ did, limit: 1000 })) touched.add(r.name);
   }
   if (owner.pds === null) throw new Error(`${did} names no PDS`);
-  const client = new XrpcClient(owner.pds, { transport });
-  const { rev } = await client.query<{ rev: string }>('com.atproto.sync.getLatestCommit', { did });
+  const pds = owner.pds;
+  const verified = await readVerifiedRepo({
+    transport,
+    pds,
+    did,
+    key: await identities.signingKey(did),
+    freshKey: () => identities.signingKey(did, true),
+    newest: await index.verified(did),
+  });
+  const { rev } = verified;
   const time = new Date().toISOString();
+  const byCollection = new Map<string, VerifiedRecord[]>();
+  for (const r of verified.records) {
+    const list = byCollection.get(r.collection);
+    if (list === undefined) byCollection.set(r.collection, [r]);
+    else list.push(r);
+  }
   const keys = async (collection: string): Promise<{ rkey: string; rev: string; deleted: number }[]> => {
     if (collection === REPO_COLLECTION)
       return (await index.allRepoNames(did)).map((r) => ({ rkey: r.name, rev: r.rev, deleted: r.deleted }));
@@ -98,10 +108,9 @@ export async function backfillAccount(
   const list = async (collection: string): Promise<void> => {
     const seen = new Set<string>();
     listed.set(collection, seen);
-    for await (const r of listRecords(client, did, collection)) {
-      const rkey = rkeyOf(r.uri);
-      seen.add(rkey);
-      await apply(collection, rkey, r.cid, r.value);
+    for (const r of byCollection.get(collection) ?? []) {
+      seen.add(r.rkey);
+      await apply(collection, r.rkey, r.cid, r.value);
     }
   };
   const forget = async (collection: string): Promise<void> => {
@@ -125,5 +134,6 @@ export async function backfillAccount(
     await list(collection);
     await forget(collection);
   }
+  await index.putVerified(did, { rev, key: verified.key, pds, at: time });
   return [...touched];
 }

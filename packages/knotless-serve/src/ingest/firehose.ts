@@ -58,6 +58,14 @@ export async function follow(
     dropCursor: () => index.dropCursor(service),
     gap: (reason) => hooks.gap(service, reason),
     recheck: (did) => hooks.recheck(did),
+    verified: async (did, rev) => {
+      // The account's verified revision moves on with each commit of it checked here (the key is
+      // the one the check used, from the resolver's cache); an account not in the index is not kept.
+      const owner = await index.owner(did);
+      if (owner === undefined) return;
+      const key = await identities.signingKey(did);
+      await index.putVerified(did, { rev, key, pds: owner.pds, at: new Date().toISOString() });
+    },
     log: (line) => hooks.log(line),
     handle: async (evt) => {
       const source = { service, seq: evt.seq };

@@ -74,6 +74,14 @@ export class Identities {
     return this.#resolver;
   }
 
+  /**
+   * The `#atproto` signing key of the account's DID document, as a `did:key`: from the document the
+   * last resolution read (`owner(did, true)` reads it afresh), or read again when `refresh`.
+   */
+  async signingKey(did: string, refresh = false): Promise<string> {
+    return this.#resolver.did.resolveAtprotoKey(did, refresh);
+  }
+
   /** The account, from the index while fresh; `refresh` forces a new resolution (an identity event). */
   async owner(did: string, refresh = false): Promise<Owner> {
     if (!refresh) {

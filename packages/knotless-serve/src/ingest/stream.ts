@@ -1,5 +1,6 @@
 import type { IdResolver } from '@atproto/identity';
 import type { Event } from '@atproto/sync';
+import { decodeBlock, readCar } from 'knotless-core/records/proof';
 import { nowMs, trace, tracing } from '../trace.ts';
 
 const METHOD = 'com.atproto.sync.subscribeRepos';
@@ -27,6 +28,8 @@ export interface StreamOptions {
    * forgotten) or said it no longer holds it (`OutdatedCursor`). What was missed must be read again.
    */
   gap(reason: string): void;
+  /** A commit of this account at `rev`, signed by its key, was verified and its writes indexed. */
+  verified?(did: string, rev: string): Promise<void>;
   /** An event of this account could not be indexed: its records must be read again. */
   recheck(did: string): void;
   log(line: string): void;
@@ -94,10 +97,20 @@ export async function followStream(opts: StreamOptions): Promise<Stream> {
           const ops = v['ops'];
           if (!Array.isArray(ops) || !ops.some((op) => wantedPath(op, (c) => opts.wanted(c)))) break;
           const commit = v as unknown as Parameters<typeof sync.parseCommitAuthenticated>[1];
-          for (const evt of await sync.parseCommitAuthenticated(opts.idResolver, commit, (c) =>
-            opts.wanted(c),
-          ))
-            await opts.handle(evt);
+          const events = await sync.parseCommitAuthenticated(opts.idResolver, commit, (c) => opts.wanted(c));
+          // The library leaves out, without a word, an operation its commit does not prove (a record
+          // changed, added or removed on the way): the commit is then refused whole, and its account
+          // read again, rather than indexed in part.
+          const wantedOps = ops.filter((op) => wantedPath(op, (c) => opts.wanted(c))).length;
+          if (events.length !== wantedOps)
+            throw new Error(
+              `${wantedOps - events.length} of its ${wantedOps} knotless operations are not proved by its signed commit`,
+            );
+          // The revision each write is indexed at is the event's word: it must be the signed commit's.
+          const rev = signedRev(commit.blocks, commit.commit.toString(), did);
+          if (rev !== commit.rev) throw new Error("the event's revision is not its signed commit's");
+          for (const evt of events) await opts.handle(evt);
+          await opts.verified?.(did, rev);
           break;
         }
         case '#sync': {
@@ -210,6 +223,19 @@ export async function followStream(opts: StreamOptions): Promise<Stream> {
       await save().catch(failed);
     },
   };
+}
+
+/**
+ * The revision of the commit a #commit event's CAR holds at its root (the one whose signature
+ * @atproto/sync checked), when that root is the commit the event names and is the account's; else
+ * undefined.
+ */
+function signedRev(blocks: Uint8Array, commit: string, did: string): string | undefined {
+  const car = readCar(blocks);
+  if (car.root.toString() !== commit) return undefined;
+  const block = car.blocks.get(commit);
+  const c = block === undefined ? null : (decodeBlock(block) as { did?: unknown; rev?: unknown } | null);
+  return c !== null && c.did === did && typeof c.rev === 'string' ? c.rev : undefined;
 }
 
 /** Whether a commit operation's path (`collection/rkey`) is in a wanted collection. */

@@ -12,6 +12,7 @@ import { migration as m0010 } from './0010-checks.ts';
 import { migration as m0011 } from './0011-ref-tables.ts';
 import { migration as m0012 } from './0012-mentions.ts';
 import { migration as m0013 } from './0013-maintainers.ts';
+import { migration as m0014 } from './0014-verified-rev.ts';
 
 /**
  * Numbered migrations, applied in order by kysely's Migrator, one file each: a new one is a file
@@ -32,4 +33,5 @@ export const migrations: Record<string, Migration> = {
   '0011_ref_tables': m0011,
   '0012_mentions': m0012,
   '0013_maintainers': m0013,
+  '0014_verified_rev': m0014,
 };

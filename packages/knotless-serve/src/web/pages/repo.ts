@@ -142,10 +142,28 @@ async function codeView(
     ${treeTable(repo, ref, path, entries, last)} ${await readme(site, repo, ref, oid, path, entries)}`;
 }
 
-function emptyPage(site: Site, repo: RepoTarget): string {
+/**
+ * What the index's records of the owner were checked against: the newest revision of the owner's
+ * signed repository verified here (by a backfill or on the event stream), and when; said plainly
+ * when there is none, since then nothing shown is proved to be the owner's.
+ */
+async function verifiedLine(site: Site, repo: RepoTarget): Promise<SafeHtml> {
+  const v = await site.index.verified(repo.did);
+  if (v === undefined)
+    return html`<p class="verified unverified">
+      Not verified: this appview has not checked the owner's signed repository, so what it shows of this
+      repository is not proved to be the owner's.
+    </p>`;
+  return html`<p class="verified">
+    Verified against the owner's signing key: the owner's repository at revision
+    <code>${v.rev}</code>, checked ${when(v.at)}.
+  </p>`;
+}
+
+async function emptyPage(site: Site, repo: RepoTarget): Promise<string> {
   return page(
     repo.name,
-    html`${repoHeader(repo)} ${cloneBox(site, repo)}
+    html`${repoHeader(repo)} ${await verifiedLine(site, repo)} ${cloneBox(site, repo)}
       <p>Empty repository.</p>`,
   );
 }
@@ -196,7 +214,7 @@ export async function repoPage(site: Site, repo: RepoTarget): Promise<string> {
         </p>`;
   return page(
     `${repo.owner}/${repo.name}`,
-    html`${repoHeader(repo)} ${stale} ${cloneBox(site, repo)}
+    html`${repoHeader(repo)} ${stale} ${await verifiedLine(site, repo)} ${cloneBox(site, repo)}
     ${await codeView(site, repo, branch, head.oid, '', refs, counts)}`,
     {
       description: repo.description ?? `${repo.name}, a git repository of ${repo.owner} on knotless`,
