@@ -27,6 +27,7 @@ import { Notifications } from '../src/db/notifications.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
 import { startPostgres, type PgServer } from './postgres.ts';
+import { startReceiver } from './webhook-receiver.ts';
 import { listOwn, signIn } from './web-forge-kit.ts';
 import { uploadRaw } from '../../knotless/test/helpers/forge.ts';
 
@@ -256,7 +257,10 @@ describe('the appview and maintainers', () => {
         await until(app, other, { state: 'open', labels: [] }, 'the second issue open');
       });
 
-      it("notes a maintainer's table write as their push, and ignores a non-maintainer's under the same key", async () => {
+      it("notes a maintainer's table write as their push, queues its webhook, and ignores a non-maintainer's under the same key", async () => {
+        const rx = await startReceiver();
+        after(() => rx.close());
+        await app.index.webhooks.add(t.dids['alice.test']!, ORG, rx.url);
         const news = await commitFiles(alice, work, { 'b.txt': 'b\n' }, 'b');
         await memberTable('bob.test', ORG, 'refs/heads/main', news, 0);
         await memberTable('dave.test', ORG, 'refs/heads/evil', news, 0);
@@ -273,6 +277,22 @@ describe('the appview and maintainers', () => {
           [['refs/heads/main', news, t.dids['bob.test'], 'bob.test']],
         );
         assert.ok(!pushes.some((p) => p.ref === 'refs/heads/evil'), 'dave maintains nothing');
+        // The push webhook, with bob as the pusher.
+        type Hooked = {
+          event?: string;
+          ref?: string;
+          after?: string;
+          pusher?: { did: string; handle: string | null };
+        };
+        const events = () => rx.received.map((r) => JSON.parse(r.body) as Hooked);
+        const hooked = await waitFor("bob's push delivered", () =>
+          Promise.resolve(events().find((e) => e.event === 'push' && e.pusher?.did === t.dids['bob.test'])),
+        );
+        assert.deepEqual(
+          [hooked.ref, hooked.after, hooked.pusher?.handle],
+          ['refs/heads/main', news, 'bob.test'],
+        );
+        assert.ok(!events().some((e) => e.ref === 'refs/heads/evil'), 'no webhook for a non-maintainer');
         const home = await get(`${app.url}/`);
         assert.match(
           home.text,

@@ -404,22 +404,26 @@ async function noteMaintainerPushes(
       .where('repo', '=', row.repo)
       .where('ref', '=', ref)
       .executeTakeFirst();
-    await tx
+    const push = {
+      did: owner,
+      rkey: `${row.rkey}#${ref}`,
+      rev: row.rev,
+      repo: row.repo,
+      ref,
+      old_target: listed?.target ?? null,
+      new_target: to,
+      time: row.indexed_at,
+      seq: source?.seq ?? null,
+      pusher: row.did,
+    };
+    const noted = await tx
       .insertInto('pushes')
-      .values({
-        did: owner,
-        rkey: `${row.rkey}#${ref}`,
-        rev: row.rev,
-        repo: row.repo,
-        ref,
-        old_target: listed?.target ?? null,
-        new_target: to,
-        time: row.indexed_at,
-        seq: source?.seq ?? null,
-        pusher: row.did,
-      })
+      .values(push)
       .onConflict((oc) => oc.columns(['did', 'rkey', 'rev']).doNothing())
-      .execute();
+      .executeTakeFirst();
+    // Queued once, as an owner's push is: the same event seen again notes nothing.
+    if (Number(noted.numInsertedOrUpdatedRows ?? 0) > 0)
+      await queuePush(tx, { ...push, before: push.old_target, after: to, pusher: row.did });
   }
 }
 

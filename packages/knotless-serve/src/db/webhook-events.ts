@@ -13,7 +13,10 @@ async function repository(tx: Db, did: string, name: string): Promise<Record<str
   return { did, handle: owner?.handle ?? null, name };
 }
 
-/** A ref of `did`'s repository moved from `before` to `after` (null: created, deleted). */
+/**
+ * A ref of `did`'s repository moved from `before` to `after` (null: created, deleted), by its owner
+ * or by `pusher`, a maintainer (their DID) whose own table moved it.
+ */
 export async function queuePush(
   tx: Db,
   p: {
@@ -24,17 +27,25 @@ export async function queuePush(
     ref: string;
     before: string | null;
     after: string | null;
+    pusher?: string | null;
   },
 ): Promise<void> {
   const repo = await repository(tx, p.did, p.repo);
+  const by =
+    p.pusher == null
+      ? undefined
+      : await tx.selectFrom('owners').select('handle').where('did', '=', p.pusher).executeTakeFirst();
   await queueEvent(tx, p.did, p.repo, 'push', `push:${p.did}/${p.rkey}@${p.rev}`, {
     event: 'push',
     repository: repo,
     ref: p.ref,
     before: p.before,
     after: p.after,
-    // Only the owner writes a repository's ref records: the pusher is the account itself.
-    pusher: { did: p.did, handle: repo['handle'] },
+    // The owner's records and table are the account's own writes; a maintainer writes their own table.
+    pusher:
+      p.pusher == null
+        ? { did: p.did, handle: repo['handle'] }
+        : { did: p.pusher, handle: by?.handle ?? null },
   });
 }
 
