@@ -1,0 +1,175 @@
+// `npm run bench:verify-cost [-- --runs 5 --refs 200]`: what verifying a repository of 200 refs
+// costs, on a ref table and on ref records: `knotless verify`, a cold `git fetch` (a fresh cache, no
+// agent, nothing new to fetch: the listing and its checks) and a warm `git fetch` (through a running
+// agent that read the repository before), each with verification on and with `KNOTLESS_VERIFY=0`
+// (`knotless verify` only on: it is the check itself). Requests and answer bytes are those the PDS
+// and the PLC directory answered, each counted by a proxy in front of it (the agent's requests too);
+// `ms` is the command's wall time, `cpu_ms` that of its process tree (GNU time; the agent's own CPU
+// is not in it). The network runs in this process; the machine's load is printed with the figures.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { startNetwork, startProxy } from 'knotless-devnet';
+import { run, runMeasured } from './client.ts';
+import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
+import { localEnv, startAgentProcess } from './local.ts';
+import { percentile } from './stats.ts';
+
+const { values } = parseArgs({
+  options: { runs: { type: 'string', default: '5' }, refs: { type: 'string', default: '200' } },
+});
+const runs = Number(values.runs);
+const refs = Number(values.refs);
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-verify-cost-'));
+const net = await startNetwork({ dir: path.join(dir, 'net') });
+const pds = await startProxy({ target: net.pdsUrl });
+const plc = await startProxy({ target: net.plcUrl });
+const agents: Array<{ kill(): boolean }> = [];
+try {
+  await net.ensureAccount('alice.test', 'bench-password');
+  const bin = path.join(dir, 'bin');
+  fs.mkdirSync(bin);
+  for (const name of ['knotless', 'git-remote-knotless'])
+    fs.writeFileSync(
+      path.join(bin, name),
+      `#!/bin/sh\nexec '${process.execPath}' '${BIN_SCRIPTS[name]}' "$@"\n`,
+      {
+        mode: 0o755,
+      },
+    );
+  const base = {
+    ...localEnv(dir, bin, { plcUrl: plc.url, pdsUrl: pds.url }),
+    KNOTLESS_SERVICE: pds.url,
+    KNOTLESS_AGENT: '0',
+    KNOTLESS_COMPACT: '0',
+  };
+  const knotless = (args: string[], env = base) =>
+    run(process.execPath, [BIN_SCRIPTS['knotless']!, ...args], { cwd: dir, env });
+  await knotless(['login', 'alice.test', '--app-password', 'bench-password']);
+
+  type Row = {
+    ms: number[];
+    cpu: number[];
+    pds: number[];
+    pdsBytes: number[];
+    plc: number[];
+    nsids: Record<string, number>;
+  };
+  const results: Record<string, Row> = {};
+  const note = (key: string, t: { ms: number; cpuMs?: number }) => {
+    const row = (results[key] ??= { ms: [], cpu: [], pds: [], pdsBytes: [], plc: [], nsids: {} });
+    row.ms.push(t.ms);
+    row.cpu.push(t.cpuMs ?? 0);
+    row.pds.push(pds.count());
+    row.pdsBytes.push(pds.bytes());
+    row.plc.push(plc.count());
+    for (const r of pds.requests) row.nsids[r.nsid ?? r.path] = (row.nsids[r.nsid ?? r.path] ?? 0) + 1 / runs;
+  };
+  const loadBefore = os.loadavg();
+
+  for (const layout of ['table', 'records'] as const) {
+    const name = `many-${layout}`;
+    const url = `knotless://alice.test/${name}`;
+    const env = { ...base, KNOTLESS_REF_TABLE: layout === 'table' ? '1' : '0' };
+    await knotless(['repo', 'create', name], env);
+    const work = path.join(dir, `work-${layout}`);
+    fs.mkdirSync(work);
+    const o = { cwd: work, env };
+    await run('git', ['init', '-q', '-b', 'main'], o);
+    fs.writeFileSync(path.join(work, 'a.txt'), 'a\n');
+    await run('git', ['add', '-A'], o);
+    await run('git', ['commit', '-q', '-m', 'a'], o);
+    const branches = Array.from(
+      { length: refs - 1 },
+      (_, i) => `main:refs/heads/b${String(i).padStart(4, '0')}`,
+    );
+    await run('git', ['push', '-q', url, 'main', ...branches], o);
+    const clone = path.join(dir, `clone-${layout}`);
+    await run('git', ['clone', '-q', url, clone], { cwd: dir, env });
+
+    // A warm agent of its own, on the reader's cache, read the repository once before.
+    const socket = path.join(dir, `agent-${layout}.sock`);
+    const warmCache = path.join(dir, `cache-warm-${layout}`);
+    const { KNOTLESS_AGENT: off, ...withAgent } = env;
+    void off;
+    const agentEnv: Record<string, string> = {
+      ...withAgent,
+      KNOTLESS_AGENT_SOCKET: socket,
+      KNOTLESS_CACHE_DIR: warmCache,
+    };
+    agents.push(await startAgentProcess(socket, agentEnv));
+    await run('git', ['fetch', '-q', 'origin'], { cwd: clone, env: agentEnv });
+
+    for (let i = 0; i < runs + 1; i++) {
+      for (const verify of ['on', 'off'] as const) {
+        const v = verify === 'off' ? { KNOTLESS_VERIFY: '0' } : {};
+        const measure = async (
+          what: string,
+          cmd: string,
+          args: string[],
+          cwd: string,
+          e: Record<string, string>,
+        ) => {
+          pds.reset();
+          plc.reset();
+          const t = await runMeasured(cmd, args, { cwd, env: e, home: dir });
+          if (i > 0) note(`${layout} ${what}${verify === 'off' ? ', KNOTLESS_VERIFY=0' : ''}`, t);
+        };
+        const cold = { ...env, ...v, KNOTLESS_CACHE_DIR: path.join(dir, `cache-${layout}-${verify}-${i}`) };
+        if (verify === 'on')
+          await measure(
+            'knotless verify',
+            process.execPath,
+            [BIN_SCRIPTS['knotless']!, 'verify', `alice.test/${name}`],
+            dir,
+            cold,
+          );
+        await measure('cold fetch', 'git', ['fetch', '-q', 'origin'], clone, {
+          ...cold,
+          KNOTLESS_CACHE_DIR: path.join(dir, `cache-${layout}-${verify}-${i}-fetch`),
+        });
+        await measure('warm fetch (agent)', 'git', ['fetch', '-q', 'origin'], clone, { ...agentEnv, ...v });
+      }
+    }
+  }
+  const r = (n: number) => Math.round(n * 10) / 10;
+  console.log(
+    JSON.stringify(
+      {
+        command: `npm run bench:verify-cost -- --runs ${runs} --refs ${refs}`,
+        date: new Date().toISOString(),
+        machine: `${os.cpus().length} × ${os.cpus()[0]?.model ?? ''}`,
+        node: process.version,
+        loadavg_before: loadBefore.map(r),
+        loadavg_after: os.loadavg().map(r),
+        runs,
+        refs,
+        results: Object.fromEntries(
+          Object.entries(results).map(([k, s]) => [
+            k,
+            {
+              ms_p50: Math.round(percentile(s.ms, 50)),
+              cpu_ms_p50: Math.round(percentile(s.cpu, 50)),
+              pds_requests_p50: percentile(s.pds, 50),
+              pds_bytes_p50: percentile(s.pdsBytes, 50),
+              plc_requests_p50: percentile(s.plc, 50),
+              pds_requests_by_method_mean: Object.fromEntries(
+                Object.entries(s.nsids).map(([n, c]) => [n, r(c)]),
+              ),
+            },
+          ]),
+        ),
+      },
+      null,
+      2,
+    ),
+  );
+} finally {
+  for (const a of agents) a.kill();
+  await pds.close();
+  await plc.close();
+  await net.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+}
