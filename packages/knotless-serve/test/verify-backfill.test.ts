@@ -8,13 +8,14 @@
 // lie: (a) a ref changed, the repository's tree rebuilt with true CIDs up to the commit, so that
 // only the signature fails; (b) the repository as it was, replayed after a newer revision was
 // verified; (c) another account's repository answered for hers. On SQLite, and (the truth and (a))
-// on PostgreSQL.
+// on PostgreSQL. And a lying relay: a commit of hers with a ref operation its signed commit does not
+// prove is refused whole, and her account read again.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Lexicons, type LexiconDoc } from '@atproto/lexicon';
 import { after, before, describe, it } from 'node:test';
-import { setPdsEndpoint } from 'knotless-devnet';
+import { setPdsEndpoint, startRelay } from 'knotless-devnet';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
 import {
   forgeProof,
@@ -394,6 +395,67 @@ describe("the appview's backfill, verified: replays and other accounts (sqlite)"
       lexicons().assertValidXrpcOutput('dev.knotless.getRepo', got.body);
     } finally {
       await app.close();
+    }
+  });
+});
+
+describe('a lying relay (sqlite)', () => {
+  it('refuses a commit whose operation its signed commit does not prove, and reads the account again', async () => {
+    const [records] = await setUp();
+    let lied = 0;
+    // The first commit of alice's that writes a ref record: that operation's CID changed (to the
+    // commit's own), as a relay would change what a record is said to be.
+    const relay = await startRelay({
+      pdses: t.net.pdses.map((p) => p.url),
+      rewrite: (type, body) => {
+        const ops = body['ops'];
+        if (type !== '#commit' || body['repo'] !== aliceDid() || lied > 0 || !Array.isArray(ops)) return body;
+        const own = (op: { path?: unknown }) =>
+          typeof op.path === 'string' && op.path.startsWith('dev.knotless.ref/');
+        if (!ops.some(own)) return body;
+        lied += 1;
+        return {
+          ...body,
+          ops: ops.map((op: { path?: unknown }) => (own(op) ? { ...op, cid: body['commit'] } : op)),
+        };
+      },
+    });
+    const logs: string[] = [];
+    const app = await appviewOn(
+      t,
+      path.join(t.tmpdir(), 'relay.sqlite'),
+      undefined,
+      { firehoses: [], relays: [relay.url] },
+      (l) => logs.push(l),
+    );
+    try {
+      await waitFor('the first pass through the relay', async () =>
+        (await app.index.repo(aliceDid(), records!.name)) !== undefined ? true : undefined,
+      );
+      await app.idle();
+      const dir = await newRepo(alice, `knotless://alice.test/${records!.name}`);
+      await alice.ok(dir, 'fetch', '-q', 'origin');
+      await alice.ok(dir, 'reset', '-q', '--hard', 'origin/main');
+      const tip = await commitFiles(alice, dir, { 'a.txt': 'relayed\n' }, 'relayed');
+      await alice.ok(dir, 'push', '-q', 'origin', 'HEAD:main');
+      // Refused whole, in one line, rather than indexed without the operation.
+      const line = await waitFor('the altered commit refused', () =>
+        Promise.resolve(
+          logs.find((l) => l.includes(aliceDid()) && l.includes('not proved by its signed commit')),
+        ),
+      );
+      assert.equal(lied, 1);
+      assert.match(line, /\d+ of its \d+ knotless operations are not proved by its signed commit/);
+      // The account read again whole, verified: the index holds the truth.
+      const rev = await latestRev();
+      await waitFor('the account read again', async () =>
+        (await app.index.verified(aliceDid()))?.rev === rev ? true : undefined,
+      );
+      const got = await getRepo(app, records!.name);
+      assert.equal(got.body.refs.find((r) => r.ref === 'refs/heads/main')?.target, tip);
+    } finally {
+      await app.close();
+      await relay.close();
     }
   });
 });

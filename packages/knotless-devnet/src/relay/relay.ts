@@ -50,6 +50,11 @@ export interface RelayOptions {
    * lose them: for tests of an appview's convergence. They are kept, and a cursor replays them.
    */
   drop?: (seq: number) => boolean;
+  /**
+   * Changes a frame's body (its type, `#commit`…, beside it) before it is numbered, kept and sent:
+   * a relay that lies, for tests of what a consumer checks. Returns the body to send.
+   */
+  rewrite?: (type: string | undefined, body: Record<string, unknown>) => Record<string, unknown>;
   /** Hears why a PDS's stream broke off (it is followed again shortly). */
   log?: (line: string) => void;
 }
@@ -108,7 +113,9 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
   /** A frame from a PDS: re-numbered, kept and sent to every live consumer. */
   const publish = (frame: MessageFrame): void => {
     seq += 1;
-    const body = frame.body as Record<string, unknown>;
+    const body =
+      opts.rewrite?.(frame.type, frame.body as Record<string, unknown>) ??
+      (frame.body as Record<string, unknown>);
     const ours = new MessageFrame({ ...body, seq }, frame.type === undefined ? {} : { type: frame.type });
     kept.push(ours);
     if (kept.length > keep) kept.splice(0, kept.length - keep);
