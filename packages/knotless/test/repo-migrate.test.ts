@@ -14,12 +14,17 @@ import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts
 import { useNetwork } from './helpers/network.ts';
 import { lsRemote, tableHands } from './helpers/ref-table.ts';
 
-const t = useNetwork(['alice.test']);
+const t = useNetwork(['alice.test', 'bob.test']);
 let proxy: Proxy | undefined;
 /** When set, the next putRecord through the proxy waits for `release` after calling `held`. */
 let gate: { held: () => void; release: Promise<void> } | undefined;
-/** alice, straight to her PDS. */
-const direct = useGitUser(t, 'alice.test');
+/**
+ * The old layout, one record per ref: what these tests migrate, made as a machine that keeps it
+ * makes it (the layout versions of knotless from before the ref table read).
+ */
+const OLD = { KNOTLESS_REF_TABLE: '0' };
+/** alice, straight to her PDS, keeping repositories on ref records (the CLI's default is a table). */
+const direct = useGitUser(t, 'alice.test', () => OLD);
 /** The knotless CLI as alice on the same machine, through the counting (and holding) proxy. */
 const proxied = (...args: string[]) =>
   knotless(args, { env: { ...direct.env, KNOTLESS_SERVICE: proxy!.url } });
@@ -41,8 +46,11 @@ after(() => proxy?.close());
 
 const { readTable } = tableHands(t, 'alice.test');
 
-/** Every dev.knotless.ref record of repository `name`, by key, read page by page from the PDS. */
-async function refRecordKeys(name: string): Promise<string[]> {
+/**
+ * Every dev.knotless.ref record of repository `name`, by key, read page by page from the PDS; every
+ * one of the account when `name` is undefined.
+ */
+async function refRecordKeys(name: string | undefined): Promise<string[]> {
   const keys: string[] = [];
   let cursor: string | undefined;
   for (;;) {
@@ -54,7 +62,7 @@ async function refRecordKeys(name: string): Promise<string[]> {
     const body = (await (await fetch(url)).json()) as { records: { uri: string }[]; cursor?: string };
     for (const r of body.records) {
       const key = r.uri.split('/').at(-1)!;
-      if (key.startsWith(`${name}~`)) keys.push(key);
+      if (name === undefined || key.startsWith(`${name}~`)) keys.push(key);
     }
     if (body.records.length === 0 || body.cursor === undefined) return keys;
     cursor = body.cursor;
@@ -318,11 +326,9 @@ describe('knotless repo migrate', () => {
   });
 });
 
-describe('KNOTLESS_REF_TABLE=1', () => {
-  const on = { KNOTLESS_REF_TABLE: '1' };
-  const run = (...args: string[]) => knotless(args, { env: { ...direct.env, ...on } });
-  const git = (cwd: string, ...args: string[]) =>
-    runProcess('git', args, { env: { ...direct.env, ...on }, cwd });
+describe('by default (KNOTLESS_REF_TABLE unset)', () => {
+  const run = (...args: string[]) => knotless(args, { env: direct.env });
+  const git = (cwd: string, ...args: string[]) => runProcess('git', args, { env: direct.env, cwd });
 
   it('makes repo create start a repository on an empty table, which its first push writes', async () => {
     const made = await run('repo', 'create', 'born-tabled');
@@ -369,6 +375,78 @@ describe('KNOTLESS_REF_TABLE=1', () => {
     assert.equal(ls.get('refs/heads/main'), tip);
     assert.equal(ls.get('HEAD'), ls.get('refs/heads/trunk'));
   });
+
+  it('makes repo maintainer add move a repository on ref records onto its table first, in one line', async () => {
+    const { url } = await recorded('team-moved', 0);
+    const ls = lsRemote(await direct.ok(direct.dir(), 'ls-remote', url));
+    const added = await run('repo', 'maintainer', 'add', 'team-moved', 'bob.test');
+    assert.equal(added.code, 0, added.stderr);
+    assert.equal(
+      added.stderr,
+      'knotless: moved the 4 ref(s) of alice.test/team-moved into its ref table first (5 old ref record(s) deleted, 7 point(s)).\n' +
+        'alice.test/team-moved: bob.test is a maintainer now, and may push to it (git push knotless://alice.test/team-moved …).\n',
+    );
+    const table = (await readTable('team-moved'))!.value;
+    assert.deepEqual(
+      table.maintainers?.map((m) => m.did),
+      [t.dids['bob.test']],
+    );
+    assert.equal(table.head, 'refs/heads/trunk');
+    assert.deepEqual(await refRecordKeys('team-moved'), []);
+    assert.deepEqual(lsRemote(await direct.ok(direct.dir(), 'ls-remote', url)), ls);
+    // Added again: the table is there, nothing moves, nothing is said of a move.
+    const again = await run('repo', 'maintainer', 'add', 'team-moved', 'bob.test');
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stderr, 'alice.test/team-moved: bob.test is a maintainer already.\n');
+  });
+
+  it('keeps a private repository on ref records: its pushes write sealed records, no table; maintainer add refuses it', async () => {
+    const made = await run('repo', 'create', 'kept-private', '--private');
+    assert.equal(made.code, 0, made.stderr);
+    assert.equal(await readTable('kept-private'), undefined);
+    const url = 'knotless://alice.test/kept-private';
+    const dir = await newRepo(direct, url);
+    const tip = await commitFiles(direct, dir, { 'a.txt': 'secret\n' }, 'first');
+    const before = new Set(await refRecordKeys(undefined));
+    const pushed = await git(dir, 'push', 'origin', 'main');
+    assert.equal(pushed.code, 0, pushed.stderr);
+    assert.doesNotMatch(pushed.stderr, /ref table/);
+    assert.equal(await readTable('kept-private'), undefined);
+    // Sealed ref records, one for main and one for HEAD, under keys that do not say what they hold.
+    const added = (await refRecordKeys(undefined)).filter((k) => !before.has(k));
+    assert.equal(added.length, 2, added.join(' '));
+    for (const k of added) assert.doesNotMatch(k, /main|HEAD/);
+    const ls = lsRemote((await git(direct.dir(), 'ls-remote', url)).stdout);
+    assert.equal(ls.get('refs/heads/main'), tip);
+    assert.equal(ls.get('HEAD'), tip);
+    proxy!.reset();
+    const refused = await knotless(['repo', 'maintainer', 'add', 'kept-private', 'bob.test'], {
+      env: { ...direct.env, KNOTLESS_SERVICE: proxy!.url },
+    });
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.equal(
+      refused.stderr,
+      'knotless: alice.test/kept-private is private, and this version of knotless cannot give a private repository maintainers yet (they are a field of its ref table, and sealed tables are not built); nothing was changed.\n',
+    );
+    for (const w of ['putRecord', 'applyWrites', 'deleteRecord', 'createRecord'])
+      assert.equal(proxy!.count(`com.atproto.repo.${w}`), 0, w);
+    assert.equal(await readTable('kept-private'), undefined);
+  });
+
+  it('leaves a repository on ref records with KNOTLESS_REF_TABLE=0: repo create makes no table, a push writes records', async () => {
+    const made = await direct.knotless('repo', 'create', 'stays-old');
+    assert.equal(made.code, 0, made.stderr);
+    assert.equal(await readTable('stays-old'), undefined);
+    const dir = await newRepo(direct, 'knotless://alice.test/stays-old');
+    const tip = await commitFiles(direct, dir, { 'a.txt': 'a\n' }, 'first');
+    const pushed = await direct.git(dir, 'push', 'origin', 'main');
+    assert.equal(pushed.code, 0, pushed.stderr);
+    assert.doesNotMatch(pushed.stderr, /ref table/);
+    assert.equal(await readTable('stays-old'), undefined);
+    assert.equal((await refRecordKeys('stays-old')).length, 2, 'a record for main and one for HEAD');
+    const ls = lsRemote(await direct.ok(direct.dir(), 'ls-remote', 'knotless://alice.test/stays-old'));
+    assert.equal(ls.get('refs/heads/main'), tip);
+  });
 });
 
 describe('what a 1,000-ref mirror push costs (performance.md)', () => {
@@ -383,7 +461,7 @@ describe('what a 1,000-ref mirror push costs (performance.md)', () => {
     fs.writeFileSync(path.join(dir, '.git', 'packed-refs'), lines.join('\n') + '\n');
     proxy!.reset();
     const res = await runProcess('git', ['push', '-q', '--mirror', 'origin'], {
-      env: { ...direct.env, KNOTLESS_SERVICE: proxy!.url },
+      env: { ...direct.env, ...OLD, KNOTLESS_SERVICE: proxy!.url },
       cwd: dir,
     });
     assert.equal(res.code, 0, res.stderr);

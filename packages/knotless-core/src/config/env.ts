@@ -49,9 +49,9 @@ export interface Config {
    */
   packSplit: boolean;
   /**
-   * Keep repositories on their ref table (KNOTLESS_REF_TABLE=1): a push to a repository on ref records
-   * moves it onto a table first, and `repo create` makes a new repository on one. Off by default until
-   * the warm agent keeps a view of a table (until then every push to a table is cold).
+   * Keep public repositories on their ref table (on unless KNOTLESS_REF_TABLE=0): a push to one on ref
+   * records moves it onto a table first, and `repo create` makes a new one on a table. Off keeps the
+   * old layout, which versions of knotless that read only ref records can still read.
    */
   refTable: boolean;
   /** Print each request to stderr. */
@@ -253,7 +253,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     appview: urlVar(env, 'KNOTLESS_APPVIEW'),
     autoCompact: !/^(0|false|no|off)$/i.test(env['KNOTLESS_COMPACT'] ?? ''),
     packSplit: !/^(0|false|no|off)$/i.test(env['KNOTLESS_PACK_SPLIT'] ?? ''),
-    refTable: /^(1|true|yes|on)$/i.test(env['KNOTLESS_REF_TABLE'] ?? ''),
+    refTable: !/^(0|false|no|off)$/i.test(env['KNOTLESS_REF_TABLE'] ?? ''),
     trace: /^(1|true|yes)$/i.test(env['KNOTLESS_TRACE'] ?? ''),
     verify: !/^(0|false|no|off)$/i.test(env['KNOTLESS_VERIFY'] ?? ''),
     agent: !/^(0|false|no|off)$/i.test(env['KNOTLESS_AGENT'] ?? ''),

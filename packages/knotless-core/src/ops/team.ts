@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { KnotlessError } from '../errors.ts';
 import { downloadBlob, uploadBlob } from '../packs/transfer.ts';
-import { maintainersOf, ownerTable } from '../records/maintainers.ts';
+import { maintainersOf, ownerTable, readOwnerTable } from '../records/maintainers.ts';
 import {
   readMemberTable,
   readTeamRefs,
@@ -23,6 +23,7 @@ import { SwapConflict } from '../records/ref-writes.ts';
 import { writeRefTable } from '../records/table-write.ts';
 import { teamRefs } from '../records/team-refs.ts';
 import { safeText } from '../text/terminal.ts';
+import { migrateToTable, type Migrated } from './table-migrate.ts';
 import type { Authorizer, XrpcClient } from '../xrpc/client.ts';
 
 /** Attempts when the owner's table keeps moving under the write (pushes landing meanwhile). */
@@ -57,10 +58,29 @@ function next(read: TableRead, changes: Partial<RefTable>): RefTable {
   return { ...read.table, ...changes, seq: read.table.seq + 1, updatedAt: new Date().toISOString() };
 }
 
-/** Names `did` a maintainer (one write of the owner's table); false when they were one already. */
-export async function addMaintainer(remote: RemoteRepo, auth: Authorizer, did: string): Promise<boolean> {
+/**
+ * Names `did` a maintainer (one write of the owner's table); false when they were one already. A
+ * public repository still on ref records is moved onto its table first (`moved` is told what the
+ * migration did), since the list is a field of the table; a private one is refused, since sealed
+ * tables are not built.
+ */
+export async function addMaintainer(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  did: string,
+  moved?: (m: Migrated) => void,
+): Promise<boolean> {
   if (did === remote.owner.did)
     throw new KnotlessError('usage', `You own ${remote.label}; only another account can be its maintainer.`);
+  // readOwnerTable refuses a repository that does not exist; undefined is one on ref records.
+  if ((await readOwnerTable(remote)) === undefined) {
+    if (remote.isPrivate)
+      throw new KnotlessError(
+        'usage',
+        `${remote.label} is private, and this version of knotless cannot give a private repository maintainers yet (they are a field of its ref table, and sealed tables are not built); nothing was changed.`,
+      );
+    moved?.(await migrateToTable(remote, auth));
+  }
   return rewrite(remote, auth, (read) => {
     if (maintainersOf(read.table, remote.owner.did).includes(did)) return Promise.resolve({ done: false });
     const since = new Date().toISOString();

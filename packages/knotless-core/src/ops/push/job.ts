@@ -47,7 +47,7 @@ export interface PushEnv {
   fold: boolean;
   /** Write the structure and the blobs as two packs (KNOTLESS_PACK_SPLIT=1). */
   split: boolean;
-  /** Move a public repository on ref records onto its ref table before writing (KNOTLESS_REF_TABLE=1). */
+  /** Move a public repository on ref records onto its ref table before writing (on unless KNOTLESS_REF_TABLE=0). */
   migrate?: boolean;
   chatter: Chatter;
   options: PushOptions;

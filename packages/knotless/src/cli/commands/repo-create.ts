@@ -30,7 +30,8 @@ export const command: Command = {
     const priv = args.values['private'] === true ? await newPrivate(membersEnv(c, auth)) : undefined;
     await c.repoRecords().create(auth, name, stringOption(args, 'description'), undefined, priv?.field);
     if (priv !== undefined) cacheRing(c.config.configDir, auth.session.did, name, priv.ring);
-    // KNOTLESS_REF_TABLE=1: a public repository starts on an empty ref table (sealed tables are not built).
+    // A public repository starts on an empty ref table unless KNOTLESS_REF_TABLE=0 keeps the old layout
+    // (sealed tables are not built: a private one starts on ref records).
     else if (c.config.refTable) {
       const { did, handle, pds } = auth.session;
       const remote = c.remoteRepo({ did, handle, pds }, name, (m) => io.err(`knotless: warning: ${m}`));

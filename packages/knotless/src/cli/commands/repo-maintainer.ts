@@ -1,6 +1,7 @@
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
 import { addMaintainer, removeMaintainer } from 'knotless-core/ops/team';
+import { movedSentence } from 'knotless-core/ops/table-migrate';
 import { readOwnerTable } from 'knotless-core/records/maintainers';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -79,7 +80,10 @@ export const command: Command = {
     if (verb === 'add') {
       const maintainer = await c.resolver.resolve(who);
       const name = safeText(maintainer.handle ?? maintainer.did);
-      const added = await addMaintainer(remote, auth, maintainer.did);
+      const added = await addMaintainer(remote, auth, maintainer.did, (moved) => {
+        const said = movedSentence(remote.label, moved);
+        if (said !== undefined) io.err(said);
+      });
       if (json)
         io.out(
           safeJson({
