@@ -135,6 +135,38 @@ async function measureLoop(
   });
 }
 
+/**
+ * 1,000 refs in one push, in the first round at each RTT (performance.md, "A 1,000-ref push"): a
+ * mirror push of a new repository holding one commit on main and 1,000 branches, and 1,000 tags
+ * pushed to the round's repository. Both are on their ref table (the default), so each is one write
+ * of the table (and its parts, past 256 KiB) whatever the number of refs; refs written into
+ * packed-refs, a cheap generator.
+ */
+async function thousandRefs(
+  client: Client,
+  rtt: number,
+  name: string,
+  work: string,
+  run: (op: string, fn: () => Promise<Timed>) => Promise<void>,
+): Promise<void> {
+  const mirror = `${name}-mirror`;
+  await client.knotless(rtt, ['repo', 'create', mirror]);
+  const dir = path.join(client.home, `work-${mirror}`);
+  fs.mkdirSync(dir);
+  await client.git(rtt, dir, ['init', '-q', '-b', 'main']);
+  await client.git(rtt, dir, ['remote', 'add', 'origin', `knotless://alice.test/${mirror}`]);
+  await commit(client, rtt, dir, 'first');
+  const refs = (cwd: string, prefix: string, tip: string) =>
+    fs.appendFileSync(
+      path.join(cwd, '.git', 'packed-refs'),
+      Array.from({ length: 1000 }, (_, i) => `${tip} ${prefix}${String(i).padStart(4, '0')}\n`).join(''),
+    );
+  refs(dir, 'refs/heads/b', (await client.git(rtt, dir, ['rev-parse', 'HEAD'])).stdout.trim());
+  await run('push-mirror-1000-refs', () => client.git(rtt, dir, ['push', '-q', '--mirror', 'origin']));
+  refs(work, `refs/tags/${name}-t`, (await client.git(rtt, work, ['rev-parse', 'HEAD'])).stdout.trim());
+  await run('push-1000-tags', () => client.git(rtt, work, ['push', '-q', 'origin', '--tags']));
+}
+
 /** How many pushes the loop rows make (0: none); set by main.ts's --loop. */
 export const loopPushes = { n: 20 };
 
@@ -192,6 +224,9 @@ export async function knotlessRound(rig: Rig, client: Client, rtt: number, round
       `bot.txt=${scratchFile(client, name)}`,
     ]),
   );
+
+  if (round === 0)
+    await thousandRefs(client, rtt, name, work, (op, fn) => measure(client, samples, op, rtt, front, fn));
 
   // A plain and a private repository side by side (bench/private.ts).
   await privateRound(client, rtt, round, (op, fn) => measure(client, samples, op, rtt, front, fn));
