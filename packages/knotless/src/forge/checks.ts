@@ -9,6 +9,7 @@ import type { Identity } from 'knotless-core/identity/resolver';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { Mirror } from 'knotless-core/cache/mirror';
 import { syncRef } from 'knotless-core/forge/packs';
+import { readRepoRefs } from 'knotless-core/records/read-refs';
 import { runGit } from 'knotless-core/git/run';
 import { PULLS } from './kinds.ts';
 import { parseCheck, parseProtection } from './records.ts';
@@ -62,7 +63,8 @@ export async function commitInRepository(
 ): Promise<boolean> {
   const c = r.ctx;
   const remote = c.remoteRepo(owner, name, (m) => r.note(m));
-  const refs = (await remote.listRefs()).filter((ref) => ref.record.target !== undefined);
+  // Its refs whatever its layout (a ref table, or ref records), as every reader takes them.
+  const refs = (await readRepoRefs(remote)).filter((ref) => ref.record.target !== undefined);
   if (refs.some((ref) => ref.record.target === commit || ref.record.peeled === commit)) return true;
   const pulls = await listItems(r, PULLS, owner, uri, 'all', me);
   if (pulls.some((p) => p.record.rounds.some((round) => round.head === commit))) return true;

@@ -20,7 +20,9 @@ import type { ForgeStore, Stored } from 'knotless-core/forge/store';
 import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { indexPack } from 'knotless-core/git/pack';
 import type { Identity } from 'knotless-core/identity/resolver';
-import { REF_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
+import { REF_COLLECTION, REFS_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
+import { readRepoRefs } from 'knotless-core/records/read-refs';
+import { refTableKey } from 'knotless-core/records/ref-table';
 import { safeText } from 'knotless-core/text/terminal';
 import { XrpcError } from 'knotless-core/xrpc/client';
 import type { Context } from '../context.ts';
@@ -376,7 +378,8 @@ export class Runner {
   /** Runs every branch head not yet reported, one after another. */
   async #scan(): Promise<void> {
     const remote = this.#ctx.remoteRepo(this.#o.owner, this.#o.name, (m) => this.#o.log(`warning: ${m}`));
-    const refs = await remote.listRefs();
+    // Its refs whatever its layout (a ref table, or ref records), as every reader takes them.
+    const refs = await readRepoRefs(remote);
     const claims = new Map<string, string[]>();
     for (const r of refs) {
       const target = r.record.target;
@@ -655,9 +658,11 @@ export class Runner {
    */
   #ownerEvent(m: StreamEvent): void {
     const prefix = `${REF_COLLECTION}/${refKeyPrefix(this.#o.name)}`;
+    // A push to a repository on its ref table rewrites the owner's table record, whatever it changed.
+    const table = `${REFS_COLLECTION}/${refTableKey(this.#o.name, this.#o.owner.did, this.#o.owner.did)}`;
     const pulls = this.#pullsIn(m);
     if (m.did === this.#o.owner.did) {
-      const concerns = m.t !== '#commit' || m.paths.some((p) => p.startsWith(prefix));
+      const concerns = m.t !== '#commit' || m.paths.some((p) => p.startsWith(prefix) || p === table);
       if (concerns) return this.#want(m.seq);
     }
     if (pulls > 0 && m.seq !== undefined) this.#wantedUpTo = m.seq;

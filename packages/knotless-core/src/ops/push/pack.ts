@@ -93,6 +93,10 @@ export async function preparePacks(
       if (listed.length === entry.count) rememberObjects(entry.inline, listed, memoDir);
     }
   }
+  // Each pack once: a new pack can be byte for byte one the bases list already (a new branch whose
+  // commit brings back a blob an earlier push packed alone), and a ref table's entry that lists a
+  // pack twice breaks a rule every reader enforces.
+  list = unionPacks([list]);
   // The records are rewritten anyway: merge the small packs at the end of the list in the same write.
   if (env.fold && foldStart(list) !== undefined) {
     const objectsDir = await env.objectsDir();

@@ -4,6 +4,7 @@ import { KnotlessError } from 'knotless-core/errors';
 import { makeRound } from 'knotless-core/forge/packs';
 import { PULL, checkToWrite, isValidBranch, parsePull, repoUri, writeRecord } from '../../forge/records.ts';
 import { parseRepoSpec } from 'knotless-core/records/name';
+import { readRepoRefs } from 'knotless-core/records/read-refs';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
 import { createdItem, forgeReader, itemJson, targetOf } from '../forge-shared.ts';
@@ -65,7 +66,8 @@ export const command: Command = {
     const targetRepo = c.remoteRepo(target.owner, target.name, warn);
     let base = stringOption(args, 'base');
     if (base === undefined) {
-      const symref = (await targetRepo.listRefs()).find((r) => r.record.ref === 'HEAD')?.record.symref;
+      // The repository's HEAD whatever its layout: its ref table's `head`, or its HEAD record.
+      const symref = (await readRepoRefs(targetRepo)).find((r) => r.record.ref === 'HEAD')?.record.symref;
       if (symref === undefined)
         throw new KnotlessError('usage', `${target.label} has no HEAD branch; say which with --base.`);
       base = symref.replace(/^refs\/heads\//, '');
