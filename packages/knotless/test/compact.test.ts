@@ -7,10 +7,16 @@ import type { PackEntry } from 'knotless-core/records/ref-record';
 import { compactionsDone } from './helpers/compacting.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { storedPacks } from './helpers/ref-packs.ts';
 
 const t = useNetwork(['alice.test']);
 let autoCompact = false;
-const alice = useGitUser(t, 'alice.test', () => (autoCompact ? {} : { KNOTLESS_COMPACT: '0' }));
+/** Set while a test makes and pushes a repository on ref records (the default is its ref table). */
+let records = false;
+const alice = useGitUser(t, 'alice.test', () => ({
+  ...(autoCompact ? {} : { KNOTLESS_COMPACT: '0' }),
+  ...(records ? { KNOTLESS_REF_TABLE: '0' } : {}),
+}));
 
 const packs = (...sizes: number[]): PackEntry[] =>
   sizes.map((size, i) => ({ id: String(i).padStart(40, '0'), size, count: 1 }));
@@ -24,15 +30,15 @@ async function refRecord<V>(repo: string, ref: string): Promise<{ cid: string; v
   return (await res.json()) as { cid: string; value: V };
 }
 
-/** The packs of a ref record (size and what each holds), read straight from the PDS. */
+/** The packs of a ref (size and what each holds), read straight from the PDS: its table's entry, or its record. */
 async function packList(repo: string, ref: string): Promise<PackEntry[]> {
-  // In the record `holds` is the kind's name (format.md, "Structure apart from blobs").
-  const body = await refRecord<{ packs: Array<{ size: number; holds?: 'structure' | 'blobs' }> }>(repo, ref);
-  return body.value.packs.map((p, i) => ({
+  // Stored, `holds` is the kind's name (format.md, "Structure apart from blobs").
+  const stored = await storedPacks(t, 'alice.test', repo, ref);
+  return stored.map((p, i) => ({
     id: String(i).padStart(40, '0'),
     size: p.size,
     count: 1,
-    ...(p.holds === undefined ? {} : { holds: { kind: p.holds } }),
+    ...(p.holds === undefined ? {} : { holds: { kind: p.holds as 'structure' | 'blobs' } }),
   }));
 }
 
@@ -150,12 +156,18 @@ describe('compaction', () => {
 
   it('moves inline packs into blobs when a record holds more inline bytes than a push writes', async () => {
     // Two pushes of incompressible files: the first pack is too large to go inline. Then the record
-    // is rewritten, as another client might write it, with both packs inline (over 32 KiB).
-    assert.equal((await alice.knotless('repo', 'create', 'hoist')).code, 0);
-    const dir = await newRepo(alice, 'knotless://alice.test/hoist');
-    for (const [i, size] of [24_000, 10_000].entries()) {
-      await commitFiles(alice, dir, { [`r${i}`]: crypto.randomBytes(size).toString('latin1') }, `r${i}`);
-      await alice.ok(dir, 'push', '-q', 'origin', 'main');
+    // is rewritten, as another client might write it, with both packs inline (over 32 KiB). A
+    // repository on ref records (KNOTLESS_REF_TABLE=0): the record is what this test rewrites.
+    records = true;
+    try {
+      assert.equal((await alice.knotless('repo', 'create', 'hoist')).code, 0);
+      const dir = await newRepo(alice, 'knotless://alice.test/hoist');
+      for (const [i, size] of [24_000, 10_000].entries()) {
+        await commitFiles(alice, dir, { [`r${i}`]: crypto.randomBytes(size).toString('latin1') }, `r${i}`);
+        await alice.ok(dir, 'push', '-q', 'origin', 'main');
+      }
+    } finally {
+      records = false;
     }
     const pds = t.net.pdsUrl;
     const did = t.dids['alice.test']!;

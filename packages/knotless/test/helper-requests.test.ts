@@ -6,11 +6,14 @@ import { useNetwork } from './helpers/network.ts';
 
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
+/** The layout the test's repositories are made and pushed in: a ref table (the default), or ref records. */
+let layout: Record<string, string> = {};
 // Until the proxy is up (hooks of one file run concurrently) the user talks to the PDS directly.
 const alice = useGitUser(t, 'alice.test', () => ({
   // Set as it was when a listing window existed: nothing may answer git from a cached view any more.
   KNOTLESS_LIST_WINDOW: '600',
   KNOTLESS_COMPACT: '0',
+  ...layout,
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
 }));
 
@@ -39,7 +42,59 @@ async function requestsOf(run: () => Promise<unknown>): Promise<string[]> {
 }
 
 describe('requests per operation (identity cached)', () => {
-  it('costs what docs/reference/performance.md says', async () => {
+  it('costs what docs/reference/performance.md says, on a ref table (the default)', async () => {
+    layout = {};
+    assert.equal((await alice.knotless('repo', 'create', 'tabled')).code, 0);
+    const url = 'knotless://alice.test/tabled';
+    const dir = await newRepo(alice, url);
+    await commitFiles(alice, dir, { a: '1' }, 'one');
+    // A push, whatever it writes: the listing (the table's proof, and the ignored ref records beside
+    // it), then one write of the table swapped on the CID it was read at; nothing read after it.
+    const push = [...LISTING, 'com.atproto.repo.putRecord'];
+
+    // First push to the empty table repo create made: the listing, the check that the repository
+    // exists (an empty table says nothing of its repository record), the table's write.
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
+      ...LISTING,
+      'com.atproto.repo.getRecord',
+      'com.atproto.repo.putRecord',
+    ]);
+
+    await commitFiles(alice, dir, { a: '2' }, 'two');
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), push);
+
+    // A new branch whose commit brings back the blob of the first push's blob pack: the new pack is
+    // that pack byte for byte, listed once in the table (a table listing one pack twice is refused by
+    // every reader, so the next listing would fail).
+    await alice.ok(dir, 'checkout', '-q', '-b', 'topic');
+    await commitFiles(alice, dir, { b: '1' }, 'topic');
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'topic')), push);
+
+    // Several new branches at once: still one write of the table.
+    for (const b of ['x1', 'x2', 'x3']) await alice.ok(dir, 'branch', b);
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'x1', 'x2', 'x3')), push);
+
+    // Clone (packs inline) and a fetch with nothing new: the listing alone.
+    const out = alice.dir();
+    assert.deepEqual(await requestsOf(() => alice.ok(out, 'clone', '-q', url, 'c')), LISTING);
+    assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), LISTING);
+
+    for (let i = 0; i < 3; i++) {
+      await commitFiles(alice, dir, { b: `3.${i}` }, `topic 3.${i}`);
+      assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'topic')), push);
+    }
+
+    await alice.ok(dir, 'checkout', '-q', 'main');
+    await commitFiles(alice, dir, { a: '3' }, 'three');
+    await alice.ok(dir, 'push', 'origin', 'main');
+    assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), LISTING);
+    assert.ok(proxy!.connections <= 2, `a fetch opened ${proxy!.connections} connections`);
+  });
+
+  it('costs what docs/reference/performance.md says, on ref records (KNOTLESS_REF_TABLE=0)', async () => {
+    // The old layout, one record per ref: what a repository made without its table, or by a machine
+    // that keeps it, costs.
+    layout = { KNOTLESS_REF_TABLE: '0' };
     assert.equal((await alice.knotless('repo', 'create', 'counted')).code, 0);
     const url = 'knotless://alice.test/counted';
     const dir = await newRepo(alice, url);
