@@ -11,9 +11,16 @@ import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { GitUser } from './helpers/git.ts';
 import { useParity } from './helpers/parity.ts';
+import { storedPacks } from './helpers/ref-packs.ts';
 
 // The split is on by default (format.md); one case turns it off with KNOTLESS_PACK_SPLIT=0.
-const { t, plain, warm, other, ready, stopAgent, remotes, proxy, carriedByAgent } = useParity();
+// Repositories start on their ref table (the default); the case of packs pushed before the split
+// makes its repository on ref records, the layout of that time (KNOTLESS_REF_TABLE=0).
+const layout: NodeJS.ProcessEnv = {};
+const { t, plain, warm, other, ready, stopAgent, remotes, proxy, carriedByAgent } = useParity(layout);
+
+/** The pack list of `ref` in repository `name` as stored (its table's entry, or its record). */
+const packsOf = (name: string, ref: string) => storedPacks(t, 'alice.test', name, ref) as Promise<Pack[]>;
 
 /** Text no delta shrinks much: each file is its own blob of about 40 KiB, so packs go to blobs. */
 function noise(seed: string): string {
@@ -94,7 +101,7 @@ for (const [who, user] of [
     it('a push lists a structure pack and a blob pack; a blob:none clone downloads the structure only, its checkout and log -p the blobs', async () => {
       await ready(user);
       const { url, bare, name } = await seeded(user);
-      const packs = (await recordOf(name, 'refs/heads/main')).value['packs'] as Pack[];
+      const packs = await packsOf(name, 'refs/heads/main');
       const kinds = packs.map((p) => p.holds);
       assert.ok(kinds.includes('structure') && kinds.includes('blobs'), `holds: ${kinds.join(', ')}`);
       assert.ok(
@@ -135,7 +142,7 @@ for (const [who, user] of [
       const dir = user.dir();
       await user.ok(dir, 'clone', '-q', url, 'w');
       const w = path.join(dir, 'w');
-      const listed = async () => (await recordOf(name, 'refs/heads/main')).value['packs'] as Pack[];
+      const listed = async () => await packsOf(name, 'refs/heads/main');
       const before = await listed();
       // No new blob (an empty commit, then one that renames a file): no empty blob pack beside it.
       await user.ok(w, 'commit', '-q', '--allow-empty', '-m', 'empty');
@@ -176,7 +183,7 @@ for (const [who, user] of [
       fs.writeFileSync(file, noise('e'));
       const res = await user.knotless('repo', 'commit', name, '-m', 'add e', '--add', `e=${file}`);
       assert.equal(res.code, 0, res.stderr);
-      const packs = (await recordOf(name, 'refs/heads/main')).value['packs'] as Pack[];
+      const packs = await packsOf(name, 'refs/heads/main');
       const made = packs.slice(-2);
       assert.deepEqual(
         made.map((p) => p.holds),
@@ -195,8 +202,15 @@ for (const [who, user] of [
 
     it('a repository whose packs carry no holds (pushed before the split) still clones, whole and blob:none', async () => {
       await ready(user);
-      const { url, bare, name } = await seeded(user);
-      const packs = (await recordOf(name, 'refs/heads/main')).value['packs'] as Pack[];
+      layout['KNOTLESS_REF_TABLE'] = '0';
+      let seed;
+      try {
+        seed = await seeded(user);
+      } finally {
+        delete layout['KNOTLESS_REF_TABLE'];
+      }
+      const { url, bare, name } = seed;
+      const packs = await packsOf(name, 'refs/heads/main');
       // The record as a client before the split wrote it: the same packs, without `holds`.
       for (const ref of ['refs/heads/main', 'refs/tags/v1']) {
         const { uri, value } = await recordOf(name, ref);
