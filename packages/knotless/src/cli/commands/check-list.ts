@@ -2,7 +2,8 @@ import { KnotlessError } from 'knotless-core/errors';
 import { capUntrusted, moreUntrusted, UNTRUSTED_SHOWN } from 'knotless-core/forge/checks';
 import { OTHERS_READ } from 'knotless-core/forge/checks-store';
 import { isValidBranch } from 'knotless-core/forge/records';
-import { refKey } from 'knotless-core/records/ref-key';
+import { readRepoRefs } from 'knotless-core/records/read-refs';
+import { refsByName } from 'knotless-core/records/remote-repo';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { commitVerdict } from '../../forge/checks.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
@@ -40,7 +41,9 @@ export const command: Command = {
           `${safeText(what)} is neither a 40-hex commit id nor a branch name.`,
         );
       const remote = c.remoteRepo(target.owner, target.name, (m) => io.err(`knotless: warning: ${m}`));
-      const ref = await remote.getRef(refKey(target.name, `refs/heads/${branch}`));
+      // The branch whatever the repository's layout (its ref table, or its ref records), as every
+      // reader takes it: a branch two records claim is none.
+      const ref = refsByName(await readRepoRefs(remote)).byName.get(`refs/heads/${branch}`);
       if (ref?.record.target === undefined)
         throw new KnotlessError('not-found', `${target.label} has no branch ${safeText(branch)}.`);
       commit = ref.record.target;
