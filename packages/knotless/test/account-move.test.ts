@@ -138,15 +138,16 @@ describe('an account that moves to another PDS takes its repositories along', ()
     const first = await commitFiles(alice, aliceClone, { 'c.txt': 'after the move\n' }, 'after the move');
     const push = await alice.git(aliceClone, 'push', '-q', 'origin', 'main');
     assert.equal(push.code, 0, push.stderr);
-    // The push is in the new PDS's records, read there directly.
-    const records = (await (
+    // The push is in the repository's ref table on the new PDS, read there directly.
+    const table = (await (
       await fetch(
-        `${t.net.pdses[1]!.url}/xrpc/com.atproto.repo.listRecords?repo=${t.dids['alice.test']!}&collection=dev.knotless.ref`,
+        `${t.net.pdses[1]!.url}/xrpc/com.atproto.repo.getRecord?repo=${t.dids['alice.test']!}&collection=dev.knotless.refs&rkey=site`,
       )
-    ).json()) as { records: Array<{ value: { ref?: string; target?: string } }> };
-    assert.ok(
-      records.records.some((r) => r.value.target === first),
-      JSON.stringify(records),
+    ).json()) as { value: { refs: Array<{ ref: string; target?: string }> } };
+    assert.equal(
+      table.value.refs.find((r) => r.ref === 'refs/heads/main')?.target,
+      first,
+      JSON.stringify(table),
     );
     assert.equal(await tipOf(bob, 'knotless://alice.test/site', 'main'), first);
 
