@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { before, describe, it } from 'node:test';
+import { knotless } from './helpers/cli.ts';
 import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 import { lsRemote, tableHands } from './helpers/ref-table.ts';
@@ -125,17 +126,14 @@ describe('knotless repo maintainer', () => {
     assert.equal(verb.code, 2);
     assert.match(verb.stderr, /takes add, remove or list, not promote/);
 
-    // A repository still on ref records: one sentence naming the migration, nothing written.
-    const old = await alice.knotless('repo', 'create', 'on-records');
+    // A repository still on ref records (made as KNOTLESS_REF_TABLE=0 makes one; a new one starts on
+    // its ref table): the list reads who maintains as every reader does, and it has none; one that
+    // does not exist is said so.
+    const old = await knotless(['repo', 'create', 'on-records'], {
+      env: { ...alice.env, ...env(), KNOTLESS_REF_TABLE: '0' },
+    });
     assert.equal(old.code, 0, old.stderr);
-    const refused = await alice.knotless('repo', 'maintainer', 'add', 'on-records', 'bob.test');
-    assert.equal(refused.code, 13);
-    assert.match(refused.stderr, /^knotless: .*`knotless repo migrate on-records` first.*\n$/);
     assert.equal(await hands.alice.readTable('on-records'), undefined);
-    const missing = await alice.knotless('repo', 'maintainer', 'add', 'nope', 'bob.test');
-    assert.equal(missing.code, 7, missing.stderr);
-    // The list reads who maintains as every reader does: a repository on ref records has none, one
-    // that does not exist is said so.
     const plain = await carol.knotless('repo', 'maintainer', 'list', 'alice.test/on-records');
     assert.equal(plain.code, 0, plain.stderr);
     assert.equal(plain.stdout, '');
@@ -143,6 +141,21 @@ describe('knotless repo maintainer', () => {
     const nowhere = await carol.knotless('repo', 'maintainer', 'list', 'alice.test/nope');
     assert.equal(nowhere.code, 7, nowhere.stderr);
     assert.match(nowhere.stderr, /^knotless: alice\.test\/nope does not exist; check the name\.\n$/);
+    // Adding a maintainer to it moves it onto its table first (the list is a field of the table),
+    // said in one line, then names them there.
+    const moved = await alice.knotless('repo', 'maintainer', 'add', 'on-records', 'bob.test');
+    assert.equal(moved.code, 0, moved.stderr);
+    assert.match(
+      moved.stderr,
+      /^knotless: moved the 0 ref\(s\) of alice\.test\/on-records into its ref table first/m,
+    );
+    assert.match(moved.stderr, /^alice\.test\/on-records: bob\.test is a maintainer now/m);
+    assert.deepEqual(
+      (await hands.alice.readTable('on-records'))?.value.maintainers?.map((m) => m.did),
+      [t.dids['bob.test']],
+    );
+    const missing = await alice.knotless('repo', 'maintainer', 'add', 'nope', 'bob.test');
+    assert.equal(missing.code, 7, missing.stderr);
   });
 });
 
