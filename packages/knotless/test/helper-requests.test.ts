@@ -159,5 +159,38 @@ describe('requests per operation (identity cached)', () => {
     assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), LISTING);
     // Two requests side by side: at most a connection each.
     assert.ok(proxy!.connections <= 2, `a fetch opened ${proxy!.connections} connections`);
+
+    // The same repository pushed to with the default: moved onto its table first, once (performance.md,
+    // "first push to a repository on ref records"), then written as a table is; the next push costs
+    // what a push to a table costs.
+    layout = {};
+    await commitFiles(alice, dir, { a: '4' }, 'four');
+    let said = '';
+    assert.deepEqual(
+      await requestsOf(async () => {
+        const res = await alice.git(dir, 'push', 'origin', 'main');
+        assert.equal(res.code, 0, res.stderr);
+        said = res.stderr;
+      }),
+      [
+        ...LISTING,
+        CHECKED,
+        'com.atproto.repo.getRecord',
+        'com.atproto.sync.getLatestCommit',
+        'com.atproto.repo.listRecords',
+        'com.atproto.repo.putRecord',
+        'com.atproto.repo.listRecords',
+        'com.atproto.repo.applyWrites',
+        'com.atproto.repo.listRecords',
+        CHECKED,
+        'com.atproto.repo.putRecord',
+      ],
+    );
+    assert.match(said, /^knotless: moved the \d+ ref\(s\) of alice\.test\/counted into its ref table first/m);
+    await commitFiles(alice, dir, { a: '5' }, 'five');
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
+      ...LISTING,
+      'com.atproto.repo.putRecord',
+    ]);
   });
 });
