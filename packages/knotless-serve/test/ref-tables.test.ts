@@ -30,7 +30,9 @@ import { startPostgres, type PgServer } from './postgres.ts';
 import { startReceiver } from './webhook-receiver.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
-const alice = useGitUser(t, 'alice.test');
+// alice pushes to ref records (KNOTLESS_REF_TABLE=0; a new repository starts on its table by
+// default): the tables this file writes are made from those records, as a migration makes them.
+const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_REF_TABLE: '0' }));
 let pg: PgServer;
 before(async () => {
   pg = await startPostgres();

@@ -7,14 +7,15 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { before, describe, it } from 'node:test';
-import { knotless } from './helpers/cli.ts';
 import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 import { lsRemote, tableHands } from './helpers/ref-table.ts';
 import type { PackEntry } from 'knotless-core/records/ref-record';
 
 const t = useNetwork(['alice.test', 'bob.test', 'carol.test'], { pdses: 2 });
-const env = () => ({ KNOTLESS_COMPACT: '0' });
+// Pushes write ref records (KNOTLESS_REF_TABLE=0; a new repository starts on its table by default):
+// the tables here are written by hand from those records (tableHands), each as the test needs it.
+const env = () => ({ KNOTLESS_COMPACT: '0', KNOTLESS_REF_TABLE: '0' });
 const alice = useGitUser(t, 'alice.test', env);
 const bob = useGitUser(t, 'bob.test', env);
 const carol = useGitUser(t, 'carol.test', env);
@@ -126,12 +127,10 @@ describe('knotless repo maintainer', () => {
     assert.equal(verb.code, 2);
     assert.match(verb.stderr, /takes add, remove or list, not promote/);
 
-    // A repository still on ref records (made as KNOTLESS_REF_TABLE=0 makes one; a new one starts on
-    // its ref table): the list reads who maintains as every reader does, and it has none; one that
-    // does not exist is said so.
-    const old = await knotless(['repo', 'create', 'on-records'], {
-      env: { ...alice.env, ...env(), KNOTLESS_REF_TABLE: '0' },
-    });
+    // A repository still on ref records (made with KNOTLESS_REF_TABLE=0, as this file makes them):
+    // the list reads who maintains as every reader does, and it has none; one that does not exist is
+    // said so.
+    const old = await alice.knotless('repo', 'create', 'on-records');
     assert.equal(old.code, 0, old.stderr);
     assert.equal(await hands.alice.readTable('on-records'), undefined);
     const plain = await carol.knotless('repo', 'maintainer', 'list', 'alice.test/on-records');
