@@ -32,7 +32,9 @@ import { listOwn, signIn } from './web-forge-kit.ts';
 import { uploadRaw } from '../../knotless/test/helpers/forge.ts';
 
 const t = useNetwork(['alice.test', 'bob.test', 'carol.test', 'dave.test']);
-const alice = useGitUser(t, 'alice.test');
+// alice pushes to ref records (KNOTLESS_REF_TABLE=0; a new repository starts on its table by
+// default): her tables here are written from those records (aliceTable), as a migration writes them.
+const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_REF_TABLE: '0' }));
 let pg: PgServer;
 before(async () => {
   pg = await startPostgres();
