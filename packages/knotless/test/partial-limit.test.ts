@@ -3,7 +3,7 @@
 // large blobs it needs, in one round; compaction keeps such packs apart. A `--filter=tree:0` clone
 // holds what a clone from a bare repository holds. Real git, the reference PDS, directly and through
 // the warm agent; every clone is checked against the same commits pushed to a bare repository over
-// file://.
+// file://. A `--depth 1` clone downloads only the large blobs the tip's tree reaches.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -185,6 +185,74 @@ for (const [who, user] of [
       const tracked = (d: string) => user.ok(d, 'ls-files', '-t');
       assert.equal(await tracked(tree0), await tracked(tref));
       assert.equal(await contents(user, tree0), await contents(user, tref));
+      if (user === warm) carriedByAgent(proxy().requests.slice(from));
+    });
+
+    it('a --depth 1 clone downloads no large blob that only older history reaches', async () => {
+      await ready(user);
+      const { bare, knotless: url } = await remotes(user);
+      const name = url.split('/').pop()!;
+      const data = (file: string, size: number) => noise(`${name}:${file}`, size);
+      // `old` lives in the first commit only; `kept`, as large, is in the tip's tree.
+      const odir = other.dir();
+      await other.ok(odir, 'init', '-q');
+      fs.writeFileSync(path.join(odir, 'small'), data('small', 20_000));
+      fs.writeFileSync(path.join(odir, 'old'), data('old', 2 * MIB));
+      await other.ok(odir, 'add', '.');
+      await other.ok(odir, 'commit', '-q', '-m', 'one');
+      await other.ok(odir, 'rm', '-q', 'old');
+      fs.writeFileSync(path.join(odir, 'kept'), data('kept', 2 * MIB));
+      await other.ok(odir, 'add', '.');
+      await other.ok(odir, 'commit', '-q', '-m', 'two');
+      for (const u of [url, bare]) await other.ok(odir, 'push', '-q', u, 'main');
+      const oldOid = (await other.ok(odir, 'rev-parse', 'HEAD~1:old')).trim();
+      const keptOid = (await other.ok(odir, 'rev-parse', 'HEAD:kept')).trim();
+      const large = (await packsOf(name, 'refs/heads/main')).filter((p) => p.holds === 'blob');
+      const cidsOf = (oid: string) => {
+        const p = large.find((l) => l.oid === oid);
+        assert.ok(p !== undefined, `no pack of its own for ${oid}`);
+        return p.parts!.map((b) => b.ref.$link);
+      };
+      const oldCids = cidsOf(oldOid);
+      const keptCids = cidsOf(keptOid);
+
+      const dir = user.dir();
+      const from = proxy().requests.length;
+      await user.ok(dir, 'clone', '-q', '--depth', '1', url, 'd1');
+      const fetched = blobsFetched(proxy().requests.slice(from));
+      await user.ok(dir, 'clone', '-q', '--depth', '1', bare, 'dref');
+      assert.deepEqual(
+        fetched.filter((c) => oldCids.includes(c)),
+        [],
+        'the depth-1 clone downloaded the large blob only older history has',
+      );
+      // The tip's own large blob is needed, and downloaded once.
+      assert.deepEqual(fetched.filter((c) => keptCids.includes(c)).sort(), [...keptCids].sort());
+      const d1 = path.join(dir, 'd1');
+      const dref = path.join(dir, 'dref');
+      assert.equal(await contents(user, d1), await contents(user, dref));
+      assert.doesNotMatch(await contents(user, d1), /^\?/m);
+      assert.equal(
+        await user.ok(d1, 'rev-parse', '--is-shallow-repository'),
+        await user.ok(dref, 'rev-parse', '--is-shallow-repository'),
+      );
+      assert.equal(
+        fs.readFileSync(path.join(d1, '.git', 'shallow'), 'utf8'),
+        fs.readFileSync(path.join(dref, '.git', 'shallow'), 'utf8'),
+      );
+      assert.ok(fs.readFileSync(path.join(d1, 'kept')).equals(data('kept', 2 * MIB)));
+      await user.ok(d1, 'fsck', '--no-progress');
+      // Deepening later needs the old commit's tree, and so its large blob.
+      const deeper = proxy().requests.length;
+      await user.ok(d1, 'fetch', '-q', '--unshallow');
+      assert.deepEqual(
+        blobsFetched(proxy().requests.slice(deeper))
+          .filter((c) => oldCids.includes(c))
+          .sort(),
+        [...oldCids].sort(),
+      );
+      assert.equal((await user.ok(d1, 'cat-file', '-s', oldOid)).trim(), String(2 * MIB));
+      await user.ok(d1, 'fsck', '--no-progress');
       if (user === warm) carriedByAgent(proxy().requests.slice(from));
     });
   });

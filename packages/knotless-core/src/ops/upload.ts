@@ -32,7 +32,8 @@ export interface UploadEnv {
  * it — a fetch without a `blob:none` or `tree:<n>` filter, one that deepens, or one that wants an
  * object the mirror lacks (a partial clone's lazy fetch of blobs). A pack of one large blob
  * (`holds` blob) is downloaded only for a request that wants that blob by its id or whose filter
- * does not leave it out (none, or a `blob:limit` above its size).
+ * does not leave it out (none, or a `blob:limit` above its size), and for a `--depth 1` fetch
+ * only when the wanted commits' trees reach it.
  */
 export class MirrorUploadPack {
   readonly #mirror: Mirror;
@@ -81,20 +82,32 @@ export class MirrorUploadPack {
    * The packs a request needs beyond the structure (see the class's comment), or undefined when the
    * structure is enough.
    */
-  #needs(request: Uint8Array): Pick | undefined {
+  async #needs(request: Uint8Array): Promise<Pick | undefined> {
     const lines = pktLines(request);
     const command = lines.find((l) => l.startsWith('command='));
     if (command === 'command=ls-refs') return undefined;
     if (command !== 'command=fetch') return ALL;
     const filter = lines.find((l) => l.startsWith('filter '))?.slice('filter '.length);
-    if (lines.some((l) => /^deepen(?:-since|-not)? /.test(l))) return ALL;
     const wants = lines.flatMap((l) => (/^want [0-9a-f]{40}$/.test(l) ? [l.slice(5)] : []));
     const wanted = new Set(wants);
-    // A large blob's pack is needed when its blob is wanted by id, or the filter lets it through.
+    const deepens = lines.filter((l) => /^deepen(?:-since|-not)? /.test(l));
+    // `--depth 1` sends the wanted commits' trees and nothing older: of the large blobs, only those
+    // these trees reach, which the structure the mirror holds names. Any other deepening walks
+    // history whose trees the structure alone does not bound cheaply: every pack.
+    let tipOnly: Set<string> | undefined;
+    if (deepens.length > 0) {
+      const single = deepens.length === 1 && deepens[0] === 'deepen 1' && !lines.includes('deepen-relative');
+      if (!single || wants.length === 0 || this.#mirror.lacks(wants).length > 0) return ALL;
+      tipOnly = await this.#reached(wants);
+    }
+    // A large blob's pack is needed when its blob is wanted by id, or the filter lets it through
+    // (and, at depth 1, the tip's trees reach it).
     const largeFor =
       (skip: (size: number) => boolean): Pick =>
       (p) =>
-        p.holds?.kind !== 'blob' || wanted.has(p.holds.oid) || !skip(p.holds.blobSize);
+        p.holds?.kind !== 'blob' ||
+        wanted.has(p.holds.oid) ||
+        (!skip(p.holds.blobSize) && (tipOnly === undefined || tipOnly.has(p.holds.oid)));
     if (filter !== undefined && /^(?:blob:none|tree:\d+)$/.test(filter)) {
       if (wants.length === 0 || this.#mirror.lacks(wants).length === 0) return undefined;
       return largeFor(() => true);
@@ -102,7 +115,26 @@ export class MirrorUploadPack {
     const limit = filter === undefined ? undefined : blobLimit(filter);
     // git's blob:limit=<n> leaves out every blob of n bytes or more.
     if (limit !== undefined) return largeFor((size) => size >= limit);
-    return ALL;
+    return tipOnly === undefined ? ALL : largeFor(() => false);
+  }
+
+  /**
+   * The blobs the trees of `commits` reach, present or not: the mirror holds every tree, and git
+   * lists the blobs it lacks without fetching them (the mirror's promisor remote has no URL).
+   */
+  async #reached(commits: string[]): Promise<Set<string>> {
+    const out = await this.#mirror.hold(() =>
+      runGit(['rev-list', '--objects', '--no-walk', '--missing=print', '--stdin'], {
+        gitDir: this.#mirror.gitDir,
+        input: commits.join('\n') + '\n',
+      }),
+    );
+    const oids = new Set<string>();
+    for (const line of out.stdout.toString('utf8').split('\n')) {
+      const m = /^\??([0-9a-f]{40})/.exec(line);
+      if (m !== null) oids.add(m[1]!);
+    }
+    return oids;
   }
 
   /** upload-pack's capability advertisement (protocol v2), as git reads it first. */
@@ -115,7 +147,7 @@ export class MirrorUploadPack {
    * a piece at a time.
    */
   async answer(request: Uint8Array, send: (bytes: Uint8Array) => void): Promise<void> {
-    const needs = this.#whole ? undefined : this.#needs(request);
+    const needs = this.#whole ? undefined : await this.#needs(request);
     if (needs !== undefined) await this.#fill(needs);
     await this.#run(['--stateless-rpc'], request, send);
   }
