@@ -1,7 +1,9 @@
 // `npm run bench:partial -- [--source DIR] [--lfs-mib 1] [--json FILE]`: a real repository pushed
 // whole to the dev network, then cloned from a cold cache four ways (full, `--filter=blob:none`,
 // `--depth 1`, `--filter=blob:limit=1m`), counting the bytes each clone downloaded from the PDS (the
-// answers' bodies, at a proxy in front of it). Writes `blobless_bytes_ratio`, `depth1_bytes_ratio`
+// answers' bodies, at a proxy in front of it) and its requests; then an old commit is checked out of
+// the blob:none clone, counting what its lazy fetch downloaded. Each is done the same way from the
+// source over file:// in the same run, counting the pack bytes git itself sent. Writes `blobless_bytes_ratio`, `depth1_bytes_ratio`
 // and `bloblimit_bytes_ratio` (each against the full clone), `split_structure_share` (the share of
 // a structure pack beside a blob pack, both made by git from the same refs: what a blob:none clone
 // should download, as pushes now split them), and `lfs_roundtrip_ok` from bench/lfs.ts run with a small
@@ -117,15 +119,46 @@ try {
   await run('git', ['push', '-q', '--mirror', url], copy, pushEnv);
   await compactionsDone(pushEnv['KNOTLESS_CACHE_DIR']!);
 
-  /** One clone from a cold cache: the bytes of the PDS's answers and of the blobs among them. */
-  const clone = async (
-    name: string,
-    args: string[],
-  ): Promise<{ bytes: number; blobBytes: number; dir: string }> => {
+  // The reference: the same clones from the source copy over file://, whose upload-pack serves
+  // filters and lazy fetches as the helper's mirror does.
+  await run('git', ['config', 'uploadpack.allowFilter', 'true'], copy, pushEnv);
+  await run('git', ['config', 'uploadpack.allowReachableSHA1InWant', 'true'], copy, pushEnv);
+  /** The bytes of the packs in a repository; received packs are kept whole (transfer.unpackLimit=1). */
+  const packsIn = (dir: string): number =>
+    fs
+      .readdirSync(path.join(dir, 'objects', 'pack'))
+      .filter((f) => f.endsWith('.pack'))
+      .reduce((n, f) => n + fs.statSync(path.join(dir, 'objects', 'pack', f)).size, 0);
+  const keepPacks = ['-c', 'transfer.unpackLimit=1'];
+
+  interface Measured {
+    bytes: number;
+    blobBytes: number;
+    requests: number;
+    blobRequests: number;
+    gitBytes: number;
+    dir: string;
+    refDir: string;
+  }
+  /** One clone from a cold cache: the PDS's answers (bytes, requests, and the blobs among them). */
+  const clone = async (name: string, args: string[]): Promise<Measured> => {
     const dir = path.join(home, `${name}.git`);
+    const refDir = path.join(home, `${name}-ref.git`);
     proxy.reset();
-    await run('git', ['clone', '-q', '--bare', ...args, url, dir], home, env(`cache-${name}`));
-    return { bytes: proxy.bytes(), blobBytes: proxy.bytes('com.atproto.sync.getBlob'), dir };
+    await run('git', [...keepPacks, 'clone', '-q', '--bare', ...args, url, dir], home, env(`cache-${name}`));
+    const measured = {
+      bytes: proxy.bytes(),
+      blobBytes: proxy.bytes('com.atproto.sync.getBlob'),
+      requests: proxy.count(),
+      blobRequests: proxy.count('com.atproto.sync.getBlob'),
+    };
+    await run(
+      'git',
+      [...keepPacks, 'clone', '-q', '--bare', ...args, `file://${copy}`, refDir],
+      home,
+      pushEnv,
+    );
+    return { ...measured, gitBytes: packsIn(refDir), dir, refDir };
   };
   const full = await clone('full', []);
   if ((await refs(full.dir)) !== sourceRefs) throw new Error("partial bench: the full clone's refs differ");
@@ -133,6 +166,36 @@ try {
   const blobless = await clone('blobless', ['--filter=blob:none']);
   const depth1 = await clone('depth1', ['--depth', '1', '--single-branch']);
   const bloblimit = await clone('bloblimit', ['--filter=blob:limit=1m']);
+
+  // An old commit checked out of the blob:none clone: git fetches the blobs its tree needs in one
+  // lazy fetch. The commit half way back along the default branch's first parents.
+  const line = (await run('git', ['rev-list', '--first-parent', 'HEAD'], copy, pushEnv))
+    .split('\n')
+    .filter(Boolean);
+  const old = line[Math.floor(line.length / 2)]!;
+  const checkout = async (gitDir: string, cache: string): Promise<number> => {
+    const work = fs.mkdtempSync(path.join(home, 'work-'));
+    const before = packsIn(gitDir);
+    await run(
+      'git',
+      [...keepPacks, `--git-dir=${gitDir}`, `--work-tree=${work}`, 'checkout', '-q', '--detach', old],
+      home,
+      env(cache),
+    );
+    fs.rmSync(work, { recursive: true, force: true });
+    return packsIn(gitDir) - before;
+  };
+  proxy.reset();
+  await checkout(blobless.dir, 'cache-blobless');
+  const lazy: Measured = {
+    bytes: proxy.bytes(),
+    blobBytes: proxy.bytes('com.atproto.sync.getBlob'),
+    requests: proxy.count(),
+    blobRequests: proxy.count('com.atproto.sync.getBlob'),
+    gitBytes: await checkout(blobless.refDir, 'cache-blobless'),
+    dir: blobless.dir,
+    refDir: blobless.refDir,
+  };
 
   // The LFS round trip is bench/lfs.ts's own, with a small file.
   const lfsJson = path.join(home, 'lfs.json');
@@ -152,6 +215,22 @@ try {
     blobless_bytes: blobless.bytes,
     depth1_bytes: depth1.bytes,
     bloblimit_bytes: bloblimit.bytes,
+    lazy_checkout_bytes: lazy.bytes,
+    lazy_checkout_requests: lazy.requests,
+    requests: {
+      full: full.requests,
+      blobless: blobless.requests,
+      depth1: depth1.requests,
+      bloblimit: bloblimit.requests,
+      lazy_checkout: lazy.requests,
+    },
+    git_file_pack_bytes: {
+      full: full.gitBytes,
+      blobless: blobless.gitBytes,
+      depth1: depth1.gitBytes,
+      bloblimit: bloblimit.gitBytes,
+      lazy_checkout: lazy.gitBytes,
+    },
     blobless_bytes_ratio: ratio(blobless.bytes),
     depth1_bytes_ratio: ratio(depth1.bytes),
     bloblimit_bytes_ratio: ratio(bloblimit.bytes),
@@ -170,15 +249,20 @@ try {
   console.log(
     `source: ${sourceRefs.split('\n').filter(Boolean).length} refs, ${count} commits, ${sourcePackBytes} KiB packed`,
   );
-  console.log('| clone (bare, cold cache) | bytes from the PDS | of which blobs | ratio to full |');
-  console.log('| --- | ---: | ---: | ---: |');
+  console.log(
+    '| clone (bare, cold cache) | bytes from the PDS | of which blobs | ratio to full | requests (getBlob) | git over file://: pack bytes |',
+  );
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: |');
   for (const [label, r] of [
     ['full', full],
     ['--filter=blob:none', blobless],
     ['--depth 1 --single-branch', depth1],
     ['--filter=blob:limit=1m', bloblimit],
+    [`checkout of ${old.slice(0, 12)} in the blob:none clone`, lazy],
   ] as const) {
-    console.log(`| ${label} | ${r.bytes} | ${r.blobBytes} | ${ratio(r.bytes)} |`);
+    console.log(
+      `| ${label} | ${r.bytes} | ${r.blobBytes} | ${ratio(r.bytes)} | ${r.requests} (${r.blobRequests}) | ${r.gitBytes} |`,
+    );
   }
   console.log(
     `split by git pack-objects: structure ${structureBytes} bytes, blobs ${blobPackBytes} bytes (structure ${result.split_structure_share} of the two)`,
