@@ -301,6 +301,138 @@ describe('large blobs on their own, compacted', () => {
   });
 });
 
+describe('large blobs on their own, a delta against one in the pusher', () => {
+  it("a small blob stored in the pusher's pack as a delta against a large blob is pushed whole: blob:limit still skips the large blob", async () => {
+    const user = plain;
+    const { bare, knotless: url } = await remotes(user);
+    const name = url.split('/').pop()!;
+    const big = noise(`${name}:big`, 2 * MIB);
+    // `data` is first the large blob, then its first 900,000 bytes and a little more. git sorts delta
+    // candidates by their path and then by size, largest first: under the same path, `part` is made
+    // a delta against `big`.
+    const part = Buffer.concat([big.subarray(0, 900_000), noise(`${name}:tail`, 100)]);
+    const odir = other.dir();
+    await other.ok(odir, 'init', '-q');
+    fs.writeFileSync(path.join(odir, 'data'), big);
+    fs.writeFileSync(path.join(odir, 'small'), noise(`${name}:small`, 5000));
+    await other.ok(odir, 'add', '.');
+    await other.ok(odir, 'commit', '-q', '-m', 'one');
+    fs.writeFileSync(path.join(odir, 'data'), part);
+    await other.ok(odir, 'commit', '-q', '-a', '-m', 'two');
+    await other.ok(odir, 'repack', '-adf', '-q');
+    const bigOid = (await other.ok(odir, 'rev-parse', 'HEAD~1:data')).trim();
+    const partOid = (await other.ok(odir, 'rev-parse', 'HEAD:data')).trim();
+    // The premise: in the pusher's own pack, `part` is a delta whose base is `big`.
+    const packDir = path.join(odir, '.git', 'objects', 'pack');
+    const idx = fs.readdirSync(packDir).filter((x) => x.endsWith('.idx'));
+    assert.equal(idx.length, 1);
+    const verify = await other.ok(odir, 'verify-pack', '-v', path.join(packDir, idx[0]!));
+    const partLine = verify.split('\n').find((l) => l.startsWith(`${partOid} `));
+    assert.ok(partLine !== undefined, verify);
+    assert.equal(partLine.trim().split(/\s+/).at(-1), bigOid, `part is not a delta against big: ${partLine}`);
+
+    for (const u of [url, bare]) await other.ok(odir, 'push', '-q', u, 'main');
+    await other.ok(bare.slice('file://'.length), 'config', 'uploadpack.allowFilter', 'true');
+    await other.ok(bare.slice('file://'.length), 'config', 'uploadpack.allowReachableSHA1InWant', 'true');
+    const packs = await packsOf(name, 'refs/heads/main');
+    assert.deepEqual(
+      packs.map((p) => p.holds),
+      ['structure', 'blobs', 'blob'],
+    );
+    assert.equal(packs[2]!.oid, bigOid);
+    const largeCids = packs[2]!.parts!.map((b) => b.ref.$link);
+
+    const dir = user.dir();
+    const from = proxy().requests.length;
+    await user.ok(dir, 'clone', '-q', '--no-checkout', '--filter=blob:limit=1m', url, 'bl');
+    await user.ok(dir, 'clone', '-q', '--no-checkout', '--filter=blob:limit=1m', bare, 'ref');
+    const fetched = blobsFetched(proxy().requests.slice(from));
+    assert.ok(fetched.length > 0, 'the clone downloaded no blob at all');
+    assert.deepEqual(
+      fetched.filter((c) => largeCids.includes(c)),
+      [],
+      'the blob:limit clone downloaded the large blob that was a delta base in the pusher',
+    );
+    const bl = path.join(dir, 'bl');
+    assert.equal(await contents(user, bl), await contents(user, path.join(dir, 'ref')));
+    assert.equal((await contents(user, bl)).match(/^\?/gm)?.length, 1);
+    // The tip needs `part` only, which the clone holds whole; `big` comes when it is asked for.
+    await user.ok(bl, 'checkout', '-q', 'main');
+    assert.ok(fs.readFileSync(path.join(bl, 'data')).equals(part));
+    assert.deepEqual(
+      blobsFetched(proxy().requests.slice(from)).filter((c) => largeCids.includes(c)),
+      [],
+    );
+    await user.ok(bl, 'checkout', '-q', 'main~1');
+    assert.ok(fs.readFileSync(path.join(bl, 'data')).equals(big));
+    assert.deepEqual(
+      blobsFetched(proxy().requests.slice(from))
+        .filter((c) => largeCids.includes(c))
+        .sort(),
+      [...largeCids].sort(),
+    );
+    await user.ok(bl, 'fsck', '--no-progress');
+  });
+
+  it('a later push whose small blob the pusher stored as a delta against a large blob pushed before: the clone is right, and costs the large blob', async () => {
+    const user = plain;
+    const { bare, knotless: url } = await remotes(user);
+    const name = url.split('/').pop()!;
+    const big = noise(`${name}:big`, 2 * MIB);
+    const part = Buffer.concat([big.subarray(0, 900_000), noise(`${name}:tail`, 100)]);
+    const odir = other.dir();
+    await other.ok(odir, 'init', '-q');
+    fs.writeFileSync(path.join(odir, 'data'), big);
+    fs.writeFileSync(path.join(odir, 'small'), noise(`${name}:small`, 5000));
+    await other.ok(odir, 'add', '.');
+    await other.ok(odir, 'commit', '-q', '-m', 'one');
+    for (const u of [url, bare]) await other.ok(odir, 'push', '-q', u, 'main');
+    fs.writeFileSync(path.join(odir, 'data'), part);
+    await other.ok(odir, 'commit', '-q', '-a', '-m', 'two');
+    await other.ok(odir, 'repack', '-adf', '-q');
+    const bigOid = (await other.ok(odir, 'rev-parse', 'HEAD~1:data')).trim();
+    const partOid = (await other.ok(odir, 'rev-parse', 'HEAD:data')).trim();
+    const packDir = path.join(odir, '.git', 'objects', 'pack');
+    const idx = fs.readdirSync(packDir).filter((x) => x.endsWith('.idx'));
+    const verify = await other.ok(odir, 'verify-pack', '-v', path.join(packDir, idx[0]!));
+    const partLine = verify.split('\n').find((l) => l.startsWith(`${partOid} `));
+    assert.equal(
+      partLine?.trim().split(/\s+/).at(-1),
+      bigOid,
+      `part is not a delta against big: ${partLine}`,
+    );
+    for (const u of [url, bare]) await other.ok(odir, 'push', '-q', u, 'main');
+    await other.ok(bare.slice('file://'.length), 'config', 'uploadpack.allowFilter', 'true');
+    const packs = await packsOf(name, 'refs/heads/main');
+    assert.deepEqual(
+      packs.map((p) => p.holds),
+      ['structure', 'blobs', 'blob', 'structure', 'blobs'],
+    );
+    const largeCids = packs[2]!.parts!.map((b) => b.ref.$link);
+
+    const dir = user.dir();
+    const from = proxy().requests.length;
+    await user.ok(dir, 'clone', '-q', '--no-checkout', '--filter=blob:limit=1m', url, 'bl');
+    await user.ok(dir, 'clone', '-q', '--no-checkout', '--filter=blob:limit=1m', bare, 'ref');
+    const bl = path.join(dir, 'bl');
+    // git gets what it asked for: the same objects as from file://, the large blob promised.
+    assert.equal(await contents(user, bl), await contents(user, path.join(dir, 'ref')));
+    assert.equal((await contents(user, bl)).match(/^\?/gm)?.length, 1);
+    // What it costs: the second push's blob pack is thin against the large blob (pack-objects reused
+    // the pusher's delta against a preferred base; pack.bigFileThreshold stops only new deltas), so
+    // the mirror cannot index it without the large blob, and downloads every pack (format.md).
+    assert.deepEqual(
+      blobsFetched(proxy().requests.slice(from))
+        .filter((c) => largeCids.includes(c))
+        .sort(),
+      [...largeCids].sort(),
+    );
+    await user.ok(bl, 'checkout', '-q', 'main');
+    assert.ok(fs.readFileSync(path.join(bl, 'data')).equals(part));
+    await user.ok(bl, 'fsck', '--no-progress');
+  });
+});
+
 describe('large blobs on their own, merged', () => {
   it('pr merge writes the split as a push does: the structure, the blobs, and each large blob alone', async () => {
     const user = plain;
