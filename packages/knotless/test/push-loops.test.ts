@@ -7,10 +7,12 @@ import { useNetwork } from './helpers/network.ts';
 
 // Every ref write of a push runs on swapLoop (ops/push/write.ts): these check, by the requests the
 // PDS sees, that the batched first attempt of new refs and the rebuild after a blob went missing
-// stay one per push, not one per ref.
+// stay one per push, not one per ref. Those loops are ref records' (a push to a ref table is one write
+// of it), so the repositories here stay on ref records (KNOTLESS_REF_TABLE=0).
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
 const plain = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_AGENT: '0',
   KNOTLESS_COMPACT: '0',
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
