@@ -11,6 +11,7 @@ import {
   applyTablePart,
   hasOwnerTable,
   liveRefs,
+  type ListedRef,
   type TableApplied,
   type TableChange,
 } from './ref-tables.ts';
@@ -384,7 +385,7 @@ export class Index {
    * The live refs of a repository (HEAD included), in name order: its owner's ref table's when it
    * has one, else its ref records'.
    */
-  async refs(did: string, repo: string): Promise<RefRow[]> {
+  async refs(did: string, repo: string): Promise<ListedRef[]> {
     return liveRefs(this.db, did, repo);
   }
 

@@ -17,6 +17,8 @@ import {
   type RefTable,
 } from 'knotless-core/records/ref-table';
 import { maintainerList } from 'knotless-core/records/maintainers';
+import { divergentName, teamTable } from 'knotless-core/records/read-refs';
+import { teamRefs } from 'knotless-core/records/team-refs';
 import { packsJson } from '../model/packs.ts';
 import { repoOfKey } from '../model/records.ts';
 import { refreshRepoItems } from './forge-state.ts';
@@ -27,8 +29,15 @@ import { queuePush } from './webhook-events.ts';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-/** A ref as the index lists it, from a ref record or a table. */
-export type ListedRef = Omit<TableRefRow, 'did' | 'repo'> & { did: string; repo: string };
+/**
+ * A ref as the index lists it, from a ref record or a table; `diverged` on a team's value the rule
+ * did not choose, listed apart (`refs/maintainers/<who>/…`): the ref it is a value of, and whose.
+ */
+export type ListedRef = Omit<TableRefRow, 'did' | 'repo'> & {
+  did: string;
+  repo: string;
+  diverged?: { ref: string; who: string };
+};
 
 /** A table or part record change: `record` null for a delete. */
 export interface TableChange {
@@ -43,8 +52,10 @@ export interface TableChange {
 
 /** What applying a table or a part did: whether the repository's refs changed, and why not when refused. */
 export interface TableApplied {
-  /** The repository whose refs the change is about (undefined: none, e.g. a maintainer's table). */
+  /** The repository whose refs the change is about (undefined: none, e.g. a table of no one's). */
   repo?: string;
+  /** Its owner, when the change is a maintainer's table of another account's repository. */
+  owner?: string;
   changed: boolean;
   /** Set when the owner's table gives no listing now (its last good refs are kept). */
   problem?: string;
@@ -66,16 +77,25 @@ export async function hasOwnerTable(db: Db, did: string, repo: string): Promise<
   return (await ownerTable(db, did, repo)) !== undefined;
 }
 
-/** The live refs of a repository (HEAD included), in name order: its table's, else its ref records'. */
+/**
+ * The live refs of a repository (HEAD included), in name order: its table's, else its ref records'.
+ * A repository whose owner's table names maintainers has the refs the team's rule computes
+ * ({@link teamListing}); a ref whose value is a maintainer's has their DID as `did` (their account
+ * holds its packs).
+ */
 export async function liveRefs(db: Db, did: string, repo: string): Promise<ListedRef[]> {
-  if (await hasOwnerTable(db, did, repo))
-    return db
+  const table = await ownerTable(db, did, repo);
+  if (table !== undefined) {
+    const own = await db
       .selectFrom('table_refs')
       .selectAll()
       .where('did', '=', did)
       .where('repo', '=', repo)
       .orderBy('ref')
       .execute();
+    const maintainers = await maintainersOfRepo(db, did, repo);
+    return maintainers.length === 0 ? own : teamListing(db, table, own, maintainers);
+  }
   return db
     .selectFrom('refs')
     .select(['did', 'rkey', 'repo', 'ref', 'target', 'symref', 'peeled', 'packs', 'cid', 'rev', 'updated_at'])
@@ -88,6 +108,147 @@ export async function liveRefs(db: Db, did: string, repo: string): Promise<Liste
 
 /** Parts are read this many at a time (bound parameters stay far below every engine's limit). */
 const PART_BATCH = 500;
+
+/**
+ * A table's value (of `did`'s account) joined with the parts the index holds, checked by the
+ * table's rules for the repository `uri` (as its owner's, or a maintainer's): refused, corrupt-remote.
+ */
+async function joinedTable(
+  db: Db,
+  did: string,
+  value: unknown,
+  uri: string,
+  owner: boolean,
+): Promise<RefTable> {
+  const stored = parseRefTable(value, uri, owner);
+  const keys = stored.parts.map((p) => p.rkey);
+  const parts: FetchedPart[] = [];
+  for (let i = 0; i < keys.length; i += PART_BATCH) {
+    const rows = await db
+      .selectFrom('ref_table_parts')
+      .select(['rkey', 'cid', 'value'])
+      .where('did', '=', did)
+      .where('rkey', 'in', keys.slice(i, i + PART_BATCH))
+      .where('deleted', '=', 0)
+      .execute();
+    for (const p of rows)
+      if (p.cid !== null && p.value !== null)
+        parts.push({ rkey: p.rkey, cid: p.cid, value: JSON.parse(p.value) as unknown });
+  }
+  return joinRefTable(stored, parts);
+}
+
+/** A value's JSON, or undefined for a private repository's sealed table (it gives no refs to index). */
+function openValue(json: string | null): unknown {
+  const value = JSON.parse(json ?? 'null') as unknown;
+  return typeof value === 'object' && value !== null && 'sealed' in value ? undefined : value;
+}
+
+/**
+ * The team's refs of the owner's repository (format.md, "Teams"), computed with knotless-core's
+ * `teamRefs` from the owner's table and the tables of the maintainers the owner's table lists now,
+ * each read only from the maintainer's own account under the key the format gives it: a table of
+ * that shape in any other account counts for nothing, and a maintainer dropped from the list stops
+ * counting at once. A maintainer's table that breaks a rule, or is sealed, is left out, as a reader
+ * leaves out one it cannot read. A value no entry supersedes is listed apart as
+ * `refs/maintainers/<handle>/…` (the handle the index verified, else the DID), as readers list it.
+ */
+async function teamListing(
+  db: Db,
+  row: RefTableRow,
+  own: ListedRef[],
+  maintainers: Maintainer[],
+): Promise<ListedRef[]> {
+  const owner = row.did;
+  const uri = `at://${owner}/${REPO_COLLECTION}/${row.repo}`;
+  const ownValue = openValue(row.value);
+  if (ownValue === undefined) return own;
+  let ownTable: RefTable;
+  try {
+    ownTable = await joinedTable(db, owner, ownValue, uri, true);
+  } catch (err) {
+    // The owner's table gives no listing now: its last good refs stand alone, as indexed.
+    if (isKnotlessError(err, 'corrupt-remote')) return own;
+    throw err;
+  }
+  const dids = maintainers.map((m) => m.did);
+  const keys = [...new Set(dids.map((d) => refTableKey(row.repo, owner, d)))];
+  const rows = await db
+    .selectFrom('ref_tables')
+    .leftJoin('owners', 'owners.did', 'ref_tables.did')
+    .select([
+      'ref_tables.did',
+      'ref_tables.rkey',
+      'ref_tables.value',
+      'ref_tables.cid',
+      'ref_tables.rev',
+      'owners.handle',
+    ])
+    .where('ref_tables.did', 'in', dids)
+    .where('ref_tables.rkey', 'in', keys)
+    .where('ref_tables.deleted', '=', 0)
+    .execute();
+  interface Writer {
+    did: string;
+    name: string;
+    table: RefTable;
+    at: { rkey: string; cid: string | null; rev: string };
+  }
+  const writers = new Map<string, Writer>();
+  for (const r of rows) {
+    // Whose account a table is in says who wrote it: only the key of that account's own table counts.
+    if (refTableKey(row.repo, owner, r.did) !== r.rkey) continue;
+    const value = openValue(r.value);
+    if (value === undefined) continue;
+    try {
+      const table = await joinedTable(db, r.did, value, uri, false);
+      writers.set(r.did, { did: r.did, name: r.handle ?? r.did, table, at: r });
+    } catch (err) {
+      if (!isKnotlessError(err, 'corrupt-remote')) throw err;
+    }
+  }
+  if (writers.size === 0) return own;
+  const computed = teamRefs(owner, [
+    teamTable(owner, ownTable),
+    ...[...writers.values()].map((w) => teamTable(w.did, w.table)),
+  ]);
+  const ownByRef = new Map(own.map((r) => [r.ref, r]));
+  const listedAs = (ref: string, name: string, did: string): ListedRef | undefined => {
+    if (did === owner) {
+      const mine = ownByRef.get(ref);
+      return mine === undefined ? undefined : { ...mine, ref: name };
+    }
+    const w = writers.get(did);
+    const e = w?.table.refs.find((x) => x.ref === ref);
+    if (w === undefined || e?.target === undefined) return undefined;
+    return {
+      did,
+      repo: row.repo,
+      rkey: `${w.at.rkey}#${ref}`,
+      ref: name,
+      target: e.target,
+      symref: null,
+      peeled: e.peeled ?? null,
+      packs: packsJson(e.packs),
+      cid: w.at.cid,
+      rev: w.at.rev,
+      updated_at: w.table.updatedAt,
+    };
+  };
+  const out: ListedRef[] = own.filter((r) => r.ref === 'HEAD');
+  for (const [ref, value] of computed) {
+    if (value.target === undefined) continue;
+    const chosen = listedAs(ref, ref, value.by);
+    if (chosen !== undefined) out.push(chosen);
+    for (const d of value.divergent ?? []) {
+      if (d.target === undefined) continue;
+      const who = writers.get(d.did)?.name ?? owner;
+      const shown = listedAs(ref, divergentName(who, ref), d.did);
+      if (shown !== undefined) out.push({ ...shown, diverged: { ref, who } });
+    }
+  }
+  return out.sort((a, b) => (a.ref < b.ref ? -1 : a.ref > b.ref ? 1 : 0));
+}
 
 /**
  * The listing the owner's table row gives with the parts the index holds, or why it gives none.
@@ -103,22 +264,7 @@ async function listingOf(
   if (typeof value === 'object' && value !== null && 'sealed' in value) return { refs: [], maintainers: [] };
   let table: RefTable;
   try {
-    const stored = parseRefTable(value, `at://${row.did}/${REPO_COLLECTION}/${row.repo}`, true);
-    const keys = stored.parts.map((p) => p.rkey);
-    const parts: FetchedPart[] = [];
-    for (let i = 0; i < keys.length; i += PART_BATCH) {
-      const rows = await db
-        .selectFrom('ref_table_parts')
-        .select(['rkey', 'cid', 'value'])
-        .where('did', '=', row.did)
-        .where('rkey', 'in', keys.slice(i, i + PART_BATCH))
-        .where('deleted', '=', 0)
-        .execute();
-      for (const p of rows)
-        if (p.cid !== null && p.value !== null)
-          parts.push({ rkey: p.rkey, cid: p.cid, value: JSON.parse(p.value) as unknown });
-    }
-    table = joinRefTable(stored, parts);
+    table = await joinedTable(db, row.did, value, `at://${row.did}/${REPO_COLLECTION}/${row.repo}`, true);
   } catch (err) {
     if (isKnotlessError(err, 'corrupt-remote')) return { problem: err.message };
     throw err;
@@ -156,11 +302,11 @@ async function listingOf(
  * Keeps the repository's maintainers as `now` lists them; when who maintains it changed, every pull
  * request and issue of the repository is decided again (a maintainer's records count, or stop).
  */
-async function writeMaintainers(tx: Db, did: string, repo: string, now: Maintainer[]): Promise<void> {
+async function writeMaintainers(tx: Db, did: string, repo: string, now: Maintainer[]): Promise<boolean> {
   const held = await maintainersOfRepo(tx, did, repo);
   const same =
     held.length === now.length && held.every((m, i) => m.did === now[i]!.did && m.since === now[i]!.since);
-  if (same) return;
+  if (same) return false;
   await tx.deleteFrom('repo_maintainers').where('did', '=', did).where('repo', '=', repo).execute();
   if (now.length > 0)
     await tx
@@ -169,8 +315,11 @@ async function writeMaintainers(tx: Db, did: string, repo: string, now: Maintain
       .execute();
   const before = new Set(held.map((m) => m.did));
   const after = new Set(now.map((m) => m.did));
-  if (before.size !== after.size || [...before].some((d) => !after.has(d)))
+  if (before.size !== after.size || [...before].some((d) => !after.has(d))) {
     await refreshRepoItems(tx, did, repo);
+    return true;
+  }
+  return false;
 }
 
 /** Whether two listed refs say the same (a table's newer revision that left a ref alone keeps its row). */
@@ -303,12 +452,13 @@ async function relist(
   // A table that gives no listing leaves the last good refs: the table's last whole listing, or
   // the ref records' refs when it never gave one (copied, since the records count no more).
   const after = 'refs' in listing ? listing.refs : before.refs;
-  // A table that gives no listing leaves the last good maintainers too.
-  if ('refs' in listing) await writeMaintainers(tx, did, repo, listing.maintainers);
+  // A table that gives no listing leaves the last good maintainers too. Who maintains it changes
+  // the team's refs (a maintainer's values count, or stop counting): the mirror catches up.
+  const team = 'refs' in listing && (await writeMaintainers(tx, did, repo, listing.maintainers));
   if (!before.inTable)
     await tx.deleteFrom('table_refs').where('did', '=', did).where('repo', '=', repo).execute();
   await writeRows(tx, did, repo, before.inTable ? before.refs : [], after);
-  const changed = await notePushes(tx, did, repo, before.refs, after, at);
+  const changed = (await notePushes(tx, did, repo, before.refs, after, at)) || team;
   return problem === null ? { repo, changed } : { repo, changed, problem };
 }
 
@@ -349,8 +499,14 @@ export async function applyTable(tx: Db, change: TableChange, source?: EventSour
     .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
     .execute();
   if (!owner) {
-    await noteMaintainerPushes(tx, row, old === undefined || old.deleted === 1 ? null : old.value, source);
-    return { changed: false };
+    const of = await noteMaintainerPushes(
+      tx,
+      row,
+      old === undefined || old.deleted === 1 ? null : old.value,
+      source,
+    );
+    // A maintainer's table is one of the tables the owner's repository's refs are computed from.
+    return of === undefined ? { changed: false } : { repo, owner: of, changed: true };
   }
   const at = { rev: change.rev, time: change.time, seq: source?.seq ?? null };
   return relist(tx, change.did, repo, change.record === null ? undefined : row, before, at);
@@ -370,7 +526,7 @@ async function noteMaintainerPushes(
   row: RefTableRow,
   oldValue: string | null,
   source: EventSource | undefined,
-): Promise<void> {
+): Promise<string | undefined> {
   const owners = await tx
     .selectFrom('repo_maintainers')
     .select('did')
@@ -378,7 +534,7 @@ async function noteMaintainerPushes(
     .where('repo', '=', row.repo)
     .execute();
   const owner = owners.map((o) => o.did).find((o) => refTableKey(row.repo, o, row.did) === row.rkey);
-  if (owner === undefined) return;
+  if (owner === undefined) return undefined;
   const uri = `at://${owner}/${REPO_COLLECTION}/${row.repo}`;
   const entries = (value: string | null): Map<string, string | null> | undefined => {
     if (value === null) return new Map();
@@ -392,7 +548,7 @@ async function noteMaintainerPushes(
     }
   };
   const now = entries(row.value);
-  if (now === undefined) return;
+  if (now === undefined) return owner;
   const was = entries(oldValue) ?? new Map<string, string | null>();
   for (const ref of new Set([...was.keys(), ...now.keys()])) {
     const to = now.get(ref) ?? null;
@@ -425,6 +581,7 @@ async function noteMaintainerPushes(
     if (Number(noted.numInsertedOrUpdatedRows ?? 0) > 0)
       await queuePush(tx, { ...push, before: push.old_target, after: to, pusher: row.did });
   }
+  return owner;
 }
 
 /** Applies a `dev.knotless.refs.part` record change; the table that lists it is joined again. */

@@ -22,14 +22,16 @@ export interface RecordWrite {
 
 /**
  * Applies one knotless record write to the index, with the stream position when there is one.
- * Returns the repository whose mirror must catch up, or undefined when nothing changed.
+ * Returns the repository whose mirror must catch up (its owner's DID and its name), or undefined
+ * when nothing changed: a maintainer's table is one of the tables another account's repository's
+ * refs are computed from.
  */
 export async function applyWrite(
   index: Index,
   w: RecordWrite,
   source?: EventSource,
   log: (line: string) => void = () => {},
-): Promise<string | undefined> {
+): Promise<{ did: string; repo: string } | undefined> {
   if (isForgeCollection(w.collection)) {
     await applyForgeWrite(index, w, w.collection, source, log);
     return undefined;
@@ -38,7 +40,7 @@ export async function applyWrite(
     const record = w.record === null ? null : repoRecordOf(w.record);
     await index.applyRepo({ did: w.did, name: w.rkey, rev: w.rev, record, time: w.time }, source);
     // A private repository is never mirrored: its refs are sealed, there is nothing to fetch.
-    return record?.private === true ? undefined : w.rkey;
+    return record?.private === true ? undefined : { did: w.did, repo: w.rkey };
   }
   if (w.collection === REF_COLLECTION) {
     const record = w.record === null ? null : refRecordOf(w.record);
@@ -51,7 +53,7 @@ export async function applyWrite(
       { did: w.did, rkey: w.rkey, rev: w.rev, cid: w.cid, record, time: w.time },
       source,
     );
-    return changed ? repoOfKey(w.rkey) : undefined;
+    return changed ? { did: w.did, repo: repoOfKey(w.rkey) } : undefined;
   }
   if (w.collection === REFS_COLLECTION || w.collection === REFS_PART_COLLECTION) {
     const change = { did: w.did, rkey: w.rkey, rev: w.rev, cid: w.cid, record: w.record, time: w.time };
@@ -63,7 +65,9 @@ export async function applyWrite(
       log(
         `the ref table of ${w.did}/${safeText(applied.repo ?? w.rkey, 200)} gives no listing (${applied.problem}); its last good refs are kept`,
       );
-    return applied.changed ? applied.repo : undefined;
+    return applied.changed && applied.repo !== undefined
+      ? { did: applied.owner ?? w.did, repo: applied.repo }
+      : undefined;
   }
   if (source !== undefined) await index.saveCursor(source);
   return undefined;

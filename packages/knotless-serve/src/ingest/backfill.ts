@@ -102,7 +102,8 @@ export async function backfillAccount(
   };
   const apply = async (collection: string, rkey: string, cid: string | null, record: unknown) => {
     const repo = await applyWrite(index, { did, collection, rkey, rev, cid, record, time }, undefined, log);
-    if (repo !== undefined) touched.add(repo);
+    // A maintainer's table of another account's repository is caught up by that repository's next event.
+    if (repo !== undefined && repo.did === did) touched.add(repo.repo);
   };
   const listed = new Map<string, Set<string>>();
   const list = async (collection: string): Promise<void> => {

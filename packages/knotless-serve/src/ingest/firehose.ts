@@ -82,7 +82,7 @@ export async function follow(
         if ((await index.owner(evt.did)) !== undefined) hooks.recheck(evt.did);
         return;
       }
-      const repo = await applyWrite(
+      const touched = await applyWrite(
         index,
         {
           did: evt.did,
@@ -113,12 +113,13 @@ export async function follow(
           .catch((err: unknown) => hooks.log(`resolving ${evt.did}: ${String(err)}`));
         return;
       }
-      if (repo === undefined) return;
-      // The owner's PDS and handle are needed by the mirror and the pages; resolve them once.
+      if (touched === undefined) return;
+      // The PDS and handle of the account that wrote it are needed by the mirror (a maintainer's
+      // holds their packs) and the pages; resolve them once.
       await identities
         .owner(evt.did)
         .catch((err: unknown) => hooks.log(`resolving ${evt.did}: ${String(err)}`));
-      hooks.changed(evt.did, repo);
+      hooks.changed(touched.did, touched.repo);
     },
   });
   return { service, stop: () => stream.stop() };

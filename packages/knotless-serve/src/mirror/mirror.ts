@@ -292,17 +292,41 @@ export class Mirror {
     };
     // The whole repository first: a mirror that could never hold it downloads none of it.
     bounded(unionPacks(all.map(packsOf)));
+    bounded(unionPacks(missing.map(packsOf)));
+    // A team's ref whose value is a maintainer's names packs in the maintainer's own account
+    // (its row's `did`): each holder's packs are read from their PDS.
+    const holders = [...new Set(missing.map((r) => r.did))].sort();
+    for (const holder of holders)
+      await this.#fetchHeld(
+        holder,
+        repo,
+        dir,
+        missing.filter((r) => r.did === holder),
+        bounded,
+        did,
+      );
+  }
+
+  /** Downloads and indexes the packs `holder`'s account holds for `missing` (refs of `owner`'s repository). */
+  async #fetchHeld(
+    holder: string,
+    repo: string,
+    dir: string,
+    missing: RefRow[],
+    bounded: (list: PackEntry[]) => PackEntry[],
+    owner: string,
+  ): Promise<void> {
     const packs = bounded(unionPacks(missing.map(packsOf)));
-    const client = await this.ownerClient(did);
+    const client = await this.ownerClient(holder);
     const indexed = new IndexedPacks(dir);
     const done = indexed.read();
     const index = async (list: PackEntry[]): Promise<void> => {
       for (const p of list) {
         // On disk, streamed to git: a mirror's memory does not grow with the pack.
-        const file = await loadPack(client, did, p, this.#cache, () => {});
-        trace('packs', `${did}/${repo}`);
+        const file = await loadPack(client, holder, p, this.#cache, () => {});
+        trace('packs', `${owner}/${repo}`);
         const { keepFile } = await indexPack(file, dir, false).finally(() => file.close());
-        trace('index-pack', `${did}/${repo}`);
+        trace('index-pack', `${owner}/${repo}`);
         fs.rmSync(keepFile, { force: true });
         indexed.add(p.id);
       }
@@ -313,7 +337,9 @@ export class Mirror {
     await withRelist(
       packs,
       async () => {
-        const rows = (await this.#index.refs(did, repo)).filter((r) => names.has(r.ref));
+        const rows = (await this.#index.refs(owner, repo)).filter(
+          (r) => names.has(r.ref) && r.did === holder,
+        );
         return rows.length < names.size ? undefined : bounded(unionPacks(rows.map(packsOf)));
       },
       async (list) => {
@@ -325,7 +351,7 @@ export class Mirror {
           await index(list);
         }
       },
-      `${did}/${repo}`,
+      `${owner}/${repo}`,
     );
   }
 

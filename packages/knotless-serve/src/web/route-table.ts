@@ -87,6 +87,12 @@ export async function repoTarget(site: Site, actor: string, name: string): Promi
     did: m.did,
     handle: m.handle,
   }));
+  // Only a team's refs can diverge: a repository without maintainers is not read for it.
+  const diverged = new Map<string, string[]>();
+  if (maintainers.length > 0)
+    for (const r of await site.index.refs(owner.did, name))
+      if (r.diverged !== undefined)
+        diverged.set(r.diverged.ref, [...(diverged.get(r.diverged.ref) ?? []), r.ref]);
   return {
     did: owner.did,
     owner: actor,
@@ -96,6 +102,7 @@ export async function repoTarget(site: Site, actor: string, name: string): Promi
     forkOf,
     private: priv,
     maintainers,
+    diverged: [...diverged].map(([ref, apart]) => ({ ref, apart })),
   };
 }
 

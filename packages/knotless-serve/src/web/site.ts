@@ -57,6 +57,11 @@ export interface RepoTarget {
    * handle the index verified when it knows one.
    */
   maintainers: { did: string; handle: string | null }[];
+  /**
+   * A team's refs whose writers' values diverged (format.md, "Teams"), each with the names its other
+   * values are listed under, as `knotless repo info` shows them.
+   */
+  diverged: { ref: string; apart: string[] }[];
 }
 
 export { HttpError, Redirect } from './http-error.ts';

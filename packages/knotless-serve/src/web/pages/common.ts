@@ -55,6 +55,23 @@ export function maintainersLine(maintainers: readonly { did: string; handle: str
   </p>`;
 }
 
+/**
+ * A team's refs whose values diverged, each named with where its other values are listed, as
+ * `knotless repo info` says it: the value shown is the owner's, else the first writer's by DID.
+ */
+export function divergedLines(diverged: RepoTarget['diverged']): SafeHtml {
+  if (diverged.length === 0) return html``;
+  return html`<ul class="diverged">
+    ${diverged.map(
+      (d) =>
+        html`<li>
+          diverged <code>${d.ref}</code>: also
+          ${d.apart.map((a, i) => html`${i === 0 ? '' : ', '}<code>${a}</code>`)}
+        </li>`,
+    )}
+  </ul>`;
+}
+
 /** The owner/name heading and the repository's tabs. */
 export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): SafeHtml {
   const base = [repo.owner, repo.name];
@@ -91,7 +108,7 @@ export function repoHeader(repo: RepoTarget, ref?: string, tab: Tab = 'code'): S
           </p>`
     }
     ${repo.description === null ? '' : html`<p class="muted">${repo.description}</p>`}
-    ${maintainersLine(repo.maintainers)}
+    ${maintainersLine(repo.maintainers)} ${divergedLines(repo.diverged)}
     <nav class="tabs" aria-label="Repository">
       ${tabs.map(([id, label, link]) =>
         id === tab
