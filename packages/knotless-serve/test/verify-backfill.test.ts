@@ -7,9 +7,9 @@
 // repository page and in getRepo's answer. Lied to, it refuses and logs, and indexes nothing of the
 // lie: (a) a ref changed, the repository's tree rebuilt with true CIDs up to the commit, so that
 // only the signature fails; (b) the repository as it was, replayed after a newer revision was
-// verified; (c) another account's repository answered for hers. On SQLite, and (the truth and (a))
-// on PostgreSQL. And a lying relay: a commit of hers with a ref operation its signed commit does not
-// prove is refused whole, and her account read again.
+// verified; (c) another account's repository answered for hers. On SQLite and PostgreSQL (the stream,
+// the page without a verified revision and the relay on SQLite). And a lying relay: a commit of hers
+// with a ref operation its signed commit does not prove is refused whole, and her account read again.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -262,82 +262,88 @@ for (const backend of ['sqlite', 'postgres'] as const)
       });
   });
 
-describe("the appview's backfill, verified: replays and other accounts (sqlite)", () => {
-  it("refuses another account's repository answered for alice's (c)", async () => {
-    await setUp();
-    const logs: string[] = [];
-    const app = await appview(path.join(t.tmpdir(), 'other.sqlite'), logs);
-    try {
-      liar!.lies = 0;
-      liar!.lie = (asked) =>
-        asked.nsid === 'com.atproto.sync.getRepo' && asked.params.get('did') === aliceDid()
-          ? { kind: 'instead', path: `/xrpc/com.atproto.sync.getRepo?did=${encodeURIComponent(bobDid())}` }
-          : { kind: 'forward' };
+for (const backend of ['sqlite', 'postgres'] as const)
+  describe(`the appview's backfill, verified: replays and other accounts (${backend})`, () => {
+    const database = async (name: string) =>
+      backend === 'sqlite' ? path.join(t.tmpdir(), `${name}.sqlite`) : pg!.createDatabase(name);
+
+    it("refuses another account's repository answered for alice's (c)", async () => {
+      await setUp();
+      const logs: string[] = [];
+      const app = await appview(await database(`other_${backend}`), logs);
       try {
-        await backfill(app);
+        liar!.lies = 0;
+        liar!.lie = (asked) =>
+          asked.nsid === 'com.atproto.sync.getRepo' && asked.params.get('did') === aliceDid()
+            ? { kind: 'instead', path: `/xrpc/com.atproto.sync.getRepo?did=${encodeURIComponent(bobDid())}` }
+            : { kind: 'forward' };
+        try {
+          await backfill(app);
+        } finally {
+          liar!.lie = undefined;
+        }
+        assert.ok(liar!.lies > 0, 'the proxy told no lie');
+        refusal(logs, "the repository is another account's");
+        for (const row of rows) assert.equal(await app.index.repo(aliceDid(), row.name), undefined);
+        assert.equal(await app.index.repo(aliceDid(), 'vb-bob'), undefined);
+        assert.equal(await app.index.verified(aliceDid()), undefined);
       } finally {
-        liar!.lie = undefined;
+        await app.close();
       }
-      assert.ok(liar!.lies > 0, 'the proxy told no lie');
-      refusal(logs, "the repository is another account's");
-      for (const row of rows) assert.equal(await app.index.repo(aliceDid(), row.name), undefined);
-      assert.equal(await app.index.repo(aliceDid(), 'vb-bob'), undefined);
-      assert.equal(await app.index.verified(aliceDid()), undefined);
-    } finally {
-      await app.close();
-    }
+    });
+
+    it('refuses the repository as it was, replayed after a newer revision was verified (b)', async () => {
+      const [records] = await setUp();
+      const logs: string[] = [];
+      const app = await appview(await database(`replay_${backend}`), logs);
+      try {
+        // The account as it is now, as the liar records it: what it replays later.
+        liar!.answers.clear();
+        liar!.recording = true;
+        try {
+          await backfill(app);
+        } finally {
+          liar!.recording = false;
+        }
+        const old = (await app.index.verified(aliceDid()))!.rev;
+        // A push, then a truthful backfill: the appview has verified a newer revision.
+        const dir = await newRepo(alice, `knotless://alice.test/${records!.name}`);
+        await alice.ok(dir, 'fetch', '-q', 'origin');
+        await alice.ok(dir, 'reset', '-q', '--hard', 'origin/main');
+        const c3 = await commitFiles(alice, dir, { 'a.txt': `three, ${backend}\n` }, 'c3');
+        await alice.ok(dir, 'push', '-q', 'origin', 'HEAD:main');
+        await backfill(app);
+        const now = (await app.index.verified(aliceDid()))!.rev;
+        assert.ok(now > old, `${now} > ${old}`);
+        assert.equal(now, await latestRev());
+        const fresh = (await getRepo(app, records!.name)).body.refs.find((r) => r.ref === 'refs/heads/main');
+        assert.equal(fresh?.target, c3);
+
+        liar!.lies = 0;
+        liar!.lie = (asked, answers) => {
+          const kept = answers.get(asked.path);
+          return asked.nsid === 'com.atproto.sync.getRepo' && kept !== undefined
+            ? { kind: 'answer', body: kept, contentType: 'application/vnd.ipld.car' }
+            : { kind: 'forward' };
+        };
+        try {
+          await backfill(app);
+        } finally {
+          liar!.lie = undefined;
+        }
+        assert.ok(liar!.lies > 0, 'the proxy told no lie');
+        refusal(logs, `the repository is at revision ${old}, older than ${now} already verified`);
+        // The index keeps the newer state, and the revision it verified.
+        const kept = (await getRepo(app, records!.name)).body;
+        assert.equal(kept.refs.find((r) => r.ref === 'refs/heads/main')?.target, c3);
+        assert.equal(kept.verified?.rev, now);
+      } finally {
+        await app.close();
+      }
+    });
   });
 
-  it('refuses the repository as it was, replayed after a newer revision was verified (b)', async () => {
-    const [records] = await setUp();
-    const logs: string[] = [];
-    const app = await appview(path.join(t.tmpdir(), 'replay.sqlite'), logs);
-    try {
-      // The account as it is now, as the liar records it: what it replays later.
-      liar!.answers.clear();
-      liar!.recording = true;
-      try {
-        await backfill(app);
-      } finally {
-        liar!.recording = false;
-      }
-      const old = (await app.index.verified(aliceDid()))!.rev;
-      // A push, then a truthful backfill: the appview has verified a newer revision.
-      const dir = await newRepo(alice, `knotless://alice.test/${records!.name}`);
-      await alice.ok(dir, 'fetch', '-q', 'origin');
-      await alice.ok(dir, 'reset', '-q', '--hard', 'origin/main');
-      const c3 = await commitFiles(alice, dir, { 'a.txt': 'three\n' }, 'c3');
-      await alice.ok(dir, 'push', '-q', 'origin', 'HEAD:main');
-      await backfill(app);
-      const now = (await app.index.verified(aliceDid()))!.rev;
-      assert.ok(now > old, `${now} > ${old}`);
-      assert.equal(now, await latestRev());
-      const fresh = (await getRepo(app, records!.name)).body.refs.find((r) => r.ref === 'refs/heads/main');
-      assert.equal(fresh?.target, c3);
-
-      liar!.lies = 0;
-      liar!.lie = (asked, answers) => {
-        const kept = answers.get(asked.path);
-        return asked.nsid === 'com.atproto.sync.getRepo' && kept !== undefined
-          ? { kind: 'answer', body: kept, contentType: 'application/vnd.ipld.car' }
-          : { kind: 'forward' };
-      };
-      try {
-        await backfill(app);
-      } finally {
-        liar!.lie = undefined;
-      }
-      assert.ok(liar!.lies > 0, 'the proxy told no lie');
-      refusal(logs, `the repository is at revision ${old}, older than ${now} already verified`);
-      // The index keeps the newer state, and the revision it verified.
-      const kept = (await getRepo(app, records!.name)).body;
-      assert.equal(kept.refs.find((r) => r.ref === 'refs/heads/main')?.target, c3);
-      assert.equal(kept.verified?.rev, now);
-    } finally {
-      await app.close();
-    }
-  });
-
+describe("the appview's verified revision: the stream and the page (sqlite)", () => {
   it("moves the verified revision on with each of the event stream's commits it checks", async () => {
     const [records] = await setUp();
     const logs: string[] = [];
