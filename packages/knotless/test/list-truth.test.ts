@@ -22,8 +22,11 @@ const warm = useGitUser(t, 'alice.test', () => ({
   KNOTLESS_AGENT_SOCKET: socket,
   ...via(),
 }));
+/** Set while the BlobNotFound cases run: their repositories stay on ref records (below). */
+let records = false;
 // No agent; asks for the ten-minute listing window that used to answer git from a cached view.
 const plain = useGitUser(t, 'alice.test', () => ({
+  ...(records ? { KNOTLESS_REF_TABLE: '0' } : {}),
   KNOTLESS_AGENT: '0',
   KNOTLESS_LIST_WINDOW: '600',
   KNOTLESS_COMPACT: '0',
@@ -348,6 +351,14 @@ describe('list for-push', () => {
   });
 
   describe('a write refused with BlobNotFound', () => {
+    // Ref records' per-ref rebuild, whose requests performance.md states ("A push that the PDS
+    // refuses with BlobNotFound"): these repositories are made and pushed with KNOTLESS_REF_TABLE=0.
+    before(() => {
+      records = true;
+    });
+    after(() => {
+      records = false;
+    });
     /** A repository where `plain` pushed c1 and has committed c2 on top, not pushed yet. */
     async function ahead(): Promise<{ url: string; dir: string; c1: string; c2: string }> {
       const name = `gone-${++n}`;

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -58,8 +59,30 @@ export async function agentView(
   const view = JSON.parse(body) as {
     confirmed: boolean;
     refs?: Array<{ record: { ref: string; target?: string; packs: Array<{ id: string }> } }>;
+    table?: {
+      value: {
+        packs: Array<{ id: string }>;
+        refs: Array<{ ref: string; target?: string; packs?: number[] }>;
+        parts?: unknown[];
+      };
+    };
   };
   if (!view.confirmed) return null;
+  // A repository on its ref table (the default): the view is the table as stored, each entry's packs
+  // indices into its pack table.
+  if (view.table !== undefined) {
+    const { value } = view.table;
+    assert.equal(value.parts, undefined, "a table small enough for one record in the agent's view");
+    return new Map(
+      value.refs.map((r) => [
+        r.ref,
+        {
+          ...(r.target === undefined ? {} : { target: r.target }),
+          packs: (r.packs ?? []).map((i) => value.packs[i]!),
+        },
+      ]),
+    );
+  }
   return new Map((view.refs ?? []).map((r) => [r.record.ref, r.record]));
 }
 
