@@ -20,6 +20,8 @@ const alice = useGitUser(t, 'alice.test');
 const bob = useGitUser(t, 'bob.test');
 const COLLECTIONS = [
   'dev.knotless.repo',
+  // A repository's refs: its ref table (where `repo create` starts it), or ref records (older ones).
+  'dev.knotless.refs',
   'dev.knotless.ref',
   'dev.knotless.issue',
   'dev.knotless.issue.state',
@@ -78,6 +80,9 @@ function inIndex(file: string): string[] {
     const rows = (sql: string) => db.prepare(sql).all() as { line: string }[];
     return [
       ...rows(`select did || ' dev.knotless.repo ' || name as line from repos where deleted = 0`),
+      ...rows(
+        `select did || ' dev.knotless.refs ' || rkey || ' ' || cid as line from ref_tables where deleted = 0`,
+      ),
       ...rows(`select did || ' dev.knotless.ref ' || rkey || ' ' || cid as line from refs where deleted = 0`),
       ...rows(
         `select did || ' dev.knotless.issue ' || rkey || ' ' || cid as line from issues where deleted = 0`,

@@ -30,7 +30,23 @@ async function matches(index: Index, mirror: Mirror, did: string, repo: string):
 }
 
 /**
- * Whether the owner's PDS holds the repository's ref table (one getRecord) or any ref record of it
+ * Whether a ref table as stored names any ref: an entry with a target, or a part (each part holds at
+ * least one). A table `repo create` made, with no entries and no parts, names none. A record of
+ * another shape counts as naming some: the answer "empty" is given only when it is known to be true.
+ */
+function tableHoldsRefs(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return true;
+  const { refs, parts } = value as { refs?: unknown; parts?: unknown };
+  if (parts !== undefined && (!Array.isArray(parts) || parts.length > 0)) return true;
+  if (refs === undefined) return false;
+  if (!Array.isArray(refs)) return true;
+  return refs.some(
+    (r) => typeof r !== 'object' || r === null || (r as { target?: unknown }).target !== undefined,
+  );
+}
+
+/**
+ * Whether the owner's PDS holds refs of the repository in its ref table (one getRecord) or any ref record of it
  * (one listRecords of one record, the first key after the repository's prefix). A PDS that cannot be asked counts as holding some:
  * an empty answer is given only when it is known to be true.
  */
@@ -44,15 +60,19 @@ async function ownerHasRefs(
     const client = await mirror.ownerClient(did);
     // A ref table holds the refs of a repository that has one: its record is asked for first.
     const table = await client
-      .query('com.atproto.repo.getRecord', { repo: did, collection: REFS_COLLECTION, rkey: repo })
+      .query<{ value?: unknown }>('com.atproto.repo.getRecord', {
+        repo: did,
+        collection: REFS_COLLECTION,
+        rkey: repo,
+      })
       .then(
-        () => true,
+        (got) => ({ value: got.value }),
         (err: unknown) => {
-          if (err instanceof XrpcError && err.error === 'RecordNotFound') return false;
+          if (err instanceof XrpcError && err.error === 'RecordNotFound') return undefined;
           throw err;
         },
       );
-    if (table) return true;
+    if (table !== undefined) return tableHoldsRefs(table.value);
     const prefix = refKeyPrefix(repo);
     const page = await client.query<{ records?: { uri?: unknown }[] }>('com.atproto.repo.listRecords', {
       repo: did,
