@@ -28,13 +28,20 @@ let agent: RunningAgent | undefined;
 let own = '';
 // Its requests go through a proxy that tells the agent's apart; its identity cache names the relay
 // as alice's PDS, so the agent's stream runs through the relay (as in agent-stale.test.ts).
+// Both machines keep new repositories on ref records (the stream's ref-record operations are what
+// most cases forge; the table case writes its table by hand from them, as a migration would).
 const warm = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_COMPACT: '0',
   KNOTLESS_AGENT_SOCKET: own,
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
 }));
 // Another machine of the same account, with its own cache and no agent.
-const other = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', KNOTLESS_COMPACT: '0' }));
+const other = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
+  KNOTLESS_AGENT: '0',
+  KNOTLESS_COMPACT: '0',
+}));
 const did = () => t.dids['alice.test']!;
 
 type Body = Record<string, unknown> & { ops: Array<Record<string, unknown>> };

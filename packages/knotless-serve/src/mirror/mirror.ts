@@ -16,7 +16,9 @@ import {
   type PackEntry,
   type Transport,
 } from 'knotless-core';
+import { REFS_COLLECTION } from 'knotless-core/records/collections';
 import { writeRefRecord } from 'knotless-core/records/ref-record';
+import { verifiedRead } from 'knotless-core/records/verified-read';
 import type { RemoteRef } from 'knotless-core/records/remote-repo';
 import type { ServeConfig } from '../config.ts';
 import type { Index, RefRow } from '../db/index-store.ts';
@@ -184,9 +186,11 @@ export class Mirror {
     // without its revision is left to its event, which has it.
     if ((await this.#index.repo(did, repo))?.private === 1 || written.rev === undefined || written.rev === '')
       return;
-    // A ref read from or written to a ref table (its key `<table key>#<ref>`) is no ref record: the
-    // table's own event brings it, with the whole table it is one entry of.
+    // A ref written to a ref table (its key `<table key>#<ref>`) is one entry of the table: the
+    // table as the write left it is read back with its proof (one getRecord) and indexed as its
+    // event would be, so that the page after the write shows it without waiting for the stream.
     if (written.key.includes('#')) {
+      await this.#takeTable(did, repo, written.key.slice(0, written.key.indexOf('#')));
       await this.schedule(did, repo, true);
       return;
     }
@@ -202,6 +206,40 @@ export class Mirror {
     });
     // Also when the event came first: its sync may still be running, and this settles after it.
     await this.schedule(did, repo, true);
+  }
+
+  /**
+   * Indexes the account's ref table `rkey` as its PDS holds it now, verified against the account's
+   * signing key (core's verifiedRead), as the table's event would. A table that is gone is left to
+   * its event; a newer table the stream already indexed is not replaced (rows carry revisions).
+   */
+  async #takeTable(did: string, repo: string, rkey: string): Promise<void> {
+    const owner = await this.#identities.owner(did);
+    if (owner.pds === null) return;
+    const got = await verifiedRead({
+      transport: this.#transport,
+      pds: owner.pds,
+      did,
+      collection: REFS_COLLECTION,
+      rkey,
+      signingKey: await this.#identities.signingKey(did),
+      name: `${did}/${repo}`,
+    });
+    if (!got.found) return;
+    await applyWrite(
+      this.#index,
+      {
+        did,
+        collection: REFS_COLLECTION,
+        rkey,
+        rev: got.rev,
+        cid: got.cid,
+        record: got.value,
+        time: new Date().toISOString(),
+      },
+      undefined,
+      this.#log,
+    );
   }
 
   /** A client for `did`'s PDS, through the mirror's guarded transport. */
