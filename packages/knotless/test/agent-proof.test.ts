@@ -5,6 +5,7 @@ import { startProxy, type Proxy } from 'knotless-devnet';
 import { agentView, agentWireView, spawnAgent, type RunningAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { waitUntil } from './helpers/wait.ts';
 
 // The warm agent answers git's `list for-push` from its view at once, with the commit that view is
 // complete at; the push's write carries that commit as swapCommit, which proves the whole listing
@@ -17,6 +18,9 @@ let socket = '';
 let agent: RunningAgent | undefined;
 const via = () => (proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url });
 const warm = useGitUser(t, 'alice.test', () => ({
+  // Its repositories start on ref records (KNOTLESS_REF_TABLE=0): what the agent proves with a commit is a
+  // view of ref records (a table's view is proved by the table's own CID).
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_COMPACT: '0',
   KNOTLESS_AGENT_SOCKET: socket,
   ...via(),
@@ -32,16 +36,13 @@ after(() => proxy?.close());
 let n = 0;
 const q = (repo: string) => ({ did: t.dids['alice.test']!, repo, pds: t.net.pdsUrl });
 
-/** Waits (bounded) until the agent's view of `name` has main at `oid` and the commit it is at. */
+/** Waits until the agent's view of `name` has main at `oid` and the commit it is at. */
 async function untilAgentSees(name: string, oid: string): Promise<void> {
-  let main: string | undefined;
-  for (let i = 0; i < 50; i++) {
+  await waitUntil(`the agent's view of ${name} with main at ${oid}`, async () => {
     const view = await agentWireView(socket, q(name));
-    main = view?.refs.find((r) => r.record.ref === 'refs/heads/main')?.record.target;
-    if (main === oid && view?.commit !== undefined) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  assert.equal(main, oid, `the agent's view of main\n${agent?.log() ?? ''}`);
+    const main = view?.refs.find((r) => r.record.ref === 'refs/heads/main')?.record.target;
+    return main === oid && view?.commit !== undefined ? true : undefined;
+  });
 }
 
 /** A repository with main at c1 then c2 through the agent, and `side` at c1; the agent sees c2. */

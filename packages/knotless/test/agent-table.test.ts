@@ -18,12 +18,25 @@ const t = useNetwork(['alice.test']);
 let proxy: Proxy;
 let socket = '';
 let agent: RunningAgent;
+// Repositories start on ref records (KNOTLESS_REF_TABLE=0): the tables here are written by hand from
+// them, as a migration would.
 // Logged in before the proxy and the agent start (the hooks run in order), directly.
 const warm = useGitUser(t, 'alice.test', () =>
-  socket === '' ? {} : { KNOTLESS_COMPACT: '0', KNOTLESS_SERVICE: proxy.url, KNOTLESS_AGENT_SOCKET: socket },
+  socket === ''
+    ? { KNOTLESS_REF_TABLE: '0' }
+    : {
+        KNOTLESS_REF_TABLE: '0',
+        KNOTLESS_COMPACT: '0',
+        KNOTLESS_SERVICE: proxy.url,
+        KNOTLESS_AGENT_SOCKET: socket,
+      },
 );
 // Another machine of the same account: its own cache, no agent, straight to the PDS.
-const other = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', KNOTLESS_COMPACT: '0' }));
+const other = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
+  KNOTLESS_AGENT: '0',
+  KNOTLESS_COMPACT: '0',
+}));
 const did = () => t.dids['alice.test']!;
 const { refRecords, writeTable, readTable } = tableHands(t, 'alice.test');
 

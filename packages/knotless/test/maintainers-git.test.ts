@@ -18,7 +18,9 @@ import { lsRemote, tableHands } from './helpers/ref-table.ts';
 const t = useNetwork(['alice.test', 'bob.test', 'carol.test'], { pdses: 2 });
 /** Per user, more environment for the commands run now. */
 const extra: Record<string, Record<string, string>> = { alice: {}, bob: {}, carol: {} };
-const env = (who: string) => () => ({ KNOTLESS_COMPACT: '0', ...extra[who] });
+// Repositories start on ref records (KNOTLESS_REF_TABLE=0): the tables here are written by hand from
+// them, as a migration would.
+const env = (who: string) => () => ({ KNOTLESS_REF_TABLE: '0', KNOTLESS_COMPACT: '0', ...extra[who] });
 const alice = useGitUser(t, 'alice.test', env('alice'));
 const bob = useGitUser(t, 'bob.test', env('bob'));
 const carol = useGitUser(t, 'carol.test', env('carol'));

@@ -58,8 +58,20 @@ async function push(user: GitUser, dir: string, branch: string, name: string): P
   };
 }
 
-/** The ref records of an account (alice's by default) as one PDS holds them, read straight from it: ref → target. */
-async function refsOn(pds: string, handle = 'alice.test'): Promise<Map<string, string | undefined>> {
+/** The refs of an account's repository (alice's site by default) as one PDS holds them, read straight from it: ref → target. */
+async function refsOn(
+  pds: string,
+  handle = 'alice.test',
+  repo = handle === 'alice.test' ? 'site' : 'notes',
+): Promise<Map<string, string | undefined>> {
+  // The repository's ref table (where repo create starts it), else its ref records.
+  const table = await fetch(
+    `${pds}/xrpc/com.atproto.repo.getRecord?${new URLSearchParams({ repo: t.dids[handle]!, collection: 'dev.knotless.refs', rkey: repo }).toString()}`,
+  );
+  if (table.status === 200) {
+    const { value } = (await table.json()) as { value: { refs: Array<{ ref: string; target?: string }> } };
+    return new Map(value.refs.map((r) => [r.ref, r.target]));
+  }
   const q = new URLSearchParams({
     repo: t.dids[handle]!,
     collection: 'dev.knotless.ref',

@@ -19,6 +19,9 @@ let proxy: Proxy | undefined;
 let service: string | undefined;
 let cache: string | undefined;
 const alice = useGitUser(t, 'alice.test', () => ({
+  // Its repositories start on ref records (KNOTLESS_REF_TABLE=0): the replayed proof is of a time the
+  // repository had no table yet, answered then from its ref records.
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_COMPACT: '0',
   KNOTLESS_AGENT: '0',
   ...(service === undefined ? {} : { KNOTLESS_SERVICE: service }),

@@ -17,7 +17,12 @@ const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
 /** When set, the next putRecord waits for `release` after calling `held`. */
 let gate: { held: () => void; release: Promise<void> } | undefined;
-const alice = useGitUser(t, 'alice.test', () => (proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }));
+// Repositories start on ref records (KNOTLESS_REF_TABLE=0): the tables here are written by hand from
+// them, as a migration would.
+const alice = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
+  ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
+}));
 
 before(async () => {
   await t.ready;

@@ -14,7 +14,10 @@ import { lsRemote, tableHands } from './helpers/ref-table.ts';
 
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
+// Repositories start on ref records (KNOTLESS_REF_TABLE=0): the tables here are written by hand from
+// them, as a migration would.
 const alice = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_COMPACT: '0',
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
 }));

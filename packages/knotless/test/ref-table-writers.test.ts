@@ -17,7 +17,10 @@ const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
 /** When set, the putRecord after `skip` more waits for `release` after calling `held`. */
 let gate: { skip: number; held: () => void; release: Promise<void> } | undefined;
+// Repositories start on ref records (KNOTLESS_REF_TABLE=0): the tables here are written by hand from
+// them, as a migration would.
 const alice = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_COMPACT: '0',
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
 }));

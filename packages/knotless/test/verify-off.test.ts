@@ -13,6 +13,9 @@ const t = useNetwork(['alice.test', 'bob.test']);
 let proxy: Proxy | undefined;
 let off = false;
 const alice = useGitUser(t, 'alice.test', () => ({
+  // Its repositories start on ref records (KNOTLESS_REF_TABLE=0): the forged proof says alice has no
+  // table, which a reader that takes it answers from her ref records.
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_COMPACT: '0',
   KNOTLESS_AGENT: '0',
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),

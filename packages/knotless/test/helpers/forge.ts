@@ -33,17 +33,19 @@ export interface ForgeNet<H extends readonly string[]> {
 /**
  * Starts the network for a forge test file and logs a git user in to each account. Compaction is
  * off, so that no background `repo compact` rewrites ref records while a test reads them; when
- * `appview()` names one, the CLI finds pull requests and issues through it.
+ * `appview()` names one, the CLI finds pull requests and issues through it; `more` is added to every
+ * command's environment.
  */
 export function useForgeNet<const H extends readonly string[]>(
   handles: H,
   appview: () => string | undefined = () => undefined,
+  more: Record<string, string> = {},
 ): ForgeNet<H> {
   // Two PDSes: the accounts alternate between them, so forks, pull requests and issues cross PDSes.
   const t = useNetwork([...handles], { pdses: 2 });
   const env = (): Record<string, string> => {
     const url = appview();
-    return { KNOTLESS_COMPACT: '0', ...(url === undefined ? {} : { KNOTLESS_APPVIEW: url }) };
+    return { KNOTLESS_COMPACT: '0', ...more, ...(url === undefined ? {} : { KNOTLESS_APPVIEW: url }) };
   };
   const users = handles.map((h) => useGitUser(t, h, env)) as { [K in keyof H]: GitUser };
   return { t, users, env };
