@@ -326,7 +326,11 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
   if (team === undefined) teamReads.delete(remote);
   else teamReads.set(remote, team);
   if ('err' in old) {
+    // The listing is the repository's first request, which carries the check that a cached handle
+    // still names the account: a handle that no longer does, or an account gone, is the command's
+    // answer, not the records'.
     if (!isKnotlessError(old.err)) throw old.err;
+    if (old.err.code === 'unknown-handle' || old.err.code === 'account-inactive') throw old.err;
     remote.warn(
       `the older dev.knotless.ref records of ${remote.label} could not be listed (${old.err.message.replace(/\.$/, '')}); they are ignored, as its ref table holds its refs`,
     );
