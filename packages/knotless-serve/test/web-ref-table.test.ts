@@ -14,7 +14,9 @@ import { appviewOn, waitFor } from './helpers.ts';
 import { mainOf, signIn } from './web-forge-kit.ts';
 
 const t = useNetwork(['alice.test']);
-const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0' }));
+// The repository starts on ref records (KNOTLESS_REF_TABLE=0) and its table is written by hand from
+// them, so that the records the appview's writers must leave alone are there.
+const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_REF_TABLE: '0', KNOTLESS_COMPACT: '0' }));
 const { refRecords, writeTable, readTable } = tableHands(t, 'alice.test');
 const url = 'knotless://alice.test/tsite';
 
