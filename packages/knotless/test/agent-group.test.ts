@@ -16,9 +16,18 @@ const t = useNetwork(['alice.test']);
 let proxy: Proxy;
 let socket = '';
 let agent: RunningAgent;
-// Logged in before the proxy and the agent start (the hooks run in order), directly.
+// Logged in before the proxy and the agent start (the hooks run in order), directly. Its repositories
+// stay on ref records (KNOTLESS_REF_TABLE=0): the group commit folds ref-record writes of several
+// pushes into one applyWrites, which is what these cases hold and count.
 const alice = useGitUser(t, 'alice.test', () =>
-  socket === '' ? {} : { KNOTLESS_COMPACT: '0', KNOTLESS_SERVICE: proxy.url, KNOTLESS_AGENT_SOCKET: socket },
+  socket === ''
+    ? { KNOTLESS_REF_TABLE: '0' }
+    : {
+        KNOTLESS_REF_TABLE: '0',
+        KNOTLESS_COMPACT: '0',
+        KNOTLESS_SERVICE: proxy.url,
+        KNOTLESS_AGENT_SOCKET: socket,
+      },
 );
 
 before(async () => {

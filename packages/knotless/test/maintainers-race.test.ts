@@ -20,7 +20,9 @@ import { lsRemote, tableHands } from './helpers/ref-table.ts';
 const t = useNetwork(['alice.test', 'bob.test', 'carol.test'], { pdses: 2 });
 /** Per racer, the environment of the run under way (empty: the helper works alone). */
 const through: Record<'bob' | 'carol', Record<string, string>> = { bob: {}, carol: {} };
-const env = () => ({ KNOTLESS_COMPACT: '0' });
+// Repositories start on ref records (KNOTLESS_REF_TABLE=0): alice's table naming the maintainers is
+// written by hand from them.
+const env = () => ({ KNOTLESS_REF_TABLE: '0', KNOTLESS_COMPACT: '0' });
 const alice = useGitUser(t, 'alice.test', env);
 const bob = useGitUser(t, 'bob.test', () => ({ ...env(), ...through.bob }));
 const carol = useGitUser(t, 'carol.test', () => ({ ...env(), ...through.carol }));
