@@ -18,13 +18,21 @@ let proxy: Proxy | undefined;
 let gate: Gate | undefined;
 let socket = '';
 let agent: RunningAgent | undefined;
+// Repositories stay on ref records (KNOTLESS_REF_TABLE=0): these cases count and prove the warm
+// agent's view of ref records (its commit, the stream's record operations); agent-table.test.ts does
+// the same for a ref table.
 const warm = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_COMPACT: '0',
   KNOTLESS_AGENT_SOCKET: socket,
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
 }));
 // Another machine of the same account, with its own cache and no agent.
-const other = useGitUser(t, 'alice.test', () => ({ KNOTLESS_AGENT: '0', KNOTLESS_COMPACT: '0' }));
+const other = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
+  KNOTLESS_AGENT: '0',
+  KNOTLESS_COMPACT: '0',
+}));
 
 before(async () => {
   await t.ready;

@@ -12,7 +12,11 @@ const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
 let socket = '';
 let agent: ChildProcess | undefined;
+// Repositories stay on ref records (KNOTLESS_REF_TABLE=0): these cases count and prove the warm
+// agent's view of ref records (its commit, the stream's record operations); agent-table.test.ts does
+// the same for a ref table.
 const common = () => ({
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_COMPACT: '0',
   ...(proxy ? { KNOTLESS_SERVICE: proxy.url } : {}),
 });
@@ -21,6 +25,7 @@ let more: Record<string, string> = {};
 const alice = useGitUser(t, 'alice.test', () => ({ ...common(), KNOTLESS_AGENT_SOCKET: socket, ...more }));
 // Another machine of the same account, without an agent.
 const other = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: '0',
   KNOTLESS_AGENT: '0',
   KNOTLESS_COMPACT: '0',
 }));

@@ -214,8 +214,11 @@ describe('OAuth login', () => {
     const did = t.dids['alice.test']!;
     // Requests go to the PDS itself (KNOTLESS_SERVICE); the PDS the identity cache names, which the
     // agent follows the stream of, is the gate.
+    // On ref records (KNOTLESS_REF_TABLE=0): the commit a view of ref records is at is what its own
+    // writes move on (a table's view is proved by the table's own CID instead).
     const env = {
       ...alice.env,
+      KNOTLESS_REF_TABLE: '0',
       KNOTLESS_AGENT_SOCKET: socket,
       KNOTLESS_COMPACT: '0',
       KNOTLESS_SERVICE: t.net.pdsUrl,
@@ -288,7 +291,9 @@ describe('OAuth login', () => {
   });
 
   it('refuses a write outside the granted scopes with one sentence naming the scope', async () => {
-    const bob = t.env();
+    // On ref records (KNOTLESS_REF_TABLE=0), so that the repository record alone makes a repository
+    // and the refs are a collection of their own to grant or not.
+    const bob = t.env({ KNOTLESS_REF_TABLE: '0' });
     const res = await oauthLogin(bob, 'bob.test', approveWith(t.password), [
       '--scope',
       'atproto repo:dev.knotless.repo',
