@@ -17,6 +17,9 @@ import { useNetwork } from './helpers/network.ts';
 // certain, not timed: the warm user's PLC directory (a relay of the network's) names that relay as
 // alice's PDS, and the agent follows the PDS her DID document names.
 const t = useNetwork(['alice.test']);
+// Its repositories stay on ref records (KNOTLESS_REF_TABLE=0): the requests its cases script, hold
+// or count are those of ref records.
+t.defaults['KNOTLESS_REF_TABLE'] = '0';
 let proxy: Proxy | undefined;
 let gate: Gate | undefined;
 let plc: http.Server | undefined;

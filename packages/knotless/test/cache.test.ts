@@ -10,6 +10,9 @@ import { useNetwork } from './helpers/network.ts';
 /** A small blob limit: each pack of these tests is several blobs, each a cache entry. */
 const BLOB_LIMIT = 256 * 1024;
 const t = useNetwork(['alice.test'], { blobUploadLimit: BLOB_LIMIT });
+// Its repositories stay on ref records (KNOTLESS_REF_TABLE=0): the requests its cases script, hold
+// or count are those of ref records.
+t.defaults['KNOTLESS_REF_TABLE'] = '0';
 let extra: Record<string, string> = {};
 // No background compaction: each test decides what is in the cache, and when.
 const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0', ...extra }));

@@ -14,6 +14,9 @@ import { useNetwork } from './helpers/network.ts';
 import { noise } from './faults/checks.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
+// Its repositories stay on ref records (KNOTLESS_REF_TABLE=0): the requests its cases script, hold
+// or count are those of ref records.
+t.defaults['KNOTLESS_REF_TABLE'] = '0';
 let proxy: Proxy | undefined;
 let silent: net.Server | undefined;
 const held = new Set<net.Socket>();

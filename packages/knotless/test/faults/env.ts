@@ -29,6 +29,9 @@ export interface FaultEnv {
 /** Sets up the fault world for the calling test file. */
 export function useFaultEnv(): FaultEnv {
   const t = useNetwork(['alice.test']);
+  // Its repositories stay on ref records (KNOTLESS_REF_TABLE=0): the requests its cases script, hold
+  // or count are those of ref records.
+  t.defaults['KNOTLESS_REF_TABLE'] = '0';
   let extra: Record<string, string> = {};
   let proxyUrl: string | undefined;
   const alice = useGitUser(t, 'alice.test', () => ({

@@ -17,6 +17,11 @@ export interface TestNet {
   pdsOf: Record<string, string>;
   /** A fresh temporary directory, removed after the file's tests. */
   tmpdir(): string;
+  /**
+   * Variables every environment of this file's {@link env} carries (beneath `extra`): a file whose
+   * cases script or count requests of one ref layout sets `KNOTLESS_REF_TABLE` here, once.
+   */
+  defaults: Record<string, string>;
   /** Environment for a CLI process on this network, with its own config and cache directories. */
   env(extra?: Record<string, string>): Record<string, string>;
 }
@@ -42,6 +47,7 @@ export function useNetwork(
     password: `pw-${crypto.randomBytes(6).toString('hex')}`,
     dids: {},
     pdsOf: {},
+    defaults: {},
     tmpdir() {
       const d = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-test-'));
       dirs.push(d);
@@ -60,6 +66,7 @@ export function useNetwork(
         // No agent starts by itself in tests: one left running would outlive the test (and keep the
         // PDS's event stream open while it closes). Tests of the started agent set an idle time.
         KNOTLESS_AGENT_IDLE: '0',
+        ...t.defaults,
         ...extra,
       };
     },
