@@ -7,6 +7,9 @@ import { commitFiles, newRepo, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
 const t = useNetwork(['alice.test']);
+// Its repositories stay on ref records (KNOTLESS_REF_TABLE=0): the requests its cases script, hold
+// or count are those of ref records.
+t.defaults['KNOTLESS_REF_TABLE'] = '0';
 let proxy: Proxy | undefined;
 /** A PDS front that answers descending listings in ascending order (see the last test). */
 let unordered: string | undefined;

@@ -7,6 +7,9 @@ import { useNetwork } from './helpers/network.ts';
 // What git is told of a ref that failed comes from what the failure is (its code, the PDS's error
 // name), never from words cut out of a sentence; and a PDS refusal is read by its XRPC error name.
 const t = useNetwork(['alice.test']);
+// Its repositories stay on ref records (KNOTLESS_REF_TABLE=0): the requests its cases script, hold
+// or count are those of ref records.
+t.defaults['KNOTLESS_REF_TABLE'] = '0';
 let proxy: Proxy | undefined;
 const alice = useGitUser(t, 'alice.test', () => ({
   KNOTLESS_AGENT: '0',

@@ -6,6 +6,9 @@ import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
+// Its repositories stay on ref records (KNOTLESS_REF_TABLE=0): the requests its cases script, hold
+// or count are those of ref records.
+t.defaults['KNOTLESS_REF_TABLE'] = '0';
 const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_TRACE: '1', KNOTLESS_COMPACT: '0' }));
 const bob = useGitUser(t, 'bob.test');
 
