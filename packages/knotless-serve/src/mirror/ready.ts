@@ -5,7 +5,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { REF_COLLECTION, XrpcError, refKeyPrefix, runGit } from 'knotless-core';
+import { repoUri } from 'knotless-core/forge/records';
 import { REFS_COLLECTION } from 'knotless-core/records/collections';
+import { parseRefTable } from 'knotless-core/records/ref-table';
 import type { Index } from '../db/index-store.ts';
 import type { Mirror } from './mirror.ts';
 
@@ -30,19 +32,23 @@ async function matches(index: Index, mirror: Mirror, did: string, repo: string):
 }
 
 /**
- * Whether a ref table as stored names any ref: an entry with a target, or a part (each part holds at
- * least one). A table `repo create` made, with no entries and no parts, names none. A record of
- * another shape counts as naming some: the answer "empty" is given only when it is known to be true.
+ * Whether the owner's ref table as stored names any ref: an entry with a target, or a part (each part
+ * holds at least one). A table `repo create` made names none. It is read by the rule every reader
+ * uses (parseRefTable); a table that rule refuses counts as naming some: the answer "empty" is given
+ * only when it is known to be true.
  */
-function tableHoldsRefs(value: unknown): boolean {
-  if (typeof value !== 'object' || value === null) return true;
-  const { refs, parts } = value as { refs?: unknown; parts?: unknown };
-  if (parts !== undefined && (!Array.isArray(parts) || parts.length > 0)) return true;
-  if (refs === undefined) return false;
-  if (!Array.isArray(refs)) return true;
-  return refs.some(
-    (r) => typeof r !== 'object' || r === null || (r as { target?: unknown }).target !== undefined,
-  );
+function tableHoldsRefs(value: unknown, did: string, repo: string, log: (line: string) => void): boolean {
+  let table: ReturnType<typeof parseRefTable>;
+  try {
+    table = parseRefTable(value, repoUri(did, repo), true);
+  } catch (err) {
+    // Refused by the readers' rule: not known to be empty (the clone says "still being mirrored").
+    log(
+      `clone of ${did}/${repo}: its ref table is not one readers take: ${err instanceof Error ? err.message : String(err)}`,
+    );
+    return true;
+  }
+  return table.parts.length > 0 || table.refs.some((r) => r.target !== undefined);
 }
 
 /**
@@ -72,7 +78,7 @@ async function ownerHasRefs(
           throw err;
         },
       );
-    if (table !== undefined) return tableHoldsRefs(table.value);
+    if (table !== undefined) return tableHoldsRefs(table.value, did, repo, log);
     const prefix = refKeyPrefix(repo);
     const page = await client.query<{ records?: { uri?: unknown }[] }>('com.atproto.repo.listRecords', {
       repo: did,
