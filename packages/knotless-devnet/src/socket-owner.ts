@@ -14,7 +14,11 @@ export async function connectionOwner(
   pids: number[],
 ): Promise<number | undefined> {
   if (pids.length === 0) return undefined;
-  const inode = await socketInode(clientPort, serverPort);
+  // The connection is open while this runs (its client waits for an answer), so its line is in the
+  // table; but the kernel writes /proc/net/tcp a page per read() while walking a hash table that
+  // other sockets change meanwhile, and a line can be left out of one reading. Read it again.
+  let inode: string | undefined;
+  for (let i = 0; i < READINGS && inode === undefined; i++) inode = await socketInode(clientPort, serverPort);
   if (inode === undefined) return undefined;
   const link = `socket:[${inode}]`;
   for (const pid of pids) {
@@ -31,6 +35,9 @@ export async function connectionOwner(
   }
   return undefined;
 }
+
+/** Readings of the TCP tables before a connection is taken to be absent (see connectionOwner). */
+const READINGS = 20;
 
 /** The inode of the socket whose local port is `local` and remote port `remote` (hex in /proc/net/tcp). */
 async function socketInode(local: number, remote: number): Promise<string | undefined> {

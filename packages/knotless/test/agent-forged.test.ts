@@ -199,12 +199,12 @@ describe('the warm agent and a forged event stream', () => {
       // The next warm listing, carried by the agent, reads the account afresh and is right.
       proxy!.reset();
       pointAtGate();
-      const ls = await warm.ok(dir, 'ls-remote', 'origin', 'refs/heads/main');
-      assert.equal(ls, `${c2}\trefs/heads/main\n`);
+      const listed = await warm.git(dir, 'ls-remote', 'origin', 'refs/heads/main');
+      assert.equal(listed.stdout, `${c2}\trefs/heads/main\n`, listed.stderr);
       assert.ok(proxy!.requests.length > 0);
       assert.ok(
         proxy!.requests.every((r) => r.pid === agent!.child.pid),
-        'the agent did not carry the listing',
+        `the agent did not carry the listing: ${JSON.stringify(proxy!.requests.map((r) => [r.nsid, r.pid, r.connection]))} (agent ${agent!.child.pid}); ${listed.stderr}`,
       );
     });
   }
