@@ -6,6 +6,9 @@
 // and the PLC directory answered, each counted by a proxy in front of it (the agent's requests too);
 // `ms` is the command's wall time, `cpu_ms` that of its process tree (GNU time; the agent's own CPU
 // is not in it). The network runs in this process; the machine's load is printed with the figures.
+// `table_listing_cpu` is the CPU of one verified listing of the table alone, read `--runs` 50 times in
+// a reader process of its own (bench/verify-cpu.ts): the first read, which loads the proofs' libraries,
+// and the median of the others, verified and not.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,7 +31,7 @@ const pds = await startProxy({ target: net.pdsUrl });
 const plc = await startProxy({ target: net.plcUrl });
 const agents: Array<{ kill(): boolean }> = [];
 try {
-  await net.ensureAccount('alice.test', 'bench-password');
+  const { did } = await net.ensureAccount('alice.test', 'bench-password');
   const bin = path.join(dir, 'bin');
   fs.mkdirSync(bin);
   for (const name of ['knotless', 'git-remote-knotless'])
@@ -58,6 +61,8 @@ try {
     nsids: Record<string, number>;
   };
   const results: Record<string, Row> = {};
+  /** The CPU of one verified listing of the table, in a reader process of its own (bench/verify-cpu.ts). */
+  let listingCpu: unknown;
   const note = (key: string, t: { ms: number; cpuMs?: number }) => {
     const row = (results[key] ??= { ms: [], cpu: [], pds: [], pdsBytes: [], plc: [], nsids: {} });
     row.ms.push(t.ms);
@@ -86,6 +91,14 @@ try {
       (_, i) => `main:refs/heads/b${String(i).padStart(4, '0')}`,
     );
     await run('git', ['push', '-q', url, 'main', ...branches], o);
+    if (layout === 'table') {
+      const args = ['--pds', net.pdsUrl, '--plc', net.plcUrl, '--did', did, '--name', name, '--runs', '50'];
+      const child = await run(process.execPath, [path.join(import.meta.dirname, 'verify-cpu.ts'), ...args], {
+        cwd: dir,
+        env: base,
+      });
+      listingCpu = JSON.parse(child.stdout);
+    }
     const clone = path.join(dir, `clone-${layout}`);
     await run('git', ['clone', '-q', url, clone], { cwd: dir, env });
 
@@ -146,6 +159,7 @@ try {
         loadavg_after: os.loadavg().map(r),
         runs,
         refs,
+        table_listing_cpu: listingCpu,
         results: Object.fromEntries(
           Object.entries(results).map(([k, s]) => [
             k,
