@@ -27,7 +27,7 @@ const code = await new Promise<number>((resolve) => {
       '--test-timeout=600000',
       '--test-concurrency=2',
       '--test-reporter=dot',
-      ...['pds', 'agent', 'hostile', 'crash', 'compact'].map(
+      ...['pds', 'agent', 'hostile', 'crash', 'compact', 'table-pds', 'table-crash'].map(
         (g) => `packages/knotless/test/faults-${g}.test.ts`,
       ),
     ],

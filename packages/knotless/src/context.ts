@@ -142,6 +142,8 @@ export class Context {
           transport: this.transport,
           plcUrl: this.config.plcUrl,
           service: (named) => this.config.service ?? named ?? owner.pds,
+          // Retried, waited out and said as the command's other reads are.
+          client: (service) => this.client(service, undefined, moved),
           document: () => this.resolver.documentRead(owner),
           ...(this.config.verify ? {} : { unchecked: () => this.#sayUnchecked() }),
           revs: path.join(this.config.cacheDir, 'verified'),

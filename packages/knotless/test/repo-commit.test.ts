@@ -1,15 +1,20 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { layoutOf } from './helpers/ref-packs.ts';
 
 const t = useNetwork(['alice.test', 'bob.test']);
-// Its repositories stay on ref records (KNOTLESS_REF_TABLE=0): the requests its cases script, hold
-// or count are those of ref records.
-t.defaults['KNOTLESS_REF_TABLE'] = '0';
-const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_TRACE: '1', KNOTLESS_COMPACT: '0' }));
+// Its repositories are on ref records (KNOTLESS_REF_TABLE=0), whose requests its cases count, and
+// its commits run again on a ref table, the default layout (`layout`).
+let layout: 'records' | 'table' = 'records';
+const alice = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: layout === 'table' ? '1' : '0',
+  KNOTLESS_TRACE: '1',
+  KNOTLESS_COMPACT: '0',
+}));
 const bob = useGitUser(t, 'bob.test');
 
 const requests = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith('knotless: trace')).length;
@@ -26,115 +31,148 @@ async function cloneOf(repo: string): Promise<string> {
   return `${out}/c`;
 }
 
-describe('knotless repo commit', () => {
-  it('creates the first branch of an empty repository, then commits on top with one request', async () => {
-    assert.equal((await alice.knotless('repo', 'create', 'bot')).code, 0);
-    const first = await alice.knotless(
-      'repo',
-      'commit',
-      'bot',
-      '-m',
-      'first',
-      '--add',
-      'README.md=' + file('# bot\n'),
-    );
-    assert.equal(first.code, 0, first.stderr);
-    const c1 = first.stdout.trim();
-    assert.match(c1, /^[0-9a-f]{40}$/);
-    const second = await alice.knotless(
-      'repo',
-      'commit',
-      'bot',
-      '-m',
-      'second',
-      '--add',
-      'bin/run.sh=' + file('#!/bin/sh\necho hi\n', 0o755),
-      '--add',
-      'data/blob.bin=' + file(Buffer.from([0, 1, 2, 3])),
-      '--delete',
-      'README.md',
-    );
-    assert.equal(second.code, 0, second.stderr);
-    assert.equal(requests(second.stderr), 1, second.stderr);
-    const c2 = second.stdout.trim();
+/** Creates alice's repository `name` on the layout its case runs on. */
+async function create(name: string): Promise<void> {
+  const res = await alice.knotless('repo', 'create', name);
+  assert.equal(res.code, 0, res.stderr);
+  assert.equal(await layoutOf(t, 'alice.test', name), layout);
+}
 
-    const dir = await cloneOf('bot');
-    assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD')).trim(), c2);
-    assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD~1')).trim(), c1);
-    assert.equal((await alice.ok(dir, 'symbolic-ref', 'HEAD')).trim(), 'refs/heads/main');
-    assert.equal(fs.existsSync(path.join(dir, 'README.md')), false);
-    assert.equal(fs.statSync(path.join(dir, 'bin/run.sh')).mode & 0o111, 0o111);
-    assert.deepEqual([...fs.readFileSync(path.join(dir, 'data/blob.bin'))], [0, 1, 2, 3]);
-    assert.equal(
-      (await alice.ok(dir, 'log', '-1', '--format=%an <%ae>|%s')).trim(),
-      'alice.test <alice.test@example.com>|second',
-    );
-    assert.equal((await alice.git(dir, 'fsck', '--full')).code, 0);
-  });
+/**
+ * What a commit on top costs on each layout (format.md, "The ref table"): on ref records, two requests
+ * (the write, on the cached view of the records, and the verified read of the owner's table proving
+ * none was created meanwhile, traced since verified reads go through the command's client); on a
+ * table, which no cached view holds, three.
+ */
+const ON_TOP = { records: 2, table: 3 };
 
-  it('branches from HEAD, takes --author, and applies again on top when the branch moved', async () => {
-    const feature = await alice.knotless(
-      'repo',
-      'commit',
-      'bot',
-      '-b',
-      'feature',
-      '-m',
-      'feat',
-      '--author',
-      'Bot <bot@example.com>',
-      '--add',
-      'f.txt=' + file('f\n'),
-    );
-    assert.equal(feature.code, 0, feature.stderr);
-    // Someone pushes to main with git; our cached view still has the old main.
-    const dir = await cloneOf('bot');
-    const theirs = await commitFiles(alice, dir, { 'theirs.txt': 'theirs\n' }, 'theirs');
-    await alice.ok(dir, 'push', '-q', 'origin', 'main');
-    const mine = await alice.knotless(
-      'repo',
-      'commit',
-      'bot',
-      '-m',
-      'mine',
-      '--add',
-      'mine.txt=' + file('mine\n'),
-    );
-    assert.equal(mine.code, 0, mine.stderr);
-    await alice.ok(dir, 'pull', '-q');
-    assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD')).trim(), mine.stdout.trim());
-    assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD~1')).trim(), theirs, 'the concurrent push was lost');
-    assert.ok(fs.existsSync(path.join(dir, 'theirs.txt')) && fs.existsSync(path.join(dir, 'mine.txt')));
-    await alice.ok(dir, 'fetch', '-q', 'origin', 'feature');
-    assert.equal(
-      (await alice.ok(dir, 'log', '-1', '--format=%an <%ae>|%cn', 'FETCH_HEAD')).trim(),
-      'Bot <bot@example.com>|alice.test',
-    );
-    assert.equal((await alice.ok(dir, 'rev-parse', 'FETCH_HEAD~1')).trim().length, 40);
-  });
+for (const on of ['records', 'table'] as const)
+  describe(`knotless repo commit (on ${on === 'table' ? 'a ref table' : 'ref records'})`, () => {
+    before(() => {
+      layout = on;
+    });
+    // Each layout's repositories: ref records keep the names the refusals below use.
+    const bot = on === 'table' ? 'bot-table' : 'bot';
+    const adopt = on === 'table' ? 'adopt-table' : 'adopt';
 
-  it('compacts what its own commits made, without indexing them again (the mirror adopts its packs)', async () => {
-    assert.equal((await alice.knotless('repo', 'create', 'adopt')).code, 0);
-    for (let i = 0; i < 6; i++) {
-      const res = await alice.knotless(
+    it('creates the first branch of an empty repository, then commits on top', async () => {
+      await create(bot);
+      const first = await alice.knotless(
         'repo',
         'commit',
-        'adopt',
+        bot,
         '-m',
-        `c${i}`,
+        'first',
         '--add',
-        `d/f${i}=${file(`${i}\n`.repeat(i + 1))}`,
+        'README.md=' + file('# bot\n'),
       );
-      assert.equal(res.code, 0, res.stderr);
-    }
-    const compacted = await alice.knotless('repo', 'compact', 'adopt');
-    assert.equal(compacted.code, 0, compacted.stderr);
-    // Six commits, each a structure pack and a blob pack.
-    assert.match(compacted.stderr, /refs\/heads\/main: 12 packs → \d+/);
-    const c = await cloneOf('adopt');
-    assert.equal((await alice.ok(c, 'rev-list', '--count', 'HEAD')).trim(), '6');
-    assert.equal((await alice.ok(c, 'fsck', '--full')).trim(), '');
-    assert.equal((await alice.ok(c, 'ls-files')).trim().split('\n').length, 6);
+      assert.equal(first.code, 0, first.stderr);
+      const c1 = first.stdout.trim();
+      assert.match(c1, /^[0-9a-f]{40}$/);
+      const second = await alice.knotless(
+        'repo',
+        'commit',
+        bot,
+        '-m',
+        'second',
+        '--add',
+        'bin/run.sh=' + file('#!/bin/sh\necho hi\n', 0o755),
+        '--add',
+        'data/blob.bin=' + file(Buffer.from([0, 1, 2, 3])),
+        '--delete',
+        'README.md',
+      );
+      assert.equal(second.code, 0, second.stderr);
+      assert.equal(requests(second.stderr), ON_TOP[on], second.stderr);
+      const c2 = second.stdout.trim();
+
+      const dir = await cloneOf(bot);
+      assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD')).trim(), c2);
+      assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD~1')).trim(), c1);
+      assert.equal((await alice.ok(dir, 'symbolic-ref', 'HEAD')).trim(), 'refs/heads/main');
+      assert.equal(fs.existsSync(path.join(dir, 'README.md')), false);
+      assert.equal(fs.statSync(path.join(dir, 'bin/run.sh')).mode & 0o111, 0o111);
+      assert.deepEqual([...fs.readFileSync(path.join(dir, 'data/blob.bin'))], [0, 1, 2, 3]);
+      assert.equal(
+        (await alice.ok(dir, 'log', '-1', '--format=%an <%ae>|%s')).trim(),
+        'alice.test <alice.test@example.com>|second',
+      );
+      assert.equal((await alice.git(dir, 'fsck', '--full')).code, 0);
+    });
+
+    it('branches from HEAD, takes --author, and applies again on top when the branch moved', async () => {
+      const feature = await alice.knotless(
+        'repo',
+        'commit',
+        bot,
+        '-b',
+        'feature',
+        '-m',
+        'feat',
+        '--author',
+        'Bot <bot@example.com>',
+        '--add',
+        'f.txt=' + file('f\n'),
+      );
+      assert.equal(feature.code, 0, feature.stderr);
+      // Someone pushes to main with git; our cached view still has the old main.
+      const dir = await cloneOf(bot);
+      const theirs = await commitFiles(alice, dir, { 'theirs.txt': 'theirs\n' }, 'theirs');
+      await alice.ok(dir, 'push', '-q', 'origin', 'main');
+      const mine = await alice.knotless(
+        'repo',
+        'commit',
+        bot,
+        '-m',
+        'mine',
+        '--add',
+        'mine.txt=' + file('mine\n'),
+      );
+      assert.equal(mine.code, 0, mine.stderr);
+      await alice.ok(dir, 'pull', '-q');
+      assert.equal((await alice.ok(dir, 'rev-parse', 'HEAD')).trim(), mine.stdout.trim());
+      assert.equal(
+        (await alice.ok(dir, 'rev-parse', 'HEAD~1')).trim(),
+        theirs,
+        'the concurrent push was lost',
+      );
+      assert.ok(fs.existsSync(path.join(dir, 'theirs.txt')) && fs.existsSync(path.join(dir, 'mine.txt')));
+      await alice.ok(dir, 'fetch', '-q', 'origin', 'feature');
+      assert.equal(
+        (await alice.ok(dir, 'log', '-1', '--format=%an <%ae>|%cn', 'FETCH_HEAD')).trim(),
+        'Bot <bot@example.com>|alice.test',
+      );
+      assert.equal((await alice.ok(dir, 'rev-parse', 'FETCH_HEAD~1')).trim().length, 40);
+    });
+
+    it('compacts what its own commits made, without indexing them again (the mirror adopts its packs)', async () => {
+      await create(adopt);
+      for (let i = 0; i < 6; i++) {
+        const res = await alice.knotless(
+          'repo',
+          'commit',
+          adopt,
+          '-m',
+          `c${i}`,
+          '--add',
+          `d/f${i}=${file(`${i}\n`.repeat(i + 1))}`,
+        );
+        assert.equal(res.code, 0, res.stderr);
+      }
+      const compacted = await alice.knotless('repo', 'compact', adopt);
+      assert.equal(compacted.code, 0, compacted.stderr);
+      // Six commits, each a structure pack and a blob pack.
+      assert.match(compacted.stderr, /refs\/heads\/main: 12 packs → \d+/);
+      const c = await cloneOf(adopt);
+      assert.equal((await alice.ok(c, 'rev-list', '--count', 'HEAD')).trim(), '6');
+      assert.equal((await alice.ok(c, 'fsck', '--full')).trim(), '');
+      assert.equal((await alice.ok(c, 'ls-files')).trim().split('\n').length, 6);
+    });
+  });
+
+describe('knotless repo commit: what it refuses', () => {
+  before(() => {
+    layout = 'records';
   });
 
   it('explains what is wrong with its arguments, and refuses other accounts', async () => {

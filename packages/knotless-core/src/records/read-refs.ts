@@ -24,6 +24,7 @@ import { isSealed } from './sealer.ts';
 import { NewestRev } from './newest-rev.ts';
 import { previousSigningKey, type PreviousKey } from '../identity/plc-log.ts';
 import { accountKey, answeredNoProof, verifiedRead, type VerifiedRecord } from './verified-read.ts';
+import type { XrpcClient } from '../xrpc/client.ts';
 
 /** Parts fetched at once: a large table's parts are many small reads, bounded so a PDS is not flooded. */
 const PART_READS = 8;
@@ -76,6 +77,11 @@ export interface VerifiedReads {
   save: () => void;
 }
 
+/** The verifier's client of `pds` for a verified read, when it has one. */
+function clientOf(verify: TableVerifier, pds: string): { client?: XrpcClient } {
+  return verify.client === undefined ? {} : { client: verify.client(pds) };
+}
+
 /**
  * Reads the account's DID document for its key (the one the owner's resolution read, when it read
  * one) and returns verified reads of its records against it: each proof checked (records/
@@ -113,6 +119,7 @@ export async function openVerifiedReads(remote: RemoteRepo, verify: TableVerifie
     read: async (collection, rkey) => {
       const got = await verifiedRead({
         ...(previousKey === undefined ? {} : { previousKey }),
+        ...clientOf(verify, pds),
         transport: verify.transport,
         pds,
         did,
@@ -142,6 +149,7 @@ async function readUnchecked(
   verify.unchecked?.();
   const table = await readTableWith(remote, (collection, rkey) =>
     verifiedRead({
+      ...clientOf(verify, verify.service(undefined)),
       transport: verify.transport,
       pds: verify.service(undefined),
       did: remote.owner.did,
@@ -444,6 +452,7 @@ export async function readMemberTable(remote: RemoteRepo, did: string): Promise<
       label,
       (collection, rkey) =>
         verifiedRead({
+          ...clientOf(verify, verify.service(undefined)),
           transport: verify.transport,
           pds: verify.service(undefined),
           did,

@@ -52,6 +52,11 @@ export interface TableVerifier {
    */
   service(named: string | undefined): string;
   /**
+   * A client of `service`, with the retries and rate-limit waits of the command's other reads, that
+   * verified reads go through; absent, they go once over `transport` (records/verified-read.ts).
+   */
+  client?(service: string): XrpcClient;
+  /**
    * The account's did:plc document as the resolution of the owner read it, handed over once
    * (IdentityResolver.documentRead); undefined when there is none to reuse and it is read afresh.
    */

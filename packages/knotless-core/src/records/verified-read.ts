@@ -8,7 +8,9 @@ import { safeText } from '../text/terminal.ts';
 import { atprotoData, fetchPlcDocument } from '../identity/did-doc.ts';
 import type { PreviousKey } from '../identity/plc-log.ts';
 import { tidMicros } from '../tid.ts';
+import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
 import { BodyTooLarge } from '../xrpc/http-pool.ts';
+import { isTransient } from '../xrpc/retry.ts';
 import { fetchOver, type Transport } from '../xrpc/transport.ts';
 import type { Commit } from './proof.ts';
 import { RECORD_ANSWER_BYTES } from './ref-record.ts';
@@ -26,6 +28,13 @@ export interface VerifiedReadRequest {
   transport: Transport;
   /** The PDS the account's DID document names. */
   pds: string;
+  /**
+   * A client of `pds` the reads go through, when the caller has one: a fault that may pass (a 5xx, a
+   * 429, a connection dropped or an answer cut short) is then retried as every other read of the
+   * command is, and waited out or said as such, instead of failing the read at once. Without one the
+   * reads go once over `transport`.
+   */
+  client?: XrpcClient;
   did: string;
   collection: string;
   rkey: string;
@@ -225,7 +234,8 @@ async function fetchCar(
   url: URL,
   maxBytes: number,
   tooLarge?: (err: BodyTooLarge) => Error,
-): Promise<Awaited<ReturnType<Transport['request']>>> {
+): Promise<{ status: number; body: Uint8Array }> {
+  if (req.client !== undefined) return fetchCarWith(req.client, req.name, url, maxBytes, tooLarge);
   try {
     return await req.transport.request(url, {
       method: 'GET',
@@ -243,6 +253,37 @@ async function fetchCar(
       `The PDS of ${safeText(req.name, 200)} could not be reached to read its ref table${code === undefined ? '' : ` (${safeText(code, 40)})`}; check your network connection and try again.`,
       { cause: err },
     );
+  }
+}
+
+/**
+ * {@link fetchCar} through `client`: its retries and rate-limit waits, and its sentences for a PDS
+ * out of reach or failing past them. An error answer that will not pass by itself (a 400, a 404) is
+ * handed back, as the transport's would be, for the caller to refuse as no proof.
+ */
+async function fetchCarWith(
+  client: XrpcClient,
+  name: string,
+  url: URL,
+  maxBytes: number,
+  tooLarge?: (err: BodyTooLarge) => Error,
+): Promise<{ status: number; body: Uint8Array }> {
+  const nsid = url.pathname.replace(/^\/xrpc\//, '');
+  try {
+    return {
+      status: 200,
+      body: await client.queryBytes(nsid, Object.fromEntries(url.searchParams), maxBytes),
+    };
+  } catch (err) {
+    if (err instanceof XrpcError) {
+      if (isTransient({ status: err.status, headers: err.headers }))
+        throw generalFailure(err, `reading the ref table of ${safeText(name, 200)}`);
+      const body = Buffer.from(JSON.stringify({ error: err.error, message: err.message }));
+      return { status: err.status, body };
+    }
+    if (isKnotlessError(err) && err.cause instanceof BodyTooLarge && tooLarge !== undefined)
+      throw tooLarge(err.cause);
+    throw err;
   }
 }
 

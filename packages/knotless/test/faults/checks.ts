@@ -12,6 +12,15 @@ export interface FaultCase {
   run(env: FaultEnv): Promise<string>;
 }
 
+/**
+ * The same case on a repository on a ref table, the default layout: its name says so, every process
+ * it starts runs with the table on, and it also fails when its repository left its table or had ref
+ * records written beside it. `expected` replaces the case's where the table's requests differ.
+ */
+export function onTable(c: FaultCase, expected = c.expected): FaultCase {
+  return { ...c, name: `${c.name} (ref table)`, expected, run: (env) => env.onTable(() => c.run(env)) };
+}
+
 /** The remote's refs (`git ls-remote`), name → object id. */
 export async function remoteRefs(env: FaultEnv, url: string): Promise<Map<string, string>> {
   const out = await env.alice.ok(env.alice.dir(), 'ls-remote', url);

@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { commitFiles, newRepo } from '../helpers/git.ts';
-import { freshCloneCheck, lastLine, noise, reachable, type FaultCase } from './checks.ts';
+import { freshCloneCheck, lastLine, noise, onTable, reachable, type FaultCase } from './checks.ts';
 import type { FaultEnv } from './env.ts';
 
 export const EXPECTED = 'killed; refs stored; ok commits kept; rerun ok; fsck clean';
@@ -197,3 +197,10 @@ export const CRASH_CASES: FaultCase[] = [
   fetchCrash('fetch:pack-indexed'),
   commitCrash('commit:before-record-write'),
 ];
+
+/**
+ * The same on a ref table (the default layout): a push, a commit and a compaction write the table in
+ * one swapped putRecord, so a kill before it leaves the old table and one after it the new; a fetch
+ * reads it.
+ */
+export const TABLE_CRASH_CASES: FaultCase[] = CRASH_CASES.map((c) => onTable(c));

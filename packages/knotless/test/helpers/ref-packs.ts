@@ -49,3 +49,18 @@ export async function storedPacks(
 export async function packCount(t: TestNet, handle: string, url: string, ref: string): Promise<number> {
   return (await storedPacks(t, handle, url.split('/').pop()!, ref)).length;
 }
+
+/**
+ * Which layout `handle`'s repository `name` is on, read straight from the account's PDS: `table` when
+ * it holds the repository's ref table, else `records`. A case that runs on one layout checks it with
+ * this, so that it cannot pass on the other.
+ */
+export async function layoutOf(t: TestNet, handle: string, name: string): Promise<'table' | 'records'> {
+  const pds = t.pdsOf[handle] ?? t.net.pdsUrl;
+  const query = new URLSearchParams({ repo: t.dids[handle]!, collection: 'dev.knotless.refs', rkey: name });
+  const res = await fetch(`${pds}/xrpc/com.atproto.repo.getRecord?${query.toString()}`);
+  const text = await res.text();
+  if (res.ok) return 'table';
+  assert.match(text, /RecordNotFound/, `reading the table of ${name}: ${res.status} ${text}`);
+  return 'records';
+}
