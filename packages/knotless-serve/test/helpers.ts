@@ -24,6 +24,9 @@ export async function appviewOn(
       plcUrl: t.net.plcUrl,
       firehoses: t.net.pdses.map((p) => p.url.replace(/^http/, 'ws')),
       dev: true,
+      // A page's 30 s limit is a clock, which a loaded machine passes with nothing wrong (a web edit of
+      // a 3 MiB form took 78 s in one CI run). Tests of the limit itself set their own (limits.test.ts).
+      requestTimeoutMs: 10 * 60_000,
       ...extra,
     },
     (line) => {
