@@ -19,6 +19,7 @@ export const CRASH_POINTS = [
   'fetch:pack-indexed',
   'commit:packs-folded',
   'commit:before-record-write',
+  'lfs:blob-landed',
   'lfs:blob-listed',
   'delete:refs-deleted',
   'delete:table-deleted',

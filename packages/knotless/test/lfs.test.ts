@@ -5,6 +5,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy, type ProxyRequest } from 'knotless-devnet';
 import { LFS_PARALLEL } from 'knotless-core/ops/lfs';
+import { cidForBlob } from 'knotless-core/records/cid';
 import { spawnAgent } from './helpers/agent.ts';
 import { KNOTLESS_BIN, runProcess } from './helpers/cli.ts';
 import { commitFiles, newRepo, repoMaker, useGitUser, type GitUser } from './helpers/git.ts';
@@ -45,6 +46,16 @@ async function lfsRecords(handle: string): Promise<Array<{ uri: string; value: R
   const res = await fetch(`${t.pdsOf[handle]}/xrpc/com.atproto.repo.listRecords?${q}`);
   assert.equal(res.status, 200);
   return ((await res.json()) as { records: Array<{ uri: string; value: Record<string, unknown> }> }).records;
+}
+
+/** The blobs noted as landed on alice's machine, by index, of each upload not finished (ops/lfs.ts). */
+function landedNotes(): Array<Record<string, { ref: { ref: { $link: string }; size: number } }>> {
+  const dir = path.join(alice.env['KNOTLESS_CACHE_DIR']!, 'lfs-landed');
+  if (!fs.existsSync(dir)) return [];
+  return fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => (JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { blobs: never }).blobs);
 }
 
 /** `knotless` run in `cwd` as `user`. */
@@ -136,12 +147,17 @@ describe('Git LFS objects stored in the PDS', () => {
     assert.notEqual(first.code, 0, 'the push went on after its transfer agent was killed');
     const record = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));
     assert.equal((record?.value['blobs'] as unknown[]).length, 3);
+    // Blobs after those three that landed side by side before the kill, noted on this machine.
+    const [notes] = landedNotes();
+    const after3 = Object.keys(notes ?? {}).filter((i) => Number(i) >= 3).length;
 
     proxy!.reset();
     await alice.ok(dir, 'push', 'origin', 'main');
-    // The three blobs the record listed stayed where they were: only the other three went up (the
-    // commit's pack, a few hundred bytes of pointers, travels inside its ref record).
-    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 3);
+    // The three blobs the record listed stayed where they were, and so did those that landed after
+    // them: only the rest went up (the commit's pack, a few hundred bytes of pointers, travels
+    // inside its ref record).
+    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 3 - after3);
+    assert.deepEqual(landedNotes(), [], 'a finished upload leaves no notes behind');
     const done = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));
     assert.equal((done?.value['blobs'] as unknown[]).length, 6);
     assert.deepEqual(
@@ -157,6 +173,86 @@ describe('Git LFS objects stored in the PDS', () => {
     proxy!.reset();
     await alice.ok(dir, 'lfs', 'push', '--all', 'origin');
     assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 0);
+  });
+
+  it('a resumed upload sends none of the blobs that landed unlisted behind a slower one', async () => {
+    const url = await createRepo();
+    const dir = await lfsRepo(alice, url);
+    const big = crypto.randomBytes(6 * BLOB_LIMIT - 777);
+    await commitFiles(alice, dir, { 'big.bin': big }, 'big');
+    // The first blob upload to arrive is held; the other five land (the record, listing blobs in
+    // order, can list none after the held one), and the transfer agent is killed as the fifth's
+    // answer is noted.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let holding = false;
+    onRequest = async (req) => {
+      if (req.nsid !== 'com.atproto.repo.uploadBlob' || holding) return;
+      holding = true;
+      await held;
+    };
+    crashAt = 'lfs:blob-landed:5';
+    let first;
+    try {
+      first = await alice.git(dir, 'push', 'origin', 'main');
+    } finally {
+      crashAt = undefined;
+      onRequest = undefined;
+      release();
+    }
+    assert.notEqual(first.code, 0, 'the push went on after its transfer agent was killed');
+    const listed = ((await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big))?.value[
+      'blobs'
+    ] ?? []) as unknown[];
+    assert.ok(listed.length < 5, `the record lists ${listed.length} blobs behind the held one`);
+    assert.equal(Object.keys(landedNotes()[0] ?? {}).length, 5);
+
+    proxy!.reset();
+    await alice.ok(dir, 'push', 'origin', 'main');
+    // The held blob alone goes up; the five that landed are listed from the notes.
+    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 1);
+    const done = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));
+    assert.equal((done?.value['blobs'] as unknown[]).length, 6);
+    assert.deepEqual(landedNotes(), []);
+    const out = alice.dir();
+    await alice.ok(out, 'clone', '-q', url, 'c');
+    assert.ok(fs.readFileSync(path.join(out, 'c', 'big.bin')).equals(big));
+  });
+
+  it('a noted blob the PDS no longer holds is sent again, and the object still lands whole', async () => {
+    const url = await createRepo();
+    const dir = await lfsRepo(alice, url);
+    const big = crypto.randomBytes(4 * BLOB_LIMIT - 555);
+    await commitFiles(alice, dir, { 'big.bin': big }, 'big');
+    // Killed as the first blob's answer is noted: before any record write was sent.
+    crashAt = 'lfs:blob-landed:1';
+    const first = await alice.git(dir, 'push', 'origin', 'main');
+    crashAt = undefined;
+    assert.notEqual(first.code, 0, 'the push went on after its transfer agent was killed');
+    assert.equal(
+      (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big)),
+      undefined,
+    );
+    // The note names a blob the PDS never had, as after it dropped one no record listed.
+    const folder = path.join(alice.env['KNOTLESS_CACHE_DIR']!, 'lfs-landed');
+    const [name] = fs.readdirSync(folder);
+    const file = path.join(folder, name!);
+    const notes = JSON.parse(fs.readFileSync(file, 'utf8')) as {
+      blobs: Record<string, { ref: { ref: { $link: string } } }>;
+    };
+    assert.equal(Object.keys(notes.blobs).length, 1);
+    for (const note of Object.values(notes.blobs)) note.ref.ref.$link = cidForBlob(crypto.randomBytes(64));
+    fs.writeFileSync(file, JSON.stringify(notes));
+
+    proxy!.reset();
+    await alice.ok(dir, 'push', 'origin', 'main');
+    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 4);
+    const done = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));
+    assert.equal((done?.value['blobs'] as unknown[]).length, 4);
+    assert.deepEqual(landedNotes(), []);
+    const out = alice.dir();
+    await alice.ok(out, 'clone', '-q', url, 'c');
+    assert.ok(fs.readFileSync(path.join(out, 'c', 'big.bin')).equals(big));
   });
 
   it('uploads the blobs of one object side by side, at most a few at a time', async () => {
@@ -267,10 +363,15 @@ describe('Git LFS objects stored in the PDS', () => {
     const record = (await lfsRecords('alice.test')).find((r) => r.value['oid'] === oidOf(big));
     const listed = ((record?.value['blobs'] as unknown[] | undefined) ?? []).length;
     assert.ok(listed < 3, `${listed} blobs listed`);
-    // Once the limit is over, the push goes on from there: only what the record lacks goes up.
+    // Blobs after the refused one that landed are noted on this machine, not listed.
+    const [notes] = landedNotes();
+    const notedAfter = Object.keys(notes ?? {}).filter((i) => Number(i) >= listed).length;
+    // Once the limit is over, the push goes on from there: only what neither the record lists nor
+    // the notes hold goes up.
     proxy!.reset();
     await alice.ok(dir, 'push', 'origin', 'main');
-    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 3 - listed);
+    assert.equal(proxy!.count('com.atproto.repo.uploadBlob'), 3 - listed - notedAfter);
+    assert.deepEqual(landedNotes(), []);
   });
 
   it('moves LFS objects through the warm agent when one runs: the agent sends their blobs', async () => {

@@ -1,14 +1,17 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { crashPoint } from '../crash.ts';
 import { KnotlessError } from '../errors.ts';
+import { readJson, writeFileAtomic } from '../fsutil.ts';
 import { PackFile, READ_CHUNK, tempFile } from '../git/pack-file.ts';
 import { runGit } from '../git/run.ts';
 import { blobUploadLimit } from '../packs/server-info.ts';
 import { downloadBlob, uploadBlob } from '../packs/transfer.ts';
 import { sealedPackSize } from '../private/pack-crypt.ts';
 import { LFS_COLLECTION } from '../records/collections.ts';
+import { parseBlobRef, type BlobRef } from '../records/ref-rules.ts';
 import {
   lfsBlobCount,
   lfsComplete,
@@ -148,7 +151,11 @@ export async function uploadLfsObject(
     );
   const skipped = Math.min(object.size, record.blobs.length * chunk);
   if (skipped > 0) onBytes(skipped);
-  if (record.blobs.length === total) return 0;
+  const notes = new LandedNotes(env.cacheDir, remote, key, chunk, object.size);
+  if (record.blobs.length === total) {
+    notes.forget();
+    return 0;
+  }
   const fd = fs.openSync(object.file, 'r');
   const file = PackFile.fromFds([{ fd, size: fs.fstatSync(fd).size }]);
   const lengthOf = (i: number) => Math.min(chunk, object.size - i * chunk);
@@ -160,6 +167,16 @@ export async function uploadLfsObject(
   // The record lists blobs in order, each written once its blob and all before it have landed: an
   // upload that stops resumes after the last one listed. One write at a time (each swaps the last).
   let listing: Promise<void> = Promise.resolve();
+  const list = async (i: number, blob: { ref: BlobRef; epoch: number | undefined }) => {
+    record = {
+      ...record,
+      blobs: [...record.blobs, blob.ref],
+      ...(blob.epoch === undefined ? {} : { epoch: blob.epoch }),
+    };
+    swap = await putRecord(remote, auth, key, record, swap);
+    crashPoint('lfs:blob-listed');
+    onBytes(lengthOf(i));
+  };
   const listLanded = () =>
     (listing = listing.then(async () => {
       for (
@@ -169,14 +186,7 @@ export async function uploadLfsObject(
       ) {
         const i = record.blobs.length;
         landed.delete(i);
-        record = {
-          ...record,
-          blobs: [...record.blobs, blob.ref],
-          ...(blob.epoch === undefined ? {} : { epoch: blob.epoch }),
-        };
-        swap = await putRecord(remote, auth, key, record, swap);
-        crashPoint('lfs:blob-listed');
-        onBytes(lengthOf(i));
+        await list(i, blob);
       }
     }));
   // Each worker takes the next blob until none is left or one failed; the ones in flight then still
@@ -185,7 +195,10 @@ export async function uploadLfsObject(
     while (failure === undefined && next < total) {
       const i = next++;
       try {
-        landed.set(i, await uploadPart(remote, auth, env, file, i * chunk, lengthOf(i), object.oid));
+        const blob = await uploadPart(remote, auth, env, file, i * chunk, lengthOf(i), object.oid);
+        notes.note(i, blob.ref, blob.epoch);
+        crashPoint('lfs:blob-landed');
+        landed.set(i, blob);
         sent++;
         await listLanded();
       } catch (err) {
@@ -199,8 +212,37 @@ export async function uploadLfsObject(
         'usage',
         `LFS object ${object.oid} is ${file.length} bytes on disk, not the ${object.size} git-lfs said; run \`git lfs fsck\`.`,
       );
+    // Blobs that landed before the upload stopped are listed first, in order, each in one write as
+    // it would have been; one missing between them is sent then. A blob the PDS no longer holds
+    // ends this: it and the rest are sent as usual.
+    const epoch = sealer?.epoch;
+    while (notes.any(record.blobs.length) && record.blobs.length < total) {
+      const i = record.blobs.length;
+      const ref = notes.get(i, epoch);
+      if (ref === undefined) {
+        const blob = await uploadPart(remote, auth, env, file, i * chunk, lengthOf(i), object.oid);
+        notes.note(i, blob.ref, blob.epoch);
+        crashPoint('lfs:blob-landed');
+        sent++;
+        await list(i, blob);
+      } else {
+        const listed = {
+          ...record,
+          blobs: [...record.blobs, ref],
+          ...(epoch === undefined ? {} : { epoch }),
+        };
+        const cid = await putRecord(remote, auth, key, listed, swap, true);
+        if (cid === undefined) break;
+        record = listed;
+        swap = cid;
+        crashPoint('lfs:blob-listed');
+        onBytes(lengthOf(i));
+      }
+    }
+    next = record.blobs.length;
     await Promise.all(Array.from({ length: Math.min(LFS_PARALLEL, total - next) }, worker));
     if (failure !== undefined) throw failure.err;
+    notes.forget();
   } finally {
     file.close();
   }
@@ -248,14 +290,94 @@ async function uploadPart(
   }
 }
 
-/** Writes the record if its current CID is `swap`; returns the new CID. */
+/**
+ * The blobs of one object's upload that the PDS took, by index, noted on this machine as each
+ * answer arrives (before the record lists it): the record lists blobs in order and one write at a
+ * time, so a kill can leave blobs that landed unlisted, behind a slower one or a write under way. A
+ * resumed upload lists them from here instead of sending them again, while the PDS keeps blobs no
+ * record lists yet (it drops them after a while, and the write then says so: they are sent again).
+ */
+class LandedNotes {
+  readonly #file: string;
+  readonly #notes: { chunk: number; size: number; blobs: Record<string, { ref: BlobRef; epoch?: number }> };
+
+  constructor(cacheDir: string, remote: RemoteRepo, key: string, chunk: number, size: number) {
+    const name = crypto.createHash('sha256').update(`${remote.owner.did}\0${key}`).digest('hex');
+    this.#file = path.join(cacheDir, 'lfs-landed', `${name}.json`);
+    this.#notes = { chunk, size, blobs: {} };
+    // None (the usual case), or another object's or upload's: every blob the record lacks is sent.
+    const r = readJson<{ chunk?: unknown; size?: unknown; blobs?: unknown } | null>(this.#file);
+    if (
+      r === undefined ||
+      r === null ||
+      r.chunk !== chunk ||
+      r.size !== size ||
+      typeof r.blobs !== 'object' ||
+      r.blobs === null
+    )
+      return;
+    for (const [i, v] of Object.entries(r.blobs as Record<string, unknown>)) {
+      const note = v as { ref?: unknown; epoch?: unknown } | null;
+      try {
+        const ref = parseBlobRef(note?.ref, (m) => new Error(m));
+        if (ref.size > chunk + 1024 * 1024 || !/^\d+$/.test(i)) continue;
+        this.#notes.blobs[i] = { ref, ...(typeof note?.epoch === 'number' ? { epoch: note.epoch } : {}) };
+      } catch (err) {
+        if (!(err instanceof Error)) throw err;
+        // A note that is not a blob reference is passed over: that blob is sent again.
+      }
+    }
+  }
+
+  /** The blob the PDS took for index `i`, sealed at `epoch` (a private repository's), if noted. */
+  get(i: number, epoch: number | undefined): BlobRef | undefined {
+    const note = this.#notes.blobs[String(i)];
+    return note !== undefined && note.epoch === epoch ? note.ref : undefined;
+  }
+
+  /** Whether a blob at index `i` or after is noted. */
+  any(from: number): boolean {
+    return Object.keys(this.#notes.blobs).some((i) => Number(i) >= from);
+  }
+
+  note(i: number, ref: BlobRef, epoch: number | undefined): void {
+    this.#notes.blobs[String(i)] = { ref, ...(epoch === undefined ? {} : { epoch }) };
+    writeFileAtomic(this.#file, JSON.stringify(this.#notes));
+  }
+
+  forget(): void {
+    fs.rmSync(this.#file, { force: true });
+  }
+}
+
+/**
+ * Writes the record if its current CID is `swap`; returns the new CID. With `noted` (the record
+ * lists a blob noted on this machine, not uploaded by this process), a PDS that no longer holds a
+ * blob it lists answers undefined.
+ */
 async function putRecord(
   remote: RemoteRepo,
   auth: Authorizer,
   key: string,
   record: LfsRecord,
   swap: string | null,
-): Promise<string> {
+): Promise<string>;
+async function putRecord(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  key: string,
+  record: LfsRecord,
+  swap: string | null,
+  noted: true,
+): Promise<string | undefined>;
+async function putRecord(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  key: string,
+  record: LfsRecord,
+  swap: string | null,
+  noted = false,
+): Promise<string | undefined> {
   try {
     const res = await remote.writer(auth).procedure<{ cid: string }>('com.atproto.repo.putRecord', {
       repo: remote.owner.did,
@@ -266,6 +388,7 @@ async function putRecord(
     });
     return res.cid;
   } catch (err) {
+    if (noted && err instanceof XrpcError && pdsRefusal(err) === 'blob-missing') return undefined;
     if (err instanceof XrpcError && pdsRefusal(err) === 'swap-conflict')
       throw new KnotlessError(
         'remote-changed',
