@@ -63,10 +63,13 @@ for (const [who, user] of [
     it('clone --depth, --shallow-since, --shallow-exclude, fetch --deepen and --unshallow, then a push from the shallow clone', async () => {
       await ready(user);
       const c = (dir: string, name: string) => path.join(dir, name);
-      const { bare, knotless } = await both(
+      const { bare, knotless, stderr } = await both(
         user,
         (dir) => [
           ['push', '--porcelain', 'origin', 'main', 'old'],
+          // Requests upload-pack refuses: an exclusion naming no ref, a date after every commit.
+          ['clone', '-q', '--shallow-exclude', 'nosuchref', 'URL', c(dir, 'bad-excl')],
+          ['clone', '-q', '--shallow-since', '2031-01-01', 'URL', c(dir, 'bad-since')],
           ['clone', '-q', '--depth', '1', '--no-local', 'URL', c(dir, 'd1')],
           ...state(c(dir, 'd1')),
           ['-C', c(dir, 'd1'), 'cat-file', '-p', 'HEAD'],
@@ -87,6 +90,18 @@ for (const [who, user] of [
         history,
       );
       assert.equal(knotless, bare);
+      // Refused in upload-pack's own words, one line, as git prints a bare repository's refusal.
+      assert.match(knotless, /--shallow-exclude nosuchref URL DIR\/bad-excl -> 128\n/);
+      assert.match(knotless, /--shallow-since 2031-01-01 URL DIR\/bad-since -> 128\n/);
+      assert.match(stderr[1]!, /^knotless: git upload-pack refused the request: .*deepen-not nosuchref\.$/m);
+      assert.match(
+        stderr[2]!,
+        /^knotless: git upload-pack refused the request: no commits selected for shallow requests\.$/m,
+      );
+      for (const e of stderr.slice(1, 3)) {
+        assert.doesNotMatch(e, /internal error|^knotless:\s+at /m);
+        assert.equal(e.split('\n').filter((l) => l.startsWith('knotless:')).length, 1, e);
+      }
       assert.match(knotless, /rev-parse --is-shallow-repository -> 0\ntrue\n/);
       assert.match(knotless, /--shallow-since 2020-01-04 URL DIR\/since -> 0\n/);
       assert.match(

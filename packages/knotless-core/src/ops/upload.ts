@@ -2,10 +2,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { BlobCache } from '../cache/blob-cache.ts';
 import { Mirror } from '../cache/mirror.ts';
-import { runGit } from '../git/run.ts';
+import { GitError, runGit } from '../git/run.ts';
 import { loadPack, withRelist } from '../packs/transfer.ts';
 import { KnotlessError } from '../errors.ts';
 import { unionPacks, type PackEntry } from '../records/ref-record.ts';
+import { safeText } from '../text/terminal.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
 
 /** What serving git's upload-pack from a repository's mirror works with (made by the helper). */
@@ -181,7 +182,16 @@ export class MirrorUploadPack {
             dir,
           ],
           { gitDir: dir, input, stdoutFile: file, env: { GIT_PROTOCOL: 'version=2' } },
-        );
+        ).catch((err: unknown) => {
+          // upload-pack refuses a request it cannot answer (a --shallow-exclude naming no ref, a
+          // --shallow-since after every commit) with one `fatal:` line, as over any transport: git's
+          // user gets that line, not a failure of knotless's own.
+          const fatal = err instanceof GitError ? /^fatal: (.+)$/m.exec(err.stderr)?.[1] : undefined;
+          if (fatal === undefined) throw err;
+          throw new KnotlessError('usage', `git upload-pack refused the request: ${safeText(fatal)}.`, {
+            cause: err,
+          });
+        });
         const fd = fs.openSync(file, 'r');
         try {
           const piece = Buffer.alloc(PIECE_BYTES);
