@@ -50,3 +50,28 @@ describe('LFS upload budgets', () => {
     ]);
   });
 });
+
+describe('push upload budgets', () => {
+  it('says in one line how many blob uploads a push needs when it is over 100, and nothing under', async () => {
+    const url = await createRepo();
+    const dir = await newRepo(alice, url);
+    // Random bytes do not compress: about 101 blobs' worth of pack, and then a few.
+    await commitFiles(alice, dir, { 'many.dat': crypto.randomBytes(101 * BLOB_LIMIT + 1) }, 'many');
+    const many = await alice.git(dir, 'push', 'origin', 'main');
+    assert.equal(many.code, 0, many.stderr);
+    const said = many.stderr.split('\n').filter((l) => l.includes('blob uploads'));
+    assert.equal(said.length, 1, many.stderr);
+    const m = /^knotless: (\d+) bytes of packs need (\d+) blob uploads \(at most 4096 bytes each\)\.$/.exec(
+      said[0]!,
+    );
+    assert.ok(m !== null, said[0]);
+    // Each pack in parts of at most the limit: at least the bytes over the limit, rounded up.
+    assert.ok(Number(m[2]) >= Math.ceil(Number(m[1]) / BLOB_LIMIT), said[0]);
+    assert.ok(Number(m[2]) > 100 && Number(m[1]) > 101 * BLOB_LIMIT, said[0]);
+
+    await commitFiles(alice, dir, { 'few.dat': crypto.randomBytes(3 * BLOB_LIMIT) }, 'few');
+    const few = await alice.git(dir, 'push', 'origin', 'main');
+    assert.equal(few.code, 0, few.stderr);
+    assert.doesNotMatch(few.stderr, /blob uploads/);
+  });
+});

@@ -8,6 +8,7 @@ import { readJson, writeFileAtomic } from '../fsutil.ts';
 import { PackFile, READ_CHUNK, tempFile } from '../git/pack-file.ts';
 import { runGit } from '../git/run.ts';
 import { blobUploadLimit } from '../packs/server-info.ts';
+import { BLOB_UPLOAD_NOTICE } from '../packs/store-packs.ts';
 import { downloadBlob, uploadBlob } from '../packs/transfer.ts';
 import { sealedPackSize } from '../private/pack-crypt.ts';
 import { LFS_COLLECTION } from '../records/collections.ts';
@@ -27,7 +28,7 @@ import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 
 /** An upload that needs more blob uploads than this says how many before it starts. */
-export const LFS_BLOB_NOTICE = 100;
+export const LFS_BLOB_NOTICE = BLOB_UPLOAD_NOTICE;
 
 /**
  * Blob uploads of one LFS object in flight at once: as many as a pack's upload runs. Enough that

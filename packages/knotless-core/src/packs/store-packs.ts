@@ -2,6 +2,7 @@ import type { BlobCache } from '../cache/blob-cache.ts';
 import { parsePackInfo } from '../git/pack.ts';
 import { PackFile } from '../git/pack-file.ts';
 import { Meter, type Chatter } from '../text/progress.ts';
+import { printErr } from '../text/terminal.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
 import type { CrashPoint } from '../crash.ts';
 import { uploadPack } from './transfer.ts';
@@ -12,6 +13,13 @@ import type { RefSealer } from '../records/sealer.ts';
 
 /** A pack travels inline in the ref record when it is at most this big… */
 export const INLINE_PACK_MAX = 16 * 1024;
+
+/**
+ * An upload needing more blob uploads than this says how many before it starts: a PDS limits them
+ * (the reference PDS about 1,000 a day from one address), so a push that spends a tenth of that at
+ * once is told. The same bound for packs and for LFS objects.
+ */
+export const BLOB_UPLOAD_NOTICE = 100;
 /** …and the record's inline packs stay within this; otherwise packs go to blobs. */
 export const RECORD_INLINE_MAX = 32 * 1024;
 /** A push that updates more refs than this stores its pack as a blob, not a copy in every record. */
@@ -82,6 +90,12 @@ async function hoist(
   if (inline.length === 0) return list;
   const limit = await blobUploadLimit(store.writer, store.cacheDir);
   const totalParts = inline.reduce((n, p) => n + Math.ceil(p.size / limit), 0);
+  if (totalParts > BLOB_UPLOAD_NOTICE) {
+    const bytes = inline.reduce((n, p) => n + p.size, 0);
+    printErr(
+      `knotless: ${bytes} bytes of packs need ${totalParts} blob uploads (at most ${limit} bytes each).`,
+    );
+  }
   const meter = new Meter(store.chatter, 'Uploading packs', totalParts);
   const stored = new Map<string, PackEntry>();
   await Promise.all(
