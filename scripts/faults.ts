@@ -27,9 +27,17 @@ const code = await new Promise<number>((resolve) => {
       '--test-timeout=600000',
       '--test-concurrency=2',
       '--test-reporter=dot',
-      ...['pds', 'agent', 'hostile', 'crash', 'compact', 'table-pds', 'table-crash'].map(
-        (g) => `packages/knotless/test/faults-${g}.test.ts`,
-      ),
+      ...[
+        'pds',
+        'agent',
+        'hostile',
+        'crash',
+        'compact',
+        'table-pds',
+        'table-agent',
+        'table-crash',
+        'table-compact',
+      ].map((g) => `packages/knotless/test/faults-${g}.test.ts`),
     ],
     {
       cwd: root,

@@ -3,6 +3,7 @@
 // limits on the table's verified read and its write. Every case runs in `npm test` and CI; `npm run
 // faults` runs the same files and prints a table of what each case expected and observed (faults/run.ts).
 import { TABLE_PDS_CASES } from './faults/pds-cases.ts';
+import { TABLE_READER_CASES } from './faults/reader-cases.ts';
 import { runFaults } from './faults/run.ts';
 
-runFaults('pds: ref table', TABLE_PDS_CASES);
+runFaults('pds: ref table', [...TABLE_PDS_CASES, ...TABLE_READER_CASES]);

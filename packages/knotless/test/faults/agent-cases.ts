@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { FaultRule } from 'knotless-devnet';
 import { agentView, spawnAgent } from '../helpers/agent.ts';
 import { commitFiles, newRepo } from '../helpers/git.ts';
-import { lastLine, type FaultCase } from './checks.ts';
+import { lastLine, onTable, type FaultCase } from './checks.ts';
 import type { FaultEnv } from './env.ts';
 
 const PUT = 'com.atproto.repo.putRecord';
@@ -104,3 +104,6 @@ export const AGENT_CASES: FaultCase[] = [
     false,
   ),
 ];
+
+/** The same on a ref table (the default layout): a ref record's write and a table's are both a putRecord. */
+export const TABLE_AGENT_CASES: FaultCase[] = AGENT_CASES.map((c) => onTable(c));

@@ -4,8 +4,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { commitFiles, newRepo } from '../helpers/git.ts';
+import { storedPacks } from '../helpers/ref-packs.ts';
 import { EXPECTED, diedOfKill, verdicts } from './crash-cases.ts';
-import { noise, type FaultCase } from './checks.ts';
+import { noise, onTable, type FaultCase } from './checks.ts';
 import type { FaultEnv } from './env.ts';
 
 /**
@@ -21,11 +22,8 @@ const BIG = [9000, 3000, 1000, 9000];
 /** Compaction on: the fault world turns it off for every other case. */
 const FOLDING = { KNOTLESS_COMPACT: '1' };
 
-/** The packs main's record lists now, read straight from the PDS. */
-async function packsOf(env: FaultEnv, name: string): Promise<Array<{ holds?: string }>> {
-  const rec = await env.getRecord('dev.knotless.ref', `${name}~refs_heads_main`);
-  return rec.value['packs'] as Array<{ holds?: string }>;
-}
+/** The packs main lists now (in its record, or in its repository's table), read straight from the PDS. */
+const packsOf = (env: FaultEnv, name: string) => storedPacks(env.t, 'alice.test', name, 'refs/heads/main');
 
 /**
  * Pushes `files(0..2)` (compaction on), so that the fourth change folds; returns the first commit
@@ -124,3 +122,5 @@ export const COMPACT_CASES: FaultCase[] = [
   foldedCommitCrash('commit:packs-folded'),
   foldedCommitCrash('commit:before-record-write'),
 ];
+/** The same on a ref table (the default layout), whose folded packs are its entry's. */
+export const TABLE_COMPACT_CASES: FaultCase[] = COMPACT_CASES.map((c) => onTable(c));

@@ -11,10 +11,11 @@ import path from 'node:path';
 import type { FaultRule } from 'knotless-devnet';
 import { spawnAgent, type RunningAgent } from '../helpers/agent.ts';
 import { commitFiles, newRepo } from '../helpers/git.ts';
-import type { FaultCase } from './checks.ts';
+import { onTable, type FaultCase } from './checks.ts';
 import type { FaultEnv } from './env.ts';
 
 const APPLY = 'com.atproto.repo.applyWrites';
+const PUT = 'com.atproto.repo.putRecord';
 const BRANCHES = ['g0', 'g1', 'g2', 'g3'];
 
 /** Ref writes the agent holds for `did`, unanswered. */
@@ -52,6 +53,8 @@ function gate(): { open: () => void; opened: Promise<void> } {
  * the first write, before the batch); `during` runs while the batch's commit is held at the PDS.
  */
 interface Plan {
+  /** The request that carries the batch: applyWrites of ref records, putRecord of a ref table. */
+  batch: string;
   rule?: FaultRule;
   during?: (agent: RunningAgent) => Promise<void>;
 }
@@ -106,12 +109,12 @@ async function batchUnder(env: FaultEnv, socket: string, agent: RunningAgent, pl
     if (!(await until(async () => (await pending(socket, env.did)) >= BRANCHES.length)))
       return 'the writes never waited in the agent together';
     if (plan.during !== undefined)
-      env.proxy.inject({ nsid: APPLY, fault: { kind: 'hold', until: batch.opened } });
+      env.proxy.inject({ nsid: plan.batch, fault: { kind: 'hold', until: batch.opened } });
     if (plan.rule !== undefined) env.proxy.inject(plan.rule);
     first.open();
     if (plan.during !== undefined) {
       const held = await until(() =>
-        env.proxy.faultsFired.some((f) => f.nsid === APPLY && f.kind === 'hold'),
+        env.proxy.faultsFired.some((f) => f.nsid === plan.batch && f.kind === 'hold'),
       );
       if (!held) return 'the batch never reached the PDS';
       await plan.during(agent);
@@ -121,7 +124,7 @@ async function batchUnder(env: FaultEnv, socket: string, agent: RunningAgent, pl
     batch.open();
   }
   const results = await Promise.all([lone, ...others]);
-  const fired = env.proxy.faultsFired.some((f) => f.nsid === APPLY);
+  const fired = env.proxy.faultsFired.some((f) => f.nsid === plan.batch);
   env.proxy.clearFaults();
   const tips = new Map(
     (await env.alice.ok(dir, 'ls-remote', url))
@@ -148,33 +151,43 @@ async function batchUnder(env: FaultEnv, socket: string, agent: RunningAgent, pl
   return facts.join('; ');
 }
 
-/** Every group-commit case. */
-export const GROUP_CASES: FaultCase[] = [
-  groupCase(
-    'the agent killed while its batch is at the PDS',
-    {
-      during: async (agent) => {
-        const gone = new Promise((r) => agent.child.once('exit', r));
-        agent.child.kill('SIGKILL');
-        await gone;
+/** The group-commit cases of one layout, whose batches go as `batch`. */
+function groupCases(batch: string): FaultCase[] {
+  const short = batch.split('.').pop()!;
+  return [
+    groupCase(
+      'the agent killed while its batch is at the PDS',
+      {
+        batch,
+        during: async (agent) => {
+          const gone = new Promise((r) => agent.child.once('exit', r));
+          agent.child.kill('SIGKILL');
+          await gone;
+        },
       },
-    },
-    // The helpers meet a cut connection, retry without the agent, and find their writes landed.
-    '4 of 4 acknowledged and landed; the fault hit the batch',
-  ),
-  groupCase(
-    'applyWrites answers 503 once',
-    { rule: { nsid: APPLY, fault: { kind: 'status', status: 503 } } },
-    '4 of 4 acknowledged and landed; the fault hit the batch',
-  ),
-  groupCase(
-    'applyWrites answer cut after the commit',
-    { rule: { nsid: APPLY, fault: { kind: 'cut', bytes: 20 } } },
-    '4 of 4 acknowledged and landed; the fault hit the batch',
-  ),
-  groupCase(
-    'applyWrites connection dropped twice',
-    { rule: { nsid: APPLY, times: 2, fault: { kind: 'drop' } } },
-    '4 of 4 acknowledged and landed; the fault hit the batch',
-  ),
-];
+      // The helpers meet a cut connection, retry without the agent, and find their writes landed.
+      '4 of 4 acknowledged and landed; the fault hit the batch',
+    ),
+    groupCase(
+      `${short} answers 503 once`,
+      { batch, rule: { nsid: batch, fault: { kind: 'status', status: 503 } } },
+      '4 of 4 acknowledged and landed; the fault hit the batch',
+    ),
+    groupCase(
+      `${short} answer cut after the commit`,
+      { batch, rule: { nsid: batch, fault: { kind: 'cut', bytes: 20 } } },
+      '4 of 4 acknowledged and landed; the fault hit the batch',
+    ),
+    groupCase(
+      `${short} connection dropped twice`,
+      { batch, rule: { nsid: batch, times: 2, fault: { kind: 'drop' } } },
+      '4 of 4 acknowledged and landed; the fault hit the batch',
+    ),
+  ];
+}
+
+/** Every group-commit case: the ref records' writes share one applyWrites. */
+export const GROUP_CASES: FaultCase[] = groupCases(APPLY);
+
+/** The same on a ref table (the default layout): the pushes fold into one putRecord of the table. */
+export const TABLE_GROUP_CASES: FaultCase[] = groupCases(PUT).map((c) => onTable(c));

@@ -2,12 +2,16 @@
 // that lands but its answer is lost, the push reads the refs back and reports what landed as ok,
 // instead of falling to the one-by-one writer whose compare-and-swap would call them "stale info".
 import { commitFiles, newRepo } from '../helpers/git.ts';
-import { freshCloneCheck, lastLine, remoteRefs, type FaultCase } from './checks.ts';
+import { freshCloneCheck, lastLine, onTable, remoteRefs, type FaultCase } from './checks.ts';
 
 const APPLY = 'com.atproto.repo.applyWrites';
+const PUT = 'com.atproto.repo.putRecord';
 
-/** Pushes new refs with `flags` while the batch create's answer is cut after it was forwarded. */
-function lostBatchAnswer(name: string, flags: string[]): FaultCase {
+/**
+ * Pushes new refs with `flags` while the answer of their write (`write`: the batch create of ref
+ * records, or the one putRecord of a ref table) is cut after it was forwarded.
+ */
+function lostBatchAnswer(name: string, flags: string[], write = APPLY): FaultCase {
   return {
     group: 'pds',
     name,
@@ -23,7 +27,7 @@ function lostBatchAnswer(name: string, flags: string[]): FaultCase {
       await env.alice.ok(dir, 'branch', 'other', two);
       await env.alice.ok(dir, 'tag', 'v1', one);
       // The one-by-one writer never runs here unless the batch is given up on: main moves by itself.
-      env.proxy.inject({ nsid: APPLY, fault: { kind: 'cut', bytes: 10 } });
+      env.proxy.inject({ nsid: write, fault: { kind: 'cut', bytes: 10 } });
       // A mirror push from a bare copy: `--mirror` would also push the work tree's remote-tracking refs.
       let from = dir;
       if (flags.includes('--mirror')) {
@@ -53,9 +57,19 @@ function lostBatchAnswer(name: string, flags: string[]): FaultCase {
   };
 }
 
-/** Every reader/batch case. */
-export const READER_CASES: FaultCase[] = [
-  lostBatchAnswer('a forced push of new refs whose batch answer is lost reports what landed', ['--force']),
-  lostBatchAnswer('a push of new refs whose batch answer is lost reports what landed', []),
-  lostBatchAnswer('a --mirror push whose batch answer is lost reports what landed', ['--mirror']),
+/** The reader/batch cases of one layout, whose push of new refs is `write`. */
+const lostAnswers = (what: string, write: string): FaultCase[] => [
+  lostBatchAnswer(
+    `a forced push of new refs whose ${what} answer is lost reports what landed`,
+    ['--force'],
+    write,
+  ),
+  lostBatchAnswer(`a push of new refs whose ${what} answer is lost reports what landed`, [], write),
+  lostBatchAnswer(`a --mirror push whose ${what} answer is lost reports what landed`, ['--mirror'], write),
 ];
+
+/** Every reader/batch case. */
+export const READER_CASES: FaultCase[] = lostAnswers('batch', APPLY);
+
+/** The same on a ref table (the default layout), whose new refs are one write of the table. */
+export const TABLE_READER_CASES: FaultCase[] = lostAnswers("table write's", PUT).map((c) => onTable(c));
