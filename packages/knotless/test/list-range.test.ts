@@ -5,23 +5,31 @@ import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { commitFiles, newRepo, repoMaker, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { layoutOf } from './helpers/ref-packs.ts';
 
 const t = useNetwork(['alice.test']);
-// Its repositories stay on ref records (KNOTLESS_REF_TABLE=0): the requests its cases script, hold
-// or count are those of ref records.
-t.defaults['KNOTLESS_REF_TABLE'] = '0';
+// Its repositories are on ref records (KNOTLESS_REF_TABLE=0), whose listing its cases script, hold
+// and count; the last cases put them on a ref table, the default layout (`layout`), read whole at once.
+let layout: 'records' | 'table' = 'records';
 let proxy: Proxy | undefined;
 /** A PDS front that answers descending listings in ascending order (see the last test). */
 let unordered: string | undefined;
 let viaProxy: 'proxy' | 'unordered' | false = false;
 // Read when each process starts: a process started through the proxy stays on it.
 const alice = useGitUser(t, 'alice.test', () => ({
+  KNOTLESS_REF_TABLE: layout === 'table' ? '1' : '0',
   KNOTLESS_COMPACT: '0',
   KNOTLESS_AGENT: '0',
   ...(viaProxy === 'proxy' && proxy !== undefined ? { KNOTLESS_SERVICE: proxy.url } : {}),
   ...(viaProxy === 'unordered' && unordered !== undefined ? { KNOTLESS_SERVICE: unordered } : {}),
 }));
-const createRepo = repoMaker(alice, 'alice.test', 'range');
+const makeRepo = repoMaker(alice, 'alice.test', 'range');
+/** A new repository, checked to be on the layout its case runs on. */
+async function createRepo(): Promise<string> {
+  const url = await makeRepo();
+  assert.equal(await layoutOf(t, 'alice.test', url.split('/').pop()!), layout);
+  return url;
+}
 
 /** The next request `hold` picks is held at the proxy, `held` told, until `release` settles. */
 let hold: ((path: string) => boolean) | undefined;
@@ -76,6 +84,7 @@ before(async () => {
 });
 
 const isListing = (p: string) => p.startsWith('/xrpc/com.atproto.repo.listRecords?');
+const isTableRead = (p: string) => p.startsWith('/xrpc/com.atproto.sync.getRecord?');
 const descending = (p: string) => isListing(p) && !p.includes('reverse=true');
 
 const BRANCHES = 450;
@@ -103,16 +112,7 @@ describe('listing many refs from both ends', () => {
   it('lists every ref once: the first page one way, the rest from both ends', async () => {
     const { url, dir } = await manyBranches();
     proxy!.reset();
-    const listed = await throughProxy(() => alice.ok(dir, 'ls-remote', url));
-    const refs = listed
-      .trim()
-      .split('\n')
-      .map((l) => l.split('\t')[1]!);
-    assert.equal(new Set(refs).size, refs.length, 'a ref was listed twice');
-    assert.deepEqual(
-      refs.filter((r) => r.startsWith('refs/heads/')).sort(),
-      ['main', ...names].map((n) => `refs/heads/${n}`).sort(),
-    );
+    assertEveryRefOnce(await throughProxy(() => alice.ok(dir, 'ls-remote', url)));
     const listings = proxy!.requests.filter((r) => isListing(r.path));
     assert.ok(!descending(listings[0]!.path), 'the first page is not the ascending one');
     assert.ok(
@@ -132,54 +132,87 @@ describe('listing many refs from both ends', () => {
     assert.equal(proxy!.count('com.atproto.repo.listRecords'), 1);
   });
 
-  it('a push never overwrites refs another machine moved while its listing ran', async () => {
-    const { url, dir } = await manyBranches();
-    const other = alice.dir();
-    await alice.ok(other, 'clone', '-q', url, 'o');
-    const o = `${other}/o`;
-    // This machine's new commit on a ref of the first page (b000) and one of the last (b449).
-    await commitFiles(alice, dir, { mine: '1' }, 'mine');
-    for (const b of ['b000', 'b449']) await alice.ok(dir, 'branch', '-f', b, 'HEAD');
-    // Its push lists through the proxy, which holds the first page read from the top.
-    let letGo!: () => void;
-    release = new Promise<void>((r) => (letGo = r));
-    const holding = new Promise<void>((r) => (held = r));
-    hold = descending;
-    const pushing = throughProxy(() => alice.git(dir, 'push', 'origin', 'b000', 'b449'));
-    await holding;
-    // Meanwhile the other machine moves both: b000 was listed already, b449 not yet.
-    await commitFiles(alice, o, { theirs: '1' }, 'theirs');
-    for (const b of ['b000', 'b449']) await alice.ok(o, 'branch', '-f', b, 'HEAD');
-    await alice.ok(o, 'push', '-q', 'origin', 'b000', 'b449');
-    letGo();
-    const push = await pushing;
-    assert.notEqual(push.code, 0, push.stderr);
-    // b000 was listed before it moved: the compare-and-swap refuses it. b449 was listed after:
-    // git itself sees that it is not a fast-forward.
-    assert.match(push.stderr, /b000 -> b000 \(fetch first\)/);
-    assert.match(push.stderr, /b449 -> b449 \((fetch first|non-fast-forward)\)/);
-    const theirs = (await alice.ok(o, 'rev-parse', 'b000')).trim();
-    const remote = await alice.ok(dir, 'ls-remote', url, 'refs/heads/b000', 'refs/heads/b449');
-    assert.deepEqual(
-      remote
-        .trim()
-        .split('\n')
-        .map((l) => l.split('\t')[0]),
-      [theirs, theirs],
-    );
-  });
+  it('a push never overwrites refs another machine moved while its listing ran', () =>
+    movedMeanwhile(descending));
 
   it('a server that does not list downwards costs the one-way time, never a ref', async () => {
     const { url, dir } = await manyBranches();
     const listed = await throughProxy(() => alice.ok(dir, 'ls-remote', url), 'unordered');
-    const refs = listed
-      .trim()
-      .split('\n')
-      .map((l) => l.split('\t')[1]!);
-    assert.equal(new Set(refs).size, refs.length, 'a ref was listed twice');
-    assert.deepEqual(
-      refs.filter((r) => r.startsWith('refs/heads/')).sort(),
-      ['main', ...names].map((n) => `refs/heads/${n}`).sort(),
-    );
+    assertEveryRefOnce(listed);
   });
 });
+
+describe('many refs on a ref table (the default layout)', () => {
+  before(() => {
+    layout = 'table';
+  });
+  after(() => {
+    layout = 'records';
+  });
+
+  it('lists every ref once, in one verified read of the table', async () => {
+    const { url, dir } = await manyBranches();
+    proxy!.reset();
+    assertEveryRefOnce(await throughProxy(() => alice.ok(dir, 'ls-remote', url)));
+    assert.equal(proxy!.count('com.atproto.sync.getRecord'), 1);
+  });
+
+  it('a push never overwrites refs another machine moved while its read of the table ran', () =>
+    movedMeanwhile(isTableRead));
+});
+
+/** Asserts that an ls-remote listed each ref of {@link manyBranches} exactly once. */
+function assertEveryRefOnce(listed: string): void {
+  const refs = listed
+    .trim()
+    .split('\n')
+    .map((l) => l.split('\t')[1]!);
+  assert.equal(new Set(refs).size, refs.length, 'a ref was listed twice');
+  assert.deepEqual(
+    refs.filter((r) => r.startsWith('refs/heads/')).sort(),
+    ['main', ...names].map((n) => `refs/heads/${n}`).sort(),
+  );
+}
+
+/**
+ * A push whose read of the refs (the request `picks` chooses) is held while another machine moves the
+ * two refs it pushes, one of the first page and one of the last: neither is overwritten.
+ */
+async function movedMeanwhile(picks: (path: string) => boolean): Promise<void> {
+  const { url, dir } = await manyBranches();
+  const other = alice.dir();
+  await alice.ok(other, 'clone', '-q', url, 'o');
+  const o = `${other}/o`;
+  // This machine's new commit on a ref of the first page (b000) and one of the last (b449).
+  await commitFiles(alice, dir, { mine: '1' }, 'mine');
+  for (const b of ['b000', 'b449']) await alice.ok(dir, 'branch', '-f', b, 'HEAD');
+  // Its push reads through the proxy, which holds the request `picks` (on ref records, the first
+  // page read from the top).
+  let letGo!: () => void;
+  release = new Promise<void>((r) => (letGo = r));
+  const holding = new Promise<void>((r) => (held = r));
+  hold = picks;
+  const pushing = throughProxy(() => alice.git(dir, 'push', 'origin', 'b000', 'b449'));
+  await holding;
+  // Meanwhile the other machine moves both: b000 was listed already, b449 not yet.
+  await commitFiles(alice, o, { theirs: '1' }, 'theirs');
+  for (const b of ['b000', 'b449']) await alice.ok(o, 'branch', '-f', b, 'HEAD');
+  await alice.ok(o, 'push', '-q', 'origin', 'b000', 'b449');
+  letGo();
+  const push = await pushing;
+  assert.notEqual(push.code, 0, push.stderr);
+  // b000 was listed before it moved: the compare-and-swap refuses it. b449 was listed after:
+  // git itself sees that it is not a fast-forward. A table read before both moved: its swap is
+  // refused, and each ref decided again is no fast-forward.
+  assert.match(push.stderr, /b000 -> b000 \(fetch first\)/);
+  assert.match(push.stderr, /b449 -> b449 \((fetch first|non-fast-forward)\)/);
+  const theirs = (await alice.ok(o, 'rev-parse', 'b000')).trim();
+  const remote = await alice.ok(dir, 'ls-remote', url, 'refs/heads/b000', 'refs/heads/b449');
+  assert.deepEqual(
+    remote
+      .trim()
+      .split('\n')
+      .map((l) => l.split('\t')[0]),
+    [theirs, theirs],
+  );
+}
