@@ -11,13 +11,15 @@ import { agentStatus } from './agent-status.ts';
 export async function stopAgent(config: Config): Promise<number | undefined> {
   const status = await agentStatus(config);
   if (status === undefined) return undefined;
+  let leaving = false;
   try {
     await post(status.socket, '/stop');
   } catch (err) {
-    // It left between the two questions (idle): nothing to stop.
+    // It is leaving by itself (idle) between the two questions: its socket is gone, its process may
+    // not be yet. Nothing to stop, but what this returns still means that no agent runs.
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ECONNREFUSED' || code === 'ENOENT') return undefined;
-    throw err;
+    if (code !== 'ECONNREFUSED' && code !== 'ENOENT') throw err;
+    leaving = true;
   }
   const deadline = Date.now() + config.httpTimeoutMs + 10_000;
   while (alive(status.pid)) {
@@ -28,7 +30,7 @@ export async function stopAgent(config: Config): Promise<number | undefined> {
       );
     await new Promise((r) => setTimeout(r, 50));
   }
-  return status.pid;
+  return leaving ? undefined : status.pid;
 }
 
 export const command: Command = {
