@@ -22,7 +22,7 @@ type Write = (msg: string, fields?: Record<string, unknown>) => void;
 
 /** Logging at a level; called as a function, it logs at `info`. */
 export interface Log {
-  (line: string): void;
+  (line: string, fields?: Record<string, unknown>): void;
   error: Write;
   warn: Write;
   info: Write;
@@ -51,7 +51,7 @@ function make(emit: (level: LogLevel, msg: string, fields: Record<string, unknow
     (level: LogLevel): Write =>
     (msg, fields = {}) =>
       emit(level, safeText(msg, 2000), { ...scope.getStore(), ...fields });
-  const log = ((line: string) => at('info')(line)) as Log;
+  const log = ((line: string, fields?: Record<string, unknown>) => at('info')(line, fields)) as Log;
   log.error = at('error');
   log.warn = at('warn');
   log.info = at('info');

@@ -109,13 +109,23 @@ async function aliceTable(name: string, maintainers: string[]): Promise<void> {
   await put('alice.test', TABLE, writes.table, name);
 }
 
-/** `handle`'s own table of alice's repository `name`, under the key a maintainer's has, moving `ref` to `target`. */
-async function memberTable(handle: string, name: string, ref: string, target: string, seq: number) {
+/**
+ * `handle`'s own table of alice's repository `name`, under the key a maintainer's has, moving `ref`
+ * to `target` over alice's value `over` (none: she has no such ref).
+ */
+async function memberTable(
+  handle: string,
+  name: string,
+  ref: string,
+  target: string,
+  seq: number,
+  over?: string,
+) {
   const owner = t.dids['alice.test']!;
   const repo = `at://${owner}/dev.knotless.repo/${name}`;
   const table: RefTable = applyRefUpdates(
     undefined,
-    [{ ref, target, packs: [], over: [{ did: owner }] }],
+    [{ ref, target, packs: [], over: [over === undefined ? { did: owner } : { did: owner, target: over }] }],
     { repo, maintainer: true },
     new Date(),
   );
@@ -263,8 +273,10 @@ describe('the appview and maintainers', () => {
         const rx = await startReceiver();
         after(() => rx.close());
         await app.index.webhooks.add(t.dids['alice.test']!, ORG, rx.url);
+        const start = (await alice.ok(work, 'rev-parse', 'HEAD')).trim();
         const news = await commitFiles(alice, work, { 'b.txt': 'b\n' }, 'b');
-        await memberTable('bob.test', ORG, 'refs/heads/main', news, 0);
+        // Bob's main replaces alice's (its `over` names her value): the team's main moves, by bob.
+        await memberTable('bob.test', ORG, 'refs/heads/main', news, 0, start);
         await memberTable('dave.test', ORG, 'refs/heads/evil', news, 0);
         const pushes = await waitFor("bob's push noted", async () => {
           const got = await xrpc<{ pushes: PushView[] }>(app, 'dev.knotless.listPushes', {

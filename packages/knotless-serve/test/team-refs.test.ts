@@ -154,6 +154,11 @@ describe("the appview computes a team's refs", () => {
       // absorbed into her table, format.md "Removal"), and his table stops counting at once.
       const removed = await alice.knotless('repo', 'maintainer', 'remove', name, 'bob.test');
       assert.equal(removed.code, 0, removed.stderr);
+      // The two accounts' streams are not ordered against each other: bob writes once the appview
+      // has indexed the removal, as "after the removal" means for an index of events as they come.
+      await waitFor('the removal indexed', async () =>
+        (await app.index.maintainers(aliceDid, name)).length === 0 ? true : undefined,
+      );
       await bobHands.writeMemberTable(aliceDid, name, [
         { ref: 'refs/heads/bob-topic', target: first, packs: [], over: [{ did: aliceDid, target: topic }] },
         { ref: 'refs/heads/bob-late', target: topic, packs: [], over: [{ did: aliceDid }] },

@@ -1,12 +1,13 @@
 // Ref tables (`dev.knotless.refs` and `.part`, format.md "The ref table") in the index. An account's
 // own table of its own repository gives that repository's refs, and from the moment it exists its
 // `dev.knotless.ref` records are ignored (the reader's rule, "Old repositories"); a maintainer's
-// table of another account's repository is stored, and its writes are noted as that maintainer's
-// pushes while the owner's table lists them (the repository's refs are still the owner's table's
-// here: the appview does not compute them from several writers yet). The refs a table gives are kept in
-// `table_refs`, replaced only by a listing the table and its parts give whole: a table that breaks a
-// rule, or whose part is missing or not the one it names, leaves the last good refs in place and
-// its problem in `ref_tables.problem`. A push is what changes between one listing and the next.
+// table of another account's repository is stored, and counts, while the owner's table lists them,
+// towards the team's refs the rule computes when the repository is read (`liveRefs`). The refs an
+// owner's table gives are kept in `table_refs`, replaced only by a listing the table and its parts
+// give whole: a table that breaks a rule, or whose part is missing or not the one it names, leaves
+// the last good refs in place and its problem in `ref_tables.problem` (a maintainer's such table is
+// left out of the team's refs, its problem kept there too). A push is what changes, between before
+// a table write and after it, in the repository's refs as readers are shown them.
 import type { Kysely, Transaction } from 'kysely';
 import { isKnotlessError, REPO_COLLECTION } from 'knotless-core';
 import {
@@ -59,6 +60,11 @@ export interface TableApplied {
   changed: boolean;
   /** Set when the owner's table gives no listing now (its last good refs are kept). */
   problem?: string;
+  /**
+   * Maintainers' tables of the repository that break a rule, each said once per record version:
+   * the repository's refs are computed without them, as a reader leaves out a table it cannot read.
+   */
+  memberProblems?: { maintainer: string; problem: string }[];
 }
 
 /** The owner's live table of `did`'s repository `repo`, if it has one. */
@@ -368,10 +374,20 @@ async function writeRows(
   }
 }
 
+/** Who wrote the table whose change is being applied: its key, and the maintainer's DID (null: the owner). */
+interface Writer {
+  key: string;
+  pusher: string | null;
+}
+
 /**
- * Notes each ref whose target moved between two listings as a push (keyed by the table's key and
- * the ref, and the revision that moved it, so the same event seen again notes nothing) and queues
- * its webhooks' deliveries. True when any ref (HEAD, a pack list too) changed.
+ * Notes each ref whose target moved between two listings as a push (keyed by the writer's table key
+ * and the ref, and the revision that moved it, so the same event seen again notes nothing) and
+ * queues its webhooks' deliveries. The listings are the repository's as readers see it, a team's
+ * computed by the rule: a value listed apart (`refs/maintainers/<who>/…`, a diverged value the rule
+ * did not choose) moved no branch, so it notes no push and sends nothing, and a write that leaves
+ * the team's value of a ref where it was notes nothing for it. True when any ref (HEAD, a pack list,
+ * a diverged value too) changed.
  */
 async function notePushes(
   tx: Db,
@@ -380,6 +396,7 @@ async function notePushes(
   before: ListedRef[],
   after: ListedRef[],
   at: { rev: string; time: string; seq: number | null },
+  writer: Writer = { key: repo, pusher: null },
 ): Promise<boolean> {
   const old = new Map(before.map((r) => [r.ref, r]));
   const now = new Map(after.map((r) => [r.ref, r]));
@@ -390,10 +407,10 @@ async function notePushes(
     if (a === undefined || b === undefined || !same(a, b)) changed = true;
     const from = a?.target ?? null;
     const to = b?.target ?? null;
-    if (ref === 'HEAD' || from === to) continue;
+    if (ref === 'HEAD' || from === to || a?.diverged !== undefined || b?.diverged !== undefined) continue;
     const push = {
       did,
-      rkey: `${repo}#${ref}`,
+      rkey: `${writer.key}#${ref}`,
       rev: at.rev,
       repo,
       ref,
@@ -401,7 +418,7 @@ async function notePushes(
       new_target: to,
       time: at.time,
       seq: at.seq,
-      pusher: null,
+      pusher: writer.pusher,
     };
     const noted = await tx
       .insertInto('pushes')
@@ -422,14 +439,15 @@ function stale(old: { rev: string; cid: string | null } | undefined, change: Tab
 
 /**
  * Relists the repository after its owner's table (`table`, undefined once deleted) or one of its
- * parts changed; `before` is what the index listed for it until now.
+ * parts changed; `before` is what the index listed for it until now: `refs` its own rows (its
+ * table's, or its records'), `shown` what readers were shown (a team's refs, computed by the rule).
  */
 async function relist(
   tx: Db,
   did: string,
   repo: string,
   table: RefTableRow | undefined,
-  before: { refs: ListedRef[]; inTable: boolean },
+  before: { refs: ListedRef[]; shown: ListedRef[]; inTable: boolean },
   at: { rev: string; time: string; seq: number | null },
 ): Promise<TableApplied> {
   if (table === undefined) {
@@ -439,7 +457,7 @@ async function relist(
     await tx.deleteFrom('table_refs').where('did', '=', did).where('repo', '=', repo).execute();
     await writeMaintainers(tx, did, repo, []);
     const records = await liveRefs(tx, did, repo);
-    return { repo, changed: await notePushes(tx, did, repo, before.refs, records, at) };
+    return { repo, changed: await notePushes(tx, did, repo, before.shown, records, at) };
   }
   const listing = await listingOf(tx, table);
   const problem = 'problem' in listing ? listing.problem : null;
@@ -452,14 +470,24 @@ async function relist(
   // A table that gives no listing leaves the last good refs: the table's last whole listing, or
   // the ref records' refs when it never gave one (copied, since the records count no more).
   const after = 'refs' in listing ? listing.refs : before.refs;
+  const held = new Set((await maintainersOfRepo(tx, did, repo)).map((m) => m.did));
   // A table that gives no listing leaves the last good maintainers too. Who maintains it changes
   // the team's refs (a maintainer's values count, or stop counting): the mirror catches up.
   const team = 'refs' in listing && (await writeMaintainers(tx, did, repo, listing.maintainers));
   if (!before.inTable)
     await tx.deleteFrom('table_refs').where('did', '=', did).where('repo', '=', repo).execute();
   await writeRows(tx, did, repo, before.inTable ? before.refs : [], after);
-  const changed = (await notePushes(tx, did, repo, before.refs, after, at)) || team;
-  return problem === null ? { repo, changed } : { repo, changed, problem };
+  // Pushes are what moved in the repository's refs as readers see them (a team's by the rule), so
+  // an owner's write that only catches up with a maintainer's value notes nothing.
+  const shown = await liveRefs(tx, did, repo);
+  const changed = (await notePushes(tx, did, repo, before.shown, shown, at)) || team;
+  const memberProblems = team ? await newMemberProblems(tx, did, repo, held) : [];
+  return {
+    repo,
+    changed,
+    ...(problem === null ? {} : { problem }),
+    ...(memberProblems.length === 0 ? {} : { memberProblems }),
+  };
 }
 
 /** The refs the index lists for the repository now (its table's or its records'), for a diff. */
@@ -472,7 +500,7 @@ async function listed(tx: Db, did: string, repo: string, onTable: boolean): Prom
 export async function applyTable(tx: Db, change: TableChange, source?: EventSource): Promise<TableApplied> {
   const old = await tx
     .selectFrom('ref_tables')
-    .select(['rev', 'cid', 'deleted', 'value'])
+    .select(['rev', 'cid', 'deleted', 'value', 'problem'])
     .where('did', '=', change.did)
     .where('rkey', '=', change.rkey)
     .executeTakeFirst();
@@ -480,7 +508,12 @@ export async function applyTable(tx: Db, change: TableChange, source?: EventSour
   const repo = repoOfKey(change.rkey);
   const owner = repo === change.rkey;
   const wasLive = owner && old !== undefined && old.deleted === 0;
-  const before = { refs: owner ? await listed(tx, change.did, repo, wasLive) : [], inTable: wasLive };
+  const refs = owner ? await listed(tx, change.did, repo, wasLive) : [];
+  const before = { refs, shown: wasLive ? await liveRefs(tx, change.did, repo) : refs, inTable: wasLive };
+  // A maintainer's table is one the repository's refs are computed from, only while its owner's
+  // table lists them, under the key the format gives that writer's table of it.
+  const of = owner ? undefined : await ownerListing(tx, change.did, change.rkey, repo);
+  const teamBefore = of === undefined ? [] : await liveRefs(tx, of, repo);
   const row: RefTableRow = {
     did: change.did,
     rkey: change.rkey,
@@ -498,90 +531,96 @@ export async function applyTable(tx: Db, change: TableChange, source?: EventSour
     .values(row)
     .onConflict((oc) => oc.columns(['did', 'rkey']).doUpdateSet(row))
     .execute();
-  if (!owner) {
-    const of = await noteMaintainerPushes(
-      tx,
-      row,
-      old === undefined || old.deleted === 1 ? null : old.value,
-      source,
-    );
-    // A maintainer's table is one of the tables the owner's repository's refs are computed from.
-    return of === undefined ? { changed: false } : { repo, owner: of, changed: true };
-  }
   const at = { rev: change.rev, time: change.time, seq: source?.seq ?? null };
+  if (!owner) {
+    if (of === undefined) return { changed: false };
+    // The same version of a table read again (a replay under a later revision, a recheck) was said already.
+    const said = old !== undefined && old.deleted === 0 && old.cid === change.cid ? old.problem : null;
+    const problem = await memberProblem(tx, of, row, said);
+    // What the write moved in the team's refs, as every reader computes them, is the maintainer's push.
+    const teamAfter = await liveRefs(tx, of, repo);
+    await notePushes(tx, of, repo, teamBefore, teamAfter, at, { key: change.rkey, pusher: change.did });
+    return {
+      repo,
+      owner: of,
+      changed: true,
+      ...(problem === undefined ? {} : { memberProblems: [problem] }),
+    };
+  }
   return relist(tx, change.did, repo, change.record === null ? undefined : row, before, at);
 }
 
 /**
- * A maintainer's table write noted as their pushes into the repository it is for, only while the
- * owner's table (as indexed) lists the writer and under the key the format gives that writer's table
- * of that repository (format.md, "Teams"): a table anyone else writes under the repository's name
- * notes nothing. Each ref whose entry changed since the writer's previous table is a push, from the
- * value the repository lists to the entry's (none for a tombstone). Only the table's own entries are
- * read (a maintainer's table large enough for parts is not followed into them); an entry that breaks
- * the table's rules notes nothing.
+ * The owner whose repository `repo` lists `did` as a maintainer (as indexed) and whose table of it
+ * has, in `did`'s account, the key `rkey` (format.md, "Teams"); undefined when there is none: a
+ * table anyone else writes under the repository's name counts for nothing.
  */
-async function noteMaintainerPushes(
-  tx: Db,
-  row: RefTableRow,
-  oldValue: string | null,
-  source: EventSource | undefined,
-): Promise<string | undefined> {
+async function ownerListing(tx: Db, did: string, rkey: string, repo: string): Promise<string | undefined> {
   const owners = await tx
     .selectFrom('repo_maintainers')
     .select('did')
-    .where('maintainer', '=', row.did)
-    .where('repo', '=', row.repo)
+    .where('maintainer', '=', did)
+    .where('repo', '=', repo)
     .execute();
-  const owner = owners.map((o) => o.did).find((o) => refTableKey(row.repo, o, row.did) === row.rkey);
-  if (owner === undefined) return undefined;
-  const uri = `at://${owner}/${REPO_COLLECTION}/${row.repo}`;
-  const entries = (value: string | null): Map<string, string | null> | undefined => {
-    if (value === null) return new Map();
-    const parsed = JSON.parse(value) as unknown;
-    if (typeof parsed === 'object' && parsed !== null && 'sealed' in parsed) return undefined;
+  return owners.map((o) => o.did).find((o) => refTableKey(repo, o, did) === rkey);
+}
+
+/**
+ * Why the maintainer's table `row` of `owner`'s repository gives the team nothing (it breaks a
+ * rule of a maintainer's table of that repository: format.md, "Teams"), kept in `ref_tables.problem`;
+ * returned only when it is not what was said of this version already (`said`), so that each bad
+ * version is said once, not at every read. A sealed table (a private repository's) is no problem.
+ */
+async function memberProblem(
+  tx: Db,
+  owner: string,
+  row: RefTableRow,
+  said: string | null,
+): Promise<{ maintainer: string; problem: string } | undefined> {
+  const value = openValue(row.value);
+  let problem: string | null = null;
+  if (value !== undefined)
     try {
-      return new Map(parseRefTable(parsed, uri, false).refs.map((r) => [r.ref, r.target ?? null]));
+      await joinedTable(tx, row.did, value, `at://${owner}/${REPO_COLLECTION}/${row.repo}`, false);
     } catch (err) {
-      if (isKnotlessError(err, 'corrupt-remote')) return undefined;
-      throw err;
+      if (!isKnotlessError(err, 'corrupt-remote')) throw err;
+      problem = err.message;
     }
-  };
-  const now = entries(row.value);
-  if (now === undefined) return owner;
-  const was = entries(oldValue) ?? new Map<string, string | null>();
-  for (const ref of new Set([...was.keys(), ...now.keys()])) {
-    const to = now.get(ref) ?? null;
-    if ((was.get(ref) ?? null) === to) continue;
-    const listed = await tx
-      .selectFrom('table_refs')
-      .select('target')
-      .where('did', '=', owner)
-      .where('repo', '=', row.repo)
-      .where('ref', '=', ref)
+  await tx
+    .updateTable('ref_tables')
+    .set({ problem })
+    .where('did', '=', row.did)
+    .where('rkey', '=', row.rkey)
+    .execute();
+  return problem === null || problem === said ? undefined : { maintainer: row.did, problem };
+}
+
+/**
+ * The tables of maintainers `owner`'s repository lists now and did not before (`held`), checked
+ * as they start to count: a table that broke a rule before its writer became a maintainer is said
+ * now, once.
+ */
+async function newMemberProblems(
+  tx: Db,
+  owner: string,
+  repo: string,
+  held: Set<string>,
+): Promise<{ maintainer: string; problem: string }[]> {
+  const out: { maintainer: string; problem: string }[] = [];
+  for (const m of await maintainersOfRepo(tx, owner, repo)) {
+    if (held.has(m.did)) continue;
+    const row = await tx
+      .selectFrom('ref_tables')
+      .selectAll()
+      .where('did', '=', m.did)
+      .where('rkey', '=', refTableKey(repo, owner, m.did))
+      .where('deleted', '=', 0)
       .executeTakeFirst();
-    const push = {
-      did: owner,
-      rkey: `${row.rkey}#${ref}`,
-      rev: row.rev,
-      repo: row.repo,
-      ref,
-      old_target: listed?.target ?? null,
-      new_target: to,
-      time: row.indexed_at,
-      seq: source?.seq ?? null,
-      pusher: row.did,
-    };
-    const noted = await tx
-      .insertInto('pushes')
-      .values(push)
-      .onConflict((oc) => oc.columns(['did', 'rkey', 'rev']).doNothing())
-      .executeTakeFirst();
-    // Queued once, as an owner's push is: the same event seen again notes nothing.
-    if (Number(noted.numInsertedOrUpdatedRows ?? 0) > 0)
-      await queuePush(tx, { ...push, before: push.old_target, after: to, pusher: row.did });
+    if (row === undefined) continue;
+    const p = await memberProblem(tx, owner, row, row.problem);
+    if (p !== undefined) out.push(p);
   }
-  return owner;
+  return out;
 }
 
 /** Applies a `dev.knotless.refs.part` record change; the table that lists it is joined again. */
@@ -615,7 +654,8 @@ export async function applyTablePart(
   const repo = repoOfKey(change.rkey);
   const table = await ownerTable(tx, change.did, repo);
   if (table === undefined || !namesPart(table, change.rkey)) return { changed: false };
-  const before = { refs: await listed(tx, change.did, repo, true), inTable: true };
+  const refs = await listed(tx, change.did, repo, true);
+  const before = { refs, shown: await liveRefs(tx, change.did, repo), inTable: true };
   const at = { rev: change.rev, time: change.time, seq: source?.seq ?? null };
   return relist(tx, change.did, repo, table, before, at);
 }

@@ -2,6 +2,7 @@ import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
 import { safeText } from 'knotless-core/text/terminal';
 import type { EventSource, Index } from '../db/index-store.ts';
+import type { LogFields } from '../log.ts';
 import { repoOfKey } from '../model/records.ts';
 import { InvalidRecord } from 'knotless-core/forge/records';
 import { isForgeCollection, type ForgeCollection } from 'knotless-core/forge/kinds/table';
@@ -30,7 +31,7 @@ export async function applyWrite(
   index: Index,
   w: RecordWrite,
   source?: EventSource,
-  log: (line: string) => void = () => {},
+  log: (line: string, fields?: LogFields) => void = () => {},
 ): Promise<{ did: string; repo: string } | undefined> {
   if (isForgeCollection(w.collection)) {
     await applyForgeWrite(index, w, w.collection, source, log);
@@ -65,6 +66,14 @@ export async function applyWrite(
       log(
         `the ref table of ${w.did}/${safeText(applied.repo ?? w.rkey, 200)} gives no listing (${applied.problem}); its last good refs are kept`,
       );
+    // A maintainer's table the team's refs leave out: whose, of which repository, and why.
+    for (const m of applied.memberProblems ?? []) {
+      const repo = `${applied.owner ?? w.did}/${safeText(applied.repo ?? '', 200)}`;
+      log(
+        `the ref table maintainer ${m.maintainer} wrote for ${repo} breaks a rule (${m.problem}); the repository's refs are computed without it`,
+        { account: m.maintainer, repo },
+      );
+    }
     return applied.changed && applied.repo !== undefined
       ? { did: applied.owner ?? w.did, repo: applied.repo }
       : undefined;

@@ -1,6 +1,7 @@
 import { REF_COLLECTION, REPO_COLLECTION, XrpcClient, type Transport } from 'knotless-core';
 import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
 import type { Index } from '../db/index-store.ts';
+import type { LogFields } from '../log.ts';
 import { applyWrite } from './apply.ts';
 import { FORGE_COLLECTIONS, isForgeCollection } from 'knotless-core/forge/kinds/table';
 import type { Identities } from './identities.ts';
@@ -41,7 +42,7 @@ export async function backfillAccount(
   index: Index,
   identities: Identities,
   transport: Transport,
-  log: (line: string) => void = () => {},
+  log: (line: string, fields?: LogFields) => void = () => {},
 ): Promise<string[]> {
   const before = await index.owner(did);
   const was = before?.status;

@@ -1,6 +1,7 @@
 import { REF_COLLECTION, REPO_COLLECTION } from 'knotless-core';
 import { REFS_COLLECTION, REFS_PART_COLLECTION } from 'knotless-core/records/collections';
 import type { Index } from '../db/index-store.ts';
+import type { LogFields } from '../log.ts';
 import { accountChanged } from './accounts.ts';
 import { applyWrite } from './apply.ts';
 import { InvalidRecord, PULL, type PullRecord } from 'knotless-core/forge/records';
@@ -26,7 +27,7 @@ export interface StreamHooks {
   gap(service: string, reason: string): void;
   /** This account's knotless records must be read again whole (a #sync event, an event that failed). */
   recheck(did: string): void;
-  log(line: string): void;
+  log(line: string, fields?: LogFields): void;
 }
 
 const KNOTLESS = new Set<string>([
@@ -94,7 +95,7 @@ export async function follow(
           time: evt.time,
         },
         source,
-        (line) => hooks.log(line),
+        (line, fields) => hooks.log(line, fields),
       );
       if (evt.collection === PULL && evt.event !== 'delete' && hooks.pulled !== undefined) {
         // A record the lexicon refuses was skipped, and logged, as it was indexed above.
