@@ -1,6 +1,7 @@
 // The reference CI runner: follows the owner's account on its PDS's event stream (and, given one, a
-// relay's, which carries every account's), and on each new head commit of a branch of one
-// repository, or new round of a pull request on it by any account, writes `pending`, fetches the
+// relay's, which carries every account's), and the streams of the PDSes of the maintainers the
+// owner's ref table lists (as each listing finds them), and on each new head commit of a branch of one
+// repository (its heads as every reader computes them, a team's by core's rule), or new round of a pull request on it by any account, writes `pending`, fetches the
 // commit into a cache (a branch with knotless://, a round from its pack in its author's account),
 // runs a command in a scratch work tree with a time limit, and writes the verdict, all as the
 // logged-in account (the runner). Its state (the streams' cursors, the commits reported, the run
@@ -21,8 +22,8 @@ import { readJson, writeFileAtomic } from 'knotless-core/fsutil';
 import { indexPack } from 'knotless-core/git/pack';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { REF_COLLECTION, REFS_COLLECTION, refKeyPrefix } from 'knotless-core/records/collections';
-import { readRepoRefs } from 'knotless-core/records/read-refs';
-import { refTableKey } from 'knotless-core/records/ref-table';
+import { lastTableRead, lastTeamRead, readRepoRefs } from 'knotless-core/records/read-refs';
+import { maintainersOf, refTableKey } from 'knotless-core/records/ref-table';
 import { safeText } from 'knotless-core/text/terminal';
 import { XrpcError } from 'knotless-core/xrpc/client';
 import type { Context } from '../context.ts';
@@ -146,6 +147,16 @@ export class Runner {
   readonly #abort = new AbortController();
   /** Each commit's latest check of this repository and context in the runner's account, read at start. */
   #verdicts = new Map<string, { state: CheckState; description: string | undefined }>();
+  /**
+   * The maintainers the owner's ref table listed at the last listing, by DID, with their PDS: a
+   * push of theirs writes their own table, in their own account, so it is heard on their stream.
+   */
+  #members = new Map<string, string>();
+  /**
+   * The streams followed for maintainers on PDSes other than the owner's (whose stream already
+   * carries them), one per PDS, each ended once no maintainer is on it any more.
+   */
+  readonly #memberStreams = new Map<string, { stop: AbortController; done: Promise<void> }>();
 
   constructor(ctx: Context, store: ForgeStore, auth: SessionAuthorizer, o: RunnerOptions) {
     this.#ctx = ctx;
@@ -190,6 +201,7 @@ export class Runner {
         this.#o.owner.pds,
         () => this.#delivered,
         (m) => this.#ownerEvent(m),
+        (seq) => (this.#delivered = seq),
       ),
       ...(relay === undefined
         ? []
@@ -198,10 +210,13 @@ export class Runner {
               relay,
               () => this.#relayDelivered,
               (m) => this.#relayEvent(m),
+              (seq) => (this.#relayDelivered = seq),
             ),
           ]),
       worker,
     ]);
+    for (const s of this.#memberStreams.values()) s.stop.abort();
+    await Promise.all([...this.#memberStreams.values()].map((s) => s.done));
   }
 
   /** Stops: a command under way is killed and its check turned into `error` before {@link run} ends. */
@@ -378,8 +393,11 @@ export class Runner {
   /** Runs every branch head not yet reported, one after another. */
   async #scan(): Promise<void> {
     const remote = this.#ctx.remoteRepo(this.#o.owner, this.#o.name, (m) => this.#o.log(`warning: ${m}`));
-    // Its refs whatever its layout (a ref table, or ref records), as every reader takes them.
+    // Its refs whatever its layout (a ref table, or ref records), as every reader takes them: a
+    // team's by core's rule, from every maintainer's table (a value the rule did not choose is
+    // listed apart, under refs/maintainers/, and is no branch head to run).
     const refs = await readRepoRefs(remote);
+    await this.#followMembers(remote);
     const claims = new Map<string, string[]>();
     for (const r of refs) {
       const target = r.record.target;
@@ -395,6 +413,80 @@ export class Runner {
       if (!/^[0-9a-f]{40}$/.test(h.commit) || this.#isDone(h.commit)) continue;
       await this.#runOne({ ...h, label: `on ${safeText(h.branch)}` });
     }
+  }
+
+  /**
+   * Follows the maintainers the listing just made found (the owner's table names them; none for a
+   * repository on ref records): their pushes are heard on their PDSes' streams, a stream opened for
+   * each PDS that is not the owner's (whose stream the runner follows already), and a stream no
+   * maintainer needs any more (one removed, or moved to another PDS) is closed. A maintainer whose
+   * account cannot be resolved is said and heard again from the next listing.
+   */
+  async #followMembers(remote: ReturnType<Context['remoteRepo']>): Promise<void> {
+    const table = lastTableRead(remote);
+    const dids = table === undefined ? [] : maintainersOf(table.table, this.#o.owner.did);
+    const read = new Map((lastTeamRead(remote)?.members ?? []).map((m) => [m.did, m.remote.owner.pds]));
+    const members = new Map<string, string>();
+    for (const did of dids) {
+      let pds = read.get(did);
+      if (pds === undefined)
+        try {
+          pds = (await this.#ctx.resolver.resolve(did)).pds;
+        } catch (err) {
+          this.#o.log(
+            `maintainer ${safeText(did)} of ${this.#o.label} could not be resolved (${safeText(errorText(err))}); their pushes are heard from the next listing on`,
+          );
+          continue;
+        }
+      members.set(did, pds);
+    }
+    for (const did of members.keys())
+      if (!this.#members.has(did)) this.#o.log(`following maintainer ${safeText(did)} of ${this.#o.label}`);
+    for (const did of this.#members.keys())
+      if (!members.has(did))
+        this.#o.log(`no longer following maintainer ${safeText(did)} of ${this.#o.label}`);
+    this.#members = members;
+    const wanted = new Set([...members.values()].filter((p) => p !== this.#o.owner.pds));
+    for (const [pds, s] of this.#memberStreams)
+      if (!wanted.has(pds)) {
+        s.stop.abort();
+        this.#memberStreams.delete(pds);
+      }
+    for (const pds of wanted) {
+      if (this.#memberStreams.has(pds) || this.#stopping) continue;
+      const stop = new AbortController();
+      // Heard from where the stream stands when it opens: its opening asks for a listing, which
+      // finds anything pushed before.
+      const done = this.#follow(
+        pds,
+        () => undefined,
+        (m) => this.#memberEvent(m),
+        undefined,
+        stop.signal,
+      ).catch((err: unknown) => {
+        if (!stop.signal.aborted && !this.#stopping)
+          this.#o.log(
+            `event stream of ${safeText(pds)}: ${safeText(errorText(err))}; its maintainers are heard from the next listing`,
+          );
+        // A stream that failed is opened again by the next listing that still needs it.
+        if (this.#memberStreams.get(pds)?.stop === stop) this.#memberStreams.delete(pds);
+      });
+      this.#memberStreams.set(pds, { stop, done });
+    }
+  }
+
+  /** Whether an event is a maintainer's that may change the repository's refs: their table, or their account. */
+  #memberConcerns(m: StreamEvent): boolean {
+    if (m.did === undefined || !this.#members.has(m.did)) return false;
+    const table = `${REFS_COLLECTION}/${refTableKey(this.#o.name, this.#o.owner.did, m.did)}`;
+    return m.t !== '#commit' || m.paths.some((p) => p === table);
+  }
+
+  /** An event of a maintainer's PDS's stream: their table's write asks for a listing; pull requests are run. */
+  #memberEvent(m: StreamEvent): void {
+    const pulls = this.#pullsIn(m);
+    if (this.#memberConcerns(m)) return this.#want(undefined);
+    if (pulls > 0) this.#wake?.();
   }
 
   /** The repository's open pull requests, as `pr list` finds them: each is read and run like one heard of. */
@@ -665,6 +757,8 @@ export class Runner {
       const concerns = m.t !== '#commit' || m.paths.some((p) => p.startsWith(prefix) || p === table);
       if (concerns) return this.#want(m.seq);
     }
+    // A maintainer on the owner's PDS pushes by writing their own table there.
+    if (this.#memberConcerns(m)) return this.#want(m.seq);
     if (pulls > 0 && m.seq !== undefined) this.#wantedUpTo = m.seq;
     if (pulls > 0) this.#wake?.();
   }
@@ -697,6 +791,9 @@ export class Runner {
     service: string,
     cursor: () => number | undefined,
     hear: (m: StreamEvent) => void,
+    /** Told each event's sequence number, for the cursor saved (none for a maintainer's PDS's stream). */
+    delivered: ((seq: number) => void) | undefined,
+    signal: AbortSignal = this.#abort.signal,
   ): Promise<void> {
     const { websocket, ensureChunkIsMessage } = await import('../agent/stream-libs.ts');
     let announced = false;
@@ -709,7 +806,7 @@ export class Runner {
       {
         dataMode: 'binary',
         heartbeat: {},
-        signal: this.#abort.signal,
+        signal: signal === this.#abort.signal ? signal : AbortSignal.any([this.#abort.signal, signal]),
         onOpen: () => {
           // Anything pushed while the connection opened is found by a scan made after it.
           this.#listPulls = true;
@@ -731,8 +828,7 @@ export class Runner {
         const message = ensureChunkIsMessage(chunk);
         const body = message.body as Record<string, unknown>;
         const seq = typeof body['seq'] === 'number' ? body['seq'] : undefined;
-        if (seq !== undefined && service === this.#o.owner.pds) this.#delivered = seq;
-        else if (seq !== undefined) this.#relayDelivered = seq;
+        if (seq !== undefined) delivered?.(seq);
         const did = typeof body['repo'] === 'string' ? body['repo'] : body['did'];
         const ops = Array.isArray(body['ops'])
           ? (body['ops'] as Array<{ path?: unknown; action?: unknown }>)
@@ -749,7 +845,7 @@ export class Runner {
         });
       }
     } catch (err) {
-      if (!this.#abort.signal.aborted) throw err;
+      if (!this.#abort.signal.aborted && !signal.aborted) throw err;
     }
   }
 }
