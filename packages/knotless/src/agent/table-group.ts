@@ -198,7 +198,14 @@ export class TableGroup {
   }
 
   async #round(t: TableQueue, batch: Pending[]): Promise<void> {
-    const cur = this.#current(t);
+    let cur = this.#current(t);
+    // A push may have decided on a table newer than any the group would fold onto (its helper read
+    // the table again after another machine's write, while the view was being taken afresh): the
+    // newest table known is the base, never an older one of ours, which every swap would miss.
+    for (const p of batch) {
+      const base = p.op.swap === null ? undefined : t.known.get(p.op.swap);
+      if (cur !== undefined && base !== undefined && base.rev > cur.rev) cur = base;
+    }
     const first = batch[0]!;
     // A team's table (the owner's naming maintainers, or a maintainer's) is written push by push:
     // each entry's `over` is the pusher's judgement against the other writers' tables, which a fold

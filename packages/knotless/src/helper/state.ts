@@ -300,10 +300,10 @@ export class HelperState {
   }
 }
 
-/** Whether two refs read from ref tables say the same (target, peeled id, symbolic ref, packs). */
+/** Whether two refs read from ref tables say the same to git (target, peeled id, symbolic ref). */
 function sameValue(a: RemoteRef | undefined, b: RemoteRef | undefined): boolean {
   if (a === undefined || b === undefined) return a === b;
-  const of = (r: RemoteRef) =>
-    JSON.stringify([r.record.target, r.record.peeled, r.record.symref, r.record.packs.map((p) => p.id)]);
+  // What git judged a ref by: its value, not the packs it is stored in (a compaction moves those).
+  const of = (r: RemoteRef) => JSON.stringify([r.record.target, r.record.peeled, r.record.symref]);
   return of(a) === of(b);
 }
