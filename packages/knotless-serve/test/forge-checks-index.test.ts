@@ -104,13 +104,13 @@ function engine(name: string, database: () => Promise<string>, flood: number) {
       });
       // A stranger's record of the same shape, under the same key, protects nothing.
       await write(STRANGER, PROTECTION, 'site', protection([STRANGER]));
-      assert.equal((await verdict('main')).branch, undefined);
+      assert.equal((await verdict('main')).required, undefined);
       await write(OWNER, PROTECTION, 'site', protection([RUNNER]));
       for (let i = 0; i < 120; i++)
         await write(STRANGER, CHECK, key(i), check(`ctx-${String(i).padStart(3, '0')}`, 'success'));
       await write(STRANGER, CHECK, key(500), check('lint', 'success'));
       const v = await verdict('main');
-      assert.deepEqual(v.branch?.requiredChecks, ['test', 'lint']);
+      assert.deepEqual(v.required, ['test', 'lint']);
       const trusted = v.shown.filter((c) => c.trusted);
       assert.deepEqual(
         trusted.map((c) => [c.runner, c.context, c.state]),

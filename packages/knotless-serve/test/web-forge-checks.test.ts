@@ -300,8 +300,16 @@ describe('required checks on the web merge as on the CLI', () => {
         ...listed.checks.slice(1),
       ],
       required: ['test'],
-      // main's tip is the round merged without its checks: bob's failure on it still stands.
-      unmet: [{ context: 'test', kind: 'failing', reason: 'test: failing (failure by bob.test)' }],
+      // main's tip is the round merged without its checks: bob's failure on it still stands, and the
+      // requirement is alice's (`by`: whose protection requires it).
+      unmet: [
+        {
+          context: 'test',
+          kind: 'failing',
+          reason: 'test: failing (failure by bob.test)',
+          by: [t.dids['alice.test']],
+        },
+      ],
     });
     assert.deepEqual(
       listed.checks.map((c) => c.context),

@@ -96,14 +96,16 @@ describe('checks and protected branches', () => {
     const shown = json<{ branches: unknown[] }>(
       await carol.knotless('repo', 'protect', 'alice.test/site', '--show', '--json'),
     );
+    // Each branch says what holds and, in `rules`, who set each requirement (here the owner alone).
+    const rule = {
+      branch: 'main',
+      requiredChecks: ['test'],
+      trustedRunners: [t.dids['bob.test']],
+      allowForcePush: false,
+      allowDeletion: false,
+    };
     assert.deepEqual(shown.branches, [
-      {
-        branch: 'main',
-        requiredChecks: ['test'],
-        trustedRunners: [t.dids['bob.test']],
-        allowForcePush: false,
-        allowDeletion: false,
-      },
+      { ...rule, rules: [{ ...rule, by: t.dids['alice.test'], name: 'alice.test', owner: true }] },
     ]);
     const text = await carol.knotless('repo', 'protect', 'alice.test/site', 'main', '--show');
     assert.match(

@@ -3,6 +3,7 @@
 // branch's protection or a push may rewrite or delete it. Everything here is pure: the callers read
 // the records (each with the DID of the account it is in and its record key) and hand them in.
 import type { ProtectedReason } from '../errors.ts';
+import { refTableKey } from '../records/ref-table.ts';
 import { safeText } from '../text/terminal.ts';
 import {
   parseAtUri,
@@ -120,39 +121,103 @@ function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** A protection record as read: the account it is in and its record key. */
+export interface ListedProtection {
+  did: string;
+  rkey: string;
+  record: ProtectionRecord;
+}
+
+/** One account's protection of one branch: `by` is the account whose record says it. */
+export interface BranchRule extends BranchProtection {
+  by: string;
+}
+
 /**
- * The protection that counts for `repo`: a protection record counts only when it is in the
- * repository owner's account, keyed by the repository's name, and names the repository. Anyone can
- * write a record of that shape in their own account; only the owner's protects anything.
+ * A repository's protection as it counts: the records of its team (the owner's first, then each
+ * maintainer's in the owner's order) that are keyed and name the repository as they must. Empty
+ * when nobody protects anything.
+ */
+export interface RepoProtection {
+  /** The repository's `dev.knotless.repo` record. */
+  repo: string;
+  /** The owner's DID, whose checks count for every requirement. */
+  owner: string;
+  records: { by: string; record: ProtectionRecord }[];
+}
+
+/**
+ * The key of `writer`'s protection record of `owner`'s repository `name`: the repository's name in
+ * the owner's account; in a maintainer's, the key their ref table of it has
+ * (records/ref-table.ts), so that it never collides with a repository of their own of that name.
+ */
+export function protectionKey(name: string, owner: string, writer: string): string {
+  return refTableKey(name, owner, writer);
+}
+
+/**
+ * The protection that counts for `repo`: the owner's record (keyed by the repository's name) and the
+ * records of the maintainers the owner lists now (`maintainers`, each keyed by
+ * {@link protectionKey}), each naming exactly the repository. Authority comes from whose account a
+ * record is in: a record of that shape in any other account, or a maintainer's once they are no
+ * longer listed, protects nothing. A record under its key that names another repository is
+ * skipped whole, said once through `warn`.
  */
 export function repoProtection(
-  listed: { did: string; rkey: string; record: ProtectionRecord } | undefined,
+  listed: readonly ListedProtection[],
   repo: string,
-): ProtectionRecord | undefined {
+  maintainers: readonly string[],
+  warn: (message: string) => void = () => {},
+): RepoProtection {
   const r = parseAtUri(repo);
-  if (listed === undefined || r === undefined) return undefined;
-  if (listed.did !== r.did || listed.rkey !== r.rkey || listed.record.repo !== repo) return undefined;
-  return listed.record;
-}
-
-/** `branch`'s protection in the repository's protection, when it has one. */
-export function branchProtection(
-  protection: ProtectionRecord | undefined,
-  branch: string,
-): BranchProtection | undefined {
-  return protection?.branches.find((b) => b.branch === branch);
+  const out: RepoProtection = { repo, owner: r?.did ?? '', records: [] };
+  if (r === undefined) return out;
+  const team = [r.did, ...maintainers.filter((m) => m !== r.did)];
+  for (const did of new Set(team)) {
+    const key = protectionKey(r.rkey, r.did, did);
+    const got = listed.find((l) => l.did === did && l.rkey === key);
+    if (got === undefined) continue;
+    if (got.record.repo !== repo) {
+      warn(
+        `the dev.knotless.protection record ${safeText(key, 200)} of ${safeText(did)} names another repository (${safeText(got.record.repo, 200)}), so it protects nothing of ${safeText(repo, 200)}`,
+      );
+      continue;
+    }
+    out.records.push({ by: did, record: got.record });
+  }
+  return out;
 }
 
 /**
- * The runners whose checks count for `branch` of a repository with `protection` (besides the
- * owner, whose always do); with no branch named, those any protected branch trusts.
+ * `branch`'s protection: each counting record's rule for it, with whose record it is (the owner's
+ * first). Empty when the branch is not protected.
  */
-export function trustedRunners(
-  protection: ProtectionRecord | undefined,
-  branch: string | undefined,
-): string[] {
-  if (branch !== undefined) return branchProtection(protection, branch)?.trustedRunners ?? [];
-  return [...new Set((protection?.branches ?? []).flatMap((b) => b.trustedRunners))];
+export function branchRules(protection: RepoProtection | undefined, branch: string): BranchRule[] {
+  return (protection?.records ?? []).flatMap(({ by, record }) => {
+    const b = record.branches.find((x) => x.branch === branch);
+    return b === undefined ? [] : [{ ...b, by }];
+  });
+}
+
+/** The accounts whose checks count for `rule` besides the owner's: its writer and the runners it trusts. */
+function ruleRunners(rule: BranchRule, owner: string): Set<string> {
+  return new Set([owner, rule.by, ...rule.trustedRunners]);
+}
+
+/**
+ * The runners whose checks count for some requirement of `branch` (besides the owner, whose always
+ * do): each record's writer and the runners it trusts there; with no branch named, those of any
+ * protected branch. What a reader reads whole and marks trusted.
+ */
+export function trustedRunners(protection: RepoProtection | undefined, branch: string | undefined): string[] {
+  const owner = protection?.owner;
+  const rules =
+    branch !== undefined
+      ? branchRules(protection, branch)
+      : (protection?.records ?? []).flatMap(({ by, record }) => record.branches.map((b) => ({ ...b, by })));
+  const out = new Set<string>();
+  for (const rule of rules) for (const d of ruleRunners(rule, owner ?? '')) if (d !== owner) out.add(d);
+  return [...out];
 }
 
 /** Why a required check does not let a merge through yet. */
@@ -163,53 +228,68 @@ export interface UnmetCheck {
   kind: UnmetKind;
   /** One line: the context and why, runners named by their names in `names`, else by DID. */
   reason: string;
+  /** The accounts whose requirement this is (DIDs), the owner's first. */
+  by: string[];
 }
 
 /**
- * The branch's required checks `shown` (a commit's checks, from commitChecks with the branch's
- * trusted runners) does not satisfy, each with its reason; empty when the merge may go. A required
- * context is satisfied by a trusted runner's success when no trusted runner's latest verdict on it
- * is a failure or an error; a trusted failure outweighs any success, and checks by untrusted
- * runners never count, whatever they claim. `names` are the runners' names to show (handles).
+ * The requirements of `rules` (one branch's, from {@link branchRules}) that `shown` (a commit's
+ * checks, from commitChecks) does not satisfy, each with its reason; empty when the merge may go.
+ * Every account's requirement must hold on its own: a context account X requires is satisfied by a
+ * success from the owner, from X, or from a runner X trusts, when none of those runners' latest
+ * verdicts on it is a failure or an error (a counted failure outweighs any success). So each
+ * requirement keeps its own runners, and nobody's trust makes another account's requirement
+ * easier; checks by runners no requirement trusts never count, whatever they claim. Requirements
+ * unmet in the same way are said once, naming everyone who required them; a reason names who
+ * required it unless that is the owner alone. `names` are the accounts' names to show (handles).
  */
 export function unmetChecks(
-  protection: BranchProtection | undefined,
+  rules: readonly BranchRule[],
   shown: readonly ShownCheck[],
+  owner: string,
   names: ReadonlyMap<string, string> = new Map(),
 ): UnmetCheck[] {
-  if (protection === undefined) return [];
-  const unmet: UnmetCheck[] = [];
-  for (const context of protection.requiredChecks) {
-    const all = shown.filter((c) => c.context === context);
-    const counted = all.filter((c) => c.trusted);
-    const name = safeText(context, 100);
-    const by = (list: ShownCheck[]) => list.map((c) => safeText(names.get(c.runner) ?? c.runner)).join(', ');
-    const failing = counted.filter((c) => c.state === 'failure' || c.state === 'error');
-    if (failing.length > 0) {
-      unmet.push({
-        context,
-        kind: 'failing',
-        reason: `${name}: failing (${failing[0]!.state} by ${by(failing)})`,
-      });
-      continue;
+  const name = (did: string) => safeText(names.get(did) ?? did);
+  const by = (list: ShownCheck[]) => list.map((c) => name(c.runner)).join(', ');
+  const found: { context: string; kind: UnmetKind; detail: string; by: string[] }[] = [];
+  for (const rule of rules) {
+    const runners = ruleRunners(rule, owner);
+    for (const context of rule.requiredChecks) {
+      const all = shown.filter((c) => c.context === context);
+      const counted = all.filter((c) => runners.has(c.runner));
+      const failing = counted.filter((c) => c.state === 'failure' || c.state === 'error');
+      const pending = counted.filter((c) => c.state === 'pending');
+      let kind: UnmetKind;
+      let detail: string;
+      if (failing.length > 0) {
+        kind = 'failing';
+        detail = `failing (${failing[0]!.state} by ${by(failing)})`;
+      } else if (counted.some((c) => c.state === 'success')) continue;
+      else if (pending.length > 0) {
+        kind = 'pending';
+        detail = `pending (by ${by(pending)})`;
+      } else if (all.length > 0) {
+        kind = 'untrusted';
+        detail = `only checked by runners the owner does not trust (${by(all)})`;
+        if (rule.by !== owner)
+          detail = `only checked by runners ${name(rule.by)} does not trust (${by(all)})`;
+      } else {
+        kind = 'missing';
+        detail = 'no check by a trusted runner yet';
+      }
+      const same = found.find((f) => f.context === context && f.kind === kind && f.detail === detail);
+      if (same === undefined) found.push({ context, kind, detail, by: [rule.by] });
+      else if (!same.by.includes(rule.by)) same.by.push(rule.by);
     }
-    if (counted.some((c) => c.state === 'success')) continue;
-    const pending = counted.filter((c) => c.state === 'pending');
-    if (pending.length > 0) {
-      unmet.push({ context, kind: 'pending', reason: `${name}: pending (by ${by(pending)})` });
-      continue;
-    }
-    if (all.length > 0) {
-      unmet.push({
-        context,
-        kind: 'untrusted',
-        reason: `${name}: only checked by runners the owner does not trust (${by(all)})`,
-      });
-      continue;
-    }
-    unmet.push({ context, kind: 'missing', reason: `${name}: no check by a trusted runner yet` });
   }
-  return unmet;
+  return found.map((f) => ({
+    context: f.context,
+    kind: f.kind,
+    reason: `${safeText(f.context, 100)}: ${f.detail}${
+      f.by.length === 1 && f.by[0] === owner ? '' : ` (required by ${f.by.map(name).join(', ')})`
+    }`,
+    by: f.by,
+  }));
 }
 
 /**
@@ -245,16 +325,27 @@ function fitBytes(text: string, max: number): string {
 /** What a push does to a branch, as the protection sees it. */
 export type BranchUpdate = 'fast-forward' | 'force' | 'delete';
 
+/** A push refused by a branch's protection: the rule's words, and whose records refuse it (DIDs). */
+export interface PushRefused {
+  reason: ProtectedReason;
+  by: string[];
+}
+
 /**
- * Why a push may not make `update` to a protected branch (one line), or undefined when it may: a
- * protected branch is neither rewritten nor deleted unless its protection allows it.
+ * Why a push may not make `update` to a protected branch, or undefined when it may: a protected
+ * branch is neither rewritten nor deleted unless every record protecting it (`rules`, one branch's
+ * from {@link branchRules}) allows it, so any one account's refusal binds everyone's pushes, the
+ * owner's too, and nobody's allowance loosens what another refused.
  */
-export function pushRefusal(
-  protection: BranchProtection | undefined,
-  update: BranchUpdate,
-): ProtectedReason | undefined {
-  if (protection === undefined || update === 'fast-forward') return undefined;
-  if (update === 'force' && !protection.allowForcePush) return 'protected branch: force-push not allowed';
-  if (update === 'delete' && !protection.allowDeletion) return 'protected branch: deletion not allowed';
-  return undefined;
+export function pushRefusal(rules: readonly BranchRule[], update: BranchUpdate): PushRefused | undefined {
+  if (update === 'fast-forward') return undefined;
+  const refusing = rules.filter((r) => (update === 'force' ? !r.allowForcePush : !r.allowDeletion));
+  if (refusing.length === 0) return undefined;
+  return {
+    reason:
+      update === 'force'
+        ? 'protected branch: force-push not allowed'
+        : 'protected branch: deletion not allowed',
+    by: refusing.map((r) => r.by),
+  };
 }

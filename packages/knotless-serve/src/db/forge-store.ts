@@ -18,7 +18,14 @@ import { saveCursor, type EventSource } from './cursor.ts';
 import { itemStates, queueCheck, queueForgeEvents, type Item } from './webhook-events.ts';
 import { inactiveDids, itemDecisions, refreshTarget } from './forge-state.ts';
 import { shortIds, type Decision } from 'knotless-core';
-import { latestVerdicts, type ListedCheck } from 'knotless-core/forge/checks';
+import {
+  latestVerdicts,
+  protectionKey,
+  repoProtection,
+  type ListedCheck,
+  type RepoProtection,
+} from 'knotless-core/forge/checks';
+import { maintainersOfRepo } from './maintainers.ts';
 import { indexMentions } from './mentions.ts';
 import type { StateFilter } from '../model/states.ts';
 import type { CheckTable, CommentTable, Database, IssueTable, PullTable } from './schema.ts';
@@ -334,22 +341,44 @@ export class ForgeStore {
     return { rows, left };
   }
 
-  /** The protection record keyed by `repoName` in `repoDid`'s account, when the index has one. */
-  async protection(
-    repoDid: string,
-    repoName: string,
-  ): Promise<{ did: string; rkey: string; record: ProtectionRecord } | undefined> {
-    const r = await this.#db
-      .selectFrom('protections')
-      .selectAll()
-      .where('did', '=', repoDid)
-      .where('rkey', '=', repoName)
-      .where('deleted', '=', 0)
-      .executeTakeFirst();
-    if (r === undefined) return undefined;
-    const branches = JSON.parse(r.branches) as BranchProtection[];
-    return { did: r.did, rkey: r.rkey, record: { repo: r.repo, branches, createdAt: r.created_at } };
+  /** `repoDid`'s repository `repoName`'s protection as the index has it: {@link indexedProtection}. */
+  async protection(repoDid: string, repoName: string): Promise<RepoProtection> {
+    return indexedProtection(this.#db, repoDid, repoName);
   }
+}
+
+/**
+ * A repository's protection as the index has it, by knotless-core's rule (repoProtection): the
+ * owner's record, keyed by the repository's name, and those of the maintainers the owner's table
+ * lists now (the last list the index holds), each under its key in its own account; anybody
+ * else's protection records are indexed and count for nothing. One query for the maintainers and
+ * one for their records.
+ */
+export async function indexedProtection(
+  db: Kysely<Database>,
+  repoDid: string,
+  repoName: string,
+): Promise<RepoProtection> {
+  const maintainers = (await maintainersOfRepo(db, repoDid, repoName)).map((m) => m.did);
+  const writers = [repoDid, ...maintainers];
+  const keys = [...new Set(writers.map((w) => protectionKey(repoName, repoDid, w)))];
+  const rows = await db
+    .selectFrom('protections')
+    .selectAll()
+    .where('did', 'in', writers)
+    .where('rkey', 'in', keys)
+    .where('deleted', '=', 0)
+    .execute();
+  const listed = rows.map((r) => ({
+    did: r.did,
+    rkey: r.rkey,
+    record: {
+      repo: r.repo,
+      branches: JSON.parse(r.branches) as BranchProtection[],
+      createdAt: r.created_at,
+    } satisfies ProtectionRecord,
+  }));
+  return repoProtection(listed, repoUri(repoDid, repoName), maintainers);
 }
 
 type Tx = Parameters<Parameters<ReturnType<Kysely<Database>['transaction']>['execute']>[0]>[0];

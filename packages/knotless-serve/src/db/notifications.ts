@@ -6,8 +6,8 @@
 // they are the index's rows seen from one account; only when they were last seen is kept.
 import crypto from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
-import { repoProtection, trustedRunners } from 'knotless-core/forge/checks';
-import { repoUri, type BranchProtection } from 'knotless-core/forge/records';
+import { trustedRunners } from 'knotless-core/forge/checks';
+import { indexedProtection } from './forge-store.ts';
 import type { MentionTable } from './mentions.ts';
 import type { Database, StoredRound } from './schema.ts';
 
@@ -221,7 +221,8 @@ async function decisions(db: Db, me: string): Promise<Notice[]> {
 
 /**
  * Checks failing (or erring) on a round of `me`'s pull requests, by a runner whose checks count for
- * the pull request's base branch: the repository's owner or a runner its protection trusts
+ * the pull request's base branch: the repository's owner, a maintainer whose protection of it
+ * requires checks, or a runner such a protection trusts
  * (knotless-core's rules), so nobody else can make the author's notifications say their work fails.
  * Each runner's latest verdict only (the index keeps no other); the author's own checks are no news.
  */
@@ -237,27 +238,7 @@ async function failedChecks(db: Db, me: string): Promise<Notice[]> {
     .execute();
   for (const p of pulls) {
     const heads = (JSON.parse(p.rounds) as StoredRound[]).map((r) => r.head);
-    const prot = await db
-      .selectFrom('protections')
-      .select(['did', 'rkey', 'repo', 'branches', 'created_at'])
-      .where('did', '=', p.repo_did)
-      .where('rkey', '=', p.repo_name)
-      .where('deleted', '=', 0)
-      .executeTakeFirst();
-    const protection = repoProtection(
-      prot === undefined
-        ? undefined
-        : {
-            did: prot.did,
-            rkey: prot.rkey,
-            record: {
-              repo: prot.repo,
-              branches: JSON.parse(prot.branches) as BranchProtection[],
-              createdAt: prot.created_at,
-            },
-          },
-      repoUri(p.repo_did, p.repo_name),
-    );
+    const protection = await indexedProtection(db, p.repo_did, p.repo_name);
     const counted = [p.repo_did, ...trustedRunners(protection, p.base)].filter((d) => d !== me);
     if (heads.length === 0 || counted.length === 0) continue;
     const rows = await db

@@ -1,22 +1,26 @@
 // A commit's checks as the appview's merge judges them: read from the PDSes that can count (the
-// owner's and the runners the branch's protection trusts) by the core's reader and rule, exactly as
-// `knotless pr merge` reads them, so the browser and the CLI never disagree about a merge.
+// owner's, the protecting maintainers' and the runners their protection trusts) by the core's reader
+// and rule, exactly as `knotless pr merge` reads them, so the browser and the CLI never disagree
+// about a merge.
 import {
-  branchProtection,
+  branchRules,
   commitChecks,
-  repoProtection,
   trustedRunners,
   unmetChecks,
   UNTRUSTED_COUNTED,
   UNTRUSTED_SHOWN,
 } from 'knotless-core/forge/checks';
-import { commitVerdict, type CommitVerdict } from 'knotless-core/forge/checks-store';
+import { commitVerdict, requiredOf, type CommitVerdict } from 'knotless-core/forge/checks-store';
 import { repoUri } from 'knotless-core/forge/records';
 import { ForgeStore } from 'knotless-core/forge/store';
 import { forgeRecords } from '../model/forge-records.ts';
 import { HttpError, type RepoTarget, type Site } from './site.ts';
 
-/** `commit`'s checks in `repo` as `branch`'s protection judges them. */
+/**
+ * `commit`'s checks in `repo` as `branch`'s protection judges them: the owner's and that of the
+ * maintainers the owner's table lists (the last list the index holds, as every decision of the
+ * appview takes it), each record read from its writer's PDS.
+ */
 export async function verdictOf(
   site: Site,
   repo: RepoTarget,
@@ -32,14 +36,16 @@ export async function verdictOf(
   const owner = await resolve(repo.did);
   const store = new ForgeStore(site.forge, (m) => site.log(m));
   const readers = { resolve, check: forgeRecords.check, protection: forgeRecords.protection };
-  return commitVerdict(store, readers, owner, repo.name, commit, branch, []);
+  const maintainers = repo.maintainers.map((m) => m.did);
+  return commitVerdict(store, readers, owner, repo.name, commit, branch, [], maintainers);
 }
 
 /**
  * `commit`'s checks as the index has them, judged by knotless-core's rules: by `branch`'s
- * protection, or with no branch, with the runners any protected branch trusts marked trusted: the
- * trusted runners' verdicts all, the others' up to UNTRUSTED_SHOWN, and how many of theirs were left
- * out (`left`). What pages show; the merge itself reads the PDSes (verdictOf), at the moment it decides.
+ * protection (the owner's and its maintainers', db/forge-store.ts `indexedProtection`), or with no
+ * branch, with the runners any protected branch trusts marked trusted: the trusted runners'
+ * verdicts all, the others' up to UNTRUSTED_SHOWN, and how many of theirs were left out (`left`).
+ * What pages show; the merge itself reads the PDSes (verdictOf), at the moment it decides.
  */
 export async function indexedVerdict(
   site: Site,
@@ -48,8 +54,8 @@ export async function indexedVerdict(
   branch: string | undefined,
 ): Promise<CommitVerdict> {
   const uri = repoUri(repo.did, repo.name);
-  const protection = repoProtection(await site.index.forge.protection(repo.did, repo.name), uri);
-  const rules = branch === undefined ? undefined : branchProtection(protection, branch);
+  const protection = await site.index.forge.protection(repo.did, repo.name);
+  const rules = branch === undefined ? [] : branchRules(protection, branch);
   const trusted = trustedRunners(protection, branch);
   const { rows, left } = await site.index.forge.checks(
     repo.did,
@@ -66,11 +72,15 @@ export async function indexedVerdict(
     trusted,
   );
   const names = new Map(rows.map((r) => [r.check.runner, r.handle ?? r.check.runner]));
+  // Whoever set a requirement is named in its reason: by the handle the index verified.
+  for (const did of new Set(rules.map((r) => r.by)))
+    if (!names.has(did)) names.set(did, (await site.index.owner(did))?.handle ?? did);
   return {
     protection,
-    branch: rules,
+    rules,
+    required: requiredOf(rules),
     shown,
-    unmet: unmetChecks(rules, shown, names),
+    unmet: unmetChecks(rules, shown, repo.did, names),
     names,
     cut: [],
     ...(left.count === 0 ? {} : { left }),

@@ -1,10 +1,11 @@
 // Checks and protection as the CLI reads them: from the PDSes directly (never the appview's index,
-// which is only as current as the streams it follows), so only the accounts that can count are read: the owner's, the runners the protection
-// trusts, the current account's and any the user names. The rules, and the reading, are
+// which is only as current as the streams it follows), so only the accounts that can count are read: the owner's, the
+// protecting maintainers', the runners their protections trust, the current account's and any the
+// user names. The rules, and the reading, are
 // knotless-core's (forge/checks.ts, forge/checks-store.ts); the CLI hands in its resolver and readers.
 import type { Context } from '../context.ts';
 import { commitVerdict as coreVerdict, type CommitVerdict } from 'knotless-core/forge/checks-store';
-import type { ForgeStore } from 'knotless-core/forge/store';
+import { repoUri } from 'knotless-core/forge/records';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { Mirror } from 'knotless-core/cache/mirror';
@@ -18,14 +19,14 @@ import { listItems, type Reader } from './subjects.ts';
 export type { CommitVerdict };
 
 /**
- * The checks of `commit` in the owner's repository `name`, as `branch`'s protection judges them
- * (with no branch, a runner any protected branch trusts is marked trusted). `extra` are accounts
- * read beside those that can count, so that their checks are shown, named and untrusted: their
- * newest records only, as far as a listing shows, unless `othersWhole`.
+ * The checks of `commit` in the owner's repository `name`, as `branch`'s protection judges them:
+ * the owner's and that of the maintainers the owner's ref table lists now (read once per command,
+ * `r.team`); with no branch, a runner any protected branch trusts is marked trusted. `extra` are
+ * accounts read beside those that can count, so that their checks are shown, named and untrusted:
+ * their newest records only, as far as a listing shows, unless `othersWhole`.
  */
-export function commitVerdict(
-  ctx: Context,
-  store: ForgeStore,
+export async function commitVerdict(
+  r: Reader,
   owner: Identity,
   name: string,
   commit: string,
@@ -33,12 +34,15 @@ export function commitVerdict(
   extra: readonly Identity[],
   othersWhole = false,
 ): Promise<CommitVerdict> {
+  const ctx = r.ctx;
   const readers = {
     resolve: (did: string) => ctx.resolver.resolve(did),
     check: parseCheck,
     protection: parseProtection,
+    warn: (m: string) => r.note(`warning: ${m}`),
   };
-  return coreVerdict(store, readers, owner, name, commit, branch, extra, othersWhole);
+  const team = await r.team(owner, repoUri(owner.did, name));
+  return coreVerdict(r.store, readers, owner, name, commit, branch, extra, team.maintainers, othersWhole);
 }
 
 /** A runner as printed: its verified handle, else its DID. */

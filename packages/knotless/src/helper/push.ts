@@ -6,11 +6,14 @@ import { GitError } from 'knotless-core/git/run';
 import { pushRefs, type PushOutcome, type PushSpec } from 'knotless-core/ops/push/push';
 import type { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { printErr, safeText } from 'knotless-core/text/terminal';
-import { branchProtection, pushRefusal } from 'knotless-core/forge/checks';
-import { readProtection } from 'knotless-core/forge/checks-store';
+import { branchRules, pushRefusal, type RepoProtection } from 'knotless-core/forge/checks';
+import { readRepoProtection } from 'knotless-core/forge/checks-store';
+import { readMaintainers } from 'knotless-core/records/maintainers';
+import { lastTableRead } from 'knotless-core/records/read-refs';
+import { maintainersOf } from 'knotless-core/records/ref-table';
 import { ForgeStore } from 'knotless-core/forge/store';
 import type { ProtectionCheck } from 'knotless-core/ops/push/check';
-import { parseProtection, type ProtectionRecord } from '../forge/records.ts';
+import { parseProtection } from '../forge/records.ts';
 import type { HelperState } from './state.ts';
 
 function parsePushLine(line: string): PushSpec {
@@ -91,20 +94,43 @@ async function push(state: HelperState, specs: PushSpec[]): Promise<PushOutcome[
 }
 
 /**
- * The owner's branch protection of `remote`, read from the owner's account once, on the first
- * update that would rewrite or delete a branch (a plain push reads nothing more); the rule is the
- * core's (forge/checks.ts).
+ * The branch protection of `remote`'s team, read once, on the first update that would rewrite or
+ * delete a branch (a plain push reads nothing more): the owner's record and those of the
+ * maintainers the owner's table listed for this push (the listing's read of it, else one read
+ * now), each from its writer's own account. The rule is the core's (forge/checks.ts): any one
+ * record that refuses the update refuses it, and the sentence names whose.
  */
 function protectionOf(state: HelperState, remote: RemoteRepo): ProtectionCheck {
-  let read: Promise<ProtectionRecord | undefined> | undefined;
+  const warn = (m: string) => printErr(`knotless: warning: ${m}`);
+  let read: Promise<RepoProtection> | undefined;
+  const team = async (): Promise<string[]> => {
+    if (remote.layout === 'records') return [];
+    const table = lastTableRead(remote)?.table ?? (await readMaintainers(remote))?.table.table;
+    return table === undefined ? [] : maintainersOf(table, remote.owner.did);
+  };
+  const resolve = (did: string) => state.ctx.resolver.resolve(did);
   return async (branch, update) => {
-    read ??= readProtection(
-      new ForgeStore(state.ctx, (m) => printErr(`knotless: warning: ${m}`)),
-      remote.owner,
-      remote.name,
-      parseProtection,
-    ).then((p) => p.record);
-    return pushRefusal(branchProtection(await read, branch), update);
+    read ??= team().then((maintainers) =>
+      readRepoProtection(
+        new ForgeStore(state.ctx, warn),
+        remote.owner,
+        remote.name,
+        parseProtection,
+        maintainers,
+        resolve,
+        warn,
+      ),
+    );
+    const refused = pushRefusal(branchRules(await read, branch), update);
+    if (refused === undefined) return undefined;
+    const who = await Promise.all(
+      refused.by.map(async (did) =>
+        did === remote.owner.did
+          ? "the repository's owner"
+          : `${safeText((await resolve(did)).handle ?? did)} (a maintainer)`,
+      ),
+    );
+    return { reason: refused.reason, who };
   };
 }
 

@@ -58,13 +58,14 @@ export async function checkUpdate(
 }
 
 /**
- * Why a push may not make `update` to `branch` of the repository (its owner's protection, read by
- * the caller: ops/ knows no forge records), or undefined when it may.
+ * Why a push may not make `update` to `branch` of the repository (its team's protection, read by
+ * the caller: ops/ knows no forge records), or undefined when it may: the rule's words and who
+ * refuses it, each named as a sentence names them (the owner as `the repository's owner`).
  */
 export type ProtectionCheck = (
   branch: string,
   update: 'force' | 'delete',
-) => Promise<ProtectedReason | undefined>;
+) => Promise<{ reason: ProtectedReason; who: string[] } | undefined>;
 
 /** Why git's receive-pack would refuse an update before any fast-forward rule, with its words. */
 export interface ReceiveRefusal {
@@ -134,11 +135,17 @@ export async function protectedRefusal(
   const update =
     u.oid === undefined ? 'delete' : u.force && !(await fastForward(cur, u.oid)) ? 'force' : undefined;
   if (update === undefined) return undefined;
-  const reason = await protection(u.dst.slice('refs/heads/'.length), update);
-  if (reason === undefined) return undefined;
+  const refused = await protection(u.dst.slice('refs/heads/'.length), update);
+  if (refused === undefined) return undefined;
+  const allow = `\`knotless repo protect <repo> <branch> --allow-${update === 'delete' ? 'deletion' : 'force-push'}\``;
+  // Every record protecting the branch must allow it, so the sentence names each that does not.
+  const how =
+    refused.who.length === 1
+      ? `${refused.who[0]} can allow it with ${allow}`
+      : `${refused.who.join(' and ')} each refuse it, and each must allow it with ${allow}`;
   return {
-    reason,
-    sentence: `${u.dst} is a protected branch and its protection does not allow ${update === 'delete' ? 'deleting it' : 'a force-push'}; nothing was written to it (the repository's owner can allow it with \`knotless repo protect <repo> <branch> --allow-${update === 'delete' ? 'deletion' : 'force-push'}\`).`,
+    reason: refused.reason,
+    sentence: `${u.dst} is a protected branch and its protection does not allow ${update === 'delete' ? 'deleting it' : 'a force-push'}; nothing was written to it (${how}).`,
   };
 }
 

@@ -81,7 +81,7 @@ export function checksBadge(repo: RepoTarget, commit: string, v: CommitVerdict):
  * required check that has not passed, in the CLI's words. Nothing when the branch is not protected.
  */
 export function mergeability(v: CommitVerdict, base: string): SafeHtml {
-  if (v.branch === undefined || v.branch.requiredChecks.length === 0) return html``;
+  if (v.required === undefined || v.required.length === 0) return html``;
   if (v.unmet.length === 0)
     return html`<p class="merge-checks ck-success">
       Can be merged: the required checks of ${base} have passed.

@@ -43,11 +43,11 @@ export const listChecks: XrpcHandler = async (site, params) => {
     ...(v.left === undefined
       ? {}
       : { moreUntrusted: v.left.count, ...(v.left.atLeast ? { moreUntrustedAtLeast: true } : {}) }),
-    ...(v.branch === undefined
+    ...(v.required === undefined
       ? {}
       : {
-          required: v.branch.requiredChecks,
-          unmet: v.unmet.map((u) => ({ context: u.context, kind: u.kind, reason: u.reason })),
+          required: v.required,
+          unmet: v.unmet.map((u) => ({ context: u.context, kind: u.kind, reason: u.reason, by: u.by })),
         }),
   };
 };

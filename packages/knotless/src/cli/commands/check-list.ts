@@ -14,7 +14,7 @@ export const command: Command = {
   args: '<[handle/]repo> <commit-or-branch>',
   summary: "a commit's checks: each runner's latest verdict per context, trusted runners marked",
   details: [
-    `Checks are read from the accounts that can count (the owner's and the runners its protection trusts) and yours; --runner reads another's too, shown untrusted unless the owner trusts it. The owner's and trusted runners' verdicts are all listed; of the others at most ${UNTRUSTED_SHOWN}, with a line saying how many more (--all lists every one). Of an account that does not count only the newest check records are read, as far as that listing needs (at most ${OTHERS_READ}), and a line says so; --all reads them all. Given a branch, its head commit is listed and judged by that branch's protection: what a merge into it still waits for is listed last. Given a commit, a runner any protected branch trusts is marked trusted.`,
+    `Checks are read from the accounts that can count (the owner's, and those of the maintainers whose protection requires checks and of the runners each protection trusts) and yours; --runner reads another's too, shown untrusted unless some protection trusts it. The owner's and trusted runners' verdicts are all listed; of the others at most ${UNTRUSTED_SHOWN}, with a line saying how many more (--all lists every one). Of an account that does not count only the newest check records are read, as far as that listing needs (at most ${OTHERS_READ}), and a line says so; --all reads them all. Given a branch, its head commit is listed and judged by that branch's protection: what a merge into it still waits for is listed last. Given a commit, a runner any protected branch trusts is marked trusted.`,
   ],
   options: {
     runner: { type: 'string', multiple: true, value: 'HANDLE', help: "read this runner's checks too" },
@@ -53,9 +53,9 @@ export const command: Command = {
     const extra = await Promise.all(
       [...named, ...(me === undefined ? [] : [me])].map((h) => c.resolver.resolve(h)),
     );
-    const store = forgeReader(c, io).store;
+    const r = forgeReader(c, io);
     const all = args.values['all'] === true;
-    const v = await commitVerdict(c, store, target.owner, target.name, commit, branch, extra, all);
+    const v = await commitVerdict(r, target.owner, target.name, commit, branch, extra, all);
     const name = (did: string) => v.names.get(did) ?? did;
     const { shown, more } = all ? { shown: v.shown, more: 0 } : capUntrusted(v.shown);
     if (args.values['json'] === true) {
@@ -63,7 +63,7 @@ export const command: Command = {
         safeJson({
           repo: target.uri,
           commit,
-          ...(branch === undefined ? {} : { branch, protected: v.branch !== undefined }),
+          ...(branch === undefined ? {} : { branch, protected: v.required !== undefined }),
           checks: shown.map((s) => ({
             context: s.context,
             state: s.state,
@@ -77,11 +77,11 @@ export const command: Command = {
           ...(v.cut.length === 0
             ? {}
             : { partlyRead: v.cut.map((x) => ({ runner: x.name, runnerDid: x.runner, read: x.read })) }),
-          ...(v.branch === undefined
+          ...(v.required === undefined
             ? {}
             : {
-                required: v.branch.requiredChecks,
-                unmet: v.unmet.map((u) => ({ context: u.context, kind: u.kind, reason: u.reason })),
+                required: v.required,
+                unmet: v.unmet.map((u) => ({ context: u.context, kind: u.kind, reason: u.reason, by: u.by })),
               }),
         }),
       );
@@ -102,10 +102,10 @@ export const command: Command = {
       io.out(
         `  … only the newest ${x.read} check records of ${safeText(x.name)} (untrusted) were read (--all reads them all)`,
       );
-    if (v.branch !== undefined) {
+    if (v.required !== undefined) {
       if (v.unmet.length === 0)
         io.out(
-          `  required checks: all passed (${v.branch.requiredChecks.map((x) => safeText(x, 100)).join(', ') || 'none'})`,
+          `  required checks: all passed (${v.required.map((x) => safeText(x, 100)).join(', ') || 'none'})`,
         );
       else for (const u of v.unmet) io.out(`  waiting: ${u.reason}`);
     }

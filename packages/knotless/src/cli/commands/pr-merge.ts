@@ -15,7 +15,7 @@ export const command: Command = {
   details: [
     "The round's commits come from the pack in the author's account, so a pull request merges even after its branch was deleted. --merge (the default) fast-forwards when it can and otherwise makes a merge commit; --squash makes one commit; --rebase replays the commits on the base branch (fast-forwarding when it can).",
     "--match-head-commit refuses, writing nothing, when the pull request's head is not the commit you reviewed (as gh pr merge does).",
-    "Into a protected branch (`knotless repo protect`), a merge waits until every required check of the round's head commit has passed by a runner the owner trusts; --ignore-checks merges anyway, and the pull request's merged status records which checks were ignored and why, for everyone to see.",
+    "Into a protected branch (`knotless repo protect`), a merge waits until every required check of the round's head commit has passed, each by a runner that counts for the account that required it (the owner, that account, or a runner it trusts); --ignore-checks merges anyway, past the maintainers' requirements too, and the pull request's merged status records which checks were ignored and why, for everyone to see.",
     'The base branch is written like any push, with compare-and-swap: if it moved meanwhile, or the merge conflicts, nothing is written. Then the merged status is recorded in your account.',
   ],
   options: {
@@ -70,8 +70,9 @@ export const command: Command = {
         'remote-changed',
         `${safeText(item.id)}'s head is ${head.slice(0, 12)}, not ${safeText(match)}; nothing was merged (view it again with \`knotless pr view\`).`,
       );
-    // The protection is read from the owner's account and the checks from the runners it trusts.
-    const verdict = await commitVerdict(c, r.store, target.owner, target.name, head, item.record.base, []);
+    // The protection is read from the owner's and the listed maintainers' accounts, the checks from
+    // the accounts that count for some requirement.
+    const verdict = await commitVerdict(r, target.owner, target.name, head, item.record.base, []);
     const ignore = args.values['ignore-checks'] === true;
     if (verdict.unmet.length > 0 && !ignore)
       throw new KnotlessError(
