@@ -53,7 +53,7 @@ export async function identityOf(site: Site, did: string): Promise<Identity> {
 /**
  * A repository's refs on its owner's PDS, as the core reads and writes them: its ref table read with
  * its proof (so that a merge or an edit writes the table of a repository that has one, never ref
- * records every reader ignores), else its ref records.
+ * records every reader ignores), with its maintainers' tables when it names some, else its ref records.
  */
 export function remoteRepo(site: Site, owner: Identity, name: string): RemoteRepo {
   return new RemoteRepo(
@@ -66,6 +66,9 @@ export function remoteRepo(site: Site, owner: Identity, name: string): RemoteRep
         // The PDS the DID document names, read for the key; else the one the index resolved.
         service: (named) => named ?? owner.pds,
       },
+      // A team's repository is read as every reader reads it, each maintainer's table from their
+      // own account: a merge into it (or an edit of it) lists the team's refs first.
+      member: async (did) => remoteRepo(site, await identityOf(site, did), name),
     },
     owner,
     name,
