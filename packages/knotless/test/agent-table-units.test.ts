@@ -43,7 +43,7 @@ async function tableWith(
   const updates = Object.entries(refs).map(([ref, n]) => ({ ref, target: oid(n), packs: [pack(n)] }));
   const table = applyRefUpdates(base, updates, { repo: REPO, maintainer: false }, new Date());
   const writes = await layoutRefTable(table, RKEY, (v) => Promise.resolve(recordCid(v)));
-  return { table, value: writes.table, cid: await recordCid(writes.table) };
+  return { table, value: writes.table, cid: recordCid(writes.table) };
 }
 
 /**
@@ -62,39 +62,42 @@ function tablePds() {
     body: Buffer.from(JSON.stringify(body)),
   });
   const transport: Transport = {
-    async request(_url, init) {
-      const body = JSON.parse(Buffer.from(init.body as string | Buffer).toString('utf8')) as {
-        record: Record<string, unknown>;
-        swapRecord?: string | null;
-      };
-      const refused = (status: number, res: unknown) => {
-        writes.push({ swap: body.swapRecord, status });
-        return answer(status, res);
-      };
-      if (refuse) {
-        refuse = false;
-        return refused(400, { error: 'BlobNotFound', message: 'Could not find blob: bafkrei' });
-      }
-      if ((body.swapRecord ?? undefined) !== cid)
-        return refused(400, { error: 'InvalidSwap', message: `Record was at ${cid ?? 'null'}` });
-      cid = await recordCid(body.record);
-      value = body.record;
-      rev++;
-      writes.push({ swap: body.swapRecord, status: 200 });
-      return answer(200, {
-        uri: `at://${DID}/dev.knotless.refs/${RKEY}`,
-        cid,
-        commit: { cid: `bafycommit${rev}`, rev: revOf(rev) },
-      });
+    request(_url, init) {
+      return Promise.resolve(answerTo(init));
     },
     close() {},
   };
+  function answerTo(init: { body?: unknown }) {
+    const body = JSON.parse(Buffer.from(init.body as string | Buffer).toString('utf8')) as {
+      record: Record<string, unknown>;
+      swapRecord?: string | null;
+    };
+    const refused = (status: number, res: unknown) => {
+      writes.push({ swap: body.swapRecord, status });
+      return answer(status, res);
+    };
+    if (refuse) {
+      refuse = false;
+      return refused(400, { error: 'BlobNotFound', message: 'Could not find blob: bafkrei' });
+    }
+    if ((body.swapRecord ?? undefined) !== cid)
+      return refused(400, { error: 'InvalidSwap', message: `Record was at ${cid ?? 'null'}` });
+    cid = recordCid(body.record);
+    value = body.record;
+    rev++;
+    writes.push({ swap: body.swapRecord, status: 200 });
+    return answer(200, {
+      uri: `at://${DID}/dev.knotless.refs/${RKEY}`,
+      cid,
+      commit: { cid: `bafycommit${rev}`, rev: revOf(rev) },
+    });
+  }
   return {
     transport,
     writes,
     /** Another machine's write, straight to the PDS. */
-    foreign: async (record: Record<string, unknown>) => {
-      cid = await recordCid(record);
+    foreign: (record: Record<string, unknown>) => {
+      cid = recordCid(record);
       value = record;
       rev++;
     },
@@ -131,7 +134,7 @@ describe("the agent's fold of ref table writes", () => {
     };
     const group = new TableGroup(pds.transport, () => {}, views, new RateBudgets());
     const a = await tableWith(undefined, { 'refs/heads/main': 1 });
-    await pds.foreign(a.value);
+    pds.foreign(a.value);
     view = pds.now();
     // This machine's push lands B: the agent's latest write.
     const b = await tableWith(a.table, { 'refs/heads/main': 2 });
@@ -140,7 +143,7 @@ describe("the agent's fold of ref table writes", () => {
     // Another machine writes C; the view takes it, and a push decided on C fails for
     // its own reason (a pack gone), so the agent's latest write is still B.
     const c = await tableWith(b.table, { 'refs/heads/side': 7 });
-    await pds.foreign(c.value);
+    pds.foreign(c.value);
     view = pds.now();
     const cCid = view.cid;
     pds.refuseNext();
