@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
+import { putRaw } from './helpers/forge.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -44,7 +45,12 @@ async function requestsOf(run: () => Promise<unknown>): Promise<string[]> {
 describe('requests per operation (identity cached)', () => {
   it('costs what docs/reference/performance.md says, on a ref table (the default)', async () => {
     layout = {};
-    assert.equal((await alice.knotless('repo', 'create', 'tabled')).code, 0);
+    // The repository record, the check that no ref record of the name is left, and its empty table
+    // swapped on the commit the record made.
+    assert.deepEqual(
+      await requestsOf(async () => assert.equal((await alice.knotless('repo', 'create', 'tabled')).code, 0)),
+      ['com.atproto.repo.putRecord', 'com.atproto.repo.listRecords', 'com.atproto.repo.putRecord'],
+    );
     const url = 'knotless://alice.test/tabled';
     const dir = await newRepo(alice, url);
     await commitFiles(alice, dir, { a: '1' }, 'one');
@@ -89,6 +95,49 @@ describe('requests per operation (identity cached)', () => {
     await alice.ok(dir, 'push', 'origin', 'main');
     assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), LISTING);
     assert.ok(proxy!.connections <= 2, `a fetch opened ${proxy!.connections} connections`);
+  });
+
+  it('repo create still starts on a table when the account is written between its record and its table', async () => {
+    layout = {};
+    const counted = proxy!;
+    let written = false;
+    const racing = await startProxy({
+      target: t.net.pdsUrl,
+      // Another machine writes the account after the repository record landed, before its table.
+      onRequest: async (req) => {
+        if (req.nsid !== 'com.atproto.repo.listRecords' || written) return;
+        written = true;
+        await putRaw(t, 'alice.test', 'dev.knotless.repo', 'elsewhere', {
+          $type: 'dev.knotless.repo',
+          createdAt: new Date().toISOString(),
+        });
+      },
+    });
+    proxy = racing;
+    try {
+      const made = await alice.knotless('repo', 'create', 'raced');
+      assert.equal(made.code, 0, made.stderr);
+      assert.ok(written);
+      const seen = racing.requests.map((r) => r.nsid ?? r.path);
+      // The table's write swapped on the record's commit is refused, and a whole migration follows.
+      assert.deepEqual(seen.slice(0, 3), [
+        'com.atproto.repo.putRecord',
+        'com.atproto.repo.listRecords',
+        'com.atproto.repo.putRecord',
+      ]);
+      assert.ok(seen.includes('com.atproto.sync.getLatestCommit'), seen.join(' '));
+    } finally {
+      proxy = counted;
+      await racing.close();
+    }
+    // It is on its table: the first push writes the table, and lists no ref record.
+    const dir = await newRepo(alice, 'knotless://alice.test/raced');
+    await commitFiles(alice, dir, { a: '1' }, 'one');
+    assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
+      ...LISTING,
+      'com.atproto.repo.getRecord',
+      'com.atproto.repo.putRecord',
+    ]);
   });
 
   it('costs what docs/reference/performance.md says, on ref records (KNOTLESS_REF_TABLE=0)', async () => {

@@ -86,6 +86,39 @@ export async function migrateToTable(remote: RemoteRepo, auth: Authorizer): Prom
 }
 
 /**
+ * Starts a repository this process has just created on its empty table. `created` is the account's
+ * commit the repository record's own write made: the records are listed once and, when there are none,
+ * the table is created with `swapCommit` on that commit, so it lands only when nothing in the
+ * account was written since (no ref record can have appeared after that listing). With the record's
+ * write that is three requests, against a whole migration's seven. Anything else (no commit known,
+ * records left by an earlier repository of that name, a write in between) is a whole migration.
+ */
+export async function startTable(
+  remote: RemoteRepo,
+  auth: Authorizer,
+  created: string | undefined,
+): Promise<Migrated> {
+  if (created === undefined) return migrateToTable(remote, auth);
+  if ((await listOldRefs(remote)).length > 0) return migrateToTable(remote, auth);
+  const did = remote.owner.did;
+  const next = tableOf([], `at://${did}/${REPO_COLLECTION}/${remote.name}`);
+  const { recordCid } = await import('../records/proof.ts');
+  const writes = await layoutRefTable(next, refTableKey(remote.name, did, did), (v) =>
+    Promise.resolve(recordCid(v)),
+  );
+  try {
+    await putTableRecord(remote, auth, refTableKey(remote.name, did, did), writes.table, {
+      swapRecord: null,
+      swapCommit: created,
+    });
+  } catch (err) {
+    if (!(err instanceof SwapConflict)) throw err;
+    return migrateToTable(remote, auth);
+  }
+  return { refs: 0, head: undefined, created: true, parts: 0, deleted: 0, requests: 1, points: POINTS.put };
+}
+
+/**
  * The owner's table of `remote` when one was created while this process wrote ref records, read once
  * every such write has answered (and then the layout this process writes); undefined when there is
  * none. A migration creates the table with `swapCommit` on the commit it listed the records at, so a

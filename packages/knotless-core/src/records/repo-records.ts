@@ -77,7 +77,8 @@ export class RepoRecords {
 
   /**
    * Creates a repository in the session's account (a fork names its original in `forkOf`); fails
-   * with `repo-exists` if the name is taken.
+   * with `repo-exists` if the name is taken. `commit`: the account's commit the write made, when
+   * its answer said (not after a lost answer read back).
    */
   async create(
     auth: SessionAuthorizer,
@@ -86,14 +87,15 @@ export class RepoRecords {
     forkOf?: string,
     /** A private repository's `private` field (private/members.ts `newPrivate`). */
     privateField?: Record<string, unknown>,
-  ): Promise<RepoRecord> {
+  ): Promise<{ record: RepoRecord; commit?: string }> {
     const record: RepoRecord = { createdAt: new Date().toISOString() };
     if (description !== undefined && description !== '') record.description = description;
     if (forkOf !== undefined) record.forkOf = forkOf;
     const client = this.#client(auth.session.pds, auth);
+    let commit: string | undefined;
     try {
       // swapRecord: null makes the write conditional on the key being free.
-      await client.procedure('com.atproto.repo.putRecord', {
+      const res = await client.procedure<{ commit?: { cid?: unknown } }>('com.atproto.repo.putRecord', {
         repo: auth.session.did,
         collection: REPO_COLLECTION,
         rkey: name,
@@ -104,6 +106,7 @@ export class RepoRecords {
         },
         swapRecord: null,
       });
+      if (typeof res?.commit?.cid === 'string') commit = res.commit.cid;
     } catch (err) {
       // Retried after a lost answer, the create conflicts with itself: the record read back is ours.
       if (err instanceof XrpcError && pdsRefusal(err) === 'swap-conflict' && err.attempts > 1) {
@@ -117,7 +120,7 @@ export class RepoRecords {
             // Unknown whether the record is ours: say what failed rather than "it exists".
             throw generalFailure(readErr, `reading back ${name}`);
           });
-        if (mine?.value?.createdAt === record.createdAt) return record;
+        if (mine?.value?.createdAt === record.createdAt) return { record };
       }
       if (err instanceof XrpcError && pdsRefusal(err) === 'swap-conflict') {
         throw new KnotlessError(
@@ -130,7 +133,7 @@ export class RepoRecords {
       }
       throw generalFailure(err, `creating ${name}`);
     }
-    return record;
+    return commit === undefined ? { record } : { record, commit };
   }
 
   /** Reads one repository's record (public: no login needed). */

@@ -2,7 +2,7 @@ import { activeSession } from '../../auth/login.ts';
 import { checkRepoName } from 'knotless-core/records/name';
 import { newPrivate } from 'knotless-core/private/members';
 import { cacheRing } from 'knotless-core/private/ring';
-import { migrateToTable } from 'knotless-core/ops/table-migrate';
+import { startTable } from 'knotless-core/ops/table-migrate';
 import { stringOption, type Command } from '../command.ts';
 import { membersEnv } from './private-env.ts';
 
@@ -28,14 +28,16 @@ export const command: Command = {
     const c = ctx();
     const auth = await activeSession(c);
     const priv = args.values['private'] === true ? await newPrivate(membersEnv(c, auth)) : undefined;
-    await c.repoRecords().create(auth, name, stringOption(args, 'description'), undefined, priv?.field);
+    const made = await c
+      .repoRecords()
+      .create(auth, name, stringOption(args, 'description'), undefined, priv?.field);
     if (priv !== undefined) cacheRing(c.config.configDir, auth.session.did, name, priv.ring);
     // A public repository starts on an empty ref table unless KNOTLESS_REF_TABLE=0 keeps the old layout
     // (sealed tables are not built: a private one starts on ref records).
     else if (c.config.refTable) {
       const { did, handle, pds } = auth.session;
       const remote = c.remoteRepo({ did, handle, pds }, name, (m) => io.err(`knotless: warning: ${m}`));
-      await migrateToTable(remote, auth);
+      await startTable(remote, auth, made.commit);
     }
     io.out(`knotless://${auth.session.handle}/${name}`);
     io.err(
