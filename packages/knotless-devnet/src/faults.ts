@@ -15,6 +15,11 @@ export type Fault =
   | { kind: 'status'; status: number; error?: string; message?: string; headers?: Record<string, string> }
   /** Answer 429 with `Retry-After: seconds` and the ratelimit headers the PDS sends; nothing is forwarded. */
   | { kind: 'rate-limit'; retryAfter: number }
+  /**
+   * Forward as usual, and send the answer with these headers set (over the PDS's own of the same
+   * names): a PDS stating a rate-limit budget (`ratelimit-remaining`…), or lying about one.
+   */
+  | { kind: 'headers'; headers: Record<string, string> }
   /** Forward, then send the answer's headers and only its first `bytes` bytes, and cut the connection. */
   | { kind: 'cut'; bytes: number }
   /**

@@ -244,7 +244,8 @@ export async function startProxy(opts: ProxyOptions): Promise<Proxy> {
       up.on('data', (chunk: Buffer) => (entry.bytes += chunk.length));
       if (fault?.kind === 'cut') return cutAnswer(up, res, fault.bytes);
       if (fault?.kind === 'slow-answer') return slowAnswer(up, res, fault.everyMs);
-      res.writeHead(entry.status, endToEnd(up.headers));
+      const added = fault?.kind === 'headers' ? fault.headers : {};
+      res.writeHead(entry.status, { ...endToEnd(up.headers), ...added });
       // Either side failing mid-body destroys the other, so the client sees a cut response, not a hang.
       pipeline(up, res, () => {});
     });

@@ -10,6 +10,7 @@ import { IdentityResolver, type Identity } from 'knotless-core/identity/resolver
 import { RemoteRepo } from 'knotless-core/records/remote-repo';
 import { RepoRecords } from 'knotless-core/records/repo-records';
 import { privacyOpener } from 'knotless-core/private/open';
+import { UploadBudgets } from 'knotless-core/xrpc/rate-limit';
 import { transportFor, type Transport } from 'knotless-core/xrpc/transport';
 import { XrpcClient, type Authorizer } from 'knotless-core/xrpc/client';
 import { printErr } from 'knotless-core/text/terminal';
@@ -20,6 +21,8 @@ export class Context {
   readonly transport: Transport;
   readonly resolver: IdentityResolver;
   readonly sessions: SessionStore;
+  /** What this command's answers said of each PDS's budget for blob uploads (see UploadBudgets). */
+  readonly uploadBudgets = new UploadBudgets();
   /** Told of each request retry (the helper sets it when git asks for verbosity); silent when unset. */
   retryNotice: ((notice: string) => void) | undefined;
   /** The warm agent, when one is running: its socket's client, or the agent itself when hosted. */
@@ -121,6 +124,7 @@ export class Context {
       onRetry: (notice) => this.retryNotice?.(notice),
       // Said whatever the verbosity: a push that waits a minute without a word looks hung.
       rateLimit: { boundMs: this.config.rateLimitWaitMs, notify: (line) => printErr(line) },
+      budgets: this.uploadBudgets,
       ...(gated ? { gate: () => this.resolver.settle() } : {}),
       ...(authorizer === undefined ? {} : { authorizer }),
     };

@@ -26,6 +26,7 @@ import { RECORD_ANSWER_BYTES } from '../records/ref-record.ts';
 import type { RemoteRepo } from '../records/remote-repo.ts';
 import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
+import { UploadBudgetWatch } from '../xrpc/rate-limit.ts';
 
 /** An upload that needs more blob uploads than this says how many before it starts. */
 export const LFS_BLOB_NOTICE = BLOB_UPLOAD_NOTICE;
@@ -45,6 +46,11 @@ export interface LfsEnv {
   cacheDir: string;
   /** One line for the user (stderr). */
   say: (line: string) => void;
+  /**
+   * Where the line goes that an upload needs more blob uploads than the PDS says are left (see
+   * UploadBudgetWatch): said at most once an object; nowhere when absent.
+   */
+  sayBudget?: (line: string) => void;
 }
 
 /** Bytes of the object per blob: under the PDS's blob limit, less what sealing adds for a private repository. */
@@ -157,6 +163,17 @@ export async function uploadLfsObject(
     notes.forget();
     return 0;
   }
+  // What is still to send: neither listed by the record nor noted as landed (those are listed as
+  // they are, below). Checked against the PDS's budget now and as each upload's answer comes back.
+  let toSend = 0;
+  for (let i = record.blobs.length; i < total; i++) if (notes.get(i, sealer?.epoch) === undefined) toSend++;
+  const say = env.sayBudget;
+  const budget =
+    say === undefined
+      ? undefined
+      : new UploadBudgetWatch(`LFS object ${object.oid.slice(0, 12)}`, () => writer.uploadBudget(), say);
+  const landedOne = () => budget?.check(--toSend);
+  budget?.check(toSend);
   const fd = fs.openSync(object.file, 'r');
   const file = PackFile.fromFds([{ fd, size: fs.fstatSync(fd).size }]);
   const lengthOf = (i: number) => Math.min(chunk, object.size - i * chunk);
@@ -201,6 +218,7 @@ export async function uploadLfsObject(
         crashPoint('lfs:blob-landed');
         landed.set(i, blob);
         sent++;
+        landedOne();
         await listLanded();
       } catch (err) {
         failure ??= { err };
@@ -225,6 +243,7 @@ export async function uploadLfsObject(
         notes.note(i, blob.ref, blob.epoch);
         crashPoint('lfs:blob-landed');
         sent++;
+        landedOne();
         await list(i, blob);
       } else {
         const listed = {

@@ -4,6 +4,7 @@ import { PackFile } from '../git/pack-file.ts';
 import { Meter, type Chatter } from '../text/progress.ts';
 import { printErr } from '../text/terminal.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
+import { UploadBudgetWatch } from '../xrpc/rate-limit.ts';
 import type { CrashPoint } from '../crash.ts';
 import { uploadPack } from './transfer.ts';
 import { inlineBytes, type PackEntry } from '../records/ref-record.ts';
@@ -90,17 +91,29 @@ async function hoist(
   if (inline.length === 0) return list;
   const limit = await blobUploadLimit(store.writer, store.cacheDir);
   const totalParts = inline.reduce((n, p) => n + Math.ceil(p.size / limit), 0);
+  const bytes = inline.reduce((n, p) => n + p.size, 0);
   if (totalParts > BLOB_UPLOAD_NOTICE) {
-    const bytes = inline.reduce((n, p) => n + p.size, 0);
     printErr(
       `knotless: ${bytes} bytes of packs need ${totalParts} blob uploads (at most ${limit} bytes each).`,
     );
   }
+  // Before the first upload, from what this command's answers said so far; then as each upload's
+  // answer states the PDS's budget afresh. Said once at most.
+  const budget = new UploadBudgetWatch(
+    `${bytes} bytes of packs`,
+    () => store.writer.uploadBudget(),
+    (line) => printErr(line),
+  );
+  budget.check(totalParts);
+  let uploaded = 0;
   const meter = new Meter(store.chatter, 'Uploading packs', totalParts);
   const stored = new Map<string, PackEntry>();
   await Promise.all(
     inline.map(async (p) => {
-      const tick = () => meter.tick(Math.min(limit, p.size));
+      const tick = () => {
+        meter.tick(Math.min(limit, p.size));
+        budget.check(totalParts - ++uploaded);
+      };
       const file = p.local ?? PackFile.fromBytes(p.inline!);
       const stored1 = await storeAsBlobs(store, file, limit, tick).finally(() => file.close());
       stored.set(p.id, { id: p.id, size: p.size, count: p.count, ...holdsOf(p), ...stored1 });

@@ -5,7 +5,13 @@ import { printErr, safeText } from '../text/terminal.ts';
 import { NoAnswer, isCertificateFault, unreachable } from './no-answer.ts';
 import { isAuthRejection, pdsRefusal } from './pds-errors.ts';
 import { isRetrySafe, nextWait, sleep, type Failure, type RetryPolicy } from './retry.ts';
-import { rateLimitNotice, rateLimitSentence, rateLimitWait } from './rate-limit.ts';
+import {
+  rateLimitNotice,
+  rateLimitSentence,
+  rateLimitWait,
+  type UploadBudgets,
+  type UploadStatus,
+} from './rate-limit.ts';
 
 /** An error response from an XRPC endpoint: the HTTP status and the body's `error` name. */
 export class XrpcError extends Error {
@@ -96,6 +102,11 @@ export interface XrpcClientOptions {
    * afresh, `IdentityResolver.settle`) may still stop it, at no round trip of its own.
    */
   gate?: () => Promise<void>;
+  /**
+   * Takes the `RateLimit-*` headers of every answer (refusals too), so that an upload can say before
+   * it starts that it needs more than the PDS says is left: shared by the clients of one command.
+   */
+  budgets?: UploadBudgets;
 }
 
 /**
@@ -130,6 +141,11 @@ export class XrpcClient {
   /** Opens a connection to the service now, for a request that follows local work (see Transport). */
   preconnect(): void {
     this.#opts.transport.preconnect?.(new URL(this.service));
+  }
+
+  /** What this command's answers said of this service's budget for blob uploads, while it holds. */
+  uploadBudget(now = Date.now()): UploadStatus | undefined {
+    return this.#opts.budgets?.status(this.service, now);
   }
 
   /** Calls a query (HTTP GET); `maxBytes` caps its answer. */
@@ -350,6 +366,7 @@ export class XrpcClient {
     const bytes = res.body;
     const received = ok && opts.sink !== undefined ? sunk : bytes.length;
     this.#trace(method, nsid, String(res.status), started, cpu);
+    this.#opts.budgets?.observe(this.service, method, nsid, res.status, res.headers);
     // Not followed: an XRPC service is named by its own address, and a hop elsewhere would carry the
     // session's tokens to a server nobody chose.
     if (res.status >= 300 && res.status < 400) {

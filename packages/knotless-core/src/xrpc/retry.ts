@@ -40,10 +40,23 @@ function header(f: Failure, name: string): string | undefined {
 }
 
 /**
+ * The longest wait or window a server's headers are believed to state: the longest window a PDS is
+ * known to use is a day (the reference PDS's blob uploads and writes), so a week leaves room, and a
+ * figure past it is a lie (or a fault) that would otherwise name a time no clock can show.
+ */
+export const LONGEST_STATED_WAIT_MS = 7 * 24 * 3600 * 1000;
+
+/**
  * How long the server asked us to wait, in ms: `Retry-After` (seconds or an HTTP date), else the
- * `ratelimit-reset` the atproto PDS sends with a 429 (epoch seconds). Undefined when it did not say.
+ * `ratelimit-reset` the atproto PDS sends with a 429 (epoch seconds). Undefined when it did not say,
+ * or said a wait longer than {@link LONGEST_STATED_WAIT_MS}.
  */
 export function serverWaitMs(f: Failure, now = Date.now()): number | undefined {
+  const wait = statedWaitMs(f, now);
+  return wait !== undefined && wait <= LONGEST_STATED_WAIT_MS ? wait : undefined;
+}
+
+function statedWaitMs(f: Failure, now: number): number | undefined {
   const after = header(f, 'retry-after');
   if (after !== undefined && after.trim() !== '') {
     const seconds = Number(after);

@@ -20,7 +20,17 @@ import {
  * for a repository on a ref table, the table's records as the view holds them (`refs` then empty),
  * and for a team each maintainer's table too.
  */
-export type AgentView = { refs: RemoteRef[]; commit?: string; table?: WireTable; members?: WireMember[] };
+export type AgentView = {
+  refs: RemoteRef[];
+  commit?: string;
+  table?: WireTable;
+  members?: WireMember[];
+  /**
+   * What the answers the agent carried said of the budget for blob uploads at the service it names
+   * (UploadBudgets.keep checks it): a push through the agent may upload before any read of its own.
+   */
+  uploads?: { service: string; status: unknown };
+};
 
 /** What a push wrote (so the agent's view is current at once), or that the view was stale. */
 export interface WroteChange {
@@ -216,16 +226,20 @@ export class AgentClient implements AgentLink {
       commit?: unknown;
       table?: unknown;
       members?: unknown;
+      uploads?: { service?: unknown; status?: unknown };
     };
+    const u = body.uploads;
+    const uploads =
+      typeof u?.service === 'string' ? { uploads: { service: u.service, status: u.status } } : {};
     if (body.confirmed && body.table !== undefined) {
       const table = parseWireTable(body.table);
       return body.members === undefined
-        ? { refs: [], table }
-        : { refs: [], table, members: parseWireMembers(body.members) };
+        ? { refs: [], table, ...uploads }
+        : { refs: [], table, members: parseWireMembers(body.members), ...uploads };
     }
     if (!body.confirmed || body.refs === undefined) return undefined;
     const refs = parseWireRefs(body.refs);
-    return typeof body.commit === 'string' ? { refs, commit: body.commit } : { refs };
+    return typeof body.commit === 'string' ? { refs, commit: body.commit, ...uploads } : { refs, ...uploads };
   }
 
   /** The answer, or undefined when the call found the agent gone (only that: anything else throws). */

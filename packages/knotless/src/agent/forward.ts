@@ -1,4 +1,4 @@
-import type { RateBudgets } from 'knotless-core/xrpc/rate-limit';
+import type { RateBudgets, UploadBudgets } from 'knotless-core/xrpc/rate-limit';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import type { Follower } from './follower.ts';
 import { budgetKey, refusalOf, type GroupCommit } from './group-commit.ts';
@@ -22,13 +22,15 @@ function writeTarget(body: Buffer): string | undefined {
  * and the calls of a helper the agent hosts), so that what a write found reaches the views the same
  * way: a write that failed (it may have landed) or was refused for anything but a swap or a rate
  * limit drops them; a refused swap marks the account behind. Every answer to a write also feeds the
- * account's write budget.
+ * account's write budget, and every answer what `uploads` knows of its PDS's budget for blob uploads
+ * (a view passes that on to a push whose uploads may come before any read of its own).
  */
 export function forwarder(
   transport: Transport,
   group: GroupCommit,
   budgets: RateBudgets,
   follower: Follower,
+  uploads: UploadBudgets,
 ): (target: URL, init: HttpRequest) => Promise<HttpResponse> {
   const { views } = follower;
   return async (target, init) => {
@@ -57,6 +59,8 @@ export function forwarder(
       throw err;
     }
     if (did !== undefined) budgets.observe(budgetKey(target, did), out.headers);
+    const nsid = target.pathname.startsWith('/xrpc/') ? target.pathname.slice('/xrpc/'.length) : '';
+    uploads.observe(target.origin, init.method, nsid, out.status, out.headers);
     // A refused swap wrote nothing, and says only that the account moved on: the views follow
     // it as the stream delivers it. Any other refusal is not understood here, so they go.
     const refused = out.status >= 400 ? refusalOf(out) : undefined;

@@ -3,7 +3,7 @@ import { currentCaller, forThisProcess } from 'knotless-core/caller/scope';
 import { KnotlessError } from 'knotless-core/errors';
 import type { Identity } from 'knotless-core/identity/resolver';
 import type { HttpRequest, HttpResponse } from 'knotless-core/xrpc/transport';
-import type { AgentHost } from './client.ts';
+import type { AgentHost, AgentView } from './client.ts';
 import type { Follower } from './follower.ts';
 import type { GroupCommit } from './group-commit.ts';
 import { hostHelper } from './helper-host.ts';
@@ -16,6 +16,8 @@ export interface RouteParts {
   forward: (target: URL, init: HttpRequest) => Promise<HttpResponse>;
   group: GroupCommit;
   log: (line: string) => void;
+  /** What the agent's answers said of the budget for blob uploads at `pds`, and the service it is of. */
+  uploads?: (pds: string) => AgentView['uploads'];
 }
 
 /**
@@ -23,7 +25,7 @@ export interface RouteParts {
  * as the agent's own work, outside the calling helper's (a stream it starts, a group commit it
  * joins, a line it logs serve every caller; see forThisProcess).
  */
-export function hostCalls({ follower, forward }: RouteParts): AgentHost {
+export function hostCalls({ follower, forward, uploads }: RouteParts): AgentHost {
   return {
     forward: (url, init) => {
       // git went away: a request nobody will hear the outcome of is not sent, above all a write.
@@ -42,13 +44,20 @@ export function hostCalls({ follower, forward }: RouteParts): AgentHost {
       forThisProcess(async () => {
         const got = await follower.viewAt({ did, handle: undefined, pds }, repo);
         if (got === undefined) return undefined;
+        const figure = uploads?.(pds);
+        const passed = figure === undefined ? {} : { uploads: structuredClone(figure) };
         // The helper's own copy: it parses the records as a cold read does.
         if ('table' in got)
           return got.members === undefined
-            ? { refs: [], table: structuredClone(got.table) }
-            : { refs: [], table: structuredClone(got.table), members: structuredClone(got.members) };
+            ? { refs: [], table: structuredClone(got.table), ...passed }
+            : {
+                refs: [],
+                table: structuredClone(got.table),
+                members: structuredClone(got.members),
+                ...passed,
+              };
         const refs = parseWireRefs(got.refs);
-        return got.commit === undefined ? { refs } : { refs, commit: got.commit };
+        return got.commit === undefined ? { refs, ...passed } : { refs, commit: got.commit, ...passed };
       }),
     // Applied before the call returns; a fault of the views rejects, as the socket's 502 would.
     wrote: (did, repo, change) =>
@@ -96,9 +105,16 @@ export function routes(
       const name = url.searchParams.get('repo')!;
       // The first helper to ask lists for itself; the view is ready for later ones.
       const got = await follower.viewAt(owner, name);
+      const figure = got === undefined ? undefined : parts.uploads?.(owner.pds);
       res
         .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify(got === undefined ? { confirmed: false } : { confirmed: true, ...got }));
+        .end(
+          JSON.stringify(
+            got === undefined
+              ? { confirmed: false }
+              : { confirmed: true, ...got, ...(figure === undefined ? {} : { uploads: figure }) },
+          ),
+        );
       return;
     }
     if (url.pathname === '/wrote' && req.method === 'POST') {

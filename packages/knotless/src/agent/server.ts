@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { Identity } from 'knotless-core/identity/resolver';
-import { RateBudgets } from 'knotless-core/xrpc/rate-limit';
+import { RateBudgets, type UploadBudgets } from 'knotless-core/xrpc/rate-limit';
 import { Follower, type FollowerServices } from './follower.ts';
 import { forwarder } from './forward.ts';
 import { GroupCommit } from './group-commit.ts';
@@ -10,9 +10,11 @@ import { routes } from './routes.ts';
 
 /**
  * What the agent is handed by `knotless agent` (a `Context` is one): the configuration, the direct
- * transport, and clients and ref-record readers made over it. The follower is what uses them.
+ * transport, and clients and ref-record readers made over it, which the follower uses; and what the
+ * answers of those clients said of each PDS's budget for blob uploads, which the answers the agent
+ * forwards add to and a view passes on.
  */
-export type AgentServices = FollowerServices;
+export type AgentServices = FollowerServices & { readonly uploadBudgets: UploadBudgets };
 
 /** A running agent. */
 export interface Agent {
@@ -47,8 +49,19 @@ export async function startAgent(
     budgets,
     new TableGroup(ctx.transport, log, follower, budgets),
   );
-  const forward = forwarder(ctx.transport, group, budgets, follower);
-  const handle = routes({ follower, forward, group, log });
+  const forward = forwarder(ctx.transport, group, budgets, follower, ctx.uploadBudgets);
+  const handle = routes({
+    follower,
+    forward,
+    group,
+    log,
+    uploads: (pds) => {
+      // Where the agent's own requests for this PDS go, as its clients name it.
+      const service = (ctx.config.service ?? pds).replace(/\/+$/, '');
+      const status = ctx.uploadBudgets.status(service);
+      return status === undefined ? undefined : { service, status };
+    },
+  });
 
   const lifecycle = new AgentLife(socket, log, {
     ...life,

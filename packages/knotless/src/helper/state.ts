@@ -76,6 +76,8 @@ export class HelperState {
     const fromAgent = forPush
       ? await this.ctx.agent?.view(remote.owner.did, remote.name, remote.owner.pds)
       : undefined;
+    if (fromAgent?.uploads !== undefined)
+      this.ctx.uploadBudgets.keep(fromAgent.uploads.service, fromAgent.uploads.status);
     const team =
       fromAgent?.table === undefined || fromAgent.members === undefined
         ? undefined

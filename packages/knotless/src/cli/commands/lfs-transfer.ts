@@ -163,7 +163,19 @@ async function open(ctx: Context, io: Io, init: Request): Promise<Session> {
   const owner = await ctx.resolver.resolve(url.owner);
   const remote: RemoteRepo = ctx.remoteRepo(owner, url.repo, (m) => io.err(`knotless: warning: ${m}`));
   const cache = new BlobCache(ctx.config.cacheDir);
-  const env: LfsEnv = { cache, cacheDir: ctx.config.cacheDir, say: (line) => io.err(line) };
+  // Said once for the whole transfer (git-lfs runs one for a push's objects): the budget is the PDS's,
+  // the same for every object, and the first object it falls short for says so.
+  let saidBudget = false;
+  const env: LfsEnv = {
+    cache,
+    cacheDir: ctx.config.cacheDir,
+    say: (line) => io.err(line),
+    sayBudget: (line) => {
+      if (saidBudget) return;
+      saidBudget = true;
+      tellPusher(io, line);
+    },
+  };
   let auth: SessionAuthorizer | undefined;
   return {
     async upload(object, onBytes) {
@@ -194,8 +206,8 @@ async function open(ctx: Context, io: Io, init: Request): Promise<Session> {
  * the agent through `sh -c`) and its stderr opened through /proc, when it is a terminal or a pipe (a
  * file opened without O_APPEND would have the line overwritten by git's next write). Anywhere else,
  * or when it cannot be opened (another user's process, a socket), the trace is where it goes.
- * Nothing of this runs unless an object to upload needs that many blobs: a push without LFS objects
- * never starts this process at all.
+ * Nothing of this runs unless an object to upload needs that many blobs, or more than the PDS says
+ * are left: a push without LFS objects never starts this process at all.
  */
 function tellPusher(io: Io, line: string): void {
   const fd = pushersStderr();

@@ -69,6 +69,7 @@ export const command: Command = {
         // table was created before it (no read of the table after the write, format.md "Old repositories").
         known: async () => {
           const view = await c.agent?.view(remote.owner.did, remote.name, remote.owner.pds);
+          if (view?.uploads !== undefined) c.uploadBudgets.keep(view.uploads.service, view.uploads.status);
           if (view?.commit !== undefined) remote.viewProof = { commit: view.commit, state: 'pending' };
           return view?.refs;
         },
