@@ -1,6 +1,8 @@
+import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { commitFiles, newRepo, type GitUser } from '../../knotless/test/helpers/git.ts';
 import type { TestNet } from '../../knotless/test/helpers/network.ts';
 import { waitUntil } from '../../knotless/test/helpers/wait.ts';
 import { startAppview, type Appview } from '../src/appview.ts';
@@ -53,4 +55,34 @@ export async function xrpc<T>(app: Appview, nsid: string, params: Record<string,
   const body = (await res.json()) as T;
   if (!res.ok) throw new Error(`${nsid}: ${res.status} ${JSON.stringify(body)}`);
   return body;
+}
+
+/**
+ * Where every team test starts: `owner`'s repository `name` created, its first commit (`a.txt`)
+ * pushed to main, `before` done in the working copy (pushes of the owner's own that come before the
+ * team), `maintainer` added, and `app`'s page of the repository naming a maintainer. Answers the
+ * repository's URL, the working copy and the first commit.
+ */
+export async function maintainedRepo(
+  app: Appview,
+  owner: { user: GitUser; handle: string },
+  name: string,
+  maintainer: string,
+  before: (work: string) => Promise<void> = async () => {},
+): Promise<{ url: string; work: string; first: string }> {
+  const { user, handle } = owner;
+  const created = await user.knotless('repo', 'create', name);
+  assert.equal(created.code, 0, created.stderr);
+  const url = `knotless://${handle}/${name}`;
+  const work = await newRepo(user, url);
+  const first = await commitFiles(user, work, { 'a.txt': 'first\n' }, 'first');
+  await user.ok(work, 'push', '-q', 'origin', 'main');
+  await before(work);
+  const added = await user.knotless('repo', 'maintainer', 'add', name, maintainer);
+  assert.equal(added.code, 0, added.stderr);
+  await waitFor(`${name} indexed with its maintainer`, async () => {
+    const page = await get(`${app.url}/${handle}/${name}`);
+    return page.text.includes('class="muted maintainers"') ? true : undefined;
+  });
+  return { url, work, first };
 }

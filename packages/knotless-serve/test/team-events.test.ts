@@ -8,10 +8,10 @@
 // PDSes (alice, the owner, on one; bob, her maintainer, on the other), with a receiver of its own.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
+import { commitFiles, useGitUser } from '../../knotless/test/helpers/git.ts';
 import { useNetwork } from '../../knotless/test/helpers/network.ts';
 import { tableHands } from '../../knotless/test/helpers/ref-table.ts';
-import { appviewOn, get, waitFor, xrpc } from './helpers.ts';
+import { appviewOn, get, maintainedRepo, waitFor, xrpc } from './helpers.ts';
 import { startReceiver } from './webhook-receiver.ts';
 
 const t = useNetwork(['alice.test', 'bob.test'], { pdses: 2 });
@@ -43,20 +43,21 @@ describe("the appview's events of a team's writes", () => {
     const aliceDid = t.dids['alice.test']!;
     const bobDid = t.dids['bob.test']!;
 
-    assert.equal((await alice.knotless('repo', 'create', name)).code, 0);
-    const work = await newRepo(alice, `knotless://alice.test/${name}`);
-    const first = await commitFiles(alice, work, { 'a.txt': 'first\n' }, 'first');
-    await alice.ok(work, 'push', '-q', 'origin', 'main');
-    // Two more commits of the repository's own: bob's diverged value, and the one that contains it.
-    const x = await commitFiles(alice, work, { 'x.txt': 'x\n' }, 'x');
-    const m = await commitFiles(alice, work, { 'm.txt': 'm\n' }, 'm');
-    await alice.ok(work, 'push', '-q', 'origin', `${x}:refs/heads/x`, `${m}:refs/heads/m`);
-    const added = await alice.knotless('repo', 'maintainer', 'add', name, 'bob.test');
-    assert.equal(added.code, 0, added.stderr);
-    await waitFor(`${name} indexed with its maintainer`, async () => {
-      const page = await get(`${app.url}/alice.test/${name}`);
-      return page.text.includes('class="muted maintainers"') ? true : undefined;
-    });
+    // Two more commits of the repository's own, pushed before bob is named: bob's diverged value,
+    // and the one that contains it.
+    let x = '';
+    let m = '';
+    const { first } = await maintainedRepo(
+      app,
+      { user: alice, handle: 'alice.test' },
+      name,
+      'bob.test',
+      async (work) => {
+        x = await commitFiles(alice, work, { 'x.txt': 'x\n' }, 'x');
+        m = await commitFiles(alice, work, { 'm.txt': 'm\n' }, 'm');
+        await alice.ok(work, 'push', '-q', 'origin', `${x}:refs/heads/x`, `${m}:refs/heads/m`);
+      },
+    );
     await app.index.webhooks.add(aliceDid, name, rx.url);
 
     const listed = async (): Promise<Map<string, string | undefined>> => {
@@ -157,15 +158,7 @@ describe("the appview's events of a team's writes", () => {
     const name = 'team-bad-table';
     const aliceDid = t.dids['alice.test']!;
     const bobDid = t.dids['bob.test']!;
-    assert.equal((await alice.knotless('repo', 'create', name)).code, 0);
-    const work = await newRepo(alice, `knotless://alice.test/${name}`);
-    const first = await commitFiles(alice, work, { 'a.txt': 'first\n' }, 'first');
-    await alice.ok(work, 'push', '-q', 'origin', 'main');
-    assert.equal((await alice.knotless('repo', 'maintainer', 'add', name, 'bob.test')).code, 0);
-    await waitFor(`${name} indexed with its maintainer`, async () => {
-      const page = await get(`${app.url}/alice.test/${name}`);
-      return page.text.includes('class="muted maintainers"') ? true : undefined;
-    });
+    const { first } = await maintainedRepo(app, { user: alice, handle: 'alice.test' }, name, 'bob.test');
 
     // Bob's table under this repository's key names another repository: a rule broken.
     const bad = (line: string) => line.includes('breaks a rule');
