@@ -109,9 +109,10 @@ describe('editing a file in the browser, at its edges', () => {
     assert.equal(opened?.status(), 200);
     await page.getByLabel('big.txt').evaluate((el) => ((el as HTMLTextAreaElement).value += 'one more\n'));
     await page.getByLabel('Commit message').fill('One more line');
+    // Megabytes of form: as above, waited for without Playwright's 30 s default.
     const [answer] = await Promise.all([
-      page.waitForResponse((r) => r.request().method() === 'POST'),
-      page.getByRole('button', { name: 'Commit to main' }).click(),
+      page.waitForResponse((r) => r.request().method() === 'POST', { timeout: 0 }),
+      page.getByRole('button', { name: 'Commit to main' }).click({ timeout: 0 }),
     ]);
     assert.equal(answer.status(), 303, await answer.text().catch(() => ''));
     const dir = await cloned();
@@ -121,9 +122,10 @@ describe('editing a file in the browser, at its edges', () => {
   it('512 KiB of empty lines, the worst a form grows (six times), is saved byte for byte', async () => {
     await openEditor('blank.txt');
     await page.getByLabel('blank.txt').evaluate((el) => ((el as HTMLTextAreaElement).value += 'x\n'));
+    // Megabytes of form: as above, waited for without Playwright's 30 s default.
     const [answer] = await Promise.all([
-      page.waitForResponse((r) => r.request().method() === 'POST'),
-      page.getByRole('button', { name: 'Commit to main' }).click(),
+      page.waitForResponse((r) => r.request().method() === 'POST', { timeout: 0 }),
+      page.getByRole('button', { name: 'Commit to main' }).click({ timeout: 0 }),
     ]);
     assert.equal(answer.status(), 303, await answer.text().catch(() => ''));
     assert.ok(
