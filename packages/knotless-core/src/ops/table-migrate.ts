@@ -101,13 +101,12 @@ export async function startTable(
   if (created === undefined) return migrateToTable(remote, auth);
   if ((await listOldRefs(remote)).length > 0) return migrateToTable(remote, auth);
   const did = remote.owner.did;
+  const key = refTableKey(remote.name, did, did);
   const next = tableOf([], `at://${did}/${REPO_COLLECTION}/${remote.name}`);
   const { recordCid } = await import('../records/proof.ts');
-  const writes = await layoutRefTable(next, refTableKey(remote.name, did, did), (v) =>
-    Promise.resolve(recordCid(v)),
-  );
+  const writes = await layoutRefTable(next, key, (v) => Promise.resolve(recordCid(v)));
   try {
-    await putTableRecord(remote, auth, refTableKey(remote.name, did, did), writes.table, {
+    await putTableRecord(remote, auth, key, writes.table, {
       swapRecord: null,
       swapCommit: created,
     });

@@ -150,18 +150,27 @@ export function readUploadStatus(headers: Failure['headers'], now = Date.now()):
   if (policy !== undefined && p === null) return undefined;
   const limit = stated ?? (p?.[1] === undefined ? undefined : Number(p[1]));
   const windowSeconds = p?.[2] === undefined ? undefined : Number(p[2]);
-  if (limit !== undefined && remaining > limit) return undefined;
-  if (windowSeconds === 0) return undefined;
   let resetAt: number | undefined;
   if (said('ratelimit-reset')) {
     const reset = count(header(headers, 'ratelimit-reset'));
     if (reset === undefined) return undefined;
     resetAt = reset * 1000;
-    // Already refilled (what it said no longer holds), or further off than any window lasts.
-    if (resetAt <= now || resetAt - now > LONGEST_STATED_WAIT_MS) return undefined;
     if (windowSeconds !== undefined && resetAt - now > windowSeconds * 1000 + 60_000) return undefined;
   }
-  return { remaining, limit, resetAt, windowSeconds };
+  return holdsUp({ remaining, limit, resetAt, windowSeconds }, now);
+}
+
+/**
+ * `status` when it does not contradict itself: no more left than its limit, a window that lasts, a
+ * reset still to come (else it already refilled and what it said no longer holds) and within
+ * {@link LONGEST_STATED_WAIT_MS}. The one check for headers and for a figure handed over alike.
+ */
+function holdsUp(status: UploadStatus, now: number): UploadStatus | undefined {
+  const { remaining, limit, resetAt, windowSeconds } = status;
+  if (limit !== undefined && remaining > limit) return undefined;
+  if (windowSeconds === 0) return undefined;
+  if (resetAt !== undefined && (resetAt <= now || resetAt - now > LONGEST_STATED_WAIT_MS)) return undefined;
+  return status;
 }
 
 /**
@@ -176,10 +185,7 @@ export function parseUploadStatus(value: unknown, now = Date.now()): UploadStatu
   const maybe = (n: unknown): n is number | undefined => n === undefined || whole(n);
   const { remaining, limit, resetAt, windowSeconds } = v;
   if (!whole(remaining) || !maybe(limit) || !maybe(resetAt) || !maybe(windowSeconds)) return undefined;
-  if (limit !== undefined && remaining > limit) return undefined;
-  if (windowSeconds === 0) return undefined;
-  if (resetAt !== undefined && (resetAt <= now || resetAt - now > LONGEST_STATED_WAIT_MS)) return undefined;
-  return { remaining, limit, resetAt, windowSeconds };
+  return holdsUp({ remaining, limit, resetAt, windowSeconds }, now);
 }
 
 /** The reference PDS limits this read on its own, apart from the budget every request spends. */
