@@ -4,12 +4,13 @@
 // (answers recorded earlier, replayed after this machine verified a newer commit), (c) it serves
 // another account's records (bob's repository of the same name), (d) it leaves a ref out (a ref
 // record from the listing, or an entry from the table), (e) it changes a pack blob's bytes. For each,
-// on a repository on ref records and one on a ref table, `git fetch`, `git clone`, `git push` and
+// on a public repository on ref records, a private one (on sealed ref records) and one on a ref table, `git fetch`, `git clone`, `git push` and
 // `knotless repo info` are run, without the agent and through a warm agent the reader's git hands
 // its helper protocol to. Each cell says what must happen:
 // the command fails with the sentence for the case (and git's refs, the clone's directory, the
 // remote are left as they were), or, where the lie cannot touch what the command reads, why, and
-// what it does instead. Through the agent, every request must reach the proxy from the agent's
+// what it does instead. A listing of ref records, plain or sealed, is proved whole
+// (records/proved-listing.ts), so (a) and (d) fail there as on a table. Through the agent, every request must reach the proxy from the agent's
 // process (the agent carried them all), and, asked while the lie is told, the agent must hold no
 // view built from it.
 import assert from 'node:assert/strict';
@@ -31,7 +32,7 @@ let socket = '';
 let layout: Layout = 'records';
 let viaAgent = false;
 
-type Layout = 'records' | 'table';
+type Layout = 'records' | 'private' | 'table';
 type Case = 'a' | 'b' | 'c' | 'd' | 'e';
 
 const writerEnv = () => ({
@@ -95,6 +96,16 @@ const OLDER =
   "the PDS answered with the account's commit [a-z2-7]{13}, older than [a-z2-7]{13} already verified on this machine";
 const ANOTHER = "the proof is another account's commit";
 const SIGNATURE = "the commit's signature does not match the account's key";
+const CHANGED = "a ref record listed is not the one the account's signed commit holds";
+const LEFT_OUT = "the listing leaves out a ref record the account's signed commit holds";
+/** Every command fails with the sentence for `why`, and the agent builds no view of it. */
+const refused = (why: string) => ({
+  fetch: { fails: (n: string) => tableSentence(n, why) },
+  clone: { fails: (n: string) => tableSentence(n, why) },
+  info: { fails: (n: string) => tableSentence(n, why) },
+  push: { fails: (n: string) => tableSentence(n, why) },
+  loadRefused: true,
+});
 
 /** What one command must do under one lie. */
 type Expect =
@@ -118,9 +129,11 @@ const isRead = (nsid: string | undefined) =>
   nsid === 'com.atproto.repo.getRecord';
 
 /** JSON of a listRecords answer, changed by `change`. */
-function relist(change: (records: Array<{ value: Record<string, unknown> }>) => unknown[]) {
+function relist(change: (records: Array<{ uri: string; value: Record<string, unknown> }>) => unknown[]) {
   return (body: Buffer): Buffer => {
-    const page = JSON.parse(body.toString('utf8')) as { records: Array<{ value: Record<string, unknown> }> };
+    const page = JSON.parse(body.toString('utf8')) as {
+      records: Array<{ uri: string; value: Record<string, unknown> }>;
+    };
     return Buffer.from(JSON.stringify({ ...page, records: change(page.records) }));
   };
 }
@@ -130,6 +143,9 @@ const ownRefListing = (asked: { nsid: string | undefined; params: URLSearchParam
   asked.nsid === 'com.atproto.repo.listRecords' &&
   asked.params.get('repo') === aliceDid() &&
   asked.params.get('collection') === 'dev.knotless.ref';
+/** Whether a listed record is one of repository `name`'s (its key under the repository's prefix). */
+const ownRecord = (r: { uri?: unknown }, name: string) =>
+  typeof r.uri === 'string' && r.uri.slice(r.uri.lastIndexOf('/') + 1).startsWith(`${name}~`);
 /** The proof of the owner's table of `name`. */
 const ownTableProof = (asked: { nsid: string | undefined; params: URLSearchParams }, name: string) =>
   asked.nsid === 'com.atproto.sync.getRecord' &&
@@ -177,8 +193,21 @@ const blobUnread = {
 
 const CELLS: Record<Layout, Partial<Record<Case, Cell>>> = {
   records: {
-    // (a) on ref records is not here: a listing of ref records is not checked record by record yet,
-    // so a changed target (under the record's own CID) is believed.
+    // main pointed back at c1 in the listing, under its record's own CID.
+    a: {
+      lie: (row) => (asked) =>
+        ownRefListing(asked)
+          ? {
+              kind: 'rewrite',
+              rewrite: relist((records) =>
+                records.map((r) =>
+                  r.value['ref'] === 'refs/heads/main' ? { ...r, value: { ...r.value, target: row.c1 } } : r,
+                ),
+              ),
+            }
+          : { kind: 'forward' },
+      ...refused(CHANGED),
+    },
     // The proof that there is no ref table is the first proof read, and the first refused.
     b: {
       lie: () => replay,
@@ -196,6 +225,8 @@ const CELLS: Record<Layout, Partial<Record<Case, Cell>>> = {
       push: { fails: (n) => tableSentence(n, ANOTHER) },
       loadRefused: true,
     },
+    // One record per ref: the listing is proved whole by the proofs of its records and of two keys
+    // bounding the repository's range (records/proved-listing.ts).
     d: {
       lie: () => (asked) =>
         ownRefListing(asked)
@@ -204,28 +235,7 @@ const CELLS: Record<Layout, Partial<Record<Case, Cell>>> = {
               rewrite: relist((records) => records.filter((r) => r.value['ref'] !== 'refs/heads/other')),
             }
           : { kind: 'forward' },
-      // One record per ref: each listed record is proved, but no request short of the account's whole
-      // repository proves that none was left out. A ref table does (the table rows below).
-      fetch: {
-        passes: 'a listing of ref records is not proved complete: the left-out branch is not seen',
-        check: async (row) => {
-          const refs = await refsOf(reader, row.dir, 'refs/remotes/');
-          assert.match(refs, new RegExp(`^${row.head} refs/remotes/origin/main$`, 'm'));
-        },
-      },
-      clone: {
-        passes: 'a listing of ref records is not proved complete: the clone lacks the left-out branch',
-        check: async (_row, out) => {
-          const refs = await refsOf(reader, out.dir!, 'refs/remotes/');
-          assert.doesNotMatch(refs, /refs\/remotes\/origin\/other/);
-        },
-      },
-      info: {
-        passes: 'a listing of ref records is not proved complete: the count leaves the branch out',
-        check: (_row, out) => assert.match(out.stdout, /^ {2}refs {9}1$/m),
-      },
-      push: { passes: 'the push to a new branch is decided on the refs listed, each proved' },
-      loadRefused: false,
+      ...refused(LEFT_OUT),
     },
     e: {
       lie: () => flipBlob,
@@ -234,6 +244,45 @@ const CELLS: Record<Layout, Partial<Record<Case, Cell>>> = {
       info: blobUnread,
       push: blobUnread,
       loadRefused: false,
+    },
+  },
+  // A private repository stays on its sealed ref records: a proxy cannot read them, but it can
+  // swap them around, replay them, serve another account's or leave one out.
+  private: {
+    // Each record listed carries its neighbour's sealed value, under its own CID: a changed target
+    // as far as a proxy without the keys can change one.
+    a: {
+      lie: (row) => (asked) =>
+        ownRefListing(asked)
+          ? {
+              kind: 'rewrite',
+              rewrite: relist((records) => {
+                const mine = records.filter((r) => ownRecord(r, row.name));
+                return records.map((r) =>
+                  ownRecord(r, row.name)
+                    ? { ...r, value: mine[(mine.indexOf(r) + 1) % mine.length]!.value }
+                    : r,
+                );
+              }),
+            }
+          : { kind: 'forward' },
+      ...refused(CHANGED),
+    },
+    b: { lie: () => replay, ...refused(OLDER) },
+    c: { lie: () => asBob, ...refused(ANOTHER) },
+    // Sealed records name no ref: the repository's last one listed is left out.
+    d: {
+      lie: (row) => (asked) =>
+        ownRefListing(asked)
+          ? {
+              kind: 'rewrite',
+              rewrite: relist((records) => {
+                const last = records.filter((r) => ownRecord(r, row.name)).at(-1);
+                return records.filter((r) => r !== last);
+              }),
+            }
+          : { kind: 'forward' },
+      ...refused(LEFT_OUT),
     },
   },
   table: {
@@ -308,7 +357,15 @@ let rows = 0;
 async function setUp(c: Case): Promise<Row> {
   const name = `vp-${layout}-${c}-${viaAgent ? 'agent' : 'direct'}-${++rows}`;
   const url = `knotless://alice.test/${name}`;
-  const made = await writer.knotless('repo', 'create', name);
+  if (layout === 'private') {
+    // The reader's (and the recorder's) device key, published before the repository is made: the
+    // repository's keys are then wrapped to it, and that machine opens it as the owner's own.
+    for (const machine of [reader, recorder]) {
+      const keys = await machine.knotless('key', 'list');
+      assert.equal(keys.code, 0, keys.stderr);
+    }
+  }
+  const made = await writer.knotless('repo', 'create', name, ...(layout === 'private' ? ['--private'] : []));
   assert.equal(made.code, 0, made.stderr);
   const wdir = await newRepo(writer, url);
   const c1 = await commitFiles(writer, wdir, { 'a.txt': 'one\n' }, 'c1');
@@ -456,10 +513,10 @@ for (const mode of ['direct', 'agent'] as const)
       await agent?.stop();
       agent = undefined;
     });
-    for (const l of ['records', 'table'] as const)
+    for (const l of ['records', 'private', 'table'] as const)
       for (const c of ['a', 'b', 'c', 'd', 'e'] as const)
         if (CELLS[l][c] !== undefined)
-          it(`${l === 'table' ? 'a ref table' : 'ref records'}, (${c})`, async () => {
+          it(`${l === 'table' ? 'a ref table' : l === 'private' ? 'a private repository' : 'ref records'}, (${c})`, async () => {
             layout = l;
             viaAgent = mode === 'agent';
             try {

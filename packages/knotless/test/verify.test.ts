@@ -1,8 +1,9 @@
 // `knotless verify` (cli.md, "Verification") against the dev network's real PDS and PLC directory:
 // a repository on ref records has each record checked against its own proof (the account, its PDS,
-// its key, the signed commit, each ref verified, and the listing said not to be proved complete); a
-// proxy that changes what the listing says of a ref (keeping its CID) gets that ref marked not
-// verified and the command ends 21; a repository with a ref table is proved whole; a table whose
+// its key, the signed commit, each ref verified, and the listing proved complete by the proofs' tree
+// paths); a proxy that changes what the listing says of a ref (keeping its CID) gets that ref marked
+// not verified and the command ends 21, and one that leaves a ref out of the listing gets the
+// listing said not to be complete, ending 21; a repository with a ref table is proved whole; a table whose
 // proof does not hold fails the command in one sentence.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -35,6 +36,7 @@ interface Verdict {
   key: string;
   layout: 'table' | 'records';
   complete: boolean;
+  incomplete?: string;
   rev?: string;
   commit?: string;
   checkedAt: string;
@@ -74,7 +76,7 @@ async function put(collection: string, rkey: string, record: Record<string, unkn
 }
 
 describe('knotless verify', () => {
-  it("checks each ref record of a repository without a table against its own proof, and says the listing's completeness is not proved", async () => {
+  it('proves a repository without a table whole: each ref record against its proof, and the listing complete', async () => {
     records = true;
     let head: string;
     try {
@@ -96,7 +98,8 @@ describe('knotless verify', () => {
     assert.equal(v.pds, t.net.pdsUrl);
     assert.equal(v.key, await aliceKey());
     assert.equal(v.layout, 'records');
-    assert.equal(v.complete, false);
+    assert.equal(v.complete, true);
+    assert.equal(v.incomplete, undefined);
     assert.match(v.rev ?? '', /^[a-z2-7]{13}$/);
     assert.match(v.commit ?? '', /^bafyrei/);
     assert.ok(!Number.isNaN(Date.parse(v.checkedAt)));
@@ -110,7 +113,7 @@ describe('knotless verify', () => {
     assert.equal(text.code, 0, text.stderr);
     assert.match(
       text.stdout,
-      /^ {2}layout {4}ref records \(each ref is proved; that none is left out is not/m,
+      /^ {2}layout {4}ref records \(each ref is proved, and the listing is proved complete\)$/m,
     );
     assert.match(text.stdout, new RegExp(`^ {4}verified {6}refs/heads/main  ${head}$`, 'm'));
   });
@@ -149,6 +152,46 @@ describe('knotless verify', () => {
         res.stderr.trim(),
         "knotless: 1 of the 3 refs of alice.test/site could not be verified against the account's signed commit (listed above); do not fetch them until its PDS serves proofs that hold, and check the PDS or the network in between.",
       );
+    } finally {
+      service = false;
+      proxy!.clearFaults();
+    }
+  });
+
+  it('says a listing that left a ref out is not complete, and ends 21', async () => {
+    const url = new URL('/xrpc/com.atproto.repo.listRecords', t.net.pdsUrl);
+    url.searchParams.set('repo', t.dids['alice.test']!);
+    url.searchParams.set('collection', 'dev.knotless.ref');
+    url.searchParams.set('limit', '100');
+    const listing = (await (await fetch(url)).json()) as { records: { value: { ref?: string } }[] };
+    const before = listing.records.length;
+    listing.records = listing.records.filter((r) => r.value.ref !== 'refs/heads/other');
+    assert.equal(listing.records.length, before - 1);
+    proxy!.inject({
+      nsid: 'com.atproto.repo.listRecords',
+      times: Infinity,
+      fault: { kind: 'replace', body: Buffer.from(JSON.stringify(listing)), contentType: 'application/json' },
+    });
+    service = true;
+    try {
+      const res = await alice.knotless('verify', 'alice.test/site', '--json');
+      assert.equal(res.code, 21, res.stderr);
+      assert.ok(proxy!.faultsFired.length > 0);
+      const v = JSON.parse(res.stdout) as Verdict;
+      assert.equal(v.complete, false);
+      assert.equal(v.incomplete, "the listing leaves out a ref record the account's signed commit holds");
+      // Each ref listed holds on its own: only the listing as a whole does not.
+      assert.deepEqual(v.refs.map((r) => [r.ref, r.verified]).sort(), [
+        ['HEAD', true],
+        ['refs/heads/main', true],
+      ]);
+      assert.equal(
+        res.stderr.trim(),
+        "knotless: The listing of alice.test/site could not be proved complete (the listing leaves out a ref record the account's signed commit holds): its PDS may be hiding a ref; check the PDS or the network in between and try again.",
+      );
+      const text = await alice.knotless('verify', 'alice.test/site');
+      assert.equal(text.code, 21, text.stderr);
+      assert.match(text.stdout, /^ {2}layout {4}ref records \(the listing is NOT proved complete/m);
     } finally {
       service = false;
       proxy!.clearFaults();

@@ -256,3 +256,78 @@ export function atprotoSigningKey(did: string, doc: unknown): string | undefined
   if (bytes.length !== 33 || (bytes[0] !== 2 && bytes[0] !== 3)) throw new Error('the key is not a point');
   return `did:key:${base58btc.encode(Uint8Array.of(...curve.prefix, ...bytes))}`;
 }
+
+/** A node of the tree a walk of a key range needed and the proofs read did not hold. */
+export class NodeMissing extends Error {
+  constructor() {
+    super("a node of the tree's range is missing");
+  }
+}
+
+/**
+ * Every key of the tree from `root` strictly between `lo` and `hi`, with its CID, in key order,
+ * read from `blocks` (the proofs' nodes, each already checked against its CID). Each subtree is
+ * walked whose span (between the entries on either side of its link) meets the range; one that
+ * `blocks` lacks throws {@link NodeMissing}: the keys cannot be told without it. A node that is
+ * malformed, or whose entries are out of order or outside the span its link gives them, throws.
+ */
+export function treeRange(
+  blocks: Map<string, Uint8Array>,
+  root: CID,
+  lo: string,
+  hi: string,
+): Array<{ key: string; cid: CID }> {
+  const low = Buffer.from(lo, 'utf8');
+  const high = Buffer.from(hi, 'utf8');
+  const out: Array<{ key: string; cid: CID }> = [];
+  // A subtree's span is open at both ends (undefined: unbounded); it meets the range when it starts
+  // below `hi` and ends above `lo`.
+  const meets = (from: Buffer | undefined, to: Buffer | undefined) =>
+    (from === undefined || Buffer.compare(from, high) < 0) &&
+    (to === undefined || Buffer.compare(to, low) > 0);
+  const walk = (link: CID, from: Buffer | undefined, to: Buffer | undefined, depth: number): void => {
+    if (depth > MAX_DEPTH) throw new Error('the tree is too deep');
+    const bytes = blocks.get(link.toString());
+    if (bytes === undefined) throw new NodeMissing();
+    const node = decodeBlock(bytes) as { l?: unknown; e?: unknown } | null;
+    if (node === null || typeof node !== 'object' || !Array.isArray(node.e) || node.l === undefined)
+      throw new Error('not a tree node');
+    const left = node.l === null ? null : CID.asCID(node.l);
+    if (node.l !== null && left === null) throw new Error('not a tree node');
+    let previous = Buffer.alloc(0);
+    let below = from;
+    let subtree = left;
+    for (const entry of node.e as Array<Record<string, unknown> | null>) {
+      const p = entry?.['p'];
+      const k = entry?.['k'];
+      const v = CID.asCID(entry?.['v']);
+      const t = entry?.['t'] === null ? null : CID.asCID(entry?.['t']);
+      if (
+        typeof p !== 'number' ||
+        !(k instanceof Uint8Array) ||
+        v === null ||
+        (t === null && entry?.['t'] !== null) ||
+        p > previous.length
+      )
+        throw new Error('not a tree entry');
+      const full = Buffer.concat([previous.subarray(0, p), k]);
+      if (previous.length > 0 && Buffer.compare(full, previous) <= 0)
+        throw new Error('tree entries out of order');
+      // An entry outside the span its node was reached by would be a key no search finds where it is.
+      if (
+        (from !== undefined && Buffer.compare(full, from) <= 0) ||
+        (to !== undefined && Buffer.compare(full, to) >= 0)
+      )
+        throw new Error('a tree entry outside its node');
+      previous = full;
+      if (subtree !== null && meets(below, full)) walk(subtree, below, full, depth + 1);
+      if (Buffer.compare(full, low) > 0 && Buffer.compare(full, high) < 0)
+        out.push({ key: full.toString('utf8'), cid: v });
+      below = full;
+      subtree = t;
+    }
+    if (subtree !== null && meets(below, to)) walk(subtree, below, to, depth + 1);
+  };
+  walk(root, undefined, undefined, 0);
+  return out;
+}

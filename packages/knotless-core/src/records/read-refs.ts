@@ -22,8 +22,16 @@ import { teamRefs, type TeamRef, type TeamTable } from './team-refs.ts';
 import type { RemoteRepo, TableVerifier } from './remote-repo.ts';
 import { isSealed } from './sealer.ts';
 import { NewestRev } from './newest-rev.ts';
+import type { ListedRecord } from './list-records.ts';
+import { proveListing } from './proved-listing.ts';
 import { previousSigningKey, type PreviousKey } from '../identity/plc-log.ts';
-import { accountKey, answeredNoProof, verifiedRead, type VerifiedRecord } from './verified-read.ts';
+import {
+  accountKey,
+  answeredNoProof,
+  verifiedRead,
+  type ProofTree,
+  type VerifiedRecord,
+} from './verified-read.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
 
 /** Parts fetched at once: a large table's parts are many small reads, bounded so a PDS is not flooded. */
@@ -72,7 +80,7 @@ export interface VerifiedReads {
   /** The PDS the reads go to (KNOTLESS_SERVICE when set, else the one the DID document names). */
   pds: string;
   /** One record with its proof, checked, and its commit no older than the newest verified. */
-  read: (collection: string, rkey: string) => Promise<VerifiedRecord>;
+  read: (collection: string, rkey: string, keep?: (tree: ProofTree) => void) => Promise<VerifiedRecord>;
   /** Keeps the newest commit the reads verified (records/newest-rev.ts). */
   save: () => void;
 }
@@ -116,10 +124,11 @@ export async function openVerifiedReads(remote: RemoteRepo, verify: TableVerifie
   return {
     signingKey,
     pds,
-    read: async (collection, rkey) => {
+    read: async (collection, rkey, keep) => {
       const got = await verifiedRead({
         ...(previousKey === undefined ? {} : { previousKey }),
         ...clientOf(verify, pds),
+        ...(keep === undefined ? {} : { keep }),
         transport: verify.transport,
         pds,
         did,
@@ -284,28 +293,35 @@ export function lastTableRead(remote: RemoteRepo): TableRead | undefined {
   return remote.layout === 'table' ? tableReads.get(remote) : undefined;
 }
 
+/** Where a repository's refs are: its owner's table, or its ref records (see {@link readRefSource}). */
+export type RefSource =
+  | { table: TableRead; listed: { listed: ListedRecord[] } | { err: unknown } }
+  | { table: undefined; records: ListedRecord[] };
+
 /**
- * Every ref of a repository, HEAD included, as readers use them: from the owner's verified table when
- * there is one (the repository's `dev.knotless.ref` records are then ignored, with one warning naming
- * them and the commits they point at), else from those records exactly as before. The listing of the
- * records runs beside the table's read, so a repository without a table waits no longer for it.
- * Sets {@link RemoteRepo.layout}. A context that does not verify (no {@link RemoteRepo.verifier})
- * reads the records alone.
+ * The owner's verified table of the repository, with the listing of its older ref records (or the
+ * listing's failure) beside it; or, when the proof shows no table, the repository's ref records,
+ * proved whole (records/proved-listing.ts: each at the CID listed and none left out) with the same
+ * verified reads, unparsed. With verification turned off, the records as listed.
  */
-export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
+export async function readRefSource(remote: RemoteRepo): Promise<RefSource> {
   const verify = remote.verifier;
-  if (verify === undefined) {
-    const refs = await remote.listRefs();
-    remote.layout = 'records';
-    return refs;
-  }
-  const listing = remote.listRefs().then(
-    (refs) => ({ refs }),
+  if (verify === undefined) throw new Error(`${remote.label} was opened without a verifier`);
+  const listing = remote.listRefRecords().then(
+    (listed) => ({ listed }),
     (err: unknown) => ({ err }),
   );
   let table: TableRead | undefined;
+  // The owner's verified reads, which the table and, without one, the records are proved with;
+  // none with verification turned off (the records are then read as listed).
+  let reads: VerifiedReads | undefined;
   try {
-    table = await readRefTable(remote);
+    if (verify.unchecked !== undefined) table = await readRefTable(remote);
+    else {
+      reads = await openVerifiedReads(remote, verify);
+      const read = await readTableWith(remote, reads.read);
+      table = read === undefined ? undefined : { ...read, signingKey: reads.signingKey };
+    }
   } catch (err) {
     // When the PDS failed both reads, the listing's sentence (today's, for a PDS down, an account
     // gone, a rate limit, a repository that does not exist) says it; a proof that does not hold is
@@ -319,12 +335,47 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
       throw listed.err;
     throw err;
   }
-  const old = await listing;
+  const listed = await listing;
   if (table === undefined) {
-    if ('err' in old) throw old.err;
-    remote.layout = 'records';
-    return old.refs;
+    if ('err' in listed) throw listed.err;
+    if (reads === undefined) return { table, records: listed.listed };
+    // No table: the listing is used only proved whole.
+    const proved = await proveListing(remote, reads, listed.listed);
+    reads.save();
+    return { table, records: proved.records };
   }
+  reads?.save();
+  return { table, listed };
+}
+
+/**
+ * Every ref of a repository, HEAD included, as readers use them: from the owner's verified table when
+ * there is one (the repository's `dev.knotless.ref` records are then ignored, with one warning naming
+ * them and the commits they point at), else from those records, proved whole (see {@link readRefSource}). The listing of the
+ * records runs beside the table's read, so a repository without a table waits no longer for it.
+ * Sets {@link RemoteRepo.layout}. A context that does not verify (no {@link RemoteRepo.verifier})
+ * reads the records alone.
+ */
+export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
+  const verify = remote.verifier;
+  if (verify === undefined) {
+    const refs = await remote.listRefs();
+    remote.layout = 'records';
+    return refs;
+  }
+  const source = await readRefSource(remote);
+  if (source.table === undefined) {
+    remote.layout = 'records';
+    return remote.refsFrom(source.records);
+  }
+  const { table, listed } = source;
+  const old: { refs: RemoteRef[] } | { err: unknown } =
+    'err' in listed
+      ? listed
+      : await remote.refsFrom(listed.listed).then(
+          (refs) => ({ refs }),
+          (err: unknown) => ({ err }),
+        );
   remote.layout = 'table';
   tableReads.set(remote, table);
   // Maintainers' tables are read only when the owner's names some: a repository without them

@@ -2,7 +2,7 @@ import { isKnotlessError } from '../errors.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from './collections.ts';
 import { listKeyRange } from './list-range.ts';
-import { rkeyOf } from './list-records.ts';
+import { rkeyOf, type ListedRecord } from './list-records.ts';
 import { safeText } from '../text/terminal.ts';
 import { XrpcError, generalFailure, type Authorizer, type XrpcClient } from '../xrpc/client.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
@@ -176,10 +176,25 @@ export class RemoteRepo {
    * leaves such a ref out, so that nothing ever picks one of them.
    */
   async listRefs(): Promise<RemoteRef[]> {
-    const prefix = refKeyPrefix(this.name);
+    return this.refsFrom(await this.listRefRecords());
+  }
+
+  /**
+   * The repository's ref records as the PDS lists them, unparsed: what a verified reader proves
+   * (records/proved-listing.ts) before {@link refsFrom} reads them.
+   */
+  async listRefRecords(): Promise<ListedRecord[]> {
+    try {
+      return await listKeyRange(this.#read, this.owner.did, REF_COLLECTION, refKeyPrefix(this.name));
+    } catch (err) {
+      throw generalFailure(err, `listing the refs of ${this.label}`);
+    }
+  }
+
+  /** The valid refs of records listed (or proved) under this repository's keys; see {@link listRefs}. */
+  async refsFrom(listed: ListedRecord[]): Promise<RemoteRef[]> {
     const out: RemoteRef[] = [];
     try {
-      const listed = await listKeyRange(this.#read, this.owner.did, REF_COLLECTION, prefix);
       const values = listed.map((r) => r.value);
       if (listed.length > 0)
         await this.prepare(values.some(isSealed) ? 'sealed' : 'plain', newestEpoch(values));

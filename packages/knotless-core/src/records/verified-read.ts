@@ -53,6 +53,19 @@ export interface VerifiedReadRequest {
    */
   previousKey?: () => Promise<PreviousKey | undefined>;
   signal?: AbortSignal;
+  /**
+   * Given the proof's checked tree (its commit's `data` root and the CAR's blocks) once the record
+   * is read from it: a reader that must show a range of keys complete walks the proofs' nodes.
+   */
+  keep?: (tree: ProofTree) => void;
+}
+
+/** A checked proof's tree: the signed commit's, its root, and the blocks it came with. */
+export interface ProofTree {
+  rev: string;
+  commit: string;
+  data: Commit['data'];
+  blocks: Map<string, Uint8Array>;
 }
 
 /** The cause of a refusal where the PDS answered with an error instead of any proof. */
@@ -200,6 +213,7 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
     throw unverified(req.name, "the proof lacks the tree's path to the record", err);
   }
   const at = { rev: commit.rev, commit: car.root.toString() };
+  req.keep?.({ ...at, data: commit.data, blocks: car.blocks });
   if (found === null) return { found: false, ...at };
   return { found: true, value, cid: found.toString(), ...at };
 }

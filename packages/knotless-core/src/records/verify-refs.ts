@@ -1,20 +1,18 @@
 // `knotless verify` (cli.md, "Verification"): what a repository's refs were verified against, and
 // each ref's verdict. A repository with a ref table is verified as every reader verifies it
 // (records/read-refs.ts): the table is one signed record, so its refs, and that there are no others,
-// stand or fall together. A repository still on `dev.knotless.ref` records is listed, then each
-// record is read again with its own proof (com.atproto.sync.getRecord, a few at once): a record is
-// verified when the account's signed commit holds it at the CID the listing gave, saying what the
-// listing said. That proves each ref listed, not that the listing left none out: only a table proves
-// a listing complete (format.md, "Verified").
+// stand or fall together. A repository still on `dev.knotless.ref` records is proved as every reader
+// proves its listing (records/proved-listing.ts): each record at the CID the listing gave, and no
+// other key in the repository's range. When that does not hold, each record listed is read again with
+// its own proof (com.atproto.sync.getRecord, a few at once), so that the verdicts say which ref does
+// not hold (format.md, "Verified").
 import { REF_COLLECTION } from './collections.ts';
+import { PROOF_READS, proveListing } from './proved-listing.ts';
 import { openVerifiedReads, readTableWith, tableRefs } from './read-refs.ts';
 import type { RefRecord } from './ref-record.ts';
 import { parseRemoteRef } from './remote-ref.ts';
 import type { RemoteRepo } from './remote-repo.ts';
 import { refusalReason } from './verified-read.ts';
-
-/** Record proofs read at once for a repository on ref records: bounded, so a PDS is not flooded. */
-const PROOF_READS = 8;
 
 /** One ref and whether the account's signed commit vouches for it. */
 export interface RefVerdict {
@@ -37,8 +35,10 @@ export interface RepoVerdict {
   key: string;
   /** `table`: one signed record holds the refs; `records`: one record per ref. */
   layout: 'table' | 'records';
-  /** Whether the listing is proved complete (a table), not only each ref in it. */
+  /** Whether the listing is proved complete, not only each ref in it. */
   complete: boolean;
+  /** Why the listing is not proved complete (then some ref may still be verified on its own). */
+  incomplete?: string;
   /** The signed commit the refs were proved at (the newest of them, for records); none without refs. */
   rev: string | undefined;
   commit: string | undefined;
@@ -56,8 +56,8 @@ export async function verifyRepo(remote: RemoteRepo): Promise<RepoVerdict> {
   const verify = remote.verifier;
   if (verify === undefined) throw new Error(`${remote.label} was opened without a verifier`);
   // Started beside the table's read: a repository without a table waits no longer for it.
-  const listing = remote.listRefs().then(
-    (refs) => ({ refs }),
+  const listing = remote.listRefRecords().then(
+    (records) => ({ records }),
     (err: unknown) => ({ err }),
   );
   const reads = await openVerifiedReads(remote, verify);
@@ -77,8 +77,34 @@ export async function verifyRepo(remote: RemoteRepo): Promise<RepoVerdict> {
     const checkedAt = new Date().toISOString();
     return { ...at, layout: 'table', complete: true, rev: table.rev, commit: table.commit, checkedAt, refs };
   }
-  const listed = await listing;
-  if ('err' in listed) throw listed.err;
+  const got = await listing;
+  if ('err' in got) throw got.err;
+  // Proved whole as every reader proves it: then every ref is verified, and nothing was left out.
+  let incomplete: string;
+  try {
+    const whole = await proveListing(remote, reads, got.records);
+    reads.save();
+    const refs = (await remote.refsFrom(whole.records)).map((r): RefVerdict => ({
+      ...targetOf(r.record),
+      verified: true,
+    }));
+    const checkedAt = new Date().toISOString();
+    return {
+      ...at,
+      layout: 'records',
+      complete: true,
+      rev: whole.rev,
+      commit: whole.commit,
+      checkedAt,
+      refs,
+    };
+  } catch (err) {
+    const why = refusalReason(err);
+    if (why === undefined) throw err;
+    incomplete = why;
+  }
+  // Not proved whole: each ref listed gets its own verdict, to say which do not hold.
+  const listed = { refs: await remote.refsFrom(got.records) };
   const verdicts: RefVerdict[] = new Array<RefVerdict>(listed.refs.length);
   let newest: { rev: string; commit: string } | undefined;
   let next = 0;
@@ -109,6 +135,7 @@ export async function verifyRepo(remote: RemoteRepo): Promise<RepoVerdict> {
     ...at,
     layout: 'records',
     complete: false,
+    incomplete,
     rev: newest?.rev,
     commit: newest?.commit,
     checkedAt: new Date().toISOString(),

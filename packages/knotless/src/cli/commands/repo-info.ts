@@ -1,6 +1,6 @@
 import { refKey } from 'knotless-core/records/ref-key';
 import { parseRepoSpec } from 'knotless-core/records/name';
-import { divergentName, readRefTable, readTeamRefs, type TeamRead } from 'knotless-core/records/read-refs';
+import { divergentName, readRefSource, readTeamRefs, type TeamRead } from 'knotless-core/records/read-refs';
 import { maintainersOf } from 'knotless-core/records/ref-table';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, type Command } from '../command.ts';
@@ -18,11 +18,12 @@ export const command: Command = {
     const owner = await ownerOf(c, spec.owner);
     const records = c.repoRecords();
     const remote = c.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
-    const [record, keys, table] = await Promise.all([
-      records.get(owner, spec.name),
-      records.refKeys(owner, spec.name),
-      readRefTable(remote),
-    ]);
+    // The refs as every reader reads them: the owner's verified table, else the ref records proved
+    // whole (their keys are all that is counted: a private repository's are not opened here).
+    const [record, source] = await Promise.all([records.get(owner, spec.name), readRefSource(remote)]);
+    const table = source.table;
+    const keys =
+      source.table === undefined ? source.records.map((r) => r.uri.slice(r.uri.lastIndexOf('/') + 1)) : [];
     // A repository with maintainers: its refs are computed from every writer's table (one warning
     // for each maintainer whose table cannot be read), as every other reader computes them.
     const team =

@@ -10,8 +10,8 @@ export const command: Command = {
   args: '<[handle/]name>',
   summary: "check a repository's refs against its owner's signed commit",
   details: [
-    "Shows the account (DID, handle), its PDS, the signing key of its DID document, the signed commit the refs were proved at, and each ref's verdict. A repository with a ref table is proved whole, its listing complete; one still on ref records has each record checked against its own proof, which proves the refs listed but not that none was left out.",
-    'Exits 21 when any ref, or the table, could not be verified. KNOTLESS_VERIFY=0 does not apply: this command always checks.',
+    "Shows the account (DID, handle), its PDS, the signing key of its DID document, the signed commit the refs were proved at, and each ref's verdict. Every repository is proved whole: a ref table is one signed record; a repository still on ref records has each record checked against its own proof, and the proofs' tree paths show no other record under its name (the listing is complete).",
+    'Exits 21 when any ref, the table, or that the listing is complete could not be verified. KNOTLESS_VERIFY=0 does not apply: this command always checks.',
   ],
   options: { json: JSON_OPTION },
   positionals: { min: 1, max: 1 },
@@ -34,7 +34,9 @@ export const command: Command = {
       io.out(
         v.layout === 'table'
           ? '  layout    ref table (the listing is proved complete)'
-          : '  layout    ref records (each ref is proved; that none is left out is not: only a ref table proves that)',
+          : v.complete
+            ? '  layout    ref records (each ref is proved, and the listing is proved complete)'
+            : '  layout    ref records (the listing is NOT proved complete; each ref listed is checked on its own)',
       );
       if (v.rev !== undefined)
         io.out(`  commit    ${safeText(v.commit ?? '')} (rev ${safeText(v.rev)}), checked ${v.checkedAt}`);
@@ -48,6 +50,11 @@ export const command: Command = {
       }
     }
     const failed = v.refs.filter((r) => !r.verified).length;
+    if (failed === 0 && !v.complete)
+      throw new KnotlessError(
+        'unverified-remote',
+        `The listing of ${safeText(repo)} could not be proved complete (${safeText(v.incomplete ?? 'no reason given')}): its PDS may be hiding a ref; check the PDS or the network in between and try again.`,
+      );
     if (failed > 0)
       throw new KnotlessError(
         'unverified-remote',
