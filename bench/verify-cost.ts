@@ -1,7 +1,7 @@
 // `npm run bench:verify-cost [-- --runs 5 --refs 200]`: what verifying a repository of 200 refs
 // costs, on a ref table and on ref records: `knotless verify`, a cold `git fetch` (a fresh cache, no
-// agent, nothing new to fetch: the listing and its checks) and a warm `git fetch` (through a running
-// agent that read the repository before), each with verification on and with `KNOTLESS_VERIFY=0`
+// agent, nothing new to fetch: the listing and its checks), a warm one without an agent (the cache of
+// a machine that fetched before) and one through a running agent that read the repository before, each with verification on and with `KNOTLESS_VERIFY=0`
 // (`knotless verify` only on: it is the check itself). Requests and answer bytes are those the PDS
 // and the PLC directory answered, each counted by a proxy in front of it (the agent's requests too);
 // `ms` is the command's wall time, `cpu_ms` that of its process tree (GNU time; the agent's own CPU
@@ -142,6 +142,13 @@ try {
         await measure('cold fetch', 'git', ['fetch', '-q', 'origin'], clone, {
           ...cold,
           KNOTLESS_CACHE_DIR: path.join(dir, `cache-${layout}-${verify}-${i}-fetch`),
+        });
+        // The same cache each run, the warm-up round's included: what a machine that read the
+        // repository before pays without an agent.
+        await measure('warm fetch (no agent)', 'git', ['fetch', '-q', 'origin'], clone, {
+          ...env,
+          ...v,
+          KNOTLESS_CACHE_DIR: path.join(dir, `cache-${layout}-${verify}-warm`),
         });
         await measure('warm fetch (agent)', 'git', ['fetch', '-q', 'origin'], clone, { ...agentEnv, ...v });
       }

@@ -22,7 +22,15 @@ import {
   verifyCommitSig,
   type RecordCreateOp,
 } from '@atproto/repo';
-import { atprotoSigningKey, commitSigned, readCar, readCommit, treeGet } from '../src/records/proof.ts';
+import {
+  NodeMissing,
+  atprotoSigningKey,
+  commitSigned,
+  readCar,
+  readCommit,
+  treeGet,
+  treeRange,
+} from '../src/records/proof.ts';
 
 const KEYS = 300;
 const rkey = (i: number) => `r${String(i).padStart(4, '0')}`;
@@ -193,5 +201,109 @@ describe('the checks of a getRecord proof', () => {
         atprotoSigningKey(did, doc('#atproto', legacy, base58btc.encode(point.subarray(1)))),
       );
     }
+  });
+});
+
+describe('a range of keys walked over the proofs of its keys (a listing proved whole)', () => {
+  // One repository's ref records (`proj~…`) between others' (`pro~…`, `proj2~…`), beside another
+  // collection, as an account holds them: the range is every key starting with `proj~`.
+  const inRange = Array.from({ length: 60 }, (_, i) => `proj~refs_heads_b${String(i).padStart(3, '0')}`);
+  const around = [
+    ...Array.from({ length: 40 }, (_, i) => `pro~refs_heads_x${i}`),
+    ...Array.from({ length: 40 }, (_, i) => `proj2~refs_heads_y${i}`),
+    'proj', // the prefix without its `~`: not in the range
+  ];
+  const lo = 'proj~';
+  const hi = `proj~${'~'.repeat(512 - 'proj~'.length)}`;
+  const full = (k: string) => `dev.knotless.ref/${k}`;
+
+  async function account() {
+    const storage = new MemoryBlockstore();
+    const writes: RecordCreateOp[] = [...inRange, ...around].map((k, i) => ({
+      action: WriteOpAction.Create,
+      collection: 'dev.knotless.ref',
+      rkey: k,
+      record: { $type: 'dev.knotless.ref', ref: `refs/heads/b${i}`, target: 'a'.repeat(40) },
+    }));
+    for (let i = 0; i < 150; i++)
+      writes.push({
+        action: WriteOpAction.Create,
+        collection: 'app.bsky.feed.like',
+        rkey: `3l${String(i).padStart(11, '0')}`,
+        record: { $type: 'app.bsky.feed.like', createdAt: new Date(0).toISOString() },
+      });
+    const repo = await Repo.create(
+      storage,
+      'did:plc:rangerangerangerangerang',
+      await Secp256k1Keypair.create(),
+      writes,
+    );
+    /** The nodes of the proofs of `keys` (and the bounds), as a reader gathers them. */
+    // Each key's proof, read once: a listing's proofs are those of its keys.
+    const proofs = new Map<string, ReturnType<typeof readCar>>();
+    const proofOf = async (k: string) => {
+      let car = proofs.get(k);
+      if (car === undefined) {
+        car = readCar(
+          await concatBytesAsync(
+            getRecords(storage, repo.cid, [{ collection: 'dev.knotless.ref', rkey: k }]),
+          ),
+        );
+        proofs.set(k, car);
+      }
+      return car;
+    };
+    const blocksOf = async (keys: string[]) => {
+      const blocks = new Map<string, Uint8Array>();
+      let root: ReturnType<typeof readCommit>['data'] | undefined;
+      for (const k of [lo, hi, ...keys]) {
+        const car = await proofOf(k);
+        root = readCommit(car.blocks.get(car.root.toString())).data;
+        for (const [cid, bytes] of car.blocks) blocks.set(cid, bytes);
+      }
+      return { blocks, root: root! };
+    };
+    return { repo, blocksOf };
+  }
+
+  it('collects exactly the keys of the range, with their CIDs, from the proofs of a complete listing', async () => {
+    const { repo, blocksOf } = await account();
+    const { blocks, root } = await blocksOf(inRange);
+    const found = treeRange(blocks, root, full(lo), `${full(lo)}\x7f`);
+    assert.deepEqual(
+      found.map((f) => f.key),
+      inRange.map(full),
+    );
+    for (const f of found) assert.equal(f.cid.toString(), (await repo.data.get(f.key))?.toString());
+  });
+
+  it('never takes a listing that left a key out: the walk meets a node no proof holds, or finds the key', async () => {
+    const { blocksOf } = await account();
+    for (let i = 0; i < inRange.length; i++) {
+      const listed = inRange.filter((_, j) => j !== i);
+      const { blocks, root } = await blocksOf(listed);
+      let keys: string[] | undefined;
+      try {
+        keys = treeRange(blocks, root, full(lo), `${full(lo)}\x7f`).map((f) => f.key);
+      } catch (err) {
+        assert.ok(err instanceof NodeMissing, String(err));
+        continue;
+      }
+      assert.ok(keys.includes(full(inRange[i]!)), `the walk without ${inRange[i]} missed it`);
+      assert.notDeepEqual(keys, listed.map(full));
+    }
+  });
+
+  it('refuses a walk that lacks a node of the range (the root node alone)', async () => {
+    const { repo } = await account();
+    // Nothing but the root node: every subtree meeting the range is missing.
+    const blocks = new Map<string, Uint8Array>();
+    const storage = repo.storage;
+    const rootBytes = await storage.getBytes(repo.data.pointer);
+    blocks.set(repo.data.pointer.toString(), rootBytes!);
+    assert.throws(
+      () => treeRange(blocks, repo.data.pointer as never, full(lo), `${full(lo)}\x7f`),
+      (err: unknown) => err instanceof NodeMissing,
+    );
   });
 });

@@ -12,7 +12,7 @@ import { KnotlessError } from '../errors.ts';
 import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../records/collections.ts';
 import { listKeyRange } from '../records/list-range.ts';
 import { rkeyOf } from '../records/list-records.ts';
-import { readRefTable, useTableRead, type TableRead } from '../records/read-refs.ts';
+import { readProvedRecords, readRefTable, useTableRead, type TableRead } from '../records/read-refs.ts';
 import {
   applyRefUpdates,
   layoutRefTable,
@@ -172,8 +172,9 @@ async function createTable(
   const { recordCid } = await import('../records/proof.ts');
   const cidOf = (value: Record<string, unknown>) => Promise.resolve(recordCid(value));
   for (let attempt = 0; attempt < MIGRATE_ATTEMPTS; attempt++) {
-    let commit = await remote.latestCommit();
-    const listed = await listOldRefs(remote);
+    const old = await listOldRefs(remote);
+    const listed = old.refs;
+    let commit = old.commit;
     const next = tableOf(listed, repoUri);
     const writes = await layoutRefTable(next, key, cidOf);
     if (writes.create.length > 0) {
@@ -181,9 +182,9 @@ async function createTable(
       spent.points += POINTS.put * writes.create.length;
       await writeTableParts(remote, auth, writes.create);
       done.parts += writes.create.length;
-      commit = await remote.latestCommit();
       const again = await listOldRefs(remote);
-      if (!sameListing(listed, again)) continue;
+      commit = again.commit;
+      if (!sameListing(listed, again.refs)) continue;
     }
     crashPoint('migrate:before-table-write');
     spent.requests++;
@@ -209,9 +210,12 @@ async function createTable(
   );
 }
 
-/** The repository's ref records, every one valid and claiming its ref alone; anything else refuses. */
-async function listOldRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
-  const listed = await remote.listRefs();
+/**
+ * The repository's ref records, every one valid and claiming its ref alone (anything else refuses),
+ * proved whole at the commit returned: the table is written swapped on it, so it holds exactly them.
+ */
+async function listOldRefs(remote: RemoteRepo): Promise<{ refs: RemoteRef[]; commit: string }> {
+  const { refs: listed, commit } = await readProvedRecords(remote);
   refusePrivate(remote);
   const { contested } = refsByName(listed);
   for (const [name, claims] of contested)
@@ -219,7 +223,7 @@ async function listOldRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
       'corrupt-remote',
       `${contestedSentence(name, claims)}; delete it (git push origin :${name}) or push it again, then migrate again. Nothing was changed.`,
     );
-  return listed;
+  return { refs: listed, commit };
 }
 
 /** The table holding exactly the listed refs, HEAD as its default branch. */

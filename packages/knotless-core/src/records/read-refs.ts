@@ -293,6 +293,31 @@ export function lastTableRead(remote: RemoteRepo): TableRead | undefined {
   return remote.layout === 'table' ? tableReads.get(remote) : undefined;
 }
 
+/**
+ * The repository's ref records alone (no table read), proved whole as {@link readRefSource} proves
+ * them, with the commit they were proved at: what a writer that replaces them (a migration onto a
+ * table) swaps on. Without a verifier, or with verification turned off, the records as listed and
+ * the account's latest commit as its PDS names it, read first.
+ */
+export async function readProvedRecords(remote: RemoteRepo): Promise<{ refs: RemoteRef[]; commit: string }> {
+  const verify = remote.verifier;
+  if (verify === undefined || verify.unchecked !== undefined) {
+    verify?.unchecked?.();
+    const commit = await remote.latestCommit();
+    return { refs: await remote.listRefs(), commit };
+  }
+  const listed = remote.listRefRecords().then(
+    (records) => ({ records }),
+    (err: unknown) => ({ err }),
+  );
+  const reads = await openVerifiedReads(remote, verify);
+  const got = await listed;
+  if ('err' in got) throw got.err;
+  const proved = await proveListing(remote, reads, got.records);
+  reads.save();
+  return { refs: await remote.refsFrom(proved.records), commit: proved.commit };
+}
+
 /** Where a repository's refs are: its owner's table, or its ref records (see {@link readRefSource}). */
 export type RefSource =
   | { table: TableRead; listed: { listed: ListedRecord[] } | { err: unknown } }

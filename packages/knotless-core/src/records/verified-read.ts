@@ -199,7 +199,8 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   } catch (err) {
     throw unverified(req.name, 'its proof holds no commit', err);
   }
-  if (req.signingKey !== undefined) await checkCommit(commit, req, req.signingKey, commitSigned);
+  if (req.signingKey !== undefined)
+    await checkCommit(commit, car.root.toString(), req, req.signingKey, commitSigned);
   let found: ReturnType<typeof treeGet>;
   let value: unknown;
   try {
@@ -321,17 +322,30 @@ async function wholeRepository(req: VerifiedReadRequest): Promise<Uint8Array> {
   return new Uint8Array(res.body);
 }
 
+/** Commits (by CID) this process found signed by a key, as `<key> <CID>`: at most {@link SIGNED_KEPT}. */
+const SIGNED = new Set<string>();
+const SIGNED_KEPT = 1024;
+
 /** Refuses a commit that is not the account's, or not signed by its key (or the one it replaced). */
 async function checkCommit(
   commit: Commit,
+  cid: string,
   req: VerifiedReadRequest,
   signingKey: string,
   commitSigned: (commit: Commit, didKey: string) => boolean,
 ): Promise<void> {
   if (commit.did !== req.did) throw unverified(req.name, "the proof is another account's commit");
+  // The proofs of one listing mostly carry the same commit: its bytes are fixed by its CID, so its
+  // signature by a key is checked once, not once a record.
+  const seen = `${signingKey} ${cid}`;
+  if (SIGNED.has(seen)) return;
   let signed: boolean;
   try {
     signed = commitSigned(commit, signingKey);
+    if (signed) {
+      if (SIGNED.size >= SIGNED_KEPT) SIGNED.clear();
+      SIGNED.add(seen);
+    }
   } catch (err) {
     throw unverified(req.name, "the account's key is of a kind knotless cannot check", err);
   }
