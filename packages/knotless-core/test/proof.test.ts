@@ -29,8 +29,10 @@ import {
   readCar,
   readCommit,
   treeGet,
+  treeFrontier,
   treeRange,
 } from '../src/records/proof.ts';
+import { CID } from '../src/records/proof-libs.ts';
 
 const KEYS = 300;
 const rkey = (i: number) => `r${String(i).padStart(4, '0')}`;
@@ -291,6 +293,45 @@ describe('a range of keys walked over the proofs of its keys (a listing proved w
       }
       assert.ok(keys.includes(full(inRange[i]!)), `the walk without ${inRange[i]} missed it`);
       assert.notDeepEqual(keys, listed.map(full));
+    }
+  });
+
+  it('walks the range down from the root alone, level by level, reading only nodes whose span meets it (treeFrontier)', async () => {
+    const { repo } = await account();
+    const storage = repo.storage;
+    const root = repo.data.pointer;
+    const blocks = new Map<string, Uint8Array>([[root.toString(), (await storage.getBytes(root))!]]);
+    const nodes = (await repo.data.allNodes()).filter((n) => n.isTree()).length;
+    let rounds = 0;
+    let read = 1;
+    let step = treeFrontier(blocks, root as never, full(lo), `${full(lo)}\x7f`);
+    while (step.missing.length > 0) {
+      rounds++;
+      for (const cid of step.missing) {
+        // A node is asked for once: the next round only goes deeper.
+        assert.equal(blocks.has(cid), false);
+        const bytes = await storage.getBytes(CID.parse(cid));
+        blocks.set(cid, bytes!);
+        read++;
+      }
+      step = treeFrontier(blocks, root as never, full(lo), `${full(lo)}\x7f`);
+    }
+    // Complete by construction: exactly the range, each at the CID the tree holds.
+    assert.deepEqual(
+      step.found.map((f) => f.key),
+      inRange.map(full),
+    );
+    for (const f of step.found) assert.equal(f.cid.toString(), (await repo.data.get(f.key))?.toString());
+    // One round a level below the root, and only part of the tree: the others' keys and the likes
+    // are not read.
+    assert.ok(rounds < (await repo.data.getLayer()) + 1, `${rounds} rounds`);
+    assert.ok(read < nodes, `${read} of ${nodes} nodes read`);
+    // Any node of the range withheld: the walk never ends with missing empty.
+    for (const cid of [...blocks.keys()].filter((c) => c !== root.toString())) {
+      const less = new Map(blocks);
+      less.delete(cid);
+      const partial = treeFrontier(less, root as never, full(lo), `${full(lo)}\x7f`);
+      assert.deepEqual(partial.missing, [cid]);
     }
   });
 

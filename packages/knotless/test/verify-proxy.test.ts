@@ -225,8 +225,8 @@ const CELLS: Record<Layout, Partial<Record<Case, Cell>>> = {
       push: { fails: (n) => tableSentence(n, ANOTHER) },
       loadRefused: true,
     },
-    // One record per ref: the listing is proved whole by the proofs of its records and of two keys
-    // bounding the repository's range (records/proved-listing.ts).
+    // One record per ref: the listing is proved whole by walking the signed commit's tree over the
+    // repository's keys (records/proved-listing.ts), which finds the record left out.
     d: {
       lie: () => (asked) =>
         ownRefListing(asked)

@@ -1,14 +1,16 @@
 // `knotless verify` (cli.md, "Verification") against the dev network's real PDS and PLC directory:
-// a repository on ref records has each record checked against its own proof (the account, its PDS,
-// its key, the signed commit, each ref verified, and the listing proved complete by the proofs' tree
-// paths); a proxy that changes what the listing says of a ref (keeping its CID) gets that ref marked
-// not verified and the command ends 21, and one that leaves a ref out of the listing gets the
-// listing said not to be complete, ending 21; a repository with a ref table is proved whole; a table whose
-// proof does not hold fails the command in one sentence.
+// a repository on ref records is proved whole (the account, its PDS, its key, the signed commit, each
+// ref verified, and the listing proved complete by walking the signed commit's tree over the
+// repository's keys); a proxy that changes what the listing says of a ref (keeping its CID) gets that
+// ref marked not verified and the command ends 21, and one that leaves a ref out of the listing gets
+// the listing said not to be complete, ending 21; the tree's nodes are read with getBlocks, and a PDS
+// that withholds them or answers other bytes under their CIDs has the listing refused in one
+// sentence; a repository with a ref table is proved whole; a table whose proof does not hold fails
+// the command in one sentence.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { jsonToLex } from '@atproto/lexicon';
-import { cidForRecord } from '@atproto/repo';
+import { BlockMap, blocksToCarFile, cidForRecord } from '@atproto/repo';
 import { startProxy, type Proxy } from 'knotless-devnet';
 import { atprotoSigningKey } from 'knotless-core/records/proof';
 import { applyRefUpdates, layoutRefTable } from 'knotless-core/records/ref-table';
@@ -192,6 +194,69 @@ describe('knotless verify', () => {
       const text = await alice.knotless('verify', 'alice.test/site');
       assert.equal(text.code, 21, text.stderr);
       assert.match(text.stdout, /^ {2}layout {4}ref records \(the listing is NOT proved complete/m);
+    } finally {
+      service = false;
+      proxy!.clearFaults();
+    }
+  });
+
+  it("reads a listing of ref records proved by the signed tree's nodes (getBlocks), and refuses one whose nodes the PDS withholds or changes, ending 21", async () => {
+    const name = 'alice.test/site';
+    const noBlocks =
+      "the PDS did not give the nodes of the account's signed tree that show the listing complete";
+    const sentence = (why: string) =>
+      `knotless: The ref table of ${name} could not be verified (${why}); nothing from it was used, so check the PDS or the network in between and try again.`;
+    service = true;
+    try {
+      // As it is: one proof (that there is no table, carrying the signed commit), the tree's nodes
+      // over the repository's keys, and no proof per record.
+      proxy!.reset();
+      const ok = await alice.knotless('repo', 'info', name, '--json');
+      assert.equal(ok.code, 0, ok.stderr);
+      assert.equal((JSON.parse(ok.stdout) as { refs: number }).refs, 2);
+      assert.ok(proxy!.count('com.atproto.sync.getBlocks') > 0, 'no node of the tree was read');
+      assert.equal(proxy!.count('com.atproto.sync.getRecord'), 1);
+
+      // The nodes withheld (as a PDS that dropped them answers): refused after reading them again.
+      proxy!.inject({
+        nsid: 'com.atproto.sync.getBlocks',
+        times: Infinity,
+        fault: { kind: 'status', status: 400, error: 'InvalidRequest', message: 'Could not find cids' },
+      });
+      const withheld = await alice.knotless('repo', 'info', name);
+      assert.equal(withheld.code, 21, withheld.stderr);
+      assert.equal(withheld.stdout, '');
+      assert.equal(withheld.stderr.trim(), sentence(noBlocks));
+      assert.ok(proxy!.faultsFired.length >= 3, 'the nodes were not asked for again');
+      // knotless verify says the listing is not complete, each ref holding on its own proof.
+      const v = await alice.knotless('verify', name, '--json');
+      assert.equal(v.code, 21, v.stderr);
+      const verdict = JSON.parse(v.stdout) as Verdict;
+      assert.equal(verdict.complete, false);
+      assert.equal(verdict.incomplete, noBlocks);
+      assert.ok(verdict.refs.every((r) => r.verified));
+      proxy!.clearFaults();
+
+      // A node whose bytes are not those its CID names: refused at once.
+      const blocks = new BlockMap();
+      blocks.set(await cidForRecord({ a: 1 }), new Uint8Array([0xa1, 0x61, 0x61, 0x02]));
+      proxy!.inject({
+        nsid: 'com.atproto.sync.getBlocks',
+        times: Infinity,
+        fault: {
+          kind: 'replace',
+          body: await blocksToCarFile(null, blocks),
+          contentType: 'application/vnd.ipld.car',
+        },
+      });
+      const changed = await alice.knotless('repo', 'info', name);
+      assert.equal(changed.code, 21, changed.stderr);
+      assert.equal(changed.stdout, '');
+      assert.equal(
+        changed.stderr.trim(),
+        sentence("the blocks of the account's tree are not a CAR whose blocks match their CIDs"),
+      );
+      assert.ok(proxy!.faultsFired.length > 0);
     } finally {
       service = false;
       proxy!.clearFaults();

@@ -49,12 +49,23 @@ export function decodeBlock(bytes: Uint8Array): unknown {
 
 /** A CAR's root and its blocks, each checked to hash to its CID (sha2-256 only, as atproto writes). */
 export function readCar(buf: Uint8Array): { root: CID; blocks: Map<string, Uint8Array> } {
+  const { root, blocks } = readCarBlocks(buf);
+  if (root === null) throw new Error('not a CARv1 with a root');
+  return { root, blocks };
+}
+
+/**
+ * A CAR's blocks, each checked to hash to its CID, whatever roots its header names: what
+ * com.atproto.sync.getBlocks answers with (a CAR with no root), and every proof's CAR.
+ */
+export function readCarBlocks(buf: Uint8Array): { root: CID | null; blocks: Map<string, Uint8Array> } {
   const [headerLength, a] = varint.decode(buf);
   if (a + headerLength > buf.length) throw new Error('the CAR header is cut short');
   const header = decodeBlock(buf.subarray(a, a + headerLength)) as { version?: unknown; roots?: unknown };
   const roots = header?.roots;
-  const root = Array.isArray(roots) ? CID.asCID(roots[0]) : null;
-  if (header?.version !== 1 || root === null) throw new Error('not a CARv1 with a root');
+  if (header?.version !== 1 || !Array.isArray(roots)) throw new Error('not a CARv1');
+  const root = roots.length === 0 ? null : CID.asCID(roots[0]);
+  if (roots.length > 0 && root === null) throw new Error('not a CARv1');
   const blocks = new Map<string, Uint8Array>();
   let at = a + headerLength;
   while (at < buf.length) {
@@ -222,6 +233,27 @@ export function recordCid(json: Record<string, unknown>): string {
   return CID.decode(cid).toString();
 }
 
+/**
+ * A listed record's value as the block `cid` names holds it, in its JSON form, when the value is
+ * that block's (it encodes to bytes hashing to `cid`); undefined when it is not, or is no record.
+ * The form given back is the block's own (bytes and links spelled as `jsonForm` spells them), so
+ * nothing of how a listing spelled a value that encodes the same is kept.
+ */
+export function listedAs(value: unknown, cid: string): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  try {
+    const data = dataForm(JSON.parse(JSON.stringify(value)));
+    const bytes = encode(data, ENCODE);
+    const digest = crypto.createHash('sha256').update(bytes).digest();
+    const own = CID.decode(Uint8Array.of(0x01, 0x71, SHA2_256, 32, ...digest)).toString();
+    return own === cid ? jsonForm(decodeBlock(bytes)) : undefined;
+  } catch (err) {
+    // A value no record could be (a link or bytes that do not parse): not the block its CID names.
+    if (err instanceof Error) return undefined;
+    throw err;
+  }
+}
+
 const LEGACY_TYPES: Record<string, (typeof CURVES)[number]> = {
   EcdsaSecp256k1VerificationKey2019: CURVES[0],
   EcdsaSecp256r1VerificationKey2019: CURVES[1],
@@ -266,10 +298,8 @@ export class NodeMissing extends Error {
 
 /**
  * Every key of the tree from `root` strictly between `lo` and `hi`, with its CID, in key order,
- * read from `blocks` (the proofs' nodes, each already checked against its CID). Each subtree is
- * walked whose span (between the entries on either side of its link) meets the range; one that
- * `blocks` lacks throws {@link NodeMissing}: the keys cannot be told without it. A node that is
- * malformed, or whose entries are out of order or outside the span its link gives them, throws.
+ * read from `blocks` (nodes each already checked against its CID): {@link treeFrontier}, where a
+ * node `blocks` lacks throws {@link NodeMissing}: the keys cannot be told without it.
  */
 export function treeRange(
   blocks: Map<string, Uint8Array>,
@@ -277,6 +307,26 @@ export function treeRange(
   lo: string,
   hi: string,
 ): Array<{ key: string; cid: CID }> {
+  const { found, missing } = treeFrontier(blocks, root, lo, hi);
+  if (missing.length > 0) throw new NodeMissing();
+  return found;
+}
+
+/**
+ * The keys of the tree from `root` strictly between `lo` and `hi` that `blocks` reaches, with
+ * their CIDs, in key order, and the nodes it lacks (`missing`, as CIDs) that the range goes on
+ * into. Each subtree is walked whose span (between the entries on either side of its link) meets
+ * the range, and no other: when `missing` is empty, `found` is every key of the range. A node
+ * that is malformed, or whose entries are out of order or outside the span its link gives them,
+ * throws.
+ */
+export function treeFrontier(
+  blocks: Map<string, Uint8Array>,
+  root: CID,
+  lo: string,
+  hi: string,
+): { found: Array<{ key: string; cid: CID }>; missing: string[] } {
+  const missing: string[] = [];
   const low = Buffer.from(lo, 'utf8');
   const high = Buffer.from(hi, 'utf8');
   const out: Array<{ key: string; cid: CID }> = [];
@@ -288,7 +338,10 @@ export function treeRange(
   const walk = (link: CID, from: Buffer | undefined, to: Buffer | undefined, depth: number): void => {
     if (depth > MAX_DEPTH) throw new Error('the tree is too deep');
     const bytes = blocks.get(link.toString());
-    if (bytes === undefined) throw new NodeMissing();
+    if (bytes === undefined) {
+      missing.push(link.toString());
+      return;
+    }
     const node = decodeBlock(bytes) as { l?: unknown; e?: unknown } | null;
     if (node === null || typeof node !== 'object' || !Array.isArray(node.e) || node.l === undefined)
       throw new Error('not a tree node');
@@ -329,5 +382,5 @@ export function treeRange(
     if (subtree !== null && meets(below, to)) walk(subtree, below, to, depth + 1);
   };
   walk(root, undefined, undefined, 0);
-  return out;
+  return { found: out, missing };
 }

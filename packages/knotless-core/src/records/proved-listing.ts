@@ -1,183 +1,235 @@
 // A listing of a repository's `dev.knotless.ref` records, proved (format.md, "Verified"): each record
 // at the CID the listing gave, by the account's signed commit, and no other key under the
-// repository's prefix. Each listed key's proof (com.atproto.sync.getRecord, a few at once) and the
-// proofs of two keys bounding the range are read; together their tree paths hold every node of the
-// Merkle search tree whose span meets the range, when the listing left nothing out, because no
-// subtree of an atproto tree is empty (the argument is written out in format.md). The range is then
-// walked from one signed commit's root over those nodes (records/proof.ts `treeRange`), and must be
-// exactly the listing. The one rule of every reader of such a repository and of `knotless verify`.
+// repository's prefix. From one signed commit (a verified read's proof, the one that showed the
+// repository has no ref table when there is one), the commit's Merkle search tree is walked down
+// over the repository's key range, level by level: each round reads, with
+// com.atproto.sync.getBlocks, every node of the level whose span can hold a key of the range (no
+// other), in a few batched requests. Every block is checked against its CID, so the walk from the
+// signed root is complete by construction: the keys it finds are all the range holds. The listing
+// must be exactly those keys at exactly those CIDs, and each listed value must be the block its
+// CID names. What it costs grows with the tree's depth and the nodes of the range, not with a
+// request per record. The one rule of every reader of such a repository and of `knotless verify`.
 import { REF_COLLECTION, refKeyPrefix } from './collections.ts';
 import { rkeyOf, type ListedRecord } from './list-records.ts';
 import type { RemoteRepo } from './remote-repo.ts';
-import { unverified, type ProofTree, type VerifiedRecord } from './verified-read.ts';
+import { WHOLE_REPOSITORY_BYTES, unverified, type ProofTree, type VerifiedRecord } from './verified-read.ts';
+import type { BodyTooLarge } from '../xrpc/http-pool.ts';
 
 /** Verified reads of the owner's records (read-refs.ts `openVerifiedReads`), as far as they are used here. */
 export interface ProofReads {
   read: (collection: string, rkey: string, keep?: (tree: ProofTree) => void) => Promise<VerifiedRecord>;
+  blocks: (
+    cids: readonly string[],
+    maxBytes: number,
+    tooLarge: (err: BodyTooLarge) => Error,
+  ) => Promise<Map<string, Uint8Array> | undefined>;
 }
 
-/** Record proofs read at once: bounded, so a PDS is not flooded. */
+/** Record proofs read at once (`knotless verify`'s verdict per ref): bounded, so a PDS is not flooded. */
 export const PROOF_READS = 8;
+/** Requests for blocks in flight at once within a round of the walk. */
+const BLOCK_READS = 4;
 /** Listings proved before a mismatch is taken as the PDS's and not a push landing in between. */
 const ATTEMPTS = 3;
-/** Rounds of proofs read again when those read span commits whose trees differ in the range. */
-const ROUNDS = 3;
-/** The longest record key (atproto's limit): the highest key under a prefix is this long, all `~`. */
-const MAX_KEY = 512;
+/**
+ * The longest getBlocks URL sent: a CID is 59 characters, so about 120 a request; servers and
+ * proxies commonly refuse request lines past 8 KiB.
+ */
+export const MAX_BLOCKS_URL = 8000;
+/** The most nodes of the range one proof reads: a listing of 500,000 records has about a third as many. */
+export const MAX_NODES = 200_000;
+/** The most bytes of nodes one proof reads, all requests together (as much as a whole repository). */
+const MAX_BYTES = WHOLE_REPOSITORY_BYTES;
+/** The most bytes one getBlocks answer may have. */
+const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 /** Above every record key that starts with a prefix: keys use `A-Za-z0-9._:~-`, all below DEL. */
 const TOP = '\x7f';
 
-/** A listing proved complete, its records as the proofs hold them, at the newest commit proved. */
+/** A listing proved complete, its records as the signed blocks hold them, at the commit proved. */
 export interface ProvedListing {
   records: ListedRecord[];
   rev: string;
   commit: string;
 }
 
-/** One key's proof: its record (or absence), and the tree it was read from. */
-interface Proof {
-  got: VerifiedRecord;
-  tree: ProofTree;
-}
-
-/** What did not hold of a listing, to say in the refusal; undefined when it is proved. */
-type Mismatch = 'changed' | 'left-out' | 'unprovable';
+/** What did not hold of a listing, to say in the refusal. */
+type Mismatch = 'changed' | 'left-out' | 'no-blocks';
 
 const SAID: Record<Mismatch, string> = {
   changed: "a ref record listed is not the one the account's signed commit holds",
   'left-out': "the listing leaves out a ref record the account's signed commit holds",
-  unprovable: 'the proofs of its ref records do not show the listing complete',
+  'no-blocks': "the PDS did not give the nodes of the account's signed tree that show the listing complete",
 };
+
+/** What one proof has read of a PDS's blocks so far: bounded against a PDS that makes its tree huge. */
+interface Spent {
+  nodes: number;
+  bytes: number;
+}
 
 /**
  * Proves `listed` (the repository's records as the PDS listed them, {@link RemoteRepo.listRefRecords})
- * with `reads`, listing again when it does not hold (a push may land between a listing and its
- * proofs), up to {@link ATTEMPTS} listings; then refuses it with one sentence (unverified-remote,
- * exit 21). A proof that does not hold itself is refused at once, as every verified read is.
+ * against the tree of the signed commit `tree` (a verified read's proof; read here when not given),
+ * listing again and reading a newer commit when it does not hold (a push may land between a
+ * listing and the commit), up to {@link ATTEMPTS} times; then refuses it with one sentence
+ * (unverified-remote, exit 21). A proof or a tree that does not hold itself is refused at once, as
+ * every verified read is.
  */
 export async function proveListing(
   remote: RemoteRepo,
   reads: ProofReads,
   listed: ListedRecord[],
+  tree?: ProofTree,
 ): Promise<ProvedListing> {
-  let why: Mismatch = 'unprovable';
+  const prefix = refKeyPrefix(remote.name);
+  // Nodes read, by CID: each checked against it, so a node read at one commit stands for itself at
+  // the next (an attempt after a push reads only the nodes the push changed).
+  const known = new Map<string, Uint8Array>();
+  const spent: Spent = { nodes: 0, bytes: 0 };
+  let why: Mismatch = 'no-blocks';
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    if (attempt > 0) listed = await remote.listRefRecords();
-    const out = await proveOnce(remote, reads, listed);
+    if (attempt > 0 || tree === undefined) {
+      const [again, at] = await Promise.all([
+        attempt > 0 ? remote.listRefRecords() : Promise.resolve(listed),
+        commitTree(reads, prefix),
+      ]);
+      listed = again;
+      tree = at;
+    }
+    for (const [cid, bytes] of tree.blocks) known.set(cid, bytes);
+    const inRange = await walk(remote, reads, tree, known, prefix, spent);
+    const out = typeof inRange === 'string' ? inRange : await compare(remote, listed, inRange, tree);
     if (typeof out !== 'string') return out;
     why = out;
   }
   throw unverified(nameOf(remote), SAID[why]);
 }
 
-/** One listing against the proofs of its keys; a {@link Mismatch} when it does not hold. */
-async function proveOnce(
-  remote: RemoteRepo,
-  reads: ProofReads,
-  listed: ListedRecord[],
-): Promise<ProvedListing | Mismatch> {
-  const prefix = refKeyPrefix(remote.name);
-  const bounds = [prefix, prefix + '~'.repeat(Math.max(1, MAX_KEY - prefix.length))];
-  const keys = [...new Set([...bounds, ...listed.map((r) => rkeyOf(r.uri))])];
-  const proofs = new Map<string, Proof>();
-  let want = keys;
-  for (let round = 0; ; round++) {
-    await readProofs(reads, want, proofs);
-    const newest = [...proofs.values()].reduce((a, b) => (b.tree.rev > a.tree.rev ? b : a)).tree;
-    const inRange = await walk(remote, newest, proofs, prefix);
-    if (inRange !== undefined) return compare(remote, listed, inRange, proofs, newest, await cidOf());
-    // The proofs came from commits whose trees differ in the range: those not at the newest are
-    // read again (the PDS answers with its newest), and the range walked again.
-    want = keys.filter((k) => proofs.get(k)!.tree.commit !== newest.commit);
-    if (want.length === 0 || round + 1 >= ROUNDS) return 'unprovable';
-  }
-}
-
-/** Reads the proofs of `keys`, {@link PROOF_READS} at once, into `proofs`. */
-async function readProofs(reads: ProofReads, keys: string[], proofs: Map<string, Proof>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(PROOF_READS, keys.length) }, async () => {
-      for (let i = next++; i < keys.length; i = next++) {
-        const key = keys[i]!;
-        let tree: ProofTree | undefined;
-        const got = await reads.read(REF_COLLECTION, key, (t) => (tree = t));
-        if (tree === undefined) throw new Error(`the proof of ${key} came without its tree`);
-        proofs.set(key, { got, tree });
-      }
-    }),
-  );
+/** The account's newest signed commit, with its tree's path to the start of the range. */
+async function commitTree(reads: ProofReads, prefix: string): Promise<ProofTree> {
+  let tree: ProofTree | undefined;
+  await reads.read(REF_COLLECTION, prefix, (t) => (tree = t));
+  if (tree === undefined) throw new Error(`the proof of ${prefix} came without its tree`);
+  return tree;
 }
 
 /**
- * The keys and CIDs under `prefix` in the tree of `at`, walked over the nodes of every proof read
- * (each checked against its CID, so nodes of other commits stand for themselves); undefined when
- * a node the walk needs is in none of them.
+ * The keys and CIDs under `prefix` in the tree of `at`: walked from its root, each round reading
+ * the nodes the range goes on into and `known` lacks. {@link Mismatch} `no-blocks` when the PDS does
+ * not give one (it may have dropped them for a newer commit: the caller tries again).
  */
 async function walk(
   remote: RemoteRepo,
+  reads: ProofReads,
   at: ProofTree,
-  proofs: Map<string, Proof>,
+  known: Map<string, Uint8Array>,
   prefix: string,
-): Promise<Map<string, string> | undefined> {
-  const { NodeMissing, treeRange } = await import('./proof.ts');
-  const blocks = new Map<string, Uint8Array>();
-  for (const p of proofs.values()) for (const [cid, bytes] of p.tree.blocks) blocks.set(cid, bytes);
+  spent: Spent,
+): Promise<Map<string, string> | Mismatch> {
+  const { treeFrontier } = await import('./proof.ts');
   const lo = `${REF_COLLECTION}/${prefix}`;
-  try {
-    const found = treeRange(blocks, at.data, lo, lo + TOP);
-    return new Map(found.map((f) => [f.key.slice(REF_COLLECTION.length + 1), f.cid.toString()]));
-  } catch (err) {
-    if (err instanceof NodeMissing) return undefined;
-    throw unverified(nameOf(remote), "the proofs' tree is malformed", err);
+  // A walk ends: each round goes one level down a tree whose depth treeFrontier bounds.
+  for (;;) {
+    let step: ReturnType<typeof treeFrontier>;
+    try {
+      step = treeFrontier(known, at.data, lo, lo + TOP);
+    } catch (err) {
+      throw unverified(nameOf(remote), "the account's signed tree is malformed", err);
+    }
+    if (step.missing.length === 0)
+      return new Map(step.found.map((f) => [f.key.slice(REF_COLLECTION.length + 1), f.cid.toString()]));
+    spent.nodes += step.missing.length;
+    if (spent.nodes > MAX_NODES)
+      throw unverified(
+        nameOf(remote),
+        `the account's signed tree has more than ${MAX_NODES} nodes in the repository's range`,
+      );
+    const got = await readNodes(remote, reads, step.missing, spent);
+    if (got === undefined) return 'no-blocks';
+    for (const [cid, bytes] of got) known.set(cid, bytes);
   }
 }
 
 /**
- * The listing against the keys the tree holds: exactly the same keys, each at the same CID. The
- * records are taken from the proofs (a listing's value is not checked against its CID, a proof's
- * block is), so nothing of the listing but its keys and CIDs is used.
+ * The blocks `cids` name, in requests of URLs no longer than {@link MAX_BLOCKS_URL},
+ * {@link BLOCK_READS} at once; undefined when the PDS does not give every one.
  */
-function compare(
+async function readNodes(
+  remote: RemoteRepo,
+  reads: ProofReads,
+  cids: string[],
+  spent: Spent,
+): Promise<Map<string, Uint8Array> | undefined> {
+  const batches: string[][] = [];
+  // The URL's fixed part (`/xrpc/com.atproto.sync.getBlocks?did=…`) is well under 200 characters.
+  let batch: string[] = [];
+  let length = 200;
+  for (const cid of cids) {
+    const more = '&cids='.length + cid.length;
+    if (batch.length > 0 && length + more > MAX_BLOCKS_URL) {
+      batches.push(batch);
+      batch = [];
+      length = 200;
+    }
+    batch.push(cid);
+    length += more;
+  }
+  if (batch.length > 0) batches.push(batch);
+  const out = new Map<string, Uint8Array>();
+  const tooLarge = (err: unknown) =>
+    unverified(
+      nameOf(remote),
+      `the nodes of the account's signed tree in the repository's range are larger than the ${MAX_BYTES / 1024 / 1024} MiB knotless reads to check a listing`,
+      err,
+    );
+  let complete = true;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(BLOCK_READS, batches.length) }, async () => {
+      for (let i = next++; i < batches.length && complete; i = next++) {
+        const asked = batches[i]!;
+        const left = MAX_BYTES - spent.bytes;
+        if (left <= 0) throw tooLarge(new Error('past the bound'));
+        const got = await reads.blocks(asked, Math.min(MAX_ANSWER_BYTES, left), tooLarge);
+        if (got === undefined || asked.some((cid) => !got.has(cid))) {
+          complete = false;
+          return;
+        }
+        for (const [cid, bytes] of got) {
+          spent.bytes += bytes.length;
+          out.set(cid, bytes);
+        }
+      }
+    }),
+  );
+  if (spent.bytes > MAX_BYTES) throw tooLarge(new Error('past the bound'));
+  return complete ? out : undefined;
+}
+
+/**
+ * The listing against the keys the tree holds: exactly the same keys, each at the same CID, and
+ * each listed value the block its CID names (taken in the block's own form).
+ */
+async function compare(
   remote: RemoteRepo,
   listed: ListedRecord[],
   inTree: Map<string, string>,
-  proofs: Map<string, Proof>,
   at: ProofTree,
-  recordCid: (value: Record<string, unknown>) => string,
-): ProvedListing | Mismatch {
-  const byKey = new Map(listed.map((r) => [rkeyOf(r.uri), r.cid]));
+): Promise<ProvedListing | Mismatch> {
+  const { listedAs } = await import('./proof.ts');
+  const byKey = new Map(listed.map((r) => [rkeyOf(r.uri), r]));
   if (byKey.size !== listed.length) return 'changed';
-  for (const [key, cid] of byKey) if (inTree.get(key) !== cid) return 'changed';
-  // A value the listing changed under the record's own CID: not used (the proofs' are), but a PDS
-  // that says one thing in its listing and signs another is not believed in anything.
-  for (const r of listed) if (!hashesTo(r, recordCid)) return 'changed';
+  for (const [key, r] of byKey) if (inTree.get(key) !== r.cid) return 'changed';
   if (inTree.size !== byKey.size) return 'left-out';
   const records: ListedRecord[] = [];
   for (const [key, cid] of [...inTree].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const got = proofs.get(key)!.got;
-    // The key's own proof, at whichever commit, holds the record with this CID: its bytes.
-    if (!got.found || got.cid !== cid) return 'changed';
-    records.push({ uri: `at://${remote.owner.did}/${REF_COLLECTION}/${key}`, cid, value: got.value });
+    const value = listedAs(byKey.get(key)!.value, cid);
+    // A value the listing changed under the record's own CID: the PDS says one thing in its
+    // listing and signs another.
+    if (value === undefined) return 'changed';
+    records.push({ uri: `at://${remote.owner.did}/${REF_COLLECTION}/${key}`, cid, value });
   }
   return { records, rev: at.rev, commit: at.commit };
-}
-
-/** The CID of a record's JSON form, loaded with the proofs' libraries. */
-async function cidOf(): Promise<(value: Record<string, unknown>) => string> {
-  return (await import('./proof.ts')).recordCid;
-}
-
-/** Whether a listed record's value is the one its CID names. */
-function hashesTo(r: ListedRecord, recordCid: (value: Record<string, unknown>) => string): boolean {
-  if (typeof r.value !== 'object' || r.value === null || Array.isArray(r.value)) return false;
-  try {
-    return recordCid(r.value as Record<string, unknown>) === r.cid;
-  } catch (err) {
-    // A value no record could be (a link or bytes that do not parse): not the record its CID names.
-    if (err instanceof Error) return false;
-    throw err;
-  }
 }
 
 /** How refusals name the repository, as the table's reader names it. */

@@ -28,11 +28,13 @@ import { previousSigningKey, type PreviousKey } from '../identity/plc-log.ts';
 import {
   accountKey,
   answeredNoProof,
+  readBlocks,
   verifiedRead,
   type ProofTree,
   type VerifiedRecord,
 } from './verified-read.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
+import type { BodyTooLarge } from '../xrpc/http-pool.ts';
 
 /** Parts fetched at once: a large table's parts are many small reads, bounded so a PDS is not flooded. */
 const PART_READS = 8;
@@ -81,6 +83,15 @@ export interface VerifiedReads {
   pds: string;
   /** One record with its proof, checked, and its commit no older than the newest verified. */
   read: (collection: string, rkey: string, keep?: (tree: ProofTree) => void) => Promise<VerifiedRecord>;
+  /**
+   * Blocks of the account's repository by CID, in one request of at most `maxBytes` (records/
+   * verified-read.ts `readBlocks`): each checked against its CID, so they stand for themselves.
+   */
+  blocks: (
+    cids: readonly string[],
+    maxBytes: number,
+    tooLarge: (err: BodyTooLarge) => Error,
+  ) => Promise<Map<string, Uint8Array> | undefined>;
   /** Keeps the newest commit the reads verified (records/newest-rev.ts). */
   save: () => void;
 }
@@ -140,6 +151,13 @@ export async function openVerifiedReads(remote: RemoteRepo, verify: TableVerifie
       newest.check(got.rev);
       return got;
     },
+    blocks: (cids, maxBytes, tooLarge) =>
+      readBlocks(
+        { ...clientOf(verify, pds), transport: verify.transport, pds, did, name },
+        cids,
+        maxBytes,
+        tooLarge,
+      ),
     save: () => newest.save(),
   };
 }
@@ -340,11 +358,17 @@ export async function readRefSource(remote: RemoteRepo): Promise<RefSource> {
   // The owner's verified reads, which the table and, without one, the records are proved with;
   // none with verification turned off (the records are then read as listed).
   let reads: VerifiedReads | undefined;
+  let tree: ProofTree | undefined;
   try {
     if (verify.unchecked !== undefined) table = await readRefTable(remote);
     else {
       reads = await openVerifiedReads(remote, verify);
-      const read = await readTableWith(remote, reads.read);
+      const opened = reads;
+      // The proof that there is no table carries the signed commit and the tree's path near the
+      // records' range: where a proof of the records starts.
+      const read = await readTableWith(remote, (collection, rkey) =>
+        opened.read(collection, rkey, (t) => (tree = t)),
+      );
       table = read === undefined ? undefined : { ...read, signingKey: reads.signingKey };
     }
   } catch (err) {
@@ -365,7 +389,7 @@ export async function readRefSource(remote: RemoteRepo): Promise<RefSource> {
     if ('err' in listed) throw listed.err;
     if (reads === undefined) return { table, records: listed.listed };
     // No table: the listing is used only proved whole.
-    const proved = await proveListing(remote, reads, listed.listed);
+    const proved = await proveListing(remote, reads, listed.listed, tree);
     reads.save();
     return { table, records: proved.records };
   }

@@ -219,6 +219,46 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   return { found: true, value, cid: found.toString(), ...at };
 }
 
+/** What a read of blocks by CID needs: where, through what, whose, and how to name it. */
+export type BlockReadRequest = Pick<
+  VerifiedReadRequest,
+  'transport' | 'pds' | 'client' | 'did' | 'name' | 'signal'
+>;
+
+/**
+ * The blocks `cids` name, read with com.atproto.sync.getBlocks from the account's repository in one
+ * request of at most `maxBytes`, each checked to hash to its CID (a block the answer has that was not
+ * asked for is dropped); undefined when the PDS answered an error instead (it may no longer hold
+ * them: a commit since drops the nodes it replaced). An answer past `maxBytes` throws `tooLarge`'s
+ * error; one that is not a CAR of matching blocks is refused with one sentence.
+ */
+export async function readBlocks(
+  req: BlockReadRequest,
+  cids: readonly string[],
+  maxBytes: number,
+  tooLarge: (err: BodyTooLarge) => Error,
+): Promise<Map<string, Uint8Array> | undefined> {
+  const url = new URL('/xrpc/com.atproto.sync.getBlocks', req.pds);
+  url.searchParams.set('did', req.did);
+  for (const cid of cids) url.searchParams.append('cids', cid);
+  const res = await fetchCar(req, url, maxBytes, tooLarge);
+  if (res.status < 200 || res.status > 299) return undefined;
+  const { readCarBlocks } = await import('./proof.ts');
+  let blocks: Map<string, Uint8Array>;
+  try {
+    blocks = readCarBlocks(new Uint8Array(res.body)).blocks;
+  } catch (err) {
+    throw unverified(
+      req.name,
+      "the blocks of the account's tree are not a CAR whose blocks match their CIDs",
+      err,
+    );
+  }
+  const asked = new Set(cids);
+  for (const cid of blocks.keys()) if (!asked.has(cid)) blocks.delete(cid);
+  return blocks;
+}
+
 /**
  * The most of an account's repository (com.atproto.sync.getRepo) read to prove a record absent when
  * its PDS answers RecordNotFound instead of a proof: the whole signed tree stands in for the path.
@@ -245,7 +285,7 @@ function recordNotFound(status: number, body: Uint8Array): boolean {
  * unreachable, in one sentence; so is an answer past the bound, unless `tooLarge` says what it is.
  */
 async function fetchCar(
-  req: VerifiedReadRequest,
+  req: BlockReadRequest,
   url: URL,
   maxBytes: number,
   tooLarge?: (err: BodyTooLarge) => Error,
@@ -287,7 +327,7 @@ async function fetchCarWith(
   try {
     return {
       status: 200,
-      body: await client.queryBytes(nsid, Object.fromEntries(url.searchParams), maxBytes),
+      body: await client.queryBytes(nsid, paramsOf(url), maxBytes),
     };
   } catch (err) {
     if (err instanceof XrpcError) {
@@ -300,6 +340,16 @@ async function fetchCarWith(
       throw tooLarge(err.cause);
     throw err;
   }
+}
+
+/** A URL's query as a client's parameters: one asked more than once (`cids`) as a list. */
+function paramsOf(url: URL): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const key of new Set(url.searchParams.keys())) {
+    const all = url.searchParams.getAll(key);
+    out[key] = all.length === 1 ? all[0]! : all;
+  }
+  return out;
 }
 
 /** The account's whole repository as a CAR, of at most {@link WHOLE_REPOSITORY_BYTES}. */

@@ -12,7 +12,7 @@ import { openVerifiedReads, readTableWith, tableRefs } from './read-refs.ts';
 import type { RefRecord } from './ref-record.ts';
 import { parseRemoteRef } from './remote-ref.ts';
 import type { RemoteRepo } from './remote-repo.ts';
-import { refusalReason } from './verified-read.ts';
+import { refusalReason, type ProofTree } from './verified-read.ts';
 
 /** One ref and whether the account's signed commit vouches for it. */
 export interface RefVerdict {
@@ -67,7 +67,11 @@ export async function verifyRepo(remote: RemoteRepo): Promise<RepoVerdict> {
     pds: reads.pds,
     key: reads.signingKey,
   };
-  const table = await readTableWith(remote, reads.read);
+  // The proof that there is no table carries the signed commit the records are proved against.
+  let tree: ProofTree | undefined;
+  const table = await readTableWith(remote, (collection, rkey) =>
+    reads.read(collection, rkey, (t) => (tree = t)),
+  );
   if (table !== undefined) {
     reads.save();
     const refs = tableRefs(remote, { ...table, signingKey: reads.signingKey }).map((r): RefVerdict => ({
@@ -82,7 +86,7 @@ export async function verifyRepo(remote: RemoteRepo): Promise<RepoVerdict> {
   // Proved whole as every reader proves it: then every ref is verified, and nothing was left out.
   let incomplete: string;
   try {
-    const whole = await proveListing(remote, reads, got.records);
+    const whole = await proveListing(remote, reads, got.records, tree);
     reads.save();
     const refs = (await remote.refsFrom(whole.records)).map((r): RefVerdict => ({
       ...targetOf(r.record),

@@ -50,7 +50,8 @@ export interface Authorizer {
 
 /** Options for one call. */
 export interface CallOptions {
-  params?: Record<string, string | number | boolean | undefined>;
+  /** Query parameters; a list is sent as the parameter repeated, once per item (XRPC's arrays). */
+  params?: Record<string, string | number | boolean | readonly string[] | undefined>;
   /** JSON-serialisable input, or raw bytes (then `contentType` says what they are). */
   body?: unknown;
   contentType?: string;
@@ -312,7 +313,8 @@ export class XrpcClient {
   async #send(method: 'GET' | 'POST', nsid: string, opts: CallOptions, json: boolean): Promise<Buffer> {
     const url = new URL(`${this.service}/xrpc/${nsid}`);
     for (const [k, v] of Object.entries(opts.params ?? {}))
-      if (v !== undefined) url.searchParams.set(k, String(v));
+      if (Array.isArray(v)) for (const item of v as readonly string[]) url.searchParams.append(k, item);
+      else if (v !== undefined) url.searchParams.set(k, String(v));
     this.#opts.authorizer?.checkService?.(this.service);
     const headers: Record<string, string> = { ...(await this.#opts.authorizer?.headers()), ...opts.headers };
     let body: RequestBody = null;
