@@ -10,7 +10,7 @@ export const command: Command = {
   args: '<[handle/]name>',
   summary: "check a repository's refs against its owner's signed commit",
   details: [
-    "Shows the account (DID, handle), its PDS, the signing key of its DID document, the signed commit the refs were proved at, and each ref's verdict. Every repository is proved whole: a ref table is one signed record; a repository still on ref records has each record checked against its own proof, and the proofs' tree paths show no other record under its name (the listing is complete).",
+    "Shows the account (DID, handle), its PDS, the signing key of its DID document, the signed commit the refs were proved at, and each ref's verdict. Every repository is proved whole: a ref table is one signed record; a repository still on ref records has its listing checked against the signed commit's tree, walked over every key under its name (each record at its listed CID, none left out); when that does not hold, each record listed is checked against its own proof.",
     'Exits 21 when any ref, the table, or that the listing is complete could not be verified. KNOTLESS_VERIFY=0 does not apply: this command always checks.',
   ],
   options: { json: JSON_OPTION },
