@@ -4,6 +4,7 @@ import { startProxy, type Proxy } from 'knotless-devnet';
 import { putRaw } from './helpers/forge.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { readCar, readCarBlocks, readCommit, treeFrontier } from 'knotless-core/records/proof';
 
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
@@ -34,6 +35,55 @@ const LISTING = ['com.atproto.repo.listRecords', 'com.atproto.sync.getRecord'];
  * have missed them (format.md, "Old repositories").
  */
 const CHECKED = 'com.atproto.sync.getRecord';
+
+/**
+ * The `com.atproto.sync.getBlocks` a reader makes to prove a listing of repository `name`'s ref
+ * records as the account is now (format.md, "A listing of ref records, proved whole"), worked out
+ * here from the PDS itself: the proof of `rkey` in `collection` (the one the reader starts from),
+ * then the signed tree walked down over the repository's keys, one request a level while a level's
+ * nodes fit one URL (about 120), none once the proof's own path holds the whole range.
+ */
+async function walkOf(name: string, collection: string, rkey: string): Promise<string[]> {
+  const did = t.dids['alice.test']!;
+  const get = async (nsid: string, params: [string, string][]) => {
+    const url = new URL(`/xrpc/${nsid}`, t.net.pdsUrl);
+    for (const [k, v] of params) url.searchParams.append(k, v);
+    const res = await fetch(url);
+    assert.equal(res.status, 200, nsid);
+    return new Uint8Array(await res.arrayBuffer());
+  };
+  const car = readCar(
+    await get('com.atproto.sync.getRecord', [
+      ['did', did],
+      ['collection', collection],
+      ['rkey', rkey],
+    ]),
+  );
+  const root = readCommit(car.blocks.get(car.root.toString())).data;
+  const blocks = car.blocks;
+  const lo = `dev.knotless.ref/${name}~`;
+  const out: string[] = [];
+  for (let step = treeFrontier(blocks, root, lo, `${lo}\x7f`); step.missing.length > 0;) {
+    for (let i = 0; i < step.missing.length; i += 120) out.push('com.atproto.sync.getBlocks');
+    const got = readCarBlocks(
+      await get('com.atproto.sync.getBlocks', [
+        ['did', did],
+        ...step.missing.map((c): [string, string] => ['cids', c]),
+      ]),
+    );
+    for (const [cid, bytes] of got.blocks) blocks.set(cid, bytes);
+    step = treeFrontier(blocks, root, lo, `${lo}\x7f`);
+  }
+  return out;
+}
+
+/**
+ * A cold listing of repository `name` on ref records: {@link LISTING}, then the walk that proves it
+ * from the proof that there is no table ({@link walkOf}), as the account is now.
+ */
+async function recordsListing(name: string): Promise<string[]> {
+  return [...LISTING, ...(await walkOf(name, 'dev.knotless.refs', name))];
+}
 
 /** The requests one git command made at the PDS, as "nsid" strings in order. */
 async function requestsOf(run: () => Promise<unknown>): Promise<string[]> {
@@ -149,10 +199,12 @@ describe('requests per operation (identity cached)', () => {
     const dir = await newRepo(alice, url);
     await commitFiles(alice, dir, { a: '1' }, 'one');
 
-    // First push to an empty repository: list, check the repository exists, write the ref and HEAD
+    // First push to an empty repository: list (an empty listing is proved as any other: the walk
+    // finds no key under the repository's name), check the repository exists, write the ref and HEAD
     // in one commit, then read the ref table again (each push to ref records ends so).
+    let listing = await recordsListing('counted');
     assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
-      ...LISTING,
+      ...listing,
       'com.atproto.repo.getRecord',
       'com.atproto.repo.applyWrites',
       CHECKED,
@@ -160,8 +212,9 @@ describe('requests per operation (identity cached)', () => {
 
     // A small push with no recent listing: the listing, then one record write with the pack inline.
     await commitFiles(alice, dir, { a: '2' }, 'two');
+    listing = await recordsListing('counted');
     assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
-      ...LISTING,
+      ...listing,
       'com.atproto.repo.putRecord',
       CHECKED,
     ]);
@@ -169,24 +222,28 @@ describe('requests per operation (identity cached)', () => {
     // A new branch from main: the same two.
     await alice.ok(dir, 'checkout', '-q', '-b', 'topic');
     await commitFiles(alice, dir, { b: '1' }, 'topic');
+    listing = await recordsListing('counted');
     assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'topic')), [
-      ...LISTING,
+      ...listing,
       'com.atproto.repo.putRecord',
       CHECKED,
     ]);
 
     // Several new branches at once: the listing, then one commit that creates them all.
     for (const b of ['x1', 'x2', 'x3']) await alice.ok(dir, 'branch', b);
+    listing = await recordsListing('counted');
     assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'x1', 'x2', 'x3')), [
-      ...LISTING,
+      ...listing,
       'com.atproto.repo.applyWrites',
       CHECKED,
     ]);
 
     // Clone (packs inline) and a fetch with nothing new: the listing alone.
     const out = alice.dir();
-    assert.deepEqual(await requestsOf(() => alice.ok(out, 'clone', '-q', url, 'c')), LISTING);
-    assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), LISTING);
+    listing = await recordsListing('counted');
+    assert.deepEqual(await requestsOf(() => alice.ok(out, 'clone', '-q', url, 'c')), listing);
+    listing = await recordsListing('counted');
+    assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), listing);
 
     // Pushes right after another: each lists again, because git decides "up to date", deletes,
     // prunes and leases from that answer before any compare-and-swap runs (as git's smart HTTP).
@@ -194,8 +251,9 @@ describe('requests per operation (identity cached)', () => {
     await alice.ok(dir, 'push', 'origin', 'topic');
     for (let i = 0; i < 3; i++) {
       await commitFiles(alice, dir, { b: `3.${i}` }, `topic 3.${i}`);
+      listing = await recordsListing('counted');
       assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'topic')), [
-        ...LISTING,
+        ...listing,
         'com.atproto.repo.putRecord',
         CHECKED,
       ]);
@@ -205,7 +263,8 @@ describe('requests per operation (identity cached)', () => {
     await alice.ok(dir, 'checkout', '-q', 'main');
     await commitFiles(alice, dir, { a: '3' }, 'three');
     await alice.ok(dir, 'push', 'origin', 'main');
-    assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), LISTING);
+    listing = await recordsListing('counted');
+    assert.deepEqual(await requestsOf(() => alice.ok(`${out}/c`, 'fetch')), listing);
     // Two requests side by side: at most a connection each.
     assert.ok(proxy!.connections <= 2, `a fetch opened ${proxy!.connections} connections`);
 
@@ -214,6 +273,8 @@ describe('requests per operation (identity cached)', () => {
     // what a push to a table costs.
     layout = {};
     await commitFiles(alice, dir, { a: '4' }, 'four');
+    listing = await recordsListing('counted');
+    const moved = await walkOf('counted', 'dev.knotless.ref', 'counted~');
     let said = '';
     assert.deepEqual(
       await requestsOf(async () => {
@@ -222,11 +283,14 @@ describe('requests per operation (identity cached)', () => {
         said = res.stderr;
       }),
       [
-        ...LISTING,
+        ...listing,
         CHECKED,
         'com.atproto.repo.getRecord',
-        'com.atproto.sync.getLatestCommit',
+        // The records it moves, proved whole from the account's newest commit (the proof of the
+        // repository's first key carries it), the walk swapped on.
         'com.atproto.repo.listRecords',
+        'com.atproto.sync.getRecord',
+        ...moved,
         'com.atproto.repo.putRecord',
         'com.atproto.repo.listRecords',
         'com.atproto.repo.applyWrites',
@@ -237,8 +301,9 @@ describe('requests per operation (identity cached)', () => {
     );
     assert.match(said, /^knotless: moved the \d+ ref\(s\) of alice\.test\/counted into its ref table first/m);
     await commitFiles(alice, dir, { a: '5' }, 'five');
+    listing = await recordsListing('counted');
     assert.deepEqual(await requestsOf(() => alice.ok(dir, 'push', 'origin', 'main')), [
-      ...LISTING,
+      ...listing,
       'com.atproto.repo.putRecord',
     ]);
   });

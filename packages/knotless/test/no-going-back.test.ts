@@ -75,6 +75,15 @@ describe('no going back', () => {
     const first = await commitFiles(alice, dir, { 'a.txt': 'first\n' }, 'first');
     await alice.ok(dir, 'push', '-q', 'origin', 'main');
     const old = await refTableProof(t.net.pdses[0]!.url, t.dids['alice.test']!, 'site');
+    // The ref records as they were then, beside that proof: a listing is taken only as the signed
+    // commit holds it, so a replay of the past must show the past whole to be taken.
+    const oldListing = Buffer.from(
+      await (
+        await fetch(
+          `${t.net.pdses[0]!.url}/xrpc/com.atproto.repo.listRecords?repo=${t.dids['alice.test']!}&collection=dev.knotless.ref&limit=100`,
+        )
+      ).arrayBuffer(),
+    );
     const second = await commitFiles(alice, dir, { 'a.txt': 'second\n' }, 'second');
     await alice.ok(dir, 'push', '-q', 'origin', 'main');
 
@@ -87,10 +96,19 @@ describe('no going back', () => {
       await refused(dir, /older than \S+ already verified on this machine/);
       assert.ok(proxy!.faultsFired.length > 0);
       assert.deepEqual(mark(), newest);
-      // The same answer to a cache that never saw the account: its signature holds, so it is taken.
+      // The same answers (the proof, and the listing of its time) to a cache that never saw the
+      // account: the signature holds, so the repository as it was then is taken.
+      proxy!.inject({
+        nsid: 'com.atproto.repo.listRecords',
+        times: Infinity,
+        fault: { kind: 'replace', body: oldListing, contentType: 'application/json' },
+      });
       cache = alice.dir();
-      assert.match(await alice.ok(dir, 'ls-remote', URL_), new RegExp(`^${second}\trefs/heads/main$`, 'm'));
-      cache = undefined;
+      try {
+        assert.match(await alice.ok(dir, 'ls-remote', URL_), new RegExp(`^${first}\trefs/heads/main$`, 'm'));
+      } finally {
+        cache = undefined;
+      }
     } finally {
       proxy!.clearFaults();
     }
