@@ -99,7 +99,11 @@ export async function startTable(
   created: string | undefined,
 ): Promise<Migrated> {
   if (created === undefined) return migrateToTable(remote, auth);
-  if ((await listOldRefs(remote)).length > 0) return migrateToTable(remote, auth);
+  // One plain listing, not the proved one a migration reads: the table is written with
+  // `swapCommit` on the commit this process's own creation made, so it lands only if the account
+  // is as this process left it, and a PDS that hid a record here could as well have dropped the write.
+  if ((await remote.listRefs()).length > 0) return migrateToTable(remote, auth);
+  refusePrivate(remote);
   const did = remote.owner.did;
   const key = refTableKey(remote.name, did, did);
   const next = tableOf([], `at://${did}/${REPO_COLLECTION}/${remote.name}`);

@@ -85,6 +85,7 @@ export async function proveListing(
   // Nodes read, by CID: each checked against it, so a node read at one commit stands for itself at
   // the next (an attempt after a push reads only the nodes the push changed).
   const known = new Map<string, Uint8Array>();
+  const decoded = new Map<string, unknown>();
   const spent: Spent = { nodes: 0, bytes: 0 };
   let why: Mismatch = 'no-blocks';
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
@@ -97,7 +98,7 @@ export async function proveListing(
       tree = at;
     }
     for (const [cid, bytes] of tree.blocks) known.set(cid, bytes);
-    const inRange = await walk(remote, reads, tree, known, prefix, spent);
+    const inRange = await walk(remote, reads, tree, { known, decoded }, prefix, spent);
     const out = typeof inRange === 'string' ? inRange : await compare(remote, listed, inRange, tree);
     if (typeof out !== 'string') return out;
     why = out;
@@ -115,14 +116,14 @@ async function commitTree(reads: ProofReads, prefix: string): Promise<ProofTree>
 
 /**
  * The keys and CIDs under `prefix` in the tree of `at`: walked from its root, each round reading
- * the nodes the range goes on into and `known` lacks. {@link Mismatch} `no-blocks` when the PDS does
+ * the nodes the range goes on into and `nodes.known` lacks (`nodes.decoded`: those decoded so far). {@link Mismatch} `no-blocks` when the PDS does
  * not give one (it may have dropped them for a newer commit: the caller tries again).
  */
 async function walk(
   remote: RemoteRepo,
   reads: ProofReads,
   at: ProofTree,
-  known: Map<string, Uint8Array>,
+  nodes: { known: Map<string, Uint8Array>; decoded: Map<string, unknown> },
   prefix: string,
   spent: Spent,
 ): Promise<Map<string, string> | Mismatch> {
@@ -132,7 +133,7 @@ async function walk(
   for (;;) {
     let step: ReturnType<typeof treeFrontier>;
     try {
-      step = treeFrontier(known, at.data, lo, lo + TOP);
+      step = treeFrontier(nodes.known, at.data, lo, lo + TOP, nodes.decoded);
     } catch (err) {
       throw unverified(nameOf(remote), "the account's signed tree is malformed", err);
     }
@@ -146,7 +147,7 @@ async function walk(
       );
     const got = await readNodes(remote, reads, step.missing, spent);
     if (got === undefined) return 'no-blocks';
-    for (const [cid, bytes] of got) known.set(cid, bytes);
+    for (const [cid, bytes] of got) nodes.known.set(cid, bytes);
   }
 }
 
