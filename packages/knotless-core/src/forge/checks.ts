@@ -179,7 +179,8 @@ export function repoProtection(
     if (got === undefined) continue;
     if (got.record.repo !== repo) {
       warn(
-        `the dev.knotless.protection record ${safeText(key, 200)} of ${safeText(did)} names another repository (${safeText(got.record.repo, 200)}), so it protects nothing of ${safeText(repo, 200)}`,
+        // Which repository it names is the writer's word, and is not repeated to a terminal or page.
+        `the dev.knotless.protection record ${safeText(key, 200)} of ${safeText(did)} names another repository, so it protects nothing of ${safeText(repo, 200)}`,
       );
       continue;
     }

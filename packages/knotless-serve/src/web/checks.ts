@@ -17,15 +17,17 @@ import { forgeRecords } from '../model/forge-records.ts';
 import { HttpError, type RepoTarget, type Site } from './site.ts';
 
 /**
- * `commit`'s checks in `repo` as `branch`'s protection judges them: the owner's and that of the
- * maintainers the owner's table lists (the last list the index holds, as every decision of the
- * appview takes it), each record read from its writer's PDS.
+ * `commit`'s checks in `repo` as `branch`'s protection judges them: the owner's and that of
+ * `maintainers`, each record read from its writer's PDS. The caller reads `maintainers` from the
+ * owner's table on the owner's PDS at the moment it decides, never from the index: a maintainer the
+ * index has not heard of yet would otherwise have their requirements left out of a merge.
  */
 export async function verdictOf(
   site: Site,
   repo: RepoTarget,
   commit: string,
   branch: string,
+  maintainers: readonly string[],
 ): Promise<CommitVerdict> {
   const resolve = async (did: string) => {
     const o = await site.identities.owner(did);
@@ -36,7 +38,6 @@ export async function verdictOf(
   const owner = await resolve(repo.did);
   const store = new ForgeStore(site.forge, (m) => site.log(m));
   const readers = { resolve, check: forgeRecords.check, protection: forgeRecords.protection };
-  const maintainers = repo.maintainers.map((m) => m.did);
   return commitVerdict(store, readers, owner, repo.name, commit, branch, [], maintainers);
 }
 

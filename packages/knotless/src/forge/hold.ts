@@ -10,7 +10,7 @@ import { writeDecision } from 'knotless-core/forge/decision';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { heldDecision } from 'knotless-core/records/forge-authority';
 import type { Stored } from 'knotless-core/forge/store';
-import { ISSUES, PULLS, type Kind } from './kinds.ts';
+import { ISSUES, PULLS, type Kind, type StateFields } from './kinds.ts';
 import { parseAtUri } from './records.ts';
 import { withStates, type Reader } from './subjects.ts';
 
@@ -33,12 +33,15 @@ export async function holdDecisions(
 ): Promise<number> {
   const team = await r.team(owner, repo);
   if (!team.maintainers.includes(removed)) return 0;
-  let who: Identity;
+  const kinds = [PULLS, ISSUES] as Kind<Base>[];
+  let all: Stored<StateFields>[][];
   try {
-    who = await r.ctx.resolver.resolve(removed);
+    const who = await r.ctx.resolver.resolve(removed);
+    all = await Promise.all(kinds.map((kind) => r.store.list(who, kind.stateCollection, kind.parseState)));
   } catch (err) {
-    // Nobody can read the decisions of an account that resolves to nothing: they count nowhere now,
-    // and the removal goes on; the note says what stops counting.
+    // Nobody can read the decisions of an account that resolves to nothing, or whose PDS cannot be
+    // reached: the removal is the owner's way out of exactly that, so it goes on, and the note says
+    // what stops counting.
     if (!isKnotlessError(err)) throw err;
     r.note(
       `warning: the decisions of ${safeText(removed)} could not be read (${err.message.replace(/\.$/, '')}); any that ${label}'s pull requests and issues held stop counting with the removal`,
@@ -46,8 +49,8 @@ export async function holdDecisions(
     return 0;
   }
   let written = 0;
-  for (const kind of [PULLS, ISSUES] as Kind<Base>[]) {
-    const theirs = await r.store.list(who, kind.stateCollection, kind.parseState);
+  for (const [i, kind] of kinds.entries()) {
+    const theirs = all[i]!;
     const items: Stored<Base>[] = [];
     for (const subject of new Set(theirs.map((s) => s.value.subject))) {
       const u = parseAtUri(subject);

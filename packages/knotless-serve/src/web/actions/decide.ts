@@ -17,6 +17,7 @@ import {
 import { PULL } from 'knotless-core/forge/records';
 import { checkStateWrite } from 'knotless-core/forge/state-write';
 import { ISSUE_AUTHOR_MAY, PULL_AUTHOR_MAY, type Team } from 'knotless-core/records/forge-authority';
+import { readMaintainers } from 'knotless-core/records/maintainers';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { forgeRecords } from '../../model/forge-records.ts';
 import { verdictOf } from '../checks.ts';
@@ -191,7 +192,12 @@ async function mergeAs(
       'The pull request has a new round since this page was loaded; review it and merge again.',
     );
   const owner = await identityOf(site, repo.did);
-  const verdict = await verdictOf(site, repo, last.head, pull.base);
+  const target = remoteRepo(site, owner, repo.name);
+  // Whose protection counts is the owner's table as it is now, read from the owner's PDS like the
+  // protection records themselves: the index may not have heard of a maintainer just added (whose
+  // requirements must hold) or just removed (whose must not).
+  const maintainers = ((await readMaintainers(target))?.maintainers ?? []).map((m) => m.did);
+  const verdict = await verdictOf(site, repo, last.head, pull.base, maintainers);
   if (verdict.unmet.length > 0 && !ignore) {
     const short = (await site.index.forge.shortIds('pulls', repo.did, repo.name)).get(item.rkey) ?? item.rkey;
     throw new HttpError(
@@ -203,7 +209,7 @@ async function mergeAs(
   const auth = await writerFor(site, viewer);
   const baseTip = form.get('base') ?? undefined;
   const result = await mergePull(site.forge, {
-    target: remoteRepo(site, owner, repo.name),
+    target,
     auth,
     author,
     pull,
