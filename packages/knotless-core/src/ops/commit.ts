@@ -15,6 +15,7 @@ import { packMemoDir, rememberObjects } from '../packs/pack-objects-memo.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
 import {
   lastTableRead,
+  readProvedRecords,
   readRefTable,
   readRepoRefs,
   tableRefs,
@@ -211,9 +212,12 @@ async function commitInMirror(
     current: list.find((r) => r.record.ref === ref),
     ...(table === undefined ? {} : { table }),
   });
-  // The refs read again: the table's when the repository has one, else its records.
+  // The refs read again: the table's when the repository has one, else its records, proved whole as
+  // the first read was (the commit is judged on them).
   const reread = async (): Promise<Read> =>
-    remote.layout === 'table' ? withRef(await readRepoRefs(remote)) : withRef(await remote.listRefs());
+    remote.layout === 'table'
+      ? withRef(await readRepoRefs(remote))
+      : withRef((await readProvedRecords(remote)).refs);
   const outcome = await swapLoop<Read, Write, Committed, never>({
     start: withRef(refs),
     maxAttempts: MAX_ATTEMPTS,

@@ -12,6 +12,7 @@ import { isSealed, newestEpoch, type PrivacyOpener, type RefSealer } from './sea
 import { RECORD_ANSWER_BYTES, writeRefRecord, type RefRecord } from './ref-record.ts';
 import { contestedSentence, parseRemoteRef, refsByName, type RemoteRef } from './remote-ref.ts';
 import { SwapConflict, sameRecord, writeFailure, type RefWrite } from './ref-writes.ts';
+import { unverified } from './verified-read.ts';
 
 // Split out of this file, still imported from here by most callers.
 export { contestedSentence, refsByName, type RemoteRef } from './remote-ref.ts';
@@ -209,7 +210,13 @@ export class RemoteRepo {
     return out;
   }
 
-  /** One ref record by key, or undefined when there is none. */
+  /**
+   * One ref record by key, or undefined when there is none. When this context verifies, the value
+   * must be the block its CID names: a writer swaps on that CID (`swapRecord`), so the write lands
+   * only on the record read, and the record read must be what the value says (a PDS or a proxy that
+   * answered a ref's older value under its newer CID would have the writer judge a fast-forward
+   * on a value the ref no longer has, and overwrite it).
+   */
   async getRef(key: string): Promise<RemoteRef | undefined> {
     try {
       const res = await this.#read.query<{ cid: string; value: unknown }>(
@@ -217,8 +224,18 @@ export class RemoteRepo {
         { repo: this.owner.did, collection: REF_COLLECTION, rkey: key },
         RECORD_ANSWER_BYTES,
       );
-      await this.prepare(isSealed(res.value) ? 'sealed' : 'plain', newestEpoch([res.value]));
-      return this.#parse(key, res.cid, res.value);
+      let value = res.value;
+      if (this.verifier !== undefined && this.verifier.unchecked === undefined) {
+        const { listedAs } = await import('./proof.ts');
+        value = listedAs(res.value, res.cid);
+        if (value === undefined)
+          throw unverified(
+            `${this.owner.handle ?? this.owner.did}/${this.name}`,
+            'a ref record read is not the block its CID names',
+          );
+      }
+      await this.prepare(isSealed(value) ? 'sealed' : 'plain', newestEpoch([value]));
+      return this.#parse(key, res.cid, value);
     } catch (err) {
       if (err instanceof XrpcError && pdsRefusal(err) === 'record-missing') return undefined;
       throw generalFailure(err, `reading a ref of ${this.label}`);

@@ -1,6 +1,7 @@
 import { crashPoint } from '../../crash.ts';
 import type { PushReason } from '../../errors.ts';
 import { headRecord } from '../head.ts';
+import { readProvedRecords } from '../../records/read-refs.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { refsByName, type RefWrite } from '../../records/remote-repo.ts';
 import { printErr } from '../../text/terminal.ts';
@@ -30,14 +31,17 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
     );
     return fail('atomic push exceeds 200 refs');
   }
-  // Each attempt reads the account afresh (its commit and every ref), so the value carried is only
-  // the pack list the records carry, which changes when a blob it lists is gone.
+  // Each attempt reads the account afresh (every ref, proved whole at the commit the write then
+  // swaps on: a listing nobody proved could hide another machine's push, which this write would
+  // then replace), so the value carried is only the pack list the records carry, which changes
+  // when a blob it lists is gone.
   const outcome = await swapLoop<PackEntry[], { writes: RefWrite[]; commit: string }, Written[], Refusal>({
     start: job.source.packs,
     maxAttempts: MAX_ATTEMPTS,
     decide: async (packs) => {
-      const commit = await remote.latestCommit();
-      const { byName: refs, contested } = refsByName(await remote.listRefs());
+      const proved = await readProvedRecords(remote);
+      const commit = proved.commit;
+      const { byName: refs, contested } = refsByName(proved.refs);
       const writes: RefWrite[] = [];
       for (const u of updates) {
         if (contested.has(u.dst))
@@ -78,7 +82,7 @@ export async function writeAtomic(job: WriteJob): Promise<Written[]> {
     reread: async (packs, _write, why) => {
       // No answer told whether the commit landed: it did when every ref is now what the push asked.
       if (why === 'unsure') {
-        const { byName } = refsByName(await remote.listRefs());
+        const { byName } = refsByName((await readProvedRecords(remote)).refs);
         const landed = updates.every((u) =>
           u.oid === undefined ? !byName.has(u.dst) : byName.get(u.dst)?.record.target === u.oid,
         );

@@ -2,7 +2,7 @@ import { KnotlessError, type PushReason } from '../../errors.ts';
 import { isAncestor, lookUpObjects, presentObjects } from '../../git/objects.ts';
 import { gitText } from '../../git/run.ts';
 import { compactionDue } from '../../packs/geometric.ts';
-import { lastTeamRead, readRepoRefs } from '../../records/read-refs.ts';
+import { lastTeamRead, readProvedRecords, readRepoRefs } from '../../records/read-refs.ts';
 import { migrateToTable, movedSentence, tableSinceWrite } from '../table-migrate.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { contestedSentence } from '../../records/remote-repo.ts';
@@ -266,7 +266,11 @@ async function rebuildPacks(
   updates: Update[],
   present: (oid: string) => boolean,
 ): Promise<PackEntry[]> {
-  const listed = env.remote.layout === 'table' ? await readRepoRefs(env.remote) : await env.remote.listRefs();
+  // Proved, as every listing a push acts on: the objects it names are left out of the pack.
+  const listed =
+    env.remote.layout === 'table'
+      ? await readRepoRefs(env.remote)
+      : (await readProvedRecords(env.remote)).refs;
   const fresh = new Map(listed.map((r) => [r.record.ref, r]));
   const have = await presentObjects(
     [...fresh.values()].flatMap((r) => (r.record.target === undefined ? [] : [r.record.target])),
