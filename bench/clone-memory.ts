@@ -18,7 +18,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startNetwork } from 'knotless-devnet';
 import { shellQuote, writeWrappers } from '../packages/knotless-devnet/src/dev/env-file.ts';
-import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
+import { BIN_SCRIPTS, NODE_FLAGS } from '../packages/knotless/src/paths.ts';
 import { run } from './client.ts';
 import { localEnv } from './local.ts';
 
@@ -236,9 +236,10 @@ try {
         const cache = coldCache();
         const socket = path.join(cache, 'a.sock');
         const env = { ...base, ...opts, KNOTLESS_CACHE_DIR: cache };
+        // Started as a helper starts it (agent/autostart.ts): with Node's flags for knotless's processes.
         const agent = spawn(
           process.execPath,
-          [...flags, BIN_SCRIPTS['knotless']!, 'agent', '--socket', socket],
+          [...NODE_FLAGS, ...flags, BIN_SCRIPTS['knotless']!, 'agent', '--socket', socket],
           {
             env,
             stdio: ['ignore', 'pipe', 'ignore'],

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { agentChildEnv, type Config } from 'knotless-core/config/env';
 import { KnotlessError } from 'knotless-core/errors';
+import { NODE_FLAGS } from '../paths.ts';
 
 /** Set by scripts/build.ts in the bundles: `<version>-<hash of the sources>`. */
 declare const __KNOTLESS_BUILD__: string | undefined;
@@ -146,7 +147,7 @@ export function startAgentDetached(config: Config, how: AgentStart): void {
     // Loaded here only: most processes find the agent running and never start one.
     const { spawn } = process.getBuiltinModule('node:child_process');
     const args = ['agent', '--auto', ...(how.warm === undefined ? [] : ['--warm', how.warm])];
-    const child = spawn(process.execPath, [how.bin, ...args], {
+    const child = spawn(process.execPath, [...NODE_FLAGS, how.bin, ...args], {
       detached: true,
       stdio: ['ignore', fd, fd],
       // Not the repository's directory: the agent outlives the command and must not hold it.
