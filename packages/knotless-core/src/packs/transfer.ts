@@ -10,6 +10,7 @@ import { XrpcError, generalFailure, type XrpcClient } from '../xrpc/client.ts';
 import type { BodySource } from '../xrpc/request-body.ts';
 import { pdsRefusal } from '../xrpc/pds-errors.ts';
 import { CidHasher } from '../records/cid.ts';
+import { readDone } from '../young-gc.ts';
 import type { BlobRef, PackEntry } from '../records/ref-record.ts';
 
 /**
@@ -293,6 +294,8 @@ export async function downloadBlob(
           hash.update(part);
           fs.writeSync(tmp.fd, part, 0, part.length, written);
           written += part.length;
+          // Written away: the piece is garbage now, collected soon rather than piled up.
+          readDone(part.length);
         },
       });
     } catch (err) {
