@@ -384,12 +384,14 @@ describe('list for-push', () => {
       proxy!.clearFaults();
       assert.equal(res.code, 0, res.stderr);
       const seen = proxy!.requests.map((r) => r.nsid);
-      // The cold listing reads the ref table's proof beside it, and the push once more after its
-      // writes (a table a migration may have made meanwhile); the re-read lists only.
-      assert.equal(seen.filter((n) => n === 'com.atproto.sync.getRecord').length, 2);
+      // The cold listing reads the proof that there is no ref table beside it, and the push once
+      // more after its writes (a table a migration may have made meanwhile); the re-read is proved
+      // whole as the first listing was (a proof at the account's newest commit). Each proved listing
+      // walks the signed tree with getBlocks for the levels its proof's path does not hold.
+      assert.equal(seen.filter((n) => n === 'com.atproto.sync.getRecord').length, 3);
       assert.equal(seen.at(-1), 'com.atproto.sync.getRecord');
       assert.deepEqual(
-        seen.filter((n) => n !== 'com.atproto.sync.getRecord'),
+        seen.filter((n) => n !== 'com.atproto.sync.getRecord' && n !== 'com.atproto.sync.getBlocks'),
         // The rebuilt pack list is uploaded again: packs of this size are stored in blobs.
         [
           'com.atproto.repo.listRecords',
