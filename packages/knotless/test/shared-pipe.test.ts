@@ -182,8 +182,17 @@ async function listInheritingNonBlocking(
     for (; !done; await new Promise((resolve) => setTimeout(resolve, 3))) {
       const pid = fs.existsSync(pidFile) ? fs.readFileSync(pidFile, 'utf8').trim() : '';
       if (pid === '') continue;
+      // A look counts only while fds 0-2 are the ones the parent gave (its two pipes and the error
+      // file), before and after the flags are read: the launcher's shell points its fds 1 and 2 at
+      // /dev/null for a moment (`command -v perl >/dev/null 2>&1`, a builtin), and those are not
+      // the descriptions the helper was given.
+      const given = () => {
+        const [i, o, e] = [0, 1, 2].map((fd) => proc(() => fs.readlinkSync(`/proc/${pid}/fd/${fd}`)));
+        return i?.startsWith('pipe:') === true && o?.startsWith('pipe:') === true && e === errFile;
+      };
+      if (!given()) continue;
       const flags = [0, 1, 2].map((fd) => fdFlags(pid, fd)).filter((f) => f !== undefined);
-      if (flags.length === 3) samples.push(flags);
+      if (flags.length === 3 && given()) samples.push(flags);
     }
   })();
   const res = await running.finally(() => (done = true));
