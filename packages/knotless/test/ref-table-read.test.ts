@@ -147,6 +147,11 @@ describe('reading a repository from its ref table', () => {
     assert.doesNotMatch(ls.stderr, /warning/);
     const counts = new Map<string, number>();
     for (const r of proxy!.requests) counts.set(r.nsid ?? r.path, (counts.get(r.nsid ?? r.path) ?? 0) + 1);
+    // The listing is proved by walking the signed tree the table's absence came with: a getBlocks
+    // for each level the proof's path does not hold (how many depends on the account's tree).
+    const walked = counts.get('com.atproto.sync.getBlocks') ?? 0;
+    counts.delete('com.atproto.sync.getBlocks');
+    assert.ok(walked <= 3, `${walked} getBlocks`);
     assert.deepEqual(Object.fromEntries(counts), {
       'com.atproto.sync.getRecord': 1,
       'com.atproto.repo.listRecords': 1,
