@@ -162,39 +162,58 @@ export function treeGet(blocks: Map<string, Uint8Array>, root: CID, key: string)
     if (depth > MAX_DEPTH) throw new Error('the tree is too deep');
     const bytes = blocks.get(link.toString());
     if (bytes === undefined) throw new Error("a node of the tree's path is missing");
-    const node = decodeBlock(bytes) as { l?: unknown; e?: unknown } | null;
-    if (node === null || typeof node !== 'object' || !Array.isArray(node.e) || node.l === undefined)
-      throw new Error('not a tree node');
-    let previous = Buffer.alloc(0);
+    const node = treeNode(decodeBlock(bytes));
     // The subtree left of the first entry greater than the key (or right of the last): the only
     // place the key can be.
-    let next = node.l === null ? null : CID.asCID(node.l);
-    if (node.l !== null && next === null) throw new Error('not a tree node');
-    for (const entry of node.e as Array<Record<string, unknown> | null>) {
-      const p = entry?.['p'];
-      const k = entry?.['k'];
-      const v = CID.asCID(entry?.['v']);
-      const t = entry?.['t'] === null ? null : CID.asCID(entry?.['t']);
-      if (
-        typeof p !== 'number' ||
-        !(k instanceof Uint8Array) ||
-        v === null ||
-        (t === null && entry?.['t'] !== null) ||
-        p > previous.length
-      )
-        throw new Error('not a tree entry');
-      const full = Buffer.concat([previous.subarray(0, p), k]);
-      if (previous.length > 0 && Buffer.compare(full, previous) <= 0)
-        throw new Error('tree entries out of order');
-      previous = full;
-      const order = Buffer.compare(target, full);
-      if (order === 0) return v;
+    let next = node.left;
+    for (const entry of treeEntries(node.entries)) {
+      const order = Buffer.compare(target, entry.key);
+      if (order === 0) return entry.value;
       if (order < 0) break;
-      next = t;
+      next = entry.right;
     }
     link = next;
   }
   return null;
+}
+
+/** A decoded block as a tree node: its left subtree's link and its entries, unread; anything else throws. */
+function treeNode(decoded: unknown): { left: CID | null; entries: unknown[] } {
+  const node = decoded as { l?: unknown; e?: unknown } | null;
+  if (node === null || typeof node !== 'object' || !Array.isArray(node.e) || node.l === undefined)
+    throw new Error('not a tree node');
+  const left = node.l === null ? null : CID.asCID(node.l);
+  if (node.l !== null && left === null) throw new Error('not a tree node');
+  return { left, entries: node.e };
+}
+
+/**
+ * A node's entries in order, each checked as it is reached (so a walk that stops early reads no
+ * further): its whole key (the shared prefix of the one before, then its own part), which must
+ * follow that one's, the record's CID, and the link of the subtree to its right. One that does not
+ * hold throws.
+ */
+function* treeEntries(entries: unknown[]): Generator<{ key: Buffer; value: CID; right: CID | null }> {
+  let previous = Buffer.alloc(0);
+  for (const entry of entries as Array<Record<string, unknown> | null>) {
+    const p = entry?.['p'];
+    const k = entry?.['k'];
+    const v = CID.asCID(entry?.['v']);
+    const t = entry?.['t'] === null ? null : CID.asCID(entry?.['t']);
+    if (
+      typeof p !== 'number' ||
+      !(k instanceof Uint8Array) ||
+      v === null ||
+      (t === null && entry?.['t'] !== null) ||
+      p > previous.length
+    )
+      throw new Error('not a tree entry');
+    const full = Buffer.concat([previous.subarray(0, p), k]);
+    if (previous.length > 0 && Buffer.compare(full, previous) <= 0)
+      throw new Error('tree entries out of order');
+    previous = full;
+    yield { key: full, value: v, right: t };
+  }
 }
 
 /** A record block decoded to the JSON form records are read in: bytes as `$bytes`, CIDs as `$link`. */
@@ -344,46 +363,26 @@ export function treeFrontier(
   const walk = (link: CID, from: Buffer | undefined, to: Buffer | undefined, depth: number): void => {
     if (depth > MAX_DEPTH) throw new Error('the tree is too deep');
     const id = link.toString();
-    let node = decoded.get(id) as { l?: unknown; e?: unknown } | null | undefined;
+    let node = decoded.get(id);
     if (node === undefined) {
       const bytes = blocks.get(id);
       if (bytes === undefined) {
         missing.push(id);
         return;
       }
-      node = decodeBlock(bytes) as { l?: unknown; e?: unknown } | null;
+      node = decodeBlock(bytes);
       decoded.set(id, node);
     }
-    if (node === null || typeof node !== 'object' || !Array.isArray(node.e) || node.l === undefined)
-      throw new Error('not a tree node');
-    const left = node.l === null ? null : CID.asCID(node.l);
-    if (node.l !== null && left === null) throw new Error('not a tree node');
-    let previous = Buffer.alloc(0);
+    const { left, entries } = treeNode(node);
     let below = from;
     let subtree = left;
-    for (const entry of node.e as Array<Record<string, unknown> | null>) {
-      const p = entry?.['p'];
-      const k = entry?.['k'];
-      const v = CID.asCID(entry?.['v']);
-      const t = entry?.['t'] === null ? null : CID.asCID(entry?.['t']);
-      if (
-        typeof p !== 'number' ||
-        !(k instanceof Uint8Array) ||
-        v === null ||
-        (t === null && entry?.['t'] !== null) ||
-        p > previous.length
-      )
-        throw new Error('not a tree entry');
-      const full = Buffer.concat([previous.subarray(0, p), k]);
-      if (previous.length > 0 && Buffer.compare(full, previous) <= 0)
-        throw new Error('tree entries out of order');
+    for (const { key: full, value: v, right: t } of treeEntries(entries)) {
       // An entry outside the span its node was reached by would be a key no search finds where it is.
       if (
         (from !== undefined && Buffer.compare(full, from) <= 0) ||
         (to !== undefined && Buffer.compare(full, to) >= 0)
       )
         throw new Error('a tree entry outside its node');
-      previous = full;
       if (subtree !== null && meets(below, full)) walk(subtree, below, full, depth + 1);
       if (Buffer.compare(full, low) > 0 && Buffer.compare(full, high) < 0)
         out.push({ key: full.toString('utf8'), cid: v });
