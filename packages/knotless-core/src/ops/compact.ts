@@ -250,6 +250,9 @@ export function compactTableRef(
     },
     write: async (_base, record) => {
       const read = last!;
+      // The same value on fewer packs: what the entry replaced (`over`, in a repository with
+      // maintainers) it still replaces, or every reader would list those values apart again.
+      const over = read.table.refs.find((r) => r.ref === ref)?.over;
       const next = applyRefUpdates(
         read.table,
         [
@@ -258,6 +261,7 @@ export function compactTableRef(
             target: record.target!,
             packs: record.packs,
             ...(record.peeled === undefined ? {} : { peeled: record.peeled }),
+            ...(over === undefined ? {} : { over }),
           },
         ],
         { repo: read.table.repo, maintainer: false },
