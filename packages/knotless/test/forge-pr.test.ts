@@ -195,10 +195,7 @@ describe('forks and pull requests across accounts: fork, rounds, comments, who m
     const before = await tipOf(alice, 'knotless://alice.test/site', 'main');
     const res = await bob.knotless('pr', 'merge', 'alice.test/site', firstPr);
     assert.equal(res.code, 5);
-    assert.equal(
-      res.stderr.trim(),
-      'knotless: Only alice.test can merge pull requests into alice.test/site; you are bob.test.',
-    );
+    assert.equal(res.stderr.trim(), "knotless: Only alice.test/site's owner can merge it; you are bob.test.");
     assert.equal(await tipOf(alice, 'knotless://alice.test/site', 'main'), before);
   });
 

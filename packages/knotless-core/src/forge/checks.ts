@@ -294,6 +294,15 @@ export function unmetChecks(
 }
 
 /**
+ * The sentence refusing a maintainer's merge past required checks that have not passed. Merging
+ * past them is the owner's alone, whoever required them: a maintainer merges as the owner does in
+ * every other way, but no account loosens what another required (format.md, "Teams").
+ */
+export function pastChecksSentence(owner: string): string {
+  return `Merging past required checks is ${safeText(owner)}'s alone, whoever required them; nothing was merged: wait for the checks to pass, or ask ${safeText(owner)} to merge.`;
+}
+
+/**
  * The one sentence refusing a merge of pull request `id` into `base` while `head`'s required checks
  * are `unmet`, naming each and why; `override` says how the front end merges anyway (the CLI's
  * option, the web's button).

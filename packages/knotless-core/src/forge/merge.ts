@@ -15,7 +15,9 @@ import { buildRangePacks } from '../packs/range-packs.ts';
 import { storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
 import type { Authorizer } from '../xrpc/client.ts';
-import { branchOf, checkRoundComplete, loadRoundPack, scratchRepo, syncRef, type Scratch } from './packs.ts';
+import { readRepoRefs } from '../records/read-refs.ts';
+import { hasTeam, pushBranch } from '../ops/push/branch.ts';
+import { branchIn, checkRoundComplete, loadRoundPack, scratchRepo, syncRef, type Scratch } from './packs.ts';
 import type { PullRecord } from './records.ts';
 
 export type MergeMethod = 'merge' | 'squash' | 'rebase';
@@ -23,6 +25,11 @@ export type MergeMethod = 'merge' | 'squash' | 'rebase';
 export interface MergeRequest {
   target: RemoteRepo;
   auth: Authorizer;
+  /**
+   * The account merging: the owner, or a maintainer the owner's table names, whose merge goes into
+   * their own table (format.md, "Teams").
+   */
+  pusher: { did: string; handle: string };
   author: Identity;
   pull: PullRecord;
   /** `<did>/<rkey>`, for the merge commit's message. */
@@ -104,7 +111,14 @@ async function combine(
 export async function mergePull(ctx: ForgeServices, req: MergeRequest): Promise<MergeResult> {
   const round = req.pull.rounds[req.pull.rounds.length - 1]!;
   const cache = new BlobCache(ctx.config.cacheDir);
-  const baseRef = await branchOf(req.target, req.pull.base);
+  const refs = await readRepoRefs(req.target);
+  const baseRef = branchIn(req.target, refs, req.pull.base);
+  const team = hasTeam(req.target);
+  if (!team && req.pusher.did !== req.target.owner.did)
+    throw new KnotlessError(
+      'permission-denied',
+      `Only ${safeText(req.target.owner.handle ?? req.target.owner.did)} can merge into ${req.target.label}; you are ${safeText(req.pusher.handle)}.`,
+    );
   const before = baseRef.record.target!;
   if (req.expectBase !== undefined && before !== req.expectBase)
     throw new KnotlessError(
@@ -144,6 +158,10 @@ export async function mergePull(ctx: ForgeServices, req: MergeRequest): Promise<
         { cause: err },
       );
     });
+    if (team) {
+      await mergeAsTeam(ctx, req, s, refs, tip, cache);
+      return { before, after: tip, fastForward: ff, alreadyIn: false };
+    }
     // The structure and the blobs apart, as a push writes them (format.md, "Structure apart from
     // blobs"): a merge brings in every blob of the pull request, which a partial clone skips.
     const made = await buildRangePacks({
@@ -187,6 +205,44 @@ export async function mergePull(ctx: ForgeServices, req: MergeRequest): Promise<
   } finally {
     s.close();
   }
+}
+
+/**
+ * The merged tip written by a writer of a team (the owner or a maintainer): a push of the base
+ * branch from the scratch repository (push/branch.ts), judged against the listing the merge was
+ * made on. Another writer's value the merge does not contain is `remote-changed`, and nothing of
+ * the merge is left standing.
+ */
+async function mergeAsTeam(
+  ctx: ForgeServices,
+  req: MergeRequest,
+  s: Scratch,
+  refs: Awaited<ReturnType<typeof readRepoRefs>>,
+  tip: string,
+  cache: BlobCache,
+): Promise<void> {
+  const pushed = await pushBranch({
+    remote: req.target,
+    auth: req.auth,
+    pusher: req.pusher,
+    gitDir: s.gitDir,
+    cache,
+    cacheDir: ctx.config.cacheDir,
+    split: ctx.config.packSplit ?? true,
+    refs,
+    ref: `refs/heads/${req.pull.base}`,
+    tip,
+  });
+  if (pushed.kind === 'written') return;
+  if (pushed.reason === 'fetch first')
+    throw new KnotlessError(
+      'remote-changed',
+      `${safeText(req.pull.base)} of ${req.target.label} moved while merging; nothing was written: run \`knotless pr merge\` again.`,
+    );
+  throw new KnotlessError(
+    'push-rejected',
+    `${safeText(req.pull.base)} of ${req.target.label} was not written (${pushed.reason}); nothing was merged, try again.`,
+  );
 }
 
 /**

@@ -25,7 +25,11 @@ import { PACK_MIME, type Round } from './records.ts';
  * compare-and-swap), or a sentence why not.
  */
 export async function branchOf(remote: RemoteRepo, branch: string): Promise<RemoteRef> {
-  const refs = await readRepoRefs(remote);
+  return branchIn(remote, await readRepoRefs(remote), branch);
+}
+
+/** The branch in `refs` (a listing of `remote`), as {@link branchOf} finds it. */
+export function branchIn(remote: RemoteRepo, refs: RemoteRef[], branch: string): RemoteRef {
   const found = refs.filter((r) => r.record.ref === `refs/heads/${branch}`);
   if (found.length !== 1 || found[0]!.record.target === undefined)
     throw new KnotlessError(

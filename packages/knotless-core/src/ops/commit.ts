@@ -15,6 +15,7 @@ import { packMemoDir, rememberObjects } from '../packs/pack-objects-memo.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
 import {
   lastTableRead,
+  lastTeamRead,
   readProvedRecords,
   readRefTable,
   readRepoRefs,
@@ -29,6 +30,7 @@ import { buildRangePacks } from '../packs/range-packs.ts';
 import { storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
 import { createHead } from './head.ts';
+import { hasTeam, pushBranch } from './push/branch.ts';
 import { tableSinceWrite } from './table-migrate.ts';
 import { swapLoop } from './swap-loop.ts';
 import type { Authorizer } from '../xrpc/client.ts';
@@ -70,6 +72,11 @@ export interface CommitEnv {
    * before this machine's cached view; undefined when it has none.
    */
   known?: () => Promise<RemoteRef[] | undefined>;
+  /**
+   * The account committing, when it may not be the owner: a maintainer the owner's table names
+   * commits into their own table (format.md, "Teams"). Undefined: the owner.
+   */
+  pusher?: { did: string; handle: string };
 }
 
 const MAX_ATTEMPTS = 5;
@@ -84,6 +91,14 @@ export interface Committed {
    * said): what the account's event stream will carry, for a reader that need not wait for it.
    */
   written: RemoteRef;
+}
+
+/**
+ * The sentence refusing a commit by someone who may not write the repository: the owner and, when
+ * it has some, the maintainers the owner's table lists may (both front ends say it the same way).
+ */
+export function commitRefusal(owner: string, label: string, me: string, maintainers: boolean): string {
+  return `Only ${safeText(owner)}${maintainers ? ' and the maintainers it lists' : ''} can commit to ${label}; you are ${safeText(me)}.`;
 }
 
 /** Who the commit is by: git's identities (config and GIT_* variables), or --author for the author. */
@@ -183,8 +198,11 @@ async function commitInMirror(
   // handshakes (TCP, TLS) overlap with it instead of following it.
   remote.writer(env.auth).preconnect();
   const view = new RefView(env.cacheDir, remote.owner.did, remote.name);
-  // An expected tip is checked against a listing, never a cached view that may be behind.
-  let refs = req.expect === undefined ? ((await env.known?.()) ?? view.read()?.refs) : undefined;
+  // An expected tip is checked against a listing, never a cached view that may be behind; so is
+  // a maintainer's commit, which only a listing that read the owner's table allows.
+  const pusher = env.pusher ?? { did: remote.owner.did, handle: remote.owner.handle ?? remote.owner.did };
+  const foreign = pusher.did !== remote.owner.did;
+  let refs = req.expect === undefined && !foreign ? ((await env.known?.()) ?? view.read()?.refs) : undefined;
   const headOf = (list: RemoteRef[] | undefined) => list?.find((r) => r.record.ref === 'HEAD')?.record.symref;
   const ref = req.branch !== undefined ? `refs/heads/${req.branch}` : (headOf(refs) ?? 'refs/heads/main');
   if (refs === undefined || !refs.some((r) => r.record.ref === ref)) {
@@ -196,6 +214,12 @@ async function commitInMirror(
       );
     }
   }
+  const team = lastTeamRead(remote);
+  if (foreign && !(team?.members.some((m) => m.did === pusher.did) ?? false))
+    throw new KnotlessError(
+      'permission-denied',
+      commitRefusal(remote.owner.handle ?? remote.owner.did, remote.label, pusher.handle, team !== undefined),
+    );
   // Settled by the listing when there was one; refs from the cached view are plain ones (a private
   // repository's are never cached), and the opener still checks this machine's keys first.
   await remote.prepare(refs.length > 0 ? 'plain' : 'none');
@@ -215,7 +239,7 @@ async function commitInMirror(
   // The refs read again: the table's when the repository has one, else its records, proved whole as
   // the first read was (the commit is judged on them).
   const reread = async (): Promise<Read> =>
-    remote.layout === 'table'
+    remote.layout === 'table' || hasTeam(remote)
       ? withRef(await readRepoRefs(remote))
       : withRef((await readProvedRecords(remote)).refs);
   const outcome = await swapLoop<Read, Write, Committed, never>({
@@ -248,6 +272,15 @@ async function commitInMirror(
         return { kind: 'again', state: fresh, free: true };
       }
       const parent = base?.record.target;
+      // A team's write is a push of the commit (push/branch.ts), which builds its own pack.
+      if (hasTeam(remote)) {
+        const commit = await checkedCommit(mirror, parent, req, await who);
+        const record: RefRecord = { repo: remote.name, ref, target: commit, packs: [], updatedAt: '' };
+        return {
+          kind: 'write',
+          write: { key: current?.key ?? remote.refKey(ref), record, commit, packs: [] },
+        };
+      }
       const { commit, packs } = await buildCommit(remote, env, mirror, parent, list, req, await who);
       const record: RefRecord = {
         repo: remote.name,
@@ -275,6 +308,28 @@ async function commitInMirror(
         const landed = tableRefs(remote, { ...table, table: next, cid, rev });
         return { commit, ref, packs, written: landed.find((r) => r.record.ref === ref)! };
       };
+      if (hasTeam(remote)) {
+        const pushed = await pushBranch({
+          remote,
+          auth: env.auth,
+          pusher,
+          gitDir: mirror.gitDir,
+          cache: env.cache,
+          cacheDir: env.cacheDir,
+          split: env.split ?? true,
+          refs,
+          ref,
+          tip: commit,
+        });
+        if (pushed.kind === 'written')
+          return { commit, ref, packs: pushed.written.record.packs, written: pushed.written };
+        // Another writer's value that the commit does not contain: made again on top of it.
+        if (pushed.reason === 'fetch first') throw new SwapConflict(`${ref} of ${remote.label} moved`);
+        throw new KnotlessError(
+          'push-rejected',
+          `${safeText(ref)} of ${remote.label} was not written (${pushed.reason}); try again.`,
+        );
+      }
       if (table !== undefined) return intoTable(table);
       const { cid, rev } = await remote.putRef(env.auth, key, record, current?.cid ?? null);
       // A table created meanwhile (a migration) may have missed this record: the commit goes into
@@ -295,6 +350,16 @@ async function commitInMirror(
       return { commit, ref, packs, written: { key, cid, rev, record } };
     },
     reread: async ({ refs: before, table }, { key, commit }) => {
+      // A team's, read as a listing reads it: the refs the rule computes from every writer's table.
+      if (hasTeam(remote)) {
+        const fresh = withRef(await readRepoRefs(remote));
+        if (fresh.current?.record.target === commit)
+          return {
+            kind: 'done',
+            value: { commit, ref, packs: fresh.current.record.packs, written: fresh.current },
+          };
+        return { kind: 'again', state: fresh };
+      }
       // The table's, also when one was created under a record write (the layout is then the table).
       if (table !== undefined || remote.layout === 'table') {
         const read = await readRefTable(remote);
@@ -335,6 +400,40 @@ async function commitInMirror(
   throw new KnotlessError('push-rejected', `${ref} of ${remote.label} kept changing; try again.`);
 }
 
+/** As `git commit` does, no empty commit (a --delete of a path that is not there, say): refused. */
+async function refuseEmpty(
+  mirror: Mirror,
+  commit: string,
+  parent: string | undefined,
+  scratch: string,
+): Promise<void> {
+  if (parent === undefined) return;
+  const trees = await gitText(['rev-parse', `${commit}^{tree}`, `${parent}^{tree}`], {
+    gitDir: mirror.gitDir,
+  });
+  const [mine, theirs] = trees.trim().split('\n');
+  if (mine !== theirs) return;
+  await gitText(['update-ref', '-d', scratch], { gitDir: mirror.gitDir });
+  throw new KnotlessError(
+    'usage',
+    'Nothing to commit: every --add already matches the branch, and every --delete names a path it does not have.',
+  );
+}
+
+/** Makes the commit on `parent` alone (a team's write packs it as a push does); returns its id. */
+async function checkedCommit(
+  mirror: Mirror,
+  parent: string | undefined,
+  req: CommitRequest,
+  who: { author: string; committer: string },
+): Promise<string> {
+  const { commit, scratch } = await makeCommit(mirror, parent, req, who);
+  await refuseEmpty(mirror, commit, parent, scratch);
+  // The objects stay in the mirror (nothing prunes it while it is held); the ref is only fast-import's.
+  await gitText(['update-ref', '-d', scratch], { gitDir: mirror.gitDir });
+  return commit;
+}
+
 /** Makes the commit on `parent` and the pack that carries it; returns the pack list to write. */
 async function buildCommit(
   remote: RemoteRepo,
@@ -346,20 +445,7 @@ async function buildCommit(
   who: { author: string; committer: string },
 ): Promise<{ commit: string; packs: PackEntry[] }> {
   const { commit, scratch } = await makeCommit(mirror, parent, req, who);
-  if (parent !== undefined) {
-    // As `git commit` does, no empty commit: a --delete of a path that is not there, say.
-    const trees = await gitText(['rev-parse', `${commit}^{tree}`, `${parent}^{tree}`], {
-      gitDir: mirror.gitDir,
-    });
-    const [mine, theirs] = trees.trim().split('\n');
-    if (mine === theirs) {
-      await gitText(['update-ref', '-d', scratch], { gitDir: mirror.gitDir });
-      throw new KnotlessError(
-        'usage',
-        'Nothing to commit: every --add already matches the branch, and every --delete names a path it does not have.',
-      );
-    }
-  }
+  await refuseEmpty(mirror, commit, parent, scratch);
   const exclude = parent === undefined ? [] : [parent];
   // The structure and the blobs apart, as a push writes them (format.md, "Structure apart from
   // blobs"), so that a partial clone skips the blobs of a file committed here as it skips a push's.

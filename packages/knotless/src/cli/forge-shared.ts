@@ -7,7 +7,13 @@ import { writeComment } from 'knotless-core/forge/comment';
 import { utcTime } from 'knotless-core/forge/short-id';
 import { parseComment, repoUri } from '../forge/records.ts';
 import { findItem, reader, type CommentItem, type Item, type Reader } from '../forge/subjects.ts';
-import { MAX_LABEL, alreadyDecided, labelList, writeDecision } from 'knotless-core/forge/decision';
+import {
+  MAX_LABEL,
+  alreadyDecided,
+  labelList,
+  writeDecision,
+  type DecisionWrite,
+} from 'knotless-core/forge/decision';
 import type { Identity } from 'knotless-core/identity/resolver';
 import { parseRepoSpec } from 'knotless-core/records/name';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
@@ -225,8 +231,27 @@ export async function writeState<R extends Base>(
   extra: Record<string, unknown> = {},
   expect: string = state,
 ): Promise<void> {
-  const team = await r.team(target.owner, target.uri);
   await writeDecision(r.store, auth, kind.parseState, {
+    ...(await stateWriteOf(r, auth, target, item, kind, state)),
+    extra,
+    expect,
+  });
+}
+
+/**
+ * What writing `state` for an item would be, for the authority rule (knotless-core's
+ * `checkStateWrite`): asked before a write, or before work that ends in one (a merge).
+ */
+export async function stateWriteOf<R extends Base>(
+  r: Reader,
+  auth: SessionAuthorizer,
+  target: Target,
+  item: Item<R>,
+  kind: Kind<R>,
+  state: string,
+): Promise<DecisionWrite> {
+  const team = await r.team(target.owner, target.uri);
+  return {
     me: auth.session.did,
     myName: auth.session.handle,
     owner: target.owner.did,
@@ -240,11 +265,9 @@ export async function writeState<R extends Base>(
     id: item.id,
     subject: item.uri,
     labels: item.labels,
-    extra,
     ...(item.decisions === undefined ? {} : { decisions: item.decisions }),
     authorName: item.handle ?? item.did,
-    expect,
-  });
+  };
 }
 
 /** `close` / `reopen`: one state record, when the rule lets you write it. */

@@ -2,20 +2,22 @@ import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { commitVerdict } from '../../forge/checks.ts';
 import { PULLS } from '../../forge/kinds.ts';
-import { ignoredChecks as ignoredOf, unmetSentence } from 'knotless-core/forge/checks';
+import { ignoredChecks as ignoredOf, pastChecksSentence, unmetSentence } from 'knotless-core/forge/checks';
 import { mergePull, type MergeMethod } from 'knotless-core/forge/merge';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
-import { itemFor, itemJson, writeState } from '../forge-shared.ts';
+import { itemFor, itemJson, stateWriteOf, writeState } from '../forge-shared.ts';
+import { checkStateWrite } from 'knotless-core/forge/state-write';
 
 export const command: Command = {
   name: 'pr merge',
   args: '<[handle/]repo> <id>',
-  summary: "merge a pull request's last round into its base branch (the repository's owner only)",
+  summary: "merge a pull request's last round into its base branch (the repository's owner or a maintainer)",
   details: [
     "The round's commits come from the pack in the author's account, so a pull request merges even after its branch was deleted. --merge (the default) fast-forwards when it can and otherwise makes a merge commit; --squash makes one commit; --rebase replays the commits on the base branch (fast-forwarding when it can).",
     "--match-head-commit refuses, writing nothing, when the pull request's head is not the commit you reviewed (as gh pr merge does).",
-    "Into a protected branch (`knotless repo protect`), a merge waits until every required check of the round's head commit has passed, each by a runner that counts for the account that required it (the owner, that account, or a runner it trusts); --ignore-checks merges anyway, past the maintainers' requirements too, and the pull request's merged status records which checks were ignored and why, for everyone to see.",
+    "Into a protected branch (`knotless repo protect`), a merge waits until every required check of the round's head commit has passed, each by a runner that counts for the account that required it (the owner, that account, or a runner it trusts); --ignore-checks (the owner's alone) merges anyway, past the maintainers' requirements too, and the pull request's merged status records which checks were ignored and why, for everyone to see.",
+    "A maintainer merges as the owner does: the base branch is pushed into the maintainer's own account, as their git push would be, and the merged status is written there.",
     'The base branch is written like any push, with compare-and-swap: if it moved meanwhile, or the merge conflicts, nothing is written. Then the merged status is recorded in your account.',
   ],
   options: {
@@ -44,20 +46,12 @@ export const command: Command = {
     const c = ctx();
     const { target, item, r } = await itemFor(c, io, PULLS, args);
     const auth = await activeSession(c);
-    if (auth.session.did !== target.owner.did) {
-      const owner = safeText(target.owner.handle ?? target.owner.did);
-      // A maintainer's merge is a push of the base branch into their own ref table, which this
-      // command does not write yet: refused before anything moves, saying who can merge today.
-      if ((await r.team(target.owner, target.uri)).maintainers.includes(auth.session.did))
-        throw new KnotlessError(
-          'permission-denied',
-          `You maintain ${target.label}, but \`knotless pr merge\` cannot yet merge as a maintainer (it would have to push the base branch from your account); ask ${owner} to merge ${safeText(item.id)}.`,
-        );
-      throw new KnotlessError(
-        'permission-denied',
-        `Only ${owner} can merge pull requests into ${target.label}; you are ${safeText(auth.session.handle)}.`,
-      );
-    }
+    const owner = target.owner.handle ?? target.owner.did;
+    const isOwner = auth.session.did === target.owner.did;
+    // The owner and the maintainers merge, by the rule a merged status is written under; anyone
+    // else is refused before anything moves. A maintainer's merge is a push of the base branch into
+    // their own ref table, and the core's merge reads the owner's table again before it writes.
+    checkStateWrite(await stateWriteOf(r, auth, target, item, PULLS, 'merged'));
     if (item.state !== 'open')
       throw new KnotlessError(
         'usage',
@@ -74,6 +68,8 @@ export const command: Command = {
     // the accounts that count for some requirement.
     const verdict = await commitVerdict(r, target.owner, target.name, head, item.record.base, []);
     const ignore = args.values['ignore-checks'] === true;
+    if (verdict.unmet.length > 0 && ignore && !isOwner)
+      throw new KnotlessError('permission-denied', pastChecksSentence(owner));
     if (verdict.unmet.length > 0 && !ignore)
       throw new KnotlessError(
         'checks-unmet',
@@ -84,6 +80,7 @@ export const command: Command = {
     const result = await mergePull(c, {
       target: c.remoteRepo(target.owner, target.name, (m) => io.err(`knotless: warning: ${m}`)),
       auth,
+      pusher: { did: auth.session.did, handle: auth.session.handle },
       author,
       pull: item.record,
       id: item.id,

@@ -6,7 +6,8 @@ import { commitToBranch, type Change } from 'knotless-core/ops/commit';
 import { compactionDue } from 'knotless-core/packs/geometric';
 import { compactLater } from '../../compact-later.ts';
 import { stringOption, type Command } from '../command.ts';
-import { ownRepo } from './owner.ts';
+import { activeSession } from '../../auth/login.ts';
+import { parseRepoSpec } from 'knotless-core/records/name';
 
 function list(value: string | boolean | string[] | undefined): string[] {
   return Array.isArray(value) ? value : [];
@@ -51,7 +52,16 @@ export const command: Command = {
     if (changes.length === 0)
       throw new KnotlessError('usage', 'Nothing to commit: pass --add PATH=FILE or --delete PATH.');
     const c = ctx();
-    const { auth, remote } = await ownRepo(c, args.positionals[0]!, 'commit to', io);
+    // The owner's repository, or one the owner's table names this account a maintainer of: the
+    // commit then goes into the maintainer's own table, and anyone else is refused before a write.
+    const spec = parseRepoSpec(args.positionals[0]!);
+    const auth = await activeSession(c);
+    const { session } = auth;
+    const owner =
+      spec.owner === undefined
+        ? { did: session.did, handle: session.handle, pds: session.pds }
+        : await c.resolver.resolve(spec.owner);
+    const remote = c.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
     const branch = stringOption(args, 'branch');
     const author = stringOption(args, 'author');
     const { commit, ref, packs } = await commitToBranch(
@@ -61,6 +71,7 @@ export const command: Command = {
         cache: new BlobCache(c.config.cacheDir),
         cacheDir: c.config.cacheDir,
         fold: c.config.autoCompact,
+        pusher: { did: session.did, handle: session.handle },
         split: c.config.packSplit,
         // The agent's view is current where this machine's file may not be: pushes through the
         // agent leave the file as it was.
