@@ -11,6 +11,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { openPr, writeRaw } from '../../knotless/test/helpers/forge.ts';
 import { commitFiles, newRepo, useGitUser } from '../../knotless/test/helpers/git.ts';
 import { useNetwork } from '../../knotless/test/helpers/network.ts';
+import { tableHands } from '../../knotless/test/helpers/ref-table.ts';
 import type { Appview } from '../src/appview.ts';
 import { checkPage, launchBrowser, watchedPage } from './browser-kit.ts';
 import { appviewOn, waitFor } from './helpers.ts';
@@ -164,6 +165,63 @@ describe("a team's branch protection on the web", () => {
     assert.equal(await post('Merge pull request'), 303);
     await page.locator('.st-merged').first().waitFor();
     assert.equal(await mainOf(alice, 'alice.test/site'), pr.head);
+  });
+
+  it('bob, a maintainer, merges from the browser into his own account; only alice merges past checks', async () => {
+    await alice.ok(work, 'switch', '-q', 'main');
+    await alice.ok(work, 'pull', '-q', 'origin', 'main');
+    const start = await mainOf(alice, 'alice.test/site');
+    const pr = await pullOf('bobs');
+    await check(carol, pr.head, 'test', 'success');
+    await page.context().clearCookies();
+    await signIn(page, app.url, 'bob.test', t.password);
+    await shows(
+      pr.path,
+      '.merge-checks',
+      /^Not mergeable yet: the required checks have not passed: lint: no check by a trusted runner yet \(required by bob\.test\)\.$/,
+    );
+    await checkPage(page, cspErrors, 'a pull request a maintainer may merge');
+    assert.equal(await page.getByRole('button', { name: 'Merge pull request' }).count(), 1);
+    assert.equal(await page.getByRole('button', { name: 'Merge without checks' }).count(), 0);
+    // Posted anyway, the owner's button is refused in one sentence, and nothing moves.
+    const csrf = await page.locator('form[action="/-/signout"] input[name="csrf"]').inputValue();
+    const past = await page.request.post(`${app.url}${pr.path}/merge-without-checks`, {
+      form: { csrf, head: pr.head },
+      maxRedirects: 0,
+    });
+    assert.equal(past.status(), 403);
+    assert.match(
+      await past.text(),
+      /Merging past required checks is alice\.test(&#39;|')s alone, whoever required them; nothing was merged/,
+    );
+    assert.equal(await mainOf(alice, 'alice.test/site'), start, 'main has not moved');
+    await check(dave, pr.head, 'lint', 'success');
+    await shows(pr.path, '.merge-checks', /^Can be merged: the required checks of main have passed\.$/);
+    assert.equal(await post('Merge pull request'), 303);
+    await page.locator('.st-merged').first().waitFor();
+    assert.equal(await mainOf(alice, 'alice.test/site'), pr.head);
+    // The merge is bob's push: his own table holds it, and no reader lists a divergence.
+    const listed = await carol.ok(carol.dir(), 'ls-remote', 'knotless://alice.test/site');
+    assert.ok(!listed.includes('refs/maintainers/'), listed);
+    const his = await tableHands(t, 'bob.test').readTable(`site~${t.dids['alice.test']!}`);
+    assert.equal(his?.value.refs.find((r) => r.ref === 'refs/heads/main')?.target, pr.head);
+
+    // A file edited in the browser by bob is his push too (main is protected against force-push
+    // and deletion only: a commit on it goes).
+    await page.goto(`${app.url}/alice.test/site/blob/main/README.md`);
+    await page.getByRole('link', { name: 'Edit' }).click();
+    await page.getByLabel('README.md').fill('# Site\n\nEdited by a maintainer.\n');
+    await page.getByLabel('Commit message').fill('Bob edits the readme');
+    await page.getByRole('button', { name: 'Commit to main' }).click();
+    await page.waitForURL(/\/commits\/main$/);
+    const edited = await mainOf(alice, 'alice.test/site');
+    assert.notEqual(edited, pr.head);
+    const after = await tableHands(t, 'bob.test').readTable(`site~${t.dids['alice.test']!}`);
+    assert.equal(after?.value.refs.find((r) => r.ref === 'refs/heads/main')?.target, edited);
+    const relisted = await carol.ok(carol.dir(), 'ls-remote', 'knotless://alice.test/site');
+    assert.ok(!relisted.includes('refs/maintainers/'), relisted);
+    await page.context().clearCookies();
+    await signIn(page, app.url, 'alice.test', t.password);
   });
 
   it('once alice removes bob, his requirement counts for nothing on the page', async () => {

@@ -180,20 +180,21 @@ export class Mirror {
    * packs the write left in {@link cache}. The next page shows the write
    * without waiting for the stream. Settles when the mirror matches the index.
    */
-  async wrote(did: string, written: RemoteRef): Promise<void> {
+  async wrote(did: string, written: RemoteRef, writer = did): Promise<void> {
     const repo = written.record.repo;
-    // A private repository's refs are sealed: none is ever indexed, however it was learned. A write
-    // without its revision is left to its event, which has it.
-    if ((await this.#index.repo(did, repo))?.private === 1 || written.rev === undefined || written.rev === '')
-      return;
+    // A private repository's refs are sealed: none is ever indexed, however it was learned.
+    if ((await this.#index.repo(did, repo))?.private === 1) return;
     // A ref written to a ref table (its key `<table key>#<ref>`) is one entry of the table: the
     // table as the write left it is read back with its proof (one getRecord) and indexed as its
     // event would be, so that the page after the write shows it without waiting for the stream.
+    // A maintainer's table (`writer`) is read from the maintainer's account, the mirror the owner's.
     if (written.key.includes('#')) {
-      await this.#takeTable(did, repo, written.key.slice(0, written.key.indexOf('#')));
+      await this.#takeTable(writer, repo, written.key.slice(0, written.key.indexOf('#')));
       await this.schedule(did, repo, true);
       return;
     }
+    // A record write without its revision is left to its event, which has it.
+    if (written.rev === undefined || written.rev === '') return;
     await applyWrite(this.#index, {
       did,
       collection: REF_COLLECTION,

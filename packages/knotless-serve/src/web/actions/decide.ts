@@ -3,7 +3,7 @@
 // owner's merge.
 import type http from 'node:http';
 import { KnotlessError } from 'knotless-core/errors';
-import { ignoredChecks, unmetSentence } from 'knotless-core/forge/checks';
+import { ignoredChecks, pastChecksSentence, unmetSentence } from 'knotless-core/forge/checks';
 import { mergePull } from 'knotless-core/forge/merge';
 import {
   alreadyDecided,
@@ -154,7 +154,7 @@ export function mergeWithoutChecks(
 }
 
 /**
- * The owner merges the pull request's last round, the one the page showed (`head`): a round added
+ * The owner or a maintainer merges the pull request's last round, the one the page showed (`head`): a round added
  * since is not merged unseen. Into a protected branch the round's head must have passed the
  * branch's required checks (read from the owner's and the trusted runners' PDSes, by the core's
  * rule, as the CLI reads them) unless `ignore`. The core's merge builds the result from the
@@ -171,14 +171,9 @@ async function mergeAs(
   ignore: boolean,
 ) {
   const reviewed = field(form, 'head', 'the reviewed head');
-  // Refused before any work: only the owner merges (the same rule a status record is written under).
+  // Refused before any work: only the owner and the maintainers merge (the same rule a status
+  // record is written under); the core's merge reads the owner's table again before it writes.
   checkStateWrite(stateWrite(viewer, repo, item, 'merged'));
-  // A maintainer's merge would push the base branch from their own account, which is not built yet.
-  if (viewer.did !== repo.did)
-    throw new HttpError(
-      403,
-      `You maintain ${repo.owner}/${repo.name}, but merging as a maintainer is not possible yet; ask its owner to merge this pull request.`,
-    );
   if (item.state !== 'open')
     throw new HttpError(409, `This pull request is ${item.state}; only an open one merges.`);
   const author = await identityOf(site, item.did);
@@ -198,6 +193,8 @@ async function mergeAs(
   // requirements must hold) or just removed (whose must not).
   const maintainers = ((await readMaintainers(target))?.maintainers ?? []).map((m) => m.did);
   const verdict = await verdictOf(site, repo, last.head, pull.base, maintainers);
+  if (verdict.unmet.length > 0 && ignore && viewer.did !== repo.did)
+    throw new HttpError(403, pastChecksSentence(repo.owner));
   if (verdict.unmet.length > 0 && !ignore) {
     const short = (await site.index.forge.shortIds('pulls', repo.did, repo.name)).get(item.rkey) ?? item.rkey;
     throw new HttpError(
@@ -211,6 +208,7 @@ async function mergeAs(
   const result = await mergePull(site.forge, {
     target,
     auth,
+    pusher: { did: viewer.did, handle: viewer.handle },
     author,
     pull,
     id: `${item.did}/${item.rkey}`,

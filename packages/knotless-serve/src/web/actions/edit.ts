@@ -8,7 +8,8 @@ import type http from 'node:http';
 import { KnotlessError } from 'knotless-core/errors';
 import { isValidBranch } from 'knotless-core/forge/records';
 import { treePathRefusal, treePathSentence } from 'knotless-core/git/tree-path';
-import { commitToBranch, type Committed } from 'knotless-core/ops/commit';
+import { commitRefusal, commitToBranch, type Committed } from 'knotless-core/ops/commit';
+import { decidesFor } from '../pages/forge-forms.ts';
 import { safeText } from 'knotless-core/text/terminal';
 import type { Viewer } from '../../auth/web-sessions.ts';
 import { readBlob } from '../../mirror/read.ts';
@@ -89,19 +90,23 @@ function lineEnds(text: string): LineEnds | undefined {
   return /\r(?!\n)|(?<!\r)\n/.test(text) ? undefined : 'crlf';
 }
 
-function ownerOnly(repo: RepoTarget, v: Viewer | undefined): Viewer {
+/**
+ * The owner and the maintainers the index lists edit; the core's commit reads the owner's table
+ * again before it writes, and refuses in the same words anyone it does not list.
+ */
+function teamOnly(repo: RepoTarget, v: Viewer | undefined): Viewer {
   if (v === undefined) throw new HttpError(401, 'Sign in to edit files.');
-  if (v.did !== repo.did)
+  if (!decidesFor(repo, v.did))
     throw new HttpError(
       403,
-      `Only ${repo.owner} can commit to ${repo.owner}/${repo.name}; you are ${v.handle}.`,
+      commitRefusal(repo.owner, `${repo.owner}/${repo.name}`, v.handle, repo.maintainers.length > 0),
     );
   return v;
 }
 
 /** `/<owner>/<repo>/edit/<branch>/<path>`: the file in a form, for its owner. */
 export async function editPage(_site: Site, repo: RepoTarget, tail: string): Promise<string> {
-  ownerOnly(repo, viewer());
+  teamOnly(repo, viewer());
   const at = await refPath(repo, tail);
   if (!isValidBranch(at.ref)) throw new HttpError(404, `${at.ref} is not a branch.`);
   const blob = await readBlob(repo.gitDir, at.oid, at.path, MAX_EDIT);
@@ -136,7 +141,7 @@ export async function editFile(
   form: Form,
   res: http.ServerResponse,
 ): Promise<void> {
-  ownerOnly(repo, v);
+  teamOnly(repo, v);
   const branch = field(form, 'branch', 'the branch');
   // Taken as sent, not trimmed: "a " and "a" are different files.
   const file = form.get('path') ?? '';
@@ -168,7 +173,13 @@ export async function editFile(
     made = await commitToBranch(
       remote,
       // The mirror's blob cache: the blobs uploaded are there when the mirror takes the commit.
-      { auth: await writerFor(site, v), cache: site.mirror.cache, cacheDir },
+      {
+        auth: await writerFor(site, v),
+        cache: site.mirror.cache,
+        cacheDir,
+        // A maintainer's commit goes into their own ref table of the repository.
+        pusher: { did: v.did, handle: v.handle },
+      },
       {
         branch,
         message,
@@ -195,7 +206,7 @@ export async function editFile(
     fs.rmSync(dir, { recursive: true, force: true });
   }
   const commits = pathHref([repo.owner, repo.name, 'commits'], branch);
-  if (await shown(site, repo, made)) return void seeOther(res, commits);
+  if (await shown(site, repo, v, made)) return void seeOther(res, commits);
   // Committed, but this appview's copy does not have it: the reader is told so rather than shown a
   // history without their commit. Past the mirror's size limit it never will, and the page says
   // where the commit can be seen instead of promising it here.
@@ -224,10 +235,10 @@ const SHOWN_WAIT_MS = 10_000;
  * after it shows it without waiting for the stream. Bounded: false when the mirror has not taken it
  * within {@link SHOWN_WAIT_MS} (a failed or slow sync), and the page then says so.
  */
-async function shown(site: Site, repo: RepoTarget, made: Committed): Promise<boolean> {
+async function shown(site: Site, repo: RepoTarget, v: Viewer, made: Committed): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const bound = new Promise<void>((r) => (timer = setTimeout(r, SHOWN_WAIT_MS)));
-  const taken = site.mirror.wrote(repo.did, made.written).catch((err: unknown) =>
+  const taken = site.mirror.wrote(repo.did, made.written, v.did).catch((err: unknown) =>
     // The commit is made; only this appview's copy lags, and its event syncs the mirror again.
     site.log.warn(
       `mirror ${repo.did}/${repo.name}: taking its own commit: ${err instanceof Error ? err.message : String(err)}`,

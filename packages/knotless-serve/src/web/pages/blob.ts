@@ -13,6 +13,7 @@ import { renderCode } from '../render.ts';
 import { viewer } from '../viewer.ts';
 import { HttpError, Redirect, type Site, type RepoTarget } from '../site.ts';
 import { crumbs, refPath, repoHeader } from './common.ts';
+import { decidesFor } from './forge-forms.ts';
 
 /** Largest file shown in a page; bigger ones only raw. */
 const MAX_SHOWN = 1024 * 1024;
@@ -72,7 +73,7 @@ export async function blobPage(_site: Site, repo: RepoTarget, tail: string): Pro
           <a href="${pathHref([...base, 'raw'], at2)}">Raw</a>
           <a href="${pathHref([...base, 'blame'], at2)}">Blame</a>
           <a href="${pathHref([...base, 'history'], at2)}">History</a>
-          ${viewer()?.did === repo.did ? html`<a href="${pathHref([...base, 'edit'], at2)}">Edit</a>` : ''}
+          ${decidesFor(repo, viewer()?.did) ? html`<a href="${pathHref([...base, 'edit'], at2)}">Edit</a>` : ''}
         </div>
         ${body}
       </div>`,

@@ -64,7 +64,8 @@ export function lineCommentForm(action: string, round: number, path: string, lin
 }
 
 /** Whether `did` decides for the repository as its owner does: the owner or a maintainer. */
-export function decidesFor(repo: RepoTarget, did: string): boolean {
+export function decidesFor(repo: RepoTarget, did: string | undefined): boolean {
+  if (did === undefined) return false;
   return inTeam({ owner: repo.did, maintainers: repo.maintainers.map((m) => m.did) }, did);
 }
 
@@ -82,10 +83,10 @@ export function stateForm(repo: RepoTarget, base: string, author: string, state:
 }
 
 /**
- * The owner's merge button: it names the head the page shows, and only that head is merged, and
- * the base branch's tip the page was rendered with (`baseTip`), which must still be the tip. While
- * the base branch's required checks have not passed (`unmet`, which the page says), a second button
- * of its own merges anyway.
+ * The merge button, for the owner and the maintainers: it names the head the page shows, and only
+ * that head is merged, and the base branch's tip the page was rendered with (`baseTip`), which must
+ * still be the tip. While the base branch's required checks have not passed (`unmet`, which the
+ * page says), the owner alone has a second button that merges anyway.
  */
 export function mergeForm(
   repo: RepoTarget,
@@ -96,10 +97,10 @@ export function mergeForm(
   unmet: readonly unknown[],
 ): SafeHtml {
   const v = viewer();
-  if (v === undefined || v.did !== repo.did || state !== 'open' || head === undefined) return html``;
+  if (v === undefined || !decidesFor(repo, v.did) || state !== 'open' || head === undefined) return html``;
   const fields = { head, ...(baseTip === undefined ? {} : { base: baseTip }) };
   const merge = postButton(`${base}/merge`, 'Merge pull request', fields);
-  if (unmet.length === 0) return merge;
+  if (unmet.length === 0 || v.did !== repo.did) return merge;
   return html`${merge} ${postButton(`${base}/merge-without-checks`, 'Merge without checks', fields)}`;
 }
 
