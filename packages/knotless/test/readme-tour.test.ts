@@ -109,13 +109,14 @@ describe("the README's tour", () => {
     // hello started on its ref table (repo create): nothing in the tour had to move it there.
     assert.doesNotMatch(res.stderr, /moved (the )?\d+ ref\(s\)/);
     assert.match(res.stderr, /^alice\.test\/hello: bob\.test is a maintainer now/m);
-    // The merge made bob's commit alice's main, and bob then pushed as a maintainer; a pull brings them.
+    // The merge made bob's commit alice's main, and bob then pushed and committed as a maintainer; a
+    // pull brings them.
     const pulled = await runProcess(
       '/bin/sh',
       ['-c', '. ~/.local/share/knotless/dev/env && git -C hello pull -q && git -C hello log --format=%s'],
       { env: { PATH: SYSTEM_PATH, HOME: home }, cwd: work },
     );
     assert.equal(pulled.code, 0, pulled.stderr);
-    assert.equal(pulled.stdout, 'from bob, a maintainer\nmore words\nfrom a bot\nfirst\n');
+    assert.equal(pulled.stdout, 'notes from bob\nfrom bob, a maintainer\nmore words\nfrom a bot\nfirst\n');
   });
 });

@@ -16,9 +16,11 @@ function list(value: string | boolean | string[] | undefined): string[] {
 export const command: Command = {
   name: 'repo commit',
   args: '<[handle/]name>',
-  summary: 'commit files to a branch without a clone; prints the commit id',
+  summary:
+    'commit files to a branch of your repository, or one you maintain, without a clone; prints the commit id',
   details: [
     "The branch defaults to the repository's HEAD branch; a new branch starts from it. Author and committer come from git config and GIT_AUTHOR_*/GIT_COMMITTER_*.",
+    "A maintainer commits to the owner's repository by naming it (alice.example/site): the commit is pushed into the maintainer's own account, as their git push would be.",
   ],
   options: {
     message: { type: 'string', short: 'm', value: 'MSG', help: 'the commit message (required)' },
