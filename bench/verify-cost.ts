@@ -8,7 +8,8 @@
 // is not in it). The network runs in this process; the machine's load is printed with the figures.
 // `table_listing_cpu` is the CPU of one verified listing of the table alone, read `--runs` 50 times in
 // a reader process of its own (bench/verify-cpu.ts): the first read, which loads the proofs' libraries,
-// and the median of the others, verified and not.
+// and the median of the others, verified and not; `records_listing_cpu` the same of one proved listing
+// of the ref records (bench/verify-cpu-records.ts, through a repository opened afresh each time).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -63,6 +64,8 @@ try {
   const results: Record<string, Row> = {};
   /** The CPU of one verified listing of the table, in a reader process of its own (bench/verify-cpu.ts). */
   let listingCpu: unknown;
+  /** The same of one proved listing of ref records (bench/verify-cpu-records.ts). */
+  let recordsListingCpu: unknown;
   const note = (key: string, t: { ms: number; cpuMs?: number }) => {
     const row = (results[key] ??= { ms: [], cpu: [], pds: [], pdsBytes: [], plc: [], nsids: {} });
     row.ms.push(t.ms);
@@ -98,6 +101,14 @@ try {
         env: base,
       });
       listingCpu = JSON.parse(child.stdout);
+    } else {
+      const args = ['--did', did, '--name', name, '--runs', '50'];
+      const child = await run(
+        process.execPath,
+        [path.join(import.meta.dirname, 'verify-cpu-records.ts'), ...args],
+        { cwd: dir, env },
+      );
+      recordsListingCpu = JSON.parse(child.stdout);
     }
     const clone = path.join(dir, `clone-${layout}`);
     await run('git', ['clone', '-q', url, clone], { cwd: dir, env });
@@ -167,6 +178,7 @@ try {
         runs,
         refs,
         table_listing_cpu: listingCpu,
+        records_listing_cpu: recordsListingCpu,
         results: Object.fromEntries(
           Object.entries(results).map(([k, s]) => [
             k,
