@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import type { Proxy } from 'knotless-devnet';
 import { KNOTLESS_BIN, knotless, runProcess } from './helpers/cli.ts';
 import {
   NO_CLONE,
   json,
   newSite,
   openPr,
-  proxyFor,
+  putHookProxy,
+  type PutHookProxy,
   tipOf,
   useForgeNet,
   type ItemJson,
@@ -25,28 +25,16 @@ const {
 let aliceClone = NO_CLONE;
 let bobClone = NO_CLONE;
 
-/** When set, runs once as the proxy forwards the next putRecord (before it is forwarded). */
-let beforePut: (() => Promise<void>) | undefined;
-let proxy: Proxy | undefined;
-let hookFailure: unknown;
+/** Alice's requests, with a hook before the next putRecord. */
+let hooked: PutHookProxy | undefined;
 
 describe('merging pull requests: conflicts, rebase, squash, a moving base', () => {
   before(async () => {
     await t.ready;
-    proxy = await proxyFor(t, 'alice.test', {
-      onRequest: async ({ nsid }) => {
-        if (nsid !== 'com.atproto.repo.putRecord') return;
-        const hook = beforePut;
-        beforePut = undefined;
-        await hook?.().catch((err: unknown) => {
-          hookFailure = err;
-          throw err;
-        });
-      },
-    });
+    hooked = await putHookProxy(t, 'alice.test');
   });
   after(async () => {
-    await proxy?.close();
+    await hooked?.proxy.close();
   });
 
   it('alice has a repository and bob a fork of it, both cloned', async () => {
@@ -196,14 +184,14 @@ describe('merging pull requests: conflicts, rebase, squash, a moving base', () =
     const pr = await openPr(bob, 'alice.test/site', 'site:late', 'G');
     let aliceCommit = '';
     // Alice's own push lands (directly, not through the proxy) just before the merge's write does.
-    beforePut = async () => {
+    hooked!.beforeNextPut(async () => {
       aliceCommit = await commitFiles(alice, aliceClone, { 'h.txt': 'h\n' }, 'alice adds h');
       await alice.ok(aliceClone, 'push', '-q', 'origin', 'main');
-    };
-    const res = await knotless(['pr', 'merge', 'alice.test/site', pr.id], {
-      env: { ...alice.env, KNOTLESS_SERVICE: proxy!.url },
     });
-    assert.equal(hookFailure, undefined);
+    const res = await knotless(['pr', 'merge', 'alice.test/site', pr.id], {
+      env: { ...alice.env, KNOTLESS_SERVICE: hooked!.proxy.url },
+    });
+    assert.equal(hooked!.failure(), undefined);
     assert.equal(res.code, 15, res.stderr);
     assert.equal(
       res.stderr.trim(),

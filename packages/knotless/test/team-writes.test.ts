@@ -8,10 +8,17 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { Proxy } from 'knotless-devnet';
 import { knotless } from './helpers/cli.ts';
 import { commitFiles } from './helpers/git.ts';
-import { json, newSite, openPr, proxyFor, useForgeNet, type ItemJson } from './helpers/forge.ts';
+import {
+  json,
+  newSite,
+  openPr,
+  putHookProxy,
+  useForgeNet,
+  type ItemJson,
+  type PutHookProxy,
+} from './helpers/forge.ts';
 import { lsRemote, tableHands } from './helpers/ref-table.ts';
 
 const {
@@ -60,28 +67,16 @@ async function ownEntries(handle: string): Promise<string[]> {
   return (stored?.value.refs ?? []).map((r) => `${r.ref} ${r.target ?? '-'}`);
 }
 
-/** When set, runs once as bob's proxy forwards his next putRecord (before it is forwarded). */
-let beforePut: (() => Promise<void>) | undefined;
-let hookFailure: unknown;
-let proxy: Proxy | undefined;
+/** Bob's requests, with a hook before the next putRecord. */
+let hooked: PutHookProxy | undefined;
 
 describe('repo commit and pr merge on a repository with a maintainer', () => {
   before(async () => {
     await t.ready;
-    proxy = await proxyFor(t, 'bob.test', {
-      onRequest: async ({ nsid }) => {
-        if (nsid !== 'com.atproto.repo.putRecord') return;
-        const hook = beforePut;
-        beforePut = undefined;
-        await hook?.().catch((err: unknown) => {
-          hookFailure = err;
-          throw err;
-        });
-      },
-    });
+    hooked = await putHookProxy(t, 'bob.test');
   });
   after(async () => {
-    await proxy?.close();
+    await hooked?.proxy.close();
   });
 
   let wb = '';
@@ -219,15 +214,15 @@ describe('repo commit and pr merge on a repository with a maintainer', () => {
     const late = await openPr(carol, REPO, 'site:late', 'Late');
     let alices = '';
     // Alice's push lands (directly, not through the proxy) just before bob's table is written.
-    beforePut = async () => {
+    hooked!.beforeNextPut(async () => {
       await alice.ok(wa, 'pull', '-q', '--ff-only', 'origin', 'main');
       alices = await commitFiles(alice, wa, { 'h.txt': 'h\n' }, 'alice adds h');
       await alice.ok(wa, 'push', '-q', 'origin', 'main');
-    };
-    const res = await knotless(['pr', 'merge', REPO, late.id], {
-      env: { ...bob.env, KNOTLESS_COMPACT: '0', KNOTLESS_SERVICE: proxy!.url },
     });
-    assert.equal(hookFailure, undefined);
+    const res = await knotless(['pr', 'merge', REPO, late.id], {
+      env: { ...bob.env, KNOTLESS_COMPACT: '0', KNOTLESS_SERVICE: hooked!.proxy.url },
+    });
+    assert.equal(hooked!.failure(), undefined);
     assert.equal(res.code, 15, res.stderr);
     assert.equal(
       res.stderr.trim(),

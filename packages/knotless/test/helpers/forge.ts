@@ -111,6 +111,36 @@ async function sessionOf(t: TestNet, handle: string): Promise<{ accessJwt: strin
   return (await res.json()) as { accessJwt: string; did: string };
 }
 
+/** A proxy (see {@link proxyFor}) that runs a hook once, as it forwards the next putRecord. */
+export interface PutHookProxy {
+  proxy: Proxy;
+  /** Runs `hook` before the next putRecord is forwarded (then no more). */
+  beforeNextPut(hook: () => Promise<void>): void;
+  /** What the last hook threw, if anything (the request it held then fails too). */
+  failure(): unknown;
+}
+
+/**
+ * A proxy for `home`'s requests whose hook runs, once, as the next putRecord goes through it: a
+ * write of another machine's lands between a command's read and its write, every time.
+ */
+export async function putHookProxy(t: TestNet, home: string): Promise<PutHookProxy> {
+  let next: (() => Promise<void>) | undefined;
+  let failed: unknown;
+  const proxy = await proxyFor(t, home, {
+    onRequest: async ({ nsid }) => {
+      if (nsid !== 'com.atproto.repo.putRecord') return;
+      const hook = next;
+      next = undefined;
+      await hook?.().catch((err: unknown) => {
+        failed = err;
+        throw err;
+      });
+    },
+  });
+  return { proxy, beforeNextPut: (hook) => void (next = hook), failure: () => failed };
+}
+
 /**
  * Writes `records` of `collection` straight into `handle`'s account, 200 to an applyWrites (the
  * PDS's limit), as an account flooding others with records would.
