@@ -26,6 +26,7 @@ import {
   NodeMissing,
   atprotoSigningKey,
   commitSigned,
+  listedAs,
   readCar,
   readCommit,
   treeGet,
@@ -33,6 +34,8 @@ import {
   treeRange,
 } from '../src/records/proof.ts';
 import { CID } from '../src/records/proof-libs.ts';
+import crypto from 'node:crypto';
+import { create as digestOf } from 'multiformats/hashes/digest';
 
 const KEYS = 300;
 const rkey = (i: number) => `r${String(i).padStart(4, '0')}`;
@@ -346,5 +349,56 @@ describe('a range of keys walked over the proofs of its keys (a listing proved w
       () => treeRange(blocks, repo.data.pointer as never, full(lo), `${full(lo)}\x7f`),
       (err: unknown) => err instanceof NodeMissing,
     );
+  });
+});
+
+describe("a listed record against the CID the account's tree holds it at (listedAs)", () => {
+  /** The CID atproto gives `data` (DAG-CBOR, sha2-256), encoded by atproto's own library. */
+  const cidOf = (data: unknown, codec = 0x71) =>
+    CID.create(
+      1,
+      codec,
+      digestOf(
+        0x12,
+        crypto
+          .createHash('sha256')
+          .update(cborEncode(data as never))
+          .digest(),
+      ),
+    );
+  const link = cidOf({ a: 1 });
+  // A field named __proto__ is a field like any other (JSON.parse makes it one).
+  const data: Record<string, unknown> = Object.fromEntries<unknown>([
+    ['__proto__', 'x'],
+    ['target', 'abc'],
+    ['packs', [{ blob: link, inline: new Uint8Array([0, 1]) }]],
+  ]);
+  const listed = () =>
+    JSON.parse(
+      `{"__proto__":"x","target":"abc","packs":[{"blob":{"$link":"${link.toString()}"},"inline":{"$bytes":"AAE="}}]}`,
+    ) as unknown;
+  const own = JSON.parse(
+    `{"__proto__":"x","target":"abc","packs":[{"blob":{"$link":"${link.toString()}"},"inline":{"$bytes":"AAE"}}]}`,
+  ) as unknown;
+
+  it("takes a value that encodes to the tree's CID, given as a string or as the CID, in the block's own spelling", () => {
+    const cid = cidOf(data);
+    assert.deepEqual(listedAs(listed(), cid.toString()), own);
+    assert.deepEqual(listedAs(listed(), cid), own);
+    assert.deepEqual(Object.keys(listedAs(listed(), cid) as object), ['__proto__', 'target', 'packs']);
+  });
+
+  it("refuses a value that is not the block: another target, a field more, another codec's CID of the same hash", () => {
+    const cid = cidOf(data);
+    const other = listed() as Record<string, unknown>;
+    other['target'] = 'abd';
+    assert.equal(listedAs(other, cid), undefined);
+    assert.equal(listedAs(other, cid.toString()), undefined);
+    const more = { ...(listed() as object), extra: 1 };
+    assert.equal(listedAs(more, cid), undefined);
+    const raw = CID.create(1, 0x55, cid.multihash);
+    assert.equal(listedAs(listed(), raw), undefined);
+    assert.equal(listedAs(listed(), raw.toString()), undefined);
+    assert.equal(listedAs([listed()], cid), undefined);
   });
 });

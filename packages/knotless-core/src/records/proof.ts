@@ -253,23 +253,61 @@ export function recordCid(json: Record<string, unknown>): string {
 }
 
 /**
+ * A record's JSON form and its DAG-CBOR data in one walk: the data as {@link dataForm} makes it, and
+ * beside it the JSON form {@link jsonForm} would make of that data (a link as its CID's string, bytes
+ * in base64 without padding), so nothing of how the JSON spelled them is kept.
+ */
+function bothForms(value: unknown): { data: unknown; json: unknown } {
+  if (Array.isArray(value)) {
+    const both = value.map(bothForms);
+    return { data: both.map((b) => b.data), json: both.map((b) => b.json) };
+  }
+  if (typeof value !== 'object' || value === null) return { data: value, json: value };
+  const keys = Object.keys(value);
+  const v = value as Record<string, unknown>;
+  if (keys.length === 1 && typeof v['$link'] === 'string') {
+    const cid = CID.parse(v['$link']);
+    return { data: cid, json: { $link: cid.toString() } };
+  }
+  if (keys.length === 1 && typeof v['$bytes'] === 'string') {
+    const bytes = Buffer.from(v['$bytes'], 'base64');
+    return { data: new Uint8Array(bytes), json: { $bytes: bytes.toString('base64').replace(/=+$/, '') } };
+  }
+  // Entries, not assignment: a key such as __proto__ stays a field of the record.
+  const both = keys.map((k) => [k, bothForms(v[k])] as const);
+  return {
+    data: Object.fromEntries(both.map(([k, b]) => [k, b.data])),
+    json: Object.fromEntries(both.map(([k, b]) => [k, b.json])),
+  };
+}
+
+/**
  * A listed record's value as the block `cid` names holds it, in its JSON form, when the value is
  * that block's (it encodes to bytes hashing to `cid`); undefined when it is not, or is no record.
  * The form given back is the block's own (bytes and links spelled as `jsonForm` spells them), so
  * nothing of how a listing spelled a value that encodes the same is kept. It is made from the data
- * that was encoded, not by decoding the bytes again: the block decodes to that same data (keys aside,
- * in cborg's order), and the decoding was a third of a verified listing's CPU.
+ * that was encoded, in the same walk, not by decoding the bytes again: the block decodes to that same
+ * data (keys aside, in cborg's order), and the decoding was a third of a verified listing's CPU. A
+ * CID as the tree holds it is compared by its bytes (no string made of the value's own).
  */
-export function listedAs(value: unknown, cid: string): unknown {
+export function listedAs(value: unknown, cid: string | CID): unknown {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   try {
     // A listed value is parsed JSON already: no field is undefined, so it is not put through JSON
     // again as a record to be written is.
-    const data = dataForm(value);
+    const { data, json } = bothForms(value);
     const bytes = encode(data, ENCODE);
     const digest = crypto.createHash('sha256').update(bytes).digest();
+    if (typeof cid !== 'string') {
+      const same =
+        cid.version === 1 &&
+        cid.code === 0x71 &&
+        cid.multihash.code === SHA2_256 &&
+        Buffer.compare(cid.multihash.digest, digest) === 0;
+      return same ? json : undefined;
+    }
     const own = CID.decode(Uint8Array.of(0x01, 0x71, SHA2_256, 32, ...digest)).toString();
-    return own === cid ? jsonForm(data) : undefined;
+    return own === cid ? json : undefined;
   } catch (err) {
     // A value no record could be (a link or bytes that do not parse): not the block its CID names.
     if (err instanceof Error) return undefined;

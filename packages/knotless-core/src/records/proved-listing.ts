@@ -14,6 +14,7 @@ import { rkeyOf, type ListedRecord } from './list-records.ts';
 import type { RemoteRepo } from './remote-repo.ts';
 import { WHOLE_REPOSITORY_BYTES, unverified, type ProofTree, type VerifiedRecord } from './verified-read.ts';
 import type { BodyTooLarge } from '../xrpc/http-pool.ts';
+import type { CID } from './proof-libs.ts';
 
 /** Verified reads of the owner's records (read-refs.ts `openVerifiedReads`), as far as they are used here. */
 export interface ProofReads {
@@ -126,7 +127,7 @@ async function walk(
   nodes: { known: Map<string, Uint8Array>; decoded: Map<string, unknown> },
   prefix: string,
   spent: Spent,
-): Promise<Map<string, string> | Mismatch> {
+): Promise<Map<string, CID> | Mismatch> {
   const { treeFrontier } = await import('./proof.ts');
   const lo = `${REF_COLLECTION}/${prefix}`;
   // A walk ends: each round goes one level down a tree whose depth treeFrontier bounds.
@@ -138,7 +139,7 @@ async function walk(
       throw unverified(nameOf(remote), "the account's signed tree is malformed", err);
     }
     if (step.missing.length === 0)
-      return new Map(step.found.map((f) => [f.key.slice(REF_COLLECTION.length + 1), f.cid.toString()]));
+      return new Map(step.found.map((f) => [f.key.slice(REF_COLLECTION.length + 1), f.cid]));
     spent.nodes += step.missing.length;
     if (spent.nodes > MAX_NODES)
       throw unverified(
@@ -214,13 +215,14 @@ async function readNodes(
 async function compare(
   remote: RemoteRepo,
   listed: ListedRecord[],
-  inTree: Map<string, string>,
+  inTree: Map<string, CID>,
   at: ProofTree,
 ): Promise<ProvedListing | Mismatch> {
   const { listedAs } = await import('./proof.ts');
   const byKey = new Map(listed.map((r) => [rkeyOf(r.uri), r]));
   if (byKey.size !== listed.length) return 'changed';
-  for (const [key, r] of byKey) if (inTree.get(key) !== r.cid) return 'changed';
+  // A CID keeps the string it was last turned into: each is made once.
+  for (const [key, r] of byKey) if (inTree.get(key)?.toString() !== r.cid) return 'changed';
   if (inTree.size !== byKey.size) return 'left-out';
   const records: ListedRecord[] = [];
   for (const [key, cid] of [...inTree].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
@@ -228,7 +230,7 @@ async function compare(
     // A value the listing changed under the record's own CID: the PDS says one thing in its
     // listing and signs another.
     if (value === undefined) return 'changed';
-    records.push({ uri: `at://${remote.owner.did}/${REF_COLLECTION}/${key}`, cid, value });
+    records.push({ uri: `at://${remote.owner.did}/${REF_COLLECTION}/${key}`, cid: cid.toString(), value });
   }
   return { records, rev: at.rev, commit: at.commit };
 }
