@@ -208,6 +208,13 @@ async function commitInMirror(
   if (refs === undefined || !refs.some((r) => r.record.ref === ref)) {
     refs = await readRepoRefs(remote);
     if (refs.length === 0 && !(await remote.exists())) {
+      // Someone else's repository that does not exist has no maintainers: only its owner could
+      // create it, as the refusal below says of any repository whose owner does not list you.
+      if (foreign)
+        throw new KnotlessError(
+          'permission-denied',
+          commitRefusal(remote.owner.handle ?? remote.owner.did, remote.label, pusher.handle, false),
+        );
       throw new KnotlessError(
         'repo-missing',
         `${remote.label} does not exist; create it with \`knotless repo create ${remote.name}\`.`,
