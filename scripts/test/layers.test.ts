@@ -79,7 +79,7 @@ describe('the layers of docs/architecture.md', () => {
       ],
     };
     assert.deepEqual(layerViolations(graph, layers), [
-      'knotless-core/src/records/name.ts imports knotless-core/src/ops/swap-loop.ts, which is above it (layer 2 over 5)',
+      'knotless-core/src/records/name.ts imports knotless-core/src/ops/swap-loop.ts, which is above it (layer 3 over 6)',
       'knotless-serve/src/model/records.ts imports knotless-serve/src/db/index-store.ts, which is above it (layer 9 over 10)',
       'knotless-serve/src/model/records.ts imports knotless-serve/src/net/guard.ts, another part of its own layer (10)',
       'knotless-serve/src/newfolder/ has no layer in docs/architecture.md: give it its place there',
