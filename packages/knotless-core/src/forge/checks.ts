@@ -294,12 +294,20 @@ export function unmetChecks(
 }
 
 /**
- * The sentence refusing a maintainer's merge past required checks that have not passed. Merging
- * past them is the owner's alone, whoever required them: a maintainer merges as the owner does in
- * every other way, but no account loosens what another required (format.md, "Teams").
+ * Why `me` may not merge past the required checks still `unmet` (`ignore`: they asked to), in one
+ * sentence; undefined when they may, or did not ask, or nothing is unmet. Merging past them is the
+ * owner's alone, whoever required them: a maintainer merges as the owner does in every other way,
+ * but no account loosens what another required (format.md, "Teams").
  */
-export function pastChecksSentence(owner: string): string {
-  return `Merging past required checks is ${safeText(owner)}'s alone, whoever required them; nothing was merged: wait for the checks to pass, or ask ${safeText(owner)} to merge.`;
+export function pastChecksRefusal(
+  owner: { did: string; name: string },
+  me: string,
+  unmet: readonly unknown[],
+  ignore: boolean,
+): string | undefined {
+  if (!ignore || unmet.length === 0 || me === owner.did) return undefined;
+  const who = safeText(owner.name);
+  return `Merging past required checks is ${who}'s alone, whoever required them; nothing was merged: wait for the checks to pass, or ask ${who} to merge.`;
 }
 
 /**

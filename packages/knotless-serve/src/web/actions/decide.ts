@@ -1,9 +1,9 @@
 // The decisions on a pull request or issue from the browser: close, reopen, labels (a state
 // record in the deciding account, written only when the authority rule lets it count) and the
-// owner's merge.
+// merge (the owner's or a maintainer's).
 import type http from 'node:http';
 import { KnotlessError } from 'knotless-core/errors';
-import { ignoredChecks, pastChecksSentence, unmetSentence } from 'knotless-core/forge/checks';
+import { ignoredChecks, pastChecksRefusal, unmetSentence } from 'knotless-core/forge/checks';
 import { mergePull } from 'knotless-core/forge/merge';
 import {
   alreadyDecided,
@@ -154,12 +154,13 @@ export function mergeWithoutChecks(
 }
 
 /**
- * The owner or a maintainer merges the pull request's last round, the one the page showed (`head`): a round added
- * since is not merged unseen. Into a protected branch the round's head must have passed the
- * branch's required checks (read from the owner's and the trusted runners' PDSes, by the core's
- * rule, as the CLI reads them) unless `ignore`. The core's merge builds the result from the
- * repository's packs and the round's pack, uploads the new pack to the owner's PDS and moves the
- * branch with compare-and-swap; then the merged status goes into the owner's account.
+ * The owner or a maintainer merges the pull request's last round, the one the page showed
+ * (`head`): a round added since is not merged unseen. Into a protected branch the round's head
+ * must have passed the branch's required checks (read from the owner's and the trusted runners'
+ * PDSes, by the core's rule, as the CLI reads them) unless `ignore`, which is the owner's alone.
+ * The core's merge builds the result from the repository's packs and the round's pack, uploads the
+ * new pack to the merging account's PDS and moves the branch as a push would (with
+ * compare-and-swap, or into a maintainer's own table); then the merged status goes into that account.
  */
 async function mergeAs(
   site: Site,
@@ -193,8 +194,8 @@ async function mergeAs(
   // requirements must hold) or just removed (whose must not).
   const maintainers = ((await readMaintainers(target))?.maintainers ?? []).map((m) => m.did);
   const verdict = await verdictOf(site, repo, last.head, pull.base, maintainers);
-  if (verdict.unmet.length > 0 && ignore && viewer.did !== repo.did)
-    throw new HttpError(403, pastChecksSentence(repo.owner));
+  const past = pastChecksRefusal({ did: repo.did, name: repo.owner }, viewer.did, verdict.unmet, ignore);
+  if (past !== undefined) throw new HttpError(403, past);
   if (verdict.unmet.length > 0 && !ignore) {
     const short = (await site.index.forge.shortIds('pulls', repo.did, repo.name)).get(item.rkey) ?? item.rkey;
     throw new HttpError(

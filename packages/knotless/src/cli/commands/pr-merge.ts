@@ -2,7 +2,7 @@ import { activeSession } from '../../auth/login.ts';
 import { KnotlessError } from 'knotless-core/errors';
 import { commitVerdict } from '../../forge/checks.ts';
 import { PULLS } from '../../forge/kinds.ts';
-import { ignoredChecks as ignoredOf, pastChecksSentence, unmetSentence } from 'knotless-core/forge/checks';
+import { ignoredChecks as ignoredOf, pastChecksRefusal, unmetSentence } from 'knotless-core/forge/checks';
 import { mergePull, type MergeMethod } from 'knotless-core/forge/merge';
 import { safeJson, safeText } from 'knotless-core/text/terminal';
 import { JSON_OPTION, stringOption, type Command } from '../command.ts';
@@ -46,8 +46,6 @@ export const command: Command = {
     const c = ctx();
     const { target, item, r } = await itemFor(c, io, PULLS, args);
     const auth = await activeSession(c);
-    const owner = target.owner.handle ?? target.owner.did;
-    const isOwner = auth.session.did === target.owner.did;
     // The owner and the maintainers merge, by the rule a merged status is written under; anyone
     // else is refused before anything moves. A maintainer's merge is a push of the base branch into
     // their own ref table, and the core's merge reads the owner's table again before it writes.
@@ -68,8 +66,13 @@ export const command: Command = {
     // the accounts that count for some requirement.
     const verdict = await commitVerdict(r, target.owner, target.name, head, item.record.base, []);
     const ignore = args.values['ignore-checks'] === true;
-    if (verdict.unmet.length > 0 && ignore && !isOwner)
-      throw new KnotlessError('permission-denied', pastChecksSentence(owner));
+    const past = pastChecksRefusal(
+      { did: target.owner.did, name: target.owner.handle ?? target.owner.did },
+      auth.session.did,
+      verdict.unmet,
+      ignore,
+    );
+    if (past !== undefined) throw new KnotlessError('permission-denied', past);
     if (verdict.unmet.length > 0 && !ignore)
       throw new KnotlessError(
         'checks-unmet',
