@@ -207,14 +207,8 @@ async function commitInMirror(
   const ref = req.branch !== undefined ? `refs/heads/${req.branch}` : (headOf(refs) ?? 'refs/heads/main');
   if (refs === undefined || !refs.some((r) => r.record.ref === ref)) {
     refs = await readRepoRefs(remote);
-    if (refs.length === 0 && !(await remote.exists())) {
-      // Someone else's repository that does not exist has no maintainers: only its owner could
-      // create it, as the refusal below says of any repository whose owner does not list you.
-      if (foreign)
-        throw new KnotlessError(
-          'permission-denied',
-          commitRefusal(remote.owner.handle ?? remote.owner.did, remote.label, pusher.handle, false),
-        );
+    // Someone else's repository that does not exist lists no maintainers: the refusal below says so.
+    if (refs.length === 0 && !foreign && !(await remote.exists())) {
       throw new KnotlessError(
         'repo-missing',
         `${remote.label} does not exist; create it with \`knotless repo create ${remote.name}\`.`,

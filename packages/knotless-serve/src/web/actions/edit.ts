@@ -104,7 +104,7 @@ function teamOnly(repo: RepoTarget, v: Viewer | undefined): Viewer {
   return v;
 }
 
-/** `/<owner>/<repo>/edit/<branch>/<path>`: the file in a form, for its owner. */
+/** `/<owner>/<repo>/edit/<branch>/<path>`: the file in a form, for its owner and maintainers. */
 export async function editPage(_site: Site, repo: RepoTarget, tail: string): Promise<string> {
   teamOnly(repo, viewer());
   const at = await refPath(repo, tail);

@@ -28,19 +28,29 @@ export interface OwnRepo {
 }
 
 /**
- * Resolves `[handle/]name` to a repository the current account may write (`verb` names the write
- * for the refusal), or fails with `permission-denied` when it belongs to someone else.
+ * Resolves `[handle/]name` to a repository for the current account to write (the current account's
+ * own when no handle is named), whoever owns it: the write itself says who may.
  */
-export async function ownRepo(ctx: Context, specText: string, verb: string, io: Io): Promise<OwnRepo> {
+export async function namedRepo(ctx: Context, specText: string, io: Io): Promise<OwnRepo> {
   const spec = parseRepoSpec(specText);
   const auth = await activeSession(ctx);
   const mine = { did: auth.session.did, handle: auth.session.handle, pds: auth.session.pds };
   const owner = spec.owner === undefined ? mine : await ctx.resolver.resolve(spec.owner);
-  if (owner.did !== auth.session.did) {
+  return { auth, remote: ctx.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`)) };
+}
+
+/**
+ * Resolves `[handle/]name` to a repository the current account may write (`verb` names the write
+ * for the refusal), or fails with `permission-denied` when it belongs to someone else.
+ */
+export async function ownRepo(ctx: Context, specText: string, verb: string, io: Io): Promise<OwnRepo> {
+  const named = await namedRepo(ctx, specText, io);
+  const { owner, name } = named.remote;
+  if (owner.did !== named.auth.session.did) {
     throw new KnotlessError(
       'permission-denied',
-      `Only ${safeText(owner.handle ?? owner.did)} can ${verb} ${spec.name}; you are ${safeText(auth.session.handle)}.`,
+      `Only ${safeText(owner.handle ?? owner.did)} can ${verb} ${name}; you are ${safeText(named.auth.session.handle)}.`,
     );
   }
-  return { auth, remote: ctx.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`)) };
+  return named;
 }

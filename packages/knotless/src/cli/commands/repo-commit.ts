@@ -6,8 +6,7 @@ import { commitToBranch, type Change } from 'knotless-core/ops/commit';
 import { compactionDue } from 'knotless-core/packs/geometric';
 import { compactLater } from '../../compact-later.ts';
 import { stringOption, type Command } from '../command.ts';
-import { activeSession } from '../../auth/login.ts';
-import { parseRepoSpec } from 'knotless-core/records/name';
+import { namedRepo } from './owner.ts';
 
 function list(value: string | boolean | string[] | undefined): string[] {
   return Array.isArray(value) ? value : [];
@@ -56,14 +55,8 @@ export const command: Command = {
     const c = ctx();
     // The owner's repository, or one the owner's table names this account a maintainer of: the
     // commit then goes into the maintainer's own table, and anyone else is refused before a write.
-    const spec = parseRepoSpec(args.positionals[0]!);
-    const auth = await activeSession(c);
+    const { auth, remote } = await namedRepo(c, args.positionals[0]!, io);
     const { session } = auth;
-    const owner =
-      spec.owner === undefined
-        ? { did: session.did, handle: session.handle, pds: session.pds }
-        : await c.resolver.resolve(spec.owner);
-    const remote = c.remoteRepo(owner, spec.name, (m) => io.err(`knotless: warning: ${m}`));
     const branch = stringOption(args, 'branch');
     const author = stringOption(args, 'author');
     const { commit, ref, packs } = await commitToBranch(
