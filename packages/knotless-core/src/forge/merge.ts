@@ -10,7 +10,7 @@ import { lastTableRead } from '../records/read-refs.ts';
 import { unionPacks, type PackEntry, type RefRecord } from '../records/ref-record.ts';
 import { applyRefUpdates } from '../records/ref-table.ts';
 import { rewriteTable } from '../records/table-write.ts';
-import { SwapConflict, type RemoteRepo } from '../records/remote-repo.ts';
+import { SwapConflict, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
 import { buildRangePacks } from '../packs/range-packs.ts';
 import { storePacks } from '../packs/store-packs.ts';
 import { safeText } from '../text/terminal.ts';
@@ -217,7 +217,7 @@ async function mergeAsTeam(
   ctx: ForgeServices,
   req: MergeRequest,
   s: Scratch,
-  refs: Awaited<ReturnType<typeof readRepoRefs>>,
+  refs: RemoteRef[],
   tip: string,
   cache: BlobCache,
 ): Promise<void> {

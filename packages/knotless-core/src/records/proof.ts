@@ -216,27 +216,19 @@ function* treeEntries(entries: unknown[]): Generator<{ key: Buffer; value: CID; 
   }
 }
 
+/** Bytes in the JSON form records are read in: base64 without padding, under `$bytes`. */
+function bytesJson(bytes: Uint8Array): { $bytes: string } {
+  return { $bytes: Buffer.from(bytes).toString('base64').replace(/=+$/, '') };
+}
+
 /** A record block decoded to the JSON form records are read in: bytes as `$bytes`, CIDs as `$link`. */
 export function jsonForm(value: unknown): unknown {
-  if (value instanceof Uint8Array)
-    return { $bytes: Buffer.from(value).toString('base64').replace(/=+$/, '') };
+  if (value instanceof Uint8Array) return bytesJson(value);
   if (Array.isArray(value)) return value.map(jsonForm);
   if (typeof value !== 'object' || value === null) return value;
   const cid = CID.asCID(value);
   if (cid !== null) return { $link: cid.toString() };
   return Object.fromEntries(Object.entries(value).map(([k, x]) => [k, jsonForm(x)]));
-}
-
-/** The JSON form of a record back to its DAG-CBOR data: `$link` to a CID, `$bytes` to bytes. */
-function dataForm(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(dataForm);
-  if (typeof value !== 'object' || value === null) return value;
-  const keys = Object.keys(value);
-  const v = value as Record<string, unknown>;
-  if (keys.length === 1 && typeof v['$link'] === 'string') return CID.parse(v['$link']);
-  if (keys.length === 1 && typeof v['$bytes'] === 'string')
-    return new Uint8Array(Buffer.from(v['$bytes'], 'base64'));
-  return Object.fromEntries(keys.map((k) => [k, dataForm(v[k])]));
 }
 
 /**
@@ -245,7 +237,7 @@ function dataForm(value: unknown): unknown {
  */
 export function recordCid(json: Record<string, unknown>): string {
   // Through JSON first: what is sent is JSON, where an undefined field is no field at all.
-  const bytes = encode(dataForm(JSON.parse(JSON.stringify(json))), ENCODE);
+  const bytes = encode(bothForms(JSON.parse(JSON.stringify(json))).data, ENCODE);
   const digest = crypto.createHash('sha256').update(bytes).digest();
   // A CIDv1, dag-cbor (0x71), sha2-256 (0x12, 32 bytes): as atproto writes every record's.
   const cid = Uint8Array.of(0x01, 0x71, SHA2_256, 32, ...digest);
@@ -253,8 +245,8 @@ export function recordCid(json: Record<string, unknown>): string {
 }
 
 /**
- * A record's JSON form and its DAG-CBOR data in one walk: the data as {@link dataForm} makes it, and
- * beside it the JSON form {@link jsonForm} would make of that data (a link as its CID's string, bytes
+ * A record's JSON form back to its DAG-CBOR data (`$link` to a CID, `$bytes` to bytes), and in the
+ * same walk the JSON form {@link jsonForm} would make of that data (a link as its CID's string, bytes
  * in base64 without padding), so nothing of how the JSON spelled them is kept.
  */
 function bothForms(value: unknown): { data: unknown; json: unknown } {
@@ -271,7 +263,7 @@ function bothForms(value: unknown): { data: unknown; json: unknown } {
   }
   if (keys.length === 1 && typeof v['$bytes'] === 'string') {
     const bytes = Buffer.from(v['$bytes'], 'base64');
-    return { data: new Uint8Array(bytes), json: { $bytes: bytes.toString('base64').replace(/=+$/, '') } };
+    return { data: new Uint8Array(bytes), json: bytesJson(bytes) };
   }
   // Entries, not assignment: a key such as __proto__ stays a field of the record.
   const both = keys.map((k) => [k, bothForms(v[k])] as const);
