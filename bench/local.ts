@@ -1,8 +1,27 @@
 // What the benches that run on a local dev network share: a command's environment on it, and a warm
 // agent started as `knotless agent` and waited for until it says ready.
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
+
+/**
+ * `dir`/bin holding `knotless` and `git-remote-knotless`, each running this bench's Node on the
+ * built bundle (what npm links, without the launcher's choice of Node); returns its path.
+ */
+export function knotlessBin(dir: string): string {
+  const bin = path.join(dir, 'bin');
+  fs.mkdirSync(bin);
+  for (const name of ['knotless', 'git-remote-knotless'])
+    fs.writeFileSync(
+      path.join(bin, name),
+      `#!/bin/sh\nexec '${process.execPath}' '${BIN_SCRIPTS[name]}' "$@"\n`,
+      {
+        mode: 0o755,
+      },
+    );
+  return bin;
+}
 
 /** git and knotless on the network, with `bin` (the wrappers) first on PATH and state under `dir`. */
 export function localEnv(

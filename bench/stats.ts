@@ -1,3 +1,9 @@
+/** This process's CPU (user and system) since `from`, in ms. */
+export function cpuMs(from: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(from);
+  return (d.user + d.system) / 1000;
+}
+
 /** The p-th percentile (0–100) of `values`, nearest-rank. */
 export function percentile(values: number[], p: number): number {
   if (values.length === 0) return NaN;

@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import { startNetwork, startProxy } from 'knotless-devnet';
 import { run, runMeasured } from './client.ts';
 import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
-import { localEnv } from './local.ts';
+import { knotlessBin, localEnv } from './local.ts';
 import { percentile } from './stats.ts';
 
 const { values } = parseArgs({
@@ -27,16 +27,7 @@ const net = await startNetwork({ dir: path.join(dir, 'net') });
 const pds = await startProxy({ target: net.pdsUrl });
 const plc = await startProxy({ target: net.plcUrl });
 try {
-  const bin = path.join(dir, 'bin');
-  fs.mkdirSync(bin);
-  for (const name of ['knotless', 'git-remote-knotless'])
-    fs.writeFileSync(
-      path.join(bin, name),
-      `#!/bin/sh\nexec '${process.execPath}' '${BIN_SCRIPTS[name]}' "$@"\n`,
-      {
-        mode: 0o755,
-      },
-    );
+  const bin = knotlessBin(dir);
   const base = {
     ...localEnv(dir, bin, { plcUrl: plc.url, pdsUrl: pds.url }),
     KNOTLESS_SERVICE: pds.url,

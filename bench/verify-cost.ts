@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { startNetwork, startProxy } from 'knotless-devnet';
 import { run, runMeasured } from './client.ts';
 import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
-import { localEnv, startAgentProcess } from './local.ts';
+import { knotlessBin, localEnv, startAgentProcess } from './local.ts';
 import { percentile } from './stats.ts';
 
 const { values } = parseArgs({
@@ -33,16 +33,7 @@ const plc = await startProxy({ target: net.plcUrl });
 const agents: Array<{ kill(): boolean }> = [];
 try {
   const { did } = await net.ensureAccount('alice.test', 'bench-password');
-  const bin = path.join(dir, 'bin');
-  fs.mkdirSync(bin);
-  for (const name of ['knotless', 'git-remote-knotless'])
-    fs.writeFileSync(
-      path.join(bin, name),
-      `#!/bin/sh\nexec '${process.execPath}' '${BIN_SCRIPTS[name]}' "$@"\n`,
-      {
-        mode: 0o755,
-      },
-    );
+  const bin = knotlessBin(dir);
   const base = {
     ...localEnv(dir, bin, { plcUrl: plc.url, pdsUrl: pds.url }),
     KNOTLESS_SERVICE: pds.url,

@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import { readConfig } from '../packages/knotless-core/src/config/env.ts';
 import { readRepoRefs } from '../packages/knotless-core/src/records/read-refs.ts';
 import { Context } from '../packages/knotless/src/context.ts';
-import { percentile } from './stats.ts';
+import { cpuMs, percentile } from './stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -24,11 +24,6 @@ const { values } = parseArgs({
 });
 const { did, name } = values as Record<'did' | 'name', string>;
 const runs = Number(values.runs);
-
-const cpuMs = (from: NodeJS.CpuUsage): number => {
-  const d = process.cpuUsage(from);
-  return (d.user + d.system) / 1000;
-};
 
 const out: Record<string, number> = {};
 for (const mode of ['verified', 'unverified'] as const) {

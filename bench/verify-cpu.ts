@@ -13,7 +13,7 @@ import { REFS_COLLECTION } from '../packages/knotless-core/src/records/collectio
 import { refTableKey } from '../packages/knotless-core/src/records/ref-table.ts';
 import type { RemoteRepo } from '../packages/knotless-core/src/records/remote-repo.ts';
 import { transportFor } from '../packages/knotless-core/src/xrpc/transport.ts';
-import { percentile } from './stats.ts';
+import { cpuMs, percentile } from './stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -29,11 +29,6 @@ const runs = Number(values.runs);
 const transport = transportFor({ caCerts: undefined });
 // Only what tableRefs reads of a repository: its name and owner.
 const remote = { name, owner: { did } } as unknown as RemoteRepo;
-
-const cpuMs = (from: NodeJS.CpuUsage): number => {
-  const d = process.cpuUsage(from);
-  return (d.user + d.system) / 1000;
-};
 
 async function listing(signingKey: string | undefined): Promise<number> {
   const got = await verifiedRead({
