@@ -55,7 +55,9 @@ let forging = false;
 let forged = 0;
 
 before(async () => {
-  await t.ready;
+  // The users' logins are root hooks too, running beside this one: their cache files and
+  // environments are read below.
+  await Promise.all([alice.ready, bob.ready]);
   assert.notEqual(t.pdsOf['alice.test'], t.pdsOf['bob.test']);
   // Bob's PDS's event stream passes through a relay that can forge one of his commits.
   gate = await startGate(t.pdsOf['bob.test']!, alter);

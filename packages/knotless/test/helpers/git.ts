@@ -17,6 +17,11 @@ export interface GitUser {
   knotless(...args: string[]): Promise<Run>;
   /** A new empty working directory. */
   dir(): string;
+  /**
+   * Settles once the user is logged in. `git`, `ok` and `knotless` wait for it themselves; a test
+   * whose own root `before` reads `env` awaits it first, since root hooks of one file run at once.
+   */
+  ready: Promise<void>;
 }
 
 /**
@@ -29,18 +34,26 @@ export function useGitUser(
   extra: () => Record<string, string> = () => ({}),
   login?: (user: GitUser) => Promise<void>,
 ): GitUser {
-  const user: GitUser = {
-    env: {},
-    git: (cwd, ...args) => runProcess('git', args, { env: { ...user.env, ...extra() }, cwd }),
-    async ok(cwd, ...args) {
-      const res = await user.git(cwd, ...args);
-      assert.equal(res.code, 0, `git ${args.join(' ')} failed:\n${res.stderr}`);
-      return res.stdout;
-    },
-    knotless: (...args) => knotless(args, { env: { ...user.env, ...extra() } }),
-    dir: () => t.tmpdir(),
-  };
+  let loggedIn!: () => void;
+  let loginFailed!: (err: unknown) => void;
+  const ready = new Promise<void>((resolve, reject) => {
+    loggedIn = resolve;
+    loginFailed = reject;
+  });
+  // The hook below fails the file with the login's own error; a command that waited on it rejects too.
+  ready.catch(() => undefined);
+  const env = (): Record<string, string> => ({ ...user.env, ...extra() });
+  const user: GitUser = { env: {}, ready, dir: () => t.tmpdir(), ...commands(env, ready) };
   before(async () => {
+    try {
+      await logIn();
+      loggedIn();
+    } catch (err) {
+      loginFailed(err);
+      throw err;
+    }
+  });
+  async function logIn(): Promise<void> {
     // Root-level hooks of one file do not wait for each other: wait for the network explicitly.
     await t.ready;
     const home = t.tmpdir();
@@ -60,11 +73,35 @@ export function useGitUser(
       GIT_CONFIG_KEY_1: 'advice.detachedHead',
       GIT_CONFIG_VALUE_1: 'false',
     });
-    if (login !== undefined) return login(user);
-    const res = await user.knotless('login', handle, '--app-password', t.password);
+    // The login's own commands cannot wait for the login.
+    if (login !== undefined) return login({ ...user, ...commands(env, Promise.resolve()) });
+    const res = await knotless(['login', handle, '--app-password', t.password], { env: env() });
     assert.equal(res.code, 0, res.stderr);
-  });
+  }
   return user;
+}
+
+/** A user's commands in the environment `env` gives, each run once `after` settles. */
+function commands(
+  env: () => Record<string, string>,
+  after: Promise<void>,
+): Pick<GitUser, 'git' | 'ok' | 'knotless'> {
+  const git = async (cwd: string, ...args: string[]): Promise<Run> => {
+    await after;
+    return runProcess('git', args, { env: env(), cwd });
+  };
+  return {
+    git,
+    async ok(cwd, ...args) {
+      const res = await git(cwd, ...args);
+      assert.equal(res.code, 0, `git ${args.join(' ')} failed:\n${res.stderr}`);
+      return res.stdout;
+    },
+    async knotless(...args) {
+      await after;
+      return knotless(args, { env: env() });
+    },
+  };
 }
 
 /** Writes files (path → content) into a work tree and commits them; returns the new commit id. */
