@@ -308,3 +308,39 @@ describe("a compaction of the owner's table on a repository with a maintainer", 
     );
   });
 });
+
+describe('a fork run again on a fork with a maintainer', () => {
+  it("copies no ref the fork's maintainer has: the original's value would diverge from theirs", async () => {
+    await t.ready;
+    assert.equal((await alice.knotless('repo', 'create', 'forked')).code, 0);
+    const original = 'knotless://alice.test/forked';
+    const wa = alice.dir();
+    await alice.ok(wa, 'init', '-q');
+    await commitFiles(alice, wa, { 'a.txt': 'a\n' }, 'first');
+    await alice.ok(wa, 'remote', 'add', 'origin', original);
+    await alice.ok(wa, 'push', '-q', 'origin', 'main');
+    assert.equal((await carol.knotless('repo', 'fork', 'alice.test/forked')).code, 0);
+    // After the fork, the original gains a branch, and the fork's maintainer pushes one of that name.
+    await alice.ok(wa, 'checkout', '-q', '-b', 'feature');
+    await commitFiles(alice, wa, { 'f.txt': 'alice\n' }, "alice's feature");
+    await alice.ok(wa, 'push', '-q', 'origin', 'feature');
+    assert.equal((await carol.knotless('repo', 'maintainer', 'add', 'forked', 'dave.test')).code, 0);
+    const fork = 'knotless://carol.test/forked';
+    const dir = dave.dir();
+    await dave.ok(dir, 'clone', '-q', fork, 'd');
+    await dave.ok(`${dir}/d`, 'checkout', '-q', '-b', 'feature');
+    await commitFiles(dave, `${dir}/d`, { 'f.txt': 'dave\n' }, "dave's feature");
+    await dave.ok(`${dir}/d`, 'push', '-q', 'origin', 'feature');
+    const daves = (await dave.ok(`${dir}/d`, 'rev-parse', 'HEAD')).trim();
+    const again = await carol.knotless('repo', 'fork', 'alice.test/forked');
+    assert.equal(again.code, 6, again.stderr);
+    const res = await bob.git(bob.dir(), 'ls-remote', fork);
+    assert.equal(res.code, 0, res.stderr);
+    const refs = lsRemote(res.stdout);
+    assert.equal(refs.get('refs/heads/feature'), daves);
+    assert.deepEqual(
+      [...refs.keys()].filter((r) => r.startsWith('refs/maintainers/')),
+      [],
+    );
+  });
+});

@@ -1,4 +1,4 @@
-import { readRefTable, readRepoRefs, type TableRead } from 'knotless-core/records/read-refs';
+import { lastTableRead, readRefTable, readRepoRefs, type TableRead } from 'knotless-core/records/read-refs';
 import { applyRefUpdates, type RefUpdate } from 'knotless-core/records/ref-table';
 import { rewriteTable, writeRefTable } from 'knotless-core/records/table-write';
 import type { SessionAuthorizer } from '../auth/store.ts';
@@ -119,14 +119,11 @@ export async function forkRepo(
   // The fork's refs go where the original's are: into a table of its own when the original has one
   // (ref records would be ignored next to it), else records.
   const tabled = from.layout === 'table';
-  const table = tabled && exists !== undefined ? await readRefTable(to) : undefined;
-  if (exists !== undefined)
-    have = tabled
-      ? new Set([
-          ...(table?.table.refs.map((r) => r.ref) ?? []),
-          ...(table?.table.head === undefined ? [] : ['HEAD']),
-        ])
-      : new Set((await to.listRefs()).map((r) => r.record.ref));
+  // What the fork has is what every reader lists, not only its owner's own table: a ref a maintainer
+  // of the fork pushed is there, and copying the original's value beside it, replacing nothing, would
+  // make a divergence of it.
+  if (exists !== undefined) have = new Set((await readRepoRefs(to)).map((r) => r.record.ref));
+  const table = tabled && exists !== undefined ? lastTableRead(to) : undefined;
   const missing = usable.filter((r) => !have.has(r.record.ref));
   if (exists !== undefined && missing.length === 0) throw exists;
   const blobs = new Map<string, BlobRef>();
