@@ -400,6 +400,46 @@ describe("git's meanings across maintainers", () => {
   });
 });
 
+describe('a push that wrote ref records and then finds a table naming maintainers', () => {
+  it("is judged against every writer's value, as a team's push: behind a maintainer's, fetch first", async () => {
+    const name = 'late';
+    assert.equal((await alice.knotless('repo', 'create', name)).code, 0);
+    const url = `knotless://alice.test/${name}`;
+    const wa = await newRepo(alice, url);
+    const first = await commitFiles(alice, wa, { 'f.txt': 'seed\n' }, 'seed');
+    await alice.ok(wa, 'push', '-q', 'origin', 'main');
+    await commitFiles(alice, wa, { 'a.txt': 'alice\n' }, 'alice');
+    let bobs = '';
+    // Alice's push listed ref records; before it writes, the repository moves onto a table naming
+    // bob, who pushes main there.
+    const held = await heldPush(
+      wa,
+      () => alice.git(wa, 'push', 'origin', 'main'),
+      async () => {
+        const packs = (await hands.alice.refRecords(name)).get('refs/heads/main')!.packs;
+        await hands.alice.writeTable(
+          name,
+          [{ ref: 'refs/heads/main', target: first, packs }],
+          [t.dids['bob.test']!],
+        );
+        const dir = bob.dir();
+        await bob.ok(dir, 'clone', '-q', url, 'w');
+        bobs = await commitFiles(bob, `${dir}/w`, { 'b.txt': 'bob\n' }, 'bob');
+        await bob.ok(`${dir}/w`, 'push', '-q', 'origin', 'main');
+      },
+    );
+    assert.notEqual(held.code, 0, held.stderr);
+    assert.match(held.stderr, /\[rejected\] +main -> main \(fetch first\)/);
+    const listed = await agreed(url);
+    assert.equal(listed.get('refs/heads/main'), bobs);
+    assert.deepEqual(
+      [...listed.keys()].filter((k) => k.startsWith('refs/maintainers/')),
+      [],
+      'no divergence',
+    );
+  });
+});
+
 describe("a maintainer's PDS down", () => {
   let front: Proxy | undefined;
   let bobsPds: Proxy | undefined;

@@ -2,7 +2,14 @@ import { KnotlessError, type PushReason } from '../../errors.ts';
 import { isAncestor, lookUpObjects, presentObjects } from '../../git/objects.ts';
 import { gitText } from '../../git/run.ts';
 import { compactionDue } from '../../packs/geometric.ts';
-import { lastTeamRead, readProvedRecords, readRepoRefs } from '../../records/read-refs.ts';
+import {
+  lastTeamRead,
+  readProvedRecords,
+  readRepoRefs,
+  readTeamRefs,
+  useTeamRead,
+} from '../../records/read-refs.ts';
+import { maintainersOf } from '../../records/ref-table.ts';
 import { migrateToTable, movedSentence, tableSinceWrite } from '../table-migrate.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { contestedSentence } from '../../records/remote-repo.ts';
@@ -251,7 +258,12 @@ async function keepInTable(job: WriteJob, written: Written[]): Promise<Written[]
     `knotless: ${remote.label} was moved onto its ref table while this push wrote ref records; its refs are written into the table.`,
   );
   const head = landed.has('HEAD') && read.table.head === undefined ? job.head : undefined;
-  const moved = await writeTable({ ...job, updates: job.updates.filter((u) => landed.has(u.dst)), head });
+  const landedJob = { ...job, updates: job.updates.filter((u) => landed.has(u.dst)), head };
+  // A table naming maintainers takes the push as a team's write, judged against every writer's value.
+  const team =
+    maintainersOf(read.table, remote.owner.did).length === 0 ? undefined : await readTeamRefs(remote, read);
+  if (team !== undefined) useTeamRead(remote, team);
+  const moved = team === undefined ? await writeTable(landedJob) : await writeTeam(landedJob, team);
   const into = new Map(moved.map((w) => [w.dst, w]));
   // HEAD was a record of its own: the table names it (or already did), and no ref record holds it now.
   return written.map((w) => (w.dst === 'HEAD' ? { dst: w.dst } : (into.get(w.dst) ?? w)));
