@@ -192,6 +192,40 @@ describe('a racer killed before it withdraws', () => {
       ),
     );
 
+    // A commit made without a clone holds the repository's value alone, so it cannot end the
+    // divergence: refused in one sentence naming the values, not tried again, nothing written. Alice's
+    // machine still has its view of the repository's ref records from before the table (written here
+    // by hand): the commit is not written into her table on that view, and the record it wrote before
+    // it found the table is put back (the warning about the records this file's set-up left names
+    // main at the first commit).
+    const file = path.join(alice.dir(), 'n.txt');
+    fs.writeFileSync(file, 'n\n');
+    const oneSide = await alice.knotless(
+      'repo',
+      'commit',
+      r.name,
+      '-m',
+      'one side',
+      '--add',
+      `n.txt=${file}`,
+    );
+    assert.equal(oneSide.code, 13, oneSide.stderr);
+    const lines = oneSide.stderr.split('\n');
+    assert.match(
+      lines[0]!,
+      new RegExp(`ignored \\(HEAD at refs/heads/main, refs/heads/main at ${r.first.slice(0, 12)}\\)`),
+    );
+    assert.equal(
+      lines.slice(1).join('\n'),
+      `knotless: main of alice.test/${r.name} has diverged (${ownerOfMain.handle}'s ${ownerOfMain.oid.slice(0, 12)}, ${other.handle}'s ${other.oid.slice(0, 12)}, none containing the others); nothing was written: push a merge of them to it (\`knotless repo info\` says where each is listed), then try again.\n`,
+    );
+    assert.deepEqual(await agreed(r.url), listed, 'nothing moved');
+    assert.equal(
+      (await hands.alice.refRecords(r.name)).get('refs/heads/main')?.target,
+      r.first,
+      'the ref record written before the table was found is put back',
+    );
+
     // Bob takes carol's value from the listing, merges it, and pushes: the divergence ends.
     await bob.ok(
       r.wb,

@@ -17,12 +17,11 @@ import {
   lastTableRead,
   lastTeamRead,
   readProvedRecords,
-  readRefTable,
   readRepoRefs,
   tableRefs,
   type TableRead,
 } from '../records/read-refs.ts';
-import { applyRefUpdates } from '../records/ref-table.ts';
+import { applyRefUpdates, maintainersOf } from '../records/ref-table.ts';
 import { writeRefTable } from '../records/table-write.ts';
 import { SwapConflict } from '../records/ref-writes.ts';
 import { contestedSentence, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
@@ -337,6 +336,19 @@ async function commitInMirror(
       // the table, on the value the record replaced; a table that holds another one is a conflict.
       const moved = await tableSinceWrite(remote, 1);
       if (moved !== undefined) {
+        // A table naming maintainers takes the commit only as a team's write (judged against every
+        // writer's value, which this machine's view of ref records never held): the commit is made
+        // again on the listing of the team, and the record just written is put back as it was (swapped
+        // on this write, so a later writer's record stays), since readers ignore it beside the table.
+        if (maintainersOf(moved.table, remote.owner.did).length > 0) {
+          try {
+            if (current === undefined) await remote.deleteRef(env.auth, key, cid);
+            else await remote.putRef(env.auth, key, current.record, cid);
+          } catch (err) {
+            if (!(err instanceof SwapConflict)) throw err;
+          }
+          throw new SwapConflict(`${remote.label} has maintainers now`);
+        }
         const entry = moved.table.refs.find((r) => r.ref === ref && r.target !== undefined);
         if (entry?.target !== current?.record.target)
           throw new SwapConflict(`the ref table of ${remote.label} holds another value of ${ref}`);
@@ -361,11 +373,11 @@ async function commitInMirror(
           };
         return { kind: 'again', state: fresh };
       }
-      // The table's, also when one was created under a record write (the layout is then the table).
+      // The table's, also when one was created under a record write (the layout is then the table),
+      // read as a listing reads it: its owner may have named maintainers since.
       if (table !== undefined || remote.layout === 'table') {
-        const read = await readRefTable(remote);
-        if (read === undefined) throw remoteChanged(remote.label);
-        const fresh = withRef(tableRefs(remote, read), read);
+        const fresh = withRef(await readRepoRefs(remote));
+        if (remote.layout !== 'table') throw remoteChanged(remote.label);
         // A retried write whose first copy landed (its answer was lost) conflicts with itself: done.
         if (fresh.current?.record.target === commit)
           return {

@@ -443,12 +443,11 @@ export async function readRepoRefs(remote: RemoteRepo): Promise<RemoteRef[]> {
       `the older dev.knotless.ref records of ${remote.label} could not be listed (${old.err.message.replace(/\.$/, '')}); they are ignored, as its ref table holds its refs`,
     );
   } else if (old.refs.length > 0) {
-    const named = old.refs
-      .slice(0, NAMED)
-      .map(
-        (r) =>
-          `${safeText(r.record.ref)} at ${safeText((r.record.target ?? r.record.symref ?? '').slice(0, 12))}`,
-      );
+    const named = old.refs.slice(0, NAMED).map(
+      (r) =>
+        // A commit shortened as git shortens one; a symbolic ref (HEAD) named in full.
+        `${safeText(r.record.ref)} at ${safeText(r.record.target?.slice(0, 12) ?? r.record.symref ?? '')}`,
+    );
     const more = old.refs.length > NAMED ? `, and ${old.refs.length - NAMED} more` : '';
     remote.warn(
       `${remote.label} keeps its refs in a ref table, so its ${old.refs.length} older dev.knotless.ref record(s) are ignored (${named.join(', ')}${more}): a machine on an older version of knotless wrote them, and its pushes are not seen until it is upgraded`,

@@ -7,10 +7,11 @@
 // does not contain.
 import path from 'node:path';
 import type { BlobCache } from '../../cache/blob-cache.ts';
-import type { PushReason } from '../../errors.ts';
+import { KnotlessError, type PushReason } from '../../errors.ts';
 import { lastTeamRead } from '../../records/read-refs.ts';
 import type { RemoteRef, RemoteRepo } from '../../records/remote-repo.ts';
 import type { Authorizer } from '../../xrpc/client.ts';
+import { safeText } from '../../text/terminal.ts';
 import { pushRefs } from './push.ts';
 
 /** What the write needs: the team's repository as its last listing read it, and the new commit. */
@@ -78,9 +79,40 @@ export async function pushBranch(w: BranchWrite): Promise<BranchWritten> {
     [{ src: w.tip, dst: w.ref, force: false }],
   );
   const outcome = pushed.outcomes[0]!;
-  if (outcome.error !== undefined) return { kind: 'refused', reason: outcome.error };
+  if (outcome.error !== undefined) {
+    if (outcome.error === 'fetch first') {
+      const diverged = divergedRefusal(w.remote, w.ref);
+      if (diverged !== undefined) throw diverged;
+    }
+    return { kind: 'refused', reason: outcome.error };
+  }
   // Nothing written: the branch held the commit already (another writer's push brought it).
   written ??= w.refs.find((r) => r.record.ref === w.ref && r.record.target === w.tip);
   if (written === undefined) throw new Error(`the push of ${w.ref} answered ok without a record`);
   return { kind: 'written', written };
+}
+
+/**
+ * The refusal of a write to `ref` while its writers' values diverge (a racer refused and killed before
+ * it withdrew its value): a commit made on the repository's value lacks the others, so trying again
+ * cannot help, and only a push of a merge of them ends it. Undefined when `ref` has one value.
+ */
+function divergedRefusal(remote: RemoteRepo, ref: string): KnotlessError | undefined {
+  const team = lastTeamRead(remote);
+  const value = team?.refs.get(ref);
+  const others = (value?.divergent ?? []).filter((d) => d.target !== undefined);
+  if (team === undefined || value?.target === undefined || others.length === 0) return undefined;
+  const name = (did: string): string =>
+    safeText(
+      did === remote.owner.did
+        ? (remote.owner.handle ?? did)
+        : (team.members.find((m) => m.did === did)?.name ?? did),
+    );
+  const values = [{ did: value.by, target: value.target }, ...others]
+    .map((v) => `${name(v.did)}'s ${v.target!.slice(0, 12)}`)
+    .join(', ');
+  return new KnotlessError(
+    'push-rejected',
+    `${safeText(ref.replace(/^refs\/heads\//, ''))} of ${remote.label} has diverged (${values}, none containing the others); nothing was written: push a merge of them to it (\`knotless repo info\` says where each is listed), then try again.`,
+  );
 }
