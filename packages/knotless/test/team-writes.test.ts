@@ -309,6 +309,59 @@ describe("a compaction of the owner's table on a repository with a maintainer", 
   });
 });
 
+describe("a maintainer's compaction of their own table", () => {
+  it('merges their packs in their account, keeps what the entry replaced, and refuses anyone else', async () => {
+    await t.ready;
+    assert.equal((await alice.knotless('repo', 'create', 'theirs')).code, 0);
+    const url = 'knotless://alice.test/theirs';
+    const wa = alice.dir();
+    await alice.ok(wa, 'init', '-q');
+    await commitFiles(alice, wa, { 'a.txt': 'a\n' }, 'first');
+    await alice.ok(wa, 'remote', 'add', 'origin', url);
+    await alice.ok(wa, 'push', '-q', 'origin', 'main');
+    assert.equal((await alice.knotless('repo', 'maintainer', 'add', 'theirs', 'bob.test')).code, 0);
+    const wb = `${bob.dir()}/b`;
+    await bob.ok(path.dirname(wb), 'clone', '-q', url, 'b');
+    for (const n of [1, 2, 3, 4]) {
+      await commitFiles(bob, wb, { [`b${n}.txt`]: `${n}\n` }, `bob ${n}`);
+      await bob.ok(wb, 'push', '-q', 'origin', 'main');
+    }
+    const tip = (await bob.ok(wb, 'rev-parse', 'HEAD')).trim();
+    const key = `theirs~${t.dids['alice.test']!}`;
+    type Entry = { packs?: number[]; over?: { did: string; target?: string }[] } | undefined;
+    const entryOf = async () =>
+      (await tableHands(t, 'bob.test').readTable(key))?.value.refs.find(
+        (r) => r.ref === 'refs/heads/main',
+      ) as Entry;
+    const before = await entryOf();
+    assert.ok((before?.packs?.length ?? 0) > 1, 'several packs to merge');
+    assert.equal(before?.over?.[0]?.did, t.dids['alice.test'], "bob's main replaced alice's value");
+
+    const refused = await dave.knotless('repo', 'compact', 'alice.test/theirs');
+    assert.equal(refused.code, 5);
+    assert.equal(
+      refused.stderr,
+      'knotless: Only alice.test and the maintainers of alice.test/theirs can compact it; you are dave.test.\n',
+    );
+    const compacted = await bob.knotless('repo', 'compact', 'alice.test/theirs');
+    assert.equal(compacted.code, 0, compacted.stderr);
+    assert.match(compacted.stderr, /^refs\/heads\/main: \d+ packs → \d+\n$/);
+    const after = await entryOf();
+    assert.ok((after?.packs?.length ?? 0) < (before?.packs?.length ?? 0), 'the list was compacted');
+    assert.deepEqual(after?.over, before?.over);
+    // Every reader lists bob's main, and a fresh clone holds every commit.
+    const dir = carol.dir();
+    await carol.ok(dir, 'clone', '-q', url, 'c');
+    assert.equal((await carol.ok(`${dir}/c`, 'rev-parse', 'HEAD')).trim(), tip);
+    await carol.ok(`${dir}/c`, 'fsck', '--strict');
+    const refs = lsRemote(await carol.ok(dir, 'ls-remote', url));
+    assert.deepEqual(
+      [...refs.keys()].filter((r) => r.startsWith('refs/maintainers/')),
+      [],
+    );
+  });
+});
+
 describe('a fork run again on a fork with a maintainer', () => {
   it("copies no ref the fork's maintainer has: the original's value would diverge from theirs", async () => {
     await t.ready;

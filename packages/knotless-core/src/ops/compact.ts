@@ -10,7 +10,7 @@ import { PackFile } from '../git/pack-file.ts';
 import { kindGroups } from '../packs/fold.ts';
 import { planMerge } from '../packs/geometric.ts';
 import { BlobGone, loadPack } from '../packs/transfer.ts';
-import { readRefTable, tableRefs, type TableRead } from '../records/read-refs.ts';
+import { readMemberTable, readRefTable, tableRefs, type TableRead } from '../records/read-refs.ts';
 import type { PackEntry, RefRecord } from '../records/ref-record.ts';
 import { applyRefUpdates } from '../records/ref-table.ts';
 import type { RemoteRef, RemoteRepo } from '../records/remote-repo.ts';
@@ -51,8 +51,9 @@ async function mergePacks(
   env: CompactEnv,
   list: PackEntry[],
   cut: number,
+  home: RemoteRepo,
 ): Promise<PackEntry[]> {
-  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
+  const mirror = new Mirror(env.cacheDir, home.owner.did, home.name);
   const built = await mirror.hold(async () => {
     await mirror.sync(list, (p) => loadPack(remote.reader, remote.owner.did, p, env.cache, () => {}));
     const replaced = mergedAway(list, cut);
@@ -136,13 +137,8 @@ function keptLarge(list: PackEntry[], cut: number): PackEntry[] {
  * objects) and the blob cache (the PDS frees their blobs once no record lists them), so the cache
  * keeps each object once. Another ref that still lists one of them downloads it again if it must.
  */
-async function retireReplaced(
-  remote: RemoteRepo,
-  env: CompactEnv,
-  replaced: PackEntry[],
-  merged: PackEntry[],
-) {
-  const mirror = new Mirror(env.cacheDir, remote.owner.did, remote.name);
+async function retireReplaced(home: RemoteRepo, env: CompactEnv, replaced: PackEntry[], merged: PackEntry[]) {
+  const mirror = new Mirror(env.cacheDir, home.owner.did, home.name);
   await mirror.hold(() =>
     Promise.resolve(
       mirror.retire(
@@ -203,11 +199,14 @@ async function hoistInline(
 interface RefSlot {
   read(): Promise<RemoteRef | undefined>;
   write(base: RemoteRef, record: RefRecord): Promise<RemoteRef>;
+  /** The account whose packs the ref lists, where merged ones are stored: the repository's owner's, or a maintainer's. */
+  store: RemoteRepo;
 }
 
 /** Compacts the ref record under `key`: see {@link compactSlot}. */
 export function compactRef(remote: RemoteRepo, env: CompactEnv, key: string): Promise<Compacted | undefined> {
   return compactSlot(remote, env, {
+    store: remote,
     read: () => remote.getRef(key),
     write: async (base, record) => ({
       key,
@@ -222,7 +221,12 @@ export function compactRef(remote: RemoteRepo, env: CompactEnv, key: string): Pr
  * table it left: compacting one ref after another reads the table once, not once per ref.
  */
 export interface TableCursor {
-  read: TableRead | undefined;
+  read: Omit<TableRead, 'signingKey'> | undefined;
+  /**
+   * A maintainer compacting their own table of the repository (its packs in their account), the
+   * owner's table otherwise.
+   */
+  maintainer?: { did: string; remote: RemoteRepo; key: string };
 }
 
 /**
@@ -238,15 +242,25 @@ export function compactTableRef(
   ref: string,
   cursor: TableCursor,
 ): Promise<Compacted | undefined> {
-  let last: TableRead | undefined;
+  const mine = cursor.maintainer;
+  const store = mine?.remote ?? remote;
+  let last: TableCursor['read'];
   let first = true;
   return compactSlot(remote, env, {
+    store,
     // The cursor's table first; after a conflict, the table as it is now.
     read: async () => {
-      last = first && cursor.read !== undefined ? cursor.read : await readRefTable(remote);
+      // A maintainer's table of a public repository is plain: no key ring of theirs is looked for.
+      if (mine !== undefined) await store.prepare('plain');
+      last =
+        first && cursor.read !== undefined
+          ? cursor.read
+          : mine === undefined
+            ? await readRefTable(remote)
+            : (await readMemberTable(remote, mine.did)).read;
       first = false;
       cursor.read = last;
-      return last === undefined ? undefined : tableRefs(remote, last).find((r) => r.record.ref === ref);
+      return last === undefined ? undefined : tableRefs(store, last).find((r) => r.record.ref === ref);
     },
     write: async (_base, record) => {
       const read = last!;
@@ -264,12 +278,12 @@ export function compactTableRef(
             ...(over === undefined ? {} : { over }),
           },
         ],
-        { repo: read.table.repo, maintainer: false },
+        { repo: read.table.repo, maintainer: mine !== undefined },
         new Date(),
       );
-      const { cid, rev } = await writeRefTable(remote, env.auth, next, read);
+      const { cid, rev } = await writeRefTable(store, env.auth, next, read, mine?.key);
       cursor.read = { ...read, table: next, cid, rev };
-      return tableRefs(remote, cursor.read).find((r) => r.record.ref === ref)!;
+      return tableRefs(store, cursor.read).find((r) => r.record.ref === ref)!;
     },
   });
 }
@@ -310,7 +324,7 @@ async function compactSlot(
           return { kind: 'done', value: undefined };
         let merged: PackEntry[] | undefined;
         try {
-          merged = cut === undefined ? undefined : await mergePacks(remote, env, list, cut);
+          merged = cut === undefined ? undefined : await mergePacks(slot.store, env, list, cut, remote);
         } catch (err) {
           // Another compaction or a force push freed a blob of the list we read: plan from the new one.
           if (!(err instanceof BlobGone)) throw err;
@@ -323,7 +337,7 @@ async function compactSlot(
         plan = { list, cut, merged, kept, hoisted: new Map() };
       }
       const appended = current.record.packs.slice(plan.list.length);
-      const packs = await hoistInline(remote, env, [...plan.kept, ...appended], plan.hoisted);
+      const packs = await hoistInline(slot.store, env, [...plan.kept, ...appended], plan.hoisted);
       return { kind: 'write', write: { base: current, packs, plan } };
     },
     write: async ({ base, packs, plan }) => {

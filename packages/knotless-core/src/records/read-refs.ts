@@ -274,7 +274,10 @@ export function parseTableRead(
 }
 
 /** A verified table's refs (HEAD first, as the owner's `head`) in the form ref records are read in. */
-export function tableRefs(remote: RemoteRepo, read: TableRead): RemoteRef[] {
+export function tableRefs(
+  remote: RemoteRepo,
+  read: Pick<TableRead, 'table' | 'cid' | 'rev'> & Partial<TableRead>,
+): RemoteRef[] {
   const { table, cid, rev } = read;
   const key = refTableKey(remote.name, remote.owner.did, remote.owner.did);
   const out: RemoteRef[] = [];
