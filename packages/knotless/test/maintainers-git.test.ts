@@ -474,6 +474,44 @@ describe('a push that wrote ref records and then finds a table naming maintainer
   });
 });
 
+describe('a push to a table whose owner names a maintainer while it is on its way', () => {
+  it("is judged against the new maintainer's value: behind it, fetch first, and no divergence", async () => {
+    const name = 'named';
+    assert.equal((await alice.knotless('repo', 'create', name)).code, 0);
+    const url = `knotless://alice.test/${name}`;
+    const wa = await newRepo(alice, url);
+    const first = await commitFiles(alice, wa, { 'f.txt': 'seed\n' }, 'seed');
+    await alice.ok(wa, 'push', '-q', 'origin', 'main');
+    const packs = (await hands.alice.refRecords(name)).get('refs/heads/main')!.packs;
+    await hands.alice.writeTable(name, [{ ref: 'refs/heads/main', target: first, packs }]);
+    await commitFiles(alice, wa, { 'a.txt': 'alice\n' }, 'alice');
+    let bobs = '';
+    // Alice's push listed the table with no maintainers; before it writes, she names bob (from
+    // another command) and bob pushes main.
+    const held = await heldPush(
+      wa,
+      () => alice.git(wa, 'push', 'origin', 'main'),
+      async () => {
+        const added = await alice.knotless('repo', 'maintainer', 'add', name, 'bob.test');
+        assert.equal(added.code, 0, added.stderr);
+        const dir = bob.dir();
+        await bob.ok(dir, 'clone', '-q', url, 'w');
+        bobs = await commitFiles(bob, `${dir}/w`, { 'b.txt': 'bob\n' }, 'bob');
+        await bob.ok(`${dir}/w`, 'push', '-q', 'origin', 'main');
+      },
+    );
+    assert.notEqual(held.code, 0, held.stderr);
+    assert.match(held.stderr, /\[rejected\] +main -> main \(fetch first\)/);
+    const listed = await agreed(url);
+    assert.equal(listed.get('refs/heads/main'), bobs);
+    assert.deepEqual(
+      [...listed.keys()].filter((k) => k.startsWith('refs/maintainers/')),
+      [],
+      'no divergence',
+    );
+  });
+});
+
 describe("a maintainer's PDS down", () => {
   let front: Proxy | undefined;
   let bobsPds: Proxy | undefined;

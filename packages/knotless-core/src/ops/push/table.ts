@@ -1,12 +1,20 @@
 import { crashPoint } from '../../crash.ts';
 import type { PushReason } from '../../errors.ts';
-import { lastTableRead, readRefTable, useTableRead, type TableRead } from '../../records/read-refs.ts';
-import { refTableKey, type RefUpdate, applyRefUpdates } from '../../records/ref-table.ts';
+import {
+  lastTableRead,
+  readRefTable,
+  readTeamRefs,
+  useTableRead,
+  useTeamRead,
+  type TableRead,
+} from '../../records/read-refs.ts';
+import { maintainersOf, refTableKey, type RefUpdate, applyRefUpdates } from '../../records/ref-table.ts';
 import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
 import type { RemoteRef } from '../../records/remote-repo.ts';
 import { writeRefTable } from '../../records/table-write.ts';
 import { swapLoop } from '../swap-loop.ts';
 import { checkUpdate, type Update } from './check.ts';
+import { writeTeam } from './team-push.ts';
 import { BLOB_GONE, MAX_ATTEMPTS, hasObject, type WriteJob, type Written } from './job.ts';
 
 /** A ref's decision as it stands: write this update with these packs, or settled (done or refused). */
@@ -145,6 +153,13 @@ export async function writeTable(job: WriteJob): Promise<Written[]> {
                 : { dst: u.dst, record: u.oid === undefined ? null : asRemote(read, u.dst, key)! };
             }),
           };
+      }
+      // The owner named maintainers meanwhile: the push is a team's now, decided again against every
+      // writer's value (team-push.ts) rather than written into the owner's table alone.
+      if (maintainersOf(read.table, remote.owner.did).length > 0) {
+        const team = await readTeamRefs(remote, read);
+        useTeamRead(remote, team);
+        return { kind: 'done', value: await writeTeam(job, team) };
       }
       const decisions = new Map(state.decisions);
       let moved = false;
