@@ -362,6 +362,70 @@ describe("a maintainer's compaction of their own table", () => {
   });
 });
 
+describe('a merge into a table whose owner names a maintainer while it is on its way', () => {
+  let held: PutHookProxy | undefined;
+  before(async () => {
+    await t.ready;
+    held = await putHookProxy(t, 'alice.test');
+  });
+  after(async () => {
+    await held?.proxy.close();
+  });
+
+  it("is refused with nothing written, and lands on the maintainer's commit when run again", async () => {
+    assert.equal((await alice.knotless('repo', 'create', 'gate')).code, 0);
+    const url = 'knotless://alice.test/gate';
+    const wa = alice.dir();
+    await alice.ok(wa, 'init', '-q');
+    await commitFiles(alice, wa, { 'a.txt': 'a\n' }, 'first');
+    await alice.ok(wa, 'remote', 'add', 'origin', url);
+    await alice.ok(wa, 'push', '-q', 'origin', 'main');
+    assert.equal((await carol.knotless('repo', 'fork', 'alice.test/gate')).code, 0);
+    const dir = carol.dir();
+    await carol.ok(dir, 'clone', '-q', 'knotless://carol.test/gate', 'c');
+    await carol.ok(`${dir}/c`, 'switch', '-q', '-c', 'topic');
+    await commitFiles(carol, `${dir}/c`, { 'topic.txt': 'carol\n' }, 'carol');
+    await carol.ok(`${dir}/c`, 'push', '-q', 'origin', 'topic');
+    const pr = await openPr(carol, 'alice.test/gate', 'gate:topic', 'Topic');
+    let bobs = '';
+    // Just before alice's merge writes her table, she names bob (from another command) and he pushes.
+    held!.beforeNextPut(async () => {
+      const added = await alice.knotless('repo', 'maintainer', 'add', 'gate', 'bob.test');
+      assert.equal(added.code, 0, added.stderr);
+      const wb = bob.dir();
+      await bob.ok(wb, 'clone', '-q', url, 'b');
+      bobs = await commitFiles(bob, `${wb}/b`, { 'b.txt': 'bob\n' }, 'bob');
+      await bob.ok(`${wb}/b`, 'push', '-q', 'origin', 'main');
+    });
+    const res = await knotless(['pr', 'merge', 'alice.test/gate', pr.id], {
+      env: { ...alice.env, KNOTLESS_COMPACT: '0', KNOTLESS_SERVICE: held!.proxy.url },
+    });
+    assert.equal(held!.failure(), undefined);
+    assert.equal(res.code, 15, res.stderr);
+    assert.equal(
+      res.stderr.trim(),
+      'knotless: main of alice.test/gate moved while merging; nothing was written: run `knotless pr merge` again.',
+    );
+    const listed = async () => lsRemote(await carol.ok(carol.dir(), 'ls-remote', url));
+    const before = await listed();
+    assert.equal(before.get('refs/heads/main'), bobs);
+    assert.deepEqual(
+      [...before.keys()].filter((r) => r.startsWith('refs/maintainers/')),
+      [],
+    );
+    const again = await alice.knotless('pr', 'merge', 'alice.test/gate', pr.id);
+    assert.equal(again.code, 0, again.stderr);
+    const after = await listed();
+    assert.equal(after.get('refs/heads/main'), again.stdout.trim());
+    assert.deepEqual(
+      [...after.keys()].filter((r) => r.startsWith('refs/maintainers/')),
+      [],
+    );
+    await alice.ok(wa, 'pull', '-q', '--ff-only', 'origin', 'main');
+    assert.equal((await alice.git(wa, 'merge-base', '--is-ancestor', bobs, 'HEAD')).code, 0);
+  });
+});
+
 describe('a fork run again on a fork with a maintainer', () => {
   it("copies no ref the fork's maintainer has: the original's value would diverge from theirs", async () => {
     await t.ready;

@@ -8,7 +8,7 @@ import { GitError, gitText, runGit } from '../git/run.ts';
 import type { Identity } from '../identity/resolver.ts';
 import { lastTableRead } from '../records/read-refs.ts';
 import { unionPacks, type PackEntry, type RefRecord } from '../records/ref-record.ts';
-import { applyRefUpdates } from '../records/ref-table.ts';
+import { applyRefUpdates, maintainersOf } from '../records/ref-table.ts';
 import { rewriteTable } from '../records/table-write.ts';
 import { SwapConflict, type RemoteRef, type RemoteRepo } from '../records/remote-repo.ts';
 import { buildRangePacks } from '../packs/range-packs.ts';
@@ -266,6 +266,9 @@ async function writeMergeToTable(
   const res = await rewriteTable(req.target, req.auth, first, (t) => {
     const now = t.table.refs.find((r) => r.ref === ref);
     if (now?.target !== before) throw moved();
+    // The owner named maintainers meanwhile: the merge is a team's write now, which the next run
+    // makes (judged against every writer's value); written here it would replace none of theirs.
+    if (maintainersOf(t.table, req.target.owner.did).length > 0) throw moved();
     const same = now.packs.length === read.length && now.packs.every((p, i) => p.id === read[i]!.id);
     const list = same ? packs : unionPacks([now.packs, added]);
     const next = applyRefUpdates(
