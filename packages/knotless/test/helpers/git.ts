@@ -18,8 +18,10 @@ export interface GitUser {
   /** A new empty working directory. */
   dir(): string;
   /**
-   * Settles once the user is logged in. `git`, `ok` and `knotless` wait for it themselves; a test
-   * whose own root `before` reads `env` awaits it first, since root hooks of one file run at once.
+   * Settles once the user is logged in: a test's own root `before` that runs this user's commands or
+   * reads `env` awaits it first, since a file's root hooks run at once. The commands do not wait for
+   * it themselves: each takes `extra`'s environment when it is called, which some tests switch
+   * around a call.
    */
   ready: Promise<void>;
 }
@@ -40,10 +42,21 @@ export function useGitUser(
     loggedIn = resolve;
     loginFailed = reject;
   });
-  // The hook below fails the file with the login's own error; a command that waited on it rejects too.
+  // The hook below fails the file with the login's own error; whoever awaits `ready` is rejected too.
   ready.catch(() => undefined);
   const env = (): Record<string, string> => ({ ...user.env, ...extra() });
-  const user: GitUser = { env: {}, ready, dir: () => t.tmpdir(), ...commands(env, ready) };
+  const user: GitUser = {
+    env: {},
+    ready,
+    git: (cwd, ...args) => runProcess('git', args, { env: env(), cwd }),
+    async ok(cwd, ...args) {
+      const res = await user.git(cwd, ...args);
+      assert.equal(res.code, 0, `git ${args.join(' ')} failed:\n${res.stderr}`);
+      return res.stdout;
+    },
+    knotless: (...args) => knotless(args, { env: env() }),
+    dir: () => t.tmpdir(),
+  };
   before(async () => {
     try {
       await logIn();
@@ -73,35 +86,11 @@ export function useGitUser(
       GIT_CONFIG_KEY_1: 'advice.detachedHead',
       GIT_CONFIG_VALUE_1: 'false',
     });
-    // The login's own commands cannot wait for the login.
-    if (login !== undefined) return login({ ...user, ...commands(env, Promise.resolve()) });
-    const res = await knotless(['login', handle, '--app-password', t.password], { env: env() });
+    if (login !== undefined) return login(user);
+    const res = await user.knotless('login', handle, '--app-password', t.password);
     assert.equal(res.code, 0, res.stderr);
   }
   return user;
-}
-
-/** A user's commands in the environment `env` gives, each run once `after` settles. */
-function commands(
-  env: () => Record<string, string>,
-  after: Promise<void>,
-): Pick<GitUser, 'git' | 'ok' | 'knotless'> {
-  const git = async (cwd: string, ...args: string[]): Promise<Run> => {
-    await after;
-    return runProcess('git', args, { env: env(), cwd });
-  };
-  return {
-    git,
-    async ok(cwd, ...args) {
-      const res = await git(cwd, ...args);
-      assert.equal(res.code, 0, `git ${args.join(' ')} failed:\n${res.stderr}`);
-      return res.stdout;
-    },
-    async knotless(...args) {
-      await after;
-      return knotless(args, { env: env() });
-    },
-  };
 }
 
 /** Writes files (path → content) into a work tree and commits them; returns the new commit id. */
