@@ -434,82 +434,75 @@ describe("git's meanings across maintainers", () => {
   });
 });
 
+/**
+ * Alice's repository `name` at a first commit (`ready` given it, then), and her next commit's push
+ * held after its listing while `naming` (given the first commit) makes bob a maintainer and bob
+ * pushes main. Alice's push must be refused as git refuses one behind (`fetch first`), and every
+ * reader list bob's main with no divergence.
+ */
+async function overtakenByBob(
+  name: string,
+  ready: (first: string) => Promise<void>,
+  naming: (first: string) => Promise<void>,
+): Promise<void> {
+  assert.equal((await alice.knotless('repo', 'create', name)).code, 0);
+  const url = `knotless://alice.test/${name}`;
+  const wa = await newRepo(alice, url);
+  const first = await commitFiles(alice, wa, { 'f.txt': 'seed\n' }, 'seed');
+  await alice.ok(wa, 'push', '-q', 'origin', 'main');
+  await ready(first);
+  await commitFiles(alice, wa, { 'a.txt': 'alice\n' }, 'alice');
+  let bobs = '';
+  const held = await heldPush(
+    wa,
+    () => alice.git(wa, 'push', 'origin', 'main'),
+    async () => {
+      await naming(first);
+      const dir = bob.dir();
+      await bob.ok(dir, 'clone', '-q', url, 'w');
+      bobs = await commitFiles(bob, `${dir}/w`, { 'b.txt': 'bob\n' }, 'bob');
+      await bob.ok(`${dir}/w`, 'push', '-q', 'origin', 'main');
+    },
+  );
+  assert.notEqual(held.code, 0, held.stderr);
+  assert.match(held.stderr, /\[rejected\] +main -> main \(fetch first\)/);
+  const listed = await agreed(url);
+  assert.equal(listed.get('refs/heads/main'), bobs);
+  assert.deepEqual(
+    [...listed.keys()].filter((k) => k.startsWith('refs/maintainers/')),
+    [],
+    'no divergence',
+  );
+}
+
+/** Alice's table of `name` written by hand holding main at `first`, naming `maintainers`. */
+async function tableAt(name: string, first: string, maintainers?: string[]): Promise<void> {
+  const packs = (await hands.alice.refRecords(name)).get('refs/heads/main')!.packs;
+  await hands.alice.writeTable(name, [{ ref: 'refs/heads/main', target: first, packs }], maintainers);
+}
+
 describe('a push that wrote ref records and then finds a table naming maintainers', () => {
-  it("is judged against every writer's value, as a team's push: behind a maintainer's, fetch first", async () => {
-    const name = 'late';
-    assert.equal((await alice.knotless('repo', 'create', name)).code, 0);
-    const url = `knotless://alice.test/${name}`;
-    const wa = await newRepo(alice, url);
-    const first = await commitFiles(alice, wa, { 'f.txt': 'seed\n' }, 'seed');
-    await alice.ok(wa, 'push', '-q', 'origin', 'main');
-    await commitFiles(alice, wa, { 'a.txt': 'alice\n' }, 'alice');
-    let bobs = '';
-    // Alice's push listed ref records; before it writes, the repository moves onto a table naming
-    // bob, who pushes main there.
-    const held = await heldPush(
-      wa,
-      () => alice.git(wa, 'push', 'origin', 'main'),
-      async () => {
-        const packs = (await hands.alice.refRecords(name)).get('refs/heads/main')!.packs;
-        await hands.alice.writeTable(
-          name,
-          [{ ref: 'refs/heads/main', target: first, packs }],
-          [t.dids['bob.test']!],
-        );
-        const dir = bob.dir();
-        await bob.ok(dir, 'clone', '-q', url, 'w');
-        bobs = await commitFiles(bob, `${dir}/w`, { 'b.txt': 'bob\n' }, 'bob');
-        await bob.ok(`${dir}/w`, 'push', '-q', 'origin', 'main');
-      },
-    );
-    assert.notEqual(held.code, 0, held.stderr);
-    assert.match(held.stderr, /\[rejected\] +main -> main \(fetch first\)/);
-    const listed = await agreed(url);
-    assert.equal(listed.get('refs/heads/main'), bobs);
-    assert.deepEqual(
-      [...listed.keys()].filter((k) => k.startsWith('refs/maintainers/')),
-      [],
-      'no divergence',
-    );
-  });
+  it("is judged against every writer's value, as a team's push: behind a maintainer's, fetch first", () =>
+    // Alice's push listed ref records; before it writes, the repository moves onto a table naming bob.
+    overtakenByBob(
+      'late',
+      () => Promise.resolve(),
+      (first) => tableAt('late', first, [t.dids['bob.test']!]),
+    ));
 });
 
 describe('a push to a table whose owner names a maintainer while it is on its way', () => {
-  it("is judged against the new maintainer's value: behind it, fetch first, and no divergence", async () => {
-    const name = 'named';
-    assert.equal((await alice.knotless('repo', 'create', name)).code, 0);
-    const url = `knotless://alice.test/${name}`;
-    const wa = await newRepo(alice, url);
-    const first = await commitFiles(alice, wa, { 'f.txt': 'seed\n' }, 'seed');
-    await alice.ok(wa, 'push', '-q', 'origin', 'main');
-    const packs = (await hands.alice.refRecords(name)).get('refs/heads/main')!.packs;
-    await hands.alice.writeTable(name, [{ ref: 'refs/heads/main', target: first, packs }]);
-    await commitFiles(alice, wa, { 'a.txt': 'alice\n' }, 'alice');
-    let bobs = '';
+  it("is judged against the new maintainer's value: behind it, fetch first, and no divergence", () =>
     // Alice's push listed the table with no maintainers; before it writes, she names bob (from
-    // another command) and bob pushes main.
-    const held = await heldPush(
-      wa,
-      () => alice.git(wa, 'push', 'origin', 'main'),
+    // another command).
+    overtakenByBob(
+      'named',
+      (first) => tableAt('named', first),
       async () => {
-        const added = await alice.knotless('repo', 'maintainer', 'add', name, 'bob.test');
+        const added = await alice.knotless('repo', 'maintainer', 'add', 'named', 'bob.test');
         assert.equal(added.code, 0, added.stderr);
-        const dir = bob.dir();
-        await bob.ok(dir, 'clone', '-q', url, 'w');
-        bobs = await commitFiles(bob, `${dir}/w`, { 'b.txt': 'bob\n' }, 'bob');
-        await bob.ok(`${dir}/w`, 'push', '-q', 'origin', 'main');
       },
-    );
-    assert.notEqual(held.code, 0, held.stderr);
-    assert.match(held.stderr, /\[rejected\] +main -> main \(fetch first\)/);
-    const listed = await agreed(url);
-    assert.equal(listed.get('refs/heads/main'), bobs);
-    assert.deepEqual(
-      [...listed.keys()].filter((k) => k.startsWith('refs/maintainers/')),
-      [],
-      'no divergence',
-    );
-  });
+    ));
 });
 
 describe("a maintainer's PDS down", () => {
