@@ -13,18 +13,12 @@ import { REF_COLLECTION, REPO_COLLECTION, refKeyPrefix } from '../records/collec
 import { listKeyRange } from '../records/list-range.ts';
 import { rkeyOf } from '../records/list-records.ts';
 import { readProvedRecords, readRefTable, useTableRead, type TableRead } from '../records/read-refs.ts';
-import {
-  applyRefUpdates,
-  layoutRefTable,
-  refTableKey,
-  type RefTable,
-  type RefUpdate,
-} from '../records/ref-table.ts';
+import { applyRefUpdates, refTableKey, type RefTable, type RefUpdate } from '../records/ref-table.ts';
 import { SwapConflict, writeFailure } from '../records/ref-writes.ts';
 import { contestedSentence, refsByName, type RemoteRef } from '../records/remote-ref.ts';
 import type { RemoteRepo } from '../records/remote-repo.ts';
 import { isSealed } from '../records/sealer.ts';
-import { putTableRecord, writeTableParts } from '../records/table-write.ts';
+import { putTableRecord, tableLayout, writeTableParts } from '../records/table-write.ts';
 import { XrpcError, generalFailure, type Authorizer } from '../xrpc/client.ts';
 
 /** Reads and writes of the table before giving up: each one lost to a write elsewhere in the account. */
@@ -56,9 +50,9 @@ export interface Migrated {
 }
 
 /**
- * Moves `remote` (a public repository the caller owns, written as `auth`) onto its ref table and
- * deletes its ref records. Idempotent: a repository with a table only has its leftover records
- * deleted. A private repository is refused before anything is written: sealed tables are not built.
+ * Moves `remote` (a repository the caller owns, written as `auth`) onto its ref table and deletes
+ * its ref records. Idempotent: a repository with a table only has its leftover records deleted. A
+ * private repository's table is sealed, as its records were (records/table-write.ts `tableLayout`).
  */
 export async function migrateToTable(remote: RemoteRepo, auth: Authorizer): Promise<Migrated> {
   const spent = { requests: 0, points: 0 };
@@ -70,7 +64,6 @@ export async function migrateToTable(remote: RemoteRepo, auth: Authorizer): Prom
         'repo-missing',
         `${remote.label} does not exist; check the name (\`knotless repo list\` lists yours).`,
       );
-    refusePrivate(remote);
     table = await createTable(remote, auth, spent, done);
   }
   const deleted = await deleteRecords(remote, auth, spent);
@@ -103,12 +96,10 @@ export async function startTable(
   // `swapCommit` on the commit this process's own creation made, so it lands only if the account
   // is as this process left it, and a PDS that hid a record here could as well have dropped the write.
   if ((await remote.listRefs()).length > 0) return migrateToTable(remote, auth);
-  refusePrivate(remote);
   const did = remote.owner.did;
   const key = refTableKey(remote.name, did, did);
   const next = tableOf([], `at://${did}/${REPO_COLLECTION}/${remote.name}`);
-  const { recordCid } = await import('../records/proof.ts');
-  const writes = await layoutRefTable(next, key, (v) => Promise.resolve(recordCid(v)));
+  const writes = await tableLayout(remote, next, key);
   try {
     await putTableRecord(remote, auth, key, writes.table, {
       swapRecord: null,
@@ -127,13 +118,13 @@ export async function startTable(
  * none. A migration creates the table with `swapCommit` on the commit it listed the records at, so a
  * table this read does not find is created, if ever, from a listing that holds those writes; one it
  * finds may have missed them, and the writer must put its values into the table before it reports
- * them written. One request; none for a private repository (sealed tables are not built) or a
+ * them written. One request; none for a
  * context that reads ref records alone, and none after a single write that carried the warm agent's
  * `swapCommit` and landed (`proven`): the agent keeps no view of ref records once a table exists, so
  * that write landed on a commit with no table, and a table created later lists it.
  */
 export async function tableSinceWrite(remote: RemoteRepo, writes: number): Promise<TableRead | undefined> {
-  if (remote.isPrivate || remote.verifier === undefined) return undefined;
+  if (remote.verifier === undefined) return undefined;
   if (writes === 1 && remote.viewProof?.state === 'proven') return undefined;
   const read = await readRefTable(remote);
   if (read !== undefined) useTableRead(remote, read);
@@ -147,14 +138,6 @@ export async function tableSinceWrite(remote: RemoteRepo, writes: number): Promi
 export function movedSentence(label: string, moved: Migrated): string | undefined {
   if (!moved.created && moved.deleted === 0) return undefined;
   return `knotless: moved the ${moved.refs} ref(s) of ${label} into its ref table first (${moved.deleted} old ref record(s) deleted, ${moved.points} point(s)).`;
-}
-
-function refusePrivate(remote: RemoteRepo): void {
-  if (remote.isPrivate)
-    throw new KnotlessError(
-      'usage',
-      `${remote.label} is private, and this version of knotless cannot move a private repository's refs into a ref table yet (sealed tables are not built); nothing was changed.`,
-    );
 }
 
 /**
@@ -173,14 +156,12 @@ async function createTable(
   const did = remote.owner.did;
   const key = refTableKey(remote.name, did, did);
   const repoUri = `at://${did}/${REPO_COLLECTION}/${remote.name}`;
-  const { recordCid } = await import('../records/proof.ts');
-  const cidOf = (value: Record<string, unknown>) => Promise.resolve(recordCid(value));
   for (let attempt = 0; attempt < MIGRATE_ATTEMPTS; attempt++) {
     const old = await listOldRefs(remote);
     const listed = old.refs;
     let commit = old.commit;
     const next = tableOf(listed, repoUri);
-    const writes = await layoutRefTable(next, key, cidOf);
+    const writes = await tableLayout(remote, next, key);
     if (writes.create.length > 0) {
       spent.requests += writes.create.length;
       spent.points += POINTS.put * writes.create.length;
@@ -220,7 +201,6 @@ async function createTable(
  */
 async function listOldRefs(remote: RemoteRepo): Promise<{ refs: RemoteRef[]; commit: string }> {
   const { refs: listed, commit } = await readProvedRecords(remote);
-  refusePrivate(remote);
   const { contested } = refsByName(listed);
   for (const [name, claims] of contested)
     throw new KnotlessError(
@@ -279,8 +259,8 @@ async function deleteRecords(
         REF_COLLECTION,
         refKeyPrefix(remote.name),
       );
-      // A sealed record under the prefix is no public repository's: it is not this migration's to delete.
-      keys = listed.filter((r) => !isSealed(r.value)).map((r) => rkeyOf(r.uri));
+      // A sealed record under a public repository's prefix is no record of it: not this migration's to delete.
+      keys = listed.filter((r) => remote.isPrivate || !isSealed(r.value)).map((r) => rkeyOf(r.uri));
     } catch (err) {
       throw generalFailure(err, `listing the old ref records of ${remote.label}`);
     }

@@ -23,6 +23,7 @@ import { SwapConflict } from '../records/ref-writes.ts';
 import { writeRefTable } from '../records/table-write.ts';
 import { teamRefs } from '../records/team-refs.ts';
 import { safeText } from '../text/terminal.ts';
+import { parsePrivate, readRepoRecord } from '../private/repo-keys.ts';
 import { migrateToTable, type Migrated } from './table-migrate.ts';
 import type { Authorizer, XrpcClient } from '../xrpc/client.ts';
 
@@ -58,11 +59,18 @@ function next(read: TableRead, changes: Partial<RefTable>): RefTable {
   return { ...read.table, ...changes, seq: read.table.seq + 1, updatedAt: new Date().toISOString() };
 }
 
+/** True when `did` is a member of the private repository `remote` (its record wraps the ring to them). */
+export async function isMember(remote: RemoteRepo, did: string): Promise<boolean> {
+  const info = parsePrivate((await readRepoRecord(remote.reader, remote.owner, remote.name)).value);
+  return info?.members.some((m) => m.did === did) === true;
+}
+
 /**
  * Names `did` a maintainer (one write of the owner's table); false when they were one already. A
- * public repository still on ref records is moved onto its table first (`moved` is told what the
- * migration did), since the list is a field of the table; a private one is refused, since sealed
- * tables are not built.
+ * repository still on ref records is moved onto its table first (`moved` is told what the migration
+ * did), since the list is a field of the table. A maintainer of a private repository must be one of
+ * its members (the key ring wrapped to their devices: `repo share`), since they seal what they push
+ * with it; anyone else is refused before anything is written.
  */
 export async function addMaintainer(
   remote: RemoteRepo,
@@ -73,14 +81,14 @@ export async function addMaintainer(
   if (did === remote.owner.did)
     throw new KnotlessError('usage', `You own ${remote.label}; only another account can be its maintainer.`);
   // readOwnerTable refuses a repository that does not exist; undefined is one on ref records.
-  if ((await readOwnerTable(remote)) === undefined) {
-    if (remote.isPrivate)
-      throw new KnotlessError(
-        'usage',
-        `${remote.label} is private, and this version of knotless cannot give a private repository maintainers yet (they are a field of its ref table, and sealed tables are not built); nothing was changed.`,
-      );
-    moved?.(await migrateToTable(remote, auth));
-  }
+  const found = await readOwnerTable(remote);
+  await remote.prepare();
+  if (remote.isPrivate && !(await isMember(remote, did)))
+    throw new KnotlessError(
+      'usage',
+      `${remote.label} is private, and ${safeText(did)} is not one of its members, so they could not read what they push; share it with them first (\`knotless repo share ${remote.name} <handle>\`), then add them. Nothing was changed.`,
+    );
+  if (found === undefined) moved?.(await migrateToTable(remote, auth));
   return rewrite(remote, auth, (read) => {
     if (maintainersOf(read.table, remote.owner.did).includes(did)) return Promise.resolve({ done: false });
     const since = new Date().toISOString();

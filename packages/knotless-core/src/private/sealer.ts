@@ -28,10 +28,28 @@ export function derive(key: Uint8Array, use: string): Buffer {
   return Buffer.from(crypto.hkdfSync('sha256', key, Buffer.alloc(0), `knotless ${use}`, 32));
 }
 
-function corrupt(what: string): KnotlessError {
+function corrupt(what: string, record = 'A ref record'): KnotlessError {
   return new KnotlessError(
     'corrupt-remote',
-    `A ref record of the private repository ${what} (it was changed on the PDS, or written for another repository); nothing was read from it.`,
+    `${record} of the private repository ${what} (it was changed on the PDS, or written for another repository); nothing was read from it.`,
+  );
+}
+
+/** The blobs a table's (or a part's) pack table names: what its sealed record must reference. */
+function tableBlobs(value: Record<string, unknown>): BlobRef[] {
+  const packs = Array.isArray(value['packs']) ? (value['packs'] as unknown[]) : [];
+  return packs.flatMap((p) => {
+    const parts = (p as { parts?: unknown } | null)?.parts;
+    return Array.isArray(parts) ? (parts as BlobRef[]) : [];
+  });
+}
+
+/** The CIDs a record's `blobs` field references. */
+function listedBlobs(value: Record<string, unknown>): Set<unknown> {
+  return new Set(
+    (Array.isArray(value['blobs']) ? value['blobs'] : []).map(
+      (b) => (b as { ref?: { $link?: unknown } } | null)?.ref?.$link,
+    ),
   );
 }
 
@@ -87,6 +105,78 @@ export class RepoSealer implements RefSealer {
     return Buffer.from(`${REF_COLLECTION}\n${this.#did}\n${this.#repo}\n${key}`, 'utf8');
   }
 
+  /**
+   * A table's associated data: the collection, the repository (its owner and name), the account the
+   * record is in (the owner's, or a maintainer's) and its key, so a sealed table or part opens only
+   * where it was written: not as another repository's, another writer's, or another part.
+   */
+  #tableAd(account: string, collection: string, key: string): Buffer {
+    return Buffer.from(`${collection}\n${this.#did}\n${this.#repo}\n${account}\n${key}`, 'utf8');
+  }
+
+  sealTable(
+    account: string,
+    collection: string,
+    key: string,
+    value: Record<string, unknown>,
+  ): Record<string, unknown> {
+    const { $type: _type, ...plain } = value;
+    const nonce = crypto.randomBytes(NONCE);
+    const box = this.#c
+      .xchacha20poly1305(
+        derive(this.#ring.epochs[this.epoch]!, 'ref tables'),
+        nonce,
+        this.#tableAd(account, collection, key),
+      )
+      .encrypt(Buffer.from(JSON.stringify(plain), 'utf8'));
+    return {
+      $type: collection,
+      repo: value['repo'],
+      epoch: this.epoch,
+      sealed: { $bytes: Buffer.concat([nonce, box]).toString('base64') },
+      blobs: tableBlobs(value),
+    };
+  }
+
+  openTable(account: string, collection: string, key: string, value: Record<string, unknown>): unknown {
+    const what = 'A ref table';
+    const epoch = value['epoch'];
+    const sealed = (value['sealed'] as { $bytes?: unknown } | undefined)?.$bytes;
+    if (typeof epoch !== 'number' || !this.knows(epoch))
+      throw corrupt('names a key epoch this ring lacks', what);
+    if (typeof sealed !== 'string') throw corrupt('holds no sealed contents', what);
+    const bytes = Buffer.from(sealed, 'base64');
+    if (bytes.length < NONCE) throw corrupt('does not decrypt', what);
+    let plain: unknown;
+    try {
+      const opened = this.#c
+        .xchacha20poly1305(
+          derive(this.#ring.epochs[epoch]!, 'ref tables'),
+          bytes.subarray(0, NONCE),
+          this.#tableAd(account, collection, key),
+        )
+        .decrypt(bytes.subarray(NONCE));
+      plain = JSON.parse(Buffer.from(opened).toString('utf8'));
+    } catch {
+      throw corrupt('does not decrypt', what);
+    }
+    if (typeof plain !== 'object' || plain === null || Array.isArray(plain))
+      throw corrupt('does not hold a table', what);
+    const listed = listedBlobs(value);
+    if (tableBlobs(plain as Record<string, unknown>).some((b) => !listed.has(b?.ref?.$link)))
+      throw corrupt('lists blobs it does not reference', what);
+    return { $type: collection, ...plain };
+  }
+
+  attachPacks(packs: PackEntry[]): void {
+    for (const p of packs)
+      if (p.sealed !== undefined && p.decrypt === undefined) this.#attach(p, p.sealed.epoch);
+  }
+
+  partDigest(json: string): string {
+    return crypto.createHmac('sha256', this.#names).update(json, 'utf8').digest('hex').slice(0, 32);
+  }
+
   seal(key: string, record: RefRecord): Record<string, unknown> {
     const { $type: _type, ...plain } = writeRefRecord(record);
     const nonce = crypto.randomBytes(NONCE);
@@ -129,11 +219,7 @@ export class RepoSealer implements RefSealer {
       throw corrupt('does not hold a valid ref');
     }
     if (record.repo !== this.#repo || this.refKey(record.ref) !== key) throw corrupt('is under another key');
-    const listed = new Set(
-      (Array.isArray(value['blobs']) ? value['blobs'] : []).map(
-        (b) => (b as { ref?: { $link?: unknown } } | null)?.ref?.$link,
-      ),
-    );
+    const listed = listedBlobs(value);
     for (const p of record.packs) {
       if (p.parts?.some((part) => !listed.has(part.ref.$link)))
         throw corrupt('lists blobs it does not reference');

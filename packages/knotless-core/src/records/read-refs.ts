@@ -20,7 +20,7 @@ import type { RemoteRef } from './remote-ref.ts';
 import { isSafeRefName } from './ref-rules.ts';
 import { teamRefs, type TeamRef, type TeamTable } from './team-refs.ts';
 import type { RemoteRepo, TableVerifier } from './remote-repo.ts';
-import { isSealed } from './sealer.ts';
+import { isSealed, newestEpoch, type RefSealer } from './sealer.ts';
 import { NewestRev } from './newest-rev.ts';
 import type { ListedRecord } from './list-records.ts';
 import { proveListing } from './proved-listing.ts';
@@ -195,32 +195,63 @@ export async function readTableWith(
   read: (collection: string, rkey: string) => Promise<VerifiedRecord>,
 ): Promise<Omit<TableRead, 'signingKey'> | undefined> {
   const did = remote.owner.did;
-  const table = await readTableAt(remote.label, read, refTableKey(remote.name, did, did), {
+  return readTableAt(remote.label, read, refTableKey(remote.name, did, did), {
     repo: `at://${did}/${REPO_COLLECTION}/${remote.name}`,
     owner: true,
+    holder: remote,
   });
-  if (table !== undefined) await remote.prepare('plain');
-  return table;
 }
 
 /**
- * One writer's table of a repository (`key` in the account `read` reads), its parts joined: the
- * owner's (`owner`), or a maintainer's, whose `repo` must name exactly the repository (`repo`).
+ * The sealer a table read in `holder`'s account opens with: the repository's privacy settled from
+ * what was read (a sealed table names the key epoch it needs). A private repository's table is
+ * sealed and a public one's is not; either the other way round is refused, as is a sealed table this
+ * machine holds no key for (the opener's sentence).
+ */
+async function tableSealer(
+  holder: RemoteRepo,
+  label: string,
+  value: unknown,
+): Promise<RefSealer | undefined> {
+  const sealed = isSealed(value);
+  const epoch = sealed ? newestEpoch([value]) : 0;
+  await holder.prepare(sealed ? 'sealed' : 'plain', epoch);
+  if (sealed && holder.sealer !== undefined && !holder.sealer.knows(epoch)) await holder.reopen(epoch);
+  const sealer = holder.sealer;
+  if (sealed && sealer === undefined)
+    throw new KnotlessError(
+      'corrupt-remote',
+      `The ref table of ${label} is sealed, and the repository is not private; nothing was read from it.`,
+    );
+  if (!sealed && sealer !== undefined)
+    throw new KnotlessError(
+      'corrupt-remote',
+      `The ref table of ${label} is not sealed, and the repository is private (its refs would be in the clear); nothing was read from it.`,
+    );
+  return sealer;
+}
+
+/**
+ * One writer's table of a repository (`key` in the account `read` reads, `holder`'s), its parts
+ * joined: the owner's (`owner`), or a maintainer's, whose `repo` must name exactly the repository
+ * (`repo`). A private repository's table and parts are opened with its key ring, each bound to the
+ * account and key it is read under.
  */
 async function readTableAt(
   label: string,
   read: (collection: string, rkey: string) => Promise<VerifiedRecord>,
   key: string,
-  of: { repo: string; owner: boolean },
+  of: { repo: string; owner: boolean; holder: RemoteRepo },
 ): Promise<Omit<TableRead, 'signingKey'> | undefined> {
   const got = await read(REFS_COLLECTION, key);
   if (!got.found) return undefined;
-  if (isSealed(got.value))
-    throw new KnotlessError(
-      'corrupt-remote',
-      `The ref table of ${label} is sealed (a private repository's), which this version of knotless cannot read; upgrade knotless and try again.`,
-    );
-  const stored = parseRefTable(got.value, of.repo, of.owner);
+  const sealer = await tableSealer(of.holder, label, got.value);
+  const account = of.holder.owner.did;
+  const open = (collection: string, rkey: string, value: unknown): unknown =>
+    sealer === undefined || typeof value !== 'object' || value === null
+      ? value
+      : sealer.openTable(account, collection, rkey, value as Record<string, unknown>);
+  const stored = parseRefTable(open(REFS_COLLECTION, key, got.value), of.repo, of.owner);
   const parts: FetchedPart[] = [];
   const queue = [...stored.parts];
   await Promise.all(
@@ -228,12 +259,21 @@ async function readTableAt(
       for (let link = queue.shift(); link !== undefined; link = queue.shift()) {
         const part = await read(REFS_PART_COLLECTION, link.rkey);
         // A part the proof shows absent is left out: joining names it missing.
-        if (part.found) parts.push({ rkey: link.rkey, cid: part.cid, value: part.value });
+        if (part.found)
+          parts.push({
+            rkey: link.rkey,
+            cid: part.cid,
+            value: open(REFS_PART_COLLECTION, link.rkey, part.value),
+          });
       }
     }),
   );
   const table = joinRefTable(stored, parts);
-  return { table, stored, cid: got.cid, rev: got.rev, commit: got.commit, raw: { value: got.value, parts } };
+  const at = { table, stored, cid: got.cid, rev: got.rev, commit: got.commit };
+  if (sealer === undefined) return { ...at, raw: { value: got.value, parts } };
+  for (const r of table.refs) sealer.attachPacks(r.packs);
+  // No raw records: a sealed table is never handed on as a view (the agent keeps none of one).
+  return at;
 }
 
 /**
@@ -244,7 +284,7 @@ export function parseStoredTable(did: string, name: string, label: string, value
   if (isSealed(value))
     throw new KnotlessError(
       'corrupt-remote',
-      `The ref table of ${label} is sealed (a private repository's), which this version of knotless cannot read; upgrade knotless and try again.`,
+      `The ref table of ${label} is sealed (a private repository's), and a view is never kept of one: it is read from its PDS with the repository's key.`,
     );
   return parseRefTable(value, `at://${did}/${REPO_COLLECTION}/${name}`, true);
 }
@@ -512,7 +552,7 @@ export function parseMemberRead(
   if (isSealed(got.value))
     throw new KnotlessError(
       'corrupt-remote',
-      `${label} is sealed (a private repository's), which this version of knotless cannot read; upgrade knotless and try again.`,
+      `${label} is sealed (a private repository's), and a view is never kept of one: it is read from its PDS with the repository's key.`,
     );
   const stored = parseRefTable(got.value, `at://${owner}/${REPO_COLLECTION}/${name}`, false);
   const table = joinRefTable(stored, parts);
@@ -564,12 +604,12 @@ export async function readMemberTable(remote: RemoteRepo, did: string): Promise<
           name: label,
         }),
       key,
-      of,
+      { ...of, holder: member },
     );
     return { did, name, remote: member, read };
   }
   const reads = await openVerifiedReads(member, verify);
-  const read = await readTableAt(label, reads.read, key, of);
+  const read = await readTableAt(label, reads.read, key, { ...of, holder: member });
   reads.save();
   return { did, name, remote: member, read };
 }

@@ -427,21 +427,25 @@ function tableRecord(t: RefTable, written: ReturnType<typeof writeEntries>, extr
 }
 
 /** The CID of a record whose DAG-CBOR block the caller computes is not known here: parts name theirs. */
-export type PartCid = (value: Record<string, unknown>) => Promise<string>;
+export type PartCid = (value: Record<string, unknown>, rkey: string) => Promise<string>;
 
 /**
  * Lays a table out in records. A table that fits in 256 KiB is one record. A table that had parts
  * (`previous`, as stored, with its parts' refs joined in `previousRefs`) keeps them and holds its
  * changes as overrides and `gone` while those stay under 64 KiB; past that, or when it no longer
  * fits, it is repacked: its refs go, sorted, into parts of at most 256 KiB each, keyed by the
- * sha-256 of their JSON (so an unchanged run keeps its key and is not written again). `cidOf`
- * gives a part's record CID (its DAG-CBOR block's), which the table records.
+ * sha-256 of their JSON (so an unchanged run keeps its key and is not written again), or `digest`
+ * of it (a private repository's keyed one). `cidOf` gives a new part's record CID (its DAG-CBOR
+ * block's, as written: sealed, for a private repository), which the table records; a part kept
+ * keeps the CID the previous table names, as it is not written again.
  */
 export async function layoutRefTable(
   t: RefTable,
   key: string,
   cidOf: PartCid,
   previous?: { table: StoredTable; joined: RefTable },
+  digest: (json: string) => string = (json) =>
+    crypto.createHash('sha256').update(json).digest('hex').slice(0, 32),
 ): Promise<TableWrites> {
   const oldParts = previous?.table.parts ?? [];
   if (previous !== undefined && oldParts.length > 0) {
@@ -486,14 +490,13 @@ export async function layoutRefTable(
   if (run.length > 0) runs.push(run);
   const links: PartLink[] = [];
   const create: TableWrites['create'] = [];
-  const kept = new Set(oldParts.map((p) => p.rkey));
+  const kept = new Map(oldParts.map((p) => [p.rkey, p.cid]));
   for (const refs of runs) {
     const value = partValue(t.repo, refs);
-    const digest = crypto.createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 32);
-    const rkey = `${key}~${digest}`;
+    const rkey = `${key}~${digest(JSON.stringify(value))}`;
     links.push({
       rkey,
-      cid: await cidOf(value),
+      cid: kept.get(rkey) ?? (await cidOf(value, rkey)),
       first: refs[0]!.ref,
       last: refs.at(-1)!.ref,
       count: refs.length,

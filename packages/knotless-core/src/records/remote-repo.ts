@@ -85,7 +85,7 @@ export class RemoteRepo {
   readonly #read: XrpcClient;
   /** Reports records that were skipped because they are invalid. */
   readonly #warn: (message: string) => void;
-  readonly #opener: PrivacyOpener | undefined;
+  #opener: PrivacyOpener | undefined;
   /** A private repository's sealer; null once known public; undefined while unknown. */
   #sealer: RefSealer | null | undefined;
   /**
@@ -119,6 +119,15 @@ export class RemoteRepo {
   async prepare(seen: 'sealed' | 'plain' | 'none' = 'none', epoch = 0): Promise<void> {
     if (this.#sealer !== undefined) return;
     this.#sealer = (await this.#opener?.(seen, epoch)) ?? null;
+  }
+
+  /**
+   * Opens the repository again when what was read names a key epoch its sealer lacks (the owner
+   * rotated the key since this machine last read the ring): the ring is read afresh.
+   */
+  async reopen(epoch: number): Promise<void> {
+    if (this.#sealer === null || this.#sealer?.knows(epoch) === true) return;
+    this.#sealer = (await this.#opener?.('sealed', epoch)) ?? null;
   }
 
   /** True for a private repository (after {@link prepare} or a listing). */
@@ -162,7 +171,13 @@ export class RemoteRepo {
    * same configuration; undefined when this context reads no maintainers.
    */
   member(did: string): Promise<RemoteRepo> | undefined {
-    return this.#clients.member?.(did);
+    return this.#clients.member?.(did)?.then((m) => {
+      // A maintainer's records of the repository are sealed (or not) as the repository is: its
+      // privacy, and the key ring that opens it, are the owner's, never the maintainer's account's.
+      m.#opener = this.#opener;
+      m.#sealer = this.#sealer;
+      return m;
+    });
   }
 
   /** What a verified read goes through, when this context verifies. */

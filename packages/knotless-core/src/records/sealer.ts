@@ -1,5 +1,5 @@
 import type { PackFile } from '../git/pack-file.ts';
-import type { RefRecord } from './ref-record.ts';
+import type { PackEntry, RefRecord } from './ref-record.ts';
 
 /**
  * What a private repository's records and packs are sealed and opened with (private/sealer.ts
@@ -21,6 +21,24 @@ export interface RefSealer {
    * (`id` names it in the refusal when it does not decrypt); the caller closes both files.
    */
   openPack(sealed: PackFile, epoch: number, dir: string, id: string): Promise<PackFile>;
+  /** True when the sealer holds `epoch`'s key. */
+  knows(epoch: number): boolean;
+  /**
+   * A ref table's record, or a part of one (`collection`), in the account `account` under `key`,
+   * sealed whole: its JSON encrypted under the current epoch, the blobs its packs name referenced.
+   */
+  sealTable(
+    account: string,
+    collection: string,
+    key: string,
+    value: Record<string, unknown>,
+  ): Record<string, unknown>;
+  /** The JSON {@link sealTable} sealed; refused when it was changed on the way or moved. */
+  openTable(account: string, collection: string, key: string, value: Record<string, unknown>): unknown;
+  /** Gives the sealed packs an opened table lists the key that opens them. */
+  attachPacks(packs: PackEntry[]): void;
+  /** A table part's key digest, keyed with the repository's key: a sealed part's key names nothing. */
+  partDigest(json: string): string;
 }
 
 /**

@@ -9,7 +9,13 @@ import { KnotlessError, isKnotlessError } from '../errors.ts';
 import type { Authorizer } from '../xrpc/client.ts';
 import { REFS_COLLECTION, REFS_PART_COLLECTION } from './collections.ts';
 import { SwapConflict, writeFailure } from './ref-writes.ts';
-import { layoutRefTable, refTableKey, type RefTable } from './ref-table.ts';
+import {
+  layoutRefTable,
+  refTableKey,
+  type RefTable,
+  type StoredTable,
+  type TableWrites,
+} from './ref-table.ts';
 import { readRefTable, type TableRead } from './read-refs.ts';
 import type { RemoteRepo } from './remote-repo.ts';
 
@@ -36,19 +42,12 @@ export async function writeRefTable(
   previous: Pick<TableRead, 'cid' | 'stored' | 'table'> | undefined,
   key?: string,
 ): Promise<TableWritten> {
-  await remote.prepare();
-  if (remote.isPrivate)
-    throw new KnotlessError(
-      'push-rejected',
-      `${remote.label} is private, and this version of knotless does not write a private repository's ref table yet; nothing was written.`,
-    );
   const did = remote.owner.did;
   key ??= refTableKey(remote.name, did, did);
-  const { recordCid } = await import('./proof.ts');
-  const writes = await layoutRefTable(
+  const writes = await tableLayout(
+    remote,
     next,
     key,
-    (value) => Promise.resolve(recordCid(value)),
     previous === undefined ? undefined : { table: previous.stored, joined: previous.table },
   );
   await writeTableParts(remote, auth, writes.create);
@@ -57,6 +56,46 @@ export async function writeRefTable(
   });
   await removeParts(remote, auth, writes.remove);
   return written;
+}
+
+/**
+ * The records to write for table `next` under `key` in `remote`'s account (ref-table.ts
+ * `layoutRefTable`), sealed when the repository is private (format.md, "Private repositories"): the
+ * table and each new part sealed whole under the current key epoch, bound to the account and key it
+ * is written under, with parts keyed by a keyed digest, so neither ref names nor a part's contents
+ * are in the clear. The repository's privacy is settled first: nothing is laid out in the clear
+ * before it is known.
+ */
+export async function tableLayout(
+  remote: RemoteRepo,
+  next: RefTable,
+  key: string,
+  previous?: { table: StoredTable; joined: RefTable },
+): Promise<TableWrites> {
+  await remote.prepare();
+  const { recordCid } = await import('./proof.ts');
+  const sealer = remote.sealer;
+  if (sealer === undefined)
+    return layoutRefTable(next, key, (value) => Promise.resolve(recordCid(value)), previous);
+  const account = remote.owner.did;
+  // The CID a part is listed under is its sealed record's: sealed once, and that record written.
+  const sealed = new Map<Record<string, unknown>, Record<string, unknown>>();
+  const writes = await layoutRefTable(
+    next,
+    key,
+    (value, rkey) => {
+      const record = sealer.sealTable(account, REFS_PART_COLLECTION, rkey, value);
+      sealed.set(value, record);
+      return Promise.resolve(recordCid(record));
+    },
+    previous,
+    (json) => sealer.partDigest(json),
+  );
+  return {
+    table: sealer.sealTable(account, REFS_COLLECTION, key, writes.table),
+    create: writes.create.map((p) => ({ rkey: p.rkey, value: sealed.get(p.value)! })),
+    remove: writes.remove,
+  };
 }
 
 /**

@@ -258,6 +258,8 @@ export class Follower {
       // A team whose maintainer could not be read is read cold, where the warning says whose.
       if (team !== undefined && team.unread.length > 0)
         throw new Error('the table of one of its maintainers could not be read');
+      // A private repository's table is sealed, and the stream's cannot be applied: its helpers list.
+      if (remote.isPrivate) throw new Error('a private repository, of which no view is kept');
       if (table?.raw !== undefined) {
         // A team: each maintainer's table is followed on their own PDS's stream (the view waits for it).
         for (const m of team?.members ?? [])

@@ -1,8 +1,15 @@
 import type { TestNet } from './network.ts';
 
-/** Everything an account publishes: its repository as a CAR (every record), and every blob. */
-export async function accountBytes(t: TestNet, did: string): Promise<{ car: Buffer; blobs: Buffer[] }> {
-  const base = t.net.pdsUrl;
+/**
+ * Everything an account publishes: its repository as a CAR (every record), and every blob; `pds`
+ * is the account's (the network's first unless given).
+ */
+export async function accountBytes(
+  t: TestNet,
+  did: string,
+  pds = t.net.pdsUrl,
+): Promise<{ car: Buffer; blobs: Buffer[] }> {
+  const base = pds;
   const carRes = await fetch(`${base}/xrpc/com.atproto.sync.getRepo?did=${encodeURIComponent(did)}`);
   if (!carRes.ok) throw new Error(`getRepo: ${carRes.status}`);
   const car = Buffer.from(await carRes.arrayBuffer());

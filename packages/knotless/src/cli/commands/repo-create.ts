@@ -32,8 +32,9 @@ export const command: Command = {
       .repoRecords()
       .create(auth, name, stringOption(args, 'description'), undefined, priv?.field);
     if (priv !== undefined) cacheRing(c.config.configDir, auth.session.did, name, priv.ring);
-    // A public repository starts on an empty ref table unless KNOTLESS_REF_TABLE=0 keeps the old layout
-    // (sealed tables are not built: a private one starts on ref records).
+    // A public repository starts on an empty ref table unless KNOTLESS_REF_TABLE=0 keeps the old layout;
+    // a private one starts on ref records, and moves onto its (sealed) table when it is given
+    // maintainers or by `knotless repo migrate`.
     else if (c.config.refTable) {
       const { did, handle, pds } = auth.session;
       const remote = c.remoteRepo({ did, handle, pds }, name, (m) => io.err(`knotless: warning: ${m}`));

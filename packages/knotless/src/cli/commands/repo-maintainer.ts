@@ -1,6 +1,6 @@
 import { BlobCache } from 'knotless-core/cache/blob-cache';
 import { KnotlessError, isKnotlessError } from 'knotless-core/errors';
-import { addMaintainer, removeMaintainer } from 'knotless-core/ops/team';
+import { addMaintainer, isMember, removeMaintainer } from 'knotless-core/ops/team';
 import { movedSentence } from 'knotless-core/ops/table-migrate';
 import { readOwnerTable } from 'knotless-core/records/maintainers';
 import { parseRepoSpec } from 'knotless-core/records/name';
@@ -11,6 +11,8 @@ import { holdDecisions } from '../../forge/hold.ts';
 import { forgeReader } from '../forge-shared.ts';
 import { JSON_OPTION, type Command } from '../command.ts';
 import { ownRepo, ownerOf } from './owner.ts';
+import { share } from 'knotless-core/private/members';
+import { membersEnv } from './private-env.ts';
 
 const VERBS = ['add', 'remove', 'list'];
 
@@ -20,6 +22,7 @@ export const command: Command = {
   summary: 'list, add or remove the maintainers who may push to a repository',
   details: [
     "Maintainers push to the repository with its own URL (git push knotless://owner/repo), each writing only their own account; every reader computes the repository's refs from the owner's ref table and theirs. The list is a field of the owner's ref table: add and remove are one write of it, by the owner only, and take effect for every reader at once.",
+    'A maintainer of a private repository is one of its members: add shares it with them first (as `knotless repo share` does) when they are not, and they seal what they push with its key.',
     "Removing a maintainer keeps what the repository held: the owner's table takes every ref's value as it was computed just before (a value only the maintainer held is copied into the owner's account, packs and all), and anything they write afterwards counts for nothing.",
   ],
   options: { json: JSON_OPTION },
@@ -80,6 +83,18 @@ export const command: Command = {
     if (verb === 'add') {
       const maintainer = await c.resolver.resolve(who);
       const name = safeText(maintainer.handle ?? maintainer.did);
+      // A maintainer of a private repository seals what they push with its key: they are made a
+      // member first (as `repo share` does), unless they are one.
+      await remote.prepare();
+      if (remote.isPrivate) {
+        if (!(await isMember(remote, maintainer.did))) {
+          const keys = await share(membersEnv(c, auth), remote.name, maintainer);
+          io.err(
+            `Shared ${remote.label} with ${name} (${safeText(maintainer.did)}), ${keys.length === 1 ? '1 key' : `${keys.length} keys`}, as a maintainer of a private repository reads it:`,
+          );
+          for (const k of keys) io.err(`  ${k.fingerprint}  ${safeText(k.label, 64)}`);
+        }
+      }
       const added = await addMaintainer(remote, auth, maintainer.did, (moved) => {
         const said = movedSentence(remote.label, moved);
         if (said !== undefined) io.err(said);

@@ -1,6 +1,8 @@
 import { resealRefs } from 'knotless-core/private/reseal';
 import { unshare } from 'knotless-core/private/members';
 import { safeText } from 'knotless-core/text/terminal';
+import { KnotlessError } from 'knotless-core/errors';
+import { readOwnerTable } from 'knotless-core/records/maintainers';
 import type { Command } from '../command.ts';
 import { ownRepo } from './owner.ts';
 import { membersEnv } from './private-env.ts';
@@ -17,6 +19,13 @@ export const command: Command = {
     const c = ctx();
     const { auth, remote } = await ownRepo(c, args.positionals[0]!, 'unshare', io);
     const member = await c.resolver.resolve(args.positionals[1]!);
+    // A maintainer seals what they push with the key: they stop maintaining before they stop reading.
+    const found = await readOwnerTable(remote);
+    if (found !== undefined && found.maintainers.map((m) => m.did).includes(member.did))
+      throw new KnotlessError(
+        'usage',
+        `${safeText(member.handle ?? member.did)} is a maintainer of ${remote.label}, and a maintainer reads what they push; remove them as one first (\`knotless repo maintainer remove ${remote.name} ${safeText(member.handle ?? member.did)}\`), then unshare. Nothing was changed.`,
+      );
     const epoch = await unshare(membersEnv(c, auth), remote.name, member);
     // A fresh RemoteRepo: its sealer is made from the ring just rotated.
     const fresh = c.remoteRepo(remote.owner, remote.name, (m) => io.err(`knotless: warning: ${m}`));
