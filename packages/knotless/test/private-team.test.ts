@@ -13,6 +13,7 @@ import { accountBytes } from './helpers/account-dump.ts';
 import { spawnAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, useGitUser, type GitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
+import { tableHands } from './helpers/ref-table.ts';
 
 const t = useNetwork(['alice.test', 'bob.test', 'carol.test'], { pdses: 2 });
 const alice = useGitUser(t, 'alice.test', () => ({ KNOTLESS_COMPACT: '0' }));
@@ -148,6 +149,51 @@ describe('maintainers of a private repository', () => {
     assert.equal((await carol.ok(`${cdir}/fork`, 'rev-parse', 'HEAD')).trim(), bobs);
     assert.match(await carol.ok(`${cdir}/fork`, 'show', 'HEAD:b.txt'), new RegExp(`^${MARK} bob`));
     await nothingInClear('carol.test');
+  });
+
+  it("counts a maintainer's table only sealed, and only in the account it was sealed for", async () => {
+    // Carol, a member already, is named without being shared with again.
+    const named = await alice.knotless('repo', 'maintainer', 'add', 'sec', 'carol.test');
+    assert.equal(named.code, 0, named.stderr);
+    assert.doesNotMatch(named.stderr, /Shared/);
+    const owner = t.dids['alice.test']!;
+    const carols = tableHands(t, 'carol.test');
+    const hers = refTableKey('sec', owner, t.dids['carol.test']!);
+    const bobsTable = await rawRecord(
+      'bob.test',
+      'dev.knotless.refs',
+      refTableKey('sec', owner, t.dids['bob.test']!),
+    );
+    const cases: [string, () => Promise<void>, RegExp][] = [
+      [
+        "bob's sealed table, copied into carol's account",
+        async () => void (await carols.put('dev.knotless.refs', hers, bobsTable!)),
+        /A ref table of the private repository does not decrypt/,
+      ],
+      [
+        'a table in the clear, naming a commit of her own',
+        () =>
+          carols.writeMemberTable(owner, 'sec', [
+            { ref: 'refs/heads/main', target: 'c'.repeat(40), packs: [] },
+          ]),
+        /is not sealed, and the repository is private/,
+      ],
+    ];
+    for (const [what, write, why] of cases) {
+      await write();
+      const res = await alice.git(alice.dir(), 'ls-remote', URL);
+      assert.equal(res.code, 0, `${what}: ${res.stderr}`);
+      assert.match(
+        res.stderr,
+        /the refs maintainer did:plc:[a-z0-9]+ pushed to alice\.test\/sec could not be read/,
+        what,
+      );
+      assert.match(res.stderr, why, what);
+      assert.match(res.stdout, new RegExp(`^${bobs}\trefs/heads/main$`, 'm'), what);
+    }
+    const removed = await alice.knotless('repo', 'maintainer', 'remove', 'sec', 'carol.test');
+    assert.equal(removed.code, 0, removed.stderr);
+    assert.equal(await mainOf(alice), bobs);
   });
 
   it("refuses the owner's push that lacks the maintainer's, as git says it", async () => {
