@@ -226,6 +226,39 @@ describe('a racer killed before it withdraws', () => {
       'the ref record written before the table was found is put back',
     );
 
+    // A pull request's merge is made on the repository's value alone too: refused the same way, exit
+    // 13, nothing written, the pull request left open.
+    assert.equal((await carol.knotless('repo', 'fork', `alice.test/${r.name}`)).code, 0);
+    const fork = carol.dir();
+    await carol.ok(fork, 'clone', '-q', `knotless://carol.test/${r.name}`, 'f');
+    await carol.ok(`${fork}/f`, 'switch', '-q', '-c', 'fix', r.first);
+    await commitFiles(carol, `${fork}/f`, { 'fix.txt': 'fix\n' }, 'a fix');
+    await carol.ok(`${fork}/f`, 'push', '-q', 'origin', 'fix');
+    const opened = await carol.knotless(
+      'pr',
+      'create',
+      `alice.test/${r.name}`,
+      '--head',
+      `${r.name}:fix`,
+      '--title',
+      'fix',
+      '--json',
+    );
+    assert.equal(opened.code, 0, opened.stderr);
+    const pr = (JSON.parse(opened.stdout) as { id: string }).id;
+    const merge = await alice.knotless('pr', 'merge', `alice.test/${r.name}`, pr);
+    assert.equal(merge.code, 13, merge.stderr);
+    assert.match(
+      merge.stderr,
+      new RegExp(
+        `^knotless: main of alice\\.test/${r.name} has diverged \\(${ownerOfMain.handle.replace('.', '\\.')}'s ${ownerOfMain.oid.slice(0, 12)}, ${other.handle.replace('.', '\\.')}'s ${other.oid.slice(0, 12)}, none containing the others\\); nothing was written`,
+        'm',
+      ),
+    );
+    assert.deepEqual(await agreed(r.url), listed, 'nothing moved');
+    const still = await alice.knotless('pr', 'view', `alice.test/${r.name}`, pr, '--json');
+    assert.equal((JSON.parse(still.stdout) as { state: string }).state, 'open', still.stdout);
+
     // Bob takes carol's value from the listing, merges it, and pushes: the divergence ends.
     await bob.ok(
       r.wb,
