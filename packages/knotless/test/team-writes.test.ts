@@ -343,6 +343,17 @@ describe("a maintainer's compaction of their own table", () => {
       refused.stderr,
       'knotless: Only alice.test and the maintainers of alice.test/theirs can compact it; you are dave.test.\n',
     );
+    // A ref only alice pushed is not in bob's table: said so, not "no such ref"; a typo is a typo.
+    await alice.ok(wa, 'push', '-q', 'origin', 'main:refs/heads/side');
+    const hers = await bob.knotless('repo', 'compact', 'alice.test/theirs', '--ref', 'refs/heads/side');
+    assert.equal(hers.code, 17, hers.stderr);
+    assert.equal(
+      hers.stderr,
+      'knotless: refs/heads/side of alice.test/theirs is not in your own table of it (you have not pushed it), and a maintainer compacts only what they pushed; its packs are in the account of whoever last pushed it, who can compact them.\n',
+    );
+    const typo = await bob.knotless('repo', 'compact', 'alice.test/theirs', '--ref', 'main');
+    assert.equal(typo.code, 17, typo.stderr);
+    assert.match(typo.stderr, /^knotless: alice\.test\/theirs has no ref main; name refs in full/);
     const compacted = await bob.knotless('repo', 'compact', 'alice.test/theirs');
     assert.equal(compacted.code, 0, compacted.stderr);
     assert.match(compacted.stderr, /^refs\/heads\/main: \d+ packs → \d+\n$/);

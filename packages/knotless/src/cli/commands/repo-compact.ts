@@ -41,6 +41,12 @@ export const command: Command = {
       // Not with --quiet: the background compaction after a push names refs that may be gone since.
       const unknown = wanted?.find((w) => !all.some((r) => r.record.ref === w));
       if (unknown !== undefined && args.values['quiet'] !== true) {
+        // A maintainer's own table holds only what they pushed: a ref others hold is theirs to compact.
+        if (mine !== undefined && listed.some((r) => r.record.ref === unknown))
+          throw new KnotlessError(
+            'not-found',
+            `${safeText(unknown)} of ${remote.label} is not in your own table of it (you have not pushed it), and a maintainer compacts only what they pushed; its packs are in the account of whoever last pushed it, who can compact them.`,
+          );
         throw new KnotlessError(
           'not-found',
           `${remote.label} has no ref ${safeText(unknown)}; name refs in full, e.g. refs/heads/main (\`git ls-remote\` lists them).`,
