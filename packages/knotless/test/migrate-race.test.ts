@@ -17,7 +17,7 @@ const t = useNetwork(['alice.test']);
 const records = useGitUser(t, 'alice.test', () => ({ KNOTLESS_REF_TABLE: '0' }));
 /** Another machine of the same account, with the default: the one that migrates. */
 const migrator = useGitUser(t, 'alice.test');
-const { readTable } = tableHands(t, 'alice.test');
+const { readTable, refRecords } = tableHands(t, 'alice.test');
 
 let proxy: Proxy | undefined;
 /** When set, the next record write through the proxy waits for `release` after calling `held`. */
@@ -119,7 +119,14 @@ async function race(kind: Kind, timing: Timing, round: number) {
       ['refs/heads/new', side],
     ]),
   };
-  return { pushed, after, want: want[kind], base, table: await readTable(name) };
+  return {
+    pushed,
+    after,
+    want: want[kind],
+    base,
+    table: await readTable(name),
+    left: [...(await refRecords(name)).keys()],
+  };
 }
 
 describe('a ref-record push racing a migration onto the ref table', () => {
@@ -131,7 +138,7 @@ describe('a ref-record push racing a migration onto the ref table', () => {
       const unsaid: string[] = [];
       for (let round = 0; round < 1; round++)
         for (const kind of kinds) {
-          const { pushed, after, want, base, table } = await race(kind, timing, round);
+          const { pushed, after, want, base, table, left } = await race(kind, timing, round);
           assert.notEqual(table, undefined, 'the migration wrote the table');
           // A forced update whose record the migration deleted meanwhile is refused as git refuses a
           // force over a value it was not shown ("stale info"): told so, it is no acknowledged loss.
@@ -144,6 +151,9 @@ describe('a ref-record push racing a migration onto the ref table', () => {
           assert.equal(pushed.code, 0, `${kind}: ${pushed.stderr}`);
           if (!/was moved onto its ref table while this push wrote ref records/.test(pushed.stderr))
             unsaid.push(`${kind} round ${round}: ${pushed.stderr}`);
+          // The records the push wrote before it found the table are removed once the table holds
+          // them (a killed migration leaves its own, which the next one deletes).
+          if (timing === 'migrated') assert.deepEqual(left, [], `${kind}: ref records left beside the table`);
           for (const [ref, oid] of want) {
             acknowledged++;
             if (after.get(ref) !== oid)

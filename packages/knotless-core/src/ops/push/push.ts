@@ -13,7 +13,9 @@ import { maintainersOf } from '../../records/ref-table.ts';
 import { migrateToTable, movedSentence, tableSinceWrite } from '../table-migrate.ts';
 import type { PackEntry } from '../../records/ref-record.ts';
 import { contestedSentence } from '../../records/remote-repo.ts';
-import { hasUnsafe, printErr } from '../../text/terminal.ts';
+import { REF_COLLECTION } from '../../records/collections.ts';
+import { SwapConflict, writeFailure } from '../../records/ref-writes.ts';
+import { hasUnsafe, printErr, safeText } from '../../text/terminal.ts';
 import { writeAtomic } from './atomic.ts';
 import {
   atomicFailure,
@@ -246,7 +248,9 @@ async function migrateFirst(env: PushEnv): Promise<void> {
  * (`tableSinceWrite`; format.md, "Old repositories"). A table found there may have been created from
  * a listing that missed these writes (their records are then ignored, or deleted by the migration):
  * the refs this push wrote are written into the table, decided against it as any push to a table is,
- * before git is told they landed.
+ * before git is told they landed. The ref records it wrote are then deleted, each only while it is
+ * still the record this push wrote: no reader reads them once a table exists, and left there they
+ * would be named in every reader's warning about ignored records.
  */
 async function keepInTable(job: WriteJob, written: Written[]): Promise<Written[]> {
   const { remote } = job.env;
@@ -265,8 +269,62 @@ async function keepInTable(job: WriteJob, written: Written[]): Promise<Written[]
   if (team !== undefined) useTeamRead(remote, team);
   const moved = team === undefined ? await writeTable(landedJob) : await writeTeam(landedJob, team);
   const into = new Map(moved.map((w) => [w.dst, w]));
+  await removeStrays(job, written);
   // HEAD was a record of its own: the table names it (or already did), and no ref record holds it now.
   return written.map((w) => (w.dst === 'HEAD' ? { dst: w.dst } : (into.get(w.dst) ?? w)));
+}
+
+/**
+ * Deletes the ref records a push wrote before it found the table (see {@link keepInTable}), each
+ * swapped on the CID it was written at, so that a record another machine wrote since is left alone.
+ * An atomic batch's writes answer no CIDs: each such record is read, and deleted when it still holds
+ * what the push wrote. A failure leaves records no reader reads: a warning, and the push stands.
+ */
+async function removeStrays(job: WriteJob, written: Written[]): Promise<void> {
+  const { remote, auth } = job.env;
+  const oids = new Map(job.updates.map((u) => [u.dst, u.oid]));
+  const left: string[] = [];
+  const strays = (
+    await Promise.all(
+      written.map(async (w) => {
+        if (w.error !== undefined || w.record === null) return undefined;
+        if (w.record !== undefined) return w.record;
+        const oid = oids.get(w.dst);
+        if (oid === undefined) return undefined;
+        try {
+          const now = await remote.getRef(remote.refKey(w.dst));
+          return now?.record.target === oid ? now : undefined;
+        } catch (err) {
+          // The refs are in the table already: a read that fails here fails no part of the push.
+          if (!(err instanceof KnotlessError)) throw err;
+          left.push(safeText(w.dst));
+          return undefined;
+        }
+      }),
+    )
+  ).filter((r) => r !== undefined);
+  await Promise.all(
+    strays.map(async (r) => {
+      try {
+        await remote.writer(auth).procedure('com.atproto.repo.deleteRecord', {
+          repo: remote.owner.did,
+          collection: REF_COLLECTION,
+          rkey: r.key,
+          swapRecord: r.cid,
+        });
+      } catch (err) {
+        const failure = writeFailure(err, `removing the ref records of ${remote.label} this push wrote`);
+        // Moved since (another machine's write, or a migration's delete): not this push's to remove.
+        if (failure instanceof SwapConflict) return;
+        if (!(failure instanceof KnotlessError)) throw failure;
+        left.push(safeText(r.record.ref));
+      }
+    }),
+  );
+  if (left.length > 0)
+    printErr(
+      `knotless: warning: ${left.length} ref record(s) of ${remote.label} this push wrote before it found the table were not removed (${left.slice(0, 3).join(', ')}${left.length > 3 ? ', …' : ''}); they are never read, and \`knotless repo migrate ${safeText(remote.name)}\` removes them.`,
+    );
 }
 
 /**
