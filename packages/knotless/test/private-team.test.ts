@@ -244,5 +244,9 @@ describe('maintainers of a private repository', () => {
     assert.equal((await carol.ok(`${dir}/again`, 'rev-parse', 'HEAD')).trim(), await mainOf(alice));
     assert.match(await carol.ok(`${dir}/again`, 'show', 'HEAD:b.txt'), new RegExp(`^${MARK} bob`));
     await nothingInClear('alice.test');
+    // And a member verifies it: its sealed table's proof, and each ref.
+    const verified = await carol.knotless('verify', 'alice.test/sec', '--json');
+    assert.equal(verified.code, 0, verified.stderr);
+    assert.match(verified.stdout, /refs\/heads\/main/);
   });
 });
