@@ -81,14 +81,21 @@ interface Run {
   ms: number;
 }
 
-async function race(name: string, agents: boolean): Promise<Run> {
-  assert.equal((await alice.knotless('repo', 'create', name)).code, 0);
+/**
+ * One run of racing rounds on a new repository `name`; `sealed`: a private one, whose records and
+ * tables are sealed (naming the maintainers shares it with them and moves it onto its table).
+ */
+async function race(name: string, agents: boolean, sealed = false): Promise<Run> {
+  assert.equal((await alice.knotless('repo', 'create', name, ...(sealed ? ['--private'] : []))).code, 0);
   const url = `knotless://alice.test/${name}`;
   const seed = await newRepo(alice, url);
   const first = await commitFiles(alice, seed, { 'f.txt': 'seed\n' }, 'seed');
   await alice.ok(seed, 'push', '-q', 'origin', 'main');
-  const packs = (await tableHands(t, 'alice.test').refRecords(name)).get('refs/heads/main')!.packs;
-  await tableHands(t, 'alice.test').writeTable(name, [{ ref: 'refs/heads/main', target: first, packs }]);
+  if (sealed) for (const u of [bob, carol]) assert.equal((await u.knotless('key', 'list')).code, 0);
+  else {
+    const packs = (await tableHands(t, 'alice.test').refRecords(name)).get('refs/heads/main')!.packs;
+    await tableHands(t, 'alice.test').writeTable(name, [{ ref: 'refs/heads/main', target: first, packs }]);
+  }
   for (const m of ['bob.test', 'carol.test']) {
     const added = await alice.knotless('repo', 'maintainer', 'add', name, m);
     assert.equal(added.code, 0, added.stderr);
@@ -235,6 +242,11 @@ describe('two maintainers racing on one branch', () => {
   it(`loses no acknowledged commit and never acknowledges two divergent values (${ROUNDS} rounds)`, async (ctx) => {
     await t.ready;
     say(ctx, 'without agents', await race('race', false));
+  });
+
+  it(`does the same on a private repository, every table sealed (${ROUNDS} rounds)`, async (ctx) => {
+    await t.ready;
+    say(ctx, 'private', await race('race-sealed', false, true));
   });
 
   it(`does the same with each racer's pushes carried by its own warm agent (${ROUNDS} rounds)`, async (ctx) => {
