@@ -376,8 +376,10 @@ export class Follower {
       for (const v of this.views.of(did)) {
         if (refTableKey(v.repo, did, did) !== c.key) continue;
         const change: TableChange = { cid: c.cid ?? '', value: c.value, rev, commit };
-        if (!v.ready) v.pendingTable = change;
-        else if (v.table === undefined || c.value === null) {
+        if (!v.ready) {
+          // The newest of what the stream and this agent's own writes delivered while it loads.
+          if (v.pendingTable === undefined || v.pendingTable.rev < change.rev) v.pendingTable = change;
+        } else if (v.table === undefined || c.value === null) {
           const gone = this.views.dropRepo(did, v.repo);
           if (gone !== undefined)
             this.drop(
@@ -485,7 +487,15 @@ export class Follower {
     if (kept.length > OWN_KEPT) kept.shift();
     this.#own.set(did, kept);
     for (const v of this.views.of(did)) {
-      if (!v.ready || v.table === undefined || refTableKey(v.repo, did, did) !== rkey) continue;
+      if (refTableKey(v.repo, did, did) !== rkey) continue;
+      // A view still loading takes the write as it takes one its stream delivers meanwhile: its
+      // listing may have read the table before the write, and the stream may deliver the write only
+      // after the next push asked for the view, which would then swap on the older table.
+      if (!v.ready) {
+        if (v.pendingTable === undefined || v.pendingTable.rev < change.rev) v.pendingTable = change;
+        continue;
+      }
+      if (v.table === undefined) continue;
       try {
         if ((await this.#takeTable(v, change)) === 'reload')
           this.#reload(v, 'its ref table names another set of maintainers');
