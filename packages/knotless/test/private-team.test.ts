@@ -6,6 +6,7 @@
 // removed and unshared reads nothing new, while what they pushed stays.
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import { before, describe, it } from 'node:test';
 import { refTableKey } from 'knotless-core/records/ref-table';
 import path from 'node:path';
@@ -149,6 +150,22 @@ describe('maintainers of a private repository', () => {
     assert.equal((await carol.ok(`${cdir}/fork`, 'rev-parse', 'HEAD')).trim(), bobs);
     assert.match(await carol.ok(`${cdir}/fork`, 'show', 'HEAD:b.txt'), new RegExp(`^${MARK} bob`));
     await nothingInClear('carol.test');
+    // Bob commits without a clone: into his own sealed table, and alice lists it.
+    const note = path.join(bob.dir(), 'note.txt');
+    fs.writeFileSync(note, `${MARK} note\n`);
+    const committed = await bob.knotless(
+      'repo',
+      'commit',
+      'alice.test/sec',
+      '-m',
+      'a note',
+      '--add',
+      `note.txt=${note}`,
+    );
+    assert.equal(committed.code, 0, committed.stderr);
+    bobs = committed.stdout.trim();
+    assert.equal(await mainOf(alice), bobs);
+    await nothingInClear('bob.test');
   });
 
   it("counts a maintainer's table only sealed, and only in the account it was sealed for", async () => {
