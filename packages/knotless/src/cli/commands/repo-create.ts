@@ -38,6 +38,8 @@ export const command: Command = {
     else if (c.config.refTable) {
       const { did, handle, pds } = auth.session;
       const remote = c.remoteRepo({ did, handle, pds }, name, (m) => io.err(`knotless: warning: ${m}`));
+      // Made public just now: its privacy is settled without reading the record back.
+      await remote.prepare('plain');
       await startTable(remote, auth, made.commit);
     }
     io.out(`knotless://${auth.session.handle}/${name}`);
