@@ -288,24 +288,22 @@ describe('knotless repo migrate', () => {
     assert.equal(ls.get('refs/heads/raced'), tip);
   });
 
-  it('refuses a private repository in one sentence, writing nothing', async () => {
+  it('moves a private repository onto its table, sealed: nothing of its refs in the clear, its records deleted', async () => {
     const made = await direct.knotless('repo', 'create', 'hidden', '--private');
     assert.equal(made.code, 0, made.stderr);
     const dir = await newRepo(direct, 'knotless://alice.test/hidden');
-    await commitFiles(direct, dir, { 'a.txt': 'secret\n' }, 'first');
+    const tip = await commitFiles(direct, dir, { 'a.txt': 'secret\n' }, 'first');
     await direct.ok(dir, 'push', '-q', 'origin', 'main');
-    const keys = await refRecordKeys('hidden');
-    proxy!.reset();
+    assert.equal((await refRecordKeys('hidden')).length, 2, 'main and HEAD, sealed');
     const res = await proxied('repo', 'migrate', 'hidden');
-    assert.equal(res.code, 2);
-    assert.equal(
-      res.stderr,
-      "knotless: alice.test/hidden is private, and this version of knotless cannot move a private repository's refs into a ref table yet (sealed tables are not built); nothing was changed.\n",
-    );
-    for (const w of ['putRecord', 'applyWrites', 'deleteRecord', 'createRecord'])
-      assert.equal(proxy!.count(`com.atproto.repo.${w}`), 0, w);
-    assert.equal(await readTable('hidden'), undefined);
-    assert.deepEqual(await refRecordKeys('hidden'), keys);
+    assert.equal(res.code, 0, res.stderr);
+    const table = await readTable('hidden');
+    assert.deepEqual(Object.keys(table?.value ?? {}).sort(), ['$type', 'blobs', 'epoch', 'repo', 'sealed']);
+    assert.doesNotMatch(JSON.stringify(table!.value), /refs\/heads/);
+    assert.deepEqual(await refRecordKeys('hidden'), []);
+    const ls = lsRemote(await direct.ok(direct.dir(), 'ls-remote', 'knotless://alice.test/hidden'));
+    assert.equal(ls.get('refs/heads/main'), tip);
+    assert.equal(ls.get('HEAD'), tip);
   });
 
   it('refuses another account, a missing repository and a bad name, each in one sentence', async () => {
@@ -400,7 +398,7 @@ describe('by default (KNOTLESS_REF_TABLE unset)', () => {
     assert.equal(again.stderr, 'alice.test/team-moved: bob.test is a maintainer already.\n');
   });
 
-  it('keeps a private repository on ref records: its pushes write sealed records, no table; maintainer add refuses it', async () => {
+  it('keeps a private repository on ref records: its pushes write sealed records, no table; maintainer add refuses an account with no key', async () => {
     const made = await run('repo', 'create', 'kept-private', '--private');
     assert.equal(made.code, 0, made.stderr);
     assert.equal(await readTable('kept-private'), undefined);
@@ -423,10 +421,11 @@ describe('by default (KNOTLESS_REF_TABLE unset)', () => {
     const refused = await knotless(['repo', 'maintainer', 'add', 'kept-private', 'bob.test'], {
       env: { ...direct.env, KNOTLESS_SERVICE: proxy!.url },
     });
-    assert.equal(refused.code, 2, refused.stderr);
+    // A maintainer of a private repository is shared it first; bob has published no key to share it to.
+    assert.equal(refused.code, 17, refused.stderr);
     assert.equal(
       refused.stderr,
-      'knotless: alice.test/kept-private is private, and this version of knotless cannot give a private repository maintainers yet (they are a field of its ref table, and sealed tables are not built); nothing was changed.\n',
+      'knotless: bob.test has published no knotless key; ask them to run `knotless key list` once (it makes and publishes one), then share again.\n',
     );
     for (const w of ['putRecord', 'applyWrites', 'deleteRecord', 'createRecord'])
       assert.equal(proxy!.count(`com.atproto.repo.${w}`), 0, w);
