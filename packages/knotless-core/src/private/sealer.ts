@@ -120,42 +120,19 @@ export class RepoSealer implements RefSealer {
     key: string,
     value: Record<string, unknown>,
   ): Record<string, unknown> {
-    const { $type: _type, ...plain } = value;
-    const nonce = crypto.randomBytes(NONCE);
-    const box = this.#c
-      .xchacha20poly1305(
-        derive(this.#ring.epochs[this.epoch]!, 'ref tables'),
-        nonce,
-        this.#tableAd(account, collection, key),
-      )
-      .encrypt(Buffer.from(JSON.stringify(plain), 'utf8'));
     return {
       $type: collection,
       repo: value['repo'],
-      epoch: this.epoch,
-      sealed: { $bytes: Buffer.concat([nonce, box]).toString('base64') },
+      ...this.#box('ref tables', this.#tableAd(account, collection, key), value),
       blobs: tableBlobs(value),
     };
   }
 
   openTable(account: string, collection: string, key: string, value: Record<string, unknown>): unknown {
     const what = 'A ref table';
-    const epoch = value['epoch'];
-    const sealed = (value['sealed'] as { $bytes?: unknown } | undefined)?.$bytes;
-    if (typeof epoch !== 'number' || !this.knows(epoch))
-      throw corrupt('names a key epoch this ring lacks', what);
-    if (typeof sealed !== 'string') throw corrupt('holds no sealed contents', what);
-    const bytes = Buffer.from(sealed, 'base64');
-    if (bytes.length < NONCE) throw corrupt('does not decrypt', what);
+    const opened = this.#unbox('ref tables', this.#tableAd(account, collection, key), value, what);
     let plain: unknown;
     try {
-      const opened = this.#c
-        .xchacha20poly1305(
-          derive(this.#ring.epochs[epoch]!, 'ref tables'),
-          bytes.subarray(0, NONCE),
-          this.#tableAd(account, collection, key),
-        )
-        .decrypt(bytes.subarray(NONCE));
       plain = JSON.parse(Buffer.from(opened).toString('utf8'));
     } catch {
       throw corrupt('does not decrypt', what);
@@ -177,41 +154,53 @@ export class RepoSealer implements RefSealer {
     return crypto.createHmac('sha256', this.#names).update(json, 'utf8').digest('hex').slice(0, 32);
   }
 
-  seal(key: string, record: RefRecord): Record<string, unknown> {
-    const { $type: _type, ...plain } = writeRefRecord(record);
+  /**
+   * `value`'s JSON (its `$type` left out) sealed under the current epoch's key for `use`, bound to
+   * `ad`: the `epoch` and `sealed` fields of a sealed record.
+   */
+  #box(
+    use: string,
+    ad: Buffer,
+    value: Record<string, unknown>,
+  ): { epoch: number; sealed: { $bytes: string } } {
+    const { $type: _type, ...plain } = value;
     const nonce = crypto.randomBytes(NONCE);
     const box = this.#c
-      .xchacha20poly1305(derive(this.#ring.epochs[this.epoch]!, 'ref records'), nonce, this.#ad(key))
+      .xchacha20poly1305(derive(this.#ring.epochs[this.epoch]!, use), nonce, ad)
       .encrypt(Buffer.from(JSON.stringify(plain), 'utf8'));
+    return { epoch: this.epoch, sealed: { $bytes: Buffer.concat([nonce, box]).toString('base64') } };
+  }
+
+  /** What {@link #box} sealed in `value`, its plaintext; `record` names it in the refusal. */
+  #unbox(use: string, ad: Buffer, value: Record<string, unknown>, record: string): Uint8Array {
+    const epoch = value['epoch'];
+    const sealed = (value['sealed'] as { $bytes?: unknown } | undefined)?.$bytes;
+    if (typeof epoch !== 'number' || !this.knows(epoch))
+      throw corrupt('names a key epoch this ring lacks', record);
+    if (typeof sealed !== 'string') throw corrupt('holds no sealed contents', record);
+    const bytes = Buffer.from(sealed, 'base64');
+    if (bytes.length < NONCE) throw corrupt('does not decrypt', record);
+    try {
+      return this.#c
+        .xchacha20poly1305(derive(this.#ring.epochs[epoch]!, use), bytes.subarray(0, NONCE), ad)
+        .decrypt(bytes.subarray(NONCE));
+    } catch {
+      throw corrupt('does not decrypt', record);
+    }
+  }
+
+  seal(key: string, record: RefRecord): Record<string, unknown> {
     const blobs: BlobRef[] = record.packs.flatMap((p) => p.parts ?? []);
     return {
       $type: REF_COLLECTION,
       repo: this.#repo,
-      epoch: this.epoch,
-      sealed: { $bytes: Buffer.concat([nonce, box]).toString('base64') },
+      ...this.#box('ref records', this.#ad(key), writeRefRecord(record)),
       blobs,
     };
   }
 
   open(key: string, value: Record<string, unknown>): RefRecord {
-    const epoch = value['epoch'];
-    const sealed = (value['sealed'] as { $bytes?: unknown } | undefined)?.$bytes;
-    if (typeof epoch !== 'number' || !this.knows(epoch)) throw corrupt('names a key epoch this ring lacks');
-    if (typeof sealed !== 'string') throw corrupt('holds no sealed contents');
-    const bytes = Buffer.from(sealed, 'base64');
-    if (bytes.length < NONCE) throw corrupt('does not decrypt');
-    let plain: Uint8Array;
-    try {
-      plain = this.#c
-        .xchacha20poly1305(
-          derive(this.#ring.epochs[epoch]!, 'ref records'),
-          bytes.subarray(0, NONCE),
-          this.#ad(key),
-        )
-        .decrypt(bytes.subarray(NONCE));
-    } catch {
-      throw corrupt('does not decrypt');
-    }
+    const plain = this.#unbox('ref records', this.#ad(key), value, 'A ref record');
     let record: RefRecord;
     try {
       record = parseRefRecord(JSON.parse(Buffer.from(plain).toString('utf8')));
