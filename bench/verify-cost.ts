@@ -10,26 +10,40 @@
 // a reader process of its own (bench/verify-cpu.ts): the first read, which loads the proofs' libraries,
 // and the median of the others, verified and not; `records_listing_cpu` the same of one proved listing
 // of the ref records (bench/verify-cpu-records.ts, through a repository opened afresh each time).
+// `--rtt N` puts a link charging N ms a round trip (and one for each new connection) between the
+// measured commands and the PDS: the round trips verification adds are the difference of a row's
+// `ms` from its `KNOTLESS_VERIFY=0` row, over N.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { startNetwork, startProxy } from 'knotless-devnet';
+import { startDelayLink, startNetwork, startProxy } from 'knotless-devnet';
 import { run, runMeasured } from './client.ts';
 import { BIN_SCRIPTS } from '../packages/knotless/src/paths.ts';
 import { knotlessBin, localEnv, startAgentProcess } from './local.ts';
 import { percentile } from './stats.ts';
 
 const { values } = parseArgs({
-  options: { runs: { type: 'string', default: '5' }, refs: { type: 'string', default: '200' } },
+  options: {
+    runs: { type: 'string', default: '5' },
+    refs: { type: 'string', default: '200' },
+    rtt: { type: 'string', default: '0' },
+  },
 });
 const runs = Number(values.runs);
 const refs = Number(values.refs);
+const rtt = Number(values.rtt);
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-verify-cost-'));
 const net = await startNetwork({ dir: path.join(dir, 'net') });
 const pds = await startProxy({ target: net.pdsUrl });
 const plc = await startProxy({ target: net.plcUrl });
+const link =
+  rtt > 0
+    ? await startDelayLink({ target: { host: '127.0.0.1', port: Number(new URL(pds.url).port) }, rttMs: rtt })
+    : undefined;
+/** Where the measured commands reach the PDS: through the link when there is one. */
+const measuredService = link === undefined ? pds.url : `http://127.0.0.1:${link.port}`;
 const agents: Array<{ kill(): boolean }> = [];
 try {
   const { did } = await net.ensureAccount('alice.test', 'bench-password');
@@ -129,7 +143,11 @@ try {
         ) => {
           pds.reset();
           plc.reset();
-          const t = await runMeasured(cmd, args, { cwd, env: e, home: dir });
+          const t = await runMeasured(cmd, args, {
+            cwd,
+            env: { ...e, KNOTLESS_SERVICE: measuredService },
+            home: dir,
+          });
           if (i > 0) note(`${layout} ${what}${verify === 'off' ? ', KNOTLESS_VERIFY=0' : ''}`, t);
         };
         const cold = { ...env, ...v, KNOTLESS_CACHE_DIR: path.join(dir, `cache-${layout}-${verify}-${i}`) };
@@ -160,7 +178,8 @@ try {
   console.log(
     JSON.stringify(
       {
-        command: `npm run bench:verify-cost -- --runs ${runs} --refs ${refs}`,
+        command: `npm run bench:verify-cost -- --runs ${runs} --refs ${refs}${rtt > 0 ? ` --rtt ${rtt}` : ''}`,
+        rtt_ms: rtt,
         date: new Date().toISOString(),
         machine: `${os.cpus().length} × ${os.cpus()[0]?.model ?? ''}`,
         node: process.version,
@@ -192,6 +211,7 @@ try {
   );
 } finally {
   for (const a of agents) a.kill();
+  await link?.close();
   await pds.close();
   await plc.close();
   await net.close();

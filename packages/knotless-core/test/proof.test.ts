@@ -30,6 +30,8 @@ import {
   readCar,
   readCommit,
   treeGet,
+  keyLayer,
+  subtreeCid,
   treeFrontier,
   treeRange,
 } from '../src/records/proof.ts';
@@ -349,6 +351,75 @@ describe('a range of keys walked over the proofs of its keys (a listing proved w
       () => treeRange(blocks, repo.data.pointer as never, full(lo), `${full(lo)}\x7f`),
       (err: unknown) => err instanceof NodeMissing,
     );
+  });
+
+  it("builds every subtree of atproto's tree from its keys and their CIDs alone, at its layer (subtreeCid)", async () => {
+    const { repo } = await account();
+    let checked = 0;
+    for (const node of await repo.data.allNodes()) {
+      if (!node.isTree()) continue;
+      const leaves = await node.list();
+      const keys = leaves.map((l) => {
+        const key = Buffer.from(l.key, 'utf8');
+        return { key, cid: CID.parse(l.value.toString()), layer: keyLayer(key) };
+      });
+      const layer = await node.getLayer();
+      assert.equal(subtreeCid(keys, layer)?.toString(), node.pointer.toString());
+      // At another layer, or one key short, it is another subtree.
+      assert.notEqual(subtreeCid(keys, layer + 1)?.toString(), node.pointer.toString());
+      if (keys.length > 1)
+        assert.notEqual(subtreeCid(keys.slice(1), layer)?.toString(), node.pointer.toString());
+      checked++;
+    }
+    assert.ok(checked > 50, `${checked} nodes`);
+  });
+
+  it("proves a listing from the two ends' proofs alone, and never one that leaves out, adds or changes a key", async () => {
+    const { repo, blocksOf } = await account();
+    const { blocks, root } = await blocksOf([]);
+    const listing = await Promise.all(
+      inRange.map(async (k) => {
+        const key = Buffer.from(full(k), 'utf8');
+        const cid = CID.parse((await repo.data.get(full(k)))!.toString());
+        return { key, cid, layer: keyLayer(key) };
+      }),
+    );
+    /** The keys the tree holds in the range, taking a missing node's from `keys` when they build it. */
+    const proved = (keys: typeof listing) => {
+      const step = treeFrontier(blocks, root, full(lo), `${full(lo)}\x7f`);
+      // The ends' paths hold every node across an end of the range: the missing are within it.
+      assert.ok(step.holes.length > 0);
+      const found = step.found.map((f) => `${f.key} ${f.cid.toString()}`);
+      for (const hole of step.holes) {
+        assert.ok(hole.from !== undefined && hole.to !== undefined && hole.layer !== undefined);
+        assert.ok(hole.from.toString() >= full(lo) && hole.to.toString() <= `${full(lo)}\x7f`);
+        const within = keys.filter(
+          (k) => Buffer.compare(k.key, hole.from!) > 0 && Buffer.compare(k.key, hole.to!) < 0,
+        );
+        if (!subtreeCid(within, hole.layer)?.equals(hole.cid)) return undefined;
+        found.push(...within.map((k) => `${k.key.toString()} ${k.cid.toString()}`));
+      }
+      return found.sort();
+    };
+    const said = (keys: typeof listing) => keys.map((k) => `${k.key.toString()} ${k.cid.toString()}`).sort();
+    assert.deepEqual(proved(listing), said(listing));
+    assert.equal(listing.length, inRange.length);
+    for (let i = 0; i < listing.length; i += 7) {
+      // Left out, changed, or one more key beside it: the subtree it is in is not built.
+      const without = listing.filter((_, j) => j !== i);
+      const changed = listing.map((k, j) =>
+        j === i ? { ...k, cid: listing[(i + 1) % listing.length]!.cid } : k,
+      );
+      const extraKey = Buffer.from(`${listing[i]!.key.toString()}x`, 'utf8');
+      const extra = [...listing, { key: extraKey, cid: listing[i]!.cid, layer: keyLayer(extraKey) }].sort(
+        (a, b) => Buffer.compare(a.key, b.key),
+      );
+      // Either a node is not built (the walk then reads it), or what the tree holds is not what was listed.
+      for (const keys of [without, changed, extra]) {
+        const got = proved(keys);
+        if (got !== undefined) assert.notDeepEqual(got, said(keys));
+      }
+    }
   });
 });
 

@@ -4,7 +4,7 @@ import { startProxy, type Proxy } from 'knotless-devnet';
 import { putRaw } from './helpers/forge.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
-import { readCar, readCarBlocks, readCommit, treeFrontier } from 'knotless-core/records/proof';
+import { readCar, readCommit, treeFrontier } from 'knotless-core/records/proof';
 
 const t = useNetwork(['alice.test']);
 let proxy: Proxy | undefined;
@@ -37,43 +37,38 @@ const LISTING = ['com.atproto.repo.listRecords', 'com.atproto.sync.getRecord'];
 const CHECKED = 'com.atproto.sync.getRecord';
 
 /**
- * The `com.atproto.sync.getBlocks` a reader makes to prove a listing of repository `name`'s ref
- * records as the account is now (format.md, "A listing of ref records, proved whole"), worked out
- * here from the PDS itself: the proof of `rkey` in `collection` (the one the reader starts from),
- * then the signed tree walked down over the repository's keys, one request a level while a level's
- * nodes fit one URL (about 120), none once the proof's own path holds the whole range.
+ * The requests a reader makes to prove a listing of repository `name`'s ref records as the account
+ * is now (format.md, "A listing of ref records, proved whole"), worked out here from the PDS itself:
+ * from the proof of `rkey` in `collection` (the one the reader starts from), the proof of each end
+ * of the repository's key range whose path that proof does not hold (a `getRecord` each, side by
+ * side); every node left is then within the range, built from the listing with no request.
  */
 async function walkOf(name: string, collection: string, rkey: string): Promise<string[]> {
   const did = t.dids['alice.test']!;
-  const get = async (nsid: string, params: [string, string][]) => {
-    const url = new URL(`/xrpc/${nsid}`, t.net.pdsUrl);
-    for (const [k, v] of params) url.searchParams.append(k, v);
+  const proof = async (collection: string, rkey: string) => {
+    const url = new URL('/xrpc/com.atproto.sync.getRecord', t.net.pdsUrl);
+    for (const [k, v] of Object.entries({ did, collection, rkey })) url.searchParams.append(k, v);
     const res = await fetch(url);
-    assert.equal(res.status, 200, nsid);
-    return new Uint8Array(await res.arrayBuffer());
+    assert.equal(res.status, 200, `${collection}/${rkey}`);
+    return readCar(new Uint8Array(await res.arrayBuffer()));
   };
-  const car = readCar(
-    await get('com.atproto.sync.getRecord', [
-      ['did', did],
-      ['collection', collection],
-      ['rkey', rkey],
-    ]),
-  );
+  const car = await proof(collection, rkey);
   const root = readCommit(car.blocks.get(car.root.toString())).data;
   const blocks = car.blocks;
   const lo = `dev.knotless.ref/${name}~`;
+  const hi = `${lo}\x7f`;
   const out: string[] = [];
-  for (let step = treeFrontier(blocks, root, lo, `${lo}\x7f`); step.missing.length > 0;) {
-    for (let i = 0; i < step.missing.length; i += 120) out.push('com.atproto.sync.getBlocks');
-    const got = readCarBlocks(
-      await get('com.atproto.sync.getBlocks', [
-        ['did', did],
-        ...step.missing.map((c): [string, string] => ['cids', c]),
-      ]),
-    );
-    for (const [cid, bytes] of got.blocks) blocks.set(cid, bytes);
-    step = treeFrontier(blocks, root, lo, `${lo}\x7f`);
+  const { holes } = treeFrontier(blocks, root, lo, hi);
+  const ends = [
+    ...(holes.some((h) => h.from === undefined || h.from.toString() < lo) ? [`${name}~`] : []),
+    ...(holes.some((h) => h.to === undefined || h.to.toString() > hi) ? [`${name}~`.padEnd(512, '~')] : []),
+  ];
+  for (const end of ends) {
+    out.push('com.atproto.sync.getRecord');
+    for (const [cid, bytes] of (await proof('dev.knotless.ref', end)).blocks) blocks.set(cid, bytes);
   }
+  for (const h of treeFrontier(blocks, root, lo, hi).holes)
+    assert.ok(h.from !== undefined && h.from.toString() >= lo && h.to !== undefined && h.to.toString() <= hi);
   return out;
 }
 

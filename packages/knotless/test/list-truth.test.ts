@@ -387,8 +387,10 @@ describe('list for-push', () => {
       // The cold listing reads the proof that there is no ref table beside it, and the push once
       // more after its writes (a table a migration may have made meanwhile); the re-read is proved
       // whole as the first listing was (a proof at the account's newest commit). Each proved listing
-      // walks the signed tree with getBlocks for the levels its proof's path does not hold.
-      assert.equal(seen.filter((n) => n === 'com.atproto.sync.getRecord').length, 3);
+      // reads the proofs of the ends of the repository's keys its proof's path does not hold (none
+      // to two), and builds the nodes within them from the listing.
+      const proofs = seen.filter((n) => n === 'com.atproto.sync.getRecord').length;
+      assert.ok(proofs >= 3 && proofs <= 7, `${proofs} proofs`);
       assert.equal(seen.at(-1), 'com.atproto.sync.getRecord');
       assert.deepEqual(
         seen.filter((n) => n !== 'com.atproto.sync.getRecord' && n !== 'com.atproto.sync.getBlocks'),

@@ -3,8 +3,9 @@
 // ref verified, and the listing proved complete by walking the signed commit's tree over the
 // repository's keys); a proxy that changes what the listing says of a ref (keeping its CID) gets that
 // ref marked not verified and the command ends 21, and one that leaves a ref out of the listing gets
-// the listing said not to be complete, ending 21; the tree's nodes are read with getBlocks, and a PDS
-// that withholds them or answers other bytes under their CIDs has the listing refused in one
+// the listing said not to be complete, ending 21; the tree's nodes within the repository's keys are
+// built from the listing, or read with getBlocks when a push lands between the proofs, and a PDS
+// that then withholds them or answers other bytes under their CIDs has the listing refused in one
 // sentence; a repository with a ref table is proved whole; a table whose proof does not hold fails
 // the command in one sentence.
 import assert from 'node:assert/strict';
@@ -200,24 +201,66 @@ describe('knotless verify', () => {
     }
   });
 
-  it("reads a listing of ref records proved by the signed tree's nodes (getBlocks), and refuses one whose nodes the PDS withholds or changes, ending 21", async () => {
-    const name = 'alice.test/site';
+  it("reads a listing of ref records proved by the signed tree's nodes, built from the listing or read (getBlocks), and refuses one whose nodes the PDS withholds or changes, ending 21", async () => {
+    const name = 'alice.test/wide';
+    records = true;
+    try {
+      // Enough refs that the repository's keys fill several nodes of the tree at any commit.
+      assert.equal((await alice.knotless('repo', 'create', 'wide')).code, 0);
+      const dir = await newRepo(alice, 'knotless://alice.test/wide');
+      await commitFiles(alice, dir, { 'a.txt': 'one\n' }, 'one');
+      const branches = Array.from({ length: 40 }, (_, i) => `main:refs/heads/b${i}`);
+      await alice.ok(dir, 'push', '-q', 'origin', 'main', ...branches);
+    } finally {
+      records = false;
+    }
     const noBlocks =
       "the PDS did not give the nodes of the account's signed tree that show the listing complete";
     const sentence = (why: string) =>
       `knotless: The ref table of ${name} could not be verified (${why}); nothing from it was used, so check the PDS or the network in between and try again.`;
+    // A write to the account each time a proof of an end of the range is asked for, before it is
+    // answered: that proof is of a newer commit than the one the listing is proved at, so the
+    // nodes are read from that commit (the nodes within the range are unchanged by the write).
+    let writes = 0;
+    const writeFirst = {
+      then: (ok: (v: unknown) => unknown, no: (e: unknown) => unknown) =>
+        put('dev.knotless.test', `w${writes++}`, { writes }).then(ok, no),
+    } as unknown as Promise<unknown>;
     service = true;
     try {
-      // As it is: one proof (that there is no table, carrying the signed commit), the tree's nodes
-      // over the repository's keys, and no proof per record.
+      // As it is: one proof (that there is no table, carrying the signed commit), the proofs of the
+      // ends of the repository's keys its path does not hold, side by side; every node within the
+      // range is built from the listing and checked against the CID the signed tree holds. No node
+      // is read, and no proof per record.
       proxy!.reset();
       const ok = await alice.knotless('repo', 'info', name, '--json');
       assert.equal(ok.code, 0, ok.stderr);
-      assert.equal((JSON.parse(ok.stdout) as { refs: number }).refs, 2);
+      assert.equal((JSON.parse(ok.stdout) as { refs: number }).refs, 41);
+      assert.equal(proxy!.count('com.atproto.sync.getBlocks'), 0);
+      const proofs = proxy!.count('com.atproto.sync.getRecord');
+      assert.ok(proofs >= 2 && proofs <= 3, `${proofs} proofs`);
+
+      // A push landing between the proofs: the nodes are read instead, and the listing holds.
+      proxy!.reset();
+      proxy!.inject({
+        nsid: 'com.atproto.sync.getRecord',
+        nth: 2,
+        fault: { kind: 'hold', until: writeFirst },
+      });
+      const raced = await alice.knotless('repo', 'info', name, '--json');
+      assert.equal(raced.code, 0, raced.stderr);
+      assert.equal((JSON.parse(raced.stdout) as { refs: number }).refs, 41);
+      assert.ok(writes > 0);
       assert.ok(proxy!.count('com.atproto.sync.getBlocks') > 0, 'no node of the tree was read');
-      assert.equal(proxy!.count('com.atproto.sync.getRecord'), 1);
+      proxy!.clearFaults();
 
       // The nodes withheld (as a PDS that dropped them answers): refused after reading them again.
+      proxy!.inject({
+        nsid: 'com.atproto.sync.getRecord',
+        nth: 2,
+        times: Infinity,
+        fault: { kind: 'hold', until: writeFirst },
+      });
       proxy!.inject({
         nsid: 'com.atproto.sync.getBlocks',
         times: Infinity,
@@ -227,7 +270,10 @@ describe('knotless verify', () => {
       assert.equal(withheld.code, 21, withheld.stderr);
       assert.equal(withheld.stdout, '');
       assert.equal(withheld.stderr.trim(), sentence(noBlocks));
-      assert.ok(proxy!.faultsFired.length >= 3, 'the nodes were not asked for again');
+      assert.ok(
+        proxy!.faultsFired.filter((f) => f.nsid === 'com.atproto.sync.getBlocks').length >= 3,
+        'the nodes were not asked for again',
+      );
       // knotless verify says the listing is not complete, each ref holding on its own proof.
       const v = await alice.knotless('verify', name, '--json');
       assert.equal(v.code, 21, v.stderr);
@@ -238,6 +284,12 @@ describe('knotless verify', () => {
       proxy!.clearFaults();
 
       // A node whose bytes are not those its CID names: refused at once.
+      proxy!.inject({
+        nsid: 'com.atproto.sync.getRecord',
+        nth: 2,
+        times: Infinity,
+        fault: { kind: 'hold', until: writeFirst },
+      });
       const blocks = new BlockMap();
       blocks.set(await cidForRecord({ a: 1 }), new Uint8Array([0xa1, 0x61, 0x61, 0x02]));
       proxy!.inject({
@@ -256,7 +308,7 @@ describe('knotless verify', () => {
         changed.stderr.trim(),
         sentence("the blocks of the account's tree are not a CAR whose blocks match their CIDs"),
       );
-      assert.ok(proxy!.faultsFired.length > 0);
+      assert.ok(proxy!.faultsFired.some((f) => f.nsid === 'com.atproto.sync.getBlocks'));
     } finally {
       service = false;
       proxy!.clearFaults();

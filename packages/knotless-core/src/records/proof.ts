@@ -380,8 +380,9 @@ export function treeFrontier(
   lo: string,
   hi: string,
   decoded: Map<string, unknown> = new Map(),
-): { found: Array<{ key: string; cid: CID }>; missing: string[] } {
+): { found: Array<{ key: string; cid: CID }>; missing: string[]; holes: Hole[] } {
   const missing: string[] = [];
+  const holes: Hole[] = [];
   const low = Buffer.from(lo, 'utf8');
   const high = Buffer.from(hi, 'utf8');
   const out: Array<{ key: string; cid: CID }> = [];
@@ -390,7 +391,13 @@ export function treeFrontier(
   const meets = (from: Buffer | undefined, to: Buffer | undefined) =>
     (from === undefined || Buffer.compare(from, high) < 0) &&
     (to === undefined || Buffer.compare(to, low) > 0);
-  const walk = (link: CID, from: Buffer | undefined, to: Buffer | undefined, depth: number): void => {
+  const walk = (
+    link: CID,
+    from: Buffer | undefined,
+    to: Buffer | undefined,
+    depth: number,
+    layer: number | undefined,
+  ): void => {
     if (depth > MAX_DEPTH) throw new Error('the tree is too deep');
     const id = link.toString();
     let node = decoded.get(id);
@@ -398,6 +405,7 @@ export function treeFrontier(
       const bytes = blocks.get(id);
       if (bytes === undefined) {
         missing.push(id);
+        holes.push({ cid: link, from, to, layer });
         return;
       }
       node = decodeBlock(bytes);
@@ -406,21 +414,102 @@ export function treeFrontier(
     const { left, entries } = treeNode(node);
     let below = from;
     let subtree = left;
+    // A node's layer is its entries' (an entry-less node's, one below its parent's): its subtrees
+    // are one below it, as atproto's tree is built.
+    let childLayer = entries.length === 0 && layer !== undefined ? layer - 1 : undefined;
     for (const { key: full, value: v, right: t } of treeEntries(entries)) {
+      childLayer ??= keyLayer(full) - 1;
       // An entry outside the span its node was reached by would be a key no search finds where it is.
       if (
         (from !== undefined && Buffer.compare(full, from) <= 0) ||
         (to !== undefined && Buffer.compare(full, to) >= 0)
       )
         throw new Error('a tree entry outside its node');
-      if (subtree !== null && meets(below, full)) walk(subtree, below, full, depth + 1);
+      if (subtree !== null && meets(below, full)) walk(subtree, below, full, depth + 1, childLayer);
       if (Buffer.compare(full, low) > 0 && Buffer.compare(full, high) < 0)
         out.push({ key: full.toString('utf8'), cid: v });
       below = full;
       subtree = t;
     }
-    if (subtree !== null && meets(below, to)) walk(subtree, below, to, depth + 1);
+    if (subtree !== null && meets(below, to)) walk(subtree, below, to, depth + 1, childLayer);
   };
-  walk(root, undefined, undefined, 0);
-  return { found: out, missing };
+  walk(root, undefined, undefined, 0, undefined);
+  return { found: out, missing, holes };
+}
+
+/**
+ * A node a walk of a range needed and lacked: its CID, the span its link gives it (open at both
+ * ends; undefined: unbounded) and the layer atproto's tree puts it at (one below its parent's;
+ * undefined when that cannot be told).
+ */
+export interface Hole {
+  cid: CID;
+  from: Buffer | undefined;
+  to: Buffer | undefined;
+  layer: number | undefined;
+}
+
+/** A CID's string form read back; undefined when it is none. */
+export function parseCid(text: string): CID | undefined {
+  try {
+    return CID.parse(text);
+  } catch (err) {
+    if (err instanceof Error) return undefined;
+    throw err;
+  }
+}
+
+/** A key's layer in atproto's tree: the leading zero bits of its sha-256, two to a layer (a fanout of 4). */
+export function keyLayer(key: Uint8Array): number {
+  const digest = crypto.createHash('sha256').update(key).digest();
+  let zeros = 0;
+  for (const byte of digest) {
+    if (byte === 0) {
+      zeros += 8;
+      continue;
+    }
+    zeros += Math.clz32(byte) - 24;
+    break;
+  }
+  return zeros >> 1;
+}
+
+/**
+ * The CID of the subtree atproto's tree builds at `layer` from exactly `keys` (in key order, each
+ * with its record's CID): null for no keys, undefined when no tree at that layer can hold them (a
+ * key of a higher layer). The tree is deterministic: its nodes follow from the keys alone, each
+ * key at its layer, every layer between a node and its keys' present as an entry-less node, each
+ * entry's key sharing the prefix of the one before it. So a subtree whose CID a signed node holds
+ * is proved to hold exactly these keys when this gives the same CID: no node of it need be read.
+ */
+export function subtreeCid(
+  keys: ReadonlyArray<{ key: Buffer; cid: CID; layer: number }>,
+  layer: number,
+): CID | null | undefined {
+  if (keys.length === 0) return null;
+  if (layer < 0) return undefined;
+  const entries: Array<{ k: Uint8Array; p: number; t: CID | null; v: CID }> = [];
+  let start = 0;
+  let left: CID | null | undefined = null;
+  let previous: Buffer | undefined;
+  const below = (from: number, to: number) => subtreeCid(keys.slice(from, to), layer - 1);
+  for (let i = 0; i <= keys.length; i++) {
+    const key = keys[i];
+    if (key !== undefined && key.layer > layer) return undefined;
+    if (key !== undefined && key.layer < layer) continue;
+    const sub = below(start, i);
+    if (sub === undefined) return undefined;
+    if (previous === undefined) left = sub;
+    else entries[entries.length - 1]!.t = sub;
+    if (key === undefined) break;
+    let p = 0;
+    if (previous !== undefined)
+      while (p < previous.length && p < key.key.length && previous[p] === key.key[p]) p++;
+    entries.push({ k: new Uint8Array(key.key.subarray(p)), p, t: null, v: key.cid });
+    previous = key.key;
+    start = i + 1;
+  }
+  const bytes = encode({ e: entries, l: left }, ENCODE);
+  const digest = crypto.createHash('sha256').update(bytes).digest();
+  return CID.decode(Uint8Array.of(0x01, 0x71, SHA2_256, 32, ...digest));
 }

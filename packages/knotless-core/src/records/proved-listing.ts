@@ -15,6 +15,7 @@ import type { RemoteRepo } from './remote-repo.ts';
 import { WHOLE_REPOSITORY_BYTES, unverified, type ProofTree, type VerifiedRecord } from './verified-read.ts';
 import type { BodyTooLarge } from '../xrpc/http-pool.ts';
 import type { CID } from './proof-libs.ts';
+import type { Hole } from './proof.ts';
 
 /** Verified reads of the owner's records (read-refs.ts `openVerifiedReads`), as far as they are used here. */
 export interface ProofReads {
@@ -45,6 +46,8 @@ const MAX_BYTES = WHOLE_REPOSITORY_BYTES;
 const MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 /** Above every record key that starts with a prefix: keys use `A-Za-z0-9._:~-`, all below DEL. */
 const TOP = '\x7f';
+/** The longest record key atproto allows. */
+const MAX_RKEY = 512;
 
 /** A listing proved complete, its records as the signed blocks hold them, at the commit proved. */
 export interface ProvedListing {
@@ -99,7 +102,7 @@ export async function proveListing(
       tree = at;
     }
     for (const [cid, bytes] of tree.blocks) known.set(cid, bytes);
-    const inRange = await walk(remote, reads, tree, { known, decoded }, prefix, spent);
+    const inRange = await walk(remote, reads, tree, { known, decoded }, prefix, spent, listed);
     const out = typeof inRange === 'string' ? inRange : await compare(remote, listed, inRange, tree);
     if (typeof out !== 'string') return out;
     why = out;
@@ -127,9 +130,13 @@ async function walk(
   nodes: { known: Map<string, Uint8Array>; decoded: Map<string, unknown> },
   prefix: string,
   spent: Spent,
+  listed: ListedRecord[],
 ): Promise<Map<string, CID> | Mismatch> {
   const { treeFrontier } = await import('./proof.ts');
   const lo = `${REF_COLLECTION}/${prefix}`;
+  const range = { low: Buffer.from(lo, 'utf8'), high: Buffer.from(lo + TOP, 'utf8') };
+  const built = await builder(listed);
+  let bounded = false;
   // A walk ends: each round goes one level down a tree whose depth treeFrontier bounds.
   for (;;) {
     let step: ReturnType<typeof treeFrontier>;
@@ -138,18 +145,107 @@ async function walk(
     } catch (err) {
       throw unverified(nameOf(remote), "the account's signed tree is malformed", err);
     }
-    if (step.missing.length === 0)
-      return new Map(step.found.map((f) => [f.key.slice(REF_COLLECTION.length + 1), f.cid]));
-    spent.nodes += step.missing.length;
+    const found = new Map(step.found.map((f) => [f.key.slice(REF_COLLECTION.length + 1), f.cid]));
+    // A node wholly within the range whose CID the listing's keys build is proved by it, unread; a
+    // node across an end of the range needs the path of that end's proof first, read once.
+    const missing: string[] = [];
+    const ends = { low: false, high: false };
+    for (const hole of step.holes) {
+      const inside =
+        hole.from !== undefined &&
+        hole.to !== undefined &&
+        Buffer.compare(hole.from, range.low) >= 0 &&
+        Buffer.compare(hole.to, range.high) <= 0;
+      const keys = inside ? built?.(hole) : undefined;
+      if (keys !== undefined) {
+        for (const k of keys) found.set(k.key.toString('utf8').slice(REF_COLLECTION.length + 1), k.cid);
+        continue;
+      }
+      missing.push(hole.cid.toString());
+      if (hole.from === undefined || Buffer.compare(hole.from, range.low) < 0) ends.low = true;
+      if (hole.to === undefined || Buffer.compare(hole.to, range.high) > 0) ends.high = true;
+    }
+    if (missing.length === 0) return found;
+    if (!bounded && built !== undefined && (ends.low || ends.high)) {
+      bounded = true;
+      await readEnds(reads, at, nodes.known, prefix, ends);
+      continue;
+    }
+    spent.nodes += missing.length;
     if (spent.nodes > MAX_NODES)
       throw unverified(
         nameOf(remote),
         `the account's signed tree has more than ${MAX_NODES} nodes in the repository's range`,
       );
-    const got = await readNodes(remote, reads, step.missing, spent);
+    const got = await readNodes(remote, reads, missing, spent);
     if (got === undefined) return 'no-blocks';
     for (const [cid, bytes] of got) nodes.known.set(cid, bytes);
   }
+}
+
+/** The keys of a record key range, each with its record's CID and its layer in the tree, in key order. */
+type Keyed = Array<{ key: Buffer; cid: CID; layer: number }>;
+
+/**
+ * What the listing proves of a node the walk lacks (see {@link walk}): the listed keys within its
+ * span when the subtree they build at its layer has its CID, else undefined. Undefined when the
+ * listing holds a CID that does not parse (it is then refused by the comparison).
+ */
+async function builder(listed: ListedRecord[]): Promise<((hole: Hole) => Keyed | undefined) | undefined> {
+  const { keyLayer, parseCid, subtreeCid } = await import('./proof.ts');
+  const keys: Keyed = [];
+  for (const r of listed) {
+    const cid = parseCid(r.cid);
+    if (cid === undefined) return undefined;
+    const key = Buffer.from(`${REF_COLLECTION}/${rkeyOf(r.uri)}`, 'utf8');
+    keys.push({ key, cid, layer: keyLayer(key) });
+  }
+  keys.sort((a, b) => Buffer.compare(a.key, b.key));
+  // The first key at or past `bound` (keys.length when none is).
+  const from = (bound: Buffer, past: boolean) => {
+    let a = 0;
+    let b = keys.length;
+    while (a < b) {
+      const m = (a + b) >> 1;
+      const order = Buffer.compare(keys[m]!.key, bound);
+      if (order < 0 || (past && order === 0)) a = m + 1;
+      else b = m;
+    }
+    return a;
+  };
+  return (hole) => {
+    if (hole.layer === undefined || hole.from === undefined || hole.to === undefined) return undefined;
+    const within = keys.slice(from(hole.from, true), from(hole.to, false));
+    const cid = subtreeCid(within, hole.layer);
+    return cid != null && cid.equals(hole.cid) ? within : undefined;
+  };
+}
+
+/**
+ * The tree's paths to the ends of the range `ends` names, read from the proofs of the keys just
+ * below and just above every key of the repository (absent, both): added to `known` when they are of
+ * the commit `at` (a push landing between the two reads leaves the walk to read the nodes instead).
+ */
+async function readEnds(
+  reads: ProofReads,
+  at: ProofTree,
+  known: Map<string, Uint8Array>,
+  prefix: string,
+  ends: { low: boolean; high: boolean },
+): Promise<void> {
+  const keys = [
+    ...(ends.low ? [prefix] : []),
+    // Above every key of the prefix: a record key is at most 512 characters, none above '~'.
+    ...(ends.high ? [prefix + '~'.repeat(Math.max(1, MAX_RKEY - prefix.length))] : []),
+  ];
+  await Promise.all(
+    keys.map((rkey) =>
+      reads.read(REF_COLLECTION, rkey, (tree) => {
+        if (!tree.data.equals(at.data)) return;
+        for (const [cid, bytes] of tree.blocks) known.set(cid, bytes);
+      }),
+    ),
+  );
 }
 
 /**
