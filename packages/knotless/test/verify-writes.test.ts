@@ -6,10 +6,14 @@
 // before its one commit (swapped on the account's commit, not on each record), and the one record a
 // plain push reads again after its compare-and-swap was refused. Here the proxy lets the first
 // listing through, lets another machine push, and then answers the second read with the ref's old
-// value: the push must fail with the sentence, and the other machine's commit must stay.
+// value: the push must fail with the sentence, and the other machine's commit must stay. The plain
+// push's case runs again through the warm agent, which carries the write and the read again (told
+// apart by the agent's process at the proxy).
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
+import { spawnAgent, type RunningAgent } from './helpers/agent.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { startLyingProxy, type Lie, type LyingProxy } from './helpers/lying-proxy.ts';
 import { useNetwork } from './helpers/network.ts';
@@ -29,10 +33,26 @@ const reader = useGitUser(t, 'alice.test', () => ({
   ...(front === undefined ? {} : { KNOTLESS_SERVICE: front.url }),
 }));
 
+/** The reader's warm agent, for the cases through it; its requests are told apart by the front proxy. */
+let agent: RunningAgent | undefined;
+let socket = '';
+/** The same machine as `reader`, its helpers asking its agent. */
+const warm = useGitUser(t, 'alice.test', () => {
+  const { KNOTLESS_AGENT: off, ...env } = onRecords();
+  void off;
+  return {
+    ...env,
+    KNOTLESS_AGENT_SOCKET: socket,
+    ...(front === undefined ? {} : { KNOTLESS_SERVICE: front.url }),
+  };
+});
+
 before(async () => {
   await t.ready;
+  socket = path.join(t.tmpdir(), 'agent.sock');
   liar = await startLyingProxy(t.net.pdsUrl);
   front = await startProxy({
+    watchPids: () => (agent?.child.pid === undefined ? [] : [agent.child.pid]),
     target: liar.url,
     onRequest: async (req) => {
       const h = hook;
@@ -41,6 +61,7 @@ before(async () => {
   });
 });
 after(async () => {
+  await agent?.stop();
   await front?.close();
   await liar?.close();
 });
@@ -57,17 +78,17 @@ const refListing = (req: { nsid: string | undefined; path: string }) =>
   new URLSearchParams(req.path.split('?')[1] ?? '').get('collection') === 'dev.knotless.ref';
 
 /** A repository on ref records at c1, the reader's clone of it with a commit on top (not pushed). */
-async function setUp(name: string) {
+async function setUp(name: string, machine = reader) {
   const url = `knotless://alice.test/${name}`;
   const made = await other.knotless('repo', 'create', name);
   assert.equal(made.code, 0, made.stderr);
   const odir = await newRepo(other, url);
   const c1 = await commitFiles(other, odir, { 'a.txt': 'one\n' }, 'c1');
   await other.ok(odir, 'push', '-q', 'origin', 'main');
-  const parent = reader.dir();
-  await reader.ok(parent, 'clone', '-q', url, 'r');
+  const parent = machine.dir();
+  await machine.ok(parent, 'clone', '-q', url, 'r');
   const rdir = `${parent}/r`;
-  const mine = await commitFiles(reader, rdir, { 'b.txt': 'reader\n' }, 'reader');
+  const mine = await commitFiles(machine, rdir, { 'b.txt': 'reader\n' }, 'reader');
   return { url, odir, rdir, c1, mine };
 }
 
@@ -179,3 +200,51 @@ function oldValue(target: string): Lie {
     };
   };
 }
+
+describe('a push through the warm agent reads again only what is proved', () => {
+  before(async () => {
+    await warm.ready;
+    agent = await spawnAgent(socket, warm.env);
+  });
+
+  it("a plain push on ref records: the agent's read after a refused swap must be its CID's", async () => {
+    const name = 'vw-agent-plain';
+    const s = await setUp(name, warm);
+    liar!.lies = 0;
+    let theirs = '';
+    let wrote: number | undefined;
+    hook = async (req) => {
+      // The agent's first write of main: the other machine pushes just before it lands, so the
+      // swap is refused and main's record is read again, which the liar answers with main's old
+      // value under its new CID.
+      if (wrote !== undefined || req.method !== 'POST') return;
+      if (req.nsid !== 'com.atproto.repo.putRecord' && req.nsid !== 'com.atproto.repo.applyWrites') return;
+      wrote = front!.requests.length;
+      theirs = await otherPushes(s.odir);
+      liar!.lie = oldValue(s.c1);
+    };
+    front!.reset();
+    try {
+      const pushed = await warm.git(s.rdir, 'push', 'origin', 'main');
+      assert.notEqual(pushed.code, 0, pushed.stderr);
+      assert.match(pushed.stderr, SENTENCE(name, 'a ref record read is not the block its CID names'));
+      assert.doesNotMatch(pushed.stderr, /\n\s+at .*:\d+:\d+/);
+    } finally {
+      hook = undefined;
+      liar!.lie = undefined;
+    }
+    assert.ok(wrote !== undefined, 'the push wrote nothing');
+    // The agent carried the write and the read the lie was told to.
+    const writes = front!.requests.filter(
+      (r) => r.nsid === 'com.atproto.repo.putRecord' || r.nsid === 'com.atproto.repo.applyWrites',
+    );
+    assert.ok(writes.length > 0 && writes.every((r) => r.pid === agent!.child.pid), agent!.log());
+    const reads = front!.requests.filter((r) => r.nsid === 'com.atproto.repo.getRecord');
+    assert.ok(
+      reads.some((r) => r.pid === agent!.child.pid),
+      agent!.log(),
+    );
+    assert.ok(liar!.lies > 0, 'the proxy told no lie');
+    assert.equal(await mainOf(s.url), theirs, "the other machine's push was replaced");
+  });
+});
