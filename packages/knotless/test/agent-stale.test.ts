@@ -3,7 +3,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startProxy, type Proxy } from 'knotless-devnet';
-import { agentWireView, spawnAgent, startGate, type Gate, type RunningAgent } from './helpers/agent.ts';
+import {
+  agentView,
+  agentWireView,
+  spawnAgent,
+  startGate,
+  type Gate,
+  type RunningAgent,
+} from './helpers/agent.ts';
 import { commitFiles, newRepo, useGitUser } from './helpers/git.ts';
 import { useNetwork } from './helpers/network.ts';
 
@@ -18,18 +25,20 @@ let proxy: Proxy | undefined;
 let gate: Gate | undefined;
 let socket = '';
 let agent: RunningAgent | undefined;
-// Repositories stay on ref records (KNOTLESS_REF_TABLE=0): these cases count and prove the warm
-// agent's view of ref records (its commit, the stream's record operations); agent-table.test.ts does
-// the same for a ref table.
+// Every case runs twice: on ref records (KNOTLESS_REF_TABLE=0: the warm agent's view of them, its
+// commit and the stream's record operations), then on a ref table (the default: the view is the
+// table, its CID the swap; agent-table.test.ts counts its pushes).
+let onTable = false;
+const layout = () => (onTable ? {} : { KNOTLESS_REF_TABLE: '0' });
 const warm = useGitUser(t, 'alice.test', () => ({
-  KNOTLESS_REF_TABLE: '0',
+  ...layout(),
   KNOTLESS_COMPACT: '0',
   KNOTLESS_AGENT_SOCKET: socket,
   ...(proxy === undefined ? {} : { KNOTLESS_SERVICE: proxy.url }),
 }));
 // Another machine of the same account, with its own cache and no agent.
 const other = useGitUser(t, 'alice.test', () => ({
-  KNOTLESS_REF_TABLE: '0',
+  ...layout(),
   KNOTLESS_AGENT: '0',
   KNOTLESS_COMPACT: '0',
 }));
@@ -81,12 +90,25 @@ async function ensureAgent(): Promise<void> {
  */
 async function untilAgentSees(name: string, ref: string, oid: string | undefined): Promise<void> {
   for (;;) {
-    const view = await agentWireView(socket, q(name));
-    const seen = view?.refs.find((r) => r.record.ref === ref)?.record.target;
-    if (view?.commit !== undefined && seen === oid) return;
+    const view = await viewNow(name);
+    if (view !== null && view.get(ref) === oid) return;
     // Asked again after a moment: the agent has no call that waits for a view to change.
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/**
+ * The agent's view of `name` as it answers a helper at once (ref → target), or null when it gives
+ * none: a view of ref records with the commit it is complete at, or a view of the table.
+ */
+async function viewNow(name: string): Promise<Map<string, string | undefined> | null> {
+  if (onTable) {
+    const view = await agentView(socket, q(name));
+    return view === null ? null : new Map([...view].map(([ref, r]) => [ref, r.target]));
+  }
+  const view = await agentWireView(socket, q(name));
+  if (view === null || view.commit === undefined) return null;
+  return new Map(view.refs.map((r) => [r.record.ref, r.record.target]));
 }
 
 let n = 0;
@@ -164,9 +186,9 @@ async function whileBehind(
   gate!.hold();
   try {
     await move();
-    const view = await agentWireView(socket, q(name));
-    assert.equal(view?.refs.find((r) => r.record.ref === ref)?.record.target, was, 'the view lags');
-    assert.notEqual(view?.commit, undefined, 'the view answers at once');
+    const view = await viewNow(name);
+    assert.notEqual(view, null, 'the view answers at once');
+    assert.equal(view?.get(ref), was, 'the view lags');
     return await carried(push);
   } finally {
     gate!.release();
@@ -178,213 +200,230 @@ async function whileBehind(
   }
 }
 
-describe('a push through the agent while its stream lags another machine', () => {
-  // Before the network's own `after`: the PDS waits for open event streams when it closes.
-  after(async () => {
-    await agent?.stop();
-    await gate?.close();
-  });
-
-  it("a stream held through the agent's heartbeat stays up: its events wait, its pings are answered", async () => {
-    const { name, c2 } = await repository();
-    const logAt = agent!.log().length;
-    const lost = () => /event stream of [^\n]*: /.test(agent!.log().slice(logAt));
-    gate!.hold();
-    try {
-      // Three of the agent's pings (one each 10 s) sent while held: a stream whose pongs were held too
-      // would have been cut at the second.
-      const from = gate!.pings();
-      while (gate!.pings() < from + 3 && !lost()) await new Promise((r) => setTimeout(r, 200));
-      assert.equal(lost(), false, `the stream was cut while held\n${agent!.log().slice(logAt)}`);
-      const view = await agentWireView(socket, q(name));
-      assert.notEqual(view?.commit, undefined, 'the view answers at once');
-    } finally {
-      gate!.release();
-    }
-    await untilAgentSees(name, 'refs/heads/main', c2);
-  });
-
-  it('--force-with-lease that git judges "up to date" on the stale view fails with one sentence', async () => {
-    const { url, name, dir, od, c2 } = await repository();
-    const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
-    const res = await whileBehind(
-      name,
-      () => other.ok(od, 'push', '-q', 'origin', 'main'),
-      'refs/heads/main',
-      c2,
-      () => held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
-    );
-    // git's own status for a push whose helper failed, as for a refused ref: the lease step of
-    // git-parity.test.ts may end so through the agent.
-    assert.equal(res.code, 1, res.stderr);
-    assert.match(res.stdout, /^=\trefs\/heads\/main:refs\/heads\/main\t\[up to date\]$/m);
-    assert.match(res.stderr, /^knotless: .* changed while git was deciding this push \(refs\/heads\/main\)/m);
-    assert.equal((await remote(url)).get('refs/heads/main'), c4);
-  });
-
-  it('--force-with-lease that git sends is refused as stale info, as a bare repository refuses it', async () => {
-    const { url, name, dir, od, c2 } = await repository();
-    const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
-    await commitFiles(warm, dir, { three: 'three\n' }, 'c3');
-    const res = await whileBehind(
-      name,
-      () => other.ok(od, 'push', '-q', 'origin', 'main'),
-      'refs/heads/main',
-      c2,
-      () => held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
-    );
-    assert.equal(res.code, 1, res.stderr);
-    assert.match(res.stdout, /^!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)$/m);
-    assert.equal((await remote(url)).get('refs/heads/main'), c4);
-  });
-
-  /** A push git sends (the view said its ref is behind), judged again on the account as it is. */
-  const sent: Array<{
-    what: string;
-    ref: string;
-    move: (od: string) => Promise<unknown>;
-    push: (dir: string) => string[];
-    code: number;
-    line: RegExp;
-    after: (r: { c1: string; c2: string; c3: string; c4: string }) => string | undefined;
-  }> = [
-    {
-      what: 'a plain push no longer a fast-forward is rejected "fetch first"',
-      ref: 'refs/heads/main',
-      move: (od) => other.ok(od, 'push', '-q', 'origin', 'main'),
-      push: () => ['push', '--porcelain', 'origin', 'main'],
-      code: 1,
-      line: /^!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(fetch first\)$/m,
-      after: ({ c4 }) => c4,
-    },
-    {
-      what: 'a force without a lease is written over the moved ref',
-      ref: 'refs/heads/main',
-      move: (od) => other.ok(od, 'push', '-q', 'origin', 'main'),
-      push: () => ['push', '--porcelain', '--force', 'origin', 'main'],
-      code: 0,
-      line: /^.\trefs\/heads\/main:refs\/heads\/main\t/m,
-      after: ({ c3 }) => c3,
-    },
-    {
-      what: 'a delete of a ref another machine moved deletes it',
-      ref: 'refs/heads/side',
-      move: (od) => other.ok(od, 'push', '-q', 'origin', 'HEAD:side'),
-      push: () => ['push', '--porcelain', 'origin', ':side'],
-      code: 0,
-      line: /^-\t:refs\/heads\/side\t\[deleted\]$/m,
-      after: () => undefined,
-    },
-  ];
-  for (const c of sent) {
-    it(`${c.what}, as by a bare repository`, async () => {
-      const { url, name, dir, od, c1, c2 } = await repository();
-      const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
-      const c3 = await commitFiles(warm, dir, { three: 'three\n' }, 'c3');
-      const res = await whileBehind(
-        name,
-        () => c.move(od),
-        c.ref,
-        c.ref === 'refs/heads/main' ? c2 : c1,
-        () => held.git(dir, ...c.push(dir)),
-      );
-      assert.equal(res.code, c.code, res.stderr);
-      assert.match(res.stdout, c.line);
-      assert.equal((await remote(url)).get(c.ref), c.after({ c1, c2, c3, c4 }));
+for (const kind of ['ref records', 'a ref table'] as const)
+  describe(`a push through the agent while its stream lags another machine, on ${kind}`, () => {
+    before(() => {
+      onTable = kind === 'a ref table';
     });
-  }
+    // Before the network's own `after`: the PDS waits for open event streams when it closes.
+    if (kind === 'a ref table')
+      after(async () => {
+        await agent?.stop();
+        await gate?.close();
+      });
 
-  /** What git judges "up to date" on the stale view and sends nothing for: the helper's one read. */
-  const unsent: Array<
-    [string, (od: string, c1: string) => Promise<unknown>, string, (c1: string) => string]
-  > = [
-    [
-      'rewinds main',
-      (od, c1) => other.ok(od, 'push', '-q', 'origin', `+${c1}:refs/heads/main`),
-      'refs/heads/main',
-      () => 'main',
-    ],
-    [
-      'moves main on',
-      (od) =>
-        commitFiles(other, od, { four: '4\n' }, 'c4').then(() =>
-          other.ok(od, 'push', '-q', 'origin', 'main'),
-        ),
-      'refs/heads/main',
-      () => 'main',
-    ],
-    [
-      'deletes side',
-      (od) => other.ok(od, 'push', '-q', 'origin', ':side'),
-      'refs/heads/side',
-      (c1) => `${c1}:refs/heads/side`,
-    ],
-  ];
-  for (const [what, move, ref, spec] of unsent) {
-    it(`fails, never "up to date" with exit 0, when another machine ${what} just before`, async () => {
-      const { url, name, dir, od, c1, c2 } = await repository();
+    // The stream alone, whatever the layout: once.
+    if (kind === 'ref records')
+      it("a stream held through the agent's heartbeat stays up: its events wait, its pings are answered", async () => {
+        const { name, c2 } = await repository();
+        const logAt = agent!.log().length;
+        const lost = () => /event stream of [^\n]*: /.test(agent!.log().slice(logAt));
+        gate!.hold();
+        try {
+          // Three of the agent's pings (one each 10 s) sent while held: a stream whose pongs were held too
+          // would have been cut at the second.
+          const from = gate!.pings();
+          while (gate!.pings() < from + 3 && !lost()) await new Promise((r) => setTimeout(r, 200));
+          assert.equal(lost(), false, `the stream was cut while held\n${agent!.log().slice(logAt)}`);
+          const view = await agentWireView(socket, q(name));
+          assert.notEqual(view?.commit, undefined, 'the view answers at once');
+        } finally {
+          gate!.release();
+        }
+        await untilAgentSees(name, 'refs/heads/main', c2);
+      });
+
+    it('--force-with-lease that git judges "up to date" on the stale view fails with one sentence', async () => {
+      const { url, name, dir, od, c2 } = await repository();
+      const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
       const res = await whileBehind(
         name,
+        () => other.ok(od, 'push', '-q', 'origin', 'main'),
+        'refs/heads/main',
+        c2,
+        () => held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
+      );
+      // git's own status for a push whose helper failed, as for a refused ref: the lease step of
+      // git-parity.test.ts may end so through the agent.
+      assert.equal(res.code, 1, res.stderr);
+      assert.match(res.stdout, /^=\trefs\/heads\/main:refs\/heads\/main\t\[up to date\]$/m);
+      assert.match(
+        res.stderr,
+        /^knotless: .* changed while git was deciding this push \(refs\/heads\/main\)/m,
+      );
+      assert.equal((await remote(url)).get('refs/heads/main'), c4);
+    });
+
+    it('--force-with-lease that git sends is refused as stale info, as a bare repository refuses it', async () => {
+      const { url, name, dir, od, c2 } = await repository();
+      const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
+      await commitFiles(warm, dir, { three: 'three\n' }, 'c3');
+      const res = await whileBehind(
+        name,
+        () => other.ok(od, 'push', '-q', 'origin', 'main'),
+        'refs/heads/main',
+        c2,
+        () => held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
+      );
+      assert.equal(res.code, 1, res.stderr);
+      assert.match(res.stdout, /^!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)$/m);
+      assert.equal((await remote(url)).get('refs/heads/main'), c4);
+    });
+
+    /** A push git sends (the view said its ref is behind), judged again on the account as it is. */
+    const sent: Array<{
+      what: string;
+      ref: string;
+      move: (od: string) => Promise<unknown>;
+      push: (dir: string) => string[];
+      code: number;
+      line: RegExp;
+      after: (r: { c1: string; c2: string; c3: string; c4: string }) => string | undefined;
+    }> = [
+      {
+        what: 'a plain push no longer a fast-forward is rejected "fetch first"',
+        ref: 'refs/heads/main',
+        move: (od) => other.ok(od, 'push', '-q', 'origin', 'main'),
+        push: () => ['push', '--porcelain', 'origin', 'main'],
+        code: 1,
+        line: /^!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(fetch first\)$/m,
+        after: ({ c4 }) => c4,
+      },
+      {
+        what: 'a force without a lease is written over the moved ref',
+        ref: 'refs/heads/main',
+        move: (od) => other.ok(od, 'push', '-q', 'origin', 'main'),
+        push: () => ['push', '--porcelain', '--force', 'origin', 'main'],
+        code: 0,
+        line: /^.\trefs\/heads\/main:refs\/heads\/main\t/m,
+        after: ({ c3 }) => c3,
+      },
+      {
+        what: 'a delete of a ref another machine moved deletes it',
+        ref: 'refs/heads/side',
+        move: (od) => other.ok(od, 'push', '-q', 'origin', 'HEAD:side'),
+        push: () => ['push', '--porcelain', 'origin', ':side'],
+        code: 0,
+        line: /^-\t:refs\/heads\/side\t\[deleted\]$/m,
+        after: () => undefined,
+      },
+    ];
+    for (const c of sent) {
+      it(`${c.what}, as by a bare repository`, async () => {
+        const { url, name, dir, od, c1, c2 } = await repository();
+        const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
+        const c3 = await commitFiles(warm, dir, { three: 'three\n' }, 'c3');
+        const res = await whileBehind(
+          name,
+          () => c.move(od),
+          c.ref,
+          c.ref === 'refs/heads/main' ? c2 : c1,
+          () => held.git(dir, ...c.push(dir)),
+        );
+        assert.equal(res.code, c.code, `${res.stdout}${res.stderr}`);
+        assert.match(res.stdout, c.line);
+        assert.equal((await remote(url)).get(c.ref), c.after({ c1, c2, c3, c4 }));
+      });
+    }
+
+    /** What git judges "up to date" on the stale view and sends nothing for: the helper's one read. */
+    const unsent: Array<
+      [string, (od: string, c1: string) => Promise<unknown>, string, (c1: string) => string]
+    > = [
+      [
+        'rewinds main',
+        (od, c1) => other.ok(od, 'push', '-q', 'origin', `+${c1}:refs/heads/main`),
+        'refs/heads/main',
+        () => 'main',
+      ],
+      [
+        'moves main on',
+        (od) =>
+          commitFiles(other, od, { four: '4\n' }, 'c4').then(() =>
+            other.ok(od, 'push', '-q', 'origin', 'main'),
+          ),
+        'refs/heads/main',
+        () => 'main',
+      ],
+      [
+        'deletes side',
+        (od) => other.ok(od, 'push', '-q', 'origin', ':side'),
+        'refs/heads/side',
+        (c1) => `${c1}:refs/heads/side`,
+      ],
+    ];
+    for (const [what, move, ref, spec] of unsent) {
+      it(`fails, never "up to date" with exit 0, when another machine ${what} just before`, async () => {
+        const { url, name, dir, od, c1, c2 } = await repository();
+        const res = await whileBehind(
+          name,
+          async () => {
+            await move(od, c1);
+            return undefined;
+          },
+          ref,
+          ref === 'refs/heads/main' ? c2 : c1,
+          async () => {
+            const before = await remote(url);
+            const out = await held.git(dir, 'push', '--porcelain', 'origin', spec(c1));
+            // Nothing was written: the remote is as the other machine left it.
+            assert.deepEqual(await remote(url), before);
+            return out;
+          },
+        );
+        assert.notEqual(res.code, 0, res.stderr);
+        assert.match(res.stdout, /\[up to date\]/);
+        assert.match(res.stderr, new RegExp(`changed while git was deciding this push \\(${ref}\\)`));
+      });
+    }
+
+    it('after a refused swap answers no helper at once with the commit it knows is behind, until the stream delivers', async () => {
+      const { name, dir, od, c2 } = await repository();
+      const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
+      await commitFiles(warm, dir, { three: 'three\n' }, 'c3');
+      let meanwhile: Awaited<ReturnType<typeof viewNow>> | undefined;
+      const res = await whileBehind(
+        name,
+        () => other.ok(od, 'push', '-q', 'origin', 'main'),
+        'refs/heads/main',
+        c2,
         async () => {
-          await move(od, c1);
-          return undefined;
-        },
-        ref,
-        ref === 'refs/heads/main' ? c2 : c1,
-        async () => {
-          const before = await remote(url);
-          const out = await held.git(dir, 'push', '--porcelain', 'origin', spec(c1));
-          // Nothing was written: the remote is as the other machine left it.
-          assert.deepEqual(await remote(url), before);
+          const out = await held.git(dir, 'push', '--porcelain', 'origin', 'main');
+          // The stream is still held: no read can show the view current, so it is not given.
+          meanwhile = await viewNow(name);
           return out;
         },
       );
-      assert.notEqual(res.code, 0, res.stderr);
-      assert.match(res.stdout, /\[up to date\]/);
-      assert.match(res.stderr, new RegExp(`changed while git was deciding this push \\(${ref}\\)`));
+      assert.match(res.stdout, /\[rejected\] \(fetch first\)$/m);
+      assert.equal(
+        meanwhile,
+        null,
+        `the view was given with a commit known to be behind (c2 ${c2}, c4 ${c4})`,
+      );
+      // Once the stream delivers the move, the view (kept) answers at once again.
+      await untilAgentSees(name, 'refs/heads/main', c4);
     });
-  }
 
-  it('after a refused swap answers no helper at once with the commit it knows is behind, until the stream delivers', async () => {
-    const { name, dir, od, c2 } = await repository();
-    const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
-    await commitFiles(warm, dir, { three: 'three\n' }, 'c3');
-    let meanwhile: Awaited<ReturnType<typeof agentWireView>> | undefined;
-    const res = await whileBehind(
-      name,
-      () => other.ok(od, 'push', '-q', 'origin', 'main'),
-      'refs/heads/main',
-      c2,
-      async () => {
-        const out = await held.git(dir, 'push', '--porcelain', 'origin', 'main');
-        // The stream is still held: no read can show the view current, so it is not given.
-        meanwhile = await agentWireView(socket, q(name));
-        return out;
-      },
-    );
-    assert.match(res.stdout, /\[rejected\] \(fetch first\)$/m);
-    assert.equal(meanwhile, null, 'the view was given with a commit known to be behind');
-    // Once the stream delivers the move, the view (kept) answers at once again.
-    await untilAgentSees(name, 'refs/heads/main', c4);
+    it("decides on a true view once the stream has delivered the move: one read, and git's own refusal", async () => {
+      const { url, name, dir, od } = await repository();
+      const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
+      await other.ok(od, 'push', '-q', 'origin', 'main');
+      await untilAgentSees(name, 'refs/heads/main', c4);
+      proxy!.reset();
+      const res = await carried(() =>
+        held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
+      );
+      assert.equal(res.code, 1, res.stderr);
+      assert.match(res.stdout, /^!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)$/m);
+      assert.doesNotMatch(res.stderr, /changed while git was deciding/);
+      // git decided locally on the view; the helper checked it with one read before exiting (on a
+      // table, that read is the table's proof and the listing of ref records beside it).
+      assert.deepEqual(
+        proxy!.requests.map((r) => r.nsid).sort(),
+        onTable
+          ? ['com.atproto.repo.listRecords', 'com.atproto.sync.getRecord']
+          : ['com.atproto.repo.listRecords'],
+      );
+      assert.equal((await remote(url)).get('refs/heads/main'), c4);
+    });
   });
-
-  it("decides on a true view once the stream has delivered the move: one read, and git's own refusal", async () => {
-    const { url, name, dir, od } = await repository();
-    const c4 = await commitFiles(other, od, { four: 'four\n' }, 'c4');
-    await other.ok(od, 'push', '-q', 'origin', 'main');
-    await untilAgentSees(name, 'refs/heads/main', c4);
-    proxy!.reset();
-    const res = await carried(() =>
-      held.git(dir, 'push', '--porcelain', '--force-with-lease', 'origin', 'main'),
-    );
-    assert.equal(res.code, 1, res.stderr);
-    assert.match(res.stdout, /^!\trefs\/heads\/main:refs\/heads\/main\t\[rejected\] \(stale info\)$/m);
-    assert.doesNotMatch(res.stderr, /changed while git was deciding/);
-    // git decided locally on the view; the helper checked it with one read before exiting.
-    assert.deepEqual(
-      proxy!.requests.map((r) => r.nsid),
-      ['com.atproto.repo.listRecords'],
-    );
-    assert.equal((await remote(url)).get('refs/heads/main'), c4);
-  });
-});

@@ -42,6 +42,8 @@ const OWN_KEPT = 64;
 
 /** How many parts of ref tables per account the stream delivered are kept by CID (see `#parts`). */
 const PARTS_KEPT = 256;
+/** Ref tables found behind kept per account (their CIDs): a push swaps on one table at a time. */
+const TABLES_BEHIND_KEPT = 64;
 
 /** One change of a ref table or part record, from a checked stream commit (value null: deleted). */
 export interface TableRecordChange {
@@ -103,6 +105,12 @@ export class Follower {
    */
   readonly #behind = new Map<string, string>();
   /**
+   * Ref tables, by account, that a write swapped on and found moved (a refused swap) before the
+   * stream delivered the move: a view of such a table is not given at once (the helper lists, which
+   * costs less than a write refused again), only once the stream or a landed write moves it on.
+   */
+  readonly #tablesBehind = new Map<string, string[]>();
+  /**
    * The CIDs of our own group commits, by account, the last {@link OWN_KEPT}: their writes are in the
    * views from the PDS's answer to the applyWrites, so the event stream need not check them again.
    */
@@ -148,6 +156,7 @@ export class Follower {
       if (this.views.follows(v.did)) continue;
       this.#heads.delete(v.did);
       this.#behind.delete(v.did);
+      this.#tablesBehind.delete(v.did);
     }
     for (const v of dropped) this.#log(`dropped the view of ${safeText(v.did)}/${safeText(v.repo)}: ${why}`);
   }
@@ -159,6 +168,19 @@ export class Follower {
   markBehind(did: string): void {
     const head = this.#heads.get(did)?.commit;
     if (head !== undefined) this.#behind.set(did, head);
+  }
+
+  /** A write for `did` swapped on its ref table at `cid` and found it moved: that table is behind. */
+  markTableBehind(did: string, cid: string): void {
+    const kept = this.#tablesBehind.get(did) ?? [];
+    if (!kept.includes(cid)) kept.push(cid);
+    if (kept.length > TABLES_BEHIND_KEPT) kept.shift();
+    this.#tablesBehind.set(did, kept);
+  }
+
+  /** Whether `table` of `did` is one a write found behind. */
+  #tableBehind(did: string, table: { cid: string } | null): boolean {
+    return table !== null && this.#tablesBehind.get(did)?.includes(table.cid) === true;
   }
 
   /** What a helper's push wrote, into the views at once; or its view found stale, dropped. */
@@ -318,11 +340,14 @@ export class Follower {
     // and a helper that writes nothing reads once before it exits (HelperState.checkView). A team's
     // view only while every maintainer's table is read and their stream live: the push's write
     // swaps on the pusher's own table, and it reads every other writer's after it (team-push.ts).
+    // Not a table a write found behind: the helper lists instead.
     if (view?.table !== undefined) {
       if (stream?.live !== true || !view.ready || view.pds !== owner.pds) return undefined;
+      if (this.#tableBehind(owner.did, view.table)) return undefined;
       if (view.members.size === 0) return { table: view.table };
       const members = [...view.members.values()];
       if (!members.every((m) => m.ready && this.#streams.get(m.pds)?.live === true)) return undefined;
+      if (members.some((m) => this.#tableBehind(m.did, m.table))) return undefined;
       return { table: view.table, members: members.map((m) => ({ did: m.did, pds: m.pds, table: m.table })) };
     }
     const head = this.#heads.get(owner.did)?.commit;

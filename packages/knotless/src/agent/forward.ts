@@ -1,14 +1,25 @@
+import { REFS_COLLECTION } from 'knotless-core/records/collections';
 import type { RateBudgets, UploadBudgets } from 'knotless-core/xrpc/rate-limit';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import type { Follower } from './follower.ts';
 import { budgetKey, refusalOf, type GroupCommit } from './group-commit.ts';
 import { isWrite } from './socket-forward.ts';
 
-/** The account a forwarded write was for (its body's `repo`), if it says. */
-function writeTarget(body: Buffer): string | undefined {
+/**
+ * The account a forwarded write was for (its body's `repo`), if it says, and the CID of the ref
+ * table it swaps on when it is a write of one.
+ */
+function writeTarget(body: Buffer): { did: string; table?: string } | undefined {
   try {
-    const repo = (JSON.parse(body.toString('utf8')) as { repo?: unknown }).repo;
-    return typeof repo === 'string' ? repo : undefined;
+    const write = JSON.parse(body.toString('utf8')) as {
+      repo?: unknown;
+      collection?: unknown;
+      swapRecord?: unknown;
+    };
+    if (typeof write.repo !== 'string') return undefined;
+    return write.collection === REFS_COLLECTION && typeof write.swapRecord === 'string'
+      ? { did: write.repo, table: write.swapRecord }
+      : { did: write.repo };
   } catch (err) {
     // Not JSON: not a write of ours; nothing to drop.
     if (err instanceof SyntaxError) return undefined;
@@ -42,7 +53,8 @@ export function forwarder(
         : body instanceof Uint8Array
           ? Buffer.from(body.buffer, body.byteOffset, body.byteLength)
           : undefined;
-    const did = bytes !== undefined && isWrite(target.pathname) ? writeTarget(bytes) : undefined;
+    const written = bytes !== undefined && isWrite(target.pathname) ? writeTarget(bytes) : undefined;
+    const did = written?.did;
     let out: HttpResponse;
     try {
       const headers: Record<string, string> = {};
@@ -66,6 +78,7 @@ export function forwarder(
     const refused = out.status >= 400 ? refusalOf(out) : undefined;
     if (refused === 'swap-conflict') {
       if (did !== undefined) follower.markBehind(did);
+      if (did !== undefined && written?.table !== undefined) follower.markTableBehind(did, written.table);
     } else if (out.status >= 400 && did !== undefined && refused !== 'rate-limited')
       // A rate limit refuses before anything is done (xrpc/rate-limit.ts): nothing moved, the views hold.
       follower.drop(views.drop({ did }), `a write through the agent was refused (${out.status})`);

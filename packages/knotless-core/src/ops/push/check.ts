@@ -58,6 +58,31 @@ export async function checkUpdate(
 }
 
 /**
+ * An update decided again after its compare-and-swap met the ref moved by another push, on the
+ * value it holds now (`current`), for ref records and ref tables alike. On a listing that was true
+ * when git saw it, a force, a delete or a lease was judged against a value that is gone: refused as
+ * stale, as git's own receive-pack refuses to move a ref from a value it did not see (done when the
+ * ref already is what the push makes it). When git decided on the warm agent's view and the swap
+ * showed that view behind the account (`agentBehind`), git's judgement may rest on a value the ref
+ * never had just then: judged again as git would have on a true listing, a lease against what git
+ * expects, a force or a delete over the ref as it is, a plain update only as a fast-forward of it.
+ */
+export async function checkAgain(
+  u: Update,
+  current: RemoteRef | undefined,
+  lease: string | undefined,
+  agentBehind: boolean,
+  present: (oid: string) => boolean | Promise<boolean>,
+  gitDir: string,
+): Promise<Verdict> {
+  if (!agentBehind && (u.force || u.oid === undefined || lease !== undefined))
+    return current?.record.target === u.oid
+      ? { kind: 'up-to-date' }
+      : { kind: 'reject', reason: 'stale info' };
+  return checkUpdate(u, current, agentBehind ? lease : undefined, present, gitDir);
+}
+
+/**
  * Why a push may not make `update` to `branch` of the repository (its team's protection, read by
  * the caller: ops/ knows no forge records), or undefined when it may: the rule's words and who
  * refuses it, each named as a sentence names them (the owner as `the repository's owner`).

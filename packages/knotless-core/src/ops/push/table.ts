@@ -13,7 +13,7 @@ import { unionPacks, type PackEntry } from '../../records/ref-record.ts';
 import type { RemoteRef } from '../../records/remote-repo.ts';
 import { writeRefTable } from '../../records/table-write.ts';
 import { swapLoop } from '../swap-loop.ts';
-import { checkUpdate, type Update } from './check.ts';
+import { checkAgain, type Update } from './check.ts';
 import { writeTeam } from './team-push.ts';
 import { BLOB_GONE, MAX_ATTEMPTS, hasObject, type WriteJob, type Written } from './job.ts';
 
@@ -178,7 +178,12 @@ export async function writeTable(job: WriteJob): Promise<Written[]> {
           continue;
         }
         moved = true;
-        const redo = await decideAgain(job, u, asRemote(read, u.dst, key));
+        const redo = await decideAgain(
+          job,
+          u,
+          asRemote(read, u.dst, key),
+          remote.viewProof?.state === 'broken',
+        );
         if (redo.kind === 'refuse') {
           if (env.options.atomic) return { kind: 'refuse', why: refusedAll(redo.why, u.dst) };
           decisions.set(u.dst, {
@@ -225,22 +230,19 @@ function settled(state: TableState): Written[] {
 }
 
 /**
- * One ref decided again on the value another push left it at, as writeOne (write.ts) decides a ref
- * record after a conflict: a force, a delete or a lease was judged against a value that is gone, and
- * is refused as stale; a plain update goes on only as a fast-forward of the new value.
+ * One ref decided again on the value another push left it at, by the rule writeOne (write.ts) decides
+ * a ref record by after a conflict (checkAgain); `agentBehind`: git decided on the warm agent's view
+ * of the table, and the refused swap showed it behind.
  */
 async function decideAgain(
   job: WriteJob,
   u: Update,
   current: RemoteRef | undefined,
+  agentBehind: boolean,
 ): Promise<{ kind: 'write' } | { kind: 'up-to-date' } | { kind: 'refuse'; why: PushReason }> {
   const lease = job.env.options.cas.get(u.dst);
-  if (u.force || u.oid === undefined || lease !== undefined) {
-    if (u.oid !== undefined && current?.record.target === u.oid) return { kind: 'up-to-date' };
-    if (u.oid === undefined && current === undefined) return { kind: 'up-to-date' };
-    return { kind: 'refuse', why: 'stale info' };
-  }
-  const verdict = await checkUpdate(u, current, undefined, (oid) => hasObject(job, oid), job.env.gitDir);
+  const present = (oid: string) => hasObject(job, oid);
+  const verdict = await checkAgain(u, current, lease, agentBehind, present, job.env.gitDir);
   if (verdict.kind === 'reject') return { kind: 'refuse', why: verdict.reason };
   return verdict;
 }

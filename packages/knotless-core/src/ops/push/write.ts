@@ -7,7 +7,7 @@ import { KeyRefused, type RemoteRef } from '../../records/remote-repo.ts';
 import { printErr } from '../../text/terminal.ts';
 import { createHead } from '../head.ts';
 import { swapLoop } from '../swap-loop.ts';
-import { checkUpdate, type Update } from './check.ts';
+import { checkAgain, type Update } from './check.ts';
 import { CreateBatches } from './create.ts';
 import { BLOB_GONE, MAX_ATTEMPTS, hasObject, recordFor, type WriteJob, type Written } from './job.ts';
 
@@ -80,17 +80,12 @@ async function writeOne(job: WriteJob, u: Update, batches: CreateBatches | undef
         const union = unionPacks([current.record.packs, packs.filter((p) => !old.has(p.id))]);
         return { kind: 'again', state: { current, key, packs: union, batched: false } };
       }
-      // git decided on the warm agent's view, which this push found behind the account (a swap on
-      // its commit was refused): git's judgement may rest on a value the ref never had just then, so
-      // judge again as git would have on a true listing: a lease against what git expects, a force
-      // or a delete written over the ref as it is, a plain update only as a fast-forward of it.
-      const unproven = remote.viewProof?.state === 'broken';
-      if (!unproven && (u.force || u.oid === undefined || lease !== undefined))
-        return { kind: 'refuse', why: 'stale info' };
-      const verdict = await checkUpdate(
+      // The agent's view behind the account: a swap on its commit was refused.
+      const verdict = await checkAgain(
         u,
         current,
-        unproven ? lease : undefined,
+        lease,
+        remote.viewProof?.state === 'broken',
         (oid) => hasObject(job, oid),
         env.gitDir,
       );
