@@ -226,6 +226,14 @@ describe('knotless verify', () => {
       then: (ok: (v: unknown) => unknown, no: (e: unknown) => unknown) =>
         put('dev.knotless.test', `w${writes++}`, { writes }).then(ok, no),
     } as unknown as Promise<unknown>;
+    /** The proofs after the first (the ends' proofs, and later listings'), `times` of them, each after a write. */
+    const heldEnds = (times: number) =>
+      proxy!.inject({
+        nsid: 'com.atproto.sync.getRecord',
+        nth: 2,
+        times,
+        fault: { kind: 'hold', until: writeFirst },
+      });
     service = true;
     try {
       // As it is: one proof (that there is no table, carrying the signed commit), the proofs of the
@@ -242,11 +250,7 @@ describe('knotless verify', () => {
 
       // A push landing between the proofs: the nodes are read instead, and the listing holds.
       proxy!.reset();
-      proxy!.inject({
-        nsid: 'com.atproto.sync.getRecord',
-        nth: 2,
-        fault: { kind: 'hold', until: writeFirst },
-      });
+      heldEnds(1);
       const raced = await alice.knotless('repo', 'info', name, '--json');
       assert.equal(raced.code, 0, raced.stderr);
       assert.equal((JSON.parse(raced.stdout) as { refs: number }).refs, 41);
@@ -255,12 +259,7 @@ describe('knotless verify', () => {
       proxy!.clearFaults();
 
       // The nodes withheld (as a PDS that dropped them answers): refused after reading them again.
-      proxy!.inject({
-        nsid: 'com.atproto.sync.getRecord',
-        nth: 2,
-        times: Infinity,
-        fault: { kind: 'hold', until: writeFirst },
-      });
+      heldEnds(Infinity);
       proxy!.inject({
         nsid: 'com.atproto.sync.getBlocks',
         times: Infinity,
@@ -284,12 +283,7 @@ describe('knotless verify', () => {
       proxy!.clearFaults();
 
       // A node whose bytes are not those its CID names: refused at once.
-      proxy!.inject({
-        nsid: 'com.atproto.sync.getRecord',
-        nth: 2,
-        times: Infinity,
-        fault: { kind: 'hold', until: writeFirst },
-      });
+      heldEnds(Infinity);
       const blocks = new BlockMap();
       blocks.set(await cidForRecord({ a: 1 }), new Uint8Array([0xa1, 0x61, 0x61, 0x02]));
       proxy!.inject({
