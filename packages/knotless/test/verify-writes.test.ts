@@ -61,7 +61,6 @@ before(async () => {
   });
 });
 after(async () => {
-  await agent?.stop();
   await front?.close();
   await liar?.close();
 });
@@ -211,6 +210,8 @@ describe('a push through the warm agent reads again only what is proved', () => 
     await warm.ready;
     agent = await spawnAgent(socket, warm.env);
   });
+  // Before the network's own `after`: the PDS waits for the agent's open event stream when it closes.
+  after(() => agent?.stop());
 
   it("a plain push on ref records: the agent's read after a refused swap must be its CID's", async () => {
     front!.reset();
