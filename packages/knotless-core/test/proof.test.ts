@@ -26,6 +26,7 @@ import {
   NodeMissing,
   atprotoSigningKey,
   commitSigned,
+  leafMemo,
   listedAs,
   readCar,
   readCommit,
@@ -471,5 +472,28 @@ describe("a listed record against the CID the account's tree holds it at (listed
     assert.equal(listedAs(listed(), raw), undefined);
     assert.equal(listedAs(listed(), raw.toString()), undefined);
     assert.equal(listedAs([listed()], cid), undefined);
+  });
+
+  it("reads a listing's shared links and bytes once (leafMemo) and still checks and spells each record on its own", () => {
+    const cid = cidOf(data);
+    const memo = leafMemo();
+    // The same pack in several records, spelled with and without padding: each comes back in the
+    // block's own spelling, whichever was read first.
+    const unpadded = JSON.parse(JSON.stringify(listed()).replace('AAE=', 'AAE')) as unknown;
+    assert.deepEqual(listedAs(listed(), cid, memo), own);
+    assert.deepEqual(listedAs(unpadded, cid, memo), own);
+    assert.deepEqual(listedAs(listed(), cid, memo), own);
+    assert.equal(memo.links.size, 1);
+    assert.equal(memo.bytes.size, 2);
+    // A record whose bytes differ from those read before is refused, not taken for them.
+    const changed = JSON.parse(JSON.stringify(listed()).replace('AAE=', 'AAI=')) as unknown;
+    assert.equal(listedAs(changed, cid, memo), undefined);
+    // A field that is no link or bytes but looks like one (another key beside it) is a map.
+    const beside = JSON.parse(JSON.stringify(listed()).replace('"AAE="', '"AAE=","x":1')) as unknown;
+    assert.equal(listedAs(beside, cid, memo), undefined);
+    // What comes back is a form of its own: changing it changes no later record's reading.
+    const first = listedAs(listed(), cid, memo) as { packs: Array<{ inline: { $bytes: string } }> };
+    first.packs[0]!.inline.$bytes = 'AAI';
+    assert.deepEqual(listedAs(listed(), cid, memo), own);
   });
 });

@@ -248,6 +248,26 @@ describe('knotless verify', () => {
       const proofs = proxy!.count('com.atproto.sync.getRecord');
       assert.ok(proofs >= 2 && proofs <= 3, `${proofs} proofs`);
 
+      // A PDS that will not give the ends' proofs (it refuses a key that long, or answers an absent
+      // key with an error): their nodes are read by CID instead, and the listing holds, without
+      // reading the whole repository.
+      for (const error of ['InvalidRequest', 'RecordNotFound']) {
+        proxy!.reset();
+        proxy!.inject({
+          nsid: 'com.atproto.sync.getRecord',
+          nth: 2,
+          times: Infinity,
+          fault: { kind: 'status', status: 400, error, message: 'no' },
+        });
+        const refused = await alice.knotless('repo', 'info', name, '--json');
+        assert.equal(refused.code, 0, refused.stderr);
+        assert.equal((JSON.parse(refused.stdout) as { refs: number }).refs, 41);
+        assert.ok(proxy!.faultsFired.some((f) => f.nsid === 'com.atproto.sync.getRecord'));
+        assert.ok(proxy!.count('com.atproto.sync.getBlocks') > 0, 'no node of the tree was read');
+        assert.equal(proxy!.count('com.atproto.sync.getRepo'), 0);
+        proxy!.clearFaults();
+      }
+
       // A push landing between the proofs: the nodes are read instead, and the listing holds.
       proxy!.reset();
       heldEnds(1);

@@ -245,32 +245,83 @@ export function recordCid(json: Record<string, unknown>): string {
 }
 
 /**
+ * The links and bytes of the records of one listing, read once each, by their JSON spelling: a
+ * listing's records name the same packs over and over (each ref's record lists every pack its
+ * target reaches). Both forms made of one spelling are the same whichever record holds it.
+ */
+export interface LeafMemo {
+  links: Map<string, { data: CID; spelled: string }>;
+  bytes: Map<string, { data: Uint8Array; spelled: string }>;
+}
+
+/** A memo for the records of one listing ({@link listedAs}). */
+export function leafMemo(): LeafMemo {
+  return { links: new Map(), bytes: new Map() };
+}
+
+/** Sets `key` of `into` as a field of its own: a key such as __proto__ stays a field of the record. */
+function put(into: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__')
+    Object.defineProperty(into, key, { value, enumerable: true, writable: true, configurable: true });
+  else into[key] = value;
+}
+
+/**
  * A record's JSON form back to its DAG-CBOR data (`$link` to a CID, `$bytes` to bytes), and in the
  * same walk the JSON form {@link jsonForm} would make of that data (a link as its CID's string, bytes
- * in base64 without padding), so nothing of how the JSON spelled them is kept.
+ * in base64 without padding), so nothing of how the JSON spelled them is kept. The JSON form is the
+ * value itself, or the part of it, that is spelled so already (most of a record is: only links and
+ * bytes have other spellings), made anew only where it is not. `memo` keeps the links and bytes read
+ * so far. A loop, not maps and entries: this walk was the largest part of a verified listing's CPU.
  */
-function bothForms(value: unknown): { data: unknown; json: unknown } {
-  if (Array.isArray(value)) {
-    const both = value.map(bothForms);
-    return { data: both.map((b) => b.data), json: both.map((b) => b.json) };
-  }
+function bothForms(value: unknown, memo: LeafMemo = leafMemo()): { data: unknown; json: unknown } {
   if (typeof value !== 'object' || value === null) return { data: value, json: value };
+  if (Array.isArray(value)) {
+    const data: unknown[] = new Array(value.length);
+    let json: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const both = bothForms(value[i], memo);
+      data[i] = both.data;
+      if (both.json !== value[i]) (json ??= value.slice())[i] = both.json;
+    }
+    return { data, json: json ?? value };
+  }
   const keys = Object.keys(value);
   const v = value as Record<string, unknown>;
-  if (keys.length === 1 && typeof v['$link'] === 'string') {
-    const cid = CID.parse(v['$link']);
-    return { data: cid, json: { $link: cid.toString() } };
+  if (keys.length === 1 && (keys[0] === '$link' || keys[0] === '$bytes')) {
+    const spelled = v[keys[0]];
+    if (keys[0] === '$link' && typeof spelled === 'string') {
+      let leaf = memo.links.get(spelled);
+      if (leaf === undefined) {
+        const cid = CID.parse(spelled);
+        leaf = { data: cid, spelled: cid.toString() };
+        memo.links.set(spelled, leaf);
+      }
+      return { data: leaf.data, json: leaf.spelled === spelled ? value : { $link: leaf.spelled } };
+    }
+    if (keys[0] === '$bytes' && typeof spelled === 'string') {
+      let leaf = memo.bytes.get(spelled);
+      if (leaf === undefined) {
+        const bytes = Buffer.from(spelled, 'base64');
+        leaf = { data: new Uint8Array(bytes), spelled: bytesJson(bytes).$bytes };
+        memo.bytes.set(spelled, leaf);
+      }
+      return { data: leaf.data, json: leaf.spelled === spelled ? value : { $bytes: leaf.spelled } };
+    }
   }
-  if (keys.length === 1 && typeof v['$bytes'] === 'string') {
-    const bytes = Buffer.from(v['$bytes'], 'base64');
-    return { data: new Uint8Array(bytes), json: bytesJson(bytes) };
+  const data: Record<string, unknown> = {};
+  let json: Record<string, unknown> | undefined;
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i]!;
+    const both = bothForms(v[key], memo);
+    put(data, key, both.data);
+    if (both.json !== v[key] && json === undefined) {
+      json = {};
+      for (let j = 0; j < i; j++) put(json, keys[j]!, v[keys[j]!]);
+    }
+    if (json !== undefined) put(json, key, both.json);
   }
-  // Entries, not assignment: a key such as __proto__ stays a field of the record.
-  const both = keys.map((k) => [k, bothForms(v[k])] as const);
-  return {
-    data: Object.fromEntries(both.map(([k, b]) => [k, b.data])),
-    json: Object.fromEntries(both.map(([k, b]) => [k, b.json])),
-  };
+  return { data, json: json ?? value };
 }
 
 /**
@@ -280,14 +331,15 @@ function bothForms(value: unknown): { data: unknown; json: unknown } {
  * nothing of how a listing spelled a value that encodes the same is kept. It is made from the data
  * that was encoded, in the same walk, not by decoding the bytes again: the block decodes to that same
  * data (keys aside, in cborg's order), and the decoding was a third of a verified listing's CPU. A
- * CID as the tree holds it is compared by its bytes (no string made of the value's own).
+ * CID as the tree holds it is compared by its bytes (no string made of the value's own). `memo`:
+ * the links and bytes read of the listing's records so far ({@link LeafMemo}).
  */
-export function listedAs(value: unknown, cid: string | CID): unknown {
+export function listedAs(value: unknown, cid: string | CID, memo?: LeafMemo): unknown {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   try {
     // A listed value is parsed JSON already: no field is undefined, so it is not put through JSON
     // again as a record to be written is.
-    const { data, json } = bothForms(value);
+    const { data, json } = bothForms(value, memo);
     const bytes = encode(data, ENCODE);
     const digest = crypto.createHash('sha256').update(bytes).digest();
     if (typeof cid !== 'string') {

@@ -12,14 +12,25 @@
 import { REF_COLLECTION, refKeyPrefix } from './collections.ts';
 import { rkeyOf, type ListedRecord } from './list-records.ts';
 import type { RemoteRepo } from './remote-repo.ts';
-import { WHOLE_REPOSITORY_BYTES, unverified, type ProofTree, type VerifiedRecord } from './verified-read.ts';
+import {
+  WHOLE_REPOSITORY_BYTES,
+  answeredNoProof,
+  unverified,
+  type ProofTree,
+  type VerifiedRecord,
+} from './verified-read.ts';
 import type { BodyTooLarge } from '../xrpc/http-pool.ts';
 import type { CID } from './proof-libs.ts';
 import type { Hole } from './proof.ts';
 
 /** Verified reads of the owner's records (read-refs.ts `openVerifiedReads`), as far as they are used here. */
 export interface ProofReads {
-  read: (collection: string, rkey: string, keep?: (tree: ProofTree) => void) => Promise<VerifiedRecord>;
+  read: (
+    collection: string,
+    rkey: string,
+    keep?: (tree: ProofTree) => void,
+    optional?: boolean,
+  ) => Promise<VerifiedRecord>;
   blocks: (
     cids: readonly string[],
     maxBytes: number,
@@ -225,6 +236,9 @@ async function builder(listed: ListedRecord[]): Promise<((hole: Hole) => Keyed |
  * The tree's paths to the ends of the range `ends` names, read from the proofs of the keys just
  * below and just above every key of the repository (absent, both): added to `known` when they are of
  * the commit `at` (a push landing between the two reads leaves the walk to read the nodes instead).
+ * A PDS that will not give such a proof (it refuses a key that long, or answers an absence with an
+ * error) leaves the walk to read those nodes by CID, each checked as every node is: only a proof
+ * that does not hold is refused.
  */
 async function readEnds(
   reads: ProofReads,
@@ -240,10 +254,20 @@ async function readEnds(
   ];
   await Promise.all(
     keys.map((rkey) =>
-      reads.read(REF_COLLECTION, rkey, (tree) => {
-        if (!tree.data.equals(at.data)) return;
-        for (const [cid, bytes] of tree.blocks) known.set(cid, bytes);
-      }),
+      reads
+        .read(
+          REF_COLLECTION,
+          rkey,
+          (tree) => {
+            if (!tree.data.equals(at.data)) return;
+            for (const [cid, bytes] of tree.blocks) known.set(cid, bytes);
+          },
+          true,
+        )
+        .catch((err: unknown) => {
+          // The nodes this proof would have given are read by CID instead (see above).
+          if (!answeredNoProof(err, 400)) throw err;
+        }),
     ),
   );
 }
@@ -314,7 +338,8 @@ async function compare(
   inTree: Map<string, CID>,
   at: ProofTree,
 ): Promise<ProvedListing | Mismatch> {
-  const { listedAs } = await import('./proof.ts');
+  const { leafMemo, listedAs } = await import('./proof.ts');
+  const memo = leafMemo();
   const byKey = new Map(listed.map((r) => [rkeyOf(r.uri), r]));
   if (byKey.size !== listed.length) return 'changed';
   // A CID keeps the string it was last turned into: each is made once.
@@ -322,7 +347,7 @@ async function compare(
   if (inTree.size !== byKey.size) return 'left-out';
   const records: ListedRecord[] = [];
   for (const [key, cid] of [...inTree].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const value = listedAs(byKey.get(key)!.value, cid);
+    const value = listedAs(byKey.get(key)!.value, cid, memo);
     // A value the listing changed under the record's own CID: the PDS says one thing in its
     // listing and signs another.
     if (value === undefined) return 'changed';

@@ -81,8 +81,16 @@ export interface VerifiedReads {
   signingKey: string;
   /** The PDS the reads go to (KNOTLESS_SERVICE when set, else the one the DID document names). */
   pds: string;
-  /** One record with its proof, checked, and its commit no older than the newest verified. */
-  read: (collection: string, rkey: string, keep?: (tree: ProofTree) => void) => Promise<VerifiedRecord>;
+  /**
+   * One record with its proof, checked, and its commit no older than the newest verified;
+   * `optional`: an HTTP 400 is refused at once (records/verified-read.ts, `optional`).
+   */
+  read: (
+    collection: string,
+    rkey: string,
+    keep?: (tree: ProofTree) => void,
+    optional?: boolean,
+  ) => Promise<VerifiedRecord>;
   /**
    * Blocks of the account's repository by CID, in one request of at most `maxBytes` (records/
    * verified-read.ts `readBlocks`): each checked against its CID, so they stand for themselves.
@@ -135,8 +143,9 @@ export async function openVerifiedReads(remote: RemoteRepo, verify: TableVerifie
   return {
     signingKey,
     pds,
-    read: async (collection, rkey, keep) => {
+    read: async (collection, rkey, keep, optional) => {
       const got = await verifiedRead({
+        ...(optional === true ? { optional } : {}),
         ...(previousKey === undefined ? {} : { previousKey }),
         ...clientOf(verify, pds),
         ...(keep === undefined ? {} : { keep }),

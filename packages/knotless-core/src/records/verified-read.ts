@@ -58,6 +58,13 @@ export interface VerifiedReadRequest {
    * is read from it: a reader that must show a range of keys complete walks the proofs' nodes.
    */
   keep?: (tree: ProofTree) => void;
+  /**
+   * The proof is wanted only if the PDS gives it (the ends of a listing's range, whose nodes can be
+   * read by CID instead): an HTTP 400 answer (a key the PDS will not look up, or an absence it
+   * answers with an error) is refused at once ({@link answeredNoProof}) instead of reading the
+   * account's whole repository to look the key up.
+   */
+  optional?: boolean;
 }
 
 /** A checked proof's tree: the signed commit's, its root, and the blocks it came with. */
@@ -81,9 +88,14 @@ class NoProof extends Error {
  * Whether `err` is a refusal because the PDS answered an error instead of a proof (as opposed to a
  * proof that did not hold): a reader that has a plainer sentence for the same PDS's failure (the
  * account or repository is not there) may say that one instead; either way nothing is used.
+ * `status`: that error's HTTP status only.
  */
-export function answeredNoProof(err: unknown): boolean {
-  return isKnotlessError(err, 'unverified-remote') && err.cause instanceof NoProof;
+export function answeredNoProof(err: unknown, status?: number): boolean {
+  return (
+    isKnotlessError(err, 'unverified-remote') &&
+    err.cause instanceof NoProof &&
+    (status === undefined || err.cause.status === status)
+  );
 }
 
 /** Why each refusal made here was made, as data (see {@link refusalReason}). */
@@ -176,6 +188,12 @@ export async function verifiedRead(req: VerifiedReadRequest): Promise<VerifiedRe
   url.searchParams.set('rkey', req.rkey);
   const res = await fetchCar(req, url, RECORD_ANSWER_BYTES + 64 * 1024);
   let body: Uint8Array = res.body;
+  if (res.status === 400 && req.optional === true)
+    throw unverified(
+      req.name,
+      `the PDS answered HTTP ${res.status} instead of a proof`,
+      new NoProof(res.status),
+    );
   if ((res.status < 200 || res.status > 299) && recordNotFound(res.status, res.body))
     // A PDS that answers a record's absence with an error instead of its proof: the error proves
     // nothing, so the account's whole signed repository is read and the key looked up in its tree.
