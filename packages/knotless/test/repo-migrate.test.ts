@@ -248,6 +248,23 @@ describe('knotless repo migrate', () => {
       assert.equal(res.code, 0, res.stderr);
       assert.deepEqual(lsRemote(res.stdout), ls);
       assert.match(res.stderr, new RegExp(`its ${left} older dev.knotless.ref record\\(s\\) are ignored`));
+      // knotless verify proves the table, every ref of it, and says nothing of the records left.
+      const verified = await direct.knotless('verify', `alice.test/${name}`, '--json');
+      assert.equal(verified.code, 0, verified.stderr);
+      const verdict = JSON.parse(verified.stdout) as {
+        layout: string;
+        complete: boolean;
+        refs: Array<{ ref: string; target?: string; verified: boolean }>;
+      };
+      assert.equal(verdict.layout, 'table', point);
+      assert.equal(verdict.complete, true, point);
+      assert.ok(verdict.refs.every((r) => r.verified));
+      assert.deepEqual(
+        verdict.refs.filter((r) => r.target !== undefined).map((r) => [r.ref, r.target]),
+        [...ls]
+          .filter(([ref]) => ref !== 'HEAD' && !ref.endsWith('^{}'))
+          .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+      );
       const again = await migrate(name);
       assert.deepEqual(
         { created: again.created, refs: again.refs, deleted: again.deleted, points: again.points },
