@@ -146,7 +146,9 @@ async function walk(
   const { treeFrontier } = await import('./proof.ts');
   const lo = `${REF_COLLECTION}/${prefix}`;
   const range = { low: Buffer.from(lo, 'utf8'), high: Buffer.from(lo + TOP, 'utf8') };
-  const built = await builder(listed);
+  // Made at the first node the walk lacks: a small repository's keys may all be on the first
+  // proof's path, and the listed keys' layers and CIDs (a sha-256 each) are then not needed.
+  let built: Awaited<ReturnType<typeof builder>> | null = null;
   let bounded = false;
   // A walk ends: each round goes one level down a tree whose depth treeFrontier bounds.
   for (;;) {
@@ -161,6 +163,7 @@ async function walk(
     // node across an end of the range needs the path of that end's proof first, read once.
     const missing: string[] = [];
     const ends = { low: false, high: false };
+    if (step.holes.length > 0 && built === null) built = await builder(listed);
     for (const hole of step.holes) {
       const inside =
         hole.from !== undefined &&
@@ -177,7 +180,7 @@ async function walk(
       if (hole.to === undefined || Buffer.compare(hole.to, range.high) > 0) ends.high = true;
     }
     if (missing.length === 0) return found;
-    if (!bounded && built !== undefined && (ends.low || ends.high)) {
+    if (!bounded && typeof built === 'function' && (ends.low || ends.high)) {
       bounded = true;
       await readEnds(reads, at, nodes.known, prefix, ends);
       continue;
