@@ -13,6 +13,7 @@ import { readConfig } from 'knotless-core/config/env';
 import { startAgentDetached } from '../src/agent/autostart.ts';
 import { NODE_FLAGS, packageRoot } from '../src/paths.ts';
 import { runProcess } from './helpers/cli.ts';
+import { spawnAgent } from './helpers/agent.ts';
 
 const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'knotless-node-flags-')));
 after(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -76,5 +77,32 @@ describe("knotless's own processes start with NODE_FLAGS", () => {
     }
     assert.deepEqual(warned, []);
     assert.deepEqual(JSON.parse(fs.readFileSync(out, 'utf8')), NODE_FLAGS);
+  });
+
+  it('an agent started by hand takes them in its own process (the same pid), leaving a flag the user gave', async () => {
+    /** The command line of the agent started with `extra` in its environment, once it is ready. */
+    const commandLine = async (extra: Record<string, string>) => {
+      const home = fs.mkdtempSync(path.join(root, 'by-hand-'));
+      const agent = await spawnAgent(path.join(home, 'agent.sock'), {
+        PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+        HOME: home,
+        KNOTLESS_CACHE_DIR: path.join(home, 'cache'),
+        ...extra,
+      });
+      try {
+        // Read while it runs: the pid the test started is the agent serving, restarted in place.
+        const argv = fs.readFileSync(`/proc/${agent.child.pid}/cmdline`, 'utf8').split('\0');
+        assert.doesNotMatch(agent.log(), /runs without/);
+        return argv;
+      } finally {
+        await agent.stop();
+      }
+    };
+    const plain = await commandLine({});
+    for (const flag of NODE_FLAGS) assert.ok(plain.includes(flag), `${flag} in ${plain.join(' ')}`);
+    assert.equal(plain.filter((a) => a === 'agent').length, 1);
+    const own = await commandLine({ NODE_OPTIONS: '--max-semi-space-size=4' });
+    assert.ok(own.includes('--v8-pool-size=1'), own.join(' '));
+    assert.ok(!own.some((a) => a.startsWith('--max-semi-space-size')), own.join(' '));
   });
 });

@@ -2,6 +2,7 @@ import { agentSocket } from '../../agent/autostart.ts';
 import { startGitSpawner } from '../../agent/git-spawner.ts';
 import { keepObjectsInMemoryOnly } from 'knotless-core/packs/pack-objects-memo';
 import { startAgent } from '../../agent/server.ts';
+import { restartWithNodeFlags } from '../../agent/node-flags.ts';
 import { SPAWNER_SCRIPT } from '../../paths.ts';
 import { Context } from '../../context.ts';
 import { KnotlessError } from 'knotless-core/errors';
@@ -30,15 +31,17 @@ export const command: Command = {
   },
   positionals: { min: 0, max: 0 },
   async run({ ctx, io, args }) {
-    // The agent talks to PDSes itself: its own context must not route through an agent.
-    const own = new Context(ctx().config, { agent: false });
-    const config = own.config;
     const auto = args.values['auto'] === true;
-    const byHand = stringOption(args, 'socket');
-    const socket = byHand ?? agentSocket(config);
     // A started agent's lines go to its log file: each says when.
     const log = (line: string): void =>
       io.err(`${auto ? `${new Date().toISOString()} ` : ''}knotless agent ${process.pid}: ${line}`);
+    // First, before anything is opened: this process may be replaced by itself with Node's flags.
+    restartWithNodeFlags(log);
+    // The agent talks to PDSes itself: its own context must not route through an agent.
+    const own = new Context(ctx().config, { agent: false });
+    const config = own.config;
+    const byHand = stringOption(args, 'socket');
+    const socket = byHand ?? agentSocket(config);
     const agent = await startAgent(own, socket, log, {
       idleMs: auto ? config.agentIdleMs : 0,
       // Only in the agent's own directory are the other sockets agents of other builds.
