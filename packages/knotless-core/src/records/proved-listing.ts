@@ -23,14 +23,22 @@ import type { BodyTooLarge } from '../xrpc/http-pool.ts';
 import type { CID } from './proof-libs.ts';
 import type { Hole } from './proof.ts';
 
-/** Verified reads of the owner's records (read-refs.ts `openVerifiedReads`), as far as they are used here. */
+/** Verified reads of the owner's records (read-refs.ts `openVerifiedReads`), as far as a proof of a listing uses them. */
 export interface ProofReads {
+  /**
+   * One record with its proof, checked, and its commit no older than the newest verified;
+   * `optional`: an HTTP 400 is refused at once (records/verified-read.ts, `optional`).
+   */
   read: (
     collection: string,
     rkey: string,
     keep?: (tree: ProofTree) => void,
     optional?: boolean,
   ) => Promise<VerifiedRecord>;
+  /**
+   * Blocks of the account's repository by CID, in one request of at most `maxBytes` (records/
+   * verified-read.ts `readBlocks`): each checked against its CID, so they stand for themselves.
+   */
   blocks: (
     cids: readonly string[],
     maxBytes: number,

@@ -23,7 +23,7 @@ import type { RemoteRepo, TableVerifier } from './remote-repo.ts';
 import { isSealed, newestEpoch, type RefSealer } from './sealer.ts';
 import { NewestRev } from './newest-rev.ts';
 import type { ListedRecord } from './list-records.ts';
-import { proveListing } from './proved-listing.ts';
+import { proveListing, type ProofReads } from './proved-listing.ts';
 import { previousSigningKey, type PreviousKey } from '../identity/plc-log.ts';
 import {
   accountKey,
@@ -34,7 +34,6 @@ import {
   type VerifiedRecord,
 } from './verified-read.ts';
 import type { XrpcClient } from '../xrpc/client.ts';
-import type { BodyTooLarge } from '../xrpc/http-pool.ts';
 
 /** Parts fetched at once: a large table's parts are many small reads, bounded so a PDS is not flooded. */
 const PART_READS = 8;
@@ -76,30 +75,11 @@ export async function readRefTable(remote: RemoteRepo): Promise<TableRead | unde
 }
 
 /** Verified reads of one account's records, for one command: see {@link openVerifiedReads}. */
-export interface VerifiedReads {
+export interface VerifiedReads extends ProofReads {
   /** The `#atproto` key proofs are checked against. */
   signingKey: string;
   /** The PDS the reads go to (KNOTLESS_SERVICE when set, else the one the DID document names). */
   pds: string;
-  /**
-   * One record with its proof, checked, and its commit no older than the newest verified;
-   * `optional`: an HTTP 400 is refused at once (records/verified-read.ts, `optional`).
-   */
-  read: (
-    collection: string,
-    rkey: string,
-    keep?: (tree: ProofTree) => void,
-    optional?: boolean,
-  ) => Promise<VerifiedRecord>;
-  /**
-   * Blocks of the account's repository by CID, in one request of at most `maxBytes` (records/
-   * verified-read.ts `readBlocks`): each checked against its CID, so they stand for themselves.
-   */
-  blocks: (
-    cids: readonly string[],
-    maxBytes: number,
-    tooLarge: (err: BodyTooLarge) => Error,
-  ) => Promise<Map<string, Uint8Array> | undefined>;
   /** Keeps the newest commit the reads verified (records/newest-rev.ts). */
   save: () => void;
 }
