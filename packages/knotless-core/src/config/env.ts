@@ -92,6 +92,8 @@ export interface Config {
   agentSilenceMs: number;
   /** This process was started by a git command that knotless runs ({@link NESTED_MARKER} is set). */
   nested: boolean;
+  /** Node's options from the environment (`NODE_OPTIONS`, as Node reads them), each word apart. */
+  nodeOptions: string[];
   /** Largest git object a fetched pack may inflate to (KNOTLESS_MAX_OBJECT_SIZE, bytes). */
   maxObjectBytes: number;
   /** Milliseconds one HTTP request may take from sending to the end of its answer (KNOTLESS_HTTP_TIMEOUT, seconds). */
@@ -265,6 +267,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
       nonNegative(env['KNOTLESS_AGENT_SILENCE'], DEFAULT_AGENT_SILENCE_MS / 1000) * 1000 ||
       DEFAULT_AGENT_SILENCE_MS,
     nested: env[NESTED_MARKER] !== undefined,
+    nodeOptions: (env['NODE_OPTIONS'] ?? '').split(/\s+/).filter((w) => w !== ''),
     retry: {
       retries: Math.floor(nonNegative(env['KNOTLESS_RETRIES'], DEFAULT_RETRY.retries)),
       baseMs: nonNegative(env['KNOTLESS_RETRY_BASE_MS'], DEFAULT_RETRY.baseMs),

@@ -36,7 +36,7 @@ export const command: Command = {
     const log = (line: string): void =>
       io.err(`${auto ? `${new Date().toISOString()} ` : ''}knotless agent ${process.pid}: ${line}`);
     // First, before anything is opened: this process may be replaced by itself with Node's flags.
-    restartWithNodeFlags(log);
+    restartWithNodeFlags(ctx().config.nodeOptions, log);
     // The agent talks to PDSes itself: its own context must not route through an agent.
     const own = new Context(ctx().config, { agent: false });
     const config = own.config;
