@@ -204,91 +204,98 @@ describe('OAuth login', () => {
     }
   });
 
-  it('warm pushes through the agent while its event stream lags are one write each (the view follows its own writes)', async () => {
-    // The agent's stream runs through a gate the test holds: between two pushes it delivers nothing,
-    // as on a loaded machine or a slow network. Each push's write was swapped on the commit its view
-    // was at; the next push's view must be at the commit that write made, or its write is refused and
-    // sent again.
-    const gate = await startGate(t.net.pdsUrl);
-    const socket = path.join(t.tmpdir(), 'agent.sock');
-    const did = t.dids['alice.test']!;
-    // Requests go to the PDS itself (KNOTLESS_SERVICE); the PDS the identity cache names, which the
-    // agent follows the stream of, is the gate.
-    // On ref records (KNOTLESS_REF_TABLE=0): the commit a view of ref records is at is what its own
-    // writes move on (a table's view is proved by the table's own CID instead).
-    const env = {
-      ...alice.env,
-      KNOTLESS_REF_TABLE: '0',
-      KNOTLESS_AGENT_SOCKET: socket,
-      KNOTLESS_COMPACT: '0',
-      KNOTLESS_SERVICE: t.net.pdsUrl,
-    };
-    const identityFile = path.join(alice.env['KNOTLESS_CACHE_DIR']!, 'identity.json');
-    const pointAtGate = () => {
-      const file = identityFile;
-      const cache = JSON.parse(fs.readFileSync(file, 'utf8')) as {
-        dids: Record<string, { value: { pds: string } }>;
+  for (const layout of ['records', 'table'] as const)
+    it(`warm pushes through the agent while its event stream lags are one write each (the view follows its own writes), on ref ${layout}`, async () => {
+      // The agent's stream runs through a gate the test holds: between two pushes it delivers nothing,
+      // as on a loaded machine or a slow network. Each push's write was swapped on the commit its view
+      // was at; the next push's view must be at the commit that write made, or its write is refused and
+      // sent again.
+      const gate = await startGate(t.net.pdsUrl);
+      const socket = path.join(t.tmpdir(), 'agent.sock');
+      const did = t.dids['alice.test']!;
+      // Requests go to the PDS itself (KNOTLESS_SERVICE); the PDS the identity cache names, which the
+      // agent follows the stream of, is the gate.
+      // On ref records (KNOTLESS_REF_TABLE=0) the commit a view is at is what its own writes move on; on
+      // a table, the table's own CID. Either way the agent learns it from the write it carried (an OAuth
+      // write is not folded into a group, whose DPoP proof signs its own request), not from the stream.
+      const env = {
+        ...alice.env,
+        KNOTLESS_REF_TABLE: layout === 'table' ? '1' : '0',
+        KNOTLESS_AGENT_SOCKET: socket,
+        KNOTLESS_COMPACT: '0',
+        KNOTLESS_SERVICE: t.net.pdsUrl,
       };
-      cache.dids[did]!.value.pds = gate.url;
-      fs.writeFileSync(file, JSON.stringify(cache));
-    };
-    assert.equal((await knotless(['repo', 'create', 'oauth-lag'], { env })).code, 0);
-    const url = `knotless://${did}/oauth-lag`;
-    let agentPid = 0;
-    const watch = watchRequests(t.net.pdsServer, () => [agentPid]);
-    pointAtGate();
-    const agent = await spawnAgent(socket, env);
-    agentPid = agent.child.pid!;
-    try {
-      const work = alice.dir();
-      await runProcess('git', ['init', '-q', '-b', 'main', work], { env });
-      await runProcess('git', ['-C', work, 'remote', 'add', 'origin', url], { env });
-      const push = async (n: number) => {
-        fs.writeFileSync(path.join(work, `f${n}.txt`), `${n}\n`);
-        await runProcess('git', ['-C', work, 'add', '-A'], { env });
-        await runProcess('git', ['-C', work, 'commit', '-q', '-m', `c${n}`], { env });
-        pointAtGate();
-        const res = await runProcess('git', ['-C', work, 'push', '-q', 'origin', 'main'], { env });
-        assert.equal(res.code, 0, res.stderr);
-        return (await runProcess('git', ['-C', work, 'rev-parse', 'HEAD'], { env })).stdout.trim();
+      const identityFile = path.join(alice.env['KNOTLESS_CACHE_DIR']!, 'identity.json');
+      const pointAt = (pds: string) => {
+        const cache = JSON.parse(fs.readFileSync(identityFile, 'utf8')) as {
+          dids: Record<string, { value: { pds: string } }>;
+        };
+        cache.dids[did]!.value.pds = pds;
+        fs.writeFileSync(identityFile, JSON.stringify(cache));
       };
-      const first = await push(1);
-      // The view answers at once with the first push, at the commit the stream delivered.
-      for (;;) {
-        const view = await agentWireView(socket, { did, repo: 'oauth-lag', pds: gate.url });
-        if (view?.commit !== undefined && view.refs.some((r) => r.record.target === first)) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      const from = (await watch.settled()).length;
-      gate.hold();
+      const pointAtGate = () => pointAt(gate.url);
+      const name = `oauth-lag-${layout}`;
+      assert.equal((await knotless(['repo', 'create', name], { env })).code, 0);
+      const url = `knotless://${did}/${name}`;
+      let agentPid = 0;
+      const watch = watchRequests(t.net.pdsServer, () => [agentPid]);
+      pointAtGate();
+      const agent = await spawnAgent(socket, env);
+      agentPid = agent.child.pid!;
       try {
-        await push(2);
-        await push(3);
-        await push(4);
+        const work = alice.dir();
+        await runProcess('git', ['init', '-q', '-b', 'main', work], { env });
+        await runProcess('git', ['-C', work, 'remote', 'add', 'origin', url], { env });
+        const push = async (n: number) => {
+          fs.writeFileSync(path.join(work, `f${n}.txt`), `${n}\n`);
+          await runProcess('git', ['-C', work, 'add', '-A'], { env });
+          await runProcess('git', ['-C', work, 'commit', '-q', '-m', `c${n}`], { env });
+          pointAtGate();
+          const res = await runProcess('git', ['-C', work, 'push', '-q', 'origin', 'main'], { env });
+          assert.equal(res.code, 0, res.stderr);
+          return (await runProcess('git', ['-C', work, 'rev-parse', 'HEAD'], { env })).stdout.trim();
+        };
+        const first = await push(1);
+        // The view answers at once with the first push, at the commit the stream delivered.
+        for (;;) {
+          const view = await agentWireView(socket, { did, repo: name, pds: gate.url });
+          const at =
+            layout === 'table'
+              ? JSON.stringify(view?.table?.value ?? null).includes(first)
+              : view?.commit !== undefined && view.refs.some((r) => r.record.target === first);
+          if (at) break;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        const from = (await watch.settled()).length;
+        gate.hold();
+        try {
+          await push(2);
+          await push(3);
+          await push(4);
+        } finally {
+          gate.release();
+        }
+        const attempts = (await watch.settled())
+          .slice(from)
+          .filter((r) => r.path.startsWith('/xrpc/com.atproto.repo.putRecord'));
+        // One write a push, each carried by the agent; a resend only for a new DPoP nonce.
+        assert.equal(attempts.filter((r) => r.status !== undefined && r.status < 300).length, 3);
+        assert.ok(
+          attempts.every((r) => (r.status !== undefined && r.status < 300) || r.status === 401),
+          `a write was refused and sent again: ${JSON.stringify(attempts)}`,
+        );
+        assert.ok(
+          attempts.every((r) => r.pid === agentPid),
+          `a push went around the agent: ${JSON.stringify(attempts)}`,
+        );
       } finally {
-        gate.release();
+        watch.stop();
+        await agent.stop();
+        await gate.close();
+        // The later cases reach alice's real PDS: the cache names it again.
+        pointAt(t.net.pdsUrl);
       }
-      const attempts = (await watch.settled())
-        .slice(from)
-        .filter((r) => r.path.startsWith('/xrpc/com.atproto.repo.putRecord'));
-      // One write a push, each carried by the agent; a resend only for a new DPoP nonce.
-      assert.equal(attempts.filter((r) => r.status !== undefined && r.status < 300).length, 3);
-      assert.ok(
-        attempts.every((r) => (r.status !== undefined && r.status < 300) || r.status === 401),
-        `a write was refused and sent again: ${JSON.stringify(attempts)}`,
-      );
-      assert.ok(
-        attempts.every((r) => r.pid === agentPid),
-        `a push went around the agent: ${JSON.stringify(attempts)}`,
-      );
-    } finally {
-      watch.stop();
-      await agent.stop();
-      await gate.close();
-      // The later cases name alice's real PDS: the cache forgets the gate.
-      fs.rmSync(identityFile, { force: true });
-    }
-  });
+    });
 
   it('refuses a write outside the granted scopes with one sentence naming the scope', async () => {
     // On ref records (KNOTLESS_REF_TABLE=0), so that the repository record alone makes a repository

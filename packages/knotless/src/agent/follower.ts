@@ -198,6 +198,17 @@ export class Follower {
     const { head } = change;
     if (head !== undefined && change.invalidate !== true && this.#heads.get(did)?.commit === head.from)
       this.#moveHead(did, head.to, head.rev);
+    // Writes the head does not hold yet (a push that listed for itself, whose write proved no view):
+    // the views hold them but are not the account at the head any more, and a push swapping on it
+    // would be refused. They are behind until the stream delivers a commit, as after a refused swap.
+    // A deletion's revision is not told: it counts as newer.
+    const at = this.#heads.get(did);
+    if (at !== undefined && at.commit !== head?.to) {
+      const newer =
+        (change.deleted ?? []).length > 0 ||
+        (change.written ?? []).some((r) => r.rev === undefined || at.rev === '' || at.rev < r.rev);
+      if (newer) this.markBehind(did);
+    }
   }
 
   /** Sets the commit the views of `did` are complete at, unless one of a later revision is set. */

@@ -3,23 +3,33 @@ import type { RateBudgets, UploadBudgets } from 'knotless-core/xrpc/rate-limit';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import type { Follower } from './follower.ts';
 import { budgetKey, refusalOf, type GroupCommit } from './group-commit.ts';
+import { landedAlone } from './group-state.ts';
 import { isWrite } from './socket-forward.ts';
 
 /**
- * The account a forwarded write was for (its body's `repo`), if it says, and the CID of the ref
- * table it swaps on when it is a write of one.
+ * The account a forwarded write was for (its body's `repo`), if it says; when it writes a ref table,
+ * the CID of the table it swaps on, and the table (its key and record) it puts.
  */
-function writeTarget(body: Buffer): { did: string; table?: string } | undefined {
+function writeTarget(
+  body: Buffer,
+): { did: string; table?: string; put?: { rkey: string; record: unknown } } | undefined {
   try {
     const write = JSON.parse(body.toString('utf8')) as {
       repo?: unknown;
       collection?: unknown;
+      rkey?: unknown;
+      record?: unknown;
       swapRecord?: unknown;
     };
     if (typeof write.repo !== 'string') return undefined;
-    return write.collection === REFS_COLLECTION && typeof write.swapRecord === 'string'
-      ? { did: write.repo, table: write.swapRecord }
-      : { did: write.repo };
+    if (write.collection !== REFS_COLLECTION) return { did: write.repo };
+    return {
+      did: write.repo,
+      ...(typeof write.swapRecord === 'string' ? { table: write.swapRecord } : {}),
+      ...(typeof write.rkey === 'string' && typeof write.record === 'object' && write.record !== null
+        ? { put: { rkey: write.rkey, record: write.record } }
+        : {}),
+    };
   } catch (err) {
     // Not JSON: not a write of ours; nothing to drop.
     if (err instanceof SyntaxError) return undefined;
@@ -56,10 +66,11 @@ export function forwarder(
     const written = bytes !== undefined && isWrite(target.pathname) ? writeTarget(bytes) : undefined;
     const did = written?.did;
     let out: HttpResponse;
+    let grouped: Promise<HttpResponse> | undefined;
     try {
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(init.headers)) headers[k.toLowerCase()] = v;
-      const grouped =
+      grouped =
         init.method === 'POST' && bytes !== undefined
           ? group.accept(target, headers, bytes, init.deadlineMs)
           : undefined;
@@ -73,6 +84,25 @@ export function forwarder(
     if (did !== undefined) budgets.observe(budgetKey(target, did), out.headers);
     const nsid = target.pathname.startsWith('/xrpc/') ? target.pathname.slice('/xrpc/'.length) : '';
     uploads.observe(target.origin, init.method, nsid, out.status, out.headers);
+    // A table write the group did not take (an OAuth request, whose DPoP proof signs it as it came)
+    // landed: the views take it now, as the group's own, so that the next push swaps on it rather
+    // than on the table before, which the stream may not have replaced yet.
+    const put = written?.put;
+    if (
+      grouped === undefined &&
+      put !== undefined &&
+      out.status === 200 &&
+      target.pathname.endsWith('.putRecord')
+    ) {
+      const done = landedAlone({ kind: 'put' }, out.body);
+      if (done !== undefined && done.cid !== null)
+        await follower.tableLanded(written!.did, put.rkey, {
+          cid: done.cid,
+          value: put.record,
+          rev: done.rev,
+          commit: done.commit,
+        });
+    }
     // A refused swap wrote nothing, and says only that the account moved on: the views follow
     // it as the stream delivers it. Any other refusal is not understood here, so they go.
     const refused = out.status >= 400 ? refusalOf(out) : undefined;

@@ -71,7 +71,7 @@ export function parseWrite(
  * record's new CID (null: deleted); undefined when the answer does not say.
  */
 export function landedAlone(
-  op: RefOp,
+  op: Pick<RefOp, 'kind'>,
   body: Buffer,
 ): { commit: string; rev: string; cid: string | null } | undefined {
   const res = jsonOf(body) as { cid?: unknown; commit?: { cid?: unknown; rev?: unknown } } | undefined;

@@ -119,13 +119,19 @@ function callAgent(socket: string, path: string, body?: unknown): Promise<{ stat
 export async function agentWireView(
   socket: string,
   q: { did: string; repo: string; pds: string },
-): Promise<{ refs: WireRefOf[]; commit?: string } | null> {
+): Promise<{ refs: WireRefOf[]; commit?: string; table?: { cid: string; value: unknown } } | null> {
   const view = JSON.parse((await callAgent(socket, `/view?${new URLSearchParams(q).toString()}`)).text) as {
     confirmed: boolean;
     refs?: WireRefOf[];
     commit?: string;
+    table?: { cid: string; value: unknown };
   };
-  return view.confirmed ? { refs: view.refs ?? [], ...(view.commit ? { commit: view.commit } : {}) } : null;
+  if (!view.confirmed) return null;
+  return {
+    refs: view.refs ?? [],
+    ...(view.commit ? { commit: view.commit } : {}),
+    ...(view.table ? { table: view.table } : {}),
+  };
 }
 
 /** A TCP relay whose event-stream frames (from the target back to its clients) a test can hold back. */
