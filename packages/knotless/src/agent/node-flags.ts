@@ -9,12 +9,12 @@ type Execve = (file: string, args: string[], env: NodeJS.ProcessEnv) => never;
 /**
  * Replaces this process with the same command under whichever of {@link NODE_FLAGS} its Node was
  * not given (on its command line or in `nodeOptions`, NODE_OPTIONS, by name: a user's own value
- * stays), before
- * anything is opened or started. The same pid goes on, so whatever started it (a shell, a service
- * manager, a test) keeps waiting on and signalling the right process, and no second Node is held
- * meanwhile as a parent waiting on a child would be. Node older than 22.15 cannot do this, and
- * the agent then runs without the flags (a few MiB more at its peak), saying so in its log; so it
- * does when Node cannot start again (its executable gone in an upgrade). Returns only then.
+ * stays), before anything is opened or started. The same pid goes on, so whatever started it (a
+ * shell, a service manager, a test) keeps waiting on and signalling the right process, and no
+ * second Node is held meanwhile as a parent waiting on a child would be. Node older than 22.15
+ * cannot do this, and the agent then runs without the flags (a few MiB more at its peak), saying so
+ * in its log; so it does when Node cannot start again (its executable gone in an upgrade). Returns
+ * only then.
  */
 export function restartWithNodeFlags(nodeOptions: string[], log: (line: string) => void): void {
   const name = (flag: string) => flag.split('=')[0];
