@@ -201,14 +201,15 @@ export class Follower {
     // Writes the head does not hold yet (a push that listed for itself, whose write proved no view):
     // the views hold them but are not the account at the head any more, and a push swapping on it
     // would be refused. They are behind until the stream delivers a commit, as after a refused swap.
-    // A deletion's revision is not told: it counts as newer.
+    // Told by the revisions written (a deletion's is not told: a push through the group commit moved
+    // the head to the commit of its deletions already, and one of many refs moved it to its last).
     const at = this.#heads.get(did);
-    if (at !== undefined && at.commit !== head?.to) {
-      const newer =
-        (change.deleted ?? []).length > 0 ||
-        (change.written ?? []).some((r) => r.rev === undefined || at.rev === '' || at.rev < r.rev);
-      if (newer) this.markBehind(did);
-    }
+    if (
+      at !== undefined &&
+      at.commit !== head?.to &&
+      (change.written ?? []).some((r) => r.rev === undefined || at.rev === '' || at.rev < r.rev)
+    )
+      this.markBehind(did);
   }
 
   /** Sets the commit the views of `did` are complete at, unless one of a later revision is set. */
