@@ -288,6 +288,35 @@ describe('OAuth login', () => {
           attempts.every((r) => r.pid === agentPid),
           `a push went around the agent: ${JSON.stringify(attempts)}`,
         );
+        if (layout === 'records') {
+          // A push that moves two refs is two writes, each a request of its own (signed as it is
+          // sent, no group folds them): the one that carries the view's commit goes first, the other
+          // once it is answered, so that neither is refused for the other's commit.
+          const made = await runProcess('git', ['-C', work, 'push', '-q', 'origin', 'main:two'], { env });
+          assert.equal(made.code, 0, made.stderr);
+          for (;;) {
+            const view = await agentWireView(socket, { did, repo: name, pds: gate.url });
+            if (view?.commit !== undefined && view.refs.some((r) => r.record.ref === 'refs/heads/two')) break;
+            await new Promise((r) => setTimeout(r, 100));
+          }
+          const from2 = (await watch.settled()).length;
+          fs.writeFileSync(path.join(work, 'f5.txt'), '5\n');
+          await runProcess('git', ['-C', work, 'add', '-A'], { env });
+          await runProcess('git', ['-C', work, 'commit', '-q', '-m', 'c5'], { env });
+          const res = await runProcess('git', ['-C', work, 'push', '-q', 'origin', 'main', 'main:two'], {
+            env,
+          });
+          assert.equal(res.code, 0, res.stderr);
+          const sent = (await watch.settled())
+            .slice(from2)
+            .filter((r) => r.path.startsWith('/xrpc/com.atproto.repo.putRecord'));
+          assert.equal(sent.filter((r) => r.status !== undefined && r.status < 300).length, 2);
+          assert.ok(
+            sent.every((r) => (r.status !== undefined && r.status < 300) || r.status === 401),
+            `a write was refused and sent again: ${JSON.stringify(sent)}`,
+          );
+          assert.doesNotMatch(agent.log(), /a push found it stale/);
+        }
       } finally {
         watch.stop();
         await agent.stop();

@@ -303,6 +303,35 @@ export class RemoteRepo {
     return this.viewProof?.state === 'pending' ? { swapCommit: this.viewProof.commit } : {};
   }
 
+  /** The write under way that carries the listing's proof, when others wait for it ({@link #proofFor}). */
+  #proving: { done: Promise<void>; settle: () => void } | undefined;
+
+  /**
+   * `swapCommit` for the next ref write under `auth`. A write signed request by request (an OAuth
+   * session: its DPoP proof signs it as it is sent) reaches the PDS on its own, never folded by the
+   * warm agent into one commit with the push's other writes: of several sent at once with the same
+   * `swapCommit`, all but the first would be refused and sent again. So they wait for the answer to
+   * the one that carries it, and go on without it once it proved the listing or found it broken (one
+   * whose write failed otherwise leaves the proof to the next).
+   */
+  async #proofFor(auth: Authorizer): Promise<{ swapCommit?: string }> {
+    if (auth.send === undefined) return this.#proofFields();
+    while (this.viewProof?.state === 'pending' && this.#proving !== undefined) await this.#proving.done;
+    const proof = this.#proofFields();
+    if (proof.swapCommit !== undefined) {
+      let resolve = () => {};
+      const done = new Promise<void>((r) => (resolve = r));
+      this.#proving = {
+        done,
+        settle: () => {
+          this.#proving = undefined;
+          resolve();
+        },
+      };
+    }
+    return proof;
+  }
+
   /**
    * Settles the listing's proof from a ref write's outcome, and keeps the commit a proving write
    * made (`commit`) while no other write has landed.
@@ -313,10 +342,14 @@ export class RemoteRepo {
         ? { commit: commit.cid, rev: commit.rev }
         : null;
     this.#provedInto = carried && err === undefined && this.#provedInto === undefined ? made : null;
-    if (!carried || this.viewProof === undefined) return;
-    if (err === undefined) this.viewProof.state = 'proven';
-    else if (err instanceof SwapConflict && this.viewProof.state === 'pending')
-      this.viewProof.state = 'broken';
+    if (!carried) return;
+    if (this.viewProof !== undefined) {
+      if (err === undefined) this.viewProof.state = 'proven';
+      else if (err instanceof SwapConflict && this.viewProof.state === 'pending')
+        this.viewProof.state = 'broken';
+    }
+    // The writes waiting for this one's answer go on, with the proof as it now stands.
+    this.#proving?.settle();
   }
 
   /** Writes a ref record if its current CID is `swap` (null: if it does not exist). Returns the new CID and revision. */
@@ -327,7 +360,7 @@ export class RemoteRepo {
     swap: string | null,
   ): Promise<{ cid: string; rev: string }> {
     await this.prepare();
-    const proof = this.#proofFields();
+    const proof = await this.#proofFor(auth);
     try {
       const res = await this.writer(auth).procedure<{ cid: string; commit?: { cid?: string; rev?: string } }>(
         'com.atproto.repo.putRecord',
@@ -351,7 +384,7 @@ export class RemoteRepo {
 
   /** Deletes a ref record if its current CID is `swap`. */
   async deleteRef(auth: Authorizer, key: string, swap: string): Promise<void> {
-    const proof = this.#proofFields();
+    const proof = await this.#proofFor(auth);
     try {
       const res = await this.writer(auth).procedure<{ commit?: { cid?: string; rev?: string } } | undefined>(
         'com.atproto.repo.deleteRecord',
