@@ -255,17 +255,36 @@ describe('OAuth login', () => {
           assert.equal(res.code, 0, res.stderr);
           return (await runProcess('git', ['-C', work, 'rev-parse', 'HEAD'], { env })).stdout.trim();
         };
+        /** Asks the agent for the view until `at` holds of it. */
+        const untilView = async (at: (view: Awaited<ReturnType<typeof agentWireView>>) => boolean) => {
+          while (!at(await agentWireView(socket, { did, repo: name, pds: gate.url })))
+            await new Promise((r) => setTimeout(r, 100));
+        };
+        /**
+         * The `putRecord`s sent since `from` requests were seen: `n` landed, any other only a resend
+         * for a new DPoP nonce (the PDS rotates it every few minutes), each carried by the agent.
+         */
+        const assertWrites = async (from: number, n: number) => {
+          const attempts = (await watch.settled())
+            .slice(from)
+            .filter((r) => r.path.startsWith('/xrpc/com.atproto.repo.putRecord'));
+          assert.equal(attempts.filter((r) => r.status !== undefined && r.status < 300).length, n);
+          assert.ok(
+            attempts.every((r) => (r.status !== undefined && r.status < 300) || r.status === 401),
+            `a write was refused and sent again: ${JSON.stringify(attempts)}`,
+          );
+          assert.ok(
+            attempts.every((r) => r.pid === agentPid),
+            `a push went around the agent: ${JSON.stringify(attempts)}`,
+          );
+        };
         const first = await push(1);
         // The view answers at once with the first push, at the commit the stream delivered.
-        for (;;) {
-          const view = await agentWireView(socket, { did, repo: name, pds: gate.url });
-          const at =
-            layout === 'table'
-              ? JSON.stringify(view?.table?.value ?? null).includes(first)
-              : view?.commit !== undefined && view.refs.some((r) => r.record.target === first);
-          if (at) break;
-          await new Promise((r) => setTimeout(r, 100));
-        }
+        await untilView((view) =>
+          layout === 'table'
+            ? JSON.stringify(view?.table?.value ?? null).includes(first)
+            : view?.commit !== undefined && view.refs.some((r) => r.record.target === first),
+        );
         const from = (await watch.settled()).length;
         gate.hold();
         try {
@@ -275,30 +294,17 @@ describe('OAuth login', () => {
         } finally {
           gate.release();
         }
-        const attempts = (await watch.settled())
-          .slice(from)
-          .filter((r) => r.path.startsWith('/xrpc/com.atproto.repo.putRecord'));
-        // One write a push, each carried by the agent; a resend only for a new DPoP nonce.
-        assert.equal(attempts.filter((r) => r.status !== undefined && r.status < 300).length, 3);
-        assert.ok(
-          attempts.every((r) => (r.status !== undefined && r.status < 300) || r.status === 401),
-          `a write was refused and sent again: ${JSON.stringify(attempts)}`,
-        );
-        assert.ok(
-          attempts.every((r) => r.pid === agentPid),
-          `a push went around the agent: ${JSON.stringify(attempts)}`,
-        );
+        // One write a push.
+        await assertWrites(from, 3);
         if (layout === 'records') {
           // A push that moves two refs is two writes, each a request of its own (signed as it is
           // sent, no group folds them): the one that carries the view's commit goes first, the other
           // once it is answered, so that neither is refused for the other's commit.
           const made = await runProcess('git', ['-C', work, 'push', '-q', 'origin', 'main:two'], { env });
           assert.equal(made.code, 0, made.stderr);
-          for (;;) {
-            const view = await agentWireView(socket, { did, repo: name, pds: gate.url });
-            if (view?.commit !== undefined && view.refs.some((r) => r.record.ref === 'refs/heads/two')) break;
-            await new Promise((r) => setTimeout(r, 100));
-          }
+          await untilView(
+            (view) => view?.commit !== undefined && view.refs.some((r) => r.record.ref === 'refs/heads/two'),
+          );
           const from2 = (await watch.settled()).length;
           fs.writeFileSync(path.join(work, 'f5.txt'), '5\n');
           await runProcess('git', ['-C', work, 'add', '-A'], { env });
@@ -307,14 +313,7 @@ describe('OAuth login', () => {
             env,
           });
           assert.equal(res.code, 0, res.stderr);
-          const sent = (await watch.settled())
-            .slice(from2)
-            .filter((r) => r.path.startsWith('/xrpc/com.atproto.repo.putRecord'));
-          assert.equal(sent.filter((r) => r.status !== undefined && r.status < 300).length, 2);
-          assert.ok(
-            sent.every((r) => (r.status !== undefined && r.status < 300) || r.status === 401),
-            `a write was refused and sent again: ${JSON.stringify(sent)}`,
-          );
+          await assertWrites(from2, 2);
           assert.doesNotMatch(agent.log(), /a push found it stale/);
         }
       } finally {

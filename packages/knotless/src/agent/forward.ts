@@ -3,8 +3,8 @@ import type { RateBudgets, UploadBudgets } from 'knotless-core/xrpc/rate-limit';
 import type { HttpRequest, HttpResponse, Transport } from 'knotless-core/xrpc/transport';
 import type { Follower } from './follower.ts';
 import { budgetKey, refusalOf, type GroupCommit } from './group-commit.ts';
-import { landedAlone } from './group-state.ts';
 import { isWrite } from './socket-forward.ts';
+import { landedTable } from './table-group.ts';
 
 /**
  * The account a forwarded write was for (its body's `repo`), if it says; when it writes a ref table,
@@ -87,21 +87,9 @@ export function forwarder(
     // A table write the group did not take (an OAuth request, whose DPoP proof signs it as it came)
     // landed: the views take it now, as the group's own, so that the next push swaps on it rather
     // than on the table before, which the stream may not have replaced yet.
-    const put = written?.put;
-    if (
-      grouped === undefined &&
-      put !== undefined &&
-      out.status === 200 &&
-      target.pathname.endsWith('.putRecord')
-    ) {
-      const done = landedAlone({ kind: 'put' }, out.body);
-      if (done !== undefined && done.cid !== null)
-        await follower.tableLanded(written!.did, put.rkey, {
-          cid: done.cid,
-          value: put.record,
-          rev: done.rev,
-          commit: done.commit,
-        });
+    if (grouped === undefined && written?.put !== undefined && target.pathname.endsWith('.putRecord')) {
+      const change = landedTable(written.put.record, out);
+      if (change !== undefined) await follower.tableLanded(written.did, written.put.rkey, change);
     }
     // A refused swap wrote nothing, and says only that the account moved on: the views follow
     // it as the stream delivers it. Any other refusal is not understood here, so they go.

@@ -23,6 +23,17 @@ const MAX_FOLD = 64;
 /** Tables of our own latest writes kept per table by CID: a queued push's base is one of them. */
 const HISTORY = 16;
 
+/**
+ * The table a `putRecord` of `record` sent alone landed, from the PDS's answer, as the views take it;
+ * undefined when it did not land or the answer does not say how.
+ */
+export function landedTable(record: unknown, res: HttpResponse): TableChange | undefined {
+  const done = res.status === 200 ? landedAlone({ kind: 'put' }, res.body) : undefined;
+  return done === undefined || done.cid === null
+    ? undefined
+    : { cid: done.cid, value: record, rev: done.rev, commit: done.commit };
+}
+
 /** What the table group asks of the follower's views (follower.ts). */
 export interface TableViews {
   /** The table a ready view holds, for the account's table record `rkey`. */
@@ -343,12 +354,11 @@ export class TableGroup {
       return;
     }
     this.#budgets.observe(t.budget, res.headers);
-    const done = res.status === 200 ? landedAlone(p.op, res.body) : undefined;
-    if (done !== undefined && done.cid !== null) {
-      const change = { cid: done.cid, value: p.op.record, rev: done.rev, commit: done.commit };
+    const change = landedTable(p.op.record, res);
+    if (change !== undefined) {
       // Known here only without parts (whose records the group does not hold): else the view's.
       const known = this.#parse(t, p.op.record);
-      t.last = known === undefined ? undefined : { ...known, cid: done.cid, rev: done.rev };
+      t.last = known === undefined ? undefined : { ...known, cid: change.cid, rev: change.rev };
       if (t.last !== undefined) this.#keep(t, t.last);
       await this.#views.tableLanded(t.did, t.rkey, change);
     }
